@@ -1,0 +1,93 @@
+//===- KgBase.td - the kg dialect, its enums and type constraints ---------===//
+//
+// The `kg` dialect describes kernel graphs: tensor programs built from
+// matmuls, reductions, normalizations and elementwise ops. It has two levels
+// that share one dialect:
+//
+//  * graph ops (KgGraphOps.td) work on whole tensors with static shapes; a
+//    `kg.kernel` groups graph ops into the unit that becomes one GPU kernel;
+//  * tile ops (KgTileOps.td) appear once a kernel is tiled: they load, store
+//    and multiply tiles of memref-typed buffers, one program per tile.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KG_BASE_TD
+#define KG_BASE_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/EnumAttr.td"
+include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/IR/CommonTypeConstraints.td"
+
+def Kg_Dialect : Dialect {
+  let name = "kg";
+  let cppNamespace = "::kgc::kg";
+  let summary = "Kernel graphs: fused tensor programs that lower to Triton.";
+  let description = [{
+    A kernel graph is a `func.func` whose body is made of `kg` ops on ranked
+    tensors with static shapes. kgc partitions the graph into `kg.kernel`
+    ops, tiles each kernel, pads its tiles to powers of two with masks,
+    legalizes its dots and lowers it to Triton IR (TTIR).
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Element types and tensor constraints
+//===----------------------------------------------------------------------===//
+
+// Types that elementwise math, reductions and normalizations accept.
+def Kg_Float : AnyTypeOf<[F32, F16, BF16], "f32, f16 or bf16">;
+
+// 8-bit floats: storage and matmul inputs only.
+def Kg_Float8 : AnyTypeOf<[F8E4M3FN, F8E5M2], "f8E4M3FN or f8E5M2">;
+
+// Every element type a kg tensor may hold.
+def Kg_Element : AnyTypeOf<[F32, F16, BF16, F8E4M3FN, F8E5M2],
+                           "f32, f16, bf16, f8E4M3FN or f8E5M2">;
+
+def Kg_FloatTensor : StaticShapeTensorOf<[Kg_Float]>;
+def Kg_Tensor : StaticShapeTensorOf<[Kg_Element]>;
+
+// Tiles are tensors too; masks are tensors of i1.
+def Kg_MaskTile : StaticShapeTensorOf<[I1]>;
+
+// Buffers of a tiled kernel.
+def Kg_Buffer : StaticShapeMemRefOf<[Kg_Element]>;
+
+//===----------------------------------------------------------------------===//
+// Enums
+//===----------------------------------------------------------------------===//
+
+def Kg_GeluApproximation : I32EnumAttr<"GeluApproximation",
+    "how gelu evaluates the Gaussian CDF", [
+      I32EnumAttrCase<"none", 0>,
+      I32EnumAttrCase<"tanh", 1>
+    ]> {
+  let cppNamespace = "::kgc::kg";
+}
+
+def Kg_ReduceKind : I32EnumAttr<"ReduceKind", "the combiner of a reduction", [
+      I32EnumAttrCase<"sum", 0>,
+      I32EnumAttrCase<"max", 1>,
+      I32EnumAttrCase<"min", 2>,
+      I32EnumAttrCase<"mean", 3>
+    ]> {
+  let cppNamespace = "::kgc::kg";
+}
+
+def Kg_Precision : I32EnumAttr<"Precision",
+    "how an f32 matmul uses the tensor cores", [
+      I32EnumAttrCase<"ieee", 0>,
+      I32EnumAttrCase<"tf32", 1>
+    ]> {
+  let cppNamespace = "::kgc::kg";
+}
+
+//===----------------------------------------------------------------------===//
+// Base classes
+//===----------------------------------------------------------------------===//
+
+class Kg_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Kg_Dialect, mnemonic, traits>;
+
+#endif // KG_BASE_TD

@@ -1,0 +1,605 @@
+//===- KgDialect.cpp - the kg dialect and its verifiers -------------------===//
+//
+// Every verifier message names the operand, its type (shape and element
+// type) and the rule that failed, so that a user can fix the input file
+// from the message alone.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KgDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/APFloat.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallSet.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <optional>
+
+using namespace mlir;
+using namespace kgc::kg;
+
+#include "KgEnums.cpp.inc"
+
+#include "KgDialect.cpp.inc"
+
+void KgDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "KgOps.cpp.inc"
+      >();
+}
+
+//===----------------------------------------------------------------------===//
+// Shared helpers
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Prints a shape as `[16, 128]`.
+struct ShapeText {
+  ArrayRef<int64_t> dims;
+};
+
+raw_ostream &operator<<(raw_ostream &os, ShapeText shape) {
+  os << '[';
+  llvm::interleaveComma(shape.dims, os);
+  return os << ']';
+}
+
+template <typename DiagT> DiagT &&operator<<(DiagT &&diag, ShapeText shape) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << shape;
+  diag << text;
+  return std::forward<DiagT>(diag);
+}
+
+RankedTensorType tensorType(Value value) {
+  return cast<RankedTensorType>(value.getType());
+}
+
+/// The numpy broadcast of two shapes, or the first dimension (counted from
+/// the end, as a negative number) where they disagree.
+FailureOr<SmallVector<int64_t>> broadcastShapes(ArrayRef<int64_t> lhs,
+                                                ArrayRef<int64_t> rhs,
+                                                int64_t &badDimFromEnd) {
+  size_t rank = std::max(lhs.size(), rhs.size());
+  SmallVector<int64_t> out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t l = i < lhs.size() ? lhs[lhs.size() - 1 - i] : 1;
+    int64_t r = i < rhs.size() ? rhs[rhs.size() - 1 - i] : 1;
+    if (l != r && l != 1 && r != 1) {
+      badDimFromEnd = -static_cast<int64_t>(i) - 1;
+      return failure();
+    }
+    out[rank - 1 - i] = l == 1 ? r : l;
+  }
+  return out;
+}
+
+/// The kernel a tile op lives in, or an error when it is not in the body of
+/// a tiled kernel.
+LogicalResult verifyInTiledKernel(Operation *op) {
+  auto kernel = op->getParentOfType<KernelOp>();
+  if (!kernel || !kernel.isTiled())
+    return op->emitOpError()
+           << "is a tile op and must be inside the body of a tiled kg.kernel";
+  return success();
+}
+
+bool isFloat8(Type type) { return isa<Float8E4M3FNType, Float8E5M2Type>(type); }
+
+/// Element types that a matmul or a tile dot accepts together.
+LogicalResult verifyDotOperandTypes(Operation *op, Type a, Type b,
+                                    std::optional<Precision> precision) {
+  Type ea = cast<ShapedType>(a).getElementType();
+  Type eb = cast<ShapedType>(b).getElementType();
+  if (ea != eb && !(isFloat8(ea) && isFloat8(eb)))
+    return op->emitOpError()
+           << "operands must share an element type (the two 8-bit floats "
+              "may mix), got a "
+           << a << " and b " << b;
+  if (precision && !ea.isF32())
+    return op->emitOpError()
+           << "precision applies to f32 operands only, got a " << a;
+  return success();
+}
+
+/// The layer_norm and rms_norm rules: normalized_shape names the trailing
+/// dimensions of x; weight and bias have that shape and x's element type.
+LogicalResult verifyNorm(Operation *op, Value x, ArrayRef<Value> affine,
+                         ArrayRef<StringRef> affineNames,
+                         ArrayRef<int64_t> normalizedShape, double eps,
+                         Type resultType) {
+  RankedTensorType xType = tensorType(x);
+  ArrayRef<int64_t> shape = xType.getShape();
+  if (normalizedShape.empty() || normalizedShape.size() > shape.size() ||
+      shape.take_back(normalizedShape.size()) != normalizedShape)
+    return op->emitOpError()
+           << "normalized_shape " << ShapeText{normalizedShape}
+           << " must equal the trailing dimensions of x " << xType;
+  for (auto [value, name] : llvm::zip(affine, affineNames)) {
+    if (!value)
+      continue;
+    RankedTensorType type = tensorType(value);
+    if (type.getShape() != normalizedShape)
+      return op->emitOpError()
+             << name << " " << type << " must have shape normalized_shape "
+             << ShapeText{normalizedShape};
+    if (type.getElementType() != xType.getElementType())
+      return op->emitOpError() << name << " " << type
+                               << " must have the element type of x " << xType;
+  }
+  if (!(eps > 0.0))
+    return op->emitOpError() << "eps must be positive, got " << eps;
+  if (resultType != xType)
+    return op->emitOpError() << "result type " << resultType
+                             << " must equal the type of x " << xType;
+  return success();
+}
+
+/// Rules shared by tile loads and stores.
+LogicalResult verifyTileAccess(Operation *op, MemRefType buffer,
+                               RankedTensorType tile, size_t numOffsets,
+                               StringRef bufferName) {
+  if (failed(verifyInTiledKernel(op)))
+    return failure();
+  if (numOffsets != static_cast<size_t>(buffer.getRank()))
+    return op->emitOpError()
+           << "takes one offset per dimension of " << bufferName << " "
+           << buffer << ", got " << numOffsets;
+  if (tile.getRank() != buffer.getRank())
+    return op->emitOpError() << "tile " << tile << " must have the rank of "
+                             << bufferName << " " << buffer;
+  if (tile.getElementType() != buffer.getElementType())
+    return op->emitOpError()
+           << "tile " << tile << " must have the element type of "
+           << bufferName << " " << buffer;
+  return success();
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Elementwise ops
+//===----------------------------------------------------------------------===//
+
+// Ops whose result has the type of their first operand.
+#define KG_RESULT_TYPE_OF_X(OP)                                                \
+  LogicalResult OP::inferReturnTypes(                                         \
+      MLIRContext *, std::optional<Location>, OP::Adaptor adaptor,             \
+      SmallVectorImpl<Type> &inferred) {                                       \
+    inferred.push_back(adaptor.getX().getType());                              \
+    return success();                                                          \
+  }
+
+KG_RESULT_TYPE_OF_X(ExpOp)
+KG_RESULT_TYPE_OF_X(LogOp)
+KG_RESULT_TYPE_OF_X(SqrtOp)
+KG_RESULT_TYPE_OF_X(RsqrtOp)
+KG_RESULT_TYPE_OF_X(NegOp)
+KG_RESULT_TYPE_OF_X(AbsOp)
+KG_RESULT_TYPE_OF_X(ReluOp)
+KG_RESULT_TYPE_OF_X(SiluOp)
+KG_RESULT_TYPE_OF_X(SigmoidOp)
+KG_RESULT_TYPE_OF_X(TanhOp)
+KG_RESULT_TYPE_OF_X(SquareOp)
+KG_RESULT_TYPE_OF_X(ReciprocalOp)
+KG_RESULT_TYPE_OF_X(GeluOp)
+KG_RESULT_TYPE_OF_X(ClampOp)
+KG_RESULT_TYPE_OF_X(SoftmaxOp)
+
+#undef KG_RESULT_TYPE_OF_X
+
+LogicalResult ClampOp::verify() {
+  std::optional<APFloat> lo = getMin(), hi = getMax();
+  if (!lo && !hi)
+    return emitOpError() << "needs a min, a max or both";
+  if (lo && hi && lo->convertToDouble() > hi->convertToDouble())
+    return emitOpError() << "min " << lo->convertToDouble()
+                         << " is greater than max " << hi->convertToDouble();
+  return success();
+}
+
+/// Shared by every binary op.
+static LogicalResult verifyBinary(Operation *op) {
+  RankedTensorType lhs = tensorType(op->getOperand(0));
+  RankedTensorType rhs = tensorType(op->getOperand(1));
+  RankedTensorType out = tensorType(op->getResult(0));
+  if (lhs.getElementType() != rhs.getElementType())
+    return op->emitOpError()
+           << "operands must share an element type, got lhs " << lhs
+           << " and rhs " << rhs;
+  int64_t badDim = 0;
+  FailureOr<SmallVector<int64_t>> shape =
+      broadcastShapes(lhs.getShape(), rhs.getShape(), badDim);
+  if (failed(shape))
+    return op->emitOpError()
+           << "operands are not broadcast-compatible: lhs " << lhs << " and rhs "
+           << rhs << " differ in dimension " << badDim;
+  auto expected = RankedTensorType::get(*shape, lhs.getElementType());
+  if (out != expected)
+    return op->emitOpError() << "result type " << out
+                             << " must be the broadcast type " << expected
+                             << " of lhs " << lhs << " and rhs " << rhs;
+  return success();
+}
+
+LogicalResult AddOp::verify() { return verifyBinary(*this); }
+LogicalResult SubOp::verify() { return verifyBinary(*this); }
+LogicalResult MulOp::verify() { return verifyBinary(*this); }
+LogicalResult DivOp::verify() { return verifyBinary(*this); }
+LogicalResult MaximumOp::verify() { return verifyBinary(*this); }
+LogicalResult MinimumOp::verify() { return verifyBinary(*this); }
+LogicalResult PowOp::verify() { return verifyBinary(*this); }
+
+LogicalResult ConstantOp::verify() {
+  Type element = getOut().getType().getElementType();
+  auto floatType = cast<FloatType>(element);
+  APFloat value = getValue();
+  if (value.isInfinity() || value.isNaN())
+    return success();
+  bool losesInfo = false;
+  APFloat::opStatus status = value.convert(
+      floatType.getFloatSemantics(), APFloat::rmNearestTiesToEven, &losesInfo);
+  if (status & APFloat::opOverflow)
+    return emitOpError() << "value " << getValue().convertToDouble()
+                         << " overflows the element type " << element;
+  return success();
+}
+
+LogicalResult CastOp::verify() {
+  RankedTensorType in = getX().getType(), out = getOut().getType();
+  if (in.getShape() != out.getShape())
+    return emitOpError() << "cannot change the shape: x " << in
+                         << " and result " << out;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Matmul
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatmulOp::verify() {
+  RankedTensorType a = getA().getType(), b = getB().getType();
+  RankedTensorType out = getOut().getType();
+  if (a.getRank() < 2)
+    return emitOpError() << "operand a " << a << " must have rank 2 or more";
+  if (b.getRank() < 2)
+    return emitOpError() << "operand b " << b << " must have rank 2 or more";
+  if (failed(verifyDotOperandTypes(*this, a, b, getPrecision())))
+    return failure();
+  int64_t m = a.getDimSize(a.getRank() - 2), k = a.getDimSize(a.getRank() - 1);
+  int64_t kb = b.getDimSize(b.getRank() - 2), n = b.getDimSize(b.getRank() - 1);
+  if (k != kb)
+    return emitOpError() << "contracting dimensions differ: a " << a
+                         << " has K = " << k << ", b " << b << " has K = " << kb;
+  int64_t badDim = 0;
+  FailureOr<SmallVector<int64_t>> batch = broadcastShapes(
+      a.getShape().drop_back(2), b.getShape().drop_back(2), badDim);
+  if (failed(batch))
+    return emitOpError() << "batch dimensions of a " << a << " and b " << b
+                         << " are not broadcast-compatible (dimension "
+                         << badDim << " of the batch shape)";
+  SmallVector<int64_t> expected = *batch;
+  expected.push_back(m);
+  expected.push_back(n);
+  if (out.getShape() != ArrayRef<int64_t>(expected))
+    return emitOpError() << "result " << out << " must have shape "
+                         << ShapeText{expected} << " for a " << a << " and b "
+                         << b;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and normalizations
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReduceOp::verify() {
+  RankedTensorType x = getX().getType(), out = getOut().getType();
+  ArrayRef<int64_t> dims = getDims();
+  if (dims.empty())
+    return emitOpError() << "needs at least one dimension to reduce";
+  llvm::SmallSet<int64_t, 4> seen;
+  for (int64_t dim : dims) {
+    if (dim < 0 || dim >= x.getRank())
+      return emitOpError() << "dimension " << dim << " is out of range for x "
+                           << x << " (rank " << x.getRank() << ")";
+    if (!seen.insert(dim).second)
+      return emitOpError() << "dimension " << dim << " appears twice in dims";
+  }
+  if (out.getElementType() != x.getElementType())
+    return emitOpError() << "result " << out
+                         << " must have the element type of x " << x;
+  SmallVector<int64_t> expected;
+  for (int64_t d = 0; d < x.getRank(); ++d) {
+    if (!seen.contains(d))
+      expected.push_back(x.getDimSize(d));
+    else if (getKeepdim())
+      expected.push_back(1);
+  }
+  if (out.getShape() != ArrayRef<int64_t>(expected))
+    return emitOpError() << "result " << out << " must have shape "
+                         << ShapeText{expected} << " after reducing x " << x
+                         << " over " << ShapeText{dims}
+                         << (getKeepdim() ? " with keepdim" : "");
+  return success();
+}
+
+LogicalResult SoftmaxOp::verify() {
+  int64_t rank = getX().getType().getRank();
+  if (getDim() < 0 || getDim() >= rank)
+    return emitOpError() << "dim " << getDim() << " is out of range for x "
+                         << getX().getType() << " (rank " << rank << ")";
+  return success();
+}
+
+LogicalResult RmsNormOp::verify() {
+  return verifyNorm(*this, getX(), {getWeight()}, {"weight"},
+                    getNormalizedShape(), getEps().convertToDouble(),
+                    getOut().getType());
+}
+
+LogicalResult LayerNormOp::verify() {
+  return verifyNorm(*this, getX(), {getWeight(), getBias()},
+                    {"weight", "bias"}, getNormalizedShape(),
+                    getEps().convertToDouble(), getOut().getType());
+}
+
+//===----------------------------------------------------------------------===//
+// View ops
+//===----------------------------------------------------------------------===//
+
+/// View ops never change the element type.
+static LogicalResult verifySameElementType(Operation *op,
+                                           RankedTensorType in,
+                                           RankedTensorType out) {
+  if (in.getElementType() != out.getElementType())
+    return op->emitOpError() << "result " << out
+                             << " must have the element type of x " << in;
+  return success();
+}
+
+LogicalResult TransposeOp::verify() {
+  RankedTensorType x = getX().getType(), out = getOut().getType();
+  ArrayRef<int64_t> perm = getPermutation();
+  if (static_cast<int64_t>(perm.size()) != x.getRank())
+    return emitOpError() << "permutation " << ShapeText{perm}
+                         << " must have one entry per dimension of x " << x;
+  SmallVector<bool> used(perm.size(), false);
+  for (int64_t p : perm) {
+    if (p < 0 || p >= x.getRank() || used[p])
+      return emitOpError() << "permutation " << ShapeText{perm}
+                           << " is not a permutation of [0, " << x.getRank()
+                           << ")";
+    used[p] = true;
+  }
+  if (failed(verifySameElementType(*this, x, out)))
+    return failure();
+  SmallVector<int64_t> expected;
+  for (int64_t p : perm)
+    expected.push_back(x.getDimSize(p));
+  if (out.getShape() != ArrayRef<int64_t>(expected))
+    return emitOpError() << "result " << out << " must have shape "
+                         << ShapeText{expected} << " for x " << x
+                         << " permuted by " << ShapeText{perm};
+  return success();
+}
+
+LogicalResult ReshapeOp::verify() {
+  RankedTensorType x = getX().getType(), out = getOut().getType();
+  if (failed(verifySameElementType(*this, x, out)))
+    return failure();
+  if (x.getNumElements() != out.getNumElements())
+    return emitOpError() << "result " << out << " holds "
+                         << out.getNumElements() << " elements but x " << x
+                         << " holds " << x.getNumElements();
+  return success();
+}
+
+LogicalResult BroadcastToOp::verify() {
+  RankedTensorType x = getX().getType(), out = getOut().getType();
+  if (failed(verifySameElementType(*this, x, out)))
+    return failure();
+  if (x.getRank() > out.getRank())
+    return emitOpError() << "cannot broadcast x " << x << " to the lower rank of "
+                         << out;
+  int64_t lead = out.getRank() - x.getRank();
+  for (int64_t d = 0; d < x.getRank(); ++d) {
+    int64_t from = x.getDimSize(d), to = out.getDimSize(lead + d);
+    if (from != to && from != 1)
+      return emitOpError() << "cannot broadcast x " << x << " to " << out
+                           << ": dimension " << d << " is " << from
+                           << ", not 1 or " << to;
+  }
+  return success();
+}
+
+LogicalResult ConcatOp::verify() {
+  if (getInputs().empty())
+    return emitOpError() << "needs at least one input";
+  RankedTensorType first = tensorType(getInputs().front());
+  RankedTensorType out = getOut().getType();
+  int64_t rank = first.getRank(), dim = getDim();
+  if (dim < 0 || dim >= rank)
+    return emitOpError() << "dim " << dim << " is out of range for inputs of rank "
+                         << rank;
+  int64_t total = 0;
+  for (auto [index, value] : llvm::enumerate(getInputs())) {
+    RankedTensorType type = tensorType(value);
+    if (type.getRank() != rank)
+      return emitOpError() << "input #" << index << " " << type
+                           << " must have the rank of input #0 " << first;
+    if (type.getElementType() != first.getElementType())
+      return emitOpError() << "input #" << index << " " << type
+                           << " must have the element type of input #0 "
+                           << first;
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != dim && type.getDimSize(d) != first.getDimSize(d))
+        return emitOpError()
+               << "input #" << index << " " << type << " differs from input #0 "
+               << first << " in dimension " << d
+               << ", which is not the concat dimension " << dim;
+    total += type.getDimSize(dim);
+  }
+  SmallVector<int64_t> expected(first.getShape());
+  expected[dim] = total;
+  if (out != RankedTensorType::get(expected, first.getElementType()))
+    return emitOpError() << "result " << out << " must have shape "
+                         << ShapeText{expected} << " and element type "
+                         << first.getElementType();
+  return success();
+}
+
+LogicalResult SliceOp::verify() {
+  RankedTensorType x = getX().getType(), out = getOut().getType();
+  ArrayRef<int64_t> offsets = getOffsets(), strides = getStrides();
+  if (static_cast<int64_t>(offsets.size()) != x.getRank() ||
+      static_cast<int64_t>(strides.size()) != x.getRank())
+    return emitOpError() << "offsets " << ShapeText{offsets} << " and strides "
+                         << ShapeText{strides}
+                         << " must have one entry per dimension of x " << x;
+  if (out.getRank() != x.getRank())
+    return emitOpError() << "result " << out << " must have the rank of x " << x;
+  if (failed(verifySameElementType(*this, x, out)))
+    return failure();
+  for (int64_t d = 0; d < x.getRank(); ++d) {
+    if (offsets[d] < 0)
+      return emitOpError() << "offset " << offsets[d] << " of dimension " << d
+                           << " is negative";
+    if (strides[d] <= 0)
+      return emitOpError() << "stride " << strides[d] << " of dimension " << d
+                           << " must be positive";
+    int64_t last = offsets[d] + (out.getDimSize(d) - 1) * strides[d];
+    if (out.getDimSize(d) > 0 && last >= x.getDimSize(d))
+      return emitOpError() << "dimension " << d << " reads index " << last
+                           << ", past the end of x " << x;
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Kernels
+//===----------------------------------------------------------------------===//
+
+bool KernelOp::isTiled() {
+  Block &body = getBody().front();
+  return getNumResults() > 0 &&
+         body.getNumArguments() == getInputs().size() + getNumResults() &&
+         llvm::all_of(body.getArgumentTypes(),
+                      [](Type t) { return isa<MemRefType>(t); });
+}
+
+LogicalResult KernelOp::verify() {
+  if (getNumResults() == 0)
+    return emitOpError() << "must produce at least one tensor";
+  Block &body = getBody().front();
+  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield)
+    return emitOpError() << "body must end in kg.yield";
+
+  if (isTiled()) {
+    SmallVector<Type> tensors(getInputs().getTypes());
+    llvm::append_range(tensors, getResultTypes());
+    for (auto [index, pair] :
+         llvm::enumerate(llvm::zip(tensors, body.getArgumentTypes()))) {
+      auto [tensor, arg] = pair;
+      auto buffer = cast<MemRefType>(arg);
+      auto expected = cast<RankedTensorType>(tensor);
+      if (buffer.getShape() != expected.getShape() ||
+          buffer.getElementType() != expected.getElementType() ||
+          !buffer.getLayout().isIdentity())
+        return emitOpError() << "buffer argument #" << index << " " << buffer
+                             << " must be a contiguous memref with the shape "
+                                "and element type of "
+                             << expected;
+    }
+    if (!yield.getValues().empty())
+      return emitOpError() << "a tiled kernel ends in an empty kg.yield";
+    return success();
+  }
+
+  if (body.getNumArguments() != getInputs().size())
+    return emitOpError() << "body takes " << body.getNumArguments()
+                         << " arguments for " << getInputs().size()
+                         << " inputs (tiled form: one memref per input and "
+                            "per result)";
+  for (auto [index, pair] : llvm::enumerate(
+           llvm::zip(getInputs().getTypes(), body.getArgumentTypes()))) {
+    auto [input, arg] = pair;
+    if (input != arg)
+      return emitOpError() << "body argument #" << index << " has type " << arg
+                           << " but input #" << index << " has type " << input;
+  }
+  if (yield.getValues().getTypes() != getResultTypes()) {
+    std::string got, want;
+    llvm::raw_string_ostream gotOs(got), wantOs(want);
+    llvm::interleaveComma(yield.getValues().getTypes(), gotOs);
+    llvm::interleaveComma(getResultTypes(), wantOs);
+    return emitOpError() << "kg.yield returns (" << got
+                         << ") but the kernel produces (" << want << ")";
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Tile ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult ProgramIdOp::verify() {
+  if (getAxis() > 2)
+    return emitOpError() << "axis " << getAxis() << " must be 0, 1 or 2";
+  return verifyInTiledKernel(*this);
+}
+
+LogicalResult TileLoadOp::verify() {
+  return verifyTileAccess(*this, getSrc().getType(), getResult().getType(),
+                          getOffsets().size(), "src");
+}
+
+LogicalResult TileStoreOp::verify() {
+  return verifyTileAccess(*this, getDst().getType(), getValue().getType(),
+                          getOffsets().size(), "dst");
+}
+
+LogicalResult TileMaskOp::verify() {
+  RankedTensorType mask = getMask().getType();
+  size_t rank = mask.getRank();
+  if (getOffsets().size() != rank || getLower().size() != rank ||
+      getUpper().size() != rank)
+    return emitOpError() << "needs one offset, lower and upper bound per "
+                            "dimension of the mask "
+                         << mask;
+  for (size_t d = 0; d < rank; ++d)
+    if (getLower()[d] >= getUpper()[d])
+      return emitOpError() << "empty box in dimension " << d << ": lower "
+                           << getLower()[d] << " >= upper " << getUpper()[d];
+  return success();
+}
+
+LogicalResult TileDotOp::verify() {
+  RankedTensorType a = getA().getType(), b = getB().getType();
+  RankedTensorType acc = getAcc().getType(), out = getOut().getType();
+  if (a.getRank() != 2 || b.getRank() != 2 || acc.getRank() != 2)
+    return emitOpError() << "takes 2-D tiles, got a " << a << ", b " << b
+                         << " and acc " << acc;
+  if (failed(verifyDotOperandTypes(*this, a, b, getPrecision())))
+    return failure();
+  if (a.getDimSize(1) != b.getDimSize(0))
+    return emitOpError() << "contracting dimensions differ: a " << a << " and b "
+                         << b;
+  if (acc.getDimSize(0) != a.getDimSize(0) ||
+      acc.getDimSize(1) != b.getDimSize(1))
+    return emitOpError() << "acc " << acc << " must be M x N for a " << a
+                         << " and b " << b;
+  if (out != acc)
+    return emitOpError() << "result " << out << " must have the type of acc "
+                         << acc;
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "KgOps.cpp.inc"

@@ -1,0 +1,190 @@
+// Every kg op prints, parses and prints again identically, in the custom
+// form and in the generic form.
+// RUN: kgc-opt %s > %t.1.mlir
+// RUN: kgc-opt %t.1.mlir > %t.2.mlir
+// RUN: diff %t.1.mlir %t.2.mlir
+// RUN: kgc-opt %s --mlir-print-op-generic | kgc-opt > %t.3.mlir
+// RUN: diff %t.1.mlir %t.3.mlir
+// RUN: FileCheck %s --input-file=%t.1.mlir
+
+// CHECK-LABEL: func.func @unary
+func.func @unary(%x: tensor<16x128xf16>) -> tensor<16x128xf16> {
+  // CHECK: kg.exp %{{.*}} : tensor<16x128xf16>
+  %0 = kg.exp %x : tensor<16x128xf16>
+  // CHECK: kg.log
+  %1 = kg.log %0 : tensor<16x128xf16>
+  // CHECK: kg.sqrt
+  %2 = kg.sqrt %1 : tensor<16x128xf16>
+  // CHECK: kg.rsqrt
+  %3 = kg.rsqrt %2 : tensor<16x128xf16>
+  // CHECK: kg.neg
+  %4 = kg.neg %3 : tensor<16x128xf16>
+  // CHECK: kg.abs
+  %5 = kg.abs %4 : tensor<16x128xf16>
+  // CHECK: kg.relu
+  %6 = kg.relu %5 : tensor<16x128xf16>
+  // CHECK: kg.silu
+  %7 = kg.silu %6 : tensor<16x128xf16>
+  // CHECK: kg.gelu %{{.*}} : tensor<16x128xf16>
+  %8 = kg.gelu %7 : tensor<16x128xf16>
+  // CHECK: kg.gelu %{{.*}} approximate = tanh : tensor<16x128xf16>
+  %9 = kg.gelu %8 approximate = tanh : tensor<16x128xf16>
+  // CHECK: kg.sigmoid
+  %10 = kg.sigmoid %9 : tensor<16x128xf16>
+  // CHECK: kg.tanh
+  %11 = kg.tanh %10 : tensor<16x128xf16>
+  // CHECK: kg.square
+  %12 = kg.square %11 : tensor<16x128xf16>
+  // CHECK: kg.reciprocal
+  %13 = kg.reciprocal %12 : tensor<16x128xf16>
+  // CHECK: kg.clamp %{{.*}} min -1.000000e+00 max 1.000000e+00 : tensor<16x128xf16>
+  %14 = kg.clamp %13 min -1.0 max 1.0 : tensor<16x128xf16>
+  // CHECK: kg.clamp %{{.*}} min 0.000000e+00 : tensor<16x128xf16>
+  %15 = kg.clamp %14 min 0.0 : tensor<16x128xf16>
+  // CHECK: kg.clamp %{{.*}} max 6.000000e+00 : tensor<16x128xf16>
+  %16 = kg.clamp %15 max 6.0 : tensor<16x128xf16>
+  return %16 : tensor<16x128xf16>
+}
+
+// CHECK-LABEL: func.func @binary
+func.func @binary(%a: tensor<16x128xf32>, %b: tensor<128xf32>, %c: tensor<16x1xf32>) -> tensor<16x128xf32> {
+  // CHECK: kg.add %{{.*}}, %{{.*}} : (tensor<16x128xf32>, tensor<128xf32>) -> tensor<16x128xf32>
+  %0 = kg.add %a, %b : (tensor<16x128xf32>, tensor<128xf32>) -> tensor<16x128xf32>
+  // CHECK: kg.sub
+  %1 = kg.sub %0, %c : (tensor<16x128xf32>, tensor<16x1xf32>) -> tensor<16x128xf32>
+  // CHECK: kg.mul
+  %2 = kg.mul %c, %b : (tensor<16x1xf32>, tensor<128xf32>) -> tensor<16x128xf32>
+  // CHECK: kg.div
+  %3 = kg.div %1, %2 : (tensor<16x128xf32>, tensor<16x128xf32>) -> tensor<16x128xf32>
+  // CHECK: kg.maximum
+  %4 = kg.maximum %3, %a : (tensor<16x128xf32>, tensor<16x128xf32>) -> tensor<16x128xf32>
+  // CHECK: kg.minimum
+  %5 = kg.minimum %4, %a : (tensor<16x128xf32>, tensor<16x128xf32>) -> tensor<16x128xf32>
+  // CHECK: kg.constant 2.000000e+00 : tensor<f32>
+  %two = kg.constant 2.0 : tensor<f32>
+  // CHECK: kg.pow %{{.*}}, %{{.*}} : (tensor<16x128xf32>, tensor<f32>) -> tensor<16x128xf32>
+  %6 = kg.pow %5, %two : (tensor<16x128xf32>, tensor<f32>) -> tensor<16x128xf32>
+  return %6 : tensor<16x128xf32>
+}
+
+// CHECK-LABEL: func.func @constants_and_casts
+func.func @constants_and_casts(%x: tensor<4x8xf32>, %q: tensor<4x8xf8E4M3FN>) -> tensor<4x8xbf16> {
+  // CHECK: kg.constant 0xFFF0000000000000 : tensor<4x8xf32>
+  %ninf = kg.constant 0xFFF0000000000000 : tensor<4x8xf32>
+  // CHECK: kg.cast %{{.*}} : tensor<4x8xf32> to tensor<4x8xf16>
+  %h = kg.cast %x : tensor<4x8xf32> to tensor<4x8xf16>
+  // CHECK: kg.cast %{{.*}} : tensor<4x8xf8E4M3FN> to tensor<4x8xbf16>
+  %b = kg.cast %q : tensor<4x8xf8E4M3FN> to tensor<4x8xbf16>
+  return %b : tensor<4x8xbf16>
+}
+
+// CHECK-LABEL: func.func @matmuls
+func.func @matmuls(%a: tensor<16x64xf16>, %b: tensor<64x32xf16>, %x: tensor<8x16x64xf32>, %y: tensor<64x32xf32>,
+                   %p: tensor<2x1x16x64xf8E4M3FN>, %q: tensor<3x64x32xf8E5M2>) -> tensor<16x32xf16> {
+  // CHECK: kg.matmul %{{.*}}, %{{.*}} : (tensor<16x64xf16>, tensor<64x32xf16>) -> tensor<16x32xf16>
+  %0 = kg.matmul %a, %b : (tensor<16x64xf16>, tensor<64x32xf16>) -> tensor<16x32xf16>
+  // CHECK: kg.matmul %{{.*}}, %{{.*}} precision = tf32 : (tensor<8x16x64xf32>, tensor<64x32xf32>) -> tensor<8x16x32xf32>
+  %1 = kg.matmul %x, %y precision = tf32 : (tensor<8x16x64xf32>, tensor<64x32xf32>) -> tensor<8x16x32xf32>
+  // CHECK: kg.matmul %{{.*}}, %{{.*}} : (tensor<2x1x16x64xf8E4M3FN>, tensor<3x64x32xf8E5M2>) -> tensor<2x3x16x32xbf16>
+  %2 = kg.matmul %p, %q : (tensor<2x1x16x64xf8E4M3FN>, tensor<3x64x32xf8E5M2>) -> tensor<2x3x16x32xbf16>
+  return %0 : tensor<16x32xf16>
+}
+
+// CHECK-LABEL: func.func @reductions
+func.func @reductions(%x: tensor<4x16x128xf16>, %w: tensor<128xf16>, %b: tensor<128xf16>) -> tensor<4x16x128xf16> {
+  // CHECK: kg.reduce sum %{{.*}} dims [2] : tensor<4x16x128xf16> -> tensor<4x16xf16>
+  %0 = kg.reduce sum %x dims [2] : tensor<4x16x128xf16> -> tensor<4x16xf16>
+  // CHECK: kg.reduce max %{{.*}} dims [0, 2] keepdim : tensor<4x16x128xf16> -> tensor<1x16x1xf16>
+  %1 = kg.reduce max %x dims [0, 2] keepdim : tensor<4x16x128xf16> -> tensor<1x16x1xf16>
+  // CHECK: kg.reduce min
+  %2 = kg.reduce min %x dims [1] : tensor<4x16x128xf16> -> tensor<4x128xf16>
+  // CHECK: kg.reduce mean
+  %3 = kg.reduce mean %x dims [0, 1, 2] : tensor<4x16x128xf16> -> tensor<f16>
+  // CHECK: kg.softmax %{{.*}} dim 2 : tensor<4x16x128xf16>
+  %4 = kg.softmax %x dim 2 : tensor<4x16x128xf16>
+  // CHECK: kg.rms_norm %{{.*}} weight %{{.*}} normalized_shape [128] eps 9.9999999999999995E-7 : (tensor<4x16x128xf16>, tensor<128xf16>) -> tensor<4x16x128xf16>
+  %5 = kg.rms_norm %4 weight %w normalized_shape [128] eps 1.0e-6 : (tensor<4x16x128xf16>, tensor<128xf16>) -> tensor<4x16x128xf16>
+  // CHECK: kg.rms_norm %{{.*}} normalized_shape [16, 128] eps
+  %6 = kg.rms_norm %5 normalized_shape [16, 128] eps 1.0e-6 : (tensor<4x16x128xf16>) -> tensor<4x16x128xf16>
+  // CHECK: kg.layer_norm %{{.*}} weight %{{.*}} bias %{{.*}} normalized_shape [128] eps
+  %7 = kg.layer_norm %6 weight %w bias %b normalized_shape [128] eps 1.0e-5 : (tensor<4x16x128xf16>, tensor<128xf16>, tensor<128xf16>) -> tensor<4x16x128xf16>
+  // CHECK: kg.layer_norm %{{.*}} bias %{{.*}} normalized_shape [128]
+  %8 = kg.layer_norm %7 bias %b normalized_shape [128] eps 1.0e-5 : (tensor<4x16x128xf16>, tensor<128xf16>) -> tensor<4x16x128xf16>
+  // CHECK: kg.layer_norm %{{.*}} normalized_shape [128]
+  %9 = kg.layer_norm %8 normalized_shape [128] eps 1.0e-5 : (tensor<4x16x128xf16>) -> tensor<4x16x128xf16>
+  return %9 : tensor<4x16x128xf16>
+}
+
+// CHECK-LABEL: func.func @views
+func.func @views(%x: tensor<16x128xf32>, %b: tensor<128xf32>, %y: tensor<16x32xf32>) -> tensor<128x16xf32> {
+  // CHECK: kg.transpose %{{.*}} [1, 0] : tensor<16x128xf32> -> tensor<128x16xf32>
+  %0 = kg.transpose %x [1, 0] : tensor<16x128xf32> -> tensor<128x16xf32>
+  // CHECK: kg.reshape %{{.*}} : tensor<16x128xf32> -> tensor<16x8x16xf32>
+  %1 = kg.reshape %x : tensor<16x128xf32> -> tensor<16x8x16xf32>
+  // CHECK: kg.broadcast_to %{{.*}} : tensor<128xf32> -> tensor<4x16x128xf32>
+  %2 = kg.broadcast_to %b : tensor<128xf32> -> tensor<4x16x128xf32>
+  // CHECK: kg.concat %{{.*}}, %{{.*}} dim 1 : (tensor<16x128xf32>, tensor<16x32xf32>) -> tensor<16x160xf32>
+  %3 = kg.concat %x, %y dim 1 : (tensor<16x128xf32>, tensor<16x32xf32>) -> tensor<16x160xf32>
+  // CHECK: kg.slice %{{.*}} offsets [0, 64] strides [1, 2] : tensor<16x128xf32> -> tensor<16x32xf32>
+  %4 = kg.slice %x offsets [0, 64] strides [1, 2] : tensor<16x128xf32> -> tensor<16x32xf32>
+  return %0 : tensor<128x16xf32>
+}
+
+// CHECK-LABEL: func.func @kernel_graph_form
+func.func @kernel_graph_form(%a: tensor<16x128xf32>, %b: tensor<128xf32>) -> tensor<16x128xf32> {
+  // CHECK: kg.kernel @add_relu(%{{.*}}, %{{.*}}) attributes {num_warps = 4 : i64} : (tensor<16x128xf32>, tensor<128xf32>) -> tensor<16x128xf32> {
+  // CHECK: ^bb0(%{{.*}}: tensor<16x128xf32>, %{{.*}}: tensor<128xf32>):
+  // CHECK: kg.yield %{{.*}} : tensor<16x128xf32>
+  %y = kg.kernel @add_relu(%a, %b) attributes {num_warps = 4} : (tensor<16x128xf32>, tensor<128xf32>) -> tensor<16x128xf32> {
+  ^bb0(%x: tensor<16x128xf32>, %bias: tensor<128xf32>):
+    %s = kg.add %x, %bias : (tensor<16x128xf32>, tensor<128xf32>) -> tensor<16x128xf32>
+    %r = kg.relu %s : tensor<16x128xf32>
+    kg.yield %r : tensor<16x128xf32>
+  }
+  return %y : tensor<16x128xf32>
+}
+
+// CHECK-LABEL: func.func @kernel_tiled_form
+func.func @kernel_tiled_form(%a: tensor<17x1000xf32>, %w: tensor<1000x64xf16>) -> tensor<17x64xf32> {
+  // CHECK: kg.kernel @tiled(%{{.*}}, %{{.*}}) attributes {grid = array<i64: 2, 1, 1>}
+  // CHECK: ^bb0(%{{.*}}: memref<17x1000xf32>, %{{.*}}: memref<1000x64xf16>, %{{.*}}: memref<17x64xf32>):
+  %y = kg.kernel @tiled(%a, %w) attributes {grid = array<i64: 2, 1, 1>} : (tensor<17x1000xf32>, tensor<1000x64xf16>) -> tensor<17x64xf32> {
+  ^bb0(%x: memref<17x1000xf32>, %wb: memref<1000x64xf16>, %out: memref<17x64xf32>):
+    // CHECK: kg.program_id 0 : i32
+    %pid = kg.program_id 0 : i32
+    %c0 = arith.constant 0 : i32
+    %c16 = arith.constant 16 : i32
+    %row = arith.muli %pid, %c16 : i32
+    // CHECK: kg.tile_mask [%{{.*}}, %{{.*}}] lower [0, 0] upper [17, 1000] : tensor<16x1024xi1>
+    %m = kg.tile_mask [%row, %c0] lower [0, 0] upper [17, 1000] : tensor<16x1024xi1>
+    // CHECK: kg.tile_load %{{.*}}[%{{.*}}, %{{.*}}] mask %{{.*}} padding 0.000000e+00 : memref<17x1000xf32> -> tensor<16x1024xf32>
+    %t = kg.tile_load %x[%row, %c0] mask %m padding 0.0 : memref<17x1000xf32> -> tensor<16x1024xf32>
+    // CHECK: kg.tile_load %{{.*}}[%{{.*}}, %{{.*}}] : memref<1000x64xf16> -> tensor<32x64xf16>
+    %wt = kg.tile_load %wb[%c0, %c0] : memref<1000x64xf16> -> tensor<32x64xf16>
+    %a16 = kg.cast %t : tensor<16x1024xf32> to tensor<16x1024xf16>
+    %acc0 = kg.constant 0.0 : tensor<16x64xf32>
+    %sl = kg.slice %a16 offsets [0, 0] strides [1, 1] : tensor<16x1024xf16> -> tensor<16x32xf16>
+    // CHECK: kg.tile_dot %{{.*}}, %{{.*}}, %{{.*}} : (tensor<16x32xf16>, tensor<32x64xf16>, tensor<16x64xf32>) -> tensor<16x64xf32>
+    %acc = kg.tile_dot %sl, %wt, %acc0 : (tensor<16x32xf16>, tensor<32x64xf16>, tensor<16x64xf32>) -> tensor<16x64xf32>
+    %om = kg.tile_mask [%row, %c0] lower [0, 0] upper [17, 64] : tensor<16x64xi1>
+    // CHECK: kg.tile_store %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}] mask %{{.*}} : tensor<16x64xf32>, memref<17x64xf32>
+    kg.tile_store %acc, %out[%row, %c0] mask %om : tensor<16x64xf32>, memref<17x64xf32>
+    // CHECK: kg.yield
+    kg.yield
+  }
+  return %y : tensor<17x64xf32>
+}
+
+// CHECK-LABEL: func.func @tf32_tile_dot
+func.func @tf32_tile_dot(%a: tensor<16x16xf32>) -> tensor<16x16xf32> {
+  %y = kg.kernel @dot(%a) : (tensor<16x16xf32>) -> tensor<16x16xf32> {
+  ^bb0(%x: memref<16x16xf32>, %out: memref<16x16xf32>):
+    %c0 = arith.constant 0 : i32
+    %t = kg.tile_load %x[%c0, %c0] : memref<16x16xf32> -> tensor<16x16xf32>
+    // CHECK: kg.tile_dot %{{.*}}, %{{.*}}, %{{.*}} precision = tf32 : (tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<16x16xf32>
+    %d = kg.tile_dot %t, %t, %t precision = tf32 : (tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<16x16xf32>
+    kg.tile_store %d, %out[%c0, %c0] : tensor<16x16xf32>, memref<16x16xf32>
+    kg.yield
+  }
+  return %y : tensor<16x16xf32>
+}

@@ -1,0 +1,12 @@
+"""kgc: a kernel-graph compiler built on MLIR.
+
+`import kgc` registers the `kg` dialect with the MLIR Python bindings, so
+every `mlir.ir.Context` created afterwards parses and builds kg ops, and
+`kgc.dialects.kg` holds the op builders generated from the dialect's ODS.
+"""
+
+from kgc._dialect import load_dialect, register_dialect
+from kgc.dialects import kg
+
+__all__ = ["kg", "load_dialect", "register_dialect"]
+__version__ = "0.1.0"

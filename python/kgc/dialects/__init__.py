@@ -1,0 +1,1 @@
+"""Python op builders for kgc's dialects, generated from their ODS."""
