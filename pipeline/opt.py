@@ -188,8 +188,13 @@ def run(argv: list[str]) -> int:
         return 0
     try:
         pipeline = _build_pipeline(args, pass_flags)
-    except (PipelineError, PipelineSyntaxError) as error:
-        print(f"kgc-opt: error: {error}", file=sys.stderr)
+        pipeline.validate()
+    except PipelineError as error:
+        for diagnostic in error.diagnostics:
+            print(f"kgc-opt: error: {diagnostic.message}", file=sys.stderr)
+        return 1
+    except PipelineSyntaxError as error:
+        print(f"kgc-opt: error: invalid pass pipeline: {error}", file=sys.stderr)
         return 1
     printing = _ir_printing(args)
 

@@ -107,6 +107,12 @@ class Pipeline:
 
     # -- running ------------------------------------------------------------
 
+    def validate(self) -> None:
+        """Raises PipelineError if a pass name or option is unknown, without
+        running anything."""
+        with ir.Context():
+            self._pass_manager(None)
+
     def run(self, target: ir.Module | ir.Operation, *, ir_printing: IRPrinting | None = None,
             timing: bool = False, verify_each: bool = True) -> None:
         """Runs the pipeline on `target` in place. Raises KgcError with MLIR
