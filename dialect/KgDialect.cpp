@@ -10,6 +10,8 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/SymbolTable.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/STLExtras.h"
@@ -38,23 +40,14 @@ void KgDialect::initialize() {
 
 namespace {
 
-/// Prints a shape as `[16, 128]`.
-struct ShapeText {
-  ArrayRef<int64_t> dims;
-};
-
-raw_ostream &operator<<(raw_ostream &os, ShapeText shape) {
-  os << '[';
-  llvm::interleaveComma(shape.dims, os);
-  return os << ']';
-}
-
-template <typename DiagT> DiagT &&operator<<(DiagT &&diag, ShapeText shape) {
+/// A shape as text, `[16, 128]`, for diagnostics.
+std::string shapeText(ArrayRef<int64_t> dims) {
   std::string text;
   llvm::raw_string_ostream os(text);
-  os << shape;
-  diag << text;
-  return std::forward<DiagT>(diag);
+  os << '[';
+  llvm::interleaveComma(dims, os);
+  os << ']';
+  return text;
 }
 
 RankedTensorType tensorType(Value value) {
@@ -119,7 +112,7 @@ LogicalResult verifyNorm(Operation *op, Value x, ArrayRef<Value> affine,
   if (normalizedShape.empty() || normalizedShape.size() > shape.size() ||
       shape.take_back(normalizedShape.size()) != normalizedShape)
     return op->emitOpError()
-           << "normalized_shape " << ShapeText{normalizedShape}
+           << "normalized_shape " << shapeText(normalizedShape)
            << " must equal the trailing dimensions of x " << xType;
   for (auto [value, name] : llvm::zip(affine, affineNames)) {
     if (!value)
@@ -128,7 +121,7 @@ LogicalResult verifyNorm(Operation *op, Value x, ArrayRef<Value> affine,
     if (type.getShape() != normalizedShape)
       return op->emitOpError()
              << name << " " << type << " must have shape normalized_shape "
-             << ShapeText{normalizedShape};
+             << shapeText(normalizedShape);
     if (type.getElementType() != xType.getElementType())
       return op->emitOpError() << name << " " << type
                                << " must have the element type of x " << xType;
@@ -240,7 +233,9 @@ LogicalResult ConstantOp::verify() {
   Type element = getOut().getType().getElementType();
   auto floatType = cast<FloatType>(element);
   APFloat value = getValue();
-  if (value.isInfinity() || value.isNaN())
+  if (value.isNaN())
+    return emitOpError() << "value must not be NaN";
+  if (value.isInfinity())
     return success();
   bool losesInfo = false;
   APFloat::opStatus status = value.convert(
@@ -289,7 +284,7 @@ LogicalResult MatmulOp::verify() {
   expected.push_back(n);
   if (out.getShape() != ArrayRef<int64_t>(expected))
     return emitOpError() << "result " << out << " must have shape "
-                         << ShapeText{expected} << " for a " << a << " and b "
+                         << shapeText(expected) << " for a " << a << " and b "
                          << b;
   return success();
 }
@@ -309,7 +304,8 @@ LogicalResult ReduceOp::verify() {
       return emitOpError() << "dimension " << dim << " is out of range for x "
                            << x << " (rank " << x.getRank() << ")";
     if (!seen.insert(dim).second)
-      return emitOpError() << "dimension " << dim << " appears twice in dims";
+      return emitOpError() << "dimension " << dim << " appears twice in dims "
+                           << shapeText(dims) << " of x " << x;
   }
   if (out.getElementType() != x.getElementType())
     return emitOpError() << "result " << out
@@ -323,8 +319,8 @@ LogicalResult ReduceOp::verify() {
   }
   if (out.getShape() != ArrayRef<int64_t>(expected))
     return emitOpError() << "result " << out << " must have shape "
-                         << ShapeText{expected} << " after reducing x " << x
-                         << " over " << ShapeText{dims}
+                         << shapeText(expected) << " after reducing x " << x
+                         << " over " << shapeText(dims)
                          << (getKeepdim() ? " with keepdim" : "");
   return success();
 }
@@ -367,12 +363,12 @@ LogicalResult TransposeOp::verify() {
   RankedTensorType x = getX().getType(), out = getOut().getType();
   ArrayRef<int64_t> perm = getPermutation();
   if (static_cast<int64_t>(perm.size()) != x.getRank())
-    return emitOpError() << "permutation " << ShapeText{perm}
+    return emitOpError() << "permutation " << shapeText(perm)
                          << " must have one entry per dimension of x " << x;
   SmallVector<bool> used(perm.size(), false);
   for (int64_t p : perm) {
     if (p < 0 || p >= x.getRank() || used[p])
-      return emitOpError() << "permutation " << ShapeText{perm}
+      return emitOpError() << "permutation " << shapeText(perm)
                            << " is not a permutation of [0, " << x.getRank()
                            << ")";
     used[p] = true;
@@ -384,8 +380,8 @@ LogicalResult TransposeOp::verify() {
     expected.push_back(x.getDimSize(p));
   if (out.getShape() != ArrayRef<int64_t>(expected))
     return emitOpError() << "result " << out << " must have shape "
-                         << ShapeText{expected} << " for x " << x
-                         << " permuted by " << ShapeText{perm};
+                         << shapeText(expected) << " for x " << x
+                         << " permuted by " << shapeText(perm);
   return success();
 }
 
@@ -426,7 +422,7 @@ LogicalResult ConcatOp::verify() {
   int64_t rank = first.getRank(), dim = getDim();
   if (dim < 0 || dim >= rank)
     return emitOpError() << "dim " << dim << " is out of range for inputs of rank "
-                         << rank;
+                         << rank << " (input #0 " << first << ")";
   int64_t total = 0;
   for (auto [index, value] : llvm::enumerate(getInputs())) {
     RankedTensorType type = tensorType(value);
@@ -449,7 +445,7 @@ LogicalResult ConcatOp::verify() {
   expected[dim] = total;
   if (out != RankedTensorType::get(expected, first.getElementType()))
     return emitOpError() << "result " << out << " must have shape "
-                         << ShapeText{expected} << " and element type "
+                         << shapeText(expected) << " and element type "
                          << first.getElementType();
   return success();
 }
@@ -459,8 +455,8 @@ LogicalResult SliceOp::verify() {
   ArrayRef<int64_t> offsets = getOffsets(), strides = getStrides();
   if (static_cast<int64_t>(offsets.size()) != x.getRank() ||
       static_cast<int64_t>(strides.size()) != x.getRank())
-    return emitOpError() << "offsets " << ShapeText{offsets} << " and strides "
-                         << ShapeText{strides}
+    return emitOpError() << "offsets " << shapeText(offsets) << " and strides "
+                         << shapeText(strides)
                          << " must have one entry per dimension of x " << x;
   if (out.getRank() != x.getRank())
     return emitOpError() << "result " << out << " must have the rank of x " << x;
@@ -469,14 +465,22 @@ LogicalResult SliceOp::verify() {
   for (int64_t d = 0; d < x.getRank(); ++d) {
     if (offsets[d] < 0)
       return emitOpError() << "offset " << offsets[d] << " of dimension " << d
-                           << " is negative";
+                           << " of x " << x << " is negative";
     if (strides[d] <= 0)
       return emitOpError() << "stride " << strides[d] << " of dimension " << d
-                           << " must be positive";
-    int64_t last = offsets[d] + (out.getDimSize(d) - 1) * strides[d];
-    if (out.getDimSize(d) > 0 && last >= x.getDimSize(d))
-      return emitOpError() << "dimension " << d << " reads index " << last
+                           << " of x " << x << " must be positive";
+    // Index offsets + (size - 1) * strides must stay below the dimension;
+    // compared by division so that large strides cannot overflow.
+    int64_t steps = out.getDimSize(d) - 1;
+    if (steps > 0 && (offsets[d] >= x.getDimSize(d) ||
+                      steps > (x.getDimSize(d) - 1 - offsets[d]) / strides[d]))
+      return emitOpError() << "dimension " << d << " takes " << out.getDimSize(d)
+                           << " elements from offset " << offsets[d]
+                           << " with stride " << strides[d]
                            << ", past the end of x " << x;
+    if (steps == 0 && offsets[d] >= x.getDimSize(d))
+      return emitOpError() << "offset " << offsets[d] << " of dimension " << d
+                           << " is past the end of x " << x;
   }
   return success();
 }
@@ -497,9 +501,11 @@ LogicalResult KernelOp::verify() {
   if (getNumResults() == 0)
     return emitOpError() << "must produce at least one tensor";
   Block &body = getBody().front();
-  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  auto yield = body.empty() ? YieldOp() : dyn_cast<YieldOp>(body.back());
   if (!yield)
-    return emitOpError() << "body must end in kg.yield";
+    return emitOpError() << "body must end in kg.yield, found "
+                         << (body.empty() ? StringRef("an empty block")
+                                          : body.back().getName().getStringRef());
 
   if (isTiled()) {
     SmallVector<Type> tensors(getInputs().getTypes());
@@ -518,7 +524,9 @@ LogicalResult KernelOp::verify() {
                              << expected;
     }
     if (!yield.getValues().empty())
-      return emitOpError() << "a tiled kernel ends in an empty kg.yield";
+      return emitOpError() << "a tiled kernel ends in an empty kg.yield, found one "
+                              "with "
+                           << yield.getValues().size() << " operands";
     return success();
   }
 
@@ -550,8 +558,9 @@ LogicalResult KernelOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult ProgramIdOp::verify() {
-  if (getAxis() > 2)
-    return emitOpError() << "axis " << getAxis() << " must be 0, 1 or 2";
+  int64_t axis = getAxisAttr().getValue().getSExtValue();
+  if (axis < 0 || axis > 2)
+    return emitOpError() << "axis " << axis << " must be 0, 1 or 2";
   return verifyInTiledKernel(*this);
 }
 
@@ -566,13 +575,17 @@ LogicalResult TileStoreOp::verify() {
 }
 
 LogicalResult TileMaskOp::verify() {
+  if (failed(verifyInTiledKernel(*this)))
+    return failure();
   RankedTensorType mask = getMask().getType();
   size_t rank = mask.getRank();
   if (getOffsets().size() != rank || getLower().size() != rank ||
       getUpper().size() != rank)
     return emitOpError() << "needs one offset, lower and upper bound per "
                             "dimension of the mask "
-                         << mask;
+                         << mask << ", got " << getOffsets().size()
+                         << " offsets, " << getLower().size() << " lower and "
+                         << getUpper().size() << " upper bounds";
   for (size_t d = 0; d < rank; ++d)
     if (getLower()[d] >= getUpper()[d])
       return emitOpError() << "empty box in dimension " << d << ": lower "
@@ -581,23 +594,92 @@ LogicalResult TileMaskOp::verify() {
 }
 
 LogicalResult TileDotOp::verify() {
+  if (failed(verifyInTiledKernel(*this)))
+    return failure();
   RankedTensorType a = getA().getType(), b = getB().getType();
   RankedTensorType acc = getAcc().getType(), out = getOut().getType();
-  if (a.getRank() != 2 || b.getRank() != 2 || acc.getRank() != 2)
-    return emitOpError() << "takes 2-D tiles, got a " << a << ", b " << b
-                         << " and acc " << acc;
+  int64_t rank = a.getRank();
+  if (rank < 3 || b.getRank() != rank || acc.getRank() != rank)
+    return emitOpError() << "takes tiles of one rank, 3 or more, whose last "
+                            "axes are M, K and N; got a "
+                         << a << ", b " << b << " and acc " << acc;
   if (failed(verifyDotOperandTypes(*this, a, b, getPrecision())))
     return failure();
-  if (a.getDimSize(1) != b.getDimSize(0))
+  auto leadingAreOne = [&](RankedTensorType type) {
+    return llvm::all_of(type.getShape().drop_back(3),
+                        [](int64_t d) { return d == 1; });
+  };
+  ArrayRef<int64_t> as = a.getShape().take_back(3), bs = b.getShape().take_back(3),
+                    cs = acc.getShape().take_back(3);
+  if (!leadingAreOne(a) || !leadingAreOne(b) || !leadingAreOne(acc) ||
+      as[2] != 1 || bs[0] != 1 || cs[1] != 1)
+    return emitOpError() << "expects a [..., M, K, 1], b [..., 1, K, N] and acc "
+                            "[..., M, 1, N] with leading axes of 1; got a "
+                         << a << ", b " << b << " and acc " << acc;
+  if (as[1] != bs[1])
     return emitOpError() << "contracting dimensions differ: a " << a << " and b "
                          << b;
-  if (acc.getDimSize(0) != a.getDimSize(0) ||
-      acc.getDimSize(1) != b.getDimSize(1))
-    return emitOpError() << "acc " << acc << " must be M x N for a " << a
+  if (cs[0] != as[0] || cs[2] != bs[2])
+    return emitOpError() << "acc " << acc << " must be [..., M, 1, N] for a " << a
                          << " and b " << b;
   if (out != acc)
     return emitOpError() << "result " << out << " must have the type of acc "
                          << acc;
+  return success();
+}
+
+LogicalResult TileSelectOp::verify() {
+  if (failed(verifyInTiledKernel(*this)))
+    return failure();
+  RankedTensorType mask = getMask().getType();
+  RankedTensorType t = getTrueValue().getType(), f = getFalseValue().getType();
+  RankedTensorType out = getOut().getType();
+  if (t.getElementType() != f.getElementType())
+    return emitOpError() << "true_value " << t << " and false_value " << f
+                         << " must share an element type";
+  int64_t badDim = 0;
+  FailureOr<SmallVector<int64_t>> values =
+      broadcastShapes(t.getShape(), f.getShape(), badDim);
+  FailureOr<SmallVector<int64_t>> shape =
+      succeeded(values) ? broadcastShapes(mask.getShape(), *values, badDim)
+                        : values;
+  if (failed(shape))
+    return emitOpError() << "mask " << mask << ", true_value " << t
+                         << " and false_value " << f
+                         << " are not broadcast-compatible";
+  auto expected = RankedTensorType::get(*shape, t.getElementType());
+  if (out != expected)
+    return emitOpError() << "result " << out << " must be the broadcast type "
+                         << expected;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Launches
+//===----------------------------------------------------------------------===//
+
+LogicalResult LaunchOp::verify() {
+  ArrayRef<int64_t> grid = getGrid();
+  if (grid.size() != 3 ||
+      llvm::any_of(grid, [](int64_t g) { return g < 1 || g > 2147483647; }))
+    return emitOpError() << "grid " << shapeText(grid)
+                         << " must hold three program counts in [1, 2^31)";
+  if (getNumWarps() < 1 || !llvm::isPowerOf2_64(getNumWarps()))
+    return emitOpError() << "num_warps " << getNumWarps()
+                         << " must be a power of two";
+  if (getNumStages() < 1)
+    return emitOpError() << "num_stages " << getNumStages()
+                         << " must be positive";
+  return success();
+}
+
+LogicalResult LaunchOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  Operation *callee =
+      symbols.lookupNearestSymbolFrom(*this, getCalleeAttr());
+  if (!isa_and_nonnull<ModuleOp>(callee))
+    return emitOpError() << "callee " << getCalleeAttr()
+                         << " must name a module that holds the kernel's "
+                            "tt.func";
   return success();
 }
 

@@ -5,6 +5,8 @@
 // A tile has a logical shape: `kg-tile` may pick shapes that are not powers
 // of two or that run past the end of a buffer, and `kg-pad-mask` then pads
 // them to powers of two and masks every access that a partial tile makes.
+// `kg.launch` is what remains of a kernel in the graph once its tile program
+// has become TTIR.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,6 +15,7 @@
 
 include "KgBase.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/IR/SymbolInterfaces.td"
 
 def Kg_ProgramIdOp : Kg_Op<"program_id", [Pure]> {
   let summary = "the index of this program along one grid axis";
@@ -33,7 +36,7 @@ def Kg_ProgramIdOp : Kg_Op<"program_id", [Pure]> {
 }
 
 def Kg_TileLoadOp : Kg_Op<"tile_load", [AttrSizedOperandSegments,
-    OptionalTypesMatchWith<"mask has the shape of the tile", "result", "mask",
+    OptionalTypesMatchWith<"mask is a tensor of i1 with the shape of the tile", "result", "mask",
         "::mlir::cast<::mlir::RankedTensorType>($_self).clone("
         "::mlir::IntegerType::get($_self.getContext(), 1))">]> {
   let summary = "reads a tile of a buffer";
@@ -63,7 +66,7 @@ def Kg_TileLoadOp : Kg_Op<"tile_load", [AttrSizedOperandSegments,
 }
 
 def Kg_TileStoreOp : Kg_Op<"tile_store", [AttrSizedOperandSegments,
-    OptionalTypesMatchWith<"mask has the shape of the tile", "value", "mask",
+    OptionalTypesMatchWith<"mask is a tensor of i1 with the shape of the tile", "value", "mask",
         "::mlir::cast<::mlir::RankedTensorType>($_self).clone("
         "::mlir::IntegerType::get($_self.getContext(), 1))">]> {
   let summary = "writes a tile into a buffer";
@@ -111,15 +114,18 @@ def Kg_TileMaskOp : Kg_Op<"tile_mask", [Pure]> {
 def Kg_TileDotOp : Kg_Op<"tile_dot", [Pure]> {
   let summary = "tile matrix product accumulated in f32";
   let description = [{
-    Returns `acc + a @ b` for tiles `a` (M x K), `b` (K x N) and an f32
-    accumulator `acc` (M x N), as `tl.dot` does. `kg-legalize-dot` makes
-    every dot one that Triton's tensor cores take: M, N and K of at least
-    16, operands of f16, bf16, the 8-bit floats, or f32 with a `precision`.
+    Returns `acc + a @ b`, as `tl.dot` does, for tiles laid out in the
+    iteration space of a matmul kernel, whose last three axes are M, K and
+    N: `a` is `[..., M, K, 1]`, `b` is `[..., 1, K, N]` and the f32
+    accumulator `acc` is `[..., M, 1, N]`; every leading axis is 1.
+    `kg-legalize-dot` makes every dot one that Triton's tensor cores take:
+    M, N and K of at least 16, operands of f16, bf16, the 8-bit floats, or
+    f32 with a `precision`.
 
     Example:
 
     ```mlir
-    %d = kg.tile_dot %a, %b, %acc : (tensor<64x32xf16>, tensor<32x128xf16>, tensor<64x128xf32>) -> tensor<64x128xf32>
+    %d = kg.tile_dot %a, %b, %acc : (tensor<64x32x1xf16>, tensor<1x32x128xf16>, tensor<64x1x128xf32>) -> tensor<64x1x128xf32>
     ```
   }];
   let arguments = (ins Kg_Tensor:$a, Kg_Tensor:$b,
@@ -128,6 +134,55 @@ def Kg_TileDotOp : Kg_Op<"tile_dot", [Pure]> {
   let results = (outs StaticShapeTensorOf<[F32]>:$out);
   let assemblyFormat = "$a `,` $b `,` $acc (`precision` `=` $precision^)? "
                        "attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Kg_TileSelectOp : Kg_Op<"tile_select", [Pure]> {
+  let summary = "picks lanes of two tiles by a mask, with broadcasting";
+  let description = [{
+    Lane `l` of the result is `true_value[l]` where `mask[l]` holds and
+    `false_value[l]` elsewhere, after broadcasting the three operands to a
+    common shape as numpy does. The two values share an element type.
+    `kg-pad-mask` uses it to give the lanes outside the buffer the neutral
+    value of a reduction; a concat picks its inputs with it.
+
+    Example:
+
+    ```mlir
+    %s = kg.tile_select %m, %x, %zero : (tensor<1x1024xi1>, tensor<16x1024xf32>, tensor<1x1xf32>) -> tensor<16x1024xf32>
+    ```
+  }];
+  let arguments = (ins Kg_MaskTile:$mask, Kg_Tensor:$true_value,
+                       Kg_Tensor:$false_value);
+  let results = (outs Kg_Tensor:$out);
+  let assemblyFormat = "$mask `,` $true_value `,` $false_value attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Kg_LaunchOp : Kg_Op<"launch",
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "runs a Triton kernel on tensors";
+  let description = [{
+    What `convert-kg-to-ttir` leaves of a kernel in the graph: a launch of
+    the public `tt.func` held by the module `callee` (a sibling of the graph
+    function) on a `grid` of programs, with Triton's `num_warps` and
+    `num_stages`. The kernel takes one pointer per input and then one per
+    result, in order; the results are fresh tensors that it fills.
+
+    Example:
+
+    ```mlir
+    %y = kg.launch @softmax_0(%x) grid [17, 1, 1] num_warps 4 num_stages 1 : (tensor<17x1000xf16>) -> tensor<17x1000xf16>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$callee, Variadic<Kg_Tensor>:$inputs,
+                       DenseI64ArrayAttr:$grid, I64Attr:$num_warps,
+                       I64Attr:$num_stages);
+  let results = (outs Variadic<Kg_Tensor>:$outputs);
+  let assemblyFormat = "$callee `(` $inputs `)` `grid` $grid `num_warps` "
+                       "$num_warps `num_stages` $num_stages attr-dict `:` "
+                       "functional-type($inputs, results)";
   let hasVerifier = 1;
 }
 

@@ -155,20 +155,26 @@ func.func @kernel_tiled_form(%a: tensor<17x1000xf32>, %w: tensor<1000x64xf16>) -
     %c0 = arith.constant 0 : i32
     %c16 = arith.constant 16 : i32
     %row = arith.muli %pid, %c16 : i32
-    // CHECK: kg.tile_mask [%{{.*}}, %{{.*}}] lower [0, 0] upper [17, 1000] : tensor<16x1024xi1>
-    %m = kg.tile_mask [%row, %c0] lower [0, 0] upper [17, 1000] : tensor<16x1024xi1>
-    // CHECK: kg.tile_load %{{.*}}[%{{.*}}, %{{.*}}] mask %{{.*}} padding 0.000000e+00 : memref<17x1000xf32> -> tensor<16x1024xf32>
-    %t = kg.tile_load %x[%row, %c0] mask %m padding 0.0 : memref<17x1000xf32> -> tensor<16x1024xf32>
-    // CHECK: kg.tile_load %{{.*}}[%{{.*}}, %{{.*}}] : memref<1000x64xf16> -> tensor<32x64xf16>
-    %wt = kg.tile_load %wb[%c0, %c0] : memref<1000x64xf16> -> tensor<32x64xf16>
-    %a16 = kg.cast %t : tensor<16x1024xf32> to tensor<16x1024xf16>
-    %acc0 = kg.constant 0.0 : tensor<16x64xf32>
-    %sl = kg.slice %a16 offsets [0, 0] strides [1, 1] : tensor<16x1024xf16> -> tensor<16x32xf16>
-    // CHECK: kg.tile_dot %{{.*}}, %{{.*}}, %{{.*}} : (tensor<16x32xf16>, tensor<32x64xf16>, tensor<16x64xf32>) -> tensor<16x64xf32>
-    %acc = kg.tile_dot %sl, %wt, %acc0 : (tensor<16x32xf16>, tensor<32x64xf16>, tensor<16x64xf32>) -> tensor<16x64xf32>
-    %om = kg.tile_mask [%row, %c0] lower [0, 0] upper [17, 64] : tensor<16x64xi1>
-    // CHECK: kg.tile_store %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}] mask %{{.*}} : tensor<16x64xf32>, memref<17x64xf32>
-    kg.tile_store %acc, %out[%row, %c0] mask %om : tensor<16x64xf32>, memref<17x64xf32>
+    // CHECK: memref.reinterpret_cast
+    %xv = memref.reinterpret_cast %x to offset: [0], sizes: [17, 1000, 64], strides: [1000, 1, 0] : memref<17x1000xf32> to memref<17x1000x64xf32, strided<[1000, 1, 0]>>
+    // CHECK: kg.tile_mask [%{{.*}}, %{{.*}}, %{{.*}}] lower [0, 0, 0] upper [17, 1000, 1] : tensor<16x32x1xi1>
+    %m = kg.tile_mask [%row, %c0, %c0] lower [0, 0, 0] upper [17, 1000, 1] : tensor<16x32x1xi1>
+    // CHECK: kg.tile_load %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] mask %{{.*}} padding 0.000000e+00 : memref<17x1000x64xf32, strided<[1000, 1, 0]>> -> tensor<16x32x1xf32>
+    %t = kg.tile_load %xv[%row, %c0, %c0] mask %m padding 0.0 : memref<17x1000x64xf32, strided<[1000, 1, 0]>> -> tensor<16x32x1xf32>
+    %wv = memref.reinterpret_cast %wb to offset: [0], sizes: [17, 1000, 64], strides: [0, 64, 1] : memref<1000x64xf16> to memref<17x1000x64xf16, strided<[0, 64, 1]>>
+    // CHECK: kg.tile_load %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] : memref<17x1000x64xf16, strided<[0, 64, 1]>> -> tensor<1x32x64xf16>
+    %wt = kg.tile_load %wv[%c0, %c0, %c0] : memref<17x1000x64xf16, strided<[0, 64, 1]>> -> tensor<1x32x64xf16>
+    %a16 = kg.cast %t : tensor<16x32x1xf32> to tensor<16x32x1xf16>
+    %acc0 = kg.constant 0.0 : tensor<16x1x64xf32>
+    // CHECK: kg.tile_dot %{{.*}}, %{{.*}}, %{{.*}} : (tensor<16x32x1xf16>, tensor<1x32x64xf16>, tensor<16x1x64xf32>) -> tensor<16x1x64xf32>
+    %acc = kg.tile_dot %a16, %wt, %acc0 : (tensor<16x32x1xf16>, tensor<1x32x64xf16>, tensor<16x1x64xf32>) -> tensor<16x1x64xf32>
+    %zero = kg.constant 0.0 : tensor<1x1x1xf32>
+    // CHECK: kg.tile_select %{{.*}}, %{{.*}}, %{{.*}} : (tensor<16x32x1xi1>, tensor<16x1x64xf32>, tensor<1x1x1xf32>) -> tensor<16x32x64xf32>
+    %sel = kg.tile_select %m, %acc, %zero : (tensor<16x32x1xi1>, tensor<16x1x64xf32>, tensor<1x1x1xf32>) -> tensor<16x32x64xf32>
+    %ov = memref.reinterpret_cast %out to offset: [0], sizes: [17, 1, 64], strides: [64, 0, 1] : memref<17x64xf32> to memref<17x1x64xf32, strided<[64, 0, 1]>>
+    %om = kg.tile_mask [%row, %c0, %c0] lower [0, 0, 0] upper [17, 1, 64] : tensor<16x1x64xi1>
+    // CHECK: kg.tile_store %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] mask %{{.*}} : tensor<16x1x64xf32>, memref<17x1x64xf32, strided<[64, 0, 1]>>
+    kg.tile_store %acc, %ov[%row, %c0, %c0] mask %om : tensor<16x1x64xf32>, memref<17x1x64xf32, strided<[64, 0, 1]>>
     // CHECK: kg.yield
     kg.yield
   }
@@ -176,15 +182,30 @@ func.func @kernel_tiled_form(%a: tensor<17x1000xf32>, %w: tensor<1000x64xf16>) -
 }
 
 // CHECK-LABEL: func.func @tf32_tile_dot
-func.func @tf32_tile_dot(%a: tensor<16x16xf32>) -> tensor<16x16xf32> {
-  %y = kg.kernel @dot(%a) : (tensor<16x16xf32>) -> tensor<16x16xf32> {
+func.func @tf32_tile_dot(%arg: tensor<16x16xf32>) -> tensor<16x16xf32> {
+  %y = kg.kernel @dot(%arg) : (tensor<16x16xf32>) -> tensor<16x16xf32> {
   ^bb0(%x: memref<16x16xf32>, %out: memref<16x16xf32>):
     %c0 = arith.constant 0 : i32
-    %t = kg.tile_load %x[%c0, %c0] : memref<16x16xf32> -> tensor<16x16xf32>
-    // CHECK: kg.tile_dot %{{.*}}, %{{.*}}, %{{.*}} precision = tf32 : (tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<16x16xf32>
-    %d = kg.tile_dot %t, %t, %t precision = tf32 : (tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<16x16xf32>
-    kg.tile_store %d, %out[%c0, %c0] : tensor<16x16xf32>, memref<16x16xf32>
+    %av = memref.reinterpret_cast %x to offset: [0], sizes: [16, 16, 1], strides: [16, 1, 0] : memref<16x16xf32> to memref<16x16x1xf32, strided<[16, 1, 0]>>
+    %bv = memref.reinterpret_cast %x to offset: [0], sizes: [1, 16, 16], strides: [0, 16, 1] : memref<16x16xf32> to memref<1x16x16xf32, strided<[0, 16, 1]>>
+    %a = kg.tile_load %av[%c0, %c0, %c0] : memref<16x16x1xf32, strided<[16, 1, 0]>> -> tensor<16x16x1xf32>
+    %b = kg.tile_load %bv[%c0, %c0, %c0] : memref<1x16x16xf32, strided<[0, 16, 1]>> -> tensor<1x16x16xf32>
+    %acc = kg.constant 0.0 : tensor<16x1x16xf32>
+    // CHECK: kg.tile_dot %{{.*}}, %{{.*}}, %{{.*}} precision = tf32 : (tensor<16x16x1xf32>, tensor<1x16x16xf32>, tensor<16x1x16xf32>) -> tensor<16x1x16xf32>
+    %d = kg.tile_dot %a, %b, %acc precision = tf32 : (tensor<16x16x1xf32>, tensor<1x16x16xf32>, tensor<16x1x16xf32>) -> tensor<16x1x16xf32>
+    %ov = memref.reinterpret_cast %out to offset: [0], sizes: [16, 1, 16], strides: [16, 0, 1] : memref<16x16xf32> to memref<16x1x16xf32, strided<[16, 0, 1]>>
+    kg.tile_store %d, %ov[%c0, %c0, %c0] : tensor<16x1x16xf32>, memref<16x1x16xf32, strided<[16, 0, 1]>>
     kg.yield
   }
   return %y : tensor<16x16xf32>
+}
+
+// The module that holds a kernel's TTIR, and its launch.
+module @softmax_0 {
+}
+// CHECK-LABEL: func.func @launched
+func.func @launched(%x: tensor<17x1000xf16>) -> tensor<17x1000xf16> {
+  // CHECK: kg.launch @softmax_0(%{{.*}}) grid [17, 1, 1] num_warps 4 num_stages 1 : (tensor<17x1000xf16>) -> tensor<17x1000xf16>
+  %y = kg.launch @softmax_0(%x) grid [17, 1, 1] num_warps 4 num_stages 1 : (tensor<17x1000xf16>) -> tensor<17x1000xf16>
+  return %y : tensor<17x1000xf16>
 }

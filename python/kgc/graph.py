@@ -1,0 +1,867 @@
+"""Kernel graphs written in Python.
+
+    g = kgc.Graph("rmsnorm_matmul")
+    x = g.input("x", (16, 4096), "f16")
+    w = g.input("w", (4096, 6144), "f16")
+    gamma = g.input("gamma", (4096,), "f16")
+    g.output(g.matmul(g.rms_norm(x, gamma, eps=1e-6), w))
+    module = g.build()        # a builtin.module holding func.func @rmsnorm_matmul
+    text = g.to_mlir()        # the same module as kgc-opt reads it
+
+A `Graph` records each op when it is called and checks it at once against
+the rules of the kg verifiers, so that a wrong shape or dtype raises
+`GraphError` at the line that wrote it, naming the operands' shapes and
+dtypes, rather than surfacing later as a verifier error on the module.
+Recording needs no MLIR context; only `build()` creates IR, so one graph can
+be built into any number of contexts.
+
+Each op built from the graph carries the file location of the Python line
+that called it, so that diagnostics of later passes point at the user's
+code.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import numbers
+import operator
+import re
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from typing import Optional, Union
+
+from mlir import ir
+from mlir.dialects import func
+
+from kgc._dialect import load_dialect
+from kgc.diagnostics import from_mlir_error
+from kgc.dialects import kg
+
+__all__ = ["Graph", "GraphError", "Tensor"]
+
+
+class GraphError(ValueError):
+    """An op that the kg verifiers would reject, raised when it is called.
+
+    The message starts with the op's name and names the operands' shapes
+    and dtypes and the rule that failed.
+    """
+
+
+# --------------------------------------------------------------------------
+# Element types
+# --------------------------------------------------------------------------
+
+# Elementwise math, reductions, normalizations and constants take these.
+_FLOAT_DTYPES = ("f32", "f16", "bf16")
+# 8-bit floats are only stored, cast, viewed and multiplied by matmul.
+_FLOAT8_DTYPES = ("f8e4m3", "f8e5m2")
+
+_MLIR_ELEMENT_TYPES: dict[str, Callable[[], ir.Type]] = {
+    "f32": ir.F32Type.get,
+    "f16": ir.F16Type.get,
+    "bf16": ir.BF16Type.get,
+    "f8e4m3": ir.Float8E4M3FNType.get,
+    "f8e5m2": ir.Float8E5M2Type.get,
+}
+
+# Spellings users bring from MLIR, numpy and torch (torch dtypes print as
+# "torch.<name>"), lower-cased.
+_DTYPE_SPELLINGS = {
+    "f32": "f32", "float32": "f32", "float": "f32",
+    "f16": "f16", "float16": "f16", "half": "f16",
+    "bf16": "bf16", "bfloat16": "bf16",
+    "f8e4m3": "f8e4m3", "f8e4m3fn": "f8e4m3", "float8_e4m3fn": "f8e4m3",
+    "f8e5m2": "f8e5m2", "float8_e5m2": "f8e5m2",
+}
+
+# The smallest magnitude that rounds to infinity, with round-to-nearest-even,
+# in each type a constant may have: the largest finite value plus half a
+# unit in its last place. The kg.constant verifier rejects finite values
+# that overflow.
+_OVERFLOW_THRESHOLDS = {
+    "f32": 2.0**128 - 2.0**103,
+    "f16": 65520.0,
+    "bf16": 2.0**128 - 2.0**119,
+}
+
+
+def _dtype_name(op: str, dtype: object) -> str:
+    """The canonical name of `dtype`, a string or a torch dtype.
+
+    torch dtypes are recognized by their type's module, so torch is never
+    imported here.
+    """
+    if isinstance(dtype, str):
+        spelling = dtype.lower()
+    elif type(dtype).__module__ == "torch" and type(dtype).__name__ == "dtype":
+        spelling = str(dtype).removeprefix("torch.")
+    else:
+        spelling = None
+    if spelling not in _DTYPE_SPELLINGS:
+        raise GraphError(f"{op}: unknown dtype {dtype!r}; kg tensors hold "
+                         f"{', '.join(_MLIR_ELEMENT_TYPES)}")
+    return _DTYPE_SPELLINGS[spelling]
+
+
+# --------------------------------------------------------------------------
+# Source locations
+# --------------------------------------------------------------------------
+
+# (file, line, column) of the Python code that made a tensor.
+_SourcePosition = Optional[tuple[str, int, int]]
+
+
+def _caller_position() -> _SourcePosition:
+    """Where the user's code called into this module.
+
+    Frames of this file are skipped, so `x + y` and `g.add(x, y)` both point
+    at the user's line. Columns are 1-based, as in MLIR.
+    """
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename == __file__:
+        frame = frame.f_back
+    if frame is None:
+        return None
+    column = 1
+    positions = getattr(frame.f_code, "co_positions", None)  # Python 3.11+
+    if positions is not None:
+        position = next(itertools.islice(positions(), frame.f_lasti // 2, None), None)
+        if position is not None and position[2] is not None:
+            column = position[2] + 1
+    return frame.f_code.co_filename, frame.f_lineno or 0, column
+
+
+def _mlir_location(position: _SourcePosition) -> ir.Location:
+    if position is None:
+        return ir.Location.unknown()
+    return ir.Location.file(*position)
+
+
+# --------------------------------------------------------------------------
+# Tensors
+# --------------------------------------------------------------------------
+
+Scalar = Union[int, float]
+
+
+class Tensor:
+    """A value of a `Graph`: an input or the result of an op.
+
+    It holds only what the checks need (shape and dtype); the MLIR value is
+    made by `Graph.build`. Arithmetic operators record ops on the graph, and
+    Python numbers on either side become rank-0 constants of the tensor's
+    dtype. Tensors compare and hash by identity.
+    """
+
+    __slots__ = ("graph", "shape", "dtype", "name", "_defined_at")
+
+    def __init__(self, graph: Graph, shape: tuple[int, ...], dtype: str,
+                 name: str | None, defined_at: _SourcePosition):
+        self.graph = graph
+        self.shape = shape
+        self.dtype = dtype
+        self.name = name  # set for graph inputs only
+        self._defined_at = defined_at
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __repr__(self) -> str:
+        label = f"{self.name}: " if self.name else ""
+        return f"Tensor({label}{_describe(self)})"
+
+    def __add__(self, other: Tensor | Scalar) -> Tensor:
+        return self.graph.add(self, other)
+
+    def __radd__(self, other: Scalar) -> Tensor:
+        return self.graph.add(other, self)
+
+    def __sub__(self, other: Tensor | Scalar) -> Tensor:
+        return self.graph.sub(self, other)
+
+    def __rsub__(self, other: Scalar) -> Tensor:
+        return self.graph.sub(other, self)
+
+    def __mul__(self, other: Tensor | Scalar) -> Tensor:
+        return self.graph.mul(self, other)
+
+    def __rmul__(self, other: Scalar) -> Tensor:
+        return self.graph.mul(other, self)
+
+    def __truediv__(self, other: Tensor | Scalar) -> Tensor:
+        return self.graph.div(self, other)
+
+    def __rtruediv__(self, other: Scalar) -> Tensor:
+        return self.graph.div(other, self)
+
+    def __pow__(self, other: Tensor | Scalar) -> Tensor:
+        return self.graph.pow(self, other)
+
+    def __rpow__(self, other: Scalar) -> Tensor:
+        return self.graph.pow(other, self)
+
+    def __neg__(self) -> Tensor:
+        return self.graph.neg(self)
+
+    def __matmul__(self, other: Tensor) -> Tensor:
+        return self.graph.matmul(self, other)
+
+
+def _describe(tensor: Tensor) -> str:
+    """`(16, 64) f16`: how error messages show an operand."""
+    return f"{tensor.shape} {tensor.dtype}"
+
+
+# Builds one op from the MLIR values of its operands and its result type,
+# under an insertion point and a location set by `Graph.build`.
+_Emitter = Callable[[Sequence[ir.Value], ir.RankedTensorType], ir.Value]
+
+
+class _Op:
+    """A recorded op: its operands, the tensor it produces, and how to
+    emit it."""
+
+    __slots__ = ("operands", "result", "emit")
+
+    def __init__(self, operands: tuple[Tensor, ...], result: Tensor, emit: _Emitter):
+        self.operands = operands
+        self.result = result
+        self.emit = emit
+
+
+# --------------------------------------------------------------------------
+# Argument checks shared by the ops
+# --------------------------------------------------------------------------
+
+# Names become MLIR symbols and argument names as they are, unquoted, and
+# work as Python keyword arguments.
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _check_name(op: str, what: str, name: object) -> str:
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise GraphError(f"{op}: {what} {name!r} is not a valid name "
+                         "(a letter or '_', then letters, digits or '_')")
+    return name
+
+
+def _as_int(op: str, what: str, value: object) -> int:
+    if isinstance(value, bool):
+        raise GraphError(f"{op}: {what} must be an integer, got {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise GraphError(f"{op}: {what} must be an integer, got {value!r}") from None
+
+
+def _int_tuple(op: str, what: str, values: object) -> tuple[int, ...]:
+    """A tuple of ints from an int or an iterable of them."""
+    if isinstance(values, Iterable) and not isinstance(values, str):
+        return tuple(_as_int(op, what, v) for v in values)
+    return (_as_int(op, what, values),)
+
+
+def _static_shape(op: str, what: str, shape: object) -> tuple[int, ...]:
+    dims = _int_tuple(op, what, shape)
+    if any(d < 0 for d in dims):
+        raise GraphError(f"{op}: {what} {dims} has a negative dimension")
+    return dims
+
+
+def _is_scalar(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _normalize_dim(op: str, what: str, dim: object, x: Tensor, role: str = "x") -> int:
+    """`dim` in [0, rank), from a dimension in [-rank, rank) as torch takes."""
+    index = _as_int(op, what, dim)
+    if not -x.ndim <= index < x.ndim:
+        raise GraphError(f"{op}: {what} {index} is out of range for {role} "
+                         f"{_describe(x)} (rank {x.ndim})")
+    return index % x.ndim
+
+
+def _require_float(op: str, role: str, tensor: Tensor) -> None:
+    if tensor.dtype not in _FLOAT_DTYPES:
+        raise GraphError(f"{op}: {role} {_describe(tensor)} must be f32, f16 or bf16; "
+                         "8-bit floats are only for matmul, cast and the view ops")
+
+
+def _broadcast_shapes(lhs: tuple[int, ...], rhs: tuple[int, ...]) -> tuple[int, ...] | int:
+    """The numpy broadcast of two shapes, or the first dimension, counted
+    from the end as a negative number, where they disagree (the verifiers'
+    wording)."""
+    rank = max(len(lhs), len(rhs))
+    padded_lhs = (1,) * (rank - len(lhs)) + lhs
+    padded_rhs = (1,) * (rank - len(rhs)) + rhs
+    for index in range(rank - 1, -1, -1):
+        left, right = padded_lhs[index], padded_rhs[index]
+        if left != right and left != 1 and right != 1:
+            return index - rank
+    return tuple(r if l == 1 else l for l, r in zip(padded_lhs, padded_rhs))
+
+
+def _overflows(value: float, dtype: str) -> bool:
+    """Whether a constant of `dtype` cannot hold `value` (infinities and NaN
+    are held as themselves)."""
+    return math.isfinite(value) and abs(value) >= _OVERFLOW_THRESHOLDS[dtype]
+
+
+def _as_float(op: str, what: str, value: object) -> float:
+    if not _is_scalar(value):
+        raise GraphError(f"{op}: {what} must be a Python number, got {value!r}")
+    try:
+        return float(value)
+    except OverflowError:
+        raise GraphError(f"{op}: {what} {value!r} is too large for a float") from None
+
+
+# --------------------------------------------------------------------------
+# The graph
+# --------------------------------------------------------------------------
+
+
+class Graph:
+    """A kernel graph: named inputs, ops on them, and ordered outputs.
+
+    It becomes one `func.func @<name>` whose arguments are the inputs in the
+    order they were declared and whose results are the outputs. Every op
+    method checks its operands eagerly and raises `GraphError`; ops are
+    emitted in the order they were called, which is a valid order because
+    an operand always exists before its user.
+    """
+
+    def __init__(self, name: str):
+        self.name = _check_name("Graph", "name", name)
+        self._inputs: list[Tensor] = []
+        self._ops: list[_Op] = []
+        self._outputs: list[Tensor] = []
+        self._defined_at = _caller_position()
+        self._output_at: _SourcePosition = None
+
+    def __repr__(self) -> str:
+        return (f"Graph({self.name!r}: {len(self._inputs)} inputs, "
+                f"{len(self._ops)} ops, {len(self._outputs)} outputs)")
+
+    @property
+    def inputs(self) -> tuple[Tensor, ...]:
+        return tuple(self._inputs)
+
+    @property
+    def outputs(self) -> tuple[Tensor, ...]:
+        return tuple(self._outputs)
+
+    # -- inputs and outputs -------------------------------------------------
+
+    def input(self, name: str, shape: Sequence[int], dtype: object) -> Tensor:
+        """Declares the next function argument, a tensor of static shape."""
+        _check_name("input", "name", name)
+        if any(existing.name == name for existing in self._inputs):
+            raise GraphError(f"input: the graph already has an input named {name!r}")
+        tensor = Tensor(self, _static_shape("input", "shape", shape),
+                        _dtype_name("input", dtype), name, _caller_position())
+        self._inputs.append(tensor)
+        return tensor
+
+    def output(self, *tensors: Tensor) -> None:
+        """Appends results of the function, in order."""
+        if not tensors:
+            raise GraphError("output: needs at least one Tensor")
+        for index, tensor in enumerate(tensors):
+            self._tensor("output", f"output #{len(self._outputs) + index}", tensor)
+        self._outputs.extend(tensors)
+        self._output_at = _caller_position()
+
+    # -- emission -----------------------------------------------------------
+
+    def build(self, context: ir.Context | None = None) -> ir.Operation:
+        """Emits the graph as a verified `builtin.module` op in `context`
+        (a new one when None). The op keeps its context alive."""
+        if not self._outputs:
+            raise GraphError(f"build: graph {self.name!r} has no outputs; call output() first")
+        if context is None:
+            context = ir.Context()
+        load_dialect(context)  # for contexts created before kgc was imported
+        with context, _mlir_location(self._defined_at):
+            module = ir.Module.create()
+            function_type = ir.FunctionType.get(
+                [_tensor_type(t) for t in self._inputs],
+                [_tensor_type(t) for t in self._outputs])
+            with ir.InsertionPoint(module.body):
+                function = func.FuncOp(self.name, function_type)
+            entry = function.add_entry_block(
+                arg_locs=[_mlir_location(t._defined_at) for t in self._inputs])
+            values: dict[Tensor, ir.Value] = dict(zip(self._inputs, entry.arguments))
+            with ir.InsertionPoint(entry):
+                for op in self._ops:
+                    with _mlir_location(op.result._defined_at):
+                        values[op.result] = op.emit([values[t] for t in op.operands],
+                                                    _tensor_type(op.result))
+                func.ReturnOp([values[t] for t in self._outputs],
+                              loc=_mlir_location(self._output_at))
+        try:
+            module.operation.verify()
+        except ir.MLIRError as error:
+            raise from_mlir_error(error) from None
+        return module.operation
+
+    def to_mlir(self) -> str:
+        """The module as text in the custom assembly form, which kgc-opt
+        parses."""
+        return str(self.build())
+
+    # -- elementwise unary ops ---------------------------------------------
+
+    def exp(self, x: Tensor) -> Tensor:
+        return self._unary(kg.exp, x)
+
+    def log(self, x: Tensor) -> Tensor:
+        return self._unary(kg.log, x)
+
+    def sqrt(self, x: Tensor) -> Tensor:
+        return self._unary(kg.sqrt, x)
+
+    def rsqrt(self, x: Tensor) -> Tensor:
+        """1 / sqrt(x)."""
+        return self._unary(kg.rsqrt, x)
+
+    def neg(self, x: Tensor) -> Tensor:
+        return self._unary(kg.neg, x)
+
+    def abs(self, x: Tensor) -> Tensor:
+        return self._unary(kg.abs, x)
+
+    def relu(self, x: Tensor) -> Tensor:
+        return self._unary(kg.relu, x)
+
+    def silu(self, x: Tensor) -> Tensor:
+        """x * sigmoid(x)."""
+        return self._unary(kg.silu, x)
+
+    def sigmoid(self, x: Tensor) -> Tensor:
+        return self._unary(kg.sigmoid, x)
+
+    def tanh(self, x: Tensor) -> Tensor:
+        return self._unary(kg.tanh, x)
+
+    def square(self, x: Tensor) -> Tensor:
+        return self._unary(kg.square, x)
+
+    def reciprocal(self, x: Tensor) -> Tensor:
+        return self._unary(kg.reciprocal, x)
+
+    def gelu(self, x: Tensor, approximate: str = "none") -> Tensor:
+        """x * Phi(x); `approximate="tanh"` uses torch's tanh formula."""
+        x = self._tensor("gelu", "x", x)
+        _require_float("gelu", "x", x)
+        if approximate not in ("none", "tanh"):
+            raise GraphError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r} "
+                             f"for x {_describe(x)}")
+        # The default is left out so that the op prints as written in the docs.
+        attribute = kg.GeluApproximation.tanh if approximate == "tanh" else None
+        return self._record((x,), x.shape, x.dtype,
+                            lambda values, _: kg.gelu(values[0], approximate=attribute))
+
+    def clamp(self, x: Tensor, min: Scalar | None = None, max: Scalar | None = None) -> Tensor:
+        """Clamps to [min, max]; either bound may be left out, not both."""
+        x = self._tensor("clamp", "x", x)
+        _require_float("clamp", "x", x)
+        if min is None and max is None:
+            raise GraphError(f"clamp: needs a min, a max or both for x {_describe(x)}")
+        low = None if min is None else _as_float("clamp", "min", min)
+        high = None if max is None else _as_float("clamp", "max", max)
+        if low is not None and high is not None and low > high:
+            raise GraphError(f"clamp: min {low} is greater than max {high} for x {_describe(x)}")
+        return self._record((x,), x.shape, x.dtype,
+                            lambda values, _: kg.clamp(values[0], min=low, max=high))
+
+    # -- elementwise binary ops --------------------------------------------
+
+    def add(self, lhs: Tensor | Scalar, rhs: Tensor | Scalar) -> Tensor:
+        return self._binary(kg.add, lhs, rhs)
+
+    def sub(self, lhs: Tensor | Scalar, rhs: Tensor | Scalar) -> Tensor:
+        return self._binary(kg.sub, lhs, rhs)
+
+    def mul(self, lhs: Tensor | Scalar, rhs: Tensor | Scalar) -> Tensor:
+        return self._binary(kg.mul, lhs, rhs)
+
+    def div(self, lhs: Tensor | Scalar, rhs: Tensor | Scalar) -> Tensor:
+        return self._binary(kg.div, lhs, rhs)
+
+    def maximum(self, lhs: Tensor | Scalar, rhs: Tensor | Scalar) -> Tensor:
+        return self._binary(kg.maximum, lhs, rhs)
+
+    def minimum(self, lhs: Tensor | Scalar, rhs: Tensor | Scalar) -> Tensor:
+        return self._binary(kg.minimum, lhs, rhs)
+
+    def pow(self, lhs: Tensor | Scalar, rhs: Tensor | Scalar) -> Tensor:
+        return self._binary(kg.pow, lhs, rhs)
+
+    # -- constants and casts -------------------------------------------------
+
+    def constant(self, value: Scalar, shape: Sequence[int], dtype: object) -> Tensor:
+        """A tensor with every element equal to `value`; shape () is a
+        scalar that binary ops broadcast."""
+        shape = _static_shape("constant", "shape", shape)
+        dtype = _dtype_name("constant", dtype)
+        if dtype not in _FLOAT_DTYPES:
+            raise GraphError(f"constant: dtype {dtype} of a constant {shape} must be "
+                             "f32, f16 or bf16; cast to an 8-bit float afterwards")
+        number = _as_float("constant", "value", value)
+        if _overflows(number, dtype):
+            raise GraphError(f"constant: value {value!r} overflows {dtype} (constant of "
+                             f"shape {shape})")
+        return self._constant(number, shape, dtype)
+
+    def cast(self, x: Tensor, dtype: object) -> Tensor:
+        """Converts the elements to `dtype`, rounding to nearest even."""
+        x = self._tensor("cast", "x", x)
+        dtype = _dtype_name("cast", dtype)
+        return self._record((x,), x.shape, dtype,
+                            lambda values, out: kg.cast(out, values[0]))
+
+    # -- matmul -------------------------------------------------------------
+
+    def matmul(self, a: Tensor, b: Tensor, precision: str | None = None,
+               out_dtype: object = None) -> Tensor:
+        """`a @ b` as torch.matmul does for ranks >= 2, batch dims broadcast.
+
+        The result dtype defaults to the operands' (f32 for 8-bit operands,
+        which have no 8-bit result); `precision` ("ieee" or "tf32") applies
+        to f32 operands only.
+        """
+        a = self._tensor("matmul", "a", a)
+        b = self._tensor("matmul", "b", b)
+        for role, operand in (("a", a), ("b", b)):
+            if operand.ndim < 2:
+                raise GraphError(f"matmul: operand {role} {_describe(operand)} "
+                                 "must have rank 2 or more")
+        both_float8 = a.dtype in _FLOAT8_DTYPES and b.dtype in _FLOAT8_DTYPES
+        if a.dtype != b.dtype and not both_float8:
+            raise GraphError("matmul: operands must share an element type (the two 8-bit "
+                             f"floats may mix), got a {_describe(a)} and b {_describe(b)}")
+        if precision not in (None, "ieee", "tf32"):
+            raise GraphError(f"matmul: precision must be None, 'ieee' or 'tf32', got {precision!r} "
+                             f"for a {_describe(a)} and b {_describe(b)}")
+        if precision is not None and a.dtype != "f32":
+            raise GraphError(f"matmul: precision applies to f32 operands only, got a "
+                             f"{_describe(a)} and b {_describe(b)}")
+        k_a, k_b = a.shape[-1], b.shape[-2]
+        if k_a != k_b:
+            raise GraphError(f"matmul: contracting dimensions differ: a {_describe(a)} has "
+                             f"K = {k_a}, b {_describe(b)} has K = {k_b}")
+        batch = _broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        if isinstance(batch, int):
+            raise GraphError(f"matmul: batch dimensions of a {_describe(a)} and b "
+                             f"{_describe(b)} are not broadcast-compatible (dimension "
+                             f"{batch} of the batch shape)")
+        if out_dtype is None:
+            result_dtype = "f32" if both_float8 else a.dtype
+        else:
+            result_dtype = _dtype_name("matmul", out_dtype)
+            if result_dtype not in _FLOAT_DTYPES:
+                raise GraphError(f"matmul: out_dtype must be f32, f16 or bf16, got "
+                                 f"{result_dtype} for a {_describe(a)} and b {_describe(b)}")
+        attribute = None if precision is None else kg.Precision[precision]
+        return self._record((a, b), batch + (a.shape[-2], b.shape[-1]), result_dtype,
+                            lambda values, out: kg.matmul(out, *values, precision=attribute))
+
+    # -- reductions and normalizations ---------------------------------------
+
+    def sum(self, x: Tensor, dims: int | Sequence[int], keepdim: bool = False) -> Tensor:
+        """Sums over `dims`, accumulating in f32."""
+        return self._reduce("sum", x, dims, keepdim)
+
+    def max(self, x: Tensor, dims: int | Sequence[int], keepdim: bool = False) -> Tensor:
+        return self._reduce("max", x, dims, keepdim)
+
+    def min(self, x: Tensor, dims: int | Sequence[int], keepdim: bool = False) -> Tensor:
+        return self._reduce("min", x, dims, keepdim)
+
+    def mean(self, x: Tensor, dims: int | Sequence[int], keepdim: bool = False) -> Tensor:
+        """Means over `dims`, accumulating in f32."""
+        return self._reduce("mean", x, dims, keepdim)
+
+    def softmax(self, x: Tensor, dim: int = -1) -> Tensor:
+        x = self._tensor("softmax", "x", x)
+        _require_float("softmax", "x", x)
+        index = _normalize_dim("softmax", "dim", dim, x)
+        return self._record((x,), x.shape, x.dtype,
+                            lambda values, _: kg.softmax(values[0], index))
+
+    def rms_norm(self, x: Tensor, weight: Tensor | None = None, eps: float = 1e-6,
+                 normalized_shape: int | Sequence[int] | None = None) -> Tensor:
+        """x / sqrt(mean(x^2) + eps) * weight over the trailing dims, as
+        torch.nn.functional.rms_norm. `normalized_shape` defaults to the
+        weight's shape, else the last dimension of x."""
+        x, affine, shape, eps = self._norm_operands(
+            "rms_norm", x, {"weight": weight}, eps, normalized_shape)
+        return self._record(
+            (x, *affine.values()), x.shape, x.dtype,
+            lambda values, out: kg.rms_norm(out, values[0], shape, eps,
+                                            weight=values[1] if affine else None))
+
+    def layer_norm(self, x: Tensor, weight: Tensor | None = None, bias: Tensor | None = None,
+                   eps: float = 1e-5,
+                   normalized_shape: int | Sequence[int] | None = None) -> Tensor:
+        """(x - mean) / sqrt(var + eps) * weight + bias over the trailing dims,
+        as torch.nn.functional.layer_norm. `normalized_shape` defaults to the
+        shape of the weight or the bias, else the last dimension of x."""
+        x, affine, shape, eps = self._norm_operands(
+            "layer_norm", x, {"weight": weight, "bias": bias}, eps, normalized_shape)
+        names = tuple(affine)
+
+        def emit(values: Sequence[ir.Value], out: ir.RankedTensorType) -> ir.Value:
+            given = dict(zip(names, values[1:]))
+            return kg.layer_norm(out, values[0], shape, eps,
+                                 weight=given.get("weight"), bias=given.get("bias"))
+
+        return self._record((x, *affine.values()), x.shape, x.dtype, emit)
+
+    # -- views --------------------------------------------------------------
+
+    def transpose(self, x: Tensor, perm: Sequence[int]) -> Tensor:
+        """Result dim i is dim perm[i] of x (torch.permute); negative
+        entries count from the end."""
+        x = self._tensor("transpose", "x", x)
+        given = _int_tuple("transpose", "permutation", perm)
+        if len(given) != x.ndim:
+            raise GraphError(f"transpose: permutation {given} must have one entry per "
+                             f"dimension of x {_describe(x)}")
+        permutation = tuple(p % x.ndim if -x.ndim <= p < x.ndim else p for p in given)
+        if sorted(permutation) != list(range(x.ndim)):
+            raise GraphError(f"transpose: permutation {given} is not a permutation of "
+                             f"[0, {x.ndim}) for x {_describe(x)}")
+        shape = tuple(x.shape[p] for p in permutation)
+        return self._record((x,), shape, x.dtype,
+                            lambda values, out: kg.transpose(out, values[0], permutation))
+
+    def t(self, x: Tensor) -> Tensor:
+        """The transpose of a 2-D tensor."""
+        x = self._tensor("t", "x", x)
+        if x.ndim != 2:
+            raise GraphError(f"t: x {_describe(x)} must be 2-D; use transpose for other ranks")
+        return self.transpose(x, (1, 0))
+
+    def reshape(self, x: Tensor, shape: Sequence[int]) -> Tensor:
+        """The elements of x in row-major order, in `shape`; one entry may
+        be -1 and is inferred."""
+        x = self._tensor("reshape", "x", x)
+        given = _int_tuple("reshape", "shape", shape)
+        if given.count(-1) > 1:
+            raise GraphError(f"reshape: only one -1 is allowed in shape {given} for x "
+                             f"{_describe(x)}")
+        if any(d < -1 for d in given):
+            raise GraphError(f"reshape: shape {given} has a negative dimension other than -1")
+        elements = math.prod(x.shape)
+        if -1 in given:
+            known = math.prod(d for d in given if d != -1)
+            if known == 0 or elements % known:
+                raise GraphError(f"reshape: cannot infer the -1 in {given}: x {_describe(x)} "
+                                 f"holds {elements} elements")
+            given = tuple(elements // known if d == -1 else d for d in given)
+        if math.prod(given) != elements:
+            raise GraphError(f"reshape: result shape {given} holds {math.prod(given)} elements "
+                             f"but x {_describe(x)} holds {elements}")
+        return self._record((x,), given, x.dtype,
+                            lambda values, out: kg.reshape(out, values[0]))
+
+    def broadcast_to(self, x: Tensor, shape: Sequence[int]) -> Tensor:
+        """Stretches x to `shape` with numpy's rules."""
+        x = self._tensor("broadcast_to", "x", x)
+        target = _static_shape("broadcast_to", "shape", shape)
+        if x.ndim > len(target):
+            raise GraphError(f"broadcast_to: cannot broadcast x {_describe(x)} to the lower "
+                             f"rank of {target}")
+        lead = len(target) - x.ndim
+        for dim, size in enumerate(x.shape):
+            if size != target[lead + dim] and size != 1:
+                raise GraphError(f"broadcast_to: cannot broadcast x {_describe(x)} to {target}: "
+                                 f"dimension {dim} is {size}, not 1 or {target[lead + dim]}")
+        return self._record((x,), target, x.dtype,
+                            lambda values, out: kg.broadcast_to(out, values[0]))
+
+    def concat(self, xs: Sequence[Tensor], dim: int) -> Tensor:
+        """Joins tensors along `dim`; all other dims and the dtype must
+        match."""
+        if isinstance(xs, Tensor) or not isinstance(xs, Iterable):
+            raise GraphError(f"concat: xs must be a sequence of Tensors, got {xs!r}")
+        inputs = tuple(self._tensor("concat", f"input #{i}", x) for i, x in enumerate(xs))
+        if not inputs:
+            raise GraphError("concat: needs at least one input")
+        first = inputs[0]
+        index = _normalize_dim("concat", "dim", dim, first, role="input #0")
+        for position, tensor in enumerate(inputs[1:], start=1):
+            role = f"input #{position} {_describe(tensor)}"
+            if tensor.ndim != first.ndim:
+                raise GraphError(f"concat: {role} must have the rank of input #0 "
+                                 f"{_describe(first)}")
+            if tensor.dtype != first.dtype:
+                raise GraphError(f"concat: {role} must have the element type of input #0 "
+                                 f"{_describe(first)}")
+            for d in range(first.ndim):
+                if d != index and tensor.shape[d] != first.shape[d]:
+                    raise GraphError(f"concat: {role} differs from input #0 {_describe(first)} "
+                                     f"in dimension {d}, which is not the concat dimension "
+                                     f"{index}")
+        shape = list(first.shape)
+        shape[index] = sum(t.shape[index] for t in inputs)
+        return self._record(inputs, tuple(shape), first.dtype,
+                            lambda values, out: kg.concat(out, values, index))
+
+    def slice(self, x: Tensor, offsets: Sequence[int], sizes: Sequence[int],
+              strides: Sequence[int] | None = None) -> Tensor:
+        """`sizes[d]` elements of each dim d, from `offsets[d]` every
+        `strides[d]` (1 by default), as x[o : o + n * s : s]."""
+        x = self._tensor("slice", "x", x)
+        starts = _int_tuple("slice", "offsets", offsets)
+        counts = _int_tuple("slice", "sizes", sizes)
+        steps = (1,) * x.ndim if strides is None else _int_tuple("slice", "strides", strides)
+        if not len(starts) == len(counts) == len(steps) == x.ndim:
+            raise GraphError(f"slice: offsets {starts}, sizes {counts} and strides {steps} "
+                             f"must have one entry per dimension of x {_describe(x)}")
+        for d in range(x.ndim):
+            if starts[d] < 0:
+                raise GraphError(f"slice: offset {starts[d]} of dimension {d} is negative "
+                                 f"for x {_describe(x)}")
+            if steps[d] <= 0:
+                raise GraphError(f"slice: stride {steps[d]} of dimension {d} must be positive "
+                                 f"for x {_describe(x)}")
+            if counts[d] < 0:
+                raise GraphError(f"slice: size {counts[d]} of dimension {d} is negative "
+                                 f"for x {_describe(x)}")
+            last = starts[d] + (counts[d] - 1) * steps[d]
+            if counts[d] > 0 and last >= x.shape[d]:
+                raise GraphError(f"slice: dimension {d} reads index {last}, past the end of "
+                                 f"x {_describe(x)}")
+        return self._record((x,), counts, x.dtype,
+                            lambda values, out: kg.slice(out, values[0], starts, steps))
+
+    # -- shared by the op methods --------------------------------------------
+
+    def _tensor(self, op: str, role: str, value: object) -> Tensor:
+        """`value` if it is a Tensor of this graph."""
+        if not isinstance(value, Tensor):
+            raise GraphError(f"{op}: {role} must be a Tensor of graph {self.name!r}, "
+                             f"got {value!r}")
+        if value.graph is not self:
+            raise GraphError(f"{op}: {role} {_describe(value)} belongs to graph "
+                             f"{value.graph.name!r}, not {self.name!r}")
+        return value
+
+    def _record(self, operands: tuple[Tensor, ...], shape: tuple[int, ...], dtype: str,
+                emit: _Emitter) -> Tensor:
+        """Adds an op that has passed its checks and returns its result."""
+        result = Tensor(self, shape, dtype, None, _caller_position())
+        self._ops.append(_Op(operands, result, emit))
+        return result
+
+    def _constant(self, value: float, shape: tuple[int, ...], dtype: str) -> Tensor:
+        return self._record((), shape, dtype, lambda _, out: kg.constant(out, value))
+
+    def _unary(self, builder: Callable[..., ir.Value], x: Tensor) -> Tensor:
+        op = builder.__name__
+        x = self._tensor(op, "x", x)
+        _require_float(op, "x", x)
+        return self._record((x,), x.shape, x.dtype, lambda values, _: builder(values[0]))
+
+    def _binary(self, builder: Callable[..., ir.Value], lhs: Tensor | Scalar,
+                rhs: Tensor | Scalar) -> Tensor:
+        """A broadcasting binary op; a Python number on one side becomes a
+        rank-0 constant of the other side's dtype. The constant is recorded
+        only once nothing else can fail, so a failed call adds no op."""
+        op = builder.__name__
+        if _is_scalar(lhs) and _is_scalar(rhs):
+            raise GraphError(f"{op}: needs at least one Tensor operand, got {lhs!r} and {rhs!r}")
+        operands: dict[str, Tensor | float] = {}
+        for role, value in (("lhs", lhs), ("rhs", rhs)):
+            if _is_scalar(value):
+                operands[role] = _as_float(op, f"scalar {role}", value)
+            else:
+                operands[role] = self._tensor(op, role, value)
+                _require_float(op, role, operands[role])
+        for role, other in (("lhs", "rhs"), ("rhs", "lhs")):
+            if isinstance(operands[role], float):
+                tensor = operands[other]
+                if _overflows(operands[role], tensor.dtype):
+                    raise GraphError(f"{op}: scalar {role} {operands[role]!r} overflows "
+                                     f"{tensor.dtype}, the dtype of {other} {_describe(tensor)}")
+        left, right = operands["lhs"], operands["rhs"]
+        if isinstance(left, Tensor) and isinstance(right, Tensor):
+            if left.dtype != right.dtype:
+                raise GraphError(f"{op}: operands must share an element type, got lhs "
+                                 f"{_describe(left)} and rhs {_describe(right)}; "
+                                 "cast one of them")
+            shape = _broadcast_shapes(left.shape, right.shape)
+            if isinstance(shape, int):
+                raise GraphError(f"{op}: operands are not broadcast-compatible: lhs "
+                                 f"{_describe(left)} and rhs {_describe(right)} differ in "
+                                 f"dimension {shape}")
+        else:
+            dtype = left.dtype if isinstance(left, Tensor) else right.dtype
+            if isinstance(left, float):
+                left = self._constant(left, (), dtype)
+            if isinstance(right, float):
+                right = self._constant(right, (), dtype)
+            shape = _broadcast_shapes(left.shape, right.shape)
+        return self._record((left, right), shape, left.dtype,
+                            lambda values, out: builder(out, *values))
+
+    def _reduce(self, kind: str, x: Tensor, dims: int | Sequence[int], keepdim: bool) -> Tensor:
+        x = self._tensor(kind, "x", x)
+        _require_float(kind, "x", x)
+        given = _int_tuple(kind, "dims", dims)
+        if not given:
+            raise GraphError(f"{kind}: needs at least one dimension to reduce x {_describe(x)}")
+        reduced: list[int] = []
+        for dim in given:
+            index = _normalize_dim(kind, "dimension", dim, x)
+            if index in reduced:
+                raise GraphError(f"{kind}: dimension {dim} appears twice in dims {given} "
+                                 f"for x {_describe(x)}")
+            reduced.append(index)
+        shape = tuple(1 if d in reduced else size
+                      for d, size in enumerate(x.shape) if keepdim or d not in reduced)
+        attribute = kg.ReduceKind[kind]
+        return self._record((x,), shape, x.dtype,
+                            lambda values, out: kg.reduce(out, attribute, values[0], reduced,
+                                                          keepdim=bool(keepdim)))
+
+    def _norm_operands(self, op: str, x: Tensor, affine: dict[str, Tensor | None],
+                       eps: float, normalized_shape: int | Sequence[int] | None):
+        """Checks a normalization: `normalized_shape` names the trailing
+        dims of x, and each given affine tensor (weight, bias) has that shape
+        and x's dtype. Returns x, the given affine tensors by name, the
+        normalized shape and eps."""
+        x = self._tensor(op, "x", x)
+        _require_float(op, "x", x)
+        given = {name: self._tensor(op, name, t) for name, t in affine.items() if t is not None}
+        if normalized_shape is not None:
+            shape, origin = _static_shape(op, "normalized_shape", normalized_shape), ""
+        elif given:
+            name, first = next(iter(given.items()))
+            shape, origin = first.shape, f" (the shape of {name})"
+        else:
+            shape, origin = x.shape[-1:], " (the last dimension of x)"
+        if not shape or len(shape) > x.ndim or x.shape[x.ndim - len(shape):] != shape:
+            raise GraphError(f"{op}: normalized_shape {shape}{origin} must equal the trailing "
+                             f"dimensions of x {_describe(x)}")
+        for name, tensor in given.items():
+            if tensor.shape != shape:
+                raise GraphError(f"{op}: {name} {_describe(tensor)} must have shape "
+                                 f"normalized_shape {shape} of x {_describe(x)}")
+            if tensor.dtype != x.dtype:
+                raise GraphError(f"{op}: {name} {_describe(tensor)} must have the element type "
+                                 f"of x {_describe(x)}")
+        epsilon = _as_float(op, "eps", eps)
+        if not epsilon > 0.0:
+            raise GraphError(f"{op}: eps must be positive, got {epsilon} for x {_describe(x)}")
+        return x, given, shape, epsilon
+
+
+def _tensor_type(tensor: Tensor) -> ir.RankedTensorType:
+    return ir.RankedTensorType.get(tensor.shape, _MLIR_ELEMENT_TYPES[tensor.dtype]())
