@@ -84,9 +84,12 @@ def _container_effect(op: ir.Operation) -> Effect:
     return strongest
 
 
+# Terminators must stay even when unused; tensor.yield matters most, as the
+# tensor dialect counts as pure (dead code elimination would empty the body
+# of a tensor.pad or tensor.generate).
 _TERMINATORS = frozenset(
     {"scf.yield", "scf.condition", "tt.reduce.return", "tt.scan.return", "kg.yield",
-     "func.return", "tt.return", "cf.br", "cf.cond_br"}
+     "func.return", "tt.return", "cf.br", "cf.cond_br", "tensor.yield"}
 )
 
 

@@ -180,8 +180,27 @@ def _process_chunk(text: str, source_name: str, args, pipeline: Pipeline,
         return output, diagnostics
 
 
+def _read_input(path: str) -> str:
+    """The text of `path` ('-': stdin), decoded as UTF-8 here: stdin's own
+    decoding would let invalid bytes through as surrogates, which the MLIR
+    parser then refuses with a TypeError."""
+    if path == "-":
+        stream = getattr(sys.stdin, "buffer", None)
+        if stream is None:  # a text stream put in place of stdin
+            return sys.stdin.read()
+        return stream.read().decode("utf-8")
+    with open(path, "rb") as handle:
+        return handle.read().decode("utf-8")
+
+
 def run(argv: list[str]) -> int:
-    rest, pass_flags = _split_pass_flags(argv)
+    try:
+        # A pass flag's options (`--kgc-tile='block-m=64'`) parse as pipeline
+        # text, so a malformed one is reported like a malformed pipeline.
+        rest, pass_flags = _split_pass_flags(argv)
+    except PipelineSyntaxError as error:
+        print(f"kgc-opt: error: invalid pass options: {error}", file=sys.stderr)
+        return 1
     args = _argument_parser().parse_args(rest)
     if args.list_passes:
         print(_list_passes())
@@ -200,9 +219,13 @@ def run(argv: list[str]) -> int:
 
     source_name = "<stdin>" if args.input == "-" else args.input
     try:
-        text = sys.stdin.read() if args.input == "-" else open(args.input, encoding="utf-8").read()
+        text = _read_input(args.input)
     except OSError as error:
         print(f"kgc-opt: error: cannot read '{args.input}': {error.strerror}", file=sys.stderr)
+        return 1
+    except UnicodeDecodeError as error:
+        print(f"kgc-opt: error: '{source_name}' is not UTF-8 text (byte {error.start})",
+              file=sys.stderr)
         return 1
 
     outputs, failed = [], False

@@ -13,6 +13,7 @@ import pathlib
 
 from mlir import ir
 from mlir._mlir_libs import get_dialect_registry
+from mlir.dialects._ods_common import _cext
 
 _LIBRARY_NAME = "libkgc_dialect.so"
 
@@ -55,3 +56,10 @@ def load_dialect(context: ir.Context) -> None:
 
 
 register_dialect(get_dialect_registry())
+
+# The bindings find the Python classes of a dialect's ops by importing
+# `<prefix>.<namespace>`, with only `mlir.dialects` as prefix. Without
+# `kgc.dialects` the generated classes are never looked up, and kg ops read
+# back from IR are plain OpViews without their accessors (`op.kind`).
+if "kgc.dialects" not in _cext.globals.dialect_search_modules:
+    _cext.globals.append_dialect_search_prefix("kgc.dialects")
