@@ -25,7 +25,8 @@ from kgc.passes.registry import (
 )
 
 # Built-in passes register themselves on import.
-from kgc.passes import cse, dce  # noqa: E402,F401
+from kgc.passes import (  # noqa: E402,F401
+    cse, dce, decompose, fuse, legalize_dot, pad_mask, tile, to_ttir)
 
 __all__ = [
     "Option",

@@ -85,6 +85,10 @@ class Pass:
 
     argument: ClassVar[str] = ""
     summary: ClassVar[str] = ""
+    # Set by passes that create ops of dialects this build does not register
+    # (Triton's tt); the pipeline then allows them before it runs, since a
+    # context cannot change that while passes run on several threads.
+    creates_unregistered_ops: ClassVar[bool] = False
 
     def __init__(self, **options: Any):
         known = self.option_specs()

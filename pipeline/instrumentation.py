@@ -142,7 +142,7 @@ def upstream_display_name(pass_text: str, anchors: tuple[str, ...]) -> str:
             module = ir.Module.parse("func.func @probe() {\n  return\n}")
             manager = PassManager.parse(f"builtin.module({text})")
             manager.enable_ir_printing(print_after_all=True)
-            with _captured_stderr() as captured:
+            with captured_stderr() as captured:
                 manager.run(module.operation)
                 del manager
             match = _HEADER.search(captured[0])
@@ -152,7 +152,7 @@ def upstream_display_name(pass_text: str, anchors: tuple[str, ...]) -> str:
 
 
 @contextlib.contextmanager
-def _captured_stderr():
+def captured_stderr():
     """Captures what native code writes to file descriptor 2; the text is
     in the yielded list once the block ends."""
     sys.stderr.flush()

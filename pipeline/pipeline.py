@@ -122,6 +122,8 @@ class Pipeline:
         environment = IRPrinting.from_environment()
         printing = ir_printing.merged(environment) if ir_printing else environment
         with operation.context:
+            if any(isinstance(e, Pass) and e.creates_unregistered_ops for _, e in self._steps(())):
+                operation.context.allow_unregistered_dialects = True
             manager = self._pass_manager(printing)
             manager.enable_verifier(verify_each)
             if timing:
@@ -203,7 +205,9 @@ def _python_pass(instance: Pass, anchors: tuple[str, ...]):
     def run(op: ir.Operation, handle) -> None:
         for target in anchored_ops(op, anchors) if anchors else [op]:
             try:
-                instance.run(target)
+                # Types and attributes built by a pass need a default location.
+                with target.location:
+                    instance.run(target)
             except PassFailure as failure:
                 (failure.location or target.location).emit_error(failure.message)
                 handle.signal_pass_failure()

@@ -1,0 +1,248 @@
+"""kg-fuse: partition each kernel graph into kg.kernel ops.
+
+Argument: `kg-fuse`. No options.
+
+Every kg op of a function body starts as its own group; groups then merge,
+producer into consumer, in program order, whenever the merged group is
+still one kernel: `kgc.tiling.plan` finds an iteration space, tiles and a
+tile program for it, and no path leaves the group and comes back. So:
+
+    elementwise chains                        =>  one pointwise kernel
+    reduction with prologue and epilogue
+      (softmax, layer norm, RMS norm)         =>  one reduction kernel
+    matmul with elementwise prologues and
+      epilogue (bias, activation, scaling)    =>  one matmul kernel
+    RMS norm of the left operand + matmul     =>  one matmul kernel (the
+                                                  1/rms becomes an epilogue
+                                                  factor, its sum runs in the
+                                                  k loop)
+    matmuls sharing a shape whose results meet
+      in an epilogue (silu(x W1) * (x W2))    =>  one matmul kernel
+    matmul + softmax over a row that fits one
+      tile (n <= 256)                         =>  one matmul kernel
+
+Constants are copied into every kernel that uses them. Values used outside
+their group become kernel results. Inside a kernel, f32 -> f16 -> f32
+round trips between two of its ops are dropped (one rounding less).
+
+    func.func @f(...) { kg ops; return }  =>  func.func @f(...) {
+                                                %r = kg.kernel @f_0_kind(...) {...}
+                                                ...
+                                                return }
+    kg.kernel ops already there           =>  unchanged
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+
+from kgc.passes.registry import Pass, PassFailure, register_pass
+from kgc.tiling.graph_model import Node, nodes_from_ops
+from kgc.tiling.plan import Unplannable, plan_group
+
+
+@register_pass
+class Fuse(Pass):
+    argument = "kg-fuse"
+    summary = "Partition kernel graphs into kg.kernel ops (fused GPU kernels)"
+
+    @classmethod
+    def display_name(cls) -> str:
+        return "KgFuse"
+
+    def run(self, op: ir.Operation) -> None:
+        functions = []
+
+        def visit(inner):
+            if inner.name == "func.func":
+                functions.append(inner)
+                return ir.WalkResult.SKIP
+            return ir.WalkResult.ADVANCE
+
+        op.walk(visit)
+        for function in functions:
+            _fuse_function(function)
+
+
+def _fuse_function(function: ir.Operation) -> None:
+    block = function.regions[0].blocks[0]
+    ops = [o.operation for o in block.operations]
+    kg_ops = [o for o in ops if o.name.startswith("kg.") and o.name not in ("kg.kernel", "kg.launch")]
+    if not kg_ops:
+        return
+    for op in kg_ops:
+        if len(op.results) != 1:
+            raise PassFailure(f"{op.name} cannot be fused", op.location)
+    nodes, by_value = nodes_from_ops(kg_ops)
+    graph = _Graph(nodes, by_value, ops)
+    groups = graph.partition()
+    name = ir.StringAttr(function.attributes["sym_name"]).value
+    _materialize(function, graph, groups, name)
+
+
+class _Graph:
+    """The nodes of a function, who uses them, and the groups of ops."""
+
+    def __init__(self, nodes: list[Node], by_value: dict, ops: list[ir.Operation]):
+        self.nodes = nodes
+        self.by_value = by_value
+        self.index = {id(n): i for i, n in enumerate(nodes)}
+        self.users: dict[int, list[Node]] = {id(n): [] for n in nodes}
+        for node in nodes:
+            for operand in node.operands:
+                if id(operand) in self.users:
+                    self.users[id(operand)].append(node)
+        # Values used by ops that are not fused here (return, existing kernels).
+        self.escapes: set[int] = set()
+        for op in ops:
+            if op.name.startswith("kg.") and op.name not in ("kg.kernel", "kg.launch"):
+                continue
+            for value in op.operands:
+                node = by_value.get(value)
+                if node is not None and not node.is_input:
+                    self.escapes.add(id(node))
+
+        self.live = self._live()
+
+    def _live(self) -> set[int]:
+        """Nodes whose value reaches a use outside the fused ops."""
+        live: set[int] = set()
+        stack = [n for n in self.nodes if id(n) in self.escapes]
+        while stack:
+            node = stack.pop()
+            if id(node) in live:
+                continue
+            live.add(id(node))
+            stack.extend(o for o in node.operands if not o.is_input)
+        return live
+
+    def computed(self) -> list[Node]:
+        """The nodes that kernels compute: live, and not constants (which
+        are copied into their users) unless a constant is itself returned."""
+        return [n for n in self.nodes if id(n) in self.live
+                and (n.op != "constant" or id(n) in self.escapes)]
+
+    def partition(self) -> list[list[Node]]:
+        group_of: dict[int, int] = {}
+        groups: dict[int, list[Node]] = {}
+        for node in self.computed():
+            group_of[id(node)] = self.index[id(node)]
+            groups[self.index[id(node)]] = [node]
+        changed = True
+        while changed:
+            changed = False
+            for consumer in self.computed():
+                target = group_of[id(consumer)]
+                for operand in consumer.operands:
+                    source = group_of.get(id(operand))
+                    if source is None or source == target:
+                        continue
+                    merged = groups[source] + groups[target]
+                    if self._creates_cycle(source, target, group_of) or not self._plannable(merged):
+                        continue
+                    for node in groups[source]:
+                        group_of[id(node)] = target
+                    groups[target] = sorted(merged, key=lambda n: self.index[id(n)])
+                    del groups[source]
+                    changed = True
+        return sorted(groups.values(), key=lambda g: self.index[id(g[-1])])
+
+    def outputs(self, group: list[Node]) -> list[Node]:
+        members = {id(n) for n in group}
+        return [n for n in group
+                if id(n) in self.escapes or any(id(u) not in members for u in self.users[id(n)])]
+
+    def _plannable(self, group: list[Node]) -> bool:
+        try:
+            plan_group(self.outputs(group))
+        except Unplannable:
+            return False
+        return True
+
+    def _creates_cycle(self, source: int, target: int, group_of: dict) -> bool:
+        """True when a path from group `source` reaches group `target` through
+        another group (merging would make a kernel depend on itself)."""
+        frontier = [u for n in self.nodes if group_of.get(id(n)) == source
+                    for u in self.users[id(n)] if group_of.get(id(u)) not in (source, target)]
+        seen: set[int] = set()
+        while frontier:
+            node = frontier.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            if group_of.get(id(node)) == target:
+                return True
+            frontier.extend(self.users[id(node)])
+        return False
+
+
+def _materialize(function: ir.Operation, graph: _Graph, groups: list[list[Node]], name: str) -> None:
+    block = function.regions[0].blocks[0]
+    terminator = list(block.operations)[-1]
+    replacements: dict[ir.Value, ir.Value] = {}
+    for index, group in enumerate(groups):
+        outputs = graph.outputs(group)
+        kind = plan_group(outputs).kind
+        _build_kernel(f"{name}_{index}_{kind}", group, outputs, terminator, replacements)
+    for old, new in replacements.items():
+        old.replace_all_uses_with(new)
+    for node in reversed(graph.nodes):
+        node.value.owner.erase()
+
+
+def _build_kernel(name: str, group: list[Node], outputs: list[Node], before: ir.Operation,
+                  replacements: dict) -> None:
+    members = {id(n) for n in group}
+    inputs: list[ir.Value] = []
+    constants: list[Node] = []
+    for node in group:
+        for operand in node.operands:
+            if operand.op == "constant" and id(operand) not in members:
+                if all(c is not operand for c in constants):
+                    constants.append(operand)
+            elif id(operand) not in members:
+                value = replacements.get(operand.value, operand.value)
+                if value not in inputs:
+                    inputs.append(value)
+    location = group[-1].location
+    with ir.InsertionPoint(before), location:
+        kernel = ir.Operation.create(
+            "kg.kernel", results=[o.value.type for o in outputs], operands=inputs,
+            attributes={"sym_name": ir.StringAttr.get(name)}, regions=1)
+        body = kernel.regions[0].blocks.append(*[v.type for v in inputs])
+    mapping: dict[ir.Value, ir.Value] = {}
+    for value, arg in zip(inputs, body.arguments):
+        mapping[value] = arg
+    with ir.InsertionPoint(body):
+        for node in constants + group:
+            clone = node.value.owner.clone()
+            for position, operand in enumerate(clone.operands):
+                source = replacements.get(operand, operand)
+                clone.operands[position] = mapping.get(source, mapping.get(operand, operand))
+            mapping[node.value] = clone.results[0]
+        ir.Operation.create("kg.yield", operands=[mapping[o.value] for o in outputs])
+    _drop_round_trips(body)
+    for output, result in zip(outputs, kernel.results):
+        replacements[output.value] = result
+
+
+def _drop_round_trips(body: ir.Block) -> None:
+    """cast(cast(x : A -> B) -> A) => x when B is narrower than A: the value
+    stays in registers, so the rounding to B buys nothing."""
+    for op in list(body.operations):
+        if op.operation.name != "kg.cast":
+            continue
+        inner = op.operation.operands[0].owner
+        if isinstance(inner, ir.Block) or inner.name != "kg.cast":
+            continue
+        source = inner.operands[0]
+        if source.type == op.operation.results[0].type and _narrower(inner.results[0].type, source.type):
+            op.operation.results[0].replace_all_uses_with(source)
+            op.operation.erase()
+
+
+def _narrower(a: ir.Type, b: ir.Type) -> bool:
+    width = {"f32": 32, "f16": 16, "bf16": 16}
+    ea = str(ir.RankedTensorType(a).element_type)
+    eb = str(ir.RankedTensorType(b).element_type)
+    return width.get(ea, 8) < width.get(eb, 8)

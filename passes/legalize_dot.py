@@ -1,0 +1,123 @@
+"""kg-legalize-dot: make every tile dot one that Triton's tensor cores take.
+
+Argument: `kg-legalize-dot`. Option `target` (default 90): the SM version
+compiled for, which decides whether 8-bit float dots exist (sm_89 and up).
+
+Runs after kg-tile and before kg-pad-mask, since it may grow tiles that
+kg-pad-mask then pads and masks. With a: [.., M, K, 1], b: [.., 1, K, N]:
+
+    tile_dot a, b, acc with K = 1       =>  acc + f32(a) * f32(b)
+    tile_dot a, b, acc with M = 1 or N = 1 (a matrix-vector product)
+                                        =>  acc + reduce sum over K of
+                                            f32(a) * f32(b)
+    tile_dot with M, N or K in [2, 16)  =>  the same dot on tiles grown to 16
+                                            along that axis (the tile covers
+                                            the whole axis, so the new lanes
+                                            fall outside it and get masked)
+    tile_dot on f32 without precision   =>  precision = ieee (exact, as torch)
+    tile_dot on 8-bit floats below sm_89, or on two different 8-bit floats
+                                        =>  tile_dot on f16 casts of both
+    tile_dot on f16, bf16, 8-bit floats =>  unchanged
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+
+from kgc.passes.registry import Option, Pass, PassFailure, register_pass
+from kgc.tiling.kernel_ops import (int_array, is_tiled, kernel_name, kernels_in, replace_op,
+                                   resize_axes, set_int_array, walk_ops)
+
+MIN_DOT = 16
+_FLOAT8 = ("f8E4M3FN", "f8E5M2")
+
+
+@register_pass
+class LegalizeDot(Pass):
+    argument = "kg-legalize-dot"
+    summary = "Rewrite tile dots to shapes and types Triton's tl.dot supports"
+
+    target = Option(int, 90, "SM version to compile for (80, 86, 89, 90, ...)")
+
+    @classmethod
+    def display_name(cls) -> str:
+        return "KgLegalizeDot"
+
+    def run(self, op: ir.Operation) -> None:
+        for kernel in kernels_in(op):
+            if is_tiled(kernel):
+                self._legalize_kernel(kernel)
+
+    def _legalize_kernel(self, kernel: ir.Operation) -> None:
+        for dot in [o for o in walk_ops(kernel) if o.name == "kg.tile_dot"]:
+            dot = self._legalize_types(dot)
+            self._legalize_shape(kernel, dot)
+
+    def _legalize_types(self, dot: ir.Operation) -> ir.Operation:
+        a, b, acc = dot.operands
+        ea, eb = (str(ir.RankedTensorType(v.type).element_type) for v in (a, b))
+        attributes = {name: dot.attributes[name] for name in dot.attributes}
+        operands = [a, b, acc]
+        if ea in _FLOAT8 or eb in _FLOAT8:
+            if self.target < 89 or ea != eb:
+                with ir.InsertionPoint(dot), dot.location:
+                    operands[0], operands[1] = (_cast(v, "f16") for v in (a, b))
+        elif ea == "f32" and "precision" not in attributes:
+            attributes["precision"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 0)
+        if operands == [a, b, acc] and len(attributes) == len(dot.attributes):
+            return dot
+        return replace_op(dot, "kg.tile_dot", operands, attributes)
+
+    def _legalize_shape(self, kernel: ir.Operation, dot: ir.Operation) -> None:
+        a_shape = list(ir.RankedTensorType(dot.operands[0].type).shape)
+        b_shape = list(ir.RankedTensorType(dot.operands[1].type).shape)
+        n = len(a_shape)
+        m, k, nn = a_shape[n - 3], a_shape[n - 2], b_shape[n - 1]
+        if k == 1 or m == 1 or nn == 1:
+            self._multiply_and_reduce(dot, reduce_k=k != 1)
+            return
+        tile = int_array(kernel, "tile")
+        extents = int_array(kernel, "iteration")
+        grown = list(tile)
+        for axis, size in ((n - 3, m), (n - 2, k), (n - 1, nn)):
+            if size < MIN_DOT:
+                if tile[axis] != size or extents[axis] != size:
+                    raise PassFailure(
+                        f"kernel @{kernel_name(kernel)}: a dot tile of {size} along axis {axis} "
+                        f"does not cover the axis ({extents[axis]}); choose a tile of at least "
+                        f"{MIN_DOT} there", dot.location)
+                grown[axis] = MIN_DOT
+        if grown != tile:
+            resize_axes(kernel, tile, grown)
+            set_int_array(kernel, "tile", grown)
+
+    def _multiply_and_reduce(self, dot: ir.Operation, reduce_k: bool) -> None:
+        a, b, acc = dot.operands
+        with ir.InsertionPoint(dot), dot.location:
+            af, bf = _cast(a, "f32"), _cast(b, "f32")
+            a_shape = ir.RankedTensorType(a.type).shape
+            b_shape = ir.RankedTensorType(b.type).shape
+            product_shape = [max(x, y) for x, y in zip(a_shape, b_shape)]
+            f32 = ir.F32Type.get()
+            product = ir.Operation.create(
+                "kg.mul", results=[ir.RankedTensorType.get(product_shape, f32)],
+                operands=[af, bf]).result
+            if reduce_k:
+                reduced_shape = list(product_shape)
+                reduced_shape[-2] = 1
+                i32 = ir.IntegerType.get_signless(32)
+                product = ir.Operation.create(
+                    "kg.reduce", results=[ir.RankedTensorType.get(reduced_shape, f32)],
+                    operands=[product],
+                    attributes={"kind": ir.IntegerAttr.get(i32, 0),
+                                "dims": ir.DenseI64ArrayAttr.get([len(product_shape) - 2]),
+                                "keepdim": ir.UnitAttr.get()}).result
+        replace_op(dot, "kg.add", [acc, product], {})
+
+
+def _cast(value: ir.Value, element: str) -> ir.Value:
+    type_ = ir.RankedTensorType(value.type)
+    if str(type_.element_type) == element:
+        return value
+    target = ir.RankedTensorType.get(list(type_.shape), ir.Type.parse(element))
+    return ir.Operation.create("kg.cast", results=[target], operands=[value]).result

@@ -1,0 +1,617 @@
+"""convert-kg-to-ttir: lower each tiled kernel to a Triton `tt.func`.
+
+Argument: `convert-kg-to-ttir`. No options.
+
+Rewrite rules:
+
+    kg.kernel @k(%x...) {tile program}  =>  module @k { tt.func public @k(
+                                               %x: !tt.ptr<T> {tt.divisibility = 16},
+                                               ..., %y: !tt.ptr<T> ...) }
+                                            (a sibling of the graph function)
+                                            and in the graph:
+                                            kg.launch @k(%x...) grid [...] ...
+    kg.program_id 0                     =>  tt.get_program_id x
+    memref.reinterpret_cast             =>  (folded into the addresses)
+    kg.tile_load %v[%o] mask %m padding p
+                                        =>  tt.load (tt.addptr (tt.splat %base),
+                                              sum of (%o_d + tt.make_range) * stride_d),
+                                              %m, splat(p)
+    kg.tile_store                       =>  tt.store
+    kg.tile_mask                        =>  arith.cmpi of ranges, arith.andi
+    kg.reduce                           =>  tt.reduce per axis (arith combiner)
+    kg.tile_dot                         =>  tt.dot (inputPrecision from precision;
+                                            maxNumImpreciseAcc set for 8-bit floats)
+    kg elementwise ops                  =>  arith / math ops, libdevice through
+                                            tt.extern_elementwise (tanh, erf, pow)
+    kg.tile_select                      =>  arith.select
+    kg.broadcast_to, unit axes          =>  tt.expand_dims / tt.broadcast / tt.splat
+
+Tiles of the kg program have one axis per iteration axis, many of size 1.
+Triton values keep only the axes of size more than 1 (a tile of
+[1, 64, 1] becomes tensor<64x...>, a tile of ones a scalar), as one would
+write the kernel by hand; axes are re-inserted (expand_dims, broadcast) only
+where values of different axes meet.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Sequence
+
+from mlir import ir
+
+from kgc.passes.registry import Pass, PassFailure, register_pass
+from kgc.tiling.generate import INT32_MAX, INT32_MIN
+from kgc.tiling.graph_model import reduce_kind
+from kgc.tiling.kernel_ops import int_array, is_tiled, kernel_name, kernels_in
+
+_DIVISIBILITY = 16
+_COMBINERS = {"sum": "arith.addf", "max": "arith.maximumf", "min": "arith.minimumf"}
+_BINARY = {"kg.add": "arith.addf", "kg.sub": "arith.subf", "kg.mul": "arith.mulf",
+           "kg.div": "arith.divf", "kg.maximum": "arith.maximumf", "kg.minimum": "arith.minimumf"}
+_UNARY_MATH = {"kg.exp": "math.exp", "kg.log": "math.log", "kg.sqrt": "math.sqrt",
+               "kg.rsqrt": "math.rsqrt", "kg.abs": "math.absf"}
+_LIBDEVICE = {"kg.tanh": "__nv_tanhf", "kg.pow": "__nv_powf"}
+_FLOAT8 = ("f8E4M3FN", "f8E5M2")
+_INPUT_PRECISION = {0: 2, 1: 0}  # kg precision (ieee, tf32) -> tt inputPrecision (ieee 2, tf32 0)
+
+
+@register_pass
+class ConvertKgToTtir(Pass):
+    argument = "convert-kg-to-ttir"
+    summary = "Lower tiled, padded kernels to Triton IR, one tt.func per kernel"
+    creates_unregistered_ops = True
+
+    @classmethod
+    def display_name(cls) -> str:
+        return "ConvertKgToTTIR"
+
+    def run(self, op: ir.Operation) -> None:
+        for kernel in kernels_in(op):
+            if not is_tiled(kernel):
+                raise PassFailure(f"kernel @{kernel_name(kernel)} is not tiled; run kg-tile, "
+                                  "kg-legalize-dot and kg-pad-mask first", kernel.location)
+            _lower_kernel(kernel, op)
+
+
+def _module_body(top: ir.Operation) -> ir.Block:
+    if top.name != "builtin.module":
+        raise PassFailure("convert-kg-to-ttir runs on a builtin.module", top.location)
+    return top.regions[0].blocks[0]
+
+
+def _lower_kernel(kernel: ir.Operation, top: ir.Operation) -> None:
+    name = kernel_name(kernel)
+    grid = int_array(kernel, "grid")
+    if "padded" not in kernel.attributes:
+        raise PassFailure(f"kernel @{name} is not padded; run kg-pad-mask first", kernel.location)
+    body = kernel.regions[0].blocks[0]
+    pointer_types = [ir.Type.parse(f"!tt.ptr<{ir.MemRefType(a.type).element_type}>")
+                     for a in body.arguments]
+    i32 = ir.IntegerType.get_signless(32)
+    location = kernel.location
+    with location:
+        function_type = ir.FunctionType.get(pointer_types, [])
+        divisibility = ir.DictAttr.get({"tt.divisibility": ir.IntegerAttr.get(i32, _DIVISIBILITY)})
+        with ir.InsertionPoint(_module_body(top)):
+            module = ir.Operation.create("builtin.module", regions=1,
+                                         attributes={"sym_name": ir.StringAttr.get(name)})
+        module.regions[0].blocks.append()
+        with ir.InsertionPoint(module.regions[0].blocks[0]):
+            function = ir.Operation.create("tt.func", regions=1, attributes={
+                "sym_name": ir.StringAttr.get(name),
+                "sym_visibility": ir.StringAttr.get("public"),
+                "function_type": ir.TypeAttr.get(function_type),
+                "arg_attrs": ir.ArrayAttr.get([divisibility] * len(pointer_types)),
+                "noinline": ir.BoolAttr.get(False),
+            })
+        entry = function.regions[0].blocks.append(*pointer_types)
+        lowering = _Lowering({arg: entry.arguments[i] for i, arg in enumerate(body.arguments)})
+        with ir.InsertionPoint(entry):
+            lowering.block(body)
+            ir.Operation.create("tt.return")
+        with ir.InsertionPoint(kernel):
+            i64 = ir.IntegerType.get_signless(64)
+            launch = ir.Operation.create(
+                "kg.launch", results=[r.type for r in kernel.results], operands=list(kernel.operands),
+                attributes={
+                    "callee": ir.FlatSymbolRefAttr.get(name),
+                    "grid": ir.DenseI64ArrayAttr.get(grid),
+                    "num_warps": ir.IntegerAttr.get(i64, ir.IntegerAttr(kernel.attributes["num_warps"]).value),
+                    "num_stages": ir.IntegerAttr.get(i64, ir.IntegerAttr(kernel.attributes["num_stages"]).value),
+                })
+    for old, new in zip(kernel.results, launch.results):
+        old.replace_all_uses_with(new)
+    kernel.erase()
+
+
+@dataclasses.dataclass
+class _Lowered:
+    """A tile in Triton form: `value` keeps only the `axes` of the tile whose
+    size is more than 1, in order (a scalar when there are none)."""
+
+    value: ir.Value
+    axes: tuple[int, ...]
+    sizes: tuple[int, ...]  # sizes of the full tile, every axis
+    element: ir.Type
+
+
+@dataclasses.dataclass
+class _View:
+    base: ir.Value
+    offset: int
+    strides: tuple[int, ...]
+
+
+class _Lowering:
+    def __init__(self, buffers: dict):
+        self.values: dict = {}  # kg value -> _Lowered or scalar ir.Value
+        self.views: dict = {}
+        self.buffers = buffers
+        self.i32 = ir.IntegerType.get_signless(32)
+        self.i1 = ir.IntegerType.get_signless(1)
+
+    # -- structure --------------------------------------------------------------
+
+    def block(self, block: ir.Block) -> None:
+        for op in block.operations:
+            self.op(op.operation)
+
+    def op(self, op: ir.Operation) -> None:
+        name = op.name
+        handler = _HANDLERS.get(name)
+        if handler is not None:
+            handler(self, op)
+        elif name.startswith("arith.") and not _is_tensor(op):
+            self._clone_scalar(op)
+        elif name == "scf.for":
+            self._for(op)
+        elif name in ("kg.yield", "scf.yield"):
+            pass
+        else:
+            raise PassFailure(f"convert-kg-to-ttir cannot lower {name} in a tile program",
+                              op.location)
+
+    def _clone_scalar(self, op: ir.Operation) -> None:
+        attributes = {n: op.attributes[n] for n in op.attributes}
+        new = ir.Operation.create(op.name, results=[r.type for r in op.results],
+                                  operands=[self.values[v] for v in op.operands],
+                                  attributes=attributes)
+        for old, result in zip(op.results, new.results):
+            self.values[old] = result
+
+    def _for(self, op: ir.Operation) -> None:
+        lower, upper, step = (self.values[op.operands[i]] for i in range(3))
+        inits = [self.values[v] for v in op.operands[3:]]
+        types = [t.value.type for t in inits]
+        with op.location:
+            loop = ir.Operation.create("scf.for", results=types,
+                                       operands=[lower, upper, step, *[t.value for t in inits]],
+                                       regions=1)
+        body = op.regions[0].blocks[0]
+        new_body = loop.regions[0].blocks.append(self.i32, *types)
+        self.values[body.arguments[0]] = new_body.arguments[0]
+        for old, new, init in zip(body.arguments[1:], new_body.arguments[1:], inits):
+            self.values[old] = dataclasses.replace(init, value=new)
+        with ir.InsertionPoint(new_body):
+            self.block(body)
+            terminator = list(body.operations)[-1]
+            yielded = [self._as(self.values[v], init) for v, init in zip(terminator.operands, inits)]
+            ir.Operation.create("scf.yield", operands=yielded)
+        for old, new, init in zip(op.results, loop.results, inits):
+            self.values[old] = dataclasses.replace(init, value=new)
+
+    # -- tiles: layout ------------------------------------------------------------
+
+    def tile(self, value: ir.Value) -> _Lowered:
+        return self.values[value]
+
+    def _define(self, old: ir.Value, new: ir.Value, sizes: Sequence[int]) -> None:
+        type_ = ir.RankedTensorType(old.type)
+        axes = tuple(a for a, s in enumerate(sizes) if s > 1)
+        self.values[old] = _Lowered(new, axes, tuple(sizes), type_.element_type)
+
+    @staticmethod
+    def _compact_type(sizes, axes, element) -> ir.Type:
+        if not axes:
+            return element
+        return ir.RankedTensorType.get([sizes[a] for a in axes], element)
+
+    def _as(self, tile: _Lowered, like: _Lowered) -> ir.Value:
+        return self.expand(tile, like.axes, like.sizes)
+
+    def expand(self, tile: _Lowered, axes: Sequence[int], sizes: Sequence[int]) -> ir.Value:
+        """`tile` laid out over `axes` (a superset of its own), broadcast."""
+        axes = tuple(axes)
+        if tile.axes == axes:
+            return tile.value
+        target = self._compact_type(sizes, axes, tile.element)
+        if not tile.axes:
+            return ir.Operation.create("tt.splat", results=[target], operands=[tile.value]).result
+        value = tile.value
+        current = list(tile.axes)
+        current_shape = [tile.sizes[a] for a in current]
+        for position, axis in enumerate(axes):
+            if axis not in current:
+                current.insert(position, axis)
+                current_shape.insert(position, 1)
+                value = ir.Operation.create(
+                    "tt.expand_dims",
+                    results=[ir.RankedTensorType.get(current_shape, tile.element)],
+                    operands=[value], attributes={"axis": ir.IntegerAttr.get(self.i32, position)}).result
+        if tuple(current) != axes:
+            raise PassFailure(f"tile axes {tile.axes} do not fit into {axes}")
+        return ir.Operation.create("tt.broadcast", results=[target], operands=[value]).result
+
+    def _constant(self, value: float, sizes, axes, element: ir.Type) -> ir.Value:
+        type_ = self._compact_type(sizes, axes, element)
+        if isinstance(element, ir.IntegerType):
+            scalar = ir.IntegerAttr.get(element, int(value))
+        else:
+            scalar = ir.FloatAttr.get(element, value)
+        attribute = scalar if not axes else ir.DenseElementsAttr.get_splat(type_, scalar)
+        return ir.Operation.create("arith.constant", results=[type_],
+                                   attributes={"value": attribute}).result
+
+    def _scalar_i32(self, value: int) -> ir.Value:
+        return ir.Operation.create("arith.constant", results=[self.i32],
+                                   attributes={"value": ir.IntegerAttr.get(self.i32, value)}).result
+
+    # -- program and memory -------------------------------------------------------
+
+    def program_id(self, op: ir.Operation) -> None:
+        self.values[op.results[0]] = ir.Operation.create(
+            "tt.get_program_id", results=[self.i32],
+            attributes={"axis": ir.IntegerAttr.get(self.i32, ir.IntegerAttr(op.attributes["axis"]).value)}
+        ).result
+
+    def view(self, op: ir.Operation) -> None:
+        source = op.operands[0]
+        base = self.buffers.get(source)
+        if base is None:
+            raise PassFailure("a view must be taken of a kernel buffer", op.location)
+        offset = list(ir.DenseI64ArrayAttr(op.attributes["static_offsets"]))[0]
+        strides = tuple(ir.DenseI64ArrayAttr(op.attributes["static_strides"]))
+        self.views[op.results[0]] = _View(base, offset, strides)
+
+    def _pointers(self, view_value: ir.Value, offsets: Sequence[ir.Value], sizes: Sequence[int],
+                  element: ir.Type):
+        """(pointer value, axes) addressing a tile of `sizes` at `offsets`."""
+        view = self.views[view_value]
+        pointer_type = ir.Type.parse(f"!tt.ptr<{element}>")
+        axes = tuple(a for a, s in enumerate(sizes) if s > 1)
+        # The scalar part: the view offset and the offsets of unit axes.
+        scalar = None
+        if view.offset:
+            scalar = self._scalar_i32(view.offset)
+        for axis, (offset, size, stride) in enumerate(zip(offsets, sizes, view.strides)):
+            if size > 1 or stride == 0:
+                continue
+            term = self.values[offset]
+            if stride != 1:
+                term = _arith("arith.muli", term, self._scalar_i32(stride))
+            scalar = term if scalar is None else _arith("arith.addi", scalar, term)
+        base = view.base
+        if scalar is not None:
+            base = ir.Operation.create("tt.addptr", results=[pointer_type],
+                                       operands=[base, scalar]).result
+        if not axes:
+            return base, axes
+        shape = [sizes[a] for a in axes]
+        total = None
+        for axis in axes:
+            size, stride = sizes[axis], view.strides[axis]
+            lane = self._range(self.values[offsets[axis]], size)
+            if stride != 1:
+                lane = _arith("arith.muli", lane, self._constant(stride, sizes, (axis,), self.i32))
+            lane = self.expand(_Lowered(lane, (axis,), tuple(sizes), self.i32), axes, sizes)
+            total = lane if total is None else _arith("arith.addi", total, lane)
+        pointers = ir.RankedTensorType.get(shape, pointer_type)
+        splat = ir.Operation.create("tt.splat", results=[pointers], operands=[base]).result
+        return ir.Operation.create("tt.addptr", results=[pointers], operands=[splat, total]).result, axes
+
+    def _range(self, offset: ir.Value, size: int) -> ir.Value:
+        """offset + [0, size) as tensor<size x i32>."""
+        type_ = ir.RankedTensorType.get([size], self.i32)
+        lanes = ir.Operation.create("tt.make_range", results=[type_], attributes={
+            "start": ir.IntegerAttr.get(self.i32, 0), "end": ir.IntegerAttr.get(self.i32, size)}).result
+        if _is_zero(offset):
+            return lanes
+        splat = ir.Operation.create("tt.splat", results=[type_], operands=[offset]).result
+        return _arith("arith.addi", splat, lanes)
+
+    def load(self, op: ir.Operation) -> None:
+        segments = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
+        count = segments[1]
+        view, offsets = op.operands[0], list(op.operands[1:1 + count])
+        result_type = ir.RankedTensorType(op.results[0].type)
+        sizes = tuple(result_type.shape)
+        element = result_type.element_type
+        pointers, axes = self._pointers(view, offsets, sizes, element)
+        operands = [pointers]
+        if segments[2]:
+            mask = self.expand(self.tile(op.operands[1 + count]), axes, sizes)
+            padding = ir.FloatAttr(op.attributes["padding"]).value if "padding" in op.attributes else 0.0
+            other = self._constant(padding, sizes, axes, element)
+            operands += [mask, other]
+        attributes = {
+            "operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, 1 if segments[2] else 0,
+                                                            1 if segments[2] else 0]),
+            "cache": ir.IntegerAttr.get(self.i32, 1),
+            "evict": ir.IntegerAttr.get(self.i32, 1),
+            "isVolatile": ir.BoolAttr.get(False),
+        }
+        loaded = ir.Operation.create("tt.load", results=[self._compact_type(sizes, axes, element)],
+                                     operands=operands, attributes=attributes).result
+        self._define(op.results[0], loaded, sizes)
+
+    def store(self, op: ir.Operation) -> None:
+        segments = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
+        count = segments[2]
+        value, view = op.operands[0], op.operands[1]
+        offsets = list(op.operands[2:2 + count])
+        value_type = ir.RankedTensorType(value.type)
+        sizes = tuple(value_type.shape)
+        pointers, axes = self._pointers(view, offsets, sizes, value_type.element_type)
+        operands = [pointers, self.expand(self.tile(value), axes, sizes)]
+        if segments[3]:
+            operands.append(self.expand(self.tile(op.operands[2 + count]), axes, sizes))
+        ir.Operation.create("tt.store", operands=operands, attributes={
+            "cache": ir.IntegerAttr.get(self.i32, 1), "evict": ir.IntegerAttr.get(self.i32, 1)})
+
+    def mask(self, op: ir.Operation) -> None:
+        type_ = ir.RankedTensorType(op.results[0].type)
+        sizes = tuple(type_.shape)
+        lower = list(ir.DenseI64ArrayAttr(op.attributes["lower"]))
+        upper = list(ir.DenseI64ArrayAttr(op.attributes["upper"]))
+        axes = tuple(a for a, s in enumerate(sizes) if s > 1)
+        result = None
+        for axis, offset in enumerate(op.operands):
+            checks = [(bound, predicate) for bound, predicate, unbounded in
+                      ((lower[axis], 5, INT32_MIN), (upper[axis], 2, INT32_MAX))  # sge, slt
+                      if bound != unbounded]
+            if not checks:
+                continue
+            lanes = self.values[offset]
+            lane_axes: tuple[int, ...] = ()
+            if sizes[axis] > 1:
+                lanes = self._range(lanes, sizes[axis])
+                lane_axes = (axis,)
+            for bound, predicate in checks:
+                constant = self._constant(bound, sizes, lane_axes, self.i32)
+                cond_type = self._compact_type(sizes, lane_axes, self.i1)
+                condition = ir.Operation.create(
+                    "arith.cmpi", results=[cond_type], operands=[lanes, constant],
+                    attributes={"predicate": ir.IntegerAttr.get(ir.IntegerType.get_signless(64),
+                                                                predicate)}).result
+                condition = self.expand(_Lowered(condition, lane_axes, sizes, self.i1), axes, sizes)
+                result = condition if result is None else _arith("arith.andi", result, condition)
+        if result is None:
+            result = self._constant(1, sizes, axes, self.i1)
+        self._define(op.results[0], result, sizes)
+
+    # -- compute ------------------------------------------------------------------
+
+    def _operands_as_result(self, op: ir.Operation, operands=None):
+        type_ = ir.RankedTensorType(op.results[0].type)
+        sizes = tuple(type_.shape)
+        axes = tuple(a for a, s in enumerate(sizes) if s > 1)
+        operands = op.operands if operands is None else operands
+        return [self.expand(self.tile(v), axes, sizes) for v in operands], sizes, axes, type_
+
+    def elementwise(self, op: ir.Operation) -> None:
+        name = op.name
+        values, sizes, axes, type_ = self._operands_as_result(op)
+        element = type_.element_type
+        result_type = self._compact_type(sizes, axes, element)
+        math_ = _Math(self, sizes, axes, element)
+        if name == "kg.cast":
+            source = ir.RankedTensorType(op.operands[0].type).element_type
+            result = math_.cast(values[0], source, element)
+        elif name in _BINARY:
+            result = math_.op(_BINARY[name], values)
+        elif name in _UNARY_MATH:
+            result = math_.in_f32(lambda v: math_.op(_UNARY_MATH[name], [v]), values[0])
+        elif name in _LIBDEVICE:
+            result = math_.in_f32(lambda *vs: math_.libdevice(_LIBDEVICE[name], list(vs)), *values)
+        elif name == "kg.neg":
+            # Triton has no arith.negf; x * -1 also keeps the sign of zero.
+            result = math_.op("arith.mulf", [values[0], math_.const(-1.0)])
+        elif name == "kg.relu":
+            result = math_.op("arith.maximumf", [values[0], math_.const(0.0)])
+        elif name == "kg.square":
+            result = math_.op("arith.mulf", [values[0], values[0]])
+        elif name == "kg.reciprocal":
+            result = math_.op("arith.divf", [math_.const(1.0), values[0]])
+        elif name == "kg.sigmoid":
+            result = math_.in_f32(math_.sigmoid, values[0])
+        elif name == "kg.silu":
+            result = math_.in_f32(lambda v: math_.op("arith.mulf", [v, math_.sigmoid(v)]), values[0])
+        elif name == "kg.gelu":
+            tanh = "approximate" in op.attributes and ir.IntegerAttr(op.attributes["approximate"]).value == 1
+            result = math_.in_f32(math_.gelu_tanh if tanh else math_.gelu, values[0])
+        elif name == "kg.clamp":
+            result = values[0]
+            if "min" in op.attributes:
+                result = math_.op("arith.maximumf", [result, math_.const(ir.FloatAttr(op.attributes["min"]).value)])
+            if "max" in op.attributes:
+                result = math_.op("arith.minimumf", [result, math_.const(ir.FloatAttr(op.attributes["max"]).value)])
+        else:
+            raise PassFailure(f"convert-kg-to-ttir cannot lower {name}", op.location)
+        if result.type != result_type:
+            raise PassFailure(f"lowering {name} gave {result.type}, expected {result_type}", op.location)
+        self._define(op.results[0], result, sizes)
+
+    def constant(self, op: ir.Operation) -> None:
+        type_ = ir.RankedTensorType(op.results[0].type)
+        sizes = tuple(type_.shape)
+        axes = tuple(a for a, s in enumerate(sizes) if s > 1)
+        value = self._constant(ir.FloatAttr(op.attributes["value"]).value, sizes, axes, type_.element_type)
+        self._define(op.results[0], value, sizes)
+
+    def broadcast(self, op: ir.Operation) -> None:
+        values, sizes, _, _ = self._operands_as_result(op)
+        self._define(op.results[0], values[0], sizes)
+
+    def select(self, op: ir.Operation) -> None:
+        values, sizes, _, _ = self._operands_as_result(op)
+        result = ir.Operation.create("arith.select", results=[values[1].type], operands=values).result
+        self._define(op.results[0], result, sizes)
+
+    def andi(self, op: ir.Operation) -> None:
+        if not _is_tensor(op):
+            self._clone_scalar(op)
+            return
+        values, sizes, _, _ = self._operands_as_result(op)
+        self._define(op.results[0], _arith("arith.andi", *values), sizes)
+
+    def reduce(self, op: ir.Operation) -> None:
+        x = self.tile(op.operands[0])
+        kind = reduce_kind(op)
+        combiner = _COMBINERS[kind]
+        value, axes = x.value, list(x.axes)
+        for axis in sorted(ir.DenseI64ArrayAttr(op.attributes["dims"]), reverse=True):
+            if axis not in axes:
+                continue
+            position = axes.index(axis)
+            axes.pop(position)
+            result_type = self._compact_type(x.sizes, tuple(axes), x.element)
+            reduction = ir.Operation.create("tt.reduce", results=[result_type], operands=[value],
+                                            attributes={"axis": ir.IntegerAttr.get(self.i32, position)},
+                                            regions=1)
+            block = reduction.regions[0].blocks.append(x.element, x.element)
+            with ir.InsertionPoint(block):
+                combined = ir.Operation.create(combiner, results=[x.element],
+                                               operands=list(block.arguments)).result
+                ir.Operation.create("tt.reduce.return", operands=[combined])
+            value = reduction.result
+        type_ = ir.RankedTensorType(op.results[0].type)
+        self._define(op.results[0], value, tuple(type_.shape))
+
+    def dot(self, op: ir.Operation) -> None:
+        a, b, acc = (self.tile(v) for v in op.operands)
+        n = len(a.sizes)
+        m_axis, k_axis, n_axis = n - 3, n - 2, n - 1
+        if a.axes != (m_axis, k_axis) or b.axes != (k_axis, n_axis) or acc.axes != (m_axis, n_axis):
+            raise PassFailure("tile_dot needs tiles of at least 2 along M, K and N; run "
+                              "kg-legalize-dot first", op.location)
+        element = str(a.element)
+        precision = ir.IntegerAttr(op.attributes["precision"]).value if "precision" in op.attributes else 0
+        attributes = {
+            "inputPrecision": ir.IntegerAttr.get(self.i32, _INPUT_PRECISION[precision]),
+            "maxNumImpreciseAcc": ir.IntegerAttr.get(self.i32, 2**30 if element in _FLOAT8 else 0),
+        }
+        result = ir.Operation.create("tt.dot", results=[acc.value.type],
+                                     operands=[a.value, b.value, acc.value], attributes=attributes).result
+        self._define(op.results[0], result, acc.sizes)
+
+
+class _Math:
+    """Elementwise math on values laid out as one result."""
+
+    def __init__(self, lowering: _Lowering, sizes, axes, element: ir.Type):
+        self.lowering, self.sizes, self.axes, self.element = lowering, sizes, axes, element
+        self.f32 = ir.F32Type.get()
+
+    def _type(self, element):
+        return self.lowering._compact_type(self.sizes, self.axes, element)
+
+    def const(self, value: float, element=None) -> ir.Value:
+        return self.lowering._constant(value, self.sizes, self.axes, element or self.element)
+
+    def op(self, name: str, operands) -> ir.Value:
+        return ir.Operation.create(name, results=[operands[0].type], operands=operands).result
+
+    def in_f32(self, fn, *values):
+        """fn on f32 copies of `values`, rounded back to the element type."""
+        if self.element == self.f32:
+            return fn(*values)
+        widened = [self.cast(v, self.element, self.f32) for v in values]
+        saved, self.element = self.element, self.f32
+        try:
+            result = fn(*widened)
+        finally:
+            self.element = saved
+        return self.cast(result, self.f32, self.element)
+
+    def libdevice(self, symbol: str, operands) -> ir.Value:
+        return ir.Operation.create("tt.extern_elementwise", results=[operands[0].type], operands=operands,
+                                   attributes={"libname": ir.StringAttr.get(""),
+                                               "libpath": ir.StringAttr.get(""),
+                                               "pure": ir.BoolAttr.get(True),
+                                               "symbol": ir.StringAttr.get(symbol)}).result
+
+    def sigmoid(self, v: ir.Value) -> ir.Value:
+        one = self.const(1.0)
+        e = self.op("math.exp", [self.op("arith.mulf", [v, self.const(-1.0)])])
+        return self.op("arith.divf", [one, self.op("arith.addf", [one, e])])
+
+    def gelu(self, v: ir.Value) -> ir.Value:
+        scaled = self.op("arith.mulf", [v, self.const(1 / math.sqrt(2.0))])
+        erf = self.libdevice("__nv_erff", [scaled])
+        half = self.op("arith.mulf", [v, self.const(0.5)])
+        return self.op("arith.mulf", [half, self.op("arith.addf", [self.const(1.0), erf])])
+
+    def gelu_tanh(self, v: ir.Value) -> ir.Value:
+        cube = self.op("arith.mulf", [self.op("arith.mulf", [v, v]), v])
+        inner = self.op("arith.addf", [v, self.op("arith.mulf", [cube, self.const(0.044715)])])
+        inner = self.op("arith.mulf", [inner, self.const(math.sqrt(2.0 / math.pi))])
+        tanh = self.libdevice("__nv_tanhf", [inner])
+        half = self.op("arith.mulf", [v, self.const(0.5)])
+        return self.op("arith.mulf", [half, self.op("arith.addf", [self.const(1.0), tanh])])
+
+    def cast(self, value: ir.Value, source: ir.Type, target: ir.Type) -> ir.Value:
+        if source == target:
+            return value
+        s, t = str(source), str(target)
+        result_type = self._type(target)
+        if s in _FLOAT8 or t in _FLOAT8:
+            attributes = {}
+            if _width(t) < _width(s):
+                attributes["rounding"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 0)  # rtne
+            return ir.Operation.create("tt.fp_to_fp", results=[result_type], operands=[value],
+                                       attributes=attributes).result
+        if {s, t} == {"f16", "bf16"}:
+            return self.cast(self.cast(value, source, self.f32), self.f32, target)
+        name = "arith.extf" if _width(t) > _width(s) else "arith.truncf"
+        return ir.Operation.create(name, results=[result_type], operands=[value]).result
+
+
+def _width(element: str) -> int:
+    return {"f32": 32, "f16": 16, "bf16": 16}.get(element, 8)
+
+
+def _arith(name: str, lhs: ir.Value, rhs: ir.Value) -> ir.Value:
+    return ir.Operation.create(name, results=[lhs.type], operands=[lhs, rhs]).result
+
+
+def _is_zero(value: ir.Value) -> bool:
+    owner = value.owner
+    if isinstance(owner, ir.Block) or owner.name != "arith.constant":
+        return False
+    attribute = owner.attributes["value"]
+    return isinstance(attribute, ir.IntegerAttr) and attribute.value == 0
+
+
+def _is_tensor(op: ir.Operation) -> bool:
+    return any(isinstance(r.type, ir.RankedTensorType) for r in op.results)
+
+
+_HANDLERS = {
+    "kg.program_id": _Lowering.program_id,
+    "memref.reinterpret_cast": _Lowering.view,
+    "kg.tile_load": _Lowering.load,
+    "kg.tile_store": _Lowering.store,
+    "kg.tile_mask": _Lowering.mask,
+    "kg.tile_select": _Lowering.select,
+    "kg.tile_dot": _Lowering.dot,
+    "kg.reduce": _Lowering.reduce,
+    "kg.constant": _Lowering.constant,
+    "kg.broadcast_to": _Lowering.broadcast,
+    "arith.andi": _Lowering.andi,
+}
+for _name in list(_BINARY) + list(_UNARY_MATH) + list(_LIBDEVICE) + [
+        "kg.cast", "kg.neg", "kg.relu", "kg.square", "kg.reciprocal", "kg.sigmoid", "kg.silu",
+        "kg.gelu", "kg.clamp"]:
+    _HANDLERS[_name] = _Lowering.elementwise

@@ -1,0 +1,75 @@
+"""The compile pipeline of kgc, as a list of named stages.
+
+    kg     the kernel graph, fused into kernels, tiled, padded and masked
+    ttir   one Triton module per kernel (tt dialect), cleaned up
+    ttgir  Triton GPU IR (layouts), from Triton
+    llir   LLVM IR, from Triton
+    ptx    PTX, from Triton
+    cubin  the binary for the target GPU, from Triton's ptxas
+
+`kg` and `ttir` come from kgc's passes (`KG_PASSES`, `TTIR_PASSES`); the
+rest from `triton.compile`, which needs no GPU.
+"""
+
+from __future__ import annotations
+
+import re
+
+from kgc.pipeline.pipeline import Pipeline, PipelineError
+
+STAGES = ("kg", "ttir", "ttgir", "llir", "ptx", "cubin")
+TRITON_STAGES = STAGES[2:]
+
+LOWERING_PASS = "convert-kg-to-ttir"
+
+# From a kernel graph to tiled kernels.
+KG_PASSES = (
+    "kgc-cse",
+    "kgc-dce",
+    "kg-decompose",
+    "kgc-cse",
+    "kg-fuse",
+    "kg-tile",
+    "kg-legalize-dot{{target={target}}}",
+    "kg-pad-mask",
+)
+# From tiled kernels to TTIR that Triton's backend takes as is (Triton runs
+# no clean-up of its own on TTIR input).
+TTIR_PASSES = (LOWERING_PASS, "kgc-cse", "kgc-dce")
+
+
+def default_pipeline_text(target: int = 90) -> str:
+    passes = [p.format(target=target) for p in KG_PASSES + TTIR_PASSES]
+    return f"builtin.module({','.join(passes)})"
+
+
+def parse_target(text: str | int) -> int:
+    """`sm_90`, `90`, `sm_80a`... -> 90, 80."""
+    if isinstance(text, int):
+        value = text
+    else:
+        match = re.fullmatch(r"(?:sm_?)?(\d+)a?", text.strip())
+        if not match:
+            raise PipelineError(f"target '{text}' is not an SM version such as sm_90")
+        value = int(match.group(1))
+    if value < 80:
+        raise PipelineError(f"target sm_{value} is not supported: kgc needs sm_80 or newer")
+    return value
+
+
+def split_at_lowering(pipeline: Pipeline) -> tuple[Pipeline, Pipeline]:
+    """(the passes before convert-kg-to-ttir, the rest). The kg stage is the
+    IR between the two."""
+    position = None
+    for index, element in enumerate(pipeline.elements):
+        argument = getattr(element, "argument", getattr(element, "name", None))
+        if argument == LOWERING_PASS:
+            position = index
+            break
+    if position is None:
+        raise PipelineError(f"the pipeline never lowers to TTIR: it needs {LOWERING_PASS} at its "
+                            "top level")
+    before, after = Pipeline(pipeline.anchor), Pipeline(pipeline.anchor)
+    before.elements = pipeline.elements[:position]
+    after.elements = pipeline.elements[position:]
+    return before, after

@@ -1,0 +1,55 @@
+"""`kgc.compile`: from a graph (Python, text or file) to a callable."""
+
+from __future__ import annotations
+
+import pathlib
+
+from mlir import ir
+
+from kgc.diagnostics import KgcError
+
+
+def compile(source, *, target: str | int = "sm_90", pipeline: str | None = None,
+            function: str | None = None, output_dir: str | pathlib.Path | None = None):
+    """Compiles `source` for `target` and returns a `kgc.runtime.CompiledGraph`.
+
+    `source` is a `kgc.Graph`, a path to an `.mlir` file, MLIR text, or a
+    parsed `builtin.module` operation (which is compiled in place). With
+    `output_dir`, every stage of every kernel and a manifest are written
+    there. Compiling needs no GPU; calling the result does.
+    """
+    from kgc.graph import Graph
+    from kgc.parsing import parse_file, parse_text
+    from kgc.pipeline.compiler import compile_module
+    from kgc.pipeline.stages import parse_target
+    from kgc.runtime import CompiledGraph
+
+    arch = parse_target(target)
+    context = None
+    if isinstance(source, ir.Operation) or hasattr(source, "operation"):
+        module = source.operation
+        stem = "graph"
+    else:
+        context = ir.Context()
+        context.allow_unregistered_dialects = True
+        if isinstance(source, Graph):
+            module = source.build(context)
+            stem = source.name
+        elif isinstance(source, pathlib.Path) or (isinstance(source, str) and "\n" not in source
+                                                  and source.endswith(".mlir")):
+            module = parse_file(source, context)
+            stem = pathlib.Path(source).stem
+        elif isinstance(source, str):
+            module = parse_text(source, "<string>", context)
+            stem = "graph"
+        else:
+            raise KgcError(f"cannot compile a {type(source).__name__}: give a kgc.Graph, MLIR text "
+                           "or a path to an .mlir file")
+    with module.context:
+        compiled = compile_module(module, target=arch, pipeline=pipeline,
+                                  ttir_dir=pathlib.Path(output_dir) / "kernels" if output_dir else None)
+        if output_dir is not None:
+            compiled.write(output_dir, stem)
+    graph = CompiledGraph(compiled, function)
+    graph._context = context  # keeps the IR's context alive with the result
+    return graph

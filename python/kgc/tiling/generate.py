@@ -1,0 +1,524 @@
+"""Writing the tile program of a planned kernel.
+
+The generator walks from each output down to the kernel inputs, asking for
+every value "at this index map"; the answer is a tile whose axes are the
+iteration axes the value varies along (its size is the tile size on those
+axes and 1 elsewhere). View ops only change the map; an input becomes a
+strided view of its buffer and a load. Values are made in the outermost
+loop scope that binds every axis they vary along, so loop-invariant work is
+hoisted. Reductions over looped axes run in phases, one loop nest each.
+
+The generator talks to a `Builder`: `kgc.tiling.mlir_builder` writes kg tile
+ops; `DryBuilder` writes nothing and only checks that the program can be
+written, which is how `plan_group` decides whether ops can be one kernel.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from typing import Any, Iterator, Sequence
+
+from kgc.tiling.graph_model import ELEMENTWISE_OPS, Node
+from kgc.tiling.index_maps import BufferView, IndexMap, NotAffine
+from kgc.tiling.plan import KernelPlan, Unplannable, matmul_operand_maps, operand_maps, \
+    reduce_input_map
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+NEUTRAL = {"sum": 0.0, "max": float("-inf"), "min": float("inf")}
+COMBINE = {"sum": "add", "max": "maximum", "min": "minimum"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Tile:
+    value: Any  # what the builder returned (None in a dry run)
+    axes: frozenset[int]  # iteration axes the tile varies along
+    element: str
+
+
+class Builder:
+    """What the generator needs from an IR writer. Scalars are i32."""
+
+    def program_id(self) -> Any: ...
+    def const(self, value: int) -> Any: ...
+    def scalar(self, op: str, lhs: Any, rhs: Any) -> Any: ...  # add sub mul div rem min
+    def load(self, input_index: int, element: str, view: BufferView, offsets: Sequence[Any],
+             shape: Sequence[int]) -> Any: ...
+    def store(self, output_index: int, element: str, value: Any, view: BufferView,
+              offsets: Sequence[Any], shape: Sequence[int]) -> None: ...
+    def constant(self, value: float, element: str, shape: Sequence[int]) -> Any: ...
+    def elementwise(self, op: str, operands: Sequence[Any], attrs: dict, element: str,
+                    shape: Sequence[int]) -> Any: ...
+    def reduce(self, kind: str, x: Any, axes: Sequence[int], element: str,
+               shape: Sequence[int]) -> Any: ...
+    def dot(self, a: Any, b: Any, acc: Any, precision: str | None, shape: Sequence[int]) -> Any: ...
+    def mask(self, offsets: Sequence[Any], lower: Sequence[int], upper: Sequence[int],
+             shape: Sequence[int]) -> Any: ...
+    def select(self, mask: Any, a: Any, b: Any, element: str, shape: Sequence[int]) -> Any: ...
+    def broadcast(self, x: Any, element: str, shape: Sequence[int]) -> Any: ...
+
+    @contextlib.contextmanager
+    def loop(self, axis: int, extent: int, step: int, inits: Sequence[Any]) -> Iterator[Any]:
+        """A loop over `axis` carrying `inits`; yields a LoopBody whose
+        `offset` is the loop offset and `carried` the current values. Set
+        `body.results` to the values to carry on; after the block
+        `body.finals` holds the loop's results."""
+        raise NotImplementedError
+
+    @contextlib.contextmanager
+    def hoisted(self, depth: int) -> Iterator[None]:
+        """Writes at loop depth `depth` (0: outside every loop), before the
+        loop under construction there."""
+        raise NotImplementedError
+
+
+@dataclasses.dataclass
+class LoopBody:
+    offset: Any
+    carried: list
+    results: list = dataclasses.field(default_factory=list)
+    finals: list = dataclasses.field(default_factory=list)
+
+
+class DryBuilder(Builder):
+    """Writes nothing; every value is None."""
+
+    def program_id(self): return None
+    def const(self, value): return None
+    def scalar(self, op, lhs, rhs): return None
+    def load(self, *args): return None
+    def store(self, *args): return None
+    def constant(self, *args): return None
+    def elementwise(self, *args): return None
+    def reduce(self, *args): return None
+    def dot(self, *args): return None
+    def mask(self, *args): return None
+    def select(self, *args): return None
+    def broadcast(self, *args): return None
+
+    @contextlib.contextmanager
+    def loop(self, axis, extent, step, inits):
+        body = LoopBody(None, list(inits))
+        yield body
+        body.finals = list(body.results)
+
+    @contextlib.contextmanager
+    def hoisted(self, depth):
+        yield
+
+
+def dry_run(plan: KernelPlan) -> None:
+    """Raises Unplannable when the tile program of `plan` cannot be written."""
+    Generator(plan, DryBuilder()).run()
+
+
+def axes_of(node: Node, index_map: IndexMap, reduce_axes: dict | None = None,
+            matmul_axes=None, expansions: dict | None = None, _memo: dict | None = None
+            ) -> frozenset[int]:
+    """The iteration axes along which `node`, read at `index_map`, varies."""
+    memo = {} if _memo is None else _memo
+    key = (id(node), index_map)
+    if key in memo:
+        return memo[key]
+    reduce_axes = reduce_axes or {}
+    op = node.op
+    if op == "constant":
+        result = frozenset()
+    elif op == "input":
+        strides, _ = BufferView.contiguous(node.shape).address_map(index_map)
+        result = frozenset(a for a, s in enumerate(strides) if s != 0)
+    elif op == "reshape" and _leaf_view(node) is not None and not _affine_reshape(node, index_map):
+        strides, _ = _leaf_view(node)[1].address_map(index_map)
+        result = frozenset(a for a, s in enumerate(strides) if s != 0)
+    elif op == "matmul" and expansions and node in expansions:
+        _, k_axis, _ = matmul_axes
+        expansion = expansions[node]
+        a_map, b_map = matmul_operand_maps(node, index_map, matmul_axes)
+        result = (axes_of(expansion.core_a, a_map, reduce_axes, matmul_axes, expansions, memo)
+                  | axes_of(expansion.core_b, b_map, reduce_axes, matmul_axes, expansions, memo))
+        result -= {k_axis}
+    else:
+        maps = operand_maps(node, index_map, reduce_axes, matmul_axes)
+        if any(m is None for m in maps):
+            raise Unplannable(f"kg.{op} {node.shape} cannot be read at an affine index here")
+        result = frozenset()
+        for operand, operand_map in zip(node.operands, maps):
+            result |= axes_of(operand, operand_map, reduce_axes, matmul_axes, expansions, memo)
+        if op == "reduce":
+            result -= set(reduce_axes[node])
+        elif op == "matmul":
+            result -= {matmul_axes[1]}
+        elif op == "concat":
+            axis, _ = index_map.concat_window(node.attrs["dim"], 0, 1)
+            result |= {axis}
+    memo[key] = result
+    return result
+
+
+def _leaf_view(node: Node) -> tuple[Node, BufferView] | None:
+    """(input, view) when `node` is a chain of reshapes of a kernel input."""
+    if node.op == "input":
+        return node, BufferView.contiguous(node.shape)
+    if node.op == "reshape":
+        inner = _leaf_view(node.operands[0])
+        if inner is None:
+            return None
+        try:
+            return inner[0], inner[1].reshaped(node.shape)
+        except NotAffine:
+            return None
+    return None
+
+
+def _affine_reshape(node: Node, index_map: IndexMap) -> bool:
+    try:
+        index_map.reshaped_from(node.shape, node.operands[0].shape)
+        return True
+    except NotAffine:
+        return False
+
+
+class Generator:
+    def __init__(self, plan: KernelPlan, builder: Builder):
+        self.plan = plan
+        self.b = builder
+        self.n = len(plan.extents)
+        self.offsets: dict[int, Any] = {}
+        self.bound: list[int] = []  # loop axes bound at depths 1, 2, ...
+        self.memo: list[dict] = [{}]  # per depth
+        self.axes_memo: dict = {}
+        self.matmul_accumulators: dict[int, Tile] = {}
+
+    # -- driving --------------------------------------------------------------
+
+    def run(self) -> None:
+        self._program_offsets()
+        for phase in self.plan.phases:
+            self._run_phase(phase)
+        deferred = []
+        for index, (output, index_map) in enumerate(zip(self.plan.outputs, self.plan.output_maps)):
+            if self._axes(output, index_map) & set(self.plan.loop_axes):
+                deferred.append((index, output, index_map))
+            else:
+                self._store(index, output, index_map)
+        if deferred:
+            needed = sorted(set().union(*(self._axes(o, m) for _, o, m in deferred))
+                            & set(self.plan.loop_axes))
+
+            def store_deferred(carried):
+                for index, output, index_map in deferred:
+                    self._store(index, output, index_map)
+                return []
+
+            self._loop_nest(needed, [], store_deferred)
+
+    def _program_offsets(self) -> None:
+        plan = self.plan
+        zero = self.b.const(0)
+        for axis in range(self.n):
+            self.offsets[axis] = zero
+        if not plan.program_axes:
+            return
+        pid = self.b.program_id()
+        counts = {a: plan.tiles_along(a) for a in plan.program_axes}
+        swizzled = ()
+        if plan.kind == "matmul":
+            m_axis, _, n_axis = plan.matmul_axes
+            if m_axis in counts and n_axis in counts and plan.config["group_m"] > 1:
+                swizzled = (m_axis, n_axis)
+        remaining = pid
+        plain = [a for a in plan.program_axes if a not in swizzled]
+        if swizzled:
+            m_axis, n_axis = swizzled
+            tiles_mn = counts[m_axis] * counts[n_axis]
+            rest = self.b.scalar("rem", remaining, self.b.const(tiles_mn)) if plain else remaining
+            if plain:
+                remaining = self.b.scalar("div", remaining, self.b.const(tiles_mn))
+            pid_m, pid_n = self._swizzle(rest, counts[m_axis], counts[n_axis])
+            self.offsets[m_axis] = self.b.scalar("mul", pid_m, self.b.const(plan.tile[m_axis]))
+            self.offsets[n_axis] = self.b.scalar("mul", pid_n, self.b.const(plan.tile[n_axis]))
+        for position, axis in enumerate(reversed(plain)):
+            outermost = position == len(plain) - 1
+            index = remaining if outermost else self.b.scalar("rem", remaining, self.b.const(counts[axis]))
+            if not outermost:
+                remaining = self.b.scalar("div", remaining, self.b.const(counts[axis]))
+            self.offsets[axis] = index if plan.tile[axis] == 1 else \
+                self.b.scalar("mul", index, self.b.const(plan.tile[axis]))
+
+    def _swizzle(self, rest, tiles_m: int, tiles_n: int):
+        """Triton's grouped ordering: consecutive programs share B tiles and
+        walk `group_m` rows of A tiles, which keeps them in L2."""
+        b = self.b
+        group_m = self.plan.config["group_m"]
+        width = group_m * tiles_n
+        group = b.scalar("div", rest, b.const(width))
+        first_m = b.scalar("mul", group, b.const(group_m))
+        size_m = b.scalar("min", b.scalar("sub", b.const(tiles_m), first_m), b.const(group_m))
+        within = b.scalar("rem", rest, b.const(width))
+        pid_m = b.scalar("add", first_m, b.scalar("rem", within, size_m))
+        pid_n = b.scalar("div", within, size_m)
+        return pid_m, pid_n
+
+    def _loop_nest(self, axes: list[int], inits: list, body_fn) -> list:
+        """Loops over `axes` (outermost first), carrying `inits`;
+        `body_fn(carried) -> results` is the innermost body."""
+        if not axes:
+            return body_fn(inits)
+        axis, rest = axes[0], axes[1:]
+        with self.b.loop(axis, self.plan.extents[axis], self.plan.tile[axis], inits) as body:
+            self.bound.append(axis)
+            self.memo.append({})
+            saved = self.offsets[axis]
+            self.offsets[axis] = body.offset
+            try:
+                body.results = self._loop_nest(rest, body.carried, body_fn)
+            finally:
+                self.offsets[axis] = saved
+                self.memo.pop()
+                self.bound.pop()
+        return body.finals
+
+    def _run_phase(self, nodes: list[Node]) -> None:
+        plan = self.plan
+        loop = set(plan.loop_axes)
+        axes = sorted(set().union(*(set(plan.reduce_axes[n]) for n in nodes)) & loop)
+        inits = [self._accumulator_init(node) for node in nodes]
+
+        def body(carried):
+            return [self._accumulate(node, acc) for node, acc in zip(nodes, carried)]
+
+        finals = self._loop_nest(axes, [t.value for t in inits], body)
+        for node, init, final in zip(nodes, inits, finals):
+            acc = Tile(final, init.axes, init.element)
+            if node.op == "matmul":
+                # Finished on first use: its factors may need later phases.
+                self.matmul_accumulators[id(node)] = acc
+            else:
+                self.memo[0][(id(node), self._natural_map(node))] = acc
+
+    def _natural_map(self, node: Node) -> IndexMap:
+        if node not in self.plan.maps:
+            raise Unplannable(f"kg.{node.op} {node.shape} does not follow the kernel's iteration")
+        return self.plan.maps[node]
+
+    # -- reductions -------------------------------------------------------------
+
+    def _reduce_parts(self, node: Node) -> tuple[IndexMap, frozenset]:
+        natural = self._natural_map(node)
+        axes = self.plan.reduce_axes[node]
+        x_map = reduce_input_map(node, natural, axes)
+        return x_map, self._axes(node.operands[0], x_map) - set(axes)
+
+    def _accumulator_init(self, node: Node) -> Tile:
+        if node.op == "matmul":
+            m_axis, _, n_axis = self.plan.matmul_axes
+            axes, element, neutral = frozenset({m_axis, n_axis}), "f32", 0.0
+        else:
+            _, axes = self._reduce_parts(node)
+            element, neutral = node.element, NEUTRAL[node.attrs["kind"]]
+        with self.b.hoisted(0):
+            value = self.b.constant(neutral, element, self._shape(axes))
+        return Tile(value, axes, element)
+
+    def _accumulate(self, node: Node, acc_value) -> Any:
+        if node.op == "matmul":
+            expansion = self.plan.expansions[node]
+            a_map, b_map = matmul_operand_maps(node, self._natural_map(node), self.plan.matmul_axes)
+            a = self.gen(expansion.core_a, a_map)
+            b = self.gen(expansion.core_b, b_map)
+            return self._dot(a, b, acc_value, node.attrs.get("precision"))
+        x_map, acc_axes = self._reduce_parts(node)
+        partial = self._reduce_tile(node, self.gen(node.operands[0], x_map))
+        return self.b.elementwise(COMBINE[node.attrs["kind"]], [acc_value, partial.value], {},
+                                  node.element, self._shape(acc_axes))
+
+    def _dot(self, a: Tile, b: Tile, acc_value, precision) -> Any:
+        """acc + a @ b with tile_dot's layout: an operand that does not vary
+        along one of its axes is broadcast along it first."""
+        m_axis, k_axis, n_axis = self.plan.matmul_axes
+        if n_axis in a.axes or m_axis in b.axes:
+            raise Unplannable("a matmul operand varies along the other operand's axis")
+        a_shape = self._shape(frozenset({m_axis, k_axis}))
+        b_shape = self._shape(frozenset({k_axis, n_axis}))
+        c_shape = self._shape(frozenset({m_axis, n_axis}))
+        a_value = a.value if self._shape(a.axes) == a_shape else \
+            self.b.broadcast(a.value, a.element, a_shape)
+        b_value = b.value if self._shape(b.axes) == b_shape else \
+            self.b.broadcast(b.value, b.element, b_shape)
+        return self.b.dot(a_value, b_value, acc_value, precision, c_shape)
+
+    def _reduce_tile(self, node: Node, x: Tile) -> Tile:
+        """Reduces `x` over the node's axes. Along an axis where x does not
+        vary, a sum multiplies by the extent and max/min change nothing."""
+        axes = set(self.plan.reduce_axes[node])
+        varying = sorted(axes & x.axes)
+        result_axes = x.axes - axes
+        value = x.value
+        if varying:
+            value = self.b.reduce(node.attrs["kind"], value, varying, x.element, self._shape(result_axes))
+        constant_axes = axes - x.axes
+        if constant_axes and node.attrs["kind"] == "sum":
+            count = 1
+            for axis in constant_axes:
+                count *= self.plan.extents[axis]
+            factor = self.b.constant(float(count), x.element, self._shape(frozenset()))
+            value = self.b.elementwise("mul", [value, factor], {}, x.element, self._shape(result_axes))
+        return Tile(value, frozenset(result_axes), x.element)
+
+    def _finish_reduction(self, node: Node, acc: Tile) -> Tile:
+        if node.op != "matmul":
+            return acc
+        expansion = self.plan.expansions[node]
+        a_map, b_map = matmul_operand_maps(node, self._natural_map(node), self.plan.matmul_axes)
+        value, axes = acc.value, acc.axes
+        for group, op in ((expansion.factors, "mul"), (expansion.divisors, "div")):
+            for factor in group:
+                factor_tile = self.gen(factor, self._factor_map(factor, a_map, b_map))
+                factor_tile = self._cast(factor_tile, "f32")
+                axes = axes | factor_tile.axes
+                value = self.b.elementwise(op, [value, factor_tile.value], {}, "f32", self._shape(axes))
+        return self._cast(Tile(value, axes, "f32"), node.element)
+
+    def _factor_map(self, factor: Node, a_map: IndexMap, b_map: IndexMap) -> IndexMap:
+        if factor in self.plan.maps:
+            return self.plan.maps[factor]
+        raise Unplannable("a factor moved out of a matmul has no map")
+
+    def _cast(self, tile: Tile, element: str) -> Tile:
+        if tile.element == element:
+            return tile
+        value = self.b.elementwise("cast", [tile.value], {}, element, self._shape(tile.axes))
+        return Tile(value, tile.axes, element)
+
+    # -- values -----------------------------------------------------------------
+
+    def _axes(self, node: Node, index_map: IndexMap) -> frozenset:
+        return axes_of(node, index_map, self.plan.reduce_axes, self.plan.matmul_axes,
+                       self.plan.expansions, self.axes_memo)
+
+    def _shape(self, axes: frozenset) -> tuple[int, ...]:
+        return tuple(self.plan.tile[a] if a in axes else 1 for a in range(self.n))
+
+    def gen(self, node: Node, index_map: IndexMap) -> Tile:
+        key = (id(node), index_map)
+        for memo in reversed(self.memo):
+            if key in memo:
+                return memo[key]
+        axes = self._axes(node, index_map)
+        depth = 0
+        for position, axis in enumerate(self.bound):
+            if axis in axes:
+                depth = position + 1
+        unbound = axes & (set(self.plan.loop_axes) - set(self.bound))
+        if unbound:
+            raise Unplannable(f"kg.{node.op} {node.shape} varies along a looped axis outside its "
+                              "loop (a looped reduction is read through a view)")
+        with self.b.hoisted(depth):
+            tile = self._emit(node, index_map, axes)
+        self.memo[depth][key] = tile
+        return tile
+
+    def _emit(self, node: Node, index_map: IndexMap, axes: frozenset) -> Tile:
+        op = node.op
+        if op == "input":
+            return self._load(node, BufferView.contiguous(node.shape), index_map, axes)
+        if op == "constant":
+            return Tile(self.b.constant(node.attrs["value"], node.element, self._shape(frozenset())),
+                        frozenset(), node.element)
+        if op == "reshape" and not _affine_reshape(node, index_map):
+            leaf = _leaf_view(node)
+            if leaf is None:
+                raise Unplannable(f"kg.reshape {node.operands[0].shape} -> {node.shape} merges "
+                                  "dimensions of a computed value")
+            return self._load(leaf[0], leaf[1], index_map, axes)
+        if op == "matmul":
+            if index_map != self._natural_map(node):
+                raise Unplannable("a matmul is read through a view in its own kernel")
+            if id(node) in self.matmul_accumulators:
+                return self._finish_reduction(node, self.matmul_accumulators[id(node)])
+            m_axis, _, n_axis = self.plan.matmul_axes
+            full = frozenset({m_axis, n_axis})
+            expansion = self.plan.expansions[node]
+            a_map, b_map = matmul_operand_maps(node, index_map, self.plan.matmul_axes)
+            zero = self.b.constant(0.0, "f32", self._shape(full))
+            acc = self._dot(self.gen(expansion.core_a, a_map), self.gen(expansion.core_b, b_map),
+                            zero, node.attrs.get("precision"))
+            return self._finish_reduction(node, Tile(acc, full, "f32"))
+        if op == "reduce":
+            reduce_axes = self.plan.reduce_axes[node]
+            if set(reduce_axes) & set(self.plan.loop_axes):
+                raise Unplannable("a looped reduction is read through a view")
+            x_map = reduce_input_map(node, index_map, reduce_axes)
+            return self._reduce_tile(node, self.gen(node.operands[0], x_map))
+        if op == "concat":
+            return self._concat(node, index_map, axes)
+        maps = operand_maps(node, index_map, self.plan.reduce_axes, self.plan.matmul_axes)
+        if any(m is None for m in maps):
+            raise Unplannable(f"kg.{op} cannot be read at an affine index here")
+        if op in ("transpose", "broadcast_to", "slice", "reshape"):
+            return self.gen(node.operands[0], maps[0])
+        if op in ELEMENTWISE_OPS:
+            operands = [self.gen(o, m) for o, m in zip(node.operands, maps)]
+            value = self.b.elementwise(op, [t.value for t in operands], node.attrs, node.element,
+                                       self._shape(axes))
+            return Tile(value, axes, node.element)
+        raise Unplannable(f"kg.{op} has no tile form")
+
+    def _load(self, source: Node, view: BufferView, index_map: IndexMap, axes: frozenset) -> Tile:
+        strides, offset = view.address_map(index_map)
+        sizes, offsets = [], []
+        for axis in range(self.n):
+            if strides[axis] == 0:
+                sizes.append(1)
+                offsets.append(self.b.const(0))
+                continue
+            lo, hi = index_map.windows[axis]
+            offset += strides[axis] * lo
+            sizes.append(hi - lo)
+            offsets.append(self.offsets[axis] if lo == 0 else
+                           self.b.scalar("sub", self.offsets[axis], self.b.const(lo)))
+        if offset < 0:
+            raise Unplannable("a view starts before its buffer")
+        load_view = BufferView(tuple(sizes), tuple(s if s else 0 for s in strides), offset)
+        value = self.b.load(source.input_index, source.element, load_view, offsets, self._shape(axes))
+        return Tile(value, axes, source.element)
+
+    def _concat(self, node: Node, index_map: IndexMap, axes: frozenset) -> Tile:
+        dim = node.attrs["dim"]
+        pieces, start = [], 0
+        for operand in node.operands:
+            size = operand.shape[dim]
+            try:
+                piece_map = index_map.concat_piece(dim, start, size)
+                axis, (lo, hi) = index_map.concat_window(dim, start, size)
+            except NotAffine as error:
+                raise Unplannable(str(error)) from None
+            pieces.append((self.gen(operand, piece_map), axis, lo, hi))
+            start += size
+        result = pieces[-1][0]
+        result_axes = set(result.axes)
+        for tile, axis, lo, hi in reversed(pieces[:-1]):
+            lower = [INT32_MIN] * self.n
+            upper = [INT32_MAX] * self.n
+            lower[axis], upper[axis] = lo, hi
+            mask = self.b.mask([self.offsets[a] for a in range(self.n)], lower, upper,
+                               self._shape(frozenset({axis})))
+            result_axes |= tile.axes | {axis}
+            value = self.b.select(mask, tile.value, result.value, node.element,
+                                  self._shape(frozenset(result_axes)))
+            result = Tile(value, frozenset(result_axes), node.element)
+        return result
+
+    def _store(self, index: int, output: Node, index_map: IndexMap) -> None:
+        tile = self.gen(output, index_map)
+        strides, offset = BufferView.contiguous(output.shape).address_map(index_map)
+        store_axes = frozenset(a for a, s in enumerate(strides) if s != 0)
+        if not tile.axes <= store_axes:
+            raise Unplannable(f"output {output.shape} varies along an axis it is not stored by")
+        value = tile.value
+        if self._shape(tile.axes) != self._shape(store_axes):
+            value = self.b.broadcast(value, tile.element, self._shape(store_axes))
+        sizes = tuple(self.plan.extents[a] if a in store_axes else 1 for a in range(self.n))
+        offsets = [self.offsets[a] if a in store_axes else self.b.const(0) for a in range(self.n)]
+        view = BufferView(sizes, tuple(strides), offset)
+        self.b.store(index, output.element, value, view, offsets, self._shape(store_axes))

@@ -1,0 +1,222 @@
+"""Affine maps from a kernel's iteration space to the index of a value.
+
+A kernel iterates over a box of integer points `i = (i_0, ..., i_{n-1})`.
+Each value `v` of rank r used at point `i` is read at index
+`A @ i + b` (`A` is r x n, `b` has r entries): an `IndexMap`. View ops only
+change the map: a transpose permutes its rows, a broadcast zeroes rows, a
+slice scales and shifts them, a reshape that splits dimensions combines
+them. A concat restricts its inputs to windows of one iteration axis, kept
+in `windows`. Merging dimensions by a reshape is not affine; it is only
+possible on a buffer, whose elements sit at affine addresses anyway
+(`BufferView`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Sequence
+
+
+class NotAffine(Exception):
+    """The access cannot be written as an affine map of the iteration."""
+
+
+@dataclasses.dataclass(frozen=True)
+class IndexMap:
+    rows: tuple[tuple[int, ...], ...]
+    offsets: tuple[int, ...]
+    extents: tuple[int, ...]  # the iteration space
+    windows: tuple[tuple[int, int], ...]  # valid [lo, hi) per iteration axis
+
+    @classmethod
+    def identity(cls, extents: Sequence[int]) -> "IndexMap":
+        n = len(extents)
+        rows = tuple(tuple(1 if j == i else 0 for j in range(n)) for i in range(n))
+        return cls(rows, (0,) * n, tuple(extents), tuple((0, e) for e in extents))
+
+    @classmethod
+    def select(cls, extents: Sequence[int], axes: Sequence[int | None]) -> "IndexMap":
+        """Row k reads iteration axis `axes[k]`, or is 0 where that is None."""
+        n = len(extents)
+        rows = tuple(
+            tuple(1 if (axis is not None and j == axis) else 0 for j in range(n)) for axis in axes
+        )
+        return cls(rows, (0,) * len(axes), tuple(extents), tuple((0, e) for e in extents))
+
+    @property
+    def rank(self) -> int:
+        return len(self.rows)
+
+    def depends_on(self) -> frozenset[int]:
+        return frozenset(j for row in self.rows for j, c in enumerate(row) if c != 0)
+
+    def axis_of_row(self, k: int) -> int | None:
+        """The iteration axis that row k reads with coefficient 1, if it is
+        that simple."""
+        nonzero = [j for j, c in enumerate(self.rows[k]) if c != 0]
+        if len(nonzero) == 1 and self.rows[k][nonzero[0]] == 1:
+            return nonzero[0]
+        return None
+
+    # -- views, from a value's map to its operand's map -------------------
+
+    def broadcast_from(self, result_shape: Sequence[int], operand_shape: Sequence[int]) -> "IndexMap":
+        """The map of an operand that numpy-broadcasts to the result."""
+        lead = len(result_shape) - len(operand_shape)
+        rows, offsets = [], []
+        zero = (0,) * len(self.extents)
+        for k, size in enumerate(operand_shape):
+            if size == 1 and result_shape[lead + k] != 1:
+                rows.append(zero)
+                offsets.append(0)
+            else:
+                rows.append(self.rows[lead + k])
+                offsets.append(self.offsets[lead + k])
+        return dataclasses.replace(self, rows=tuple(rows), offsets=tuple(offsets))
+
+    def transposed_from(self, permutation: Sequence[int]) -> "IndexMap":
+        """The map of x where this is the map of transpose(x, permutation)."""
+        rows: list = [None] * len(permutation)
+        offsets: list = [0] * len(permutation)
+        for k, p in enumerate(permutation):
+            rows[p] = self.rows[k]
+            offsets[p] = self.offsets[k]
+        return dataclasses.replace(self, rows=tuple(rows), offsets=tuple(offsets))
+
+    def sliced_from(self, offsets: Sequence[int], strides: Sequence[int]) -> "IndexMap":
+        """The map of x where this is the map of slice(x, offsets, strides)."""
+        rows = tuple(tuple(s * c for c in row) for row, s in zip(self.rows, strides))
+        new_offsets = tuple(o + s * b for o, s, b in zip(offsets, strides, self.offsets))
+        return dataclasses.replace(self, rows=rows, offsets=new_offsets)
+
+    def reshaped_from(self, result_shape: Sequence[int], operand_shape: Sequence[int]) -> "IndexMap":
+        """The map of x where this is the map of reshape(x). Affine when
+        every group of x's dimensions stays or is split in the result;
+        merging dimensions raises NotAffine."""
+        zero = (0,) * len(self.extents)
+        rows: list = [zero] * len(operand_shape)
+        offsets: list = [0] * len(operand_shape)
+        for xs, vs in reshape_groups(operand_shape, result_shape):
+            if len(xs) > 1:
+                raise NotAffine(
+                    f"reshape {tuple(operand_shape)} -> {tuple(result_shape)} merges dimensions")
+            row = [0] * len(self.extents)
+            offset, scale = 0, 1
+            for v in reversed(vs):
+                row = [r + scale * c for r, c in zip(row, self.rows[v])]
+                offset += scale * self.offsets[v]
+                scale *= result_shape[v]
+            rows[xs[0]] = tuple(row)
+            offsets[xs[0]] = offset
+        return dataclasses.replace(self, rows=tuple(rows), offsets=tuple(offsets))
+
+    def concat_piece(self, dim: int, start: int, size: int) -> "IndexMap":
+        """The map of concat input k (starting at `start` along `dim`), with
+        the iteration restricted to where that input is read."""
+        axis = self.axis_of_row(dim)
+        if axis is None:
+            raise NotAffine("a concat must be read along one iteration axis, unscaled")
+        shift = start - self.offsets[dim]
+        lo, hi = self.windows[axis]
+        window = (max(lo, shift), min(hi, shift + size))
+        offsets = list(self.offsets)
+        offsets[dim] -= start
+        windows = list(self.windows)
+        windows[axis] = window
+        return dataclasses.replace(self, offsets=tuple(offsets), windows=tuple(windows))
+
+    def concat_window(self, dim: int, start: int, size: int) -> tuple[int, tuple[int, int]]:
+        """(iteration axis, [lo, hi)) where concat input k is read."""
+        axis = self.axis_of_row(dim)
+        if axis is None:
+            raise NotAffine("a concat must be read along one iteration axis, unscaled")
+        shift = start - self.offsets[dim]
+        return axis, (shift, shift + size)
+
+
+def reshape_groups(source: Sequence[int], target: Sequence[int]) -> list[tuple[list[int], list[int]]]:
+    """Pairs of groups of non-unit dimensions, in order, with equal element
+    counts, that a row-major reshape maps onto each other. Dimensions of
+    size 1 belong to no group."""
+    xs_all = [d for d, size in enumerate(source) if size != 1]
+    vs_all = [d for d, size in enumerate(target) if size != 1]
+    groups = []
+    i = j = 0
+    while i < len(xs_all) and j < len(vs_all):
+        xs, vs = [xs_all[i]], [vs_all[j]]
+        px, pv = source[xs_all[i]], target[vs_all[j]]
+        i += 1
+        j += 1
+        while px != pv:
+            if px < pv:
+                xs.append(xs_all[i])
+                px *= source[xs_all[i]]
+                i += 1
+            else:
+                vs.append(vs_all[j])
+                pv *= target[vs_all[j]]
+                j += 1
+        groups.append((xs, vs))
+    return groups
+
+
+@dataclasses.dataclass(frozen=True)
+class BufferView:
+    """A strided view of a kernel buffer: element `idx` sits at
+    `offset + sum(idx[k] * strides[k])` of the buffer."""
+
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    offset: int = 0
+
+    @classmethod
+    def contiguous(cls, shape: Sequence[int]) -> "BufferView":
+        strides, step = [], 1
+        for size in reversed(shape):
+            strides.append(step)
+            step *= size
+        return cls(tuple(shape), tuple(reversed(strides)), 0)
+
+    def is_contiguous(self) -> bool:
+        return self.strides == BufferView.contiguous(self.shape).strides
+
+    def reshaped(self, shape: Sequence[int]) -> "BufferView":
+        """The view as `shape` without copying, as torch.Tensor.view allows;
+        NotAffine when the strides do not."""
+        strides: list[int] = [0] * len(shape)
+        for xs, vs in reshape_groups(self.shape, shape):
+            for a, b in zip(xs, xs[1:]):
+                if self.strides[a] != self.strides[b] * self.shape[b]:
+                    raise NotAffine("reshape of a non-contiguous view merges strided dimensions")
+            step = self.strides[xs[-1]]
+            for v in reversed(vs):
+                strides[v] = step
+                step *= shape[v]
+        return BufferView(tuple(shape), tuple(strides), self.offset)
+
+    def _with_offset(self, offset: int) -> "BufferView":
+        return dataclasses.replace(self, offset=offset)
+
+    def address_map(self, index_map: IndexMap) -> tuple[tuple[int, ...], int]:
+        """(stride per iteration axis, offset) of the elements that
+        `index_map` reads from this view."""
+        n = len(index_map.extents)
+        strides = [0] * n
+        for row, stride in zip(index_map.rows, self.strides):
+            for j, c in enumerate(row):
+                strides[j] += c * stride
+        offset = self.offset + sum(b * s for b, s in zip(index_map.offsets, self.strides))
+        return tuple(strides), offset
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def next_power_of_two(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def product(values: Sequence[int]) -> int:
+    return math.prod(values)

@@ -1,0 +1,111 @@
+"""Finding and reading kg.kernel ops and the tile programs inside them."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from mlir import ir
+
+from kgc.tiling.mlir_builder import LOOP_AXIS_ATTRIBUTE
+
+
+def kernels_in(op: ir.Operation) -> list[ir.Operation]:
+    """Every kg.kernel inside `op`, in order."""
+    found = []
+
+    def visit(inner):
+        if inner.name == "kg.kernel":
+            found.append(inner)
+            return ir.WalkResult.SKIP
+        return ir.WalkResult.ADVANCE
+
+    op.walk(visit)
+    return found
+
+
+def is_tiled(kernel: ir.Operation) -> bool:
+    block = kernel.regions[0].blocks[0]
+    return len(block.arguments) > 0 and all(
+        isinstance(arg.type, ir.MemRefType) for arg in block.arguments)
+
+
+def kernel_name(kernel: ir.Operation) -> str:
+    return ir.StringAttr(kernel.attributes["sym_name"]).value
+
+
+def int_array(kernel: ir.Operation, name: str) -> list[int] | None:
+    if name not in kernel.attributes:
+        return None
+    return list(ir.DenseI64ArrayAttr(kernel.attributes[name]))
+
+
+def set_int_array(kernel: ir.Operation, name: str, values) -> None:
+    kernel.attributes[name] = ir.DenseI64ArrayAttr.get(list(values))
+
+
+def walk_ops(region_holder) -> Iterator[ir.Operation]:
+    """Every op nested in `region_holder`, parents before children."""
+    for region in region_holder.regions:
+        for block in region.blocks:
+            for op in block.operations:
+                yield op.operation
+                yield from walk_ops(op.operation)
+
+
+def tensor_values(kernel: ir.Operation) -> Iterator[ir.Value]:
+    """Every tensor-typed value defined in a kernel body: op results and the
+    arguments of nested blocks (loop-carried tiles)."""
+    for op in walk_ops(kernel):
+        for region in op.regions:
+            for block in region.blocks:
+                for arg in block.arguments:
+                    if isinstance(arg.type, ir.RankedTensorType):
+                        yield arg
+        for result in op.results:
+            if isinstance(result.type, ir.RankedTensorType):
+                yield result
+
+
+def loop_axis(op: ir.Operation) -> int | None:
+    """The iteration axis an scf.for of a tile program walks."""
+    if op.name != "scf.for" or LOOP_AXIS_ATTRIBUTE not in op.attributes:
+        return None
+    return ir.IntegerAttr(op.attributes[LOOP_AXIS_ATTRIBUTE]).value
+
+
+def enclosing_loop_for_axis(op: ir.Operation, axis: int) -> ir.Operation | None:
+    parent = op.parent
+    while parent is not None and parent.name != "kg.kernel":
+        if loop_axis(parent) == axis:
+            return parent
+        parent = parent.parent
+    return None
+
+
+def replace_op(old: ir.Operation, name: str, operands, attributes: dict,
+               result_types=None) -> ir.Operation:
+    """Creates `name` before `old` with the given operands and attributes,
+    moves `old`'s uses to it and erases `old`."""
+    types = [r.type for r in old.results] if result_types is None else result_types
+    with ir.InsertionPoint(old), old.location:
+        new = ir.Operation.create(name, results=types, operands=list(operands),
+                                  attributes=attributes)
+    for before, after in zip(old.results, new.results):
+        before.replace_all_uses_with(after)
+    old.erase()
+    return new
+
+
+def resize_axes(kernel: ir.Operation, old_sizes, new_sizes) -> None:
+    """Every tensor of the kernel whose axis d has size old_sizes[d] gets
+    size new_sizes[d] there. Tiles hold one axis per iteration axis, of the
+    tile size or of 1, so this grows exactly the tiles that span axis d."""
+    n = len(old_sizes)
+    for value in list(tensor_values(kernel)):
+        type_ = ir.RankedTensorType(value.type)
+        shape = list(type_.shape)
+        if len(shape) != n:
+            raise ValueError(f"tile {type_} does not have one axis per iteration axis ({n})")
+        new = [new_sizes[d] if shape[d] == old_sizes[d] else shape[d] for d in range(n)]
+        if new != shape:
+            value.set_type(ir.RankedTensorType.get(new, type_.element_type))

@@ -1,0 +1,214 @@
+"""The Builder that writes the tile program of a kernel as kg tile ops.
+
+Constants, buffer views and the program id go at the top of the kernel
+body, where they dominate everything; other ops go where the generator
+asks (inside a loop, or hoisted before it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Sequence
+
+from mlir import ir
+from mlir.dialects import scf
+
+from kgc.tiling.generate import Builder, LoopBody
+from kgc.tiling.index_maps import BufferView
+
+_SCALAR_OPS = {"add": "arith.addi", "sub": "arith.subi", "mul": "arith.muli",
+               "div": "arith.divsi", "rem": "arith.remsi", "min": "arith.minsi"}
+_REDUCE_KINDS = {"sum": 0, "max": 1, "min": 2, "mean": 3}
+_PRECISIONS = {"ieee": 0, "tf32": 1}
+_GELU = {"none": 0, "tanh": 1}
+
+# The kernel attribute that marks which iteration axis a loop walks.
+LOOP_AXIS_ATTRIBUTE = "kg.axis"
+
+
+def element_type(name: str) -> ir.Type:
+    return ir.Type.parse(name)
+
+
+def tensor_type(shape: Sequence[int], element: str) -> ir.RankedTensorType:
+    return ir.RankedTensorType.get(list(shape), element_type(element))
+
+
+class MlirBuilder(Builder):
+    def __init__(self, block: ir.Block, buffers: Sequence[ir.Value], num_inputs: int,
+                 location: ir.Location):
+        self.block = block
+        self.buffers = list(buffers)
+        self.num_inputs = num_inputs
+        self.location = location
+        self.i32 = ir.IntegerType.get_signless(32)
+        self.frames: list[list] = [[block, None]]  # [block, loop under construction]
+        self._prelude_end: ir.Operation | None = None
+        self._constants: dict = {}
+        self._views: dict = {}
+        self._pid = None
+
+    # -- placement --------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _at_prelude(self):
+        """Inserts after the ops already placed at the top of the body."""
+        if self._prelude_end is None:
+            point = ir.InsertionPoint.at_block_begin(self.block)
+        else:
+            point = ir.InsertionPoint.after(self._prelude_end)
+        with point, self.location:
+            yield
+
+    def _prelude(self, make) -> ir.Value:
+        with self._at_prelude():
+            op = make()
+        self._prelude_end = op.operation if hasattr(op, "operation") else op.owner
+        return op.result if hasattr(op, "result") else op
+
+    @contextlib.contextmanager
+    def hoisted(self, depth: int):
+        block, pending = self.frames[depth]
+        if depth == len(self.frames) - 1 or pending is None:
+            point = ir.InsertionPoint(block)
+        else:
+            point = ir.InsertionPoint(pending)
+        with point, self.location:
+            yield
+
+    def _create(self, name: str, result: ir.Type | None, operands: Sequence[ir.Value],
+                attributes: dict | None = None) -> ir.Value | None:
+        op = ir.Operation.create(name, results=[result] if result is not None else [],
+                                 operands=list(operands), attributes=attributes or {})
+        return op.results[0] if result is not None else None
+
+    # -- scalars ------------------------------------------------------------------
+
+    def program_id(self):
+        if self._pid is None:
+            self._pid = self._prelude(lambda: ir.Operation.create(
+                "kg.program_id", results=[self.i32],
+                attributes={"axis": ir.IntegerAttr.get(self.i32, 0)}))
+        return self._pid
+
+    def const(self, value: int):
+        key = ("i32", value)
+        if key not in self._constants:
+            self._constants[key] = self._prelude(lambda: ir.Operation.create(
+                "arith.constant", results=[self.i32],
+                attributes={"value": ir.IntegerAttr.get(self.i32, value)}))
+        return self._constants[key]
+
+    def scalar(self, op: str, lhs, rhs):
+        with self.location:
+            return self._create(_SCALAR_OPS[op], self.i32, [lhs, rhs])
+
+    # -- memory -------------------------------------------------------------------
+
+    def _view(self, buffer_index: int, element: str, view: BufferView) -> ir.Value:
+        key = (buffer_index, view)
+        if key not in self._views:
+            source = self.buffers[buffer_index]
+            layout = ir.StridedLayoutAttr.get(view.offset, list(view.strides))
+            result = ir.MemRefType.get(list(view.shape), element_type(element), layout)
+
+            def make():
+                return ir.Operation.create(
+                    "memref.reinterpret_cast", results=[result], operands=[source],
+                    attributes={
+                        "operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, 0, 0, 0]),
+                        "static_offsets": ir.DenseI64ArrayAttr.get([view.offset]),
+                        "static_sizes": ir.DenseI64ArrayAttr.get(list(view.shape)),
+                        "static_strides": ir.DenseI64ArrayAttr.get(list(view.strides)),
+                    })
+
+            self._views[key] = self._prelude(make)
+        return self._views[key]
+
+    def load(self, input_index, element, view, offsets, shape):
+        source = self._view(input_index, element, view)
+        with self.location:
+            return self._create("kg.tile_load", tensor_type(shape, element), [source, *offsets], {
+                "operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, len(offsets), 0])})
+
+    def store(self, output_index, element, value, view, offsets, shape):
+        target = self._view(self.num_inputs + output_index, element, view)
+        with self.location:
+            self._create("kg.tile_store", None, [value, target, *offsets], {
+                "operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, 1, len(offsets), 0])})
+
+    # -- tiles --------------------------------------------------------------------
+
+    def constant(self, value: float, element: str, shape):
+        key = ("tile", value, element, tuple(shape))
+        if key not in self._constants:
+            type_ = tensor_type(shape, element)
+            self._constants[key] = self._prelude(lambda: ir.Operation.create(
+                "kg.constant", results=[type_],
+                attributes={"value": ir.FloatAttr.get(ir.F64Type.get(), value)}))
+        return self._constants[key]
+
+    def elementwise(self, op, operands, attrs, element, shape):
+        attributes = {}
+        if op == "clamp":
+            for bound in ("min", "max"):
+                if attrs.get(bound) is not None:
+                    attributes[bound] = ir.FloatAttr.get(ir.F64Type.get(), attrs[bound])
+        elif op == "gelu" and attrs.get("approximate", "none") != "none":
+            attributes["approximate"] = ir.IntegerAttr.get(self.i32, _GELU[attrs["approximate"]])
+        elif op == "constant":
+            raise ValueError("constants are made by Builder.constant")
+        with self.location:
+            return self._create(f"kg.{op}", tensor_type(shape, element), operands, attributes)
+
+    def reduce(self, kind, x, axes, element, shape):
+        with self.location:
+            return self._create("kg.reduce", tensor_type(shape, element), [x], {
+                "kind": ir.IntegerAttr.get(self.i32, _REDUCE_KINDS[kind]),
+                "dims": ir.DenseI64ArrayAttr.get(list(axes)),
+                "keepdim": ir.UnitAttr.get(),
+            })
+
+    def dot(self, a, b, acc, precision, shape):
+        attributes = {}
+        if precision is not None:
+            attributes["precision"] = ir.IntegerAttr.get(self.i32, _PRECISIONS[precision])
+        with self.location:
+            return self._create("kg.tile_dot", tensor_type(shape, "f32"), [a, b, acc], attributes)
+
+    def mask(self, offsets, lower, upper, shape):
+        i1 = ir.IntegerType.get_signless(1)
+        with self.location:
+            return self._create("kg.tile_mask", ir.RankedTensorType.get(list(shape), i1), offsets, {
+                "lower": ir.DenseI64ArrayAttr.get(list(lower)),
+                "upper": ir.DenseI64ArrayAttr.get(list(upper)),
+            })
+
+    def select(self, mask, a, b, element, shape):
+        with self.location:
+            return self._create("kg.tile_select", tensor_type(shape, element), [mask, a, b])
+
+    def broadcast(self, x, element, shape):
+        with self.location:
+            return self._create("kg.broadcast_to", tensor_type(shape, element), [x])
+
+    # -- loops --------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def loop(self, axis, extent, step, inits):
+        lower, upper, stride = self.const(0), self.const(extent), self.const(step)
+        with ir.InsertionPoint(self.frames[-1][0]), self.location:
+            loop = scf.ForOp(lower, upper, stride, list(inits))
+        loop.operation.attributes[LOOP_AXIS_ATTRIBUTE] = ir.IntegerAttr.get(
+            ir.IntegerType.get_signless(64), axis)
+        self.frames[-1][1] = loop.operation
+        self.frames.append([loop.body, None])
+        body = LoopBody(loop.induction_variable, list(loop.inner_iter_args))
+        try:
+            with ir.InsertionPoint(loop.body), self.location:
+                yield body
+                scf.YieldOp(list(body.results))
+        finally:
+            self.frames.pop()
+            self.frames[-1][1] = None
+        body.finals = list(loop.results)
