@@ -34,6 +34,8 @@ round trips between two of its ops are dropped (one rounding less).
 
 from __future__ import annotations
 
+import dataclasses
+
 from mlir import ir
 
 from kgc.passes.registry import Pass, PassFailure, register_pass
@@ -137,12 +139,12 @@ class _Graph:
                     source = group_of.get(id(operand))
                     if source is None or source == target:
                         continue
-                    merged = groups[source] + groups[target]
+                    merged = sorted(groups[source] + groups[target], key=lambda n: self.index[id(n)])
                     if self._creates_cycle(source, target, group_of) or not self._plannable(merged):
                         continue
                     for node in groups[source]:
                         group_of[id(node)] = target
-                    groups[target] = sorted(merged, key=lambda n: self.index[id(n)])
+                    groups[target] = merged
                     del groups[source]
                     changed = True
         return sorted(groups.values(), key=lambda g: self.index[id(g[-1])])
@@ -152,9 +154,31 @@ class _Graph:
         return [n for n in group
                 if id(n) in self.escapes or any(id(u) not in members for u in self.users[id(n)])]
 
+    def isolated_outputs(self, group: list[Node]) -> list[Node]:
+        """The group's outputs as a kernel sees them: values from other
+        groups become inputs; constants stay constants (they are copied in)."""
+        members = {id(n) for n in group}
+        copies: dict[int, Node] = {}
+        inputs = 0
+
+        def copy(node: Node) -> Node:
+            nonlocal inputs
+            if id(node) in copies:
+                return copies[id(node)]
+            if id(node) in members or node.op == "constant":
+                result = dataclasses.replace(node, operands=[copy(o) for o in node.operands])
+            else:
+                result = Node("input", [], node.shape, node.element, {}, value=node.value,
+                              input_index=inputs)
+                inputs += 1
+            copies[id(node)] = result
+            return result
+
+        return [copy(n) for n in self.outputs(group)]
+
     def _plannable(self, group: list[Node]) -> bool:
         try:
-            plan_group(self.outputs(group))
+            plan_group(self.isolated_outputs(group))
         except Unplannable:
             return False
         return True
@@ -182,7 +206,11 @@ def _materialize(function: ir.Operation, graph: _Graph, groups: list[list[Node]]
     replacements: dict[ir.Value, ir.Value] = {}
     for index, group in enumerate(groups):
         outputs = graph.outputs(group)
-        kind = plan_group(outputs).kind
+        try:
+            kind = plan_group(graph.isolated_outputs(group)).kind
+        except Unplannable as reason:
+            raise PassFailure(f"{group[-1].value.owner.name} cannot be made a kernel: {reason}",
+                              group[-1].location) from None
         _build_kernel(f"{name}_{index}_{kind}", group, outputs, terminator, replacements)
     for old, new in replacements.items():
         old.replace_all_uses_with(new)

@@ -569,7 +569,7 @@ class _Math:
         if s in _FLOAT8 or t in _FLOAT8:
             attributes = {}
             if _width(t) < _width(s):
-                attributes["rounding"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 0)  # rtne
+                attributes["rounding"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 1)  # rtne
             return ir.Operation.create("tt.fp_to_fp", results=[result_type], operands=[value],
                                        attributes=attributes).result
         if {s, t} == {"f16", "bf16"}:

@@ -10,10 +10,14 @@ from __future__ import annotations
 import contextlib
 import os
 import pathlib
+import re
 
 from kgc.diagnostics import KgcError
 from kgc.pipeline.instrumentation import captured_stderr
 from kgc.pipeline.stages import TRITON_STAGES
+
+# Lines of Triton's stderr worth repeating in a diagnostic.
+_REPORTED = re.compile(r"error|unsupported|not supported|failed to", re.IGNORECASE)
 
 
 def compile_kernel(kernel, target: int, directory: pathlib.Path, emit: str) -> None:
@@ -37,7 +41,8 @@ def compile_kernel(kernel, target: int, directory: pathlib.Path, emit: str) -> N
         except Exception as raised:  # Triton raises many kinds; all become a diagnostic
             error = raised
     if error is not None:
-        lines = [line for line in stderr[0].splitlines() if " error: " in line or line.startswith("error:")]
+        lines = [line.strip() for line in stderr[0].splitlines()
+                 if _REPORTED.search(line) and "Failures have been detected" not in line][:10]
         detail = "\n  ".join(lines) or (str(error).strip().splitlines() or [type(error).__name__])[-1]
         raise KgcError(f"Triton failed to compile kernel @{kernel.name} for sm_{target}:\n  {detail}\n"
                        f"  reproduce with: python -c \"import triton; from triton.backends.compiler "

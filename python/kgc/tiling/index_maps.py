@@ -62,12 +62,13 @@ class IndexMap:
     # -- views, from a value's map to its operand's map -------------------
 
     def broadcast_from(self, result_shape: Sequence[int], operand_shape: Sequence[int]) -> "IndexMap":
-        """The map of an operand that numpy-broadcasts to the result."""
+        """The map of an operand that numpy-broadcasts to the result. A
+        dimension of size 1 is always read at 0."""
         lead = len(result_shape) - len(operand_shape)
         rows, offsets = [], []
         zero = (0,) * len(self.extents)
         for k, size in enumerate(operand_shape):
-            if size == 1 and result_shape[lead + k] != 1:
+            if size == 1:
                 rows.append(zero)
                 offsets.append(0)
             else:

@@ -1,0 +1,11 @@
+// RMSNorm followed by a matmul, as in a transformer's first projection:
+// Y = rms_norm(X, gamma) @ W with X 16x4096 f16 and W 4096x6144 f16.
+// kgc fuses both into one kernel: the sum of squares of X runs beside the
+// dot in the loop over K, and 1/rms scales each row of the result.
+func.func @rmsnorm_matmul(%x: tensor<16x4096xf16>, %gamma: tensor<4096xf16>,
+                          %w: tensor<4096x6144xf16>) -> tensor<16x6144xf16> {
+  %normed = kg.rms_norm %x weight %gamma normalized_shape [4096] eps 1.0e-6
+      : (tensor<16x4096xf16>, tensor<4096xf16>) -> tensor<16x4096xf16>
+  %y = kg.matmul %normed, %w : (tensor<16x4096xf16>, tensor<4096x6144xf16>) -> tensor<16x6144xf16>
+  return %y : tensor<16x6144xf16>
+}
