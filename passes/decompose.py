@@ -22,8 +22,10 @@ Rewrite rules (`f(x)` is `kg.cast` of f16/bf16 `x` to f32, f32 `x` itself;
     matmul, f32 elementwise ops, views, constants
                                   =>  unchanged
 
-Tiled kernels are left alone. Inside a kernel, kg-fuse later drops the
-round trips f32 -> f16 -> f32 between two ops of one kernel.
+Tiled kernels are left alone. The casts this pass adds are marked
+`kg.promotion`; inside a kernel, kg-fuse drops a round trip f32 -> f16 -> f32
+made of two of them, so that values stay f32 between the ops of a kernel.
+Casts written by the user are never dropped.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ from kgc.tiling.graph_model import reduce_kind
 from kgc.tiling.kernel_ops import is_tiled, walk_ops
 
 _HALF = ("f16", "bf16")
+# Marks the casts kg-decompose adds around f32 math.
+PROMOTION_ATTRIBUTE = "kg.promotion"
 _ELEMENTWISE = frozenset(
     "kg." + name for name in
     "exp log sqrt rsqrt neg abs relu silu sigmoid tanh square reciprocal gelu clamp "
@@ -110,13 +114,19 @@ class _Rewriter:
     def widen(self, value: ir.Value) -> ir.Value:
         if _element(value) not in _HALF:
             return value
-        return self.create("kg.cast", self.tensor(_shape(value), self.f32), [value])
+        return self.promotion(value, self.f32)
 
     def narrow(self, value: ir.Value, like: ir.Value) -> ir.Value:
         element = ir.RankedTensorType(like.type).element_type
         if ir.RankedTensorType(value.type).element_type == element:
             return value
-        return self.create("kg.cast", self.tensor(_shape(value), element), [value])
+        return self.promotion(value, element)
+
+    def promotion(self, value: ir.Value, element: ir.Type) -> ir.Value:
+        """A cast that only moves math to f32 and back; kg-fuse may drop a
+        pair of them inside a kernel (a user's own casts always stay)."""
+        return self.create("kg.cast", self.tensor(_shape(value), element), [value],
+                           {PROMOTION_ATTRIBUTE: ir.UnitAttr.get()})
 
     def scalar(self, value: float) -> ir.Value:
         return self.create("kg.constant", self.tensor([], self.f32), [],

@@ -22,8 +22,9 @@ tile program for it, and no path leaves the group and comes back. So:
       tile (n <= 256)                         =>  one matmul kernel
 
 Constants are copied into every kernel that uses them. Values used outside
-their group become kernel results. Inside a kernel, f32 -> f16 -> f32
-round trips between two of its ops are dropped (one rounding less).
+their group become kernel results. Inside a kernel, the f32 -> f16 -> f32
+round trips that kg-decompose's promotions leave between two ops are
+dropped (one rounding less); a user's own casts stay.
 
     func.func @f(...) { kg ops; return }  =>  func.func @f(...) {
                                                 %r = kg.kernel @f_0_kind(...) {...}
@@ -38,6 +39,7 @@ import dataclasses
 
 from mlir import ir
 
+from kgc.passes.decompose import PROMOTION_ATTRIBUTE
 from kgc.passes.registry import Pass, PassFailure, register_pass
 from kgc.tiling.graph_model import Node, nodes_from_ops
 from kgc.tiling.plan import Unplannable, plan_group
@@ -255,13 +257,15 @@ def _build_kernel(name: str, group: list[Node], outputs: list[Node], before: ir.
 
 
 def _drop_round_trips(body: ir.Block) -> None:
-    """cast(cast(x : A -> B) -> A) => x when B is narrower than A: the value
-    stays in registers, so the rounding to B buys nothing."""
+    """cast(cast(x : A -> B) -> A) => x when B is narrower than A and both
+    casts are kg-decompose's promotions: the value stays in registers, so
+    the rounding to B buys nothing."""
     for op in list(body.operations):
-        if op.operation.name != "kg.cast":
+        if op.operation.name != "kg.cast" or PROMOTION_ATTRIBUTE not in op.operation.attributes:
             continue
         inner = op.operation.operands[0].owner
-        if isinstance(inner, ir.Block) or inner.name != "kg.cast":
+        if isinstance(inner, ir.Block) or inner.name != "kg.cast" or \
+                PROMOTION_ATTRIBUTE not in inner.attributes:
             continue
         source = inner.operands[0]
         if source.type == op.operation.results[0].type and _narrower(inner.results[0].type, source.type):

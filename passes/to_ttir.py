@@ -20,7 +20,7 @@ Rewrite rules:
     kg.tile_mask                        =>  arith.cmpi of ranges, arith.andi
     kg.reduce                           =>  tt.reduce per axis (arith combiner)
     kg.tile_dot                         =>  tt.dot (inputPrecision from precision;
-                                            maxNumImpreciseAcc set for 8-bit floats)
+                                            8-bit floats accumulated precisely)
     kg elementwise ops                  =>  arith / math ops, libdevice through
                                             tt.extern_elementwise (tanh, erf, pow)
     kg.tile_select                      =>  arith.select
@@ -500,7 +500,9 @@ class _Lowering:
         precision = ir.IntegerAttr(op.attributes["precision"]).value if "precision" in op.attributes else 0
         attributes = {
             "inputPrecision": ir.IntegerAttr.get(self.i32, _INPUT_PRECISION[precision]),
-            "maxNumImpreciseAcc": ir.IntegerAttr.get(self.i32, 2**30 if element in _FLOAT8 else 0),
+            # 0: 8-bit float products are added into f32 after every MMA, as the
+            # f32 accumulation of kg.matmul promises (2^30 would be faster).
+            "maxNumImpreciseAcc": ir.IntegerAttr.get(self.i32, 0),
         }
         result = ir.Operation.create("tt.dot", results=[acc.value.type],
                                      operands=[a.value, b.value, acc.value], attributes=attributes).result

@@ -28,7 +28,7 @@ class Case:
     reference: Callable  # (torch inputs) -> output tensor(s)
     dtypes: tuple[str, ...] = DTYPES
     input_dtypes: dict | None = None  # input name -> dtype overriding the case dtype
-    tolerance_scale: float = 1.0
+    tolerance_scale: float = 1.0  # multiplies the absolute tolerance (long reductions)
     tf32: bool = False  # the reference must allow TF32
 
     def id(self, dtype: str) -> str:
@@ -207,8 +207,8 @@ def _fusion_cases():
              [("x", (16, 4096), "any"), ("gamma", (4096,), "any"), ("w", (4096, 6144), "unit")],
              lambda g, x, gamma, w: g.matmul(g.rms_norm(x, gamma, eps=1e-6), w),
              lambda x, gamma, w: T().nn.functional.rms_norm(
-                 x.float(), (4096,), gamma.float(), eps=1e-6).to(x.dtype).float() @ w.float(),
-             dtypes=("f16", "bf16"), tolerance_scale=16),
+                 x.float(), (4096,), gamma.float(), eps=1e-6) @ w.float(),
+             dtypes=("f16", "bf16"), tolerance_scale=40),
         Case("rmsnorm_matmul-33x1000x100",
              [("x", (33, 1000), "any"), ("gamma", (1000,), "any"), ("w", (1000, 100), "unit")],
              lambda g, x, gamma, w: g.matmul(g.rms_norm(x, gamma, eps=1e-6), w),
