@@ -160,15 +160,22 @@ class _KernelPadder:
 
     def _guard_reduction(self, op: ir.Operation) -> None:
         axes = list(ir.DenseI64ArrayAttr(op.attributes["dims"]))
+        neutral = NEUTRAL[reduce_kind(op)]
+        accumulation = _accumulation(op.operands[0])
+        if accumulation is not None:
+            # A tile of partial results built by a loop: its lanes must get
+            # the neutral value where each step's tile reaches past the end.
+            combine, position = accumulation
+            self._guard_operand(combine, position, axes, neutral)
+        else:
+            self._guard_operand(op, 0, axes, neutral)
+
+    def _guard_operand(self, op: ir.Operation, position: int, axes, neutral: float) -> None:
         invalid = self._invalid_axes(op, axes)
-        if not invalid:
+        value = op.operands[position]
+        if not invalid or _pad_value(value, invalid) == neutral:
             return
-        kind = reduce_kind(op)
-        neutral = NEUTRAL[kind]
-        x = op.operands[0]
-        if _pad_value(x, invalid) == neutral:
-            return
-        op.operands[0] = self._select(op, x, invalid, neutral)
+        op.operands[position] = self._select(op, value, invalid, neutral)
 
     def _guard_dot(self, op: ir.Operation) -> None:
         k_axis = len(ir.RankedTensorType(op.operands[0].type).shape) - 2
@@ -221,8 +228,30 @@ def _finite(value) -> bool:
     return value is not None and math.isfinite(value)
 
 
+def _accumulation(value: ir.Value):
+    """(combine op, operand position of the new tile) when `value` is the
+    result of an scf.for that accumulates `combine(carried, tile)`."""
+    owner = value.owner
+    if isinstance(owner, ir.Block) or owner.name != "scf.for":
+        return None
+    number = ir.OpResult(value).result_number
+    body = owner.regions[0].blocks[0]
+    carried = body.arguments[1 + number]
+    yielded = list(body.operations)[-1].operands[number]
+    combine = yielded.owner
+    if isinstance(combine, ir.Block) or combine.name not in ("kg.add", "kg.maximum", "kg.minimum"):
+        return None
+    operands = list(combine.operands)
+    if operands[0] == carried:
+        return combine, 1
+    if operands[1] == carried:
+        return combine, 0
+    return None
+
+
 def _consumer_neutral(value: ir.Value) -> float:
-    """The neutral value of the first reduction or dot `value` flows into."""
+    """The neutral value of the first reduction or dot `value` flows into
+    (through loop-carried accumulators)."""
     frontier, seen = [value], set()
     while frontier:
         current = frontier.pop(0)
@@ -233,9 +262,15 @@ def _consumer_neutral(value: ir.Value) -> float:
                 return NEUTRAL.get(reduce_kind(owner), 0.0)
             if name == "kg.tile_dot":
                 return 0.0
-            if name.startswith("kg.") and len(owner.results) == 1 and owner.results[0] not in seen:
-                seen.add(owner.results[0])
-                frontier.append(owner.results[0])
+            following = []
+            if name == "scf.yield":
+                following = [owner.parent.results[use.operand_number]]
+            elif name.startswith("kg.") and len(owner.results) == 1:
+                following = [owner.results[0]]
+            for result in following:
+                if result not in seen:
+                    seen.add(result)
+                    frontier.append(result)
     return 0.0
 
 

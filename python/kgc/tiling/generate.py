@@ -193,8 +193,8 @@ class Generator:
 
     def run(self) -> None:
         self._program_offsets()
-        for phase in self.plan.phases:
-            self._run_phase(phase)
+        for axes, nodes in self.plan.phases:
+            self._run_phase(list(axes), nodes)
         deferred = []
         for index, (output, index_map) in enumerate(zip(self.plan.outputs, self.plan.output_maps)):
             if self._axes(output, index_map) & set(self.plan.loop_axes):
@@ -278,10 +278,10 @@ class Generator:
                 self.bound.pop()
         return body.finals
 
-    def _run_phase(self, nodes: list[Node]) -> None:
-        plan = self.plan
-        loop = set(plan.loop_axes)
-        axes = sorted(set().union(*(set(plan.reduce_axes[n]) for n in nodes)) & loop)
+    def _run_phase(self, axes: list[int], nodes: list[Node]) -> None:
+        """One loop nest over `axes` accumulating every reduction in `nodes`:
+        reduces keep a whole tile of partial results, reduced once after
+        the loop; matmuls accumulate their dot."""
         inits = [self._accumulator_init(node) for node in nodes]
 
         def body(carried):
@@ -294,7 +294,7 @@ class Generator:
                 # Finished on first use: its factors may need later phases.
                 self.matmul_accumulators[id(node)] = acc
             else:
-                self.memo[0][(id(node), self._natural_map(node))] = acc
+                self.memo[0][(id(node), self._natural_map(node))] = self._reduce_tile(node, acc)
 
     def _natural_map(self, node: Node) -> IndexMap:
         if node not in self.plan.maps:
@@ -314,7 +314,8 @@ class Generator:
             m_axis, _, n_axis = self.plan.matmul_axes
             axes, element, neutral = frozenset({m_axis, n_axis}), "f32", 0.0
         else:
-            _, axes = self._reduce_parts(node)
+            x_map, _ = self._reduce_parts(node)
+            axes = self._axes(node.operands[0], x_map)
             element, neutral = node.element, NEUTRAL[node.attrs["kind"]]
         with self.b.hoisted(0):
             value = self.b.constant(neutral, element, self._shape(axes))
@@ -327,10 +328,10 @@ class Generator:
             a = self.gen(expansion.core_a, a_map)
             b = self.gen(expansion.core_b, b_map)
             return self._dot(a, b, acc_value, node.attrs.get("precision"))
-        x_map, acc_axes = self._reduce_parts(node)
-        partial = self._reduce_tile(node, self.gen(node.operands[0], x_map))
-        return self.b.elementwise(COMBINE[node.attrs["kind"]], [acc_value, partial.value], {},
-                                  node.element, self._shape(acc_axes))
+        x_map, _ = self._reduce_parts(node)
+        x = self.gen(node.operands[0], x_map)
+        return self.b.elementwise(COMBINE[node.attrs["kind"]], [acc_value, x.value], {},
+                                  node.element, self._shape(x.axes))
 
     def _dot(self, a: Tile, b: Tile, acc_value, precision) -> Any:
         """acc + a @ b with tile_dot's layout: an operand that does not vary
@@ -446,9 +447,9 @@ class Generator:
             return self._finish_reduction(node, Tile(acc, full, "f32"))
         if op == "reduce":
             reduce_axes = self.plan.reduce_axes[node]
-            if set(reduce_axes) & set(self.plan.loop_axes):
-                raise Unplannable("a looped reduction is read through a view")
             x_map = reduce_input_map(node, index_map, reduce_axes)
+            if set(reduce_axes) & set(self.plan.loop_axes) & self._axes(node.operands[0], x_map):
+                raise Unplannable("a looped reduction is read through a view")
             return self._reduce_tile(node, self.gen(node.operands[0], x_map))
         if op == "concat":
             return self._concat(node, index_map, axes)

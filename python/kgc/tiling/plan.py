@@ -72,7 +72,7 @@ class KernelPlan:
     output_maps: list[IndexMap]
     maps: dict  # Node -> its natural IndexMap
     reduce_axes: dict  # Node -> tuple of iteration axes it reduces
-    phases: list[list[Node]]  # loop reductions by depth
+    phases: list  # (looped axes, reductions): one loop nest each, in order
     expansions: dict  # matmul Node -> Expansion
     matmul_axes: tuple[int, int, int] | None
     config: dict[str, int]
@@ -337,28 +337,40 @@ def _finish(kind, outputs, order, extents, tile, program_axes, loop_axes, seeds,
     return plan
 
 
-def _phases(plan: KernelPlan) -> list[list[Node]]:
-    """Reductions over loop axes, grouped by how many such reductions lie
-    under them: each group is one loop."""
+def _phases(plan: KernelPlan) -> list[tuple[tuple[int, ...], list[Node]]]:
+    """Reductions whose input varies along looped axes they reduce, grouped
+    into loops: by how many such reductions lie under them (softmax: max
+    before sum), and by the looped axes they walk."""
+    from kgc.tiling.generate import axes_of
+
     loop = set(plan.loop_axes)
+
+    def looped_axes(node: Node) -> tuple[int, ...]:
+        axes = set(plan.reduce_axes.get(node, ())) & loop
+        if not axes:
+            return ()
+        if node.op == "matmul":
+            return tuple(sorted(axes))
+        if node not in plan.maps:
+            raise Unplannable(f"kg.reduce {node.shape} does not follow the kernel's iteration")
+        x_map = reduce_input_map(node, plan.maps[node], plan.reduce_axes[node])
+        varying = axes_of(node.operands[0], x_map, plan.reduce_axes, plan.matmul_axes,
+                          plan.expansions)
+        return tuple(sorted(axes & varying))
+
     depth: dict[Node, int] = {}
-
-    def is_loop_reduction(node: Node) -> bool:
-        return bool(set(plan.reduce_axes.get(node, ())) & loop)
-
-    order = _generation_order(plan)
-    for node in order:
+    groups: dict[tuple, list[Node]] = {}
+    for node in _generation_order(plan):
         # A matmul's factors are applied after its loop: only the operands of
         # its dot must be ready before it.
         expansion = plan.expansions.get(node)
         inside = [expansion.core_a, expansion.core_b] if expansion else node.operands
         below = max((depth[o] for o in inside), default=0)
-        depth[node] = below + (1 if is_loop_reduction(node) else 0)
-    phases: list[list[Node]] = [[] for _ in range(max(depth.values(), default=0))]
-    for node in order:
-        if is_loop_reduction(node):
-            phases[depth[node] - 1].append(node)
-    return phases
+        axes = looped_axes(node)
+        depth[node] = below + (1 if axes else 0)
+        if axes:
+            groups.setdefault((depth[node], axes), []).append(node)
+    return [(axes, nodes) for (_, axes), nodes in sorted(groups.items())]
 
 
 def _generation_order(plan: KernelPlan) -> list[Node]:
