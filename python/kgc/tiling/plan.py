@@ -328,6 +328,11 @@ def _finish(kind, outputs, order, extents, tile, program_axes, loop_axes, seeds,
     for node in order:
         if node.op == "reduce" and node not in reduce_axes:
             raise Unplannable("a reduction does not reduce along axes of the kernel's iteration")
+        for axis in reduce_axes.get(node, ()):
+            # A program sees one tile of a program axis: it cannot reduce it.
+            if tile[axis] < extents[axis] and axis not in loop_axes:
+                raise Unplannable(f"kg.{node.op} reduces axis {axis}, which the grid splits "
+                                  "between programs")
     plan = KernelPlan(kind, tuple(extents), tuple(tile), tuple(program_axes), tuple(loop_axes),
                       list(outputs), output_maps, maps, reduce_axes, [], expansions, matmul_axes,
                       config)
@@ -455,7 +460,10 @@ def _plan_pointwise(outputs, order, config) -> KernelPlan:
     program_axes = tuple(a for a in range(n) if ceil_div(extents[a], tile[a]) > 1)
     config_out["num_warps"] = _warps(config, tile)
     config_out["num_stages"] = _stages(config, 1)
-    return _finish("pointwise", outputs, order, extents, tile, program_axes, (), {first: seed}, {},
+    # Outputs of the first output's shape walk the iteration the same way,
+    # whether or not they are computed from one another.
+    seeds = {o: seed for o in outputs if o.shape == first.shape}
+    return _finish("pointwise", outputs, order, extents, tile, program_axes, (), seeds, {},
                    {}, None, config_out)
 
 

@@ -1,0 +1,498 @@
+// kg-fuse partitions the kg ops of each function into kg.kernel ops, each
+// one GPU kernel: elementwise chains, reductions with their prologue and
+// epilogue, matmuls with theirs. Values used outside their kernel become its
+// results; constants are copied into every kernel that uses them.
+//
+// The first part of this file is composite (softmax, norms, f16 math) and
+// runs through kg-decompose first:
+// RUN: kgc-opt %s --kg-decompose --kg-fuse | FileCheck %s
+// The second part, from the line `// PRIMITIVE INPUT`, is made of primitives
+// already and runs through kg-fuse alone:
+// RUN: sed -n '/^\/\/ PRIMITIVE INPUT$/,$p' %s | kgc-opt --kg-fuse | FileCheck %s --check-prefix=PRIM
+
+// ---------------------------------------------------------------------------
+// Reductions with prologue and epilogue: one kernel each
+// ---------------------------------------------------------------------------
+
+// The promotions to f32 and back stay at the kernel's edges: f16 is read
+// and written, the math is f32.
+// CHECK-LABEL: func.func @softmax_f16(
+// CHECK-SAME: %[[X:.*]]: tensor<16x1000xf16>)
+// CHECK-NEXT: %[[K:.*]] = kg.kernel @softmax_f16_0_reduction(%[[X]]) : (tensor<16x1000xf16>) -> tensor<16x1000xf16> {
+// CHECK-NEXT: ^bb0(%[[A:.*]]: tensor<16x1000xf16>):
+// CHECK-NEXT: %[[W:.*]] = kg.cast %[[A]] {kg.promotion} : tensor<16x1000xf16> to tensor<16x1000xf32>
+// CHECK-NEXT: %[[M:.*]] = kg.reduce max %[[W]] dims [1] keepdim
+// CHECK-NEXT: %[[S:.*]] = kg.sub %[[W]], %[[M]]
+// CHECK-NEXT: %[[E:.*]] = kg.exp %[[S]]
+// CHECK-NEXT: %[[Z:.*]] = kg.reduce sum %[[E]] dims [1] keepdim
+// CHECK-NEXT: %[[P:.*]] = kg.div %[[E]], %[[Z]]
+// CHECK-NEXT: %[[N:.*]] = kg.cast %[[P]] {kg.promotion} : tensor<16x1000xf32> to tensor<16x1000xf16>
+// CHECK-NEXT: kg.yield %[[N]] : tensor<16x1000xf16>
+// CHECK-NEXT: }
+// CHECK-NEXT: return %[[K]] : tensor<16x1000xf16>
+func.func @softmax_f16(%x: tensor<16x1000xf16>) -> tensor<16x1000xf16> {
+  %y = kg.softmax %x dim 1 : tensor<16x1000xf16>
+  return %y : tensor<16x1000xf16>
+}
+
+// The constants 1/N and eps are copied in, ahead of the ops.
+// CHECK-LABEL: func.func @rms_norm(
+// CHECK-SAME: %[[X:.*]]: tensor<32x512xf32>, %[[G:.*]]: tensor<512xf32>)
+// CHECK-NEXT: %[[K:.*]] = kg.kernel @rms_norm_0_reduction(%[[X]], %[[G]]) : (tensor<32x512xf32>, tensor<512xf32>) -> tensor<32x512xf32> {
+// CHECK-NEXT: ^bb0(%[[A:.*]]: tensor<32x512xf32>, %[[B:.*]]: tensor<512xf32>):
+// CHECK-NEXT: %[[INV:.*]] = kg.constant 0.001953125 : tensor<f32>
+// CHECK-NEXT: %[[EPS:.*]] = kg.constant 1.000000e-05 : tensor<f32>
+// CHECK-NEXT: %[[SQ:.*]] = kg.square %[[A]]
+// CHECK-NEXT: %[[SUM:.*]] = kg.reduce sum %[[SQ]] dims [1] keepdim
+// CHECK-NEXT: %[[MS:.*]] = kg.mul %[[SUM]], %[[INV]]
+// CHECK-NEXT: %[[V:.*]] = kg.add %[[MS]], %[[EPS]]
+// CHECK-NEXT: %[[R:.*]] = kg.rsqrt %[[V]]
+// CHECK-NEXT: %[[Y:.*]] = kg.mul %[[A]], %[[R]]
+// CHECK-NEXT: %[[YG:.*]] = kg.mul %[[Y]], %[[B]]
+// CHECK-NEXT: kg.yield %[[YG]] : tensor<32x512xf32>
+// CHECK-NEXT: }
+// CHECK-NEXT: return %[[K]]
+func.func @rms_norm(%x: tensor<32x512xf32>, %g: tensor<512xf32>) -> tensor<32x512xf32> {
+  %y = kg.rms_norm %x weight %g normalized_shape [512] eps 1.0e-5
+      : (tensor<32x512xf32>, tensor<512xf32>) -> tensor<32x512xf32>
+  return %y : tensor<32x512xf32>
+}
+
+// CHECK-LABEL: func.func @layer_norm(
+// CHECK-NEXT: kg.kernel @layer_norm_0_reduction(%{{.*}}, %{{.*}}, %{{.*}}) : (tensor<32x768xbf16>, tensor<768xbf16>, tensor<768xbf16>) -> tensor<32x768xbf16>
+// CHECK-COUNT-2: kg.reduce sum
+// CHECK: kg.rsqrt
+// CHECK: kg.cast %{{.*}} {kg.promotion} : tensor<32x768xf32> to tensor<32x768xbf16>
+// CHECK-NEXT: kg.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: return
+// CHECK-NOT: kg.kernel
+func.func @layer_norm(%x: tensor<32x768xbf16>, %w: tensor<768xbf16>, %b: tensor<768xbf16>) -> tensor<32x768xbf16> {
+  %y = kg.layer_norm %x weight %w bias %b normalized_shape [768] eps 1.0e-5
+      : (tensor<32x768xbf16>, tensor<768xbf16>, tensor<768xbf16>) -> tensor<32x768xbf16>
+  return %y : tensor<32x768xbf16>
+}
+
+// ---------------------------------------------------------------------------
+// Matmuls with prologue and epilogue: one kernel each
+// ---------------------------------------------------------------------------
+
+// The RMSNorm of the left operand is the matmul's prologue.
+// CHECK-LABEL: func.func @rmsnorm_matmul(
+// CHECK-SAME: %[[X:.*]]: tensor<16x4096xf16>, %[[G:.*]]: tensor<4096xf16>, %[[W:.*]]: tensor<4096x6144xf16>)
+// CHECK-NEXT: %[[K:.*]] = kg.kernel @rmsnorm_matmul_0_matmul(%[[X]], %[[G]], %[[W]]) : (tensor<16x4096xf16>, tensor<4096xf16>, tensor<4096x6144xf16>) -> tensor<16x6144xf16> {
+// CHECK: kg.constant 2.44140625E-4 : tensor<f32>
+// CHECK: kg.reduce sum %{{.*}} dims [1] keepdim : tensor<16x4096xf32> -> tensor<16x1xf32>
+// CHECK: kg.rsqrt
+// CHECK: %[[NORMED:.*]] = kg.cast %{{.*}} {kg.promotion} : tensor<16x4096xf32> to tensor<16x4096xf16>
+// CHECK-NEXT: %[[Y:.*]] = kg.matmul %[[NORMED]], %{{.*}} : (tensor<16x4096xf16>, tensor<4096x6144xf16>) -> tensor<16x6144xf16>
+// CHECK-NEXT: kg.yield %[[Y]]
+// CHECK-NEXT: }
+// CHECK-NEXT: return %[[K]]
+func.func @rmsnorm_matmul(%x: tensor<16x4096xf16>, %gamma: tensor<4096xf16>,
+                          %w: tensor<4096x6144xf16>) -> tensor<16x6144xf16> {
+  %normed = kg.rms_norm %x weight %gamma normalized_shape [4096] eps 1.0e-5
+      : (tensor<16x4096xf16>, tensor<4096xf16>) -> tensor<16x4096xf16>
+  %y = kg.matmul %normed, %w : (tensor<16x4096xf16>, tensor<4096x6144xf16>) -> tensor<16x6144xf16>
+  return %y : tensor<16x6144xf16>
+}
+
+// silu(x @ w1) * (x @ w2): two matmuls of one shape meet in the epilogue.
+// The f16 round trip between silu and mul is gone: silu's f32 result is
+// multiplied directly.
+// CHECK-LABEL: func.func @gated_mlp(
+// CHECK-COUNT-1: kg.kernel @gated_mlp_0_matmul
+// CHECK-NEXT: ^bb0(%[[X:.*]]: tensor<64x512xf16>, %[[W1:.*]]: tensor<512x1024xf16>, %[[W2:.*]]: tensor<512x1024xf16>):
+// CHECK-NEXT: %[[A:.*]] = kg.matmul %[[X]], %[[W1]]
+// CHECK-NEXT: %[[AW:.*]] = kg.cast %[[A]] {kg.promotion} : tensor<64x1024xf16> to tensor<64x1024xf32>
+// CHECK-NEXT: %[[S:.*]] = kg.silu %[[AW]] : tensor<64x1024xf32>
+// CHECK-NEXT: %[[B:.*]] = kg.matmul %[[X]], %[[W2]]
+// CHECK-NEXT: %[[BW:.*]] = kg.cast %[[B]] {kg.promotion} : tensor<64x1024xf16> to tensor<64x1024xf32>
+// CHECK-NEXT: %[[Y:.*]] = kg.mul %[[S]], %[[BW]] : (tensor<64x1024xf32>, tensor<64x1024xf32>) -> tensor<64x1024xf32>
+// CHECK-NEXT: %[[N:.*]] = kg.cast %[[Y]] {kg.promotion} : tensor<64x1024xf32> to tensor<64x1024xf16>
+// CHECK-NEXT: kg.yield %[[N]]
+// CHECK-NEXT: }
+// CHECK-NEXT: return
+// CHECK-NOT: kg.kernel
+func.func @gated_mlp(%x: tensor<64x512xf16>, %w1: tensor<512x1024xf16>, %w2: tensor<512x1024xf16>) -> tensor<64x1024xf16> {
+  %a = kg.matmul %x, %w1 : (tensor<64x512xf16>, tensor<512x1024xf16>) -> tensor<64x1024xf16>
+  %s = kg.silu %a : tensor<64x1024xf16>
+  %b = kg.matmul %x, %w2 : (tensor<64x512xf16>, tensor<512x1024xf16>) -> tensor<64x1024xf16>
+  %y = kg.mul %s, %b : (tensor<64x1024xf16>, tensor<64x1024xf16>) -> tensor<64x1024xf16>
+  return %y : tensor<64x1024xf16>
+}
+
+// ---------------------------------------------------------------------------
+// Attention: softmax(q @ k^T) @ v
+// ---------------------------------------------------------------------------
+
+// A row of n = 256 scores fits one tile: the softmax is the first matmul's
+// epilogue, and the second matmul is a kernel of its own.
+// CHECK-LABEL: func.func @attention(
+// CHECK-SAME: %[[Q:.*]]: tensor<64x64xf16>, %[[KEY:.*]]: tensor<256x64xf16>, %[[V:.*]]: tensor<256x64xf16>)
+// CHECK-NEXT: %[[P:.*]] = kg.kernel @attention_0_matmul(%[[KEY]], %[[Q]]) : (tensor<256x64xf16>, tensor<64x64xf16>) -> tensor<64x256xf16> {
+// CHECK: kg.transpose
+// CHECK-NEXT: kg.matmul
+// CHECK: kg.reduce max
+// CHECK: kg.reduce sum
+// CHECK: kg.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: %[[O:.*]] = kg.kernel @attention_1_matmul(%[[P]], %[[V]]) : (tensor<64x256xf16>, tensor<256x64xf16>) -> tensor<64x64xf16> {
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: kg.matmul
+// CHECK-NEXT: kg.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: return %[[O]]
+func.func @attention(%q: tensor<64x64xf16>, %k: tensor<256x64xf16>, %v: tensor<256x64xf16>) -> tensor<64x64xf16> {
+  %kt = kg.transpose %k [1, 0] : tensor<256x64xf16> -> tensor<64x256xf16>
+  %s = kg.matmul %q, %kt : (tensor<64x64xf16>, tensor<64x256xf16>) -> tensor<64x256xf16>
+  %p = kg.softmax %s dim 1 : tensor<64x256xf16>
+  %o = kg.matmul %p, %v : (tensor<64x256xf16>, tensor<256x64xf16>) -> tensor<64x64xf16>
+  return %o : tensor<64x64xf16>
+}
+
+// A row of n = 512 does not fit a matmul epilogue: the scores leave the
+// first kernel, and the softmax becomes the prologue of the second matmul,
+// whose k it reduces over (the max in a loop of its own, the sum beside
+// the dot, the division by it after the loop).
+// CHECK-LABEL: func.func @attention_wide(
+// CHECK-NEXT: %[[S:.*]] = kg.kernel @attention_wide_0_matmul(%{{.*}}, %{{.*}}) : (tensor<512x64xf16>, tensor<64x64xf16>) -> tensor<64x512xf32> {
+// CHECK-NOT: kg.reduce
+// CHECK: kg.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: %[[O:.*]] = kg.kernel @attention_wide_1_matmul(%[[S]], %{{.*}}) : (tensor<64x512xf32>, tensor<512x64xf16>) -> tensor<64x64xf16> {
+// CHECK: kg.reduce max %{{.*}} dims [1] keepdim : tensor<64x512xf32> -> tensor<64x1xf32>
+// CHECK: kg.reduce sum
+// CHECK: kg.matmul
+// CHECK: kg.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: return %[[O]]
+func.func @attention_wide(%q: tensor<64x64xf16>, %k: tensor<512x64xf16>, %v: tensor<512x64xf16>) -> tensor<64x64xf16> {
+  %kt = kg.transpose %k [1, 0] : tensor<512x64xf16> -> tensor<64x512xf16>
+  %s = kg.matmul %q, %kt : (tensor<64x64xf16>, tensor<64x512xf16>) -> tensor<64x512xf16>
+  %p = kg.softmax %s dim 1 : tensor<64x512xf16>
+  %o = kg.matmul %p, %v : (tensor<64x512xf16>, tensor<512x64xf16>) -> tensor<64x64xf16>
+  return %o : tensor<64x64xf16>
+}
+
+// Scores of n = 512 with a softmax and a relu: the relu is the matmul's
+// epilogue, the softmax a reduction kernel that reads the scores. The
+// matmul's kernel comes first (and is kernel 0) although its last op, the
+// relu, comes after the softmax.
+// CHECK-LABEL: func.func @scores_softmax_and_relu(
+// CHECK-NEXT: %[[MM:.*]]:2 = kg.kernel @scores_softmax_and_relu_0_matmul
+// CHECK: %[[S:.*]] = kg.matmul
+// CHECK-NEXT: %[[R:.*]] = kg.relu %[[S]]
+// CHECK-NEXT: kg.yield %[[S]], %[[R]]
+// CHECK-NEXT: }
+// CHECK-NEXT: %[[P:.*]] = kg.kernel @scores_softmax_and_relu_1_reduction(%[[MM]]#0)
+// CHECK: kg.reduce max
+// CHECK: kg.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: return %[[P]], %[[MM]]#1
+func.func @scores_softmax_and_relu(%x: tensor<64x64xf32>, %w: tensor<64x512xf32>) -> (tensor<64x512xf32>, tensor<64x512xf32>) {
+  %s = kg.matmul %x, %w : (tensor<64x64xf32>, tensor<64x512xf32>) -> tensor<64x512xf32>
+  %p = kg.softmax %s dim 1 : tensor<64x512xf32>
+  %r = kg.relu %s : tensor<64x512xf32>
+  return %p, %r : tensor<64x512xf32>, tensor<64x512xf32>
+}
+
+// ---------------------------------------------------------------------------
+// Promotions inside a kernel
+// ---------------------------------------------------------------------------
+
+// kg-decompose computes each f16 op in f32 between casts; inside the kernel
+// the f32 -> f16 -> f32 round trips between add, exp and relu are dropped:
+// f16 is read once and written once.
+// CHECK-LABEL: func.func @promotions_f16(
+// CHECK-NEXT: kg.kernel @promotions_f16_0_pointwise
+// CHECK-NEXT: ^bb0(%[[X:.*]]: tensor<16x128xf16>, %[[B:.*]]: tensor<128xf16>):
+// CHECK-NEXT: %[[XW:.*]] = kg.cast %[[X]] {kg.promotion} : tensor<16x128xf16> to tensor<16x128xf32>
+// CHECK-NEXT: %[[BW:.*]] = kg.cast %[[B]] {kg.promotion} : tensor<128xf16> to tensor<128xf32>
+// CHECK-NEXT: %[[A:.*]] = kg.add %[[XW]], %[[BW]]
+// CHECK-NEXT: %[[E:.*]] = kg.exp %[[A]] : tensor<16x128xf32>
+// CHECK-NEXT: %[[R:.*]] = kg.relu %[[E]] : tensor<16x128xf32>
+// CHECK-NEXT: %[[N:.*]] = kg.cast %[[R]] {kg.promotion} : tensor<16x128xf32> to tensor<16x128xf16>
+// CHECK-NEXT: kg.yield %[[N]] : tensor<16x128xf16>
+// CHECK-NEXT: }
+func.func @promotions_f16(%x: tensor<16x128xf16>, %b: tensor<128xf16>) -> tensor<16x128xf16> {
+  %a = kg.add %x, %b : (tensor<16x128xf16>, tensor<128xf16>) -> tensor<16x128xf16>
+  %e = kg.exp %a : tensor<16x128xf16>
+  %r = kg.relu %e : tensor<16x128xf16>
+  return %r : tensor<16x128xf16>
+}
+
+// PRIMITIVE INPUT
+// ---------------------------------------------------------------------------
+// From here on the input is primitive: kg-fuse alone.
+// ---------------------------------------------------------------------------
+
+// PRIM-LABEL: func.func @elementwise_chain(
+// PRIM-SAME: %[[X:.*]]: tensor<16x128xf32>, %[[B:.*]]: tensor<128xf32>)
+// PRIM-NEXT: %[[K:.*]] = kg.kernel @elementwise_chain_0_pointwise(%[[X]], %[[B]]) : (tensor<16x128xf32>, tensor<128xf32>) -> tensor<16x128xf32> {
+// PRIM-NEXT: ^bb0(%[[A0:.*]]: tensor<16x128xf32>, %[[A1:.*]]: tensor<128xf32>):
+// PRIM-NEXT: %[[S:.*]] = kg.add %[[A0]], %[[A1]] : (tensor<16x128xf32>, tensor<128xf32>) -> tensor<16x128xf32>
+// PRIM-NEXT: %[[E:.*]] = kg.exp %[[S]] : tensor<16x128xf32>
+// PRIM-NEXT: %[[R:.*]] = kg.relu %[[E]] : tensor<16x128xf32>
+// PRIM-NEXT: kg.yield %[[R]] : tensor<16x128xf32>
+// PRIM-NEXT: }
+// PRIM-NEXT: return %[[K]] : tensor<16x128xf32>
+func.func @elementwise_chain(%x: tensor<16x128xf32>, %b: tensor<128xf32>) -> tensor<16x128xf32> {
+  %a = kg.add %x, %b : (tensor<16x128xf32>, tensor<128xf32>) -> tensor<16x128xf32>
+  %e = kg.exp %a : tensor<16x128xf32>
+  %r = kg.relu %e : tensor<16x128xf32>
+  return %r : tensor<16x128xf32>
+}
+
+// CHECK-LABEL would not be needed here; kernel counts are checked instead.
+// PRIM-LABEL: func.func @matmul_bias_relu(
+// PRIM-SAME: %[[X:.*]]: tensor<32x256xf32>, %[[W:.*]]: tensor<256x128xf32>, %[[B:.*]]: tensor<128xf32>)
+// PRIM-NEXT: %[[K:.*]] = kg.kernel @matmul_bias_relu_0_matmul(%[[X]], %[[W]], %[[B]])
+// PRIM-NEXT: ^bb0(%[[A0:.*]]: tensor<32x256xf32>, %[[A1:.*]]: tensor<256x128xf32>, %[[A2:.*]]: tensor<128xf32>):
+// PRIM-NEXT: %[[M:.*]] = kg.matmul %[[A0]], %[[A1]]
+// PRIM-NEXT: %[[S:.*]] = kg.add %[[M]], %[[A2]]
+// PRIM-NEXT: %[[R:.*]] = kg.relu %[[S]]
+// PRIM-NEXT: kg.yield %[[R]]
+// PRIM-NEXT: }
+// PRIM-NEXT: return %[[K]]
+func.func @matmul_bias_relu(%x: tensor<32x256xf32>, %w: tensor<256x128xf32>, %bias: tensor<128xf32>) -> tensor<32x128xf32> {
+  %m = kg.matmul %x, %w : (tensor<32x256xf32>, tensor<256x128xf32>) -> tensor<32x128xf32>
+  %a = kg.add %m, %bias : (tensor<32x128xf32>, tensor<128xf32>) -> tensor<32x128xf32>
+  %r = kg.relu %a : tensor<32x128xf32>
+  return %r : tensor<32x128xf32>
+}
+
+// PRIM-LABEL: func.func @gated_mlp_f32(
+// PRIM-COUNT-1: kg.kernel @gated_mlp_f32_0_matmul
+// PRIM-COUNT-2: kg.matmul
+// PRIM-NEXT: kg.silu
+// PRIM-NEXT: kg.mul
+// PRIM-NEXT: kg.yield
+// PRIM-NOT: kg.kernel
+func.func @gated_mlp_f32(%x: tensor<32x256xf32>, %w1: tensor<256x512xf32>, %w2: tensor<256x512xf32>) -> tensor<32x512xf32> {
+  %a = kg.matmul %x, %w1 : (tensor<32x256xf32>, tensor<256x512xf32>) -> tensor<32x512xf32>
+  %b = kg.matmul %x, %w2 : (tensor<32x256xf32>, tensor<256x512xf32>) -> tensor<32x512xf32>
+  %s = kg.silu %a : tensor<32x512xf32>
+  %y = kg.mul %s, %b : (tensor<32x512xf32>, tensor<32x512xf32>) -> tensor<32x512xf32>
+  return %y : tensor<32x512xf32>
+}
+
+// %e is used by the relu inside the kernel and by the return: the kernel
+// yields it too.
+// PRIM-LABEL: func.func @two_consumers(
+// PRIM-NEXT: %[[K:.*]]:2 = kg.kernel @two_consumers_0_pointwise(%{{.*}}) : (tensor<16x128xf32>) -> (tensor<16x128xf32>, tensor<16x128xf32>) {
+// PRIM-NEXT: ^bb0(%[[A:.*]]: tensor<16x128xf32>):
+// PRIM-NEXT: %[[E:.*]] = kg.exp %[[A]]
+// PRIM-NEXT: %[[R:.*]] = kg.relu %[[E]]
+// PRIM-NEXT: kg.yield %[[E]], %[[R]] : tensor<16x128xf32>, tensor<16x128xf32>
+// PRIM-NEXT: }
+// PRIM-NEXT: return %[[K]]#0, %[[K]]#1
+func.func @two_consumers(%x: tensor<16x128xf32>) -> (tensor<16x128xf32>, tensor<16x128xf32>) {
+  %e = kg.exp %x : tensor<16x128xf32>
+  %r = kg.relu %e : tensor<16x128xf32>
+  return %e, %r : tensor<16x128xf32>, tensor<16x128xf32>
+}
+
+// Two unrelated kernels use %c: each gets a copy, and none is an input.
+// PRIM-LABEL: func.func @shared_constant(
+// PRIM-NEXT: kg.kernel @shared_constant_0_pointwise(%{{[^,]*}}) : (tensor<16x128xf32>) -> tensor<16x128xf32>
+// PRIM-NEXT: ^bb0(%[[A:.*]]: tensor<16x128xf32>):
+// PRIM-NEXT: %[[C0:.*]] = kg.constant 2.000000e+00 : tensor<f32>
+// PRIM-NEXT: kg.mul %[[A]], %[[C0]]
+// PRIM-NEXT: kg.yield
+// PRIM-NEXT: }
+// PRIM-NEXT: kg.kernel @shared_constant_1_matmul(%{{.*}}, %{{.*}}) : (tensor<16x64xf32>, tensor<64x32xf32>) -> tensor<16x32xf32>
+// PRIM-NEXT: ^bb0
+// PRIM-NEXT: %[[C1:.*]] = kg.constant 2.000000e+00 : tensor<f32>
+// PRIM-NEXT: %[[M:.*]] = kg.matmul
+// PRIM-NEXT: kg.mul %[[M]], %[[C1]]
+// PRIM-NEXT: kg.yield
+// PRIM-NEXT: }
+// PRIM-NEXT: return
+func.func @shared_constant(%x: tensor<16x128xf32>, %a: tensor<16x64xf32>, %b: tensor<64x32xf32>) -> (tensor<16x128xf32>, tensor<16x32xf32>) {
+  %c = kg.constant 2.0 : tensor<f32>
+  %y = kg.mul %x, %c : (tensor<16x128xf32>, tensor<f32>) -> tensor<16x128xf32>
+  %m = kg.matmul %a, %b : (tensor<16x64xf32>, tensor<64x32xf32>) -> tensor<16x32xf32>
+  %z = kg.mul %m, %c : (tensor<16x32xf32>, tensor<f32>) -> tensor<16x32xf32>
+  return %y, %z : tensor<16x128xf32>, tensor<16x32xf32>
+}
+
+// A constant that is returned is computed by a kernel of its own.
+// PRIM-LABEL: func.func @returned_constant(
+// PRIM-NEXT: %[[K:.*]] = kg.kernel @returned_constant_0_pointwise() : () -> tensor<4xf32> {
+// PRIM-NEXT: %[[C:.*]] = kg.constant 2.000000e+00 : tensor<4xf32>
+// PRIM-NEXT: kg.yield %[[C]]
+// PRIM-NEXT: }
+// PRIM-NEXT: return %[[K]]
+func.func @returned_constant() -> tensor<4xf32> {
+  %c = kg.constant 2.0 : tensor<4xf32>
+  return %c : tensor<4xf32>
+}
+
+// A kg.kernel the user wrote is a kernel already: kg-fuse neither fuses its
+// ops with others nor into it. The ops before it become a kernel placed
+// before it (it reads their result); those after it, one after it.
+// PRIM-LABEL: func.func @user_kernel(
+// PRIM-NEXT: %[[E:.*]] = kg.kernel @user_kernel_0_pointwise(%{{.*}})
+// PRIM-NEXT: ^bb0
+// PRIM-NEXT: kg.exp
+// PRIM-NEXT: kg.yield
+// PRIM-NEXT: }
+// PRIM-NEXT: %[[U:.*]] = kg.kernel @mine(%[[E]]) : (tensor<16x128xf32>) -> tensor<16x128xf32> {
+// PRIM-NEXT: ^bb0(%[[A:.*]]: tensor<16x128xf32>):
+// PRIM-NEXT: %[[R:.*]] = kg.relu %[[A]] : tensor<16x128xf32>
+// PRIM-NEXT: %[[S:.*]] = kg.sigmoid %[[R]] : tensor<16x128xf32>
+// PRIM-NEXT: kg.yield %[[S]] : tensor<16x128xf32>
+// PRIM-NEXT: }
+// PRIM-NEXT: %[[N:.*]] = kg.kernel @user_kernel_1_pointwise(%[[U]])
+// PRIM-NEXT: ^bb0
+// PRIM-NEXT: kg.neg
+// PRIM-NEXT: kg.yield
+// PRIM-NEXT: }
+// PRIM-NEXT: return %[[N]]
+func.func @user_kernel(%a: tensor<16x128xf32>) -> tensor<16x128xf32> {
+  %e = kg.exp %a : tensor<16x128xf32>
+  %y = kg.kernel @mine(%e) : (tensor<16x128xf32>) -> tensor<16x128xf32> {
+  ^bb0(%x: tensor<16x128xf32>):
+    %r = kg.relu %x : tensor<16x128xf32>
+    %s = kg.sigmoid %r : tensor<16x128xf32>
+    kg.yield %s : tensor<16x128xf32>
+  }
+  %n = kg.neg %y : tensor<16x128xf32>
+  return %n : tensor<16x128xf32>
+}
+
+// %a and the add would fuse, but the add also reads the user's kernel, which
+// reads %a: one kernel for both would have to run before and after it.
+// PRIM-LABEL: func.func @around_user_kernel(
+// PRIM-NEXT: %[[E:.*]] = kg.kernel @around_user_kernel_0_pointwise(%{{.*}})
+// PRIM-NEXT: ^bb0
+// PRIM-NEXT: kg.exp
+// PRIM-NEXT: kg.yield
+// PRIM-NEXT: }
+// PRIM-NEXT: %[[U:.*]] = kg.kernel @mine2(%[[E]])
+// PRIM: %[[S:.*]] = kg.kernel @around_user_kernel_1_pointwise(%[[E]], %[[U]])
+// PRIM-NEXT: ^bb0
+// PRIM-NEXT: kg.add
+// PRIM-NEXT: kg.yield
+// PRIM-NEXT: }
+// PRIM-NEXT: return %[[S]]
+func.func @around_user_kernel(%x: tensor<16x128xf32>) -> tensor<16x128xf32> {
+  %a = kg.exp %x : tensor<16x128xf32>
+  %u = kg.kernel @mine2(%a) : (tensor<16x128xf32>) -> tensor<16x128xf32> {
+  ^bb0(%p: tensor<16x128xf32>):
+    %r = kg.relu %p : tensor<16x128xf32>
+    kg.yield %r : tensor<16x128xf32>
+  }
+  %c = kg.add %a, %u : (tensor<16x128xf32>, tensor<16x128xf32>) -> tensor<16x128xf32>
+  return %c : tensor<16x128xf32>
+}
+
+// The ops before a user's kernel and those after it that do not read it
+// fuse; the add, which reads it, comes after it.
+// PRIM-LABEL: func.func @beside_user_kernels(
+// PRIM-NEXT: %[[AB:.*]]:2 = kg.kernel @beside_user_kernels_0_pointwise
+// PRIM-NEXT: ^bb0
+// PRIM-NEXT: %[[A:.*]] = kg.exp
+// PRIM-NEXT: %[[B:.*]] = kg.relu %[[A]]
+// PRIM-NEXT: kg.yield %[[A]], %[[B]]
+// PRIM-NEXT: }
+// PRIM-NEXT: %[[U:.*]] = kg.kernel @first(%[[AB]]#0)
+// PRIM: %[[V:.*]] = kg.kernel @second(
+// PRIM: %[[C:.*]] = kg.kernel @beside_user_kernels_1_pointwise(%[[AB]]#1, %[[V]])
+// PRIM: return %[[U]], %[[C]]
+func.func @beside_user_kernels(%x: tensor<16x128xf32>, %y: tensor<16x128xf32>) -> (tensor<16x128xf32>, tensor<16x128xf32>) {
+  %a = kg.exp %x : tensor<16x128xf32>
+  %u = kg.kernel @first(%a) : (tensor<16x128xf32>) -> tensor<16x128xf32> {
+  ^bb0(%p: tensor<16x128xf32>):
+    %r = kg.relu %p : tensor<16x128xf32>
+    kg.yield %r : tensor<16x128xf32>
+  }
+  %v = kg.kernel @second(%y) : (tensor<16x128xf32>) -> tensor<16x128xf32> {
+  ^bb0(%p: tensor<16x128xf32>):
+    %r = kg.neg %p : tensor<16x128xf32>
+    kg.yield %r : tensor<16x128xf32>
+  }
+  %b = kg.relu %a : tensor<16x128xf32>
+  %c = kg.add %b, %v : (tensor<16x128xf32>, tensor<16x128xf32>) -> tensor<16x128xf32>
+  return %u, %c : tensor<16x128xf32>, tensor<16x128xf32>
+}
+
+// kg-decompose's promotions, written out: the f32 -> f16 -> f32 round trip
+// between exp and relu is dropped inside the kernel, both of its casts.
+// PRIM-LABEL: func.func @promotion_round_trip(
+// PRIM-NEXT: kg.kernel @promotion_round_trip_0_pointwise
+// PRIM-NEXT: ^bb0(%[[X:.*]]: tensor<16x128xf16>):
+// PRIM-NEXT: %[[W:.*]] = kg.cast %[[X]] {kg.promotion} : tensor<16x128xf16> to tensor<16x128xf32>
+// PRIM-NEXT: %[[E:.*]] = kg.exp %[[W]] : tensor<16x128xf32>
+// PRIM-NEXT: %[[R:.*]] = kg.relu %[[E]] : tensor<16x128xf32>
+// PRIM-NEXT: %[[N:.*]] = kg.cast %[[R]] {kg.promotion} : tensor<16x128xf32> to tensor<16x128xf16>
+// PRIM-NEXT: kg.yield %[[N]]
+// PRIM-NEXT: }
+func.func @promotion_round_trip(%x: tensor<16x128xf16>) -> tensor<16x128xf16> {
+  %w = kg.cast %x {kg.promotion} : tensor<16x128xf16> to tensor<16x128xf32>
+  %e = kg.exp %w : tensor<16x128xf32>
+  %n = kg.cast %e {kg.promotion} : tensor<16x128xf32> to tensor<16x128xf16>
+  %w2 = kg.cast %n {kg.promotion} : tensor<16x128xf16> to tensor<16x128xf32>
+  %r = kg.relu %w2 : tensor<16x128xf32>
+  %n2 = kg.cast %r {kg.promotion} : tensor<16x128xf32> to tensor<16x128xf16>
+  return %n2 : tensor<16x128xf16>
+}
+
+// The rounded value is also returned: the narrowing cast stays for it, and
+// the relu still reads the f32 value.
+// PRIM-LABEL: func.func @promotion_round_trip_returned(
+// PRIM-NEXT: kg.kernel @promotion_round_trip_returned_0_pointwise
+// PRIM-NEXT: ^bb0(%[[X:.*]]: tensor<16x128xf32>):
+// PRIM-NEXT: %[[E:.*]] = kg.exp %[[X]] : tensor<16x128xf32>
+// PRIM-NEXT: %[[N:.*]] = kg.cast %[[E]] {kg.promotion} : tensor<16x128xf32> to tensor<16x128xf16>
+// PRIM-NEXT: %[[R:.*]] = kg.relu %[[E]] : tensor<16x128xf32>
+// PRIM-NEXT: kg.yield %[[N]], %[[R]]
+// PRIM-NEXT: }
+func.func @promotion_round_trip_returned(%x: tensor<16x128xf32>) -> (tensor<16x128xf16>, tensor<16x128xf32>) {
+  %e = kg.exp %x : tensor<16x128xf32>
+  %n = kg.cast %e {kg.promotion} : tensor<16x128xf32> to tensor<16x128xf16>
+  %w = kg.cast %n {kg.promotion} : tensor<16x128xf16> to tensor<16x128xf32>
+  %r = kg.relu %w : tensor<16x128xf32>
+  return %n, %r : tensor<16x128xf16>, tensor<16x128xf32>
+}
+
+// The user's own round trip through f16 rounds on purpose: both casts stay.
+// PRIM-LABEL: func.func @user_round_trip(
+// PRIM-NEXT: kg.kernel @user_round_trip_0_pointwise
+// PRIM-NEXT: ^bb0(%[[X:.*]]: tensor<16x128xf32>):
+// PRIM-NEXT: %[[E:.*]] = kg.exp %[[X]]
+// PRIM-NEXT: %[[H:.*]] = kg.cast %[[E]] : tensor<16x128xf32> to tensor<16x128xf16>
+// PRIM-NEXT: %[[W:.*]] = kg.cast %[[H]] : tensor<16x128xf16> to tensor<16x128xf32>
+// PRIM-NEXT: %[[R:.*]] = kg.relu %[[W]]
+// PRIM-NEXT: kg.yield %[[R]]
+// PRIM-NEXT: }
+func.func @user_round_trip(%x: tensor<16x128xf32>) -> tensor<16x128xf32> {
+  %e = kg.exp %x : tensor<16x128xf32>
+  %h = kg.cast %e : tensor<16x128xf32> to tensor<16x128xf16>
+  %w = kg.cast %h : tensor<16x128xf16> to tensor<16x128xf32>
+  %r = kg.relu %w : tensor<16x128xf32>
+  return %r : tensor<16x128xf32>
+}
+
+// Half a round trip is the user's: it rounds on purpose, so it stays.
+// PRIM-LABEL: func.func @mixed_round_trip(
+// PRIM: %[[N:.*]] = kg.cast %{{.*}} {kg.promotion} : tensor<16x128xf32> to tensor<16x128xf16>
+// PRIM-NEXT: %[[W:.*]] = kg.cast %[[N]] : tensor<16x128xf16> to tensor<16x128xf32>
+// PRIM-NEXT: kg.relu %[[W]]
+func.func @mixed_round_trip(%x: tensor<16x128xf32>) -> tensor<16x128xf32> {
+  %e = kg.exp %x : tensor<16x128xf32>
+  %n = kg.cast %e {kg.promotion} : tensor<16x128xf32> to tensor<16x128xf16>
+  %w = kg.cast %n : tensor<16x128xf16> to tensor<16x128xf32>
+  %r = kg.relu %w : tensor<16x128xf32>
+  return %r : tensor<16x128xf32>
+}
+
+// Nothing to compute: no kernel.
+// PRIM-LABEL: func.func @identity(
+// PRIM-SAME: %[[X:.*]]: tensor<16x128xf32>) -> tensor<16x128xf32> {
+// PRIM-NEXT: return %[[X]] : tensor<16x128xf32>
+// PRIM-NEXT: }
+func.func @identity(%x: tensor<16x128xf32>) -> tensor<16x128xf32> {
+  return %x : tensor<16x128xf32>
+}

@@ -1,0 +1,128 @@
+// The tile programs come from kg-tile; these checks are about what
+// kg-legalize-dot makes of their dots.
+// The last case fails on purpose, hence `not`.
+// RUN: not kgc-opt %s --split-input-file --kg-tile --kg-legalize-dot 2>/dev/null | FileCheck %s
+// RUN: not kgc-opt %s --split-input-file --kg-tile --kg-legalize-dot='target=80' 2>/dev/null | FileCheck %s --check-prefix=SM80
+// RUN: kgc-opt %s --split-input-file --kg-tile --kg-legalize-dot --verify-diagnostics --mlir-disable-verifier > /dev/null
+
+// A matrix-vector product (M = 1): multiply and sum over K in f32 instead
+// of a dot (tl.dot needs M >= 16).
+// CHECK-LABEL: func.func @matvec
+// CHECK-NOT: kg.tile_dot
+// CHECK: %[[A:.*]] = kg.cast %{{.*}} : tensor<1x64x1xf16> to tensor<1x64x1xf32>
+// CHECK: %[[B:.*]] = kg.cast %{{.*}} : tensor<1x64x32xf16> to tensor<1x64x32xf32>
+// CHECK: %[[P:.*]] = kg.mul %[[A]], %[[B]] : (tensor<1x64x1xf32>, tensor<1x64x32xf32>) -> tensor<1x64x32xf32>
+// CHECK: %[[S:.*]] = kg.reduce sum %[[P]] dims [1] keepdim : tensor<1x64x32xf32> -> tensor<1x1x32xf32>
+// CHECK: kg.add %{{.*}}, %[[S]] : (tensor<1x1x32xf32>, tensor<1x1x32xf32>) -> tensor<1x1x32xf32>
+func.func @matvec(%a: tensor<1x1000xf16>, %b: tensor<1000x300xf16>) -> tensor<1x300xf16> {
+  %y = kg.kernel @matvec_0(%a, %b) : (tensor<1x1000xf16>, tensor<1000x300xf16>) -> tensor<1x300xf16> {
+  ^bb0(%x: tensor<1x1000xf16>, %w: tensor<1000x300xf16>):
+    %m = kg.matmul %x, %w : (tensor<1x1000xf16>, tensor<1000x300xf16>) -> tensor<1x300xf16>
+    kg.yield %m : tensor<1x300xf16>
+  }
+  return %y : tensor<1x300xf16>
+}
+
+// -----
+
+// K = 1: an outer product, exact as a broadcast multiply.
+// CHECK-LABEL: func.func @outer
+// CHECK-NOT: kg.tile_dot
+// CHECK-NOT: kg.reduce
+// CHECK: %[[P:.*]] = kg.mul %{{.*}}, %{{.*}} : (tensor<40x1x1xf32>, tensor<1x1x24xf32>) -> tensor<40x1x24xf32>
+// CHECK: kg.add %{{.*}}, %[[P]]
+func.func @outer(%a: tensor<40x1xf32>, %b: tensor<1x24xf32>) -> tensor<40x24xf32> {
+  %y = kg.kernel @outer_0(%a, %b) : (tensor<40x1xf32>, tensor<1x24xf32>) -> tensor<40x24xf32> {
+  ^bb0(%x: tensor<40x1xf32>, %w: tensor<1x24xf32>):
+    %m = kg.matmul %x, %w : (tensor<40x1xf32>, tensor<1x24xf32>) -> tensor<40x24xf32>
+    kg.yield %m : tensor<40x24xf32>
+  }
+  return %y : tensor<40x24xf32>
+}
+
+// -----
+
+// M = 8 covers its whole axis: the tiles along M grow to 16; kg-pad-mask
+// later masks the 8 new rows, which lie past the end.
+// CHECK-LABEL: func.func @small_m
+// CHECK: tile = array<i64: 16, 64, 48>
+// CHECK: kg.tile_load {{.*}} : memref<8x64x1xbf16, strided<[64, 1, 0]>> -> tensor<16x64x1xbf16>
+// CHECK: kg.tile_dot %{{.*}}, %{{.*}}, %{{.*}} : (tensor<16x64x1xbf16>, tensor<1x64x48xbf16>, tensor<16x1x48xf32>) -> tensor<16x1x48xf32>
+// CHECK: kg.tile_store {{.*}} : tensor<16x1x48xbf16>
+func.func @small_m(%a: tensor<8x64xbf16>, %b: tensor<64x48xbf16>) -> tensor<8x48xbf16> {
+  %y = kg.kernel @small_m_0(%a, %b) : (tensor<8x64xbf16>, tensor<64x48xbf16>) -> tensor<8x48xbf16> {
+  ^bb0(%x: tensor<8x64xbf16>, %w: tensor<64x48xbf16>):
+    %m = kg.matmul %x, %w : (tensor<8x64xbf16>, tensor<64x48xbf16>) -> tensor<8x48xbf16>
+    kg.yield %m : tensor<8x48xbf16>
+  }
+  return %y : tensor<8x48xbf16>
+}
+
+// -----
+
+// f32 dots say their precision: exact (ieee) unless the matmul asked for tf32.
+// CHECK-LABEL: func.func @f32_precision
+// CHECK: kg.tile_dot %{{.*}}, %{{.*}}, %{{.*}} precision = ieee
+// CHECK: kg.tile_dot %{{.*}}, %{{.*}}, %{{.*}} precision = tf32
+func.func @f32_precision(%a: tensor<64x64xf32>, %b: tensor<64x64xf32>) -> (tensor<64x64xf32>, tensor<64x64xf32>) {
+  %y = kg.kernel @ieee_0(%a, %b) : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32> {
+  ^bb0(%x: tensor<64x64xf32>, %w: tensor<64x64xf32>):
+    %m = kg.matmul %x, %w : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+    kg.yield %m : tensor<64x64xf32>
+  }
+  %z = kg.kernel @tf32_0(%a, %b) : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32> {
+  ^bb0(%x: tensor<64x64xf32>, %w: tensor<64x64xf32>):
+    %m = kg.matmul %x, %w precision = tf32 : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+    kg.yield %m : tensor<64x64xf32>
+  }
+  return %y, %z : tensor<64x64xf32>, tensor<64x64xf32>
+}
+
+// -----
+
+// 8-bit float dots stay on sm_89 and newer; below, both operands become
+// f16 first.
+// CHECK-LABEL: func.func @fp8
+// CHECK-NOT: kg.cast
+// CHECK: kg.tile_dot %{{.*}}, %{{.*}}, %{{.*}} : (tensor<64x64x1xf8E4M3FN>, tensor<1x64x64xf8E4M3FN>
+// SM80-LABEL: func.func @fp8
+// SM80: %[[A:.*]] = kg.cast %{{.*}} : tensor<64x64x1xf8E4M3FN> to tensor<64x64x1xf16>
+// SM80: %[[B:.*]] = kg.cast %{{.*}} : tensor<1x64x64xf8E4M3FN> to tensor<1x64x64xf16>
+// SM80: kg.tile_dot %[[A]], %[[B]], %{{.*}} : (tensor<64x64x1xf16>, tensor<1x64x64xf16>
+func.func @fp8(%a: tensor<64x128xf8E4M3FN>, %b: tensor<128x64xf8E4M3FN>) -> tensor<64x64xf32> {
+  %y = kg.kernel @fp8_0(%a, %b) : (tensor<64x128xf8E4M3FN>, tensor<128x64xf8E4M3FN>) -> tensor<64x64xf32> {
+  ^bb0(%x: tensor<64x128xf8E4M3FN>, %w: tensor<128x64xf8E4M3FN>):
+    %m = kg.matmul %x, %w : (tensor<64x128xf8E4M3FN>, tensor<128x64xf8E4M3FN>) -> tensor<64x64xf32>
+    kg.yield %m : tensor<64x64xf32>
+  }
+  return %y : tensor<64x64xf32>
+}
+
+// -----
+
+// A dot that Triton takes as it is (f16, tiles of 64 and more): unchanged.
+// CHECK-LABEL: func.func @legal
+// CHECK: tile = array<i64: 64, 64, 64>
+// CHECK: kg.tile_dot %{{.*}}, %{{.*}}, %{{.*}} : (tensor<64x64x1xf16>, tensor<1x64x64xf16>, tensor<64x1x64xf32>) -> tensor<64x1x64xf32>
+func.func @legal(%a: tensor<64x128xf16>, %b: tensor<128x64xf16>) -> tensor<64x64xf16> {
+  %y = kg.kernel @legal_0(%a, %b) : (tensor<64x128xf16>, tensor<128x64xf16>) -> tensor<64x64xf16> {
+  ^bb0(%x: tensor<64x128xf16>, %w: tensor<128x64xf16>):
+    %m = kg.matmul %x, %w : (tensor<64x128xf16>, tensor<128x64xf16>) -> tensor<64x64xf16>
+    kg.yield %m : tensor<64x64xf16>
+  }
+  return %y : tensor<64x64xf16>
+}
+
+// -----
+
+// A dot tile under 16 that does not cover its axis cannot grow: the new
+// rows would belong to the next tile.
+func.func @too_small(%a: tensor<100x64xf16>, %b: tensor<64x64xf16>) -> tensor<100x64xf16> {
+  // expected-error @+1 {{kernel @too_small_0: a dot tile of 8 along axis 0 does not cover the axis (100); choose a tile of at least 16 there}}
+  %y = kg.kernel @too_small_0(%a, %b) attributes {block_m = 8} : (tensor<100x64xf16>, tensor<64x64xf16>) -> tensor<100x64xf16> {
+  ^bb0(%x: tensor<100x64xf16>, %w: tensor<64x64xf16>):
+    %m = kg.matmul %x, %w : (tensor<100x64xf16>, tensor<64x64xf16>) -> tensor<100x64xf16>
+    kg.yield %m : tensor<100x64xf16>
+  }
+  return %y : tensor<100x64xf16>
+}

@@ -1,0 +1,142 @@
+// The tile programs come from kg-tile; these checks are about what
+// kg-pad-mask makes of them. The last case fails on purpose, hence `not`.
+// RUN: not kgc-opt %s --split-input-file --kg-tile --kg-pad-mask 2>/dev/null | FileCheck %s
+// RUN: kgc-opt %s --split-input-file --kg-tile --kg-pad-mask --verify-diagnostics --mlir-disable-verifier > /dev/null
+
+// A row of 1000 is one tile of 1024 lanes: every tile type is padded, the
+// load and the store are masked at the end of the buffer, the load gives
+// its padding lanes -inf (neutral for the max it feeds), and the sum gets
+// zeros selected into the padding lanes, since exp(x - max) is not 0 there.
+// CHECK-LABEL: func.func @softmax
+// CHECK: padded
+// CHECK: %[[M:.*]] = kg.tile_mask [%[[ROW:.*]], %{{.*}}] lower [-2147483648, -2147483648] upper [17, 1000] : tensor<4x1024xi1>
+// CHECK: %[[X:.*]] = kg.tile_load %{{.*}}[%[[ROW]], %{{.*}}] mask %[[M]] padding 0xFFF0000000000000 : memref<17x1000xf32, strided<[1000, 1]>> -> tensor<4x1024xf32>
+// CHECK: kg.reduce max %[[X]] dims [1] keepdim : tensor<4x1024xf32> -> tensor<4x1xf32>
+// CHECK: %[[E:.*]] = kg.exp %{{.*}} : tensor<4x1024xf32>
+// CHECK: %[[VALID:.*]] = kg.tile_mask [%{{.*}}, %{{.*}}] lower [-2147483648, -2147483648] upper [2147483647, 1000] : tensor<1x1024xi1>
+// CHECK: %[[ZERO:.*]] = kg.constant 0.000000e+00 : tensor<1x1xf32>
+// CHECK: %[[SAFE:.*]] = kg.tile_select %[[VALID]], %[[E]], %[[ZERO]]
+// CHECK: kg.reduce sum %[[SAFE]] dims [1] keepdim
+// CHECK: kg.tile_store %{{.*}}, %{{.*}}[%[[ROW]], %{{.*}}] mask %{{.*}} : tensor<4x1024xf32>
+func.func @softmax(%x: tensor<17x1000xf32>) -> tensor<17x1000xf32> {
+  %y = kg.kernel @softmax_0(%x) : (tensor<17x1000xf32>) -> tensor<17x1000xf32> {
+  ^bb0(%a: tensor<17x1000xf32>):
+    %m = kg.reduce max %a dims [1] keepdim : tensor<17x1000xf32> -> tensor<17x1xf32>
+    %d = kg.sub %a, %m : (tensor<17x1000xf32>, tensor<17x1xf32>) -> tensor<17x1000xf32>
+    %e = kg.exp %d : tensor<17x1000xf32>
+    %s = kg.reduce sum %e dims [1] keepdim : tensor<17x1000xf32> -> tensor<17x1xf32>
+    %r = kg.div %e, %s : (tensor<17x1000xf32>, tensor<17x1xf32>) -> tensor<17x1000xf32>
+    kg.yield %r : tensor<17x1000xf32>
+  }
+  return %y : tensor<17x1000xf32>
+}
+
+// -----
+
+// Tiles of powers of two that divide their axes: every lane of every
+// access is inside the buffer, so nothing is masked.
+// CHECK-LABEL: func.func @exact_tiles
+// CHECK-NOT: kg.tile_mask
+// CHECK-NOT: mask
+// CHECK: kg.tile_load %{{.*}}[%{{.*}}, %{{.*}}] : memref<64x1024xf32, strided<[1024, 1]>> -> tensor<4x1024xf32>
+// CHECK: kg.tile_store %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}] : tensor<4x1024xf32>
+func.func @exact_tiles(%x: tensor<64x1024xf32>) -> tensor<64x1024xf32> {
+  %y = kg.kernel @exact_0(%x) : (tensor<64x1024xf32>) -> tensor<64x1024xf32> {
+  ^bb0(%a: tensor<64x1024xf32>):
+    %r = kg.exp %a : tensor<64x1024xf32>
+    kg.yield %r : tensor<64x1024xf32>
+  }
+  return %y : tensor<64x1024xf32>
+}
+
+// -----
+
+// In a loop, the last step's tile runs past the end of the row: the max
+// loop's load pads with -inf, which its accumulation keeps neutral; the sum
+// loop selects zeros into the lanes past the end before accumulating.
+// CHECK-LABEL: func.func @looped
+// CHECK: scf.for %[[I:[a-z0-9_]+]] = {{.*}} -> (tensor<1x256xf32>)
+// CHECK: kg.tile_load %{{.*}}[%{{.*}}, %[[I]]] mask %{{.*}} padding 0xFFF0000000000000
+// CHECK-NOT: kg.tile_select
+// CHECK: kg.maximum
+// CHECK: scf.for %[[J:[a-z0-9_]+]] = {{.*}} -> (tensor<1x256xf32>)
+// CHECK: %[[E:.*]] = kg.exp
+// CHECK: %[[VALID:.*]] = kg.tile_mask [%{{.*}}, %[[J]]] lower [-2147483648, -2147483648] upper [2147483647, 1000]
+// CHECK: %[[SAFE:.*]] = kg.tile_select %[[VALID]], %[[E]], %{{.*}}
+// CHECK: kg.add %{{.*}}, %[[SAFE]]
+func.func @looped(%x: tensor<17x1000xf32>) -> tensor<17x1000xf32> {
+  %y = kg.kernel @softmax_0(%x) attributes {block_r = 256} : (tensor<17x1000xf32>) -> tensor<17x1000xf32> {
+  ^bb0(%a: tensor<17x1000xf32>):
+    %m = kg.reduce max %a dims [1] keepdim : tensor<17x1000xf32> -> tensor<17x1xf32>
+    %d = kg.sub %a, %m : (tensor<17x1000xf32>, tensor<17x1xf32>) -> tensor<17x1000xf32>
+    %e = kg.exp %d : tensor<17x1000xf32>
+    %s = kg.reduce sum %e dims [1] keepdim : tensor<17x1000xf32> -> tensor<17x1xf32>
+    %r = kg.div %e, %s : (tensor<17x1000xf32>, tensor<17x1xf32>) -> tensor<17x1000xf32>
+    kg.yield %r : tensor<17x1000xf32>
+  }
+  return %y : tensor<17x1000xf32>
+}
+
+// -----
+
+// K = 100 in steps of 64: the operands of the dot are padded with 0 past
+// the end of K, which keeps the dot exact without any select.
+// CHECK-LABEL: func.func @partial_k
+// CHECK: kg.tile_mask {{.*}} upper [33, 100, 2147483647]
+// CHECK: kg.tile_load {{.*}} padding 0.000000e+00 : memref<33x100x1xf16, strided<[100, 1, 0]>> -> tensor<64x64x1xf16>
+// CHECK: kg.tile_load {{.*}} padding 0.000000e+00 : memref<1x100x40xf16, strided<[0, 40, 1]>> -> tensor<1x64x64xf16>
+// CHECK-NOT: kg.tile_select
+// CHECK: kg.tile_dot
+func.func @partial_k(%a: tensor<33x100xf16>, %b: tensor<100x40xf16>) -> tensor<33x40xf16> {
+  %y = kg.kernel @mm_0(%a, %b) : (tensor<33x100xf16>, tensor<100x40xf16>) -> tensor<33x40xf16> {
+  ^bb0(%x: tensor<33x100xf16>, %w: tensor<100x40xf16>):
+    %m = kg.matmul %x, %w : (tensor<33x100xf16>, tensor<100x40xf16>) -> tensor<33x40xf16>
+    kg.yield %m : tensor<33x40xf16>
+  }
+  return %y : tensor<33x40xf16>
+}
+
+// -----
+
+// A concat reads its second input at offsets shifted by -3: the mask checks
+// the lower end of that buffer too.
+// CHECK-LABEL: func.func @concat
+// CHECK: %[[SHIFTED:.*]] = arith.subi
+// CHECK: kg.tile_mask [%{{.*}}, %[[SHIFTED]]] lower [-2147483648, 0] upper [17, 100] : tensor<32x128xi1>
+func.func @concat(%a: tensor<17x3xf32>, %b: tensor<17x100xf32>) -> tensor<17x103xf32> {
+  %y = kg.kernel @concat_0(%a, %b) : (tensor<17x3xf32>, tensor<17x100xf32>) -> tensor<17x103xf32> {
+  ^bb0(%x: tensor<17x3xf32>, %z: tensor<17x100xf32>):
+    %c = kg.concat %x, %z dim 1 : (tensor<17x3xf32>, tensor<17x100xf32>) -> tensor<17x103xf32>
+    kg.yield %c : tensor<17x103xf32>
+  }
+  return %y : tensor<17x103xf32>
+}
+
+// -----
+
+// A kernel marked padded was padded already: left alone, so the pass can
+// run twice.
+// CHECK-LABEL: func.func @padded_before
+// CHECK: kg.tile_load %{{.*}}[%{{.*}}] : memref<3xf32> -> tensor<4xf32>
+func.func @padded_before(%x: tensor<3xf32>) -> tensor<3xf32> {
+  %y = kg.kernel @done_0(%x) attributes {grid = array<i64: 1, 1, 1>, iteration = array<i64: 3>, padded, tile = array<i64: 3>} : (tensor<3xf32>) -> tensor<3xf32> {
+  ^bb0(%a: memref<3xf32>, %out: memref<3xf32>):
+    %c0 = arith.constant 0 : i32
+    %t = kg.tile_load %a[%c0] : memref<3xf32> -> tensor<4xf32>
+    kg.yield
+  }
+  return %y : tensor<3xf32>
+}
+
+// -----
+
+// A tile neither a power of two nor the whole axis cannot be padded: its
+// padding lanes would overlap the next tile.
+func.func @bad_tile(%x: tensor<300xf32>) -> tensor<300xf32> {
+  // expected-error @+1 {{kernel @bad_0: tile 100 of axis 0 is neither a power of two nor the whole axis (300)}}
+  %y = kg.kernel @bad_0(%x) attributes {grid = array<i64: 3, 1, 1>, iteration = array<i64: 300>, tile = array<i64: 100>} : (tensor<300xf32>) -> tensor<300xf32> {
+  ^bb0(%a: memref<300xf32>, %out: memref<300xf32>):
+    kg.yield
+  }
+  return %y : tensor<300xf32>
+}

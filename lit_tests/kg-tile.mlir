@@ -1,0 +1,197 @@
+// The last case fails on purpose, hence `not`.
+// RUN: not kgc-opt %s --split-input-file --kg-tile 2>/dev/null | FileCheck %s
+// RUN: kgc-opt %s --split-input-file --kg-tile --verify-diagnostics --mlir-disable-verifier > /dev/null
+
+// A pointwise kernel: 2-D tiles over the output, one program per tile. The
+// bias is read through a view with stride 0 along the rows, as a 1-row tile.
+// CHECK-LABEL: func.func @pointwise
+// CHECK: kg.kernel @pointwise_0
+// CHECK-SAME: block_m = 4 : i64, block_n = 1000 : i64, grid = array<i64: 5, 1, 1>, iteration = array<i64: 17, 1000>, kind = "pointwise"
+// CHECK-SAME: tile = array<i64: 4, 1000>
+// CHECK: ^bb0(%{{.*}}: memref<17x1000xf32>, %{{.*}}: memref<1000xf32>, %{{.*}}: memref<17x1000xf32>):
+// CHECK-DAG: %[[PID:.*]] = kg.program_id 0 : i32
+// CHECK-DAG: %[[X:.*]] = memref.reinterpret_cast %{{.*}} to offset: [0], sizes: [17, 1000], strides: [1000, 1]
+// CHECK-DAG: %[[B:.*]] = memref.reinterpret_cast %{{.*}} to offset: [0], sizes: [1, 1000], strides: [0, 1]
+// CHECK: %[[ROW:.*]] = arith.muli %[[PID]], %{{.*}} : i32
+// CHECK: %[[XT:.*]] = kg.tile_load %[[X]][%[[ROW]], %{{.*}}] : {{.*}} -> tensor<4x1000xf32>
+// CHECK: %[[BT:.*]] = kg.tile_load %[[B]][%{{.*}}, %{{.*}}] : {{.*}} -> tensor<1x1000xf32>
+// CHECK: %[[S:.*]] = kg.add %[[XT]], %[[BT]] : (tensor<4x1000xf32>, tensor<1x1000xf32>) -> tensor<4x1000xf32>
+// CHECK: %[[R:.*]] = kg.relu %[[S]] : tensor<4x1000xf32>
+// CHECK: kg.tile_store %[[R]], %{{.*}}[%[[ROW]], %{{.*}}] : tensor<4x1000xf32>
+// CHECK: kg.yield
+func.func @pointwise(%x: tensor<17x1000xf32>, %b: tensor<1000xf32>) -> tensor<17x1000xf32> {
+  %y = kg.kernel @pointwise_0(%x, %b) : (tensor<17x1000xf32>, tensor<1000xf32>) -> tensor<17x1000xf32> {
+  ^bb0(%a: tensor<17x1000xf32>, %bias: tensor<1000xf32>):
+    %s = kg.add %a, %bias : (tensor<17x1000xf32>, tensor<1000xf32>) -> tensor<17x1000xf32>
+    %r = kg.relu %s : tensor<17x1000xf32>
+    kg.yield %r : tensor<17x1000xf32>
+  }
+  return %y : tensor<17x1000xf32>
+}
+
+// -----
+
+// Tile sizes set by hand on the kernel are kept.
+// CHECK-LABEL: func.func @user_tiles
+// CHECK: kg.kernel @user_tiles_0
+// CHECK-SAME: block_m = 1 : i64, block_n = 256 : i64, grid = array<i64: 68, 1, 1>
+// CHECK: kg.tile_load {{.*}} -> tensor<1x256xf32>
+func.func @user_tiles(%x: tensor<17x1000xf32>) -> tensor<17x1000xf32> {
+  %y = kg.kernel @user_tiles_0(%x) attributes {block_m = 1, block_n = 256} : (tensor<17x1000xf32>) -> tensor<17x1000xf32> {
+  ^bb0(%a: tensor<17x1000xf32>):
+    %r = kg.exp %a : tensor<17x1000xf32>
+    kg.yield %r : tensor<17x1000xf32>
+  }
+  return %y : tensor<17x1000xf32>
+}
+
+// -----
+
+// A transpose is a view: the input is read with its strides permuted.
+// CHECK-LABEL: func.func @transposed_read
+// CHECK: memref.reinterpret_cast %{{.*}} to offset: [0], sizes: [64, 48], strides: [1, 64]
+// CHECK-NOT: kg.transpose
+func.func @transposed_read(%x: tensor<48x64xf16>) -> tensor<64x48xf16> {
+  %y = kg.kernel @transposed_read_0(%x) : (tensor<48x64xf16>) -> tensor<64x48xf16> {
+  ^bb0(%a: tensor<48x64xf16>):
+    %t = kg.transpose %a [1, 0] : tensor<48x64xf16> -> tensor<64x48xf16>
+    kg.yield %t : tensor<64x48xf16>
+  }
+  return %y : tensor<64x48xf16>
+}
+
+// -----
+
+// A reduction whose row fits one tile ("persistent"): no loop; several rows
+// per program.
+// CHECK-LABEL: func.func @softmax_persistent
+// CHECK: kg.kernel @softmax_0
+// CHECK-SAME: block_r = 1000 : i64, block_x = 4 : i64, grid = array<i64: 5, 1, 1>
+// CHECK-SAME: kind = "reduction"
+// CHECK-NOT: scf.for
+// CHECK: %[[T:.*]] = kg.tile_load {{.*}} -> tensor<4x1000xf32>
+// CHECK: %[[M:.*]] = kg.reduce max %[[T]] dims [1] keepdim : tensor<4x1000xf32> -> tensor<4x1xf32>
+// CHECK: kg.sub %[[T]], %[[M]]
+// CHECK: kg.reduce sum
+// CHECK: kg.div
+// CHECK: kg.tile_store
+func.func @softmax_persistent(%x: tensor<17x1000xf32>) -> tensor<17x1000xf32> {
+  %y = kg.kernel @softmax_0(%x) : (tensor<17x1000xf32>) -> tensor<17x1000xf32> {
+  ^bb0(%a: tensor<17x1000xf32>):
+    %m = kg.reduce max %a dims [1] keepdim : tensor<17x1000xf32> -> tensor<17x1xf32>
+    %d = kg.sub %a, %m : (tensor<17x1000xf32>, tensor<17x1xf32>) -> tensor<17x1000xf32>
+    %e = kg.exp %d : tensor<17x1000xf32>
+    %s = kg.reduce sum %e dims [1] keepdim : tensor<17x1000xf32> -> tensor<17x1xf32>
+    %r = kg.div %e, %s : (tensor<17x1000xf32>, tensor<17x1xf32>) -> tensor<17x1000xf32>
+    kg.yield %r : tensor<17x1000xf32>
+  }
+  return %y : tensor<17x1000xf32>
+}
+
+// -----
+
+// A row too wide for one tile (block_r set by hand here): one loop per
+// phase, max, then sum, then the output; each loop keeps a whole tile of
+// partial results and reduces it once after the loop.
+// CHECK-LABEL: func.func @softmax_looped
+// CHECK: block_r = 256 : i64, block_x = 1 : i64, grid = array<i64: 17, 1, 1>
+// CHECK: %[[MAX:[a-z0-9_]+]] = scf.for %[[I:[a-z0-9_]+]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[ACC:[a-z0-9_]+]] = %{{.*}}) -> (tensor<1x256xf32>)
+// CHECK: %[[T:.*]] = kg.tile_load %{{.*}}[%{{.*}}, %[[I]]]
+// CHECK: kg.maximum %[[ACC]], %[[T]]
+// CHECK: } {kg.axis = 1 : i64}
+// CHECK: kg.reduce max %[[MAX]] dims [1] keepdim : tensor<1x256xf32> -> tensor<1x1xf32>
+// CHECK: scf.for
+// CHECK: kg.exp
+// CHECK: kg.add
+// CHECK: } {kg.axis = 1 : i64}
+// CHECK: kg.reduce sum
+// CHECK: scf.for
+// CHECK: kg.div
+// CHECK: kg.tile_store
+// CHECK: } {kg.axis = 1 : i64}
+func.func @softmax_looped(%x: tensor<17x1000xf32>) -> tensor<17x1000xf32> {
+  %y = kg.kernel @softmax_0(%x) attributes {block_r = 256} : (tensor<17x1000xf32>) -> tensor<17x1000xf32> {
+  ^bb0(%a: tensor<17x1000xf32>):
+    %m = kg.reduce max %a dims [1] keepdim : tensor<17x1000xf32> -> tensor<17x1xf32>
+    %d = kg.sub %a, %m : (tensor<17x1000xf32>, tensor<17x1xf32>) -> tensor<17x1000xf32>
+    %e = kg.exp %d : tensor<17x1000xf32>
+    %s = kg.reduce sum %e dims [1] keepdim : tensor<17x1000xf32> -> tensor<17x1xf32>
+    %r = kg.div %e, %s : (tensor<17x1000xf32>, tensor<17x1xf32>) -> tensor<17x1000xf32>
+    kg.yield %r : tensor<17x1000xf32>
+  }
+  return %y : tensor<17x1000xf32>
+}
+
+// -----
+
+// A matmul: iteration (m, k, n), programs in groups of block_m rows for L2
+// reuse, a loop over k accumulating tile_dot; the epilogue (bias, relu)
+// runs once after the loop. With 3 row tiles, n tiles narrow to 32 so that
+// the grid still fills the GPU.
+// CHECK-LABEL: func.func @matmul_epilogue
+// CHECK: block_k = 64 : i64, block_m = 128 : i64, block_n = 32 : i64, grid = array<i64: 96, 1, 1>, group_m = 8 : i64, iteration = array<i64: 384, 512, 1024>, kind = "matmul"
+// CHECK: arith.minsi
+// CHECK: %[[ACC:.*]] = scf.for
+// CHECK: kg.tile_load {{.*}} -> tensor<128x64x1xf16>
+// CHECK: kg.tile_load {{.*}} -> tensor<1x64x32xf16>
+// CHECK: kg.tile_dot {{.*}} : (tensor<128x64x1xf16>, tensor<1x64x32xf16>, tensor<128x1x32xf32>) -> tensor<128x1x32xf32>
+// CHECK: } {kg.axis = 1 : i64}
+// CHECK: kg.cast %[[ACC]] : tensor<128x1x32xf32> to tensor<128x1x32xf16>
+// CHECK: kg.add
+// CHECK: kg.relu
+// CHECK: kg.tile_store {{.*}} : tensor<128x1x32xf16>
+func.func @matmul_epilogue(%a: tensor<384x512xf16>, %b: tensor<512x1024xf16>, %bias: tensor<1024xf16>) -> tensor<384x1024xf16> {
+  %y = kg.kernel @matmul_0(%a, %b, %bias) : (tensor<384x512xf16>, tensor<512x1024xf16>, tensor<1024xf16>) -> tensor<384x1024xf16> {
+  ^bb0(%x: tensor<384x512xf16>, %w: tensor<512x1024xf16>, %c: tensor<1024xf16>):
+    %m = kg.matmul %x, %w : (tensor<384x512xf16>, tensor<512x1024xf16>) -> tensor<384x1024xf16>
+    %s = kg.add %m, %c : (tensor<384x1024xf16>, tensor<1024xf16>) -> tensor<384x1024xf16>
+    %r = kg.relu %s : tensor<384x1024xf16>
+    kg.yield %r : tensor<384x1024xf16>
+  }
+  return %y : tensor<384x1024xf16>
+}
+
+// -----
+
+// A concat reads each input in its window of the output and picks between
+// them with masks.
+// CHECK-LABEL: func.func @concat
+// CHECK: %[[W:.*]] = kg.tile_mask [%{{.*}}, %{{.*}}] lower [-2147483648, 0] upper [2147483647, 3] : tensor<1x103xi1>
+// CHECK: kg.tile_select %[[W]]
+func.func @concat(%a: tensor<17x3xf32>, %b: tensor<17x100xf32>) -> tensor<17x103xf32> {
+  %y = kg.kernel @concat_0(%a, %b) : (tensor<17x3xf32>, tensor<17x100xf32>) -> tensor<17x103xf32> {
+  ^bb0(%x: tensor<17x3xf32>, %z: tensor<17x100xf32>):
+    %c = kg.concat %x, %z dim 1 : (tensor<17x3xf32>, tensor<17x100xf32>) -> tensor<17x103xf32>
+    kg.yield %c : tensor<17x103xf32>
+  }
+  return %y : tensor<17x103xf32>
+}
+
+// -----
+
+// A kernel already in tiled form is left alone.
+// CHECK-LABEL: func.func @already_tiled
+// CHECK: kg.kernel @done(%{{.*}}) : (tensor<4xf32>) -> tensor<4xf32> {
+// CHECK-NEXT: ^bb0(%{{.*}}: memref<4xf32>, %{{.*}}: memref<4xf32>):
+// CHECK-NEXT: kg.yield
+func.func @already_tiled(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %y = kg.kernel @done(%x) : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: memref<4xf32>, %out: memref<4xf32>):
+    kg.yield
+  }
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// A tile size by hand that is neither a power of two nor the whole axis is
+// refused: its padding lanes would overlap the next tile.
+func.func @bad_tile(%x: tensor<17x1000xf32>) -> tensor<17x1000xf32> {
+  // expected-error @+1 {{kernel @bad_0 cannot be tiled: block_n = 100 must be a power of two, or at least 1000 to cover its axis}}
+  %y = kg.kernel @bad_0(%x) attributes {block_n = 100} : (tensor<17x1000xf32>) -> tensor<17x1000xf32> {
+  ^bb0(%a: tensor<17x1000xf32>):
+    %r = kg.exp %a : tensor<17x1000xf32>
+    kg.yield %r : tensor<17x1000xf32>
+  }
+  return %y : tensor<17x1000xf32>
+}
