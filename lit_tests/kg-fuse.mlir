@@ -244,7 +244,6 @@ func.func @elementwise_chain(%x: tensor<16x128xf32>, %b: tensor<128xf32>) -> ten
   return %r : tensor<16x128xf32>
 }
 
-// CHECK-LABEL would not be needed here; kernel counts are checked instead.
 // PRIM-LABEL: func.func @matmul_bias_relu(
 // PRIM-SAME: %[[X:.*]]: tensor<32x256xf32>, %[[W:.*]]: tensor<256x128xf32>, %[[B:.*]]: tensor<128xf32>)
 // PRIM-NEXT: %[[K:.*]] = kg.kernel @matmul_bias_relu_0_matmul(%[[X]], %[[W]], %[[B]])

@@ -10,10 +10,10 @@
 // CHECK-LABEL: func.func @matvec
 // CHECK-NOT: kg.tile_dot
 // CHECK: %[[A:.*]] = kg.cast %{{.*}} : tensor<1x64x1xf16> to tensor<1x64x1xf32>
-// CHECK: %[[B:.*]] = kg.cast %{{.*}} : tensor<1x64x32xf16> to tensor<1x64x32xf32>
-// CHECK: %[[P:.*]] = kg.mul %[[A]], %[[B]] : (tensor<1x64x1xf32>, tensor<1x64x32xf32>) -> tensor<1x64x32xf32>
-// CHECK: %[[S:.*]] = kg.reduce sum %[[P]] dims [1] keepdim : tensor<1x64x32xf32> -> tensor<1x1x32xf32>
-// CHECK: kg.add %{{.*}}, %[[S]] : (tensor<1x1x32xf32>, tensor<1x1x32xf32>) -> tensor<1x1x32xf32>
+// CHECK: %[[B:.*]] = kg.cast %{{.*}} : tensor<1x64x64xf16> to tensor<1x64x64xf32>
+// CHECK: %[[P:.*]] = kg.mul %[[A]], %[[B]] : (tensor<1x64x1xf32>, tensor<1x64x64xf32>) -> tensor<1x64x64xf32>
+// CHECK: %[[S:.*]] = kg.reduce sum %[[P]] dims [1] keepdim : tensor<1x64x64xf32> -> tensor<1x1x64xf32>
+// CHECK: kg.add %{{.*}}, %[[S]] : (tensor<1x1x64xf32>, tensor<1x1x64xf32>) -> tensor<1x1x64xf32>
 func.func @matvec(%a: tensor<1x1000xf16>, %b: tensor<1000x300xf16>) -> tensor<1x300xf16> {
   %y = kg.kernel @matvec_0(%a, %b) : (tensor<1x1000xf16>, tensor<1000x300xf16>) -> tensor<1x300xf16> {
   ^bb0(%x: tensor<1x1000xf16>, %w: tensor<1000x300xf16>):

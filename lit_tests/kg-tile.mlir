@@ -126,20 +126,20 @@ func.func @softmax_looped(%x: tensor<17x1000xf32>) -> tensor<17x1000xf32> {
 
 // A matmul: iteration (m, k, n), programs in groups of block_m rows for L2
 // reuse, a loop over k accumulating tile_dot; the epilogue (bias, relu)
-// runs once after the loop. With 3 row tiles, n tiles narrow to 32 so that
-// the grid still fills the GPU.
+// runs once after the loop. With 3 row tiles, n tiles narrow to 64 so that
+// the grid fills more of the GPU; small tiles get a deeper pipeline.
 // CHECK-LABEL: func.func @matmul_epilogue
-// CHECK: block_k = 64 : i64, block_m = 128 : i64, block_n = 32 : i64, grid = array<i64: 96, 1, 1>, group_m = 8 : i64, iteration = array<i64: 384, 512, 1024>, kind = "matmul"
+// CHECK: block_k = 64 : i64, block_m = 128 : i64, block_n = 64 : i64, grid = array<i64: 48, 1, 1>, group_m = 8 : i64, iteration = array<i64: 384, 512, 1024>, kind = "matmul", num_stages = 4 : i64, num_warps = 4 : i64
 // CHECK: arith.minsi
 // CHECK: %[[ACC:.*]] = scf.for
 // CHECK: kg.tile_load {{.*}} -> tensor<128x64x1xf16>
-// CHECK: kg.tile_load {{.*}} -> tensor<1x64x32xf16>
-// CHECK: kg.tile_dot {{.*}} : (tensor<128x64x1xf16>, tensor<1x64x32xf16>, tensor<128x1x32xf32>) -> tensor<128x1x32xf32>
+// CHECK: kg.tile_load {{.*}} -> tensor<1x64x64xf16>
+// CHECK: kg.tile_dot {{.*}} : (tensor<128x64x1xf16>, tensor<1x64x64xf16>, tensor<128x1x64xf32>) -> tensor<128x1x64xf32>
 // CHECK: } {kg.axis = 1 : i64}
-// CHECK: kg.cast %[[ACC]] : tensor<128x1x32xf32> to tensor<128x1x32xf16>
+// CHECK: kg.cast %[[ACC]] : tensor<128x1x64xf32> to tensor<128x1x64xf16>
 // CHECK: kg.add
 // CHECK: kg.relu
-// CHECK: kg.tile_store {{.*}} : tensor<128x1x32xf16>
+// CHECK: kg.tile_store {{.*}} : tensor<128x1x64xf16>
 func.func @matmul_epilogue(%a: tensor<384x512xf16>, %b: tensor<512x1024xf16>, %bias: tensor<1024xf16>) -> tensor<384x1024xf16> {
   %y = kg.kernel @matmul_0(%a, %b, %bias) : (tensor<384x512xf16>, tensor<512x1024xf16>, tensor<1024xf16>) -> tensor<384x1024xf16> {
   ^bb0(%x: tensor<384x512xf16>, %w: tensor<512x1024xf16>, %c: tensor<1024xf16>):

@@ -22,7 +22,10 @@ tile program for it, and no path leaves the group and comes back. So:
       tile (n <= 256)                         =>  one matmul kernel
 
 Constants are copied into every kernel that uses them. Values used outside
-their group become kernel results. Inside a kernel, the f32 -> f16 -> f32
+their group become kernel results. Ops that are not fused (the return, a
+kg.kernel already there) stay in place: each kernel goes after the kernels
+it reads and before the first such op that reads it, and no group both
+feeds such an op and reads its result. Inside a kernel, the f32 -> f16 -> f32
 round trips that kg-decompose's promotions leave between two ops are
 dropped (one rounding less); a user's own casts stay.
 
@@ -68,10 +71,16 @@ class Fuse(Pass):
             _fuse_function(function)
 
 
+def _is_fused(op: ir.Operation) -> bool:
+    """kg ops of the graph are partitioned into kernels; kernels and
+    launches already there, and every other op, stay as they are."""
+    return op.name.startswith("kg.") and op.name not in ("kg.kernel", "kg.launch")
+
+
 def _fuse_function(function: ir.Operation) -> None:
     block = function.regions[0].blocks[0]
     ops = [o.operation for o in block.operations]
-    kg_ops = [o for o in ops if o.name.startswith("kg.") and o.name not in ("kg.kernel", "kg.launch")]
+    kg_ops = [o for o in ops if _is_fused(o)]
     if not kg_ops:
         return
     for op in kg_ops:
@@ -96,15 +105,32 @@ class _Graph:
             for operand in node.operands:
                 if id(operand) in self.users:
                     self.users[id(operand)].append(node)
-        # Values used by ops that are not fused here (return, existing kernels).
+        # Ops that are not fused here (return, existing kernels) keep their
+        # places: a kernel goes before the first of them that reads its
+        # results, and after those whose results it reads.
+        self.outside = [op for op in ops if not _is_fused(op)]
+        # Values used by them, and where they are first used.
         self.escapes: set[int] = set()
-        for op in ops:
-            if op.name.startswith("kg.") and op.name not in ("kg.kernel", "kg.launch"):
-                continue
+        self.first_outside_use: dict[int, int] = {}
+        results_of: dict[ir.Value, int] = {}
+        for position, op in enumerate(self.outside):
             for value in op.operands:
                 node = by_value.get(value)
                 if node is not None and not node.is_input:
                     self.escapes.add(id(node))
+                    self.first_outside_use.setdefault(id(node), position)
+            for result in op.results:
+                results_of[result] = position
+        # The nodes that read results of outside ops at a position or later.
+        self.reading_from: list[list[Node]] = [[] for _ in self.outside]
+        for node in nodes:
+            positions = [results_of[o.value] for o in node.operands
+                         if o.is_input and o.value in results_of]
+            if positions:
+                self.reading_from[max(positions)].append(node)
+        for position in reversed(range(len(self.outside) - 1)):
+            self.reading_from[position] = self.reading_from[position] + \
+                self.reading_from[position + 1]
 
         self.live = self._live()
 
@@ -187,24 +213,35 @@ class _Graph:
 
     def _creates_cycle(self, source: int, target: int, group_of: dict) -> bool:
         """True when a path from group `source` reaches group `target` through
-        another group (merging would make a kernel depend on itself)."""
-        frontier = [u for n in self.nodes if group_of.get(id(n)) == source
+        another group, or leaves either through an op that is not fused and
+        comes back (merging would make a kernel depend on itself, or leave
+        it no place among the ops that stay where they are)."""
+        members = [n for n in self.nodes if group_of.get(id(n)) in (source, target)]
+        frontier = [u for n in members if group_of.get(id(n)) == source
                     for u in self.users[id(n)] if group_of.get(id(u)) not in (source, target)]
+        frontier += [u for n in members for u in self._after_outside_uses(n)]
         seen: set[int] = set()
         while frontier:
             node = frontier.pop()
             if id(node) in seen:
                 continue
             seen.add(id(node))
-            if group_of.get(id(node)) == target:
+            if group_of.get(id(node)) in (source, target):
                 return True
             frontier.extend(self.users[id(node)])
+            frontier.extend(self._after_outside_uses(node))
         return False
+
+    def _after_outside_uses(self, node: Node) -> list[Node]:
+        """The nodes that must come after `node` because an op that is not
+        fused reads it, and they read that op or one after it."""
+        position = self.first_outside_use.get(id(node))
+        return [] if position is None else self.reading_from[position]
 
 
 def _materialize(function: ir.Operation, graph: _Graph, groups: list[list[Node]], name: str) -> None:
-    block = function.regions[0].blocks[0]
-    terminator = list(block.operations)[-1]
+    groups = _in_dependency_order(groups)
+    anchors = _anchors(graph, groups)
     replacements: dict[ir.Value, ir.Value] = {}
     for index, group in enumerate(groups):
         outputs = graph.outputs(group)
@@ -213,11 +250,49 @@ def _materialize(function: ir.Operation, graph: _Graph, groups: list[list[Node]]
         except Unplannable as reason:
             raise PassFailure(f"{group[-1].value.owner.name} cannot be made a kernel: {reason}",
                               group[-1].location) from None
-        _build_kernel(f"{name}_{index}_{kind}", group, outputs, terminator, replacements)
+        _build_kernel(f"{name}_{index}_{kind}", group, outputs, graph.outside[anchors[index]],
+                      replacements)
     for old, new in replacements.items():
         old.replace_all_uses_with(new)
     for node in reversed(graph.nodes):
         node.value.owner.erase()
+
+
+def _producers(groups: list[list[Node]]) -> list[set[int]]:
+    """For each group, the groups whose values it reads."""
+    group_of = {id(n): index for index, group in enumerate(groups) for n in group}
+    return [{group_of[id(o)] for n in group for o in n.operands
+             if id(o) in group_of and group_of[id(o)] != index}
+            for index, group in enumerate(groups)]
+
+
+def _in_dependency_order(groups: list[list[Node]]) -> list[list[Node]]:
+    """`groups` (in the order of their last op) reordered so that each comes
+    after the groups it reads: a group's last op may come after that of a
+    group reading its first op (matmul -> softmax and matmul -> relu)."""
+    producers = _producers(groups)
+    order: list[int] = []
+    while len(order) < len(groups):
+        ready = next(i for i in range(len(groups))
+                     if i not in order and producers[i] <= set(order))
+        order.append(ready)
+    return [groups[i] for i in order]
+
+
+def _anchors(graph: _Graph, groups: list[list[Node]]) -> list[int]:
+    """For each group (in dependency order), the position in `graph.outside`
+    of the op its kernel goes before: the first op that is not fused and
+    reads its results, directly or through later kernels."""
+    producers = _producers(groups)
+    anchors = [len(graph.outside) - 1] * len(groups)  # the terminator
+    for index in reversed(range(len(groups))):
+        for node in groups[index]:
+            position = graph.first_outside_use.get(id(node))
+            if position is not None:
+                anchors[index] = min(anchors[index], position)
+        for producer in producers[index]:
+            anchors[producer] = min(anchors[producer], anchors[index])
+    return anchors
 
 
 def _build_kernel(name: str, group: list[Node], outputs: list[Node], before: ir.Operation,
@@ -271,6 +346,13 @@ def _drop_round_trips(body: ir.Block) -> None:
         if source.type == op.operation.results[0].type and _narrower(inner.results[0].type, source.type):
             op.operation.results[0].replace_all_uses_with(source)
             op.operation.erase()
+            # The narrowing cast goes too unless something else reads it.
+            if _unused(inner):
+                inner.erase()
+
+
+def _unused(op: ir.Operation) -> bool:
+    return all(not list(result.uses) for result in op.results)
 
 
 def _narrower(a: ir.Type, b: ir.Type) -> bool:

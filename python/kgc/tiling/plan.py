@@ -306,7 +306,9 @@ def _plan(outputs: list[Node], config: dict) -> KernelPlan:
         if not node.is_input and node.op not in SUPPORTED_OPS:
             raise Unplannable(f"kg.{node.op} must be decomposed before tiling")
         if 0 in node.shape:
-            raise Unplannable(f"kg.{node.op} produces an empty tensor {node.shape}")
+            what = "an input" if node.is_input else f"kg.{node.op}"
+            raise Unplannable(f"{what} of shape {node.shape} is empty; kgc needs at least one "
+                              "element in every tensor")
     matmuls = [n for n in order if n.op == "matmul"]
     reduces = [n for n in order if n.op == "reduce"]
     if matmuls:
@@ -569,10 +571,11 @@ def _plan_matmul(outputs, order, matmuls, config) -> KernelPlan:
                     (m_extent if m_extent <= default_m else default_m), m_extent)
     if block_n is None:
         default_n = n_extent if n_extent <= 128 else 128
-        # Small m gives few programs: narrower n tiles keep every SM busy.
+        # Few row tiles give few programs: narrower n tiles keep the SMs busy
+        # (down to 64; narrower tiles read the other operand too finely).
         programs = product(batch) * ceil_div(m_extent, block_m)
-        while ("block_n" not in config and default_n > 32 and default_n < n_extent
-               and programs * ceil_div(n_extent, default_n) < 2 * _SM_COUNT):
+        while ("block_n" not in config and default_n > 64 and default_n < n_extent
+               and programs * ceil_div(n_extent, default_n) < _SM_COUNT):
             default_n //= 2
         block_n = _knob(config, "block_n", default_n, n_extent)
     block_k = _knob(config, "block_k", default_k, k_extent)
@@ -582,10 +585,13 @@ def _plan_matmul(outputs, order, matmuls, config) -> KernelPlan:
     program_axes = tuple(a for a in list(range(nb)) + [m_axis, n_axis]
                          if ceil_div(extents[a], tile[a]) > 1)
     loop_axes = (k_axis,) if block_k < k_extent else ()
-    warps_default = 8 if block_m * block_n >= 128 * 128 else 4
+    # Measured on H100/H200 (benchmarks/sweep_tiles.py): 4 warps up to
+    # 128x128 tiles, a deeper pipeline for small tiles.
+    warps_default = 8 if block_m * block_n >= 128 * 256 else 4
+    stages_default = (4 if block_m * block_n <= 128 * 64 else 3) if loop_axes else 1
     config_out = {"block_m": block_m, "block_n": block_n, "block_k": block_k, "group_m": group_m,
                   "num_warps": _warps({"num_warps": config.get("num_warps", warps_default)}, tile),
-                  "num_stages": _stages(config, 3 if loop_axes else 1)}
+                  "num_stages": _stages(config, stages_default)}
     return _finish("matmul", outputs, order, extents, tile, program_axes, loop_axes, seeds,
                    reduce_axes, expansions, axes, config_out)
 

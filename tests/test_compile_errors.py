@@ -1,0 +1,294 @@
+"""Compile errors, through `kgc.compile` and through `kgc compile`: every
+failure is a `KgcError` (the API) or an MLIR-style message and exit status 1
+(the command), never a Python traceback; and what a good compile writes.
+
+Compiling needs no GPU: Triton compiles for the target given."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from mlir import ir
+
+import kgc
+from kgc.parsing import parse_text
+from kgc.pipeline.compiler import Kernel, TensorSpec, compile_module
+from kgc.pipeline.triton_stage import compile_kernel
+
+GOOD = """\
+func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %y = kg.exp %x : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+"""
+
+UNPARSEABLE = """\
+func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %y = kg.exp %x : tensor<4xf32
+  return %y : tensor<4xf32>
+}
+"""
+
+EMPTY_TENSOR = """\
+func.func @empty(%x: tensor<0x16xf32>) -> tensor<0x16xf32> {
+  %y = kg.exp %x : tensor<0x16xf32>
+  return %y : tensor<0x16xf32>
+}
+"""
+
+EMPTY_MATMUL = """\
+func.func @empty_k(%a: tensor<4x0xf16>, %b: tensor<0x8xf16>) -> tensor<4x8xf16> {
+  %y = kg.matmul %a, %b : (tensor<4x0xf16>, tensor<0x8xf16>) -> tensor<4x8xf16>
+  return %y : tensor<4x8xf16>
+}
+"""
+
+# A kernel in graph form whose tile along n (1000 wide) is set by hand to
+# 100: neither a power of two nor the whole axis.
+BAD_TILE = """\
+func.func @scale(%a: tensor<16x1000xf32>) -> tensor<16x1000xf32> {
+  %y = kg.kernel @relu_rows(%a) attributes {block_n = 100} : (tensor<16x1000xf32>) -> tensor<16x1000xf32> {
+  ^bb0(%x: tensor<16x1000xf32>):
+    %r = kg.relu %x : tensor<16x1000xf32>
+    kg.yield %r : tensor<16x1000xf32>
+  }
+  return %y : tensor<16x1000xf32>
+}
+"""
+# The default pipeline without kg-decompose and kg-fuse: the kernel is
+# already there, and its attributes reach kg-tile.
+FROM_TILING = ("builtin.module(kg-tile,kg-legalize-dot,kg-pad-mask,convert-kg-to-ttir,"
+               "kgc-cse,kgc-dce)")
+
+BROKEN_TTIR = """\
+module {
+  tt.func public @broken_kernel(%arg0: !tt.ptr<f32>) {
+    %0 = tt.no_such_op %arg0 : !tt.ptr<f32>
+    tt.return
+  }
+}
+"""
+
+
+def _find_kgc() -> str | None:
+    beside_python = pathlib.Path(sys.executable).parent / "kgc"
+    if beside_python.is_file():
+        return str(beside_python)
+    return shutil.which("kgc")
+
+
+@pytest.fixture(scope="module")
+def kgc_path() -> str:
+    found = _find_kgc()
+    if found is None:
+        pytest.fail(f"kgc is neither next to {sys.executable} nor on PATH; install kgc")
+    return found
+
+
+@pytest.fixture
+def kgc_cli(kgc_path, tmp_path):
+    """Runs `kgc ARGS...` in tmp_path; returns the completed process."""
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([kgc_path, *args], capture_output=True, text=True, cwd=tmp_path,
+                              timeout=600)
+
+    return run
+
+
+@pytest.fixture
+def write(tmp_path):
+    def write(name: str, text: str) -> str:
+        (tmp_path / name).write_text(text)
+        return name
+
+    return write
+
+
+def assert_fails(result: subprocess.CompletedProcess, message: str, status: int = 1) -> None:
+    assert result.returncode == status, (result.stdout, result.stderr)
+    assert message in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+
+
+def error_of(source, **options) -> kgc.KgcError:
+    with pytest.raises(kgc.KgcError) as raised:
+        kgc.compile(source, **options)
+    return raised.value
+
+
+# --------------------------------------------------------------------------
+# Input that cannot be read or parsed
+# --------------------------------------------------------------------------
+
+
+def test_unparseable_file_through_the_api(tmp_path):
+    path = tmp_path / "bad.mlir"
+    path.write_text(UNPARSEABLE)
+    error = error_of(str(path))
+    assert str(error) == f"{path}:2:32: error: expected '>' in tensor type"
+    [diagnostic] = error.diagnostics
+    assert (diagnostic.filename, diagnostic.line) == (str(path), 2)
+
+
+def test_unparseable_text_through_the_api():
+    assert str(error_of(UNPARSEABLE)) == "<string>:2:32: error: expected '>' in tensor type"
+
+
+def test_unparseable_file_through_the_command(kgc_cli, write, tmp_path):
+    name = write("bad.mlir", UNPARSEABLE)
+    result = kgc_cli("compile", name, "-o", "out")
+    assert_fails(result, "bad.mlir:2:32: error: expected '>' in tensor type")
+    assert re.match(r"bad\.mlir:2:32: error: ", result.stderr), result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_missing_file_through_the_api(tmp_path):
+    path = tmp_path / "missing.mlir"
+    assert str(error_of(path)) == f"error: cannot read '{path}': No such file or directory"
+
+
+def test_missing_file_through_the_command(kgc_cli):
+    assert_fails(kgc_cli("compile", "missing.mlir"),
+                 "kgc: error: cannot read 'missing.mlir': No such file or directory")
+
+
+# --------------------------------------------------------------------------
+# Bad options
+# --------------------------------------------------------------------------
+
+
+def test_unknown_stage_through_the_api():
+    with ir.Context() as context:
+        module = parse_text(GOOD, "good.mlir", context)
+        with pytest.raises(kgc.KgcError) as raised:
+            compile_module(module, emit="sass")
+    assert str(raised.value) == ("error: unknown stage 'sass': choose one of kg, ttir, ttgir, llir, "
+                                 "ptx, cubin")
+
+
+def test_unknown_stage_through_the_command(kgc_cli):
+    # A usage error, reported by argparse with the usage line (status 2).
+    result = kgc_cli("compile", "--emit", "sass")
+    assert_fails(result, "argument --emit: invalid choice: 'sass'", status=2)
+    assert "'cubin'" in result.stderr
+
+
+@pytest.mark.parametrize("target, message", [
+    ("sm_70", "target sm_70 is not supported: kgc needs sm_80 or newer"),
+    ("sm_75", "target sm_75 is not supported: kgc needs sm_80 or newer"),
+    ("volta", "target 'volta' is not an SM version such as sm_90"),
+])
+def test_bad_target_through_the_api(target, message):
+    assert str(error_of(GOOD, target=target)) == f"error: {message}"
+
+
+@pytest.mark.parametrize("target, message", [
+    ("sm_70", "kgc: error: target sm_70 is not supported: kgc needs sm_80 or newer"),
+    ("volta", "kgc: error: target 'volta' is not an SM version such as sm_90"),
+])
+def test_bad_target_through_the_command(kgc_cli, target, message):
+    assert_fails(kgc_cli("compile", "--target", target), message)
+
+
+# --------------------------------------------------------------------------
+# Graphs that cannot be compiled
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text, op", [(EMPTY_TENSOR, "kg.exp"), (EMPTY_MATMUL, "kg.matmul")])
+def test_empty_tensor_through_the_api(tmp_path, text, op):
+    path = tmp_path / "empty.mlir"
+    path.write_text(text)
+    message = str(error_of(path))
+    assert message.startswith(f"{path}:2:8: error: {op} cannot be made a kernel: "), message
+    assert "is empty" in message
+
+
+def test_empty_tensor_through_the_command(kgc_cli, write):
+    name = write("empty.mlir", EMPTY_TENSOR)
+    result = kgc_cli("compile", name, "--emit", "ttir")
+    assert_fails(result, "empty.mlir:2:8: error: kg.exp cannot be made a kernel: ")
+    assert "shape (0, 16) is empty" in result.stderr
+
+
+def test_invalid_tile_set_by_hand_through_the_api(tmp_path):
+    path = tmp_path / "bad_tile.mlir"
+    path.write_text(BAD_TILE)
+    message = str(error_of(path, pipeline=FROM_TILING))
+    assert message == (f"{path}:2:8: error: kernel @relu_rows cannot be tiled: block_n = 100 must "
+                       "be a power of two, or at least 1000 to cover its axis")
+
+
+def test_invalid_tile_set_by_hand_through_the_command(kgc_cli, write):
+    name = write("bad_tile.mlir", BAD_TILE)
+    assert_fails(kgc_cli("compile", name, "--pass-pipeline", FROM_TILING),
+                 "bad_tile.mlir:2:8: error: kernel @relu_rows cannot be tiled: block_n = 100 must")
+
+
+def test_valid_tile_set_by_hand_is_kept(tmp_path):
+    path = tmp_path / "good_tile.mlir"
+    path.write_text(BAD_TILE.replace("block_n = 100", "block_n = 128"))
+    graph = kgc.compile(path, pipeline=FROM_TILING)
+    assert "block_n = 128" in graph.module.stages["kg"]
+    # 1000 columns in tiles of 128: 8 programs.
+    assert graph.module.kernels["relu_rows"].grid == (8, 1, 1)
+
+
+def test_triton_failure_names_the_kernel_and_its_ttir(tmp_path):
+    kernel = Kernel("broken_kernel", (1, 1, 1), 4, 1, [TensorSpec((16,), "f32")], 1,
+                    {"ttir": BROKEN_TTIR})
+    with pytest.raises(kgc.KgcError) as raised:
+        compile_kernel(kernel, 90, tmp_path / "kernels", "cubin")
+    message = str(raised.value)
+    assert message.startswith("error: Triton failed to compile kernel @broken_kernel for sm_90:")
+    assert "tt.no_such_op" in message
+    paths = re.findall(r"'([^']+\.ttir)'", message)
+    assert paths, message
+    assert all(pathlib.Path(p) == tmp_path / "kernels" / "broken_kernel.ttir" for p in paths)
+    assert pathlib.Path(paths[0]).read_text() == BROKEN_TTIR
+    assert "cubin" not in kernel.asm
+
+
+# --------------------------------------------------------------------------
+# What a good compile writes
+# --------------------------------------------------------------------------
+
+
+def test_built_in_example_compiles_to_one_kernel_at_every_stage(kgc_cli, tmp_path):
+    result = kgc_cli("compile")
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    out = tmp_path / "kgc-out"
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["target"] == "sm_90"
+    assert manifest["stages"] == ["kg", "ttir", "ttgir", "llir", "ptx", "cubin"]
+    [kernel] = manifest["kernels"]
+    [function] = manifest["functions"]
+    assert function["name"] == "rmsnorm_matmul"
+    assert [launch["kernel"] for launch in function["launches"]] == [kernel["name"]]
+    assert [a["role"] for a in kernel["arguments"]] == ["input"] * 3 + ["output"]
+    files = {p.name for p in (out / "kernels").iterdir()}
+    for stage in ("ttir", "ttgir", "llir", "ptx", "cubin"):
+        assert f"{kernel['name']}.{stage}" in files
+        assert (out / "kernels" / f"{kernel['name']}.{stage}").stat().st_size > 0
+    assert (out / "rmsnorm_matmul.kg.mlir").is_file()
+    assert (out / "rmsnorm_matmul.ttir.mlir").is_file()
+
+
+def test_emit_ttir_stops_there(kgc_cli, tmp_path):
+    result = kgc_cli("compile", "-o", "out", "--emit", "ttir")
+    assert result.returncode == 0, result.stderr
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["stages"] == ["kg", "ttir"]
+    [kernel] = manifest["kernels"]
+    files = sorted(p.name for p in (tmp_path / "out" / "kernels").iterdir())
+    assert files == [f"{kernel['name']}.ttir"]
+    assert not list((tmp_path / "out").rglob("*.cubin"))
