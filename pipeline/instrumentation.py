@@ -82,9 +82,8 @@ class IRPrinting:
 
     def _targets(self, root: ir.Operation, anchors: tuple[str, ...]):
         if self.symbol is not None:
-            for op in _walk(root):
-                if _symbol_name(op) == self.symbol:
-                    yield op, f" ('{op.name}' operation: @{self.symbol})"
+            for op in _symbol_ops(root, self.symbol):
+                yield op, f" ('{op.name}' operation: @{self.symbol})"
             return
         if not anchors:
             yield root, ""
@@ -100,12 +99,17 @@ def _symbol_name(op: ir.Operation) -> str | None:
     return ir.StringAttr(op.attributes["sym_name"]).value
 
 
-def _walk(op: ir.Operation) -> Iterator[ir.Operation]:
+def _symbol_ops(op: ir.Operation, symbol: str) -> Iterator[ir.Operation]:
+    """The outermost ops named `symbol` inside `op` (a kernel's module, not
+    also the tt.func of the same name inside it)."""
     for region in op.regions:
         for block in region.blocks:
             for inner in block.operations:
-                yield inner.operation
-                yield from _walk(inner.operation)
+                inner = inner.operation
+                if _symbol_name(inner) == symbol:
+                    yield inner
+                else:
+                    yield from _symbol_ops(inner, symbol)
 
 
 def anchored_ops(root: ir.Operation, anchors: tuple[str, ...]) -> list[ir.Operation]:
