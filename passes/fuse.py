@@ -45,6 +45,7 @@ from mlir import ir
 from kgc.passes.decompose import PROMOTION_ATTRIBUTE
 from kgc.passes.registry import Pass, PassFailure, register_pass
 from kgc.tiling.graph_model import Node, nodes_from_ops
+from kgc.tiling.kernel_ops import ops_named
 from kgc.tiling.plan import Unplannable, plan_group
 
 
@@ -58,16 +59,7 @@ class Fuse(Pass):
         return "KgFuse"
 
     def run(self, op: ir.Operation) -> None:
-        functions = []
-
-        def visit(inner):
-            if inner.name == "func.func":
-                functions.append(inner)
-                return ir.WalkResult.SKIP
-            return ir.WalkResult.ADVANCE
-
-        op.walk(visit)
-        for function in functions:
+        for function in ops_named(op, "func.func"):
             _fuse_function(function)
 
 

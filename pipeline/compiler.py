@@ -20,6 +20,7 @@ from mlir import ir
 from kgc.diagnostics import KgcError
 from kgc.pipeline.pipeline import Pipeline
 from kgc.pipeline.stages import STAGES, TRITON_STAGES, default_pipeline_text, split_at_lowering
+from kgc.tiling.kernel_ops import ops_named
 
 
 @dataclasses.dataclass
@@ -159,7 +160,7 @@ def _kernels(module: ir.Operation) -> dict[str, Kernel]:
             texts[ir.StringAttr(op.attributes["sym_name"]).value] = op.get_asm(
                 enable_debug_info=False, assume_verified=True)
     kernels: dict[str, Kernel] = {}
-    for launch in _launch_ops(module):
+    for launch in ops_named(module, "kg.launch"):
         name = ir.FlatSymbolRefAttr(launch.attributes["callee"]).value
         if name in kernels:
             continue
@@ -173,18 +174,6 @@ def _kernels(module: ir.Operation) -> dict[str, Kernel]:
             ir.IntegerAttr(launch.attributes["num_stages"]).value, arguments,
             len(launch.operands), {"ttir": texts[name]})
     return kernels
-
-
-def _launch_ops(module: ir.Operation) -> list[ir.Operation]:
-    found = []
-
-    def visit(op):
-        if op.name == "kg.launch":
-            found.append(op)
-        return ir.WalkResult.ADVANCE
-
-    module.walk(visit)
-    return found
 
 
 def _functions(module: ir.Operation, kernels: dict) -> dict[str, Function]:

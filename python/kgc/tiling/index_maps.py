@@ -102,15 +102,31 @@ class IndexMap:
             if len(xs) > 1:
                 raise NotAffine(
                     f"reshape {tuple(operand_shape)} -> {tuple(result_shape)} merges dimensions")
-            row = [0] * len(self.extents)
-            offset, scale = 0, 1
-            for v in reversed(vs):
-                row = [r + scale * c for r, c in zip(row, self.rows[v])]
-                offset += scale * self.offsets[v]
-                scale *= result_shape[v]
-            rows[xs[0]] = tuple(row)
-            offsets[xs[0]] = offset
+            rows[xs[0]], offsets[xs[0]] = self._row_major(vs, result_shape)
         return dataclasses.replace(self, rows=tuple(rows), offsets=tuple(offsets))
+
+    def merged_to(self, operand_shape: Sequence[int], result_shape: Sequence[int]) -> "IndexMap | None":
+        """The map of reshape(x) where this is the map of x, when the reshape
+        only merges dimensions (a split is not affine this way round)."""
+        zero = (0,) * len(self.extents)
+        rows: list = [zero] * len(result_shape)
+        offsets: list = [0] * len(result_shape)
+        for xs, vs in reshape_groups(operand_shape, result_shape):
+            if len(vs) != 1:
+                return None
+            rows[vs[0]], offsets[vs[0]] = self._row_major(xs, operand_shape)
+        return dataclasses.replace(self, rows=tuple(rows), offsets=tuple(offsets))
+
+    def _row_major(self, dims: Sequence[int], shape: Sequence[int]) -> tuple[tuple[int, ...], int]:
+        """The row and offset of the row-major index over `dims` (of a value
+        of `shape`) that this map reads."""
+        row = [0] * len(self.extents)
+        offset, scale = 0, 1
+        for d in reversed(dims):
+            row = [r + scale * c for r, c in zip(row, self.rows[d])]
+            offset += scale * self.offsets[d]
+            scale *= shape[d]
+        return tuple(row), offset
 
     def concat_piece(self, dim: int, start: int, size: int) -> "IndexMap":
         """The map of concat input k (starting at `start` along `dim`), with

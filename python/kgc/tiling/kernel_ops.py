@@ -9,18 +9,24 @@ from mlir import ir
 from kgc.tiling.mlir_builder import LOOP_AXIS_ATTRIBUTE
 
 
-def kernels_in(op: ir.Operation) -> list[ir.Operation]:
-    """Every kg.kernel inside `op`, in order."""
+def ops_named(root: ir.Operation, name: str) -> list[ir.Operation]:
+    """Every op called `name` inside `root`, in order, not looking inside
+    the ones found."""
     found = []
 
     def visit(inner):
-        if inner.name == "kg.kernel":
+        if inner.name == name:
             found.append(inner)
             return ir.WalkResult.SKIP
         return ir.WalkResult.ADVANCE
 
-    op.walk(visit)
+    root.walk(visit)
     return found
+
+
+def kernels_in(op: ir.Operation) -> list[ir.Operation]:
+    """Every kg.kernel inside `op`, in order."""
+    return ops_named(op, "kg.kernel")
 
 
 def is_tiled(kernel: ir.Operation) -> bool:

@@ -211,7 +211,7 @@ def result_map(node: Node, maps: dict, reduce_axes: dict) -> IndexMap | None:
         return dataclasses.replace(source, rows=tuple(source.rows[p] for p in perm),
                                    offsets=tuple(source.offsets[p] for p in perm))
     if op == "reshape":
-        return _merged_map(source, operand.shape, node.shape)
+        return source.merged_to(operand.shape, node.shape)
     if op == "reduce":
         dims = sorted(node.attrs["dims"])
         axes = []
@@ -236,25 +236,6 @@ def result_map(node: Node, maps: dict, reduce_axes: dict) -> IndexMap | None:
                 offsets.append(source.offsets[d])
         return dataclasses.replace(source, rows=tuple(rows), offsets=tuple(offsets))
     return None
-
-
-def _merged_map(source: IndexMap, operand_shape, result_shape) -> IndexMap | None:
-    from kgc.tiling.index_maps import reshape_groups
-
-    n = len(source.extents)
-    rows: list = [(0,) * n] * len(result_shape)
-    offsets: list = [0] * len(result_shape)
-    for xs, vs in reshape_groups(operand_shape, result_shape):
-        if len(vs) != 1:
-            return None
-        row, offset, scale = [0] * n, 0, 1
-        for x in reversed(xs):
-            row = [r + scale * c for r, c in zip(row, source.rows[x])]
-            offset += scale * source.offsets[x]
-            scale *= operand_shape[x]
-        rows[vs[0]] = tuple(row)
-        offsets[vs[0]] = offset
-    return dataclasses.replace(source, rows=tuple(rows), offsets=tuple(offsets))
 
 
 def infer_maps(order: list[Node], seeds: dict, reduce_axes: dict,
