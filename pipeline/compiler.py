@@ -17,10 +17,10 @@ import tempfile
 
 from mlir import ir
 
-from kgc.diagnostics import KgcError
+from kgc.diagnostics import KgcError, error_at
 from kgc.pipeline.pipeline import Pipeline
 from kgc.pipeline.stages import STAGES, TRITON_STAGES, default_pipeline_text, split_at_lowering
-from kgc.tiling.kernel_ops import ops_named
+from kgc.tiling.kernel_ops import ops_named, walk_ops
 
 
 @dataclasses.dataclass
@@ -125,6 +125,7 @@ def compile_module(module: ir.Operation, *, target: int = 90, pipeline: str | No
     Raises KgcError with diagnostics on failure."""
     if emit not in STAGES:
         raise KgcError(f"unknown stage '{emit}': choose one of {', '.join(STAGES)}")
+    _check_target(module, target)
     full = Pipeline.parse(pipeline or default_pipeline_text(target))
     to_kg, to_ttir = split_at_lowering(full)
     to_kg.run(module)
@@ -147,6 +148,21 @@ def compile_module(module: ir.Operation, *, target: int = 90, pipeline: str | No
     for kernel in kernels.values():
         compile_kernel(kernel, target, compiled.ttir_dir, emit)
     return compiled
+
+
+# Element types that Triton converts only on newer GPUs: type -> first SM.
+_NEEDS_SM = {"f8E4M3FN": 89}
+
+
+def _check_target(module: ir.Operation, target: int) -> None:
+    """Rejects, before any work, tensors the target's Triton cannot convert."""
+    for op in walk_ops(module):
+        for value in list(op.operands) + list(op.results):
+            if isinstance(value.type, ir.RankedTensorType):
+                element = str(value.type.element_type)
+                if _NEEDS_SM.get(element, 0) > target:
+                    raise error_at(op, f"{op.name} uses {element}, which Triton supports on "
+                                       f"sm_{_NEEDS_SM[element]} and newer; the target is sm_{target}")
 
 
 def _kernels(module: ir.Operation) -> dict[str, Kernel]:

@@ -566,9 +566,10 @@ def _plan_matmul(outputs, order, matmuls, config) -> KernelPlan:
     program_axes = tuple(a for a in list(range(nb)) + [m_axis, n_axis]
                          if ceil_div(extents[a], tile[a]) > 1)
     loop_axes = (k_axis,) if block_k < k_extent else ()
-    # Measured on H100/H200 (benchmarks/sweep_tiles.py): 4 warps up to
-    # 128x128 tiles, a deeper pipeline for small tiles.
-    warps_default = 8 if block_m * block_n >= 128 * 256 else 4
+    # Measured on H100/H200 (benchmarks/sweep_tiles.py): 4 warps up to one
+    # 128x128 accumulator, 8 beyond (two dots share a kernel in a gated
+    # MLP); a deeper pipeline for small tiles.
+    warps_default = 8 if len(matmuls) * block_m * block_n >= 128 * 256 else 4
     stages_default = (4 if block_m * block_n <= 128 * 64 else 3) if loop_axes else 1
     config_out = {"block_m": block_m, "block_n": block_n, "block_k": block_k, "group_m": group_m,
                   "num_warps": _warps({"num_warps": config.get("num_warps", warps_default)}, tile),

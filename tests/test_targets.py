@@ -1,0 +1,45 @@
+"""Compiling for other GPUs than the default sm_90, without a GPU."""
+
+import pytest
+
+import kgc
+from tests.cases import ALL_CASES
+
+FP8_MATMUL = next(c for c in ALL_CASES if c.name.startswith("matmul_fp8"))
+SOFTMAX = next(c for c in ALL_CASES if c.name == "softmax-17x1000")
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_86", "sm_89", "sm_90", "90"])
+def test_softmax_compiles_for(target):
+    graph = kgc.compile(SOFTMAX.graph("f16"), target=target)
+    (kernel,) = graph.module.kernels.values()
+    arch = target.removeprefix("sm_")
+    assert f".target sm_{arch}" in kernel.asm["ptx"]
+    assert kernel.asm["cubin"]
+
+
+def test_e4m3_is_refused_below_sm89_naming_the_op():
+    # Triton converts f8E4M3FN only from sm_89 on.
+    with pytest.raises(kgc.KgcError, match=r"kg.cast uses f8E4M3FN, which Triton supports on sm_89 "
+                                           r"and newer; the target is sm_80"):
+        kgc.compile(FP8_MATMUL.graph("f32"), target="sm_80")
+
+
+def test_e5m2_dot_on_sm80_runs_on_f16():
+    graph = kgc.Graph("e5m2")
+    a = graph.input("a", (64, 128), "f8e5m2")
+    b = graph.input("b", (128, 64), "f8e5m2")
+    graph.output(graph.matmul(a, b, out_dtype="f32"))
+    compiled = kgc.compile(graph, target="sm_80")
+    (kernel,) = compiled.module.kernels.values()
+    dot_line = next(line for line in kernel.asm["ttir"].splitlines() if '"tt.dot"' in line)
+    assert "xf16>" in dot_line and "f8E5M2" not in dot_line
+    assert kernel.asm["cubin"]
+
+
+def test_fp8_dot_on_sm90_stays_fp8():
+    graph = kgc.compile(FP8_MATMUL.graph("f32"), target="sm_90")
+    (kernel,) = graph.module.kernels.values()
+    assert '"tt.dot"' in kernel.asm["ttir"]
+    dot_line = next(line for line in kernel.asm["ttir"].splitlines() if '"tt.dot"' in line)
+    assert "xf8E4M3FN>" in dot_line
