@@ -496,7 +496,6 @@ class _Lowering:
         if a.axes != (m_axis, k_axis) or b.axes != (k_axis, n_axis) or acc.axes != (m_axis, n_axis):
             raise PassFailure("tile_dot needs tiles of at least 2 along M, K and N; run "
                               "kg-legalize-dot first", op.location)
-        element = str(a.element)
         precision = ir.IntegerAttr(op.attributes["precision"]).value if "precision" in op.attributes else 0
         attributes = {
             "inputPrecision": ir.IntegerAttr.get(self.i32, _INPUT_PRECISION[precision]),

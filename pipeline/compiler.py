@@ -19,7 +19,7 @@ from mlir import ir
 
 from kgc.diagnostics import KgcError, error_at
 from kgc.pipeline.pipeline import Pipeline
-from kgc.pipeline.stages import STAGES, TRITON_STAGES, default_pipeline_text, split_at_lowering
+from kgc.pipeline.stages import STAGES, default_pipeline_text, split_at_lowering
 from kgc.tiling.kernel_ops import ops_named, walk_ops
 
 

@@ -11,7 +11,6 @@ fresh tensors; the kernels run in order on the current stream.
 
 from __future__ import annotations
 
-from typing import Sequence
 
 from kgc.diagnostics import KgcError
 

@@ -303,19 +303,15 @@ class Generator:
 
     # -- reductions -------------------------------------------------------------
 
-    def _reduce_parts(self, node: Node) -> tuple[IndexMap, frozenset]:
-        natural = self._natural_map(node)
-        axes = self.plan.reduce_axes[node]
-        x_map = reduce_input_map(node, natural, axes)
-        return x_map, self._axes(node.operands[0], x_map) - set(axes)
+    def _reduce_input_map(self, node: Node) -> IndexMap:
+        return reduce_input_map(node, self._natural_map(node), self.plan.reduce_axes[node])
 
     def _accumulator_init(self, node: Node) -> Tile:
         if node.op == "matmul":
             m_axis, _, n_axis = self.plan.matmul_axes
             axes, element, neutral = frozenset({m_axis, n_axis}), "f32", 0.0
         else:
-            x_map, _ = self._reduce_parts(node)
-            axes = self._axes(node.operands[0], x_map)
+            axes = self._axes(node.operands[0], self._reduce_input_map(node))
             element, neutral = node.element, NEUTRAL[node.attrs["kind"]]
         with self.b.hoisted(0):
             value = self.b.constant(neutral, element, self._shape(axes))
@@ -328,8 +324,7 @@ class Generator:
             a = self.gen(expansion.core_a, a_map)
             b = self.gen(expansion.core_b, b_map)
             return self._dot(a, b, acc_value, node.attrs.get("precision"))
-        x_map, _ = self._reduce_parts(node)
-        x = self.gen(node.operands[0], x_map)
+        x = self.gen(node.operands[0], self._reduce_input_map(node))
         return self.b.elementwise(COMBINE[node.attrs["kind"]], [acc_value, x.value], {},
                                   node.element, self._shape(x.axes))
 
@@ -370,17 +365,16 @@ class Generator:
         if node.op != "matmul":
             return acc
         expansion = self.plan.expansions[node]
-        a_map, b_map = matmul_operand_maps(node, self._natural_map(node), self.plan.matmul_axes)
         value, axes = acc.value, acc.axes
         for group, op in ((expansion.factors, "mul"), (expansion.divisors, "div")):
             for factor in group:
-                factor_tile = self.gen(factor, self._factor_map(factor, a_map, b_map))
+                factor_tile = self.gen(factor, self._factor_map(factor))
                 factor_tile = self._cast(factor_tile, "f32")
                 axes = axes | factor_tile.axes
                 value = self.b.elementwise(op, [value, factor_tile.value], {}, "f32", self._shape(axes))
         return self._cast(Tile(value, axes, "f32"), node.element)
 
-    def _factor_map(self, factor: Node, a_map: IndexMap, b_map: IndexMap) -> IndexMap:
+    def _factor_map(self, factor: Node) -> IndexMap:
         if factor in self.plan.maps:
             return self.plan.maps[factor]
         raise Unplannable("a factor moved out of a matmul has no map")
