@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 import pathlib
 import re
-import shutil
 import subprocess
-import sys
 
 import pytest
+
+from tests.tools import console_script
 
 from mlir import ir
 
@@ -77,19 +77,9 @@ module {
 """
 
 
-def _find_kgc() -> str | None:
-    beside_python = pathlib.Path(sys.executable).parent / "kgc"
-    if beside_python.is_file():
-        return str(beside_python)
-    return shutil.which("kgc")
-
-
 @pytest.fixture(scope="module")
 def kgc_path() -> str:
-    found = _find_kgc()
-    if found is None:
-        pytest.fail(f"kgc is neither next to {sys.executable} nor on PATH; install kgc")
-    return found
+    return console_script("kgc")
 
 
 @pytest.fixture

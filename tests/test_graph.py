@@ -7,11 +7,11 @@ from __future__ import annotations
 import gc
 import inspect
 import math
-import pathlib
 import subprocess
-import sys
 
 import pytest
+
+from tests.tools import console_script
 from mlir import ir
 
 import kgc
@@ -569,8 +569,7 @@ def test_text_round_trips_through_kgc_opt():
     h = g.silu(x @ w + b)
     g.output(g.softmax(g.layer_norm(h, eps=1e-5) * 0.5), g.sum(h, (0, 1)))
     text = g.to_mlir()
-    kgc_opt = pathlib.Path(sys.executable).parent / "kgc-opt"
-    result = subprocess.run([str(kgc_opt)], input=text, capture_output=True, text=True,
-                            check=False)
+    result = subprocess.run([console_script("kgc-opt")], input=text, capture_output=True,
+                            text=True, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == text.strip()

@@ -5,12 +5,11 @@ input from stdin, output to -o, and --split-input-file."""
 
 from __future__ import annotations
 
-import pathlib
-import shutil
 import subprocess
-import sys
 
 import pytest
+
+from tests.tools import console_script
 
 GOOD = """\
 func.func @dup(%x: tensor<8xf32>) -> tensor<8xf32> {
@@ -22,19 +21,9 @@ func.func @dup(%x: tensor<8xf32>) -> tensor<8xf32> {
 """
 
 
-def _find_kgc_opt() -> str | None:
-    beside_python = pathlib.Path(sys.executable).parent / "kgc-opt"
-    if beside_python.is_file():
-        return str(beside_python)
-    return shutil.which("kgc-opt")
-
-
 @pytest.fixture(scope="module")
 def kgc_opt_path() -> str:
-    found = _find_kgc_opt()
-    if found is None:
-        pytest.fail(f"kgc-opt is neither next to {sys.executable} nor on PATH; install kgc")
-    return found
+    return console_script("kgc-opt")
 
 
 @pytest.fixture
