@@ -42,15 +42,12 @@ _OPEN_REGION_OPS = frozenset(
 
 
 @register_pass
-class CommonSubexpressionElimination(Pass):
+class KgcCSE(Pass):
     """Merges ops that compute the same value; see the module docstring."""
 
     argument = "kgc-cse"
     summary = "Eliminate common subexpressions in kg and tt IR, respecting memory effects"
 
-    @classmethod
-    def display_name(cls) -> str:
-        return "KgcCSE"
 
     def run(self, op: ir.Operation) -> None:
         self._epochs = itertools.count(1)

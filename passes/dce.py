@@ -24,15 +24,12 @@ from kgc.passes.registry import Pass, register_pass
 
 
 @register_pass
-class DeadCodeElimination(Pass):
+class KgcDCE(Pass):
     """Erases ops whose results are unused and that write no memory."""
 
     argument = "kgc-dce"
     summary = "Erase unused side-effect-free ops in kg and tt IR, never stores"
 
-    @classmethod
-    def display_name(cls) -> str:
-        return "KgcDCE"
 
     def run(self, op: ir.Operation) -> None:
         for region in op.regions:

@@ -49,13 +49,10 @@ _REDUCE_KINDS = {"sum": 0, "max": 1, "min": 2}
 
 
 @register_pass
-class Decompose(Pass):
+class KgDecompose(Pass):
     argument = "kg-decompose"
     summary = "Rewrite softmax, norms and means into primitives; compute half floats in f32"
 
-    @classmethod
-    def display_name(cls) -> str:
-        return "KgDecompose"
 
     def run(self, op: ir.Operation) -> None:
         for target in [o for o in walk_ops(op) if o.name.startswith("kg.")]:

@@ -50,13 +50,10 @@ from kgc.tiling.plan import Unplannable, plan_group
 
 
 @register_pass
-class Fuse(Pass):
+class KgFuse(Pass):
     argument = "kg-fuse"
     summary = "Partition kernel graphs into kg.kernel ops (fused GPU kernels)"
 
-    @classmethod
-    def display_name(cls) -> str:
-        return "KgFuse"
 
     def run(self, op: ir.Operation) -> None:
         for function in ops_named(op, "func.func"):

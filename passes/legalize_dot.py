@@ -33,15 +33,12 @@ _FLOAT8 = ("f8E4M3FN", "f8E5M2")
 
 
 @register_pass
-class LegalizeDot(Pass):
+class KgLegalizeDot(Pass):
     argument = "kg-legalize-dot"
     summary = "Rewrite tile dots to shapes and types Triton's tl.dot supports"
 
     target = Option(int, 90, "SM version to compile for (80, 86, 89, 90, ...)")
 
-    @classmethod
-    def display_name(cls) -> str:
-        return "KgLegalizeDot"
 
     def run(self, op: ir.Operation) -> None:
         for kernel in kernels_in(op):

@@ -47,13 +47,10 @@ PADDED_ATTRIBUTE = "padded"
 
 
 @register_pass
-class PadMask(Pass):
+class KgPadMask(Pass):
     argument = "kg-pad-mask"
     summary = "Pad tiles to powers of two, mask partial tiles, keep reductions exact"
 
-    @classmethod
-    def display_name(cls) -> str:
-        return "KgPadMask"
 
     def run(self, op: ir.Operation) -> None:
         for kernel in kernels_in(op):

@@ -138,7 +138,8 @@ class Pass:
 
     @classmethod
     def display_name(cls) -> str:
-        """The name MLIR shows in IR dumps and timing reports."""
+        """The name MLIR shows in IR dumps and timing reports: the class
+        name, so a pass class is named as its dumps should read."""
         return cls.__name__
 
     @classmethod

@@ -66,13 +66,10 @@ def plan_kernel(kernel: ir.Operation) -> tuple[KernelPlan, list]:
 
 
 @register_pass
-class Tile(Pass):
+class KgTile(Pass):
     argument = "kg-tile"
     summary = "Turn kernels in graph form into tile programs with chosen tile sizes and grid"
 
-    @classmethod
-    def display_name(cls) -> str:
-        return "KgTile"
 
     def run(self, op: ir.Operation) -> None:
         for kernel in kernels_in(op):

@@ -58,14 +58,11 @@ _INPUT_PRECISION = {0: 2, 1: 0}  # kg precision (ieee, tf32) -> tt inputPrecisio
 
 
 @register_pass
-class ConvertKgToTtir(Pass):
+class ConvertKgToTTIR(Pass):
     argument = "convert-kg-to-ttir"
     summary = "Lower tiled, padded kernels to Triton IR, one tt.func per kernel"
     creates_unregistered_ops = True
 
-    @classmethod
-    def display_name(cls) -> str:
-        return "ConvertKgToTTIR"
 
     def run(self, op: ir.Operation) -> None:
         for kernel in kernels_in(op):

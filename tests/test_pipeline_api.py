@@ -12,8 +12,8 @@ import kgc  # noqa: F401  (registers the kg dialect)
 from kgc.diagnostics import KgcError
 from kgc.parsing import parse_text
 from kgc.passes import Option, Pass, register_pass
-from kgc.passes.cse import CommonSubexpressionElimination
-from kgc.passes.dce import DeadCodeElimination
+from kgc.passes.cse import KgcCSE
+from kgc.passes.dce import KgcDCE
 from kgc.pipeline import (
     ALL_PASSES,
     IRPrinting,
@@ -87,8 +87,8 @@ def test_add_by_name_class_and_instance_prints_textual_form():
     pipeline = (
         Pipeline()
         .add("kgc-cse")
-        .add(DeadCodeElimination)
-        .add(CommonSubexpressionElimination())
+        .add(KgcDCE)
+        .add(KgcCSE())
         .add("canonicalize", max_iterations=2, region_simplify="disabled")
     )
     pipeline.nest("func.func").add("cse")
@@ -162,7 +162,7 @@ def test_parse_builds_kgc_passes_with_typed_options():
 def test_parse_keeps_nesting_and_upstream_passes():
     pipeline = Pipeline.parse("builtin.module(kgc-cse,func.func(canonicalize{max-iterations=3}))")
     cse, nested = pipeline.elements
-    assert isinstance(cse, CommonSubexpressionElimination)
+    assert isinstance(cse, KgcCSE)
     assert isinstance(nested, Pipeline) and nested.anchor == "func.func"
     (canonicalize,) = nested.elements
     assert canonicalize == PassSpec("canonicalize", {"max-iterations": "3"})
@@ -226,7 +226,7 @@ def test_run_kgc_and_upstream_passes_on_a_parsed_module(context):
 
 
 def test_run_built_pipeline_equals_parsed_pipeline(context):
-    built = Pipeline().add(CommonSubexpressionElimination).add("kgc-dce")
+    built = Pipeline().add(KgcCSE).add("kgc-dce")
     built.nest("func.func").add("canonicalize")
     first, second = parse(context), parse(context)
     built.run(first)
@@ -314,7 +314,7 @@ def test_unknown_option_of_a_kgc_pass():
     with pytest.raises(PipelineError, match="pass 'kgc-cse' has no option 'bogus'"):
         Pipeline().add("kgc-cse", bogus=1)
     with pytest.raises(PipelineError, match="pass 'kgc-dce' has no option 'bogus'"):
-        Pipeline().add(DeadCodeElimination, bogus=1)
+        Pipeline().add(KgcDCE, bogus=1)
     with pytest.raises(PipelineError, match="has no option 'bogus'"):
         Pipeline.parse("builtin.module(func.func(kgc-cse{bogus=1}))")
 
@@ -335,7 +335,7 @@ def test_bad_option_of_an_upstream_pass():
 
 def test_options_go_to_the_constructor_of_an_instance():
     with pytest.raises(PipelineError, match="constructor"):
-        Pipeline().add(CommonSubexpressionElimination(), bogus=1)
+        Pipeline().add(KgcCSE(), bogus=1)
 
 
 def test_adding_something_that_is_not_a_pass():
