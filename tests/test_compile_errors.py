@@ -213,14 +213,14 @@ def test_invalid_tile_set_by_hand_through_the_api(tmp_path):
     path = tmp_path / "bad_tile.mlir"
     path.write_text(BAD_TILE)
     message = str(error_of(path, pipeline=FROM_TILING))
-    assert message == (f"{path}:2:8: error: kernel @relu_rows cannot be tiled: block_n = 100 must "
-                       "be a power of two, or at least 1000 to cover its axis")
+    assert message == (f"{path}:2:8: error: pointwise kernel @relu_rows: block_n = 100 is not legal; "
+                       "block_n must be a power of two, or at least 1000 to cover its axis")
 
 
 def test_invalid_tile_set_by_hand_through_the_command(kgc_cli, write):
     name = write("bad_tile.mlir", BAD_TILE)
     assert_fails(kgc_cli("compile", name, "--pass-pipeline", FROM_TILING),
-                 "bad_tile.mlir:2:8: error: kernel @relu_rows cannot be tiled: block_n = 100 must")
+                 "bad_tile.mlir:2:8: error: pointwise kernel @relu_rows: block_n = 100 is not legal")
 
 
 def test_valid_tile_set_by_hand_is_kept(tmp_path):

@@ -18,9 +18,9 @@ UNKNOWN = (-math.inf, math.inf)
 
 
 class OffsetRanges:
-    def __init__(self, grid: Sequence[int]):
-        """`grid`: the kernel's program count along each grid axis."""
-        self.grid = tuple(grid)
+    def __init__(self, grid: int | Sequence[int]):
+        """`grid`: the program counts along grid x, y, z (an int: along x)."""
+        self.grid = (grid, 1, 1) if isinstance(grid, int) else tuple(grid)
         self.memo: dict[ir.Value, tuple[float, float]] = {}
 
     def of(self, value: ir.Value) -> tuple[float, float]:
@@ -42,9 +42,7 @@ class OffsetRanges:
             return UNKNOWN
         if name == "kg.program_id":
             axis = ir.IntegerAttr(op.attributes["axis"]).value
-            if not 0 <= axis < len(self.grid):
-                return UNKNOWN
-            return (0, self.grid[axis] - 1)
+            return (0, self.grid[axis] - 1) if axis < len(self.grid) else UNKNOWN
         if name in ("arith.addi", "arith.subi", "arith.muli", "arith.divsi", "arith.remsi",
                     "arith.minsi", "arith.maxsi"):
             a, b = (self.of(operand) for operand in op.operands)
