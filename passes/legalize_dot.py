@@ -27,6 +27,7 @@ from mlir import ir
 from kgc.passes.registry import Option, Pass, PassFailure, register_pass
 from kgc.tiling.kernel_ops import (int_array, is_tiled, kernel_name, kernels_in, replace_op,
                                    resize_axes, set_int_array, walk_ops)
+from kgc.targets import SUPPORTED_SMS
 
 MIN_DOT = 16
 _FLOAT8 = ("f8E4M3FN", "f8E5M2")
@@ -37,8 +38,8 @@ class KgLegalizeDot(Pass):
     argument = "kg-legalize-dot"
     summary = "Rewrite tile dots to shapes and types Triton's tl.dot supports"
 
-    target = Option(int, 90, "SM version to compile for (80, 86, 89, 90, ...)")
-
+    target = Option(int, 90, "SM version to compile for (80, 86, 89, 90, ...)",
+                    choices=SUPPORTED_SMS)
 
     def run(self, op: ir.Operation) -> None:
         for kernel in kernels_in(op):
