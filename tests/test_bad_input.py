@@ -1,0 +1,144 @@
+"""Input that used to crash kgc or end in a Python traceback: each gets a
+clean error (with its location where it has one) and exit status 1 from
+kgc-opt and `kgc compile`, and a KgcError from `kgc.compile`."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+import kgc
+from kgc.parsing import MAX_NESTING
+from tests.tools import console_script
+
+DEPTH = 20000
+
+
+def _nested_type(depth: int) -> str:
+    return "func.func @f(%x: " + "tensor<" * depth + "f32" + ">" * depth + ") {\n  return\n}\n"
+
+
+def _nested_attribute(depth: int) -> str:
+    return "func.func @f() attributes {a = " + "[" * depth + "]" * depth + "} {\n  return\n}\n"
+
+
+def _nested_regions(depth: int) -> str:
+    return ("func.func @f() {\n" + '"test.r"() ({\n' * depth + "}) : () -> ()\n" * depth
+            + "  return\n}\n")
+
+
+def _nested_affine_map(depth: int) -> str:
+    return ("func.func @f() attributes {m = affine_map<(d0) -> (" + "(" * depth + "d0"
+            + ")" * depth + ")>} {\n  return\n}\n")
+
+
+# (what, text, where the first bracket past MAX_NESTING is)
+DEEP_INPUTS = [
+    ("types", _nested_type(DEPTH), f"1:{len('func.func @f(%x: ') + 7 * MAX_NESTING}"),
+    ("attributes", _nested_attribute(10000), f"1:{len('func.func @f() attributes {a = ') + MAX_NESTING}"),
+    # Two brackets a level: `(` and `{`.
+    ("regions", _nested_regions(DEPTH), f"{MAX_NESTING // 2 + 1}:13"),
+    ("affine maps", _nested_affine_map(DEPTH),
+     f"1:{len('func.func @f() attributes {m = affine_map<(d0) -> (') + MAX_NESTING - 2}"),
+]
+
+
+def run(tool: str, *args: str, cwd) -> subprocess.CompletedProcess:
+    return subprocess.run([console_script(tool), *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=300)
+
+
+def assert_clean_failure(result: subprocess.CompletedProcess, message: str) -> None:
+    # A signal shows as a negative status.
+    assert result.returncode == 1, (result.returncode, result.stderr[-2000:])
+    assert message in result.stderr, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr and "internal error" not in result.stderr
+
+
+@pytest.mark.parametrize("what, text, where", DEEP_INPUTS, ids=[d[0] for d in DEEP_INPUTS])
+def test_deep_nesting_is_refused_by_kgc_opt(tmp_path, what, text, where):
+    (tmp_path / "deep.mlir").write_text(text)
+    result = run("kgc-opt", "deep.mlir", "--allow-unregistered-dialect", "--kgc-cse", cwd=tmp_path)
+    assert_clean_failure(result, f"deep.mlir:{where}: error: nesting too deep (more than "
+                                 f"{MAX_NESTING} levels of brackets)")
+
+
+@pytest.mark.parametrize("what, text, where", DEEP_INPUTS, ids=[d[0] for d in DEEP_INPUTS])
+def test_deep_nesting_is_refused_by_kgc_compile(tmp_path, what, text, where):
+    (tmp_path / "deep.mlir").write_text(text)
+    result = run("kgc", "compile", "deep.mlir", "--emit", "kg", cwd=tmp_path)
+    assert_clean_failure(result, f"deep.mlir:{where}: error: nesting too deep")
+
+
+@pytest.mark.parametrize("what, text, where", DEEP_INPUTS, ids=[d[0] for d in DEEP_INPUTS])
+def test_deep_nesting_is_refused_by_the_api(tmp_path, what, text, where):
+    with pytest.raises(kgc.KgcError, match=rf"<string>:{where}: error: nesting too deep"):
+        kgc.compile(text)
+    path = tmp_path / "deep.mlir"
+    path.write_text(text)
+    with pytest.raises(kgc.KgcError, match=rf"deep.mlir:{where}: error: nesting too deep"):
+        kgc.compile(path)
+
+
+def test_nesting_up_to_the_limit_parses(tmp_path):
+    # Just under MAX_NESTING brackets, with the function's own `{`: regions
+    # are half as deep, each `(` and `{`.
+    depth = (MAX_NESTING - 1) // 2
+    (tmp_path / "deep.mlir").write_text(_nested_regions(depth)
+                                        + _nested_attribute(MAX_NESTING - 1).replace("@f", "@g"))
+    result = run("kgc-opt", "deep.mlir", "--allow-unregistered-dialect", "--kgc-cse", "--kgc-dce",
+                 cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.count('"test.r"') == depth
+
+
+def test_brackets_in_strings_and_comments_do_not_count(tmp_path):
+    text = ('// ' + "(" * 1000 + "\n"
+            'func.func @f() attributes {s = "' + "[" * 1000 + '\\"' + "{" * 1000 + '"} {\n'
+            "  return\n}\n")
+    (tmp_path / "brackets.mlir").write_text(text)
+    result = run("kgc-opt", "brackets.mlir", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
+@pytest.mark.parametrize("tool", [("kgc-opt", "good.mlir"), ("kgc", "compile", "--emit", "kg")],
+                         ids=["kgc-opt", "kgc compile"])
+def test_pipeline_nested_too_deep(tmp_path, tool):
+    (tmp_path / "good.mlir").write_text("func.func @f() {\n  return\n}\n")
+    pipeline = "builtin.module(" + "func.func(" * 500 + "cse" + ")" * 501
+    result = run(*tool, f"--pass-pipeline={pipeline}", cwd=tmp_path)
+    prefix = tool[0]
+    assert_clean_failure(result, f"{prefix}: error: invalid pass pipeline: pipeline nested too "
+                                 "deep (more than 64 levels) at column ")
+    assert len(result.stderr) < 1000
+
+
+@pytest.mark.parametrize("output, message", [
+    ("/proc/x", "kgc: error: cannot create the folder '/proc/x': "),
+    ("/dev/null", "kgc: error: cannot write to '/dev/null': it exists and is not a folder"),
+    ("/dev/null/out", "kgc: error: cannot create the folder '/dev/null/out': '/dev/null' is "
+                      "not a folder"),
+])
+def test_output_folder_that_cannot_be_created(tmp_path, output, message):
+    result = run("kgc", "compile", "-o", output, cwd=tmp_path)
+    assert_clean_failure(result, message)
+    # Refused before compiling: nothing was printed about a compile.
+    assert result.stdout == ""
+
+
+def test_output_folder_that_is_a_file_through_the_api(tmp_path):
+    (tmp_path / "taken").write_text("")
+    source = "func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {\n  %y = kg.exp %x : tensor<4xf32>\n  return %y : tensor<4xf32>\n}\n"
+    with pytest.raises(kgc.KgcError, match="cannot create the folder '.*taken/kernels': "
+                                           "'.*taken' is not a folder"):
+        kgc.compile(source, output_dir=tmp_path / "taken")
+
+
+def test_input_that_is_not_utf8_names_the_byte(tmp_path):
+    (tmp_path / "binary.mlir").write_bytes(b"func.func @f() {\n  return\n}\n// \xff\n")
+    for tool in (("kgc-opt",), ("kgc", "compile")):
+        result = run(*tool, "binary.mlir", cwd=tmp_path)
+        assert_clean_failure(result, f"{tool[0]}: error: 'binary.mlir' is not UTF-8 text (byte 31)")
+    with pytest.raises(kgc.KgcError, match=r"'.*binary.mlir' is not UTF-8 text \(byte 31\)"):
+        kgc.compile(tmp_path / "binary.mlir")
