@@ -142,3 +142,50 @@ def test_input_that_is_not_utf8_names_the_byte(tmp_path):
         assert_clean_failure(result, f"{tool[0]}: error: 'binary.mlir' is not UTF-8 text (byte 31)")
     with pytest.raises(kgc.KgcError, match=r"'.*binary.mlir' is not UTF-8 text \(byte 31\)"):
         kgc.compile(tmp_path / "binary.mlir")
+
+
+MEAN_OF_NOTHING = """\
+func.func @m(%x: tensor<4x0xf32>) -> tensor<4xf32> {
+  %y = kg.reduce mean %x dims [1] : tensor<4x0xf32> -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+"""
+
+
+def test_mean_over_zero_elements_is_refused_where_it_is_written(tmp_path):
+    (tmp_path / "mean.mlir").write_text(MEAN_OF_NOTHING)
+    result = run("kgc", "compile", "mean.mlir", cwd=tmp_path)
+    assert_clean_failure(result, "mean.mlir:2:8: error: 'kg.reduce' op mean over zero elements: "
+                                 "dimension 1 of x 'tensor<4x0xf32>' is empty")
+    assert "ZeroDivisionError" not in result.stderr
+
+
+@pytest.mark.parametrize("build, message", [
+    (lambda g, x: g.mean(x, 1), "'kg.reduce' op mean over zero elements: dimension 1 of x "
+                                "'tensor<4x0xf32>' is empty"),
+    (lambda g, x: g.rms_norm(x), "'kg.rms_norm' op normalizes over zero elements: "
+                                 "normalized_shape [0] of x 'tensor<4x0xf32>' is empty"),
+    (lambda g, x: g.layer_norm(x), "'kg.layer_norm' op normalizes over zero elements: "
+                                   "normalized_shape [0] of x 'tensor<4x0xf32>' is empty"),
+], ids=["mean", "rms_norm", "layer_norm"])
+def test_norms_over_zero_elements_through_the_graph_api(build, message):
+    graph = kgc.Graph("nothing")
+    x = graph.input("x", (4, 0), "f32")
+    graph.output(build(graph, x))
+    with pytest.raises(kgc.KgcError) as raised:
+        kgc.compile(graph)
+    assert message in str(raised.value)
+    assert "test_bad_input.py:" in str(raised.value)  # where the op was written
+
+
+@pytest.mark.parametrize("shape, message", [
+    ((4, 2**63), "input: shape (4, 9223372036854775808) has dimension 1 of 9223372036854775808, "
+                 "more than 2**63 - 1"),
+    ((2**32, 2**32), "input: shape (4294967296, 4294967296) has 18446744073709551616 elements, "
+                     "more than 2**63 - 1"),
+])
+def test_dimensions_past_64_bits_through_the_graph_api(shape, message):
+    graph = kgc.Graph("huge")
+    with pytest.raises(kgc.GraphError) as raised:
+        graph.input("x", shape, "f32")
+    assert str(raised.value) == message
