@@ -74,8 +74,17 @@ class KgLegalizeDot(Pass):
         if k == 1 or m == 1 or nn == 1:
             self._multiply_and_reduce(dot, reduce_k=k != 1)
             return
+        if min(m, k, nn) >= MIN_DOT:
+            return
         tile = int_array(kernel, "tile")
         extents = int_array(kernel, "iteration")
+        if tile is None or extents is None:
+            # A kernel written in tiled form by hand, not by kg-tile: its
+            # dot cannot be grown without knowing the tiling.
+            raise PassFailure(
+                f"kernel @{kernel_name(kernel)}: a dot of {m}x{k}x{nn} needs tiles of at least "
+                f"{MIN_DOT}, and the kernel has no 'tile' and 'iteration' attributes (from "
+                "kg-tile) to grow them by", dot.location)
         grown = list(tile)
         for axis, size in ((n - 3, m), (n - 2, k), (n - 1, nn)):
             if size < MIN_DOT:

@@ -4,6 +4,7 @@ kgc-opt and `kgc compile`, and a KgcError from `kgc.compile`."""
 
 from __future__ import annotations
 
+import pathlib
 import subprocess
 
 import pytest
@@ -13,6 +14,7 @@ from kgc.parsing import MAX_NESTING
 from tests.tools import console_script
 
 DEPTH = 20000
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
 def _nested_type(depth: int) -> str:
@@ -189,3 +191,45 @@ def test_dimensions_past_64_bits_through_the_graph_api(shape, message):
     with pytest.raises(kgc.GraphError) as raised:
         graph.input("x", shape, "f32")
     assert str(raised.value) == message
+
+
+# Found by tests/test_fuzz.py: a kernel in tiled form written by hand (no
+# kg-tile attributes) whose dot is narrower than 16.
+HAND_TILED_NARROW_DOT = """\
+func.func @tf32_tile_dot(%arg: tensor<16x8xf32>) -> tensor<16x8xf32> {
+  %y = kg.kernel @dot(%arg) : (tensor<16x8xf32>) -> tensor<16x8xf32> {
+  ^bb0(%x: memref<16x8xf32>, %out: memref<16x8xf32>):
+    %c0 = arith.constant 0 : i32
+    %av = memref.reinterpret_cast %x to offset: [0], sizes: [16, 8, 1], strides: [8, 1, 0] : memref<16x8xf32> to memref<16x8x1xf32, strided<[8, 1, 0]>>
+    %bv = memref.reinterpret_cast %x to offset: [0], sizes: [1, 8, 8], strides: [0, 8, 1] : memref<16x8xf32> to memref<1x8x8xf32, strided<[0, 8, 1]>>
+    %a = kg.tile_load %av[%c0, %c0, %c0] : memref<16x8x1xf32, strided<[8, 1, 0]>> -> tensor<16x8x1xf32>
+    %b = kg.tile_load %bv[%c0, %c0, %c0] : memref<1x8x8xf32, strided<[0, 8, 1]>> -> tensor<1x8x8xf32>
+    %acc = kg.constant 0.0 : tensor<16x1x8xf32>
+    %d = kg.tile_dot %a, %b, %acc : (tensor<16x8x1xf32>, tensor<1x8x8xf32>, tensor<16x1x8xf32>) -> tensor<16x1x8xf32>
+    %ov = memref.reinterpret_cast %out to offset: [0], sizes: [16, 1, 8], strides: [8, 0, 1] : memref<16x8xf32> to memref<16x1x8xf32, strided<[8, 0, 1]>>
+    kg.tile_store %d, %ov[%c0, %c0, %c0] : tensor<16x1x8xf32>, memref<16x1x8xf32, strided<[8, 0, 1]>>
+    kg.yield
+  }
+  return %y : tensor<16x8xf32>
+}
+"""
+
+
+def test_narrow_dot_in_a_hand_tiled_kernel(tmp_path):
+    (tmp_path / "dot.mlir").write_text(HAND_TILED_NARROW_DOT)
+    result = run("kgc-opt", "dot.mlir", "--kg-legalize-dot", cwd=tmp_path)
+    assert_clean_failure(result, "dot.mlir:10:10: error: kernel @dot: a dot of 16x8x8 needs tiles "
+                                 "of at least 16, and the kernel has no 'tile' and 'iteration' "
+                                 "attributes (from kg-tile) to grow them by")
+
+
+@pytest.mark.xfail(strict=True, reason="kg-fuse aborts ('operation destroyed but still has "
+                                       "uses') on kgc-cse's lit input; found by test_fuzz.py")
+def test_kg_fuse_on_kgc_cse_lit_input(tmp_path):
+    text = "\n".join(line for line in (ROOT / "lit_tests" / "kgc-cse.mlir").read_text().splitlines()
+                     if not line.lstrip().startswith("//"))
+    (tmp_path / "cse.mlir").write_text(text)
+    result = run("kgc-opt", "cse.mlir", "--allow-unregistered-dialect",
+                 "--pass-pipeline=builtin.module(kgc-cse,kgc-dce,kg-decompose,kg-fuse)",
+                 cwd=tmp_path)
+    assert result.returncode in (0, 1), result.stderr[-2000:]
