@@ -298,3 +298,12 @@ def test_emit_ttir_stops_there(kgc_cli, tmp_path):
     files = sorted(p.name for p in (tmp_path / "out" / "kernels").iterdir())
     assert files == [f"{kernel['name']}.ttir"]
     assert not list((tmp_path / "out").rglob("*.cubin"))
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("pipeline", True, "pipeline True (bool) is not a textual pass pipeline"),
+    ("function", 3, "function 3 (int) is not a function name"),
+    ("output_dir", b"out", "output_dir b'out' (bytes) is not a folder path"),
+])
+def test_bad_argument_types_through_the_api(option, value, message):
+    assert str(error_of(GOOD, **{option: value})) == f"error: {message}"
