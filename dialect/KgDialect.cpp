@@ -114,6 +114,11 @@ LogicalResult verifyNorm(Operation *op, Value x, ArrayRef<Value> affine,
     return op->emitOpError()
            << "normalized_shape " << shapeText(normalizedShape)
            << " must equal the trailing dimensions of x " << xType;
+  // The mean of the normalization divides by the number of elements.
+  if (llvm::is_contained(normalizedShape, 0))
+    return op->emitOpError()
+           << "normalizes over zero elements: normalized_shape "
+           << shapeText(normalizedShape) << " of x " << xType << " is empty";
   for (auto [value, name] : llvm::zip(affine, affineNames)) {
     if (!value)
       continue;
@@ -306,6 +311,17 @@ LogicalResult ReduceOp::verify() {
     if (!seen.insert(dim).second)
       return emitOpError() << "dimension " << dim << " appears twice in dims "
                            << shapeText(dims) << " of x " << x;
+  }
+  // A sum over nothing is 0; a mean, max or min over nothing has no value
+  // (torch gives NaN or an error), so it is refused here, before any pass
+  // divides by the count.
+  if (getKind() != ReduceKind::sum) {
+    for (int64_t dim : dims) {
+      if (x.getDimSize(dim) == 0)
+        return emitOpError()
+               << stringifyReduceKind(getKind()) << " over zero elements: dimension "
+               << dim << " of x " << x << " is empty";
+    }
   }
   if (out.getElementType() != x.getElementType())
     return emitOpError() << "result " << out

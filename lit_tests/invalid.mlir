@@ -252,6 +252,42 @@ func.func @reduce_element_type(%x: tensor<16x128xf16>) -> tensor<16xf32> {
 
 // -----
 
+// reduce: a mean over zero elements has no value.
+func.func @reduce_mean_of_nothing(%x: tensor<4x0xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{mean over zero elements: dimension 1 of x 'tensor<4x0xf32>' is empty}}
+  %0 = kg.reduce mean %x dims [1] : tensor<4x0xf32> -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// reduce: nor has a max over zero elements (a sum is 0).
+func.func @reduce_max_of_nothing(%x: tensor<0x8xf16>) -> tensor<1x8xf16> {
+  // expected-error @+1 {{max over zero elements: dimension 0 of x 'tensor<0x8xf16>' is empty}}
+  %0 = kg.reduce max %x dims [0] keepdim : tensor<0x8xf16> -> tensor<1x8xf16>
+  return %0 : tensor<1x8xf16>
+}
+
+// -----
+
+// Norms: the mean is taken over at least one element.
+func.func @rms_norm_of_nothing(%x: tensor<4x0xf32>) -> tensor<4x0xf32> {
+  // expected-error @+1 {{normalizes over zero elements: normalized_shape [0] of x 'tensor<4x0xf32>' is empty}}
+  %0 = kg.rms_norm %x normalized_shape [0] eps 1.0e-6 : (tensor<4x0xf32>) -> tensor<4x0xf32>
+  return %0 : tensor<4x0xf32>
+}
+
+// -----
+
+// Norms: layer_norm too.
+func.func @layer_norm_of_nothing(%x: tensor<2x3x0xf16>) -> tensor<2x3x0xf16> {
+  // expected-error @+1 {{normalizes over zero elements: normalized_shape [3, 0] of x 'tensor<2x3x0xf16>' is empty}}
+  %0 = kg.layer_norm %x normalized_shape [3, 0] eps 1.0e-5 : (tensor<2x3x0xf16>) -> tensor<2x3x0xf16>
+  return %0 : tensor<2x3x0xf16>
+}
+
+// -----
+
 // softmax: dim lies in [0, rank).
 func.func @softmax_dim(%x: tensor<16x128xf32>) -> tensor<16x128xf32> {
   // expected-error @+1 {{dim 2 is out of range for x 'tensor<16x128xf32>' (rank 2)}}

@@ -27,6 +27,7 @@ from mlir import ir
 from kgc.passes.registry import Option, Pass, PassFailure, register_pass
 from kgc.tiling.kernel_ops import (int_array, is_tiled, kernel_name, kernels_in, replace_op,
                                    resize_axes, set_int_array, walk_ops)
+from kgc.targets import SUPPORTED_SMS
 
 MIN_DOT = 16
 _FLOAT8 = ("f8E4M3FN", "f8E5M2")
@@ -37,8 +38,8 @@ class KgLegalizeDot(Pass):
     argument = "kg-legalize-dot"
     summary = "Rewrite tile dots to shapes and types Triton's tl.dot supports"
 
-    target = Option(int, 90, "SM version to compile for (80, 86, 89, 90, ...)")
-
+    target = Option(int, 90, "SM version to compile for (80, 86, 89, 90, ...)",
+                    choices=SUPPORTED_SMS)
 
     def run(self, op: ir.Operation) -> None:
         for kernel in kernels_in(op):
@@ -73,8 +74,17 @@ class KgLegalizeDot(Pass):
         if k == 1 or m == 1 or nn == 1:
             self._multiply_and_reduce(dot, reduce_k=k != 1)
             return
+        if min(m, k, nn) >= MIN_DOT:
+            return
         tile = int_array(kernel, "tile")
         extents = int_array(kernel, "iteration")
+        if tile is None or extents is None:
+            # A kernel written in tiled form by hand, not by kg-tile: its
+            # dot cannot be grown without knowing the tiling.
+            raise PassFailure(
+                f"kernel @{kernel_name(kernel)}: a dot of {m}x{k}x{nn} needs tiles of at least "
+                f"{MIN_DOT}, and the kernel has no 'tile' and 'iteration' attributes (from "
+                "kg-tile) to grow them by", dot.location)
         grown = list(tile)
         for axis, size in ((n - 3, m), (n - 2, k), (n - 1, nn)):
             if size < MIN_DOT:

@@ -41,6 +41,16 @@ class Option:
     kind: Any
     default: Any
     help: str
+    # The values allowed, where not every value of `kind` makes sense.
+    choices: tuple = ()
+
+    def check(self, name: str, value: Any, owner: str) -> Any:
+        """`value`, or OptionError where it is not one of `choices`."""
+        if self.choices and value not in self.choices:
+            allowed = ", ".join(self.render(choice) for choice in self.choices)
+            raise OptionError(f"option '{name}' of pass '{owner}' must be one of {allowed}; "
+                              f"got '{self.render(value)}'")
+        return value
 
     def parse(self, name: str, text: str) -> Any:
         try:
@@ -96,7 +106,7 @@ class Pass:
             name = key.replace("_", "-")
             if name not in known:
                 raise OptionError(self._unknown_option(name))
-            setattr(self, name.replace("-", "_"), value)
+            setattr(self, name.replace("-", "_"), known[name].check(name, value, self.argument))
         for name, spec in known.items():
             attr = name.replace("-", "_")
             if attr not in self.__dict__:

@@ -51,14 +51,15 @@ def _read_graph(path: str | None, context: ir.Context) -> tuple[ir.Operation, st
 
 
 def compile_command(args) -> int:
-    from kgc.pipeline.compiler import compile_module
+    from kgc.pipeline.compiler import compile_module, make_output_folder
 
     started = time.perf_counter()
-    output = pathlib.Path(args.output)
     with ir.Context() as context:
         context.allow_unregistered_dialects = True
         module, stem = _read_graph(args.graph, context)
         target = parse_target(args.target)
+        # Refused before compiling: a folder that cannot be written.
+        output = make_output_folder(args.output)
         compiled = compile_module(module, target=target, pipeline=args.pass_pipeline,
                                   emit=args.emit, ttir_dir=output / "kernels")
         written = compiled.write(output, stem)

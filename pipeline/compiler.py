@@ -11,6 +11,7 @@ stages to disk (`write`) and to run the graph (`kgc.runtime`).
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import pathlib
 import tempfile
@@ -95,10 +96,16 @@ class CompiledModule:
         }
 
     def write(self, directory: str | pathlib.Path, stem: str) -> list[pathlib.Path]:
-        """Writes every stage of every kernel and manifest.json."""
+        """Writes every stage of every kernel and manifest.json; KgcError
+        naming the file where one cannot be written."""
+        try:
+            return self._write(directory, stem)
+        except OSError as error:
+            raise KgcError(f"cannot write '{error.filename}': {error.strerror}") from None
+
+    def _write(self, directory: str | pathlib.Path, stem: str) -> list[pathlib.Path]:
         root = pathlib.Path(directory)
-        kernels_dir = root / "kernels"
-        kernels_dir.mkdir(parents=True, exist_ok=True)
+        kernels_dir = make_output_folder(root / "kernels")
         written = []
         for stage, text in self.stages.items():
             path = root / f"{stem}.{stage}.mlir"
@@ -116,6 +123,25 @@ class CompiledModule:
         manifest.write_text(json.dumps(self.manifest(), indent=2) + "\n")
         written.append(manifest)
         return written
+
+
+def make_output_folder(path: str | pathlib.Path) -> pathlib.Path:
+    """Creates the folder `path` (and its parents) unless it exists;
+    KgcError naming it where it cannot be."""
+    path = pathlib.Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise KgcError(f"cannot write to '{path}': it exists and is not a folder") from None
+    except OSError as error:
+        blocker = path
+        while blocker.parent != blocker and not blocker.parent.exists():
+            blocker = blocker.parent
+        if error.errno == errno.ENOTDIR or (blocker.parent.exists() and not blocker.parent.is_dir()):
+            raise KgcError(f"cannot create the folder '{path}': '{blocker.parent}' is not a "
+                           "folder") from None
+        raise KgcError(f"cannot create the folder '{path}': {error.strerror}") from None
+    return path
 
 
 def compile_module(module: ir.Operation, *, target: int = 90, pipeline: str | None = None,
@@ -141,7 +167,7 @@ def compile_module(module: ir.Operation, *, target: int = 90, pipeline: str | No
         for kernel in kernels.values():
             kernel.asm = {"ttir": kernel.asm["ttir"]}
         return compiled
-    compiled.ttir_dir = pathlib.Path(ttir_dir) if ttir_dir else pathlib.Path(
+    compiled.ttir_dir = make_output_folder(ttir_dir) if ttir_dir else pathlib.Path(
         tempfile.mkdtemp(prefix="kgc-ttir-"))
     from kgc.pipeline.triton_stage import compile_kernel
 

@@ -20,7 +20,7 @@ import sys
 from mlir import ir
 
 from kgc.diagnostics import Diagnostic, KgcError, from_mlir
-from kgc.parsing import parse_file, parse_text
+from kgc.parsing import decode_source, parse_file, parse_text, read_source
 from kgc.passes import registered_passes
 from kgc.pipeline.expected_diagnostics import parse_expectations, verify
 from kgc.pipeline.instrumentation import ALL_PASSES, IRPrinting
@@ -188,9 +188,8 @@ def _read_input(path: str) -> str:
         stream = getattr(sys.stdin, "buffer", None)
         if stream is None:  # a text stream put in place of stdin
             return sys.stdin.read()
-        return stream.read().decode("utf-8")
-    with open(path, "rb") as handle:
-        return handle.read().decode("utf-8")
+        return decode_source(stream.read(), "<stdin>")
+    return read_source(path)
 
 
 def run(argv: list[str]) -> int:
@@ -220,12 +219,9 @@ def run(argv: list[str]) -> int:
     source_name = "<stdin>" if args.input == "-" else args.input
     try:
         text = _read_input(args.input)
-    except OSError as error:
-        print(f"kgc-opt: error: cannot read '{args.input}': {error.strerror}", file=sys.stderr)
-        return 1
-    except UnicodeDecodeError as error:
-        print(f"kgc-opt: error: '{source_name}' is not UTF-8 text (byte {error.start})",
-              file=sys.stderr)
+    except KgcError as error:
+        for diagnostic in error.diagnostics:
+            print(f"kgc-opt: {diagnostic}", file=sys.stderr)
         return 1
 
     outputs, failed = [], False

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 
 from kgc.pipeline.pipeline import Pipeline, PipelineError
+from kgc.targets import SUPPORTED_SMS
 
 STAGES = ("kg", "ttir", "ttgir", "llir", "ptx", "cubin")
 TRITON_STAGES = STAGES[2:]
@@ -44,16 +45,25 @@ def default_pipeline_text(target: int = 90) -> str:
 
 
 def parse_target(text: str | int) -> int:
-    """`sm_90`, `90`, `sm_80a`... -> 90, 80."""
-    if isinstance(text, int):
+    """`sm_90`, `90`, `sm_90a`... -> 90. Raises PipelineError, naming the
+    value, for anything but an SM kgc compiles for (`SUPPORTED_SMS`)."""
+    supported = ", ".join(f"sm_{sm}" for sm in SUPPORTED_SMS)
+    if isinstance(text, int) and not isinstance(text, bool):
         value = text
-    else:
-        match = re.fullmatch(r"(?:sm_?)?(\d+)a?", text.strip())
+    elif isinstance(text, str):
+        match = re.fullmatch(r"(?:sm_?)?(\d{1,4})a?", text.strip())
         if not match:
-            raise PipelineError(f"target '{text}' is not an SM version such as sm_90")
+            raise PipelineError(f"target '{text}' is not an SM version such as sm_90 "
+                                f"(supported: {supported})")
         value = int(match.group(1))
+    else:
+        raise PipelineError(f"target {text!r} ({type(text).__name__}) is not an SM version: give "
+                            f"a string such as 'sm_90' or an integer such as 90")
     if value < 80:
         raise PipelineError(f"target sm_{value} is not supported: kgc needs sm_80 or newer")
+    if value not in SUPPORTED_SMS:
+        raise PipelineError(f"target sm_{value} is not a GPU kgc compiles for (supported: "
+                            f"{supported})")
     return value
 
 

@@ -16,12 +16,17 @@ import re
 
 _NAME = re.compile(r"[A-Za-z0-9_.\-]+")
 
+# Anchors nest a few levels in practice (builtin.module(func.func(...)));
+# the parser, the printer and Pipeline recurse once per level in Python.
+MAX_PIPELINE_NESTING = 64
+
 
 class PipelineSyntaxError(ValueError):
     """A textual pipeline that does not parse; `column` is 1-based."""
 
     def __init__(self, text: str, column: int, message: str):
-        super().__init__(f"{message} at column {column} of '{text}'")
+        shown = text if len(text) <= 200 else text[:200] + "..."
+        super().__init__(f"{message} at column {column} of '{shown}'")
         self.text, self.column, self.message = text, column, message
 
 
@@ -81,6 +86,7 @@ def parse_pipeline(text: str, default_anchor: str = "builtin.module") -> Pipelin
 class _Parser:
     def __init__(self, text: str):
         self.text, self.pos = text, 0
+        self.depth = 0
 
     def fail(self, message: str):
         raise PipelineSyntaxError(self.text, self.pos + 1, message)
@@ -125,8 +131,13 @@ class _Parser:
 
     def nested(self, anchor: str) -> PipelineSpec:
         self.expect("(")
+        self.depth += 1
+        if self.depth > MAX_PIPELINE_NESTING:
+            self.pos -= 1
+            self.fail(f"pipeline nested too deep (more than {MAX_PIPELINE_NESTING} levels)")
         spec = PipelineSpec(anchor, self.elements(terminator=")"))
         self.expect(")")
+        self.depth -= 1
         return spec
 
     def elements(self, terminator: str | None) -> list:

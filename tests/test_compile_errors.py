@@ -171,10 +171,24 @@ def test_unknown_stage_through_the_command(kgc_cli):
     assert "'cubin'" in result.stderr
 
 
+SUPPORTED = "supported: sm_80, sm_86, sm_87, sm_89, sm_90, sm_100, sm_101, sm_120"
+
+
 @pytest.mark.parametrize("target, message", [
     ("sm_70", "target sm_70 is not supported: kgc needs sm_80 or newer"),
     ("sm_75", "target sm_75 is not supported: kgc needs sm_80 or newer"),
-    ("volta", "target 'volta' is not an SM version such as sm_90"),
+    (-90, "target sm_-90 is not supported: kgc needs sm_80 or newer"),
+    ("volta", f"target 'volta' is not an SM version such as sm_90 ({SUPPORTED})"),
+    ("sm_81", f"target sm_81 is not a GPU kgc compiles for ({SUPPORTED})"),
+    (1000, f"target sm_1000 is not a GPU kgc compiles for ({SUPPORTED})"),
+    ("sm_" + "9" * 5000, f"target '{'sm_' + '9' * 5000}' is not an SM version such as sm_90 "
+                         f"({SUPPORTED})"),
+    (None, "target None (NoneType) is not an SM version: give a string such as 'sm_90' or an "
+           "integer such as 90"),
+    (80.0, "target 80.0 (float) is not an SM version: give a string such as 'sm_90' or an "
+           "integer such as 90"),
+    (True, "target True (bool) is not an SM version: give a string such as 'sm_90' or an "
+           "integer such as 90"),
 ])
 def test_bad_target_through_the_api(target, message):
     assert str(error_of(GOOD, target=target)) == f"error: {message}"
@@ -183,6 +197,8 @@ def test_bad_target_through_the_api(target, message):
 @pytest.mark.parametrize("target, message", [
     ("sm_70", "kgc: error: target sm_70 is not supported: kgc needs sm_80 or newer"),
     ("volta", "kgc: error: target 'volta' is not an SM version such as sm_90"),
+    ("sm_-90", "kgc: error: target 'sm_-90' is not an SM version such as sm_90"),
+    ("91", "kgc: error: target sm_91 is not a GPU kgc compiles for"),
 ])
 def test_bad_target_through_the_command(kgc_cli, target, message):
     assert_fails(kgc_cli("compile", "--target", target), message)
@@ -282,3 +298,12 @@ def test_emit_ttir_stops_there(kgc_cli, tmp_path):
     files = sorted(p.name for p in (tmp_path / "out" / "kernels").iterdir())
     assert files == [f"{kernel['name']}.ttir"]
     assert not list((tmp_path / "out").rglob("*.cubin"))
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("pipeline", True, "pipeline True (bool) is not a textual pass pipeline"),
+    ("function", 3, "function 3 (int) is not a function name"),
+    ("output_dir", b"out", "output_dir b'out' (bytes) is not a folder path"),
+])
+def test_bad_argument_types_through_the_api(option, value, message):
+    assert str(error_of(GOOD, **{option: value})) == f"error: {message}"

@@ -156,6 +156,14 @@ def test_pipeline_errors_come_before_reading_the_input(kgc_opt):
     (["--canonicalize=max-iterations=many"],
      "kgc-opt: error: 'canonicalize{max-iterations=many}' is not a valid pass"),
     (["--kgc-cse={bogus=1}"], "kgc-opt: error: invalid pass options: "),
+    (["--kg-legalize-dot=target=-90"],
+     "kgc-opt: error: option 'target' of pass 'kg-legalize-dot' must be one of 80, 86, 87, 89, "
+     "90, 100, 101, 120; got '-90'"),
+    (["--kg-legalize-dot=target=1"],
+     "kgc-opt: error: option 'target' of pass 'kg-legalize-dot' must be one of 80, 86, 87, 89, "
+     "90, 100, 101, 120; got '1'"),
+    (["--pass-pipeline=builtin.module(kg-legalize-dot{target=75})"],
+     "kgc-opt: error: option 'target' of pass 'kg-legalize-dot' must be one of"),
 ])
 def test_bad_option(kgc_opt, write, args, message):
     name = write("good.mlir", GOOD)

@@ -326,6 +326,18 @@ def test_bad_option_value_of_a_kgc_pass():
         Pipeline.parse("builtin.module(test-pipeline-api-hint{sizes=1,x})")
 
 
+@pytest.mark.parametrize("target", [-90, 1, 75, 91, 1000])
+def test_target_option_out_of_range(target):
+    message = (f"option 'target' of pass 'kg-legalize-dot' must be one of 80, 86, 87, 89, 90, "
+               f"100, 101, 120; got '{target}'")
+    with pytest.raises(PipelineError) as raised:
+        Pipeline().add("kg-legalize-dot", target=target)
+    assert str(raised.value) == f"error: {message}"
+    with pytest.raises(PipelineError) as raised:
+        Pipeline.parse(f"builtin.module(kg-legalize-dot{{target={target}}})")
+    assert str(raised.value) == f"error: {message}"
+
+
 def test_bad_option_of_an_upstream_pass():
     with pytest.raises(PipelineError, match="canonicalize"):
         Pipeline().add("canonicalize", max_iterations="many").validate()

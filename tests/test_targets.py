@@ -43,3 +43,30 @@ def test_fp8_dot_on_sm90_stays_fp8():
     assert '"tt.dot"' in kernel.asm["ttir"]
     dot_line = next(line for line in kernel.asm["ttir"].splitlines() if '"tt.dot"' in line)
     assert "xf8E4M3FN>" in dot_line
+
+
+def _e5m2_to_f16_graph():
+    graph = kgc.Graph("widen")
+    x = graph.input("x", (64, 128), "f8e5m2")
+    graph.output(graph.cast(x, "f16"))
+    return graph
+
+
+def _ptx(compiled) -> str:
+    (kernel,) = compiled.module.kernels.values()
+    return kernel.asm["ptx"]
+
+
+def test_code_for_a_target_does_not_depend_on_earlier_compiles(tmp_path, monkeypatch):
+    # Triton builds its 8-bit float conversions once per process, for the
+    # first target it converts for. A fresh cache makes every compile here a
+    # real one: a cache hit would hide the problem.
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
+    graph = _e5m2_to_f16_graph()
+    sm80 = _ptx(kgc.compile(graph, target="sm_80"))
+    sm90 = _ptx(kgc.compile(graph, target="sm_90"))
+    sm80_again = _ptx(kgc.compile(graph, target="sm_80"))
+    # sm_89 and newer convert with one instruction, ptxas refuses it below.
+    assert "cvt.rn.f16x2.e5m2x2" in sm90
+    assert "e5m2x2" not in sm80
+    assert sm80_again == sm80

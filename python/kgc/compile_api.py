@@ -25,6 +25,12 @@ def compile(source, *, target: str | int = "sm_90", pipeline: str | None = None,
     from kgc.runtime import CompiledGraph
 
     arch = parse_target(target)
+    for name, value, kinds, expected in (
+            ("pipeline", pipeline, (str,), "a textual pass pipeline"),
+            ("function", function, (str,), "a function name"),
+            ("output_dir", output_dir, (str, pathlib.PurePath), "a folder path")):
+        if value is not None and not isinstance(value, kinds):
+            raise KgcError(f"{name} {value!r} ({type(value).__name__}) is not {expected}")
     context = None
     if isinstance(source, ir.Operation) or hasattr(source, "operation"):
         module = source.operation

@@ -264,10 +264,21 @@ def _int_tuple(op: str, what: str, values: object) -> tuple[int, ...]:
     return (_as_int(op, what, values),)
 
 
+# MLIR keeps dimensions (and kgc the element counts) in 64-bit integers.
+_MAX_ELEMENTS = 2**63 - 1
+
+
 def _static_shape(op: str, what: str, shape: object) -> tuple[int, ...]:
     dims = _int_tuple(op, what, shape)
     if any(d < 0 for d in dims):
         raise GraphError(f"{op}: {what} {dims} has a negative dimension")
+    for index, d in enumerate(dims):
+        if d > _MAX_ELEMENTS:
+            raise GraphError(f"{op}: {what} {dims} has dimension {index} of {d}, more than "
+                             f"2**63 - 1")
+    if math.prod(dims) > _MAX_ELEMENTS:
+        raise GraphError(f"{op}: {what} {dims} has {math.prod(dims)} elements, more than "
+                         f"2**63 - 1")
     return dims
 
 

@@ -2,33 +2,83 @@
 
 As with mlir-opt, a file whose single top-level op is a `builtin.module` is
 that module; any other top-level ops are wrapped in an implicit module.
+
+MLIR's parser recurses once per level of nesting (of types, attributes,
+regions, affine maps) on the native stack, and input nested some thousands
+deep overflows it: the process dies of SIGSEGV. So the text is first
+scanned for its brackets, and input nested deeper than `MAX_NESTING` is
+refused with its location. No real kernel graph nests that deep; kgc's
+passes, which walk nested ops in Python, stay well within Python's
+recursion limit below it.
 """
 
 from __future__ import annotations
 
 import pathlib
+import re
 
 from mlir import ir
 
-from kgc.diagnostics import KgcError, from_mlir_error
+from kgc.diagnostics import Diagnostic, KgcError, from_mlir_error
 
 _IMPLICIT_MODULE = "module {"
+
+MAX_NESTING = 256
+
+# What the nesting scan looks at: string literals and comments (skipped as
+# a whole, brackets inside them do not count), `->` (not a closing `>`),
+# and brackets.
+_NESTING_TOKENS = re.compile(r'"(?:[^"\\\n]|\\.)*"?|//[^\n]*|->|[(\[{<]|[)\]}>]')
+_OPENING = "([{<"
+
+
+def decode_source(data: bytes, source_name: str) -> str:
+    """`data` as UTF-8 text, or KgcError naming the first bad byte."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise KgcError(f"'{source_name}' is not UTF-8 text (byte {error.start})") from None
+
+
+def read_source(path: str | pathlib.Path) -> str:
+    """The UTF-8 text of the file at `path`, or KgcError."""
+    try:
+        data = pathlib.Path(path).read_bytes()
+    except OSError as error:
+        raise KgcError(f"cannot read '{path}': {error.strerror}") from None
+    return decode_source(data, str(path))
 
 
 def parse_file(path: str | pathlib.Path, context: ir.Context) -> ir.Operation:
     """Parses the file at `path`; locations name the path as given."""
-    try:
-        text = pathlib.Path(path).read_text(encoding="utf-8")
-    except OSError as error:
-        raise KgcError(f"cannot read '{path}': {error.strerror}") from None
-    except UnicodeDecodeError:
-        raise KgcError(f"'{path}' is not UTF-8 text") from None
-    return parse_text(text, str(path), context)
+    return parse_text(read_source(path), str(path), context)
+
+
+def check_nesting(text: str, source_name: str) -> None:
+    """Raises KgcError at the first bracket nested deeper than MAX_NESTING."""
+    depth = 0
+    for token in _NESTING_TOKENS.finditer(text):
+        char = token.group()
+        if len(char) != 1:
+            continue
+        if char in _OPENING:
+            depth += 1
+            if depth > MAX_NESTING:
+                line = text.count("\n", 0, token.start()) + 1
+                column = token.start() - (text.rfind("\n", 0, token.start()) + 1) + 1
+                raise KgcError([Diagnostic(
+                    "error", f"{source_name}:{line}:{column}",
+                    f"nesting too deep (more than {MAX_NESTING} levels of brackets)",
+                    line=line, filename=source_name)])
+        else:
+            # A stray closer (or a `>=`) must not let later levels go unseen.
+            depth = max(depth - 1, 0)
 
 
 def parse_text(text: str, source_name: str, context: ir.Context) -> ir.Operation:
     """Parses `text` into a `builtin.module` op, reporting locations as
     `source_name:line:col`."""
+    check_nesting(text, source_name)
     try:
         top = ir.Operation.parse(text, source_name=source_name, context=context)
     except ir.MLIRError as error:
