@@ -1,55 +1,187 @@
-"""The Triton stage: TTIR -> TTGIR -> LLIR -> PTX -> cubin, by triton.compile.
+"""The Triton stage: a kernel's TTIR -> TTGIR -> LLIR -> PTX -> cubin.
 
-`triton.compile` reads TTIR from a file whose suffix names the stage; the
-file stays behind so that a failure can be reproduced with it. No GPU is
-needed: the target is given explicitly.
+    compile_kernel(ttir, options, target) -> Artifact
+    compile_kernels([(ttir, options), ...], target, jobs=4) -> [Artifact, ...]
+
+`compile_kernel` is a pure function of plain data (text, a frozen
+`KernelOptions`, an int) returning plain data, importable at the top of
+this module, so it runs as well in a worker process as in this one. No GPU
+is needed: the target is given explicitly.
+
+Files. Triton reads TTIR from a file whose suffix names the stage; it is
+written to a temporary directory removed when the compile ends. Only when
+Triton fails is the TTIR kept, in `keep_failed_in` (`kgc compile -o DIR`
+passes DIR/kernels) or else in a temporary file, and the error says where
+and how to reproduce the failure from it.
+
+Diagnostics. Triton's C++ writes its diagnostics to file descriptor 2. A
+compile in this process leaves fd 2 alone, so that nothing else the process
+writes meanwhile (another thread, a log) is lost; when it fails, the kernel
+is compiled once more in a child process whose fd 2 is captured, to quote
+Triton's error lines in the KgcError. Worker processes (`compile_kernels`
+with `jobs` > 1) run nothing but compiles: each captures its own fd 2 and
+hands the text back, which is printed here in kernel order when the compile
+succeeds (Triton's IR dumps under MLIR_ENABLE_DUMP) and quoted when it fails.
+
+Workers are started with the `spawn` method: forking a process that holds
+MLIR contexts and their threads is unsafe.
 """
 
 from __future__ import annotations
 
-import contextlib
+import concurrent.futures
+import dataclasses
+import json
+import multiprocessing
 import os
 import pathlib
 import re
+import sys
+import tempfile
+from typing import Sequence
 
 from kgc.diagnostics import KgcError
-from kgc.pipeline.instrumentation import captured_stderr
-from kgc.pipeline.stages import TRITON_STAGES
+from kgc.pipeline.artifact import ARTIFACT_STAGES, Artifact, KernelOptions, content_hash, kernel_symbol
 
 # Lines of Triton's stderr worth repeating in a diagnostic.
 _REPORTED = re.compile(r"error|unsupported|not supported|failed to", re.IGNORECASE)
 
 
-def compile_kernel(kernel, target: int, directory: pathlib.Path, emit: str) -> None:
-    """Fills `kernel.asm` with the Triton stages up to `emit` and keeps
-    Triton's compiled kernel for launching."""
+def compile_kernel(ttir: str, options: KernelOptions, target: int, *,
+                   keep_failed_in: str | pathlib.Path | None = None) -> Artifact:
+    """Compiles one kernel's TTIR (a module holding one public tt.func) for
+    `sm_<target>`. Raises KgcError with Triton's diagnostic lines on failure."""
+    outcome = _compile(ttir, options, target)
+    if isinstance(outcome, Artifact):
+        return outcome
+    # Triton's own lines went to this process's stderr; get them once more
+    # from a child process to quote them in the error.
+    again, stderr = _diagnose_in_child(ttir, options, target)
+    raise _failure(ttir, options, target, again if isinstance(again, CompileFailure) else outcome,
+                   stderr, keep_failed_in)
+
+
+def compile_kernels(requests: Sequence[tuple[str, KernelOptions]], target: int, *, jobs: int = 1,
+                    keep_failed_in: str | pathlib.Path | None = None) -> list[Artifact]:
+    """Compiles kernels, each (TTIR, options), and returns their artifacts in
+    order. Kernels with the same content hash compile once and share one
+    artifact. With `jobs` > 1 and several distinct kernels, up to `jobs`
+    worker processes compile them side by side."""
+    import triton
+
+    keys = [content_hash(ttir, options, target, triton.__version__) for ttir, options in requests]
+    distinct = {}
+    for key, request in zip(keys, requests):
+        distinct.setdefault(key, request)
+    if jobs <= 1 or len(distinct) <= 1:
+        compiled = {key: compile_kernel(ttir, options, target, keep_failed_in=keep_failed_in)
+                    for key, (ttir, options) in distinct.items()}
+        return [compiled[key] for key in keys]
+    workers = min(jobs, len(distinct))
+    with concurrent.futures.ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {key: pool.submit(_compile_capturing_stderr, ttir, options, target)
+                   for key, (ttir, options) in distinct.items()}
+        compiled = {}
+        for key, future in futures.items():
+            try:
+                outcome, stderr = future.result()
+            except concurrent.futures.process.BrokenProcessPool:
+                ttir, _ = distinct[key]
+                raise KgcError(f"the worker process compiling kernel @{kernel_symbol(ttir)} died "
+                               "(out of memory, or Triton crashed); compile with jobs=1 to see "
+                               "Triton's own output") from None
+            if not isinstance(outcome, Artifact):
+                pool.shutdown(cancel_futures=True)
+                ttir, options = distinct[key]
+                raise _failure(ttir, options, target, outcome, stderr, keep_failed_in)
+            if stderr:
+                sys.stderr.write(stderr)
+            compiled[key] = outcome
+    return [compiled[key] for key in keys]
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileFailure:
+    """Why triton.compile raised, as text (exceptions of Triton's C++ do not
+    always pickle)."""
+
+    kind: str
+    message: str
+    source: str  # the TTIR file Triton read, which its diagnostics name
+
+
+def _compile(ttir: str, options: KernelOptions, target: int) -> Artifact | CompileFailure:
     import triton
     from triton.backends.compiler import GPUTarget
 
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{kernel.name}.ttir"
-    path.write_text(kernel.asm["ttir"])
-    # Triton's C++ reports errors (and a reproducer) on stderr; they are kept
-    # for the diagnostic unless the user asked Triton to dump its IR there.
-    capture = not os.environ.get("MLIR_ENABLE_DUMP") and not os.environ.get("KGC_DEBUG")
-    with (captured_stderr() if capture else contextlib.nullcontext([""])) as stderr:
+    name = kernel_symbol(ttir)
+    with tempfile.TemporaryDirectory(prefix="kgc-") as directory:
+        path = pathlib.Path(directory) / f"{name}.ttir"
+        path.write_text(ttir)
         try:
-            compiled = triton.compile(
-                str(path), target=GPUTarget("cuda", target, 32),
-                options={"num_warps": kernel.num_warps, "num_stages": kernel.num_stages})
-            error = None
-        except Exception as raised:  # Triton raises many kinds; all become a diagnostic
-            error = raised
-    if error is not None:
-        lines = [line.strip() for line in stderr[0].splitlines()
-                 if _REPORTED.search(line) and "Failures have been detected" not in line][:10]
-        detail = "\n  ".join(lines) or (str(error).strip().splitlines() or [type(error).__name__])[-1]
-        raise KgcError(f"Triton failed to compile kernel @{kernel.name} for sm_{target}:\n  {detail}\n"
-                       f"  reproduce with: python -c \"import triton; from triton.backends.compiler "
-                       f"import GPUTarget; triton.compile('{path}', target=GPUTarget('cuda', "
-                       f"{target}, 32))\"") from None
-    last = TRITON_STAGES.index(emit) if emit in TRITON_STAGES else len(TRITON_STAGES) - 1
-    for stage in TRITON_STAGES[:last + 1]:
-        kernel.asm[stage] = compiled.asm[stage]
-    kernel.shared = compiled.metadata.shared
-    kernel.triton_kernel = compiled
+            compiled = triton.compile(str(path), target=GPUTarget("cuda", target, 32),
+                                      options=options.triton_options())
+        except Exception as error:  # Triton raises many kinds; all become a diagnostic
+            return CompileFailure(type(error).__name__, str(error), str(path))
+        signature = tuple(compiled.src.signature[i] for i in sorted(compiled.src.signature))
+    # Triton's metadata as it writes it to its cache: JSON, the target a dict.
+    metadata = json.loads(json.dumps(compiled.metadata._asdict(), default=vars))
+    asm = {"ttir": ttir}
+    for stage in ARTIFACT_STAGES[1:]:
+        asm[stage] = compiled.asm[stage]
+    return Artifact(name, content_hash(ttir, options, target, triton.__version__, name), target,
+                    options, signature, metadata, asm, triton.__version__)
+
+
+def _compile_capturing_stderr(ttir: str, options: KernelOptions, target: int
+                              ) -> tuple[Artifact | CompileFailure, str]:
+    """A worker process's compile: fd 2 of this process (which runs nothing
+    else) is captured, and so are the temporary files Triton leaves when
+    ptxas fails."""
+    from kgc.pipeline.instrumentation import captured_stderr
+
+    with tempfile.TemporaryDirectory(prefix="kgc-worker-") as scratch:
+        tempfile.tempdir = scratch
+        try:
+            with captured_stderr() as stderr:
+                outcome = _compile(ttir, options, target)
+        finally:
+            tempfile.tempdir = None
+    return outcome, stderr[0]
+
+
+def _diagnose_in_child(ttir: str, options: KernelOptions, target: int
+                       ) -> tuple[Artifact | CompileFailure | None, str]:
+    """The outcome of compiling the kernel in a child process, and Triton's
+    stderr there."""
+    with concurrent.futures.ProcessPoolExecutor(
+            1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        try:
+            return pool.submit(_compile_capturing_stderr, ttir, options, target).result()
+        except concurrent.futures.process.BrokenProcessPool:
+            return None, ""
+
+
+def _failure(ttir: str, options: KernelOptions, target: int, failure: CompileFailure,
+             stderr: str, keep_failed_in) -> KgcError:
+    name = kernel_symbol(ttir)
+    if keep_failed_in is not None:
+        directory = pathlib.Path(keep_failed_in)
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"{name}.ttir"
+        path.write_text(ttir)
+    else:
+        handle, kept = tempfile.mkstemp(prefix=f"kgc-{name}-", suffix=".ttir")
+        with os.fdopen(handle, "w") as file:
+            file.write(ttir)
+        path = pathlib.Path(kept)
+    # Triton's lines name the TTIR in a directory that is gone: name the kept one.
+    stderr = stderr.replace(failure.source, str(path))
+    lines = [line.strip() for line in stderr.splitlines()
+             if _REPORTED.search(line) and "Failures have been detected" not in line][:10]
+    detail = "\n  ".join(lines) or (failure.message.strip().splitlines() or [failure.kind])[-1]
+    return KgcError(f"Triton failed to compile kernel @{name} for sm_{target}:\n  {detail}\n"
+                    f"  reproduce with: python -c \"import triton; from triton.backends.compiler "
+                    f"import GPUTarget; triton.compile('{path}', target=GPUTarget('cuda', "
+                    f"{target}, 32), options={options.triton_options()})\"")
