@@ -108,7 +108,10 @@ class CompiledGraph:
             raise KgcError(f"@{function.name} takes {function.num_arguments} tensors"
                            f"{' (' + ', '.join(names) + ')' if names else ''}, got {len(tensors)}")
         buffers = [None] * len(function.buffers)
+        # Every argument's type, dtype and shape is checked before where
+        # they are, so that a CPU tensor of a wrong shape is named as such.
         device = _NO_DEVICE
+        misplaced = None
         for index, tensor in enumerate(tensors):
             shape, dtype = specs[index]
             if not isinstance(tensor, torch.Tensor) or tensor.dtype != dtype \
@@ -117,10 +120,16 @@ class CompiledGraph:
                                      function.buffers[index])
             where = tensor.get_device()
             if where != device:
-                device = self._device_of(f"argument {self.argument_label(index)}", tensor, device)
+                if device == _NO_DEVICE and where >= 0:
+                    device = where
+                elif misplaced is None:
+                    misplaced = index
             if not tensor.is_contiguous() or tensor.data_ptr() % _ALIGNMENT:
                 tensor = tensor.clone(memory_format=torch.contiguous_format)
             buffers[index] = tensor
+        if misplaced is not None:
+            raise self._misplaced(f"argument {self.argument_label(misplaced)}",
+                                  tensors[misplaced], device)
         if device == _NO_DEVICE:  # a function without arguments
             device = torch.cuda.current_device()
         outs = None if out is None else self._take_out(out, tensors, buffers, device)
@@ -205,17 +214,14 @@ class CompiledGraph:
         return KgcError(f"@{self.name}: {what} must have shape {tuple(spec.shape)}, got "
                         f"{tuple(tensor.shape)}")
 
-    def _device_of(self, what: str, tensor, device: int) -> int:
-        """The CUDA device of the tensors so far, with `tensor`, whose device
-        differs from `device` (_NO_DEVICE before the first tensor)."""
-        where = tensor.get_device()
-        if tensor.device.type != "cuda" or where < 0:
-            raise KgcError(f"@{self.name}: {what} is on {tensor.device}; it must be on a CUDA "
-                           "device (kgc kernels run on the GPU)")
-        if device != _NO_DEVICE:
-            raise KgcError(f"@{self.name}: {what} is on cuda:{where}, the arguments before it on "
-                           f"cuda:{device}; all must be on one device")
-        return where
+    def _misplaced(self, what: str, tensor, device: int) -> KgcError:
+        """The error for `tensor`, which is not on a CUDA device or not on
+        `device`, where the arguments before it are."""
+        if tensor.device.type != "cuda" or tensor.get_device() < 0:
+            return KgcError(f"@{self.name}: {what} is on {tensor.device}; it must be on a CUDA "
+                            "device (kgc kernels run on the GPU)")
+        return KgcError(f"@{self.name}: {what} is on {tensor.device}, the arguments before it on "
+                        f"cuda:{device}; all must be on one device")
 
     def _take_out(self, out, tensors: tuple, buffers: list, device: int) -> list:
         """Checks the caller's result buffers and puts them where the kernels
@@ -235,10 +241,7 @@ class CompiledGraph:
                     or tensor.shape != shape:
                 raise self._mismatch(what, tensor, spec)
             if tensor.get_device() != device:
-                if tensor.get_device() < 0:
-                    self._device_of(what, tensor, _NO_DEVICE)
-                raise KgcError(f"@{self.name}: {what} is on {tensor.device}, the arguments on "
-                               f"cuda:{device}; all must be on one device")
+                raise self._misplaced(what, tensor, device)
             if not tensor.is_contiguous() or tensor.data_ptr() % _ALIGNMENT:
                 raise KgcError(f"@{self.name}: {what} must be contiguous with a data pointer "
                                f"aligned to {_ALIGNMENT} bytes (kernels write it in place; it "
