@@ -17,22 +17,25 @@ and how to reproduce the failure from it.
 Diagnostics. Triton's C++ writes its diagnostics to file descriptor 2. A
 compile in this process leaves fd 2 alone, so that nothing else the process
 writes meanwhile (another thread, a log) is lost; when it fails, the kernel
-is compiled once more in a child process whose fd 2 is captured, to quote
-Triton's error lines in the KgcError. Worker processes (`compile_kernels`
-with `jobs` > 1) run nothing but compiles: each captures its own fd 2 and
-hands the text back, which is printed here in kernel order when the compile
-succeeds (Triton's IR dumps under MLIR_ENABLE_DUMP) and quoted when it fails.
+is compiled once more in a worker process to quote Triton's error lines in
+the KgcError.
 
-Workers are started with the `spawn` method: forking a process that holds
-MLIR contexts and their threads is unsafe.
+Workers. `compile_kernels` with `jobs` > 1 hands the kernels to a
+`compile_worker.CompilePool`: up to `jobs` worker processes, fresh
+interpreters that compile one kernel after another, whose output comes back
+with each kernel, whose temporary files go to a directory removed
+afterwards, and one of which is killed alone when a kernel outlives
+`timeout`. What a worker prints while compiling is passed on here in kernel
+order when the compile succeeds (Triton's IR dumps under MLIR_ENABLE_DUMP),
+and quoted when it fails. A worker costs an interpreter's start, imports and
+Triton's own start-up, about 2 s on one core, paid once per worker: a pool
+pays off with several kernels and idle cores.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import json
-import multiprocessing
 import os
 import pathlib
 import re
@@ -51,22 +54,27 @@ def compile_kernel(ttir: str, options: KernelOptions, target: int, *,
                    keep_failed_in: str | pathlib.Path | None = None) -> Artifact:
     """Compiles one kernel's TTIR (a module holding one public tt.func) for
     `sm_<target>`. Raises KgcError with Triton's diagnostic lines on failure."""
-    outcome = _compile(ttir, options, target)
+    outcome = compile_outcome(ttir, options, target)
     if isinstance(outcome, Artifact):
         return outcome
     # Triton's own lines went to this process's stderr; get them once more
-    # from a child process to quote them in the error.
-    again, stderr = _diagnose_in_child(ttir, options, target)
-    raise _failure(ttir, options, target, again if isinstance(again, CompileFailure) else outcome,
-                   stderr, keep_failed_in)
+    # from a worker to quote them in the error.
+    from kgc.pipeline.compile_worker import CompilePool
+
+    with CompilePool(1) as pool:
+        again = pool.submit(ttir, options, target).result()
+    failure = again.outcome if isinstance(again.outcome, CompileFailure) else outcome
+    raise _failure(ttir, options, target, failure, again.output, keep_failed_in)
 
 
 def compile_kernels(requests: Sequence[tuple[str, KernelOptions]], target: int, *, jobs: int = 1,
+                    timeout: float | None = None,
                     keep_failed_in: str | pathlib.Path | None = None) -> list[Artifact]:
     """Compiles kernels, each (TTIR, options), and returns their artifacts in
     order. Kernels with the same content hash compile once and share one
     artifact. With `jobs` > 1 and several distinct kernels, up to `jobs`
-    worker processes compile them side by side."""
+    worker processes compile them side by side, each for at most `timeout`
+    seconds. Raises KgcError for the first kernel, in order, that fails."""
     import triton
 
     keys = [content_hash(ttir, options, target, triton.__version__) for ttir, options in requests]
@@ -77,27 +85,20 @@ def compile_kernels(requests: Sequence[tuple[str, KernelOptions]], target: int, 
         compiled = {key: compile_kernel(ttir, options, target, keep_failed_in=keep_failed_in)
                     for key, (ttir, options) in distinct.items()}
         return [compiled[key] for key in keys]
-    workers = min(jobs, len(distinct))
-    with concurrent.futures.ProcessPoolExecutor(
-            workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {key: pool.submit(_compile_capturing_stderr, ttir, options, target)
+    from kgc.pipeline.compile_worker import CompilePool
+
+    compiled = {}
+    with CompilePool(min(jobs, len(distinct)), timeout) as pool:
+        futures = {key: pool.submit(ttir, options, target)
                    for key, (ttir, options) in distinct.items()}
-        compiled = {}
         for key, future in futures.items():
-            try:
-                outcome, stderr = future.result()
-            except concurrent.futures.process.BrokenProcessPool:
-                ttir, _ = distinct[key]
-                raise KgcError(f"the worker process compiling kernel @{kernel_symbol(ttir)} died "
-                               "(out of memory, or Triton crashed); compile with jobs=1 to see "
-                               "Triton's own output") from None
-            if not isinstance(outcome, Artifact):
-                pool.shutdown(cancel_futures=True)
-                ttir, options = distinct[key]
-                raise _failure(ttir, options, target, outcome, stderr, keep_failed_in)
-            if stderr:
-                sys.stderr.write(stderr)
-            compiled[key] = outcome
+            ttir, options = distinct[key]
+            done = future.result()
+            if not isinstance(done.outcome, Artifact):
+                raise _failure(ttir, options, target, done.outcome, done.output, keep_failed_in)
+            sys.stdout.write(done.stdout)
+            sys.stderr.write(done.stderr)
+            compiled[key] = done.outcome
     return [compiled[key] for key in keys]
 
 
@@ -111,7 +112,9 @@ class CompileFailure:
     source: str  # the TTIR file Triton read, which its diagnostics name
 
 
-def _compile(ttir: str, options: KernelOptions, target: int) -> Artifact | CompileFailure:
+def compile_outcome(ttir: str, options: KernelOptions, target: int) -> Artifact | CompileFailure:
+    """The artifact of a kernel, or why Triton failed on it (a value, so
+    that it crosses a process boundary)."""
     import triton
     from triton.backends.compiler import GPUTarget
 
@@ -134,35 +137,6 @@ def _compile(ttir: str, options: KernelOptions, target: int) -> Artifact | Compi
                     options, signature, metadata, asm, triton.__version__)
 
 
-def _compile_capturing_stderr(ttir: str, options: KernelOptions, target: int
-                              ) -> tuple[Artifact | CompileFailure, str]:
-    """A worker process's compile: fd 2 of this process (which runs nothing
-    else) is captured, and so are the temporary files Triton leaves when
-    ptxas fails."""
-    from kgc.pipeline.instrumentation import captured_stderr
-
-    with tempfile.TemporaryDirectory(prefix="kgc-worker-") as scratch:
-        tempfile.tempdir = scratch
-        try:
-            with captured_stderr() as stderr:
-                outcome = _compile(ttir, options, target)
-        finally:
-            tempfile.tempdir = None
-    return outcome, stderr[0]
-
-
-def _diagnose_in_child(ttir: str, options: KernelOptions, target: int
-                       ) -> tuple[Artifact | CompileFailure | None, str]:
-    """The outcome of compiling the kernel in a child process, and Triton's
-    stderr there."""
-    with concurrent.futures.ProcessPoolExecutor(
-            1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        try:
-            return pool.submit(_compile_capturing_stderr, ttir, options, target).result()
-        except concurrent.futures.process.BrokenProcessPool:
-            return None, ""
-
-
 def _failure(ttir: str, options: KernelOptions, target: int, failure: CompileFailure,
              stderr: str, keep_failed_in) -> KgcError:
     name = kernel_symbol(ttir)
@@ -177,7 +151,8 @@ def _failure(ttir: str, options: KernelOptions, target: int, failure: CompileFai
             file.write(ttir)
         path = pathlib.Path(kept)
     # Triton's lines name the TTIR in a directory that is gone: name the kept one.
-    stderr = stderr.replace(failure.source, str(path))
+    if failure.source:
+        stderr = stderr.replace(failure.source, str(path))
     lines = [line.strip() for line in stderr.splitlines()
              if _REPORTED.search(line) and "Failures have been detected" not in line][:10]
     detail = "\n  ".join(lines) or (failure.message.strip().splitlines() or [failure.kind])[-1]

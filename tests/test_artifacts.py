@@ -129,6 +129,46 @@ def test_pool_and_sequential_compiles_give_the_same_artifacts():
     assert [a.asm for a in pooled] == [k.artifact.asm for k in module.kernels.values()]
 
 
+def test_a_kernel_that_fails_in_a_worker_is_reported_with_triton_s_lines(tmp_path):
+    from tests.test_compile_errors import BROKEN_TTIR
+
+    (kernel,) = kgc.compile(SOFTMAX.graph("f32")).module.kernels.values()
+    with pytest.raises(kgc.KgcError) as raised:
+        compile_kernels([(kernel.asm["ttir"], kernel.options),
+                         (BROKEN_TTIR, KernelOptions((1, 1, 1)))], 90, jobs=2,
+                        keep_failed_in=tmp_path)
+    message = str(raised.value)
+    kept = tmp_path / "broken_kernel.ttir"
+    assert message.startswith("error: Triton failed to compile kernel @broken_kernel for sm_90:")
+    assert f'loc("{kept}":3:10): error: custom op \'tt.no_such_op\' is unknown' in message
+    assert kept.read_text() == BROKEN_TTIR
+
+
+def test_a_kernel_that_outlives_its_timeout_stops_its_worker():
+    module = kgc.compile(ATTENTION.graph("f32")).module
+    requests = [(k.asm["ttir"], k.options) for k in module.kernels.values()]
+    # Starting a worker alone takes longer than this.
+    with pytest.raises(kgc.KgcError, match="Triton did not finish within 0.01 s; the worker was "
+                                           "stopped"):
+        compile_kernels(requests, 90, jobs=2, timeout=0.01)
+
+
+def test_workers_do_not_run_the_main_script_again(tmp_path):
+    script = tmp_path / "script.py"
+    script.write_text(
+        "import kgc\n"
+        "from tests.cases import ALL_CASES\n"
+        "print('script body ran', flush=True)\n"
+        "case = next(c for c in ALL_CASES if c.name == 'attention-2x4x100x64')\n"
+        "graph = kgc.compile(case.graph('f32'), jobs=2)\n"
+        "print(len(graph.module.kernels), 'kernels')\n")
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                            timeout=600, cwd=pathlib.Path(__file__).parent.parent,
+                            env=dict(os.environ, PYTHONPATH=str(pathlib.Path(__file__).parent.parent)))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["script body ran", "2 kernels"]
+
+
 def test_artifact_survives_save_and_load(tmp_path):
     (kernel,) = kgc.compile(SOFTMAX.graph("f16")).module.kernels.values()
     record = kernel.artifact.save(tmp_path)
