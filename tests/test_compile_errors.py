@@ -19,7 +19,8 @@ from mlir import ir
 
 import kgc
 from kgc.parsing import parse_text
-from kgc.pipeline.compiler import Kernel, TensorSpec, compile_module
+from kgc.pipeline.artifact import KernelOptions
+from kgc.pipeline.compiler import compile_module
 from kgc.pipeline.triton_stage import compile_kernel
 
 GOOD = """\
@@ -249,10 +250,9 @@ def test_valid_tile_set_by_hand_is_kept(tmp_path):
 
 
 def test_triton_failure_names_the_kernel_and_its_ttir(tmp_path):
-    kernel = Kernel("broken_kernel", (1, 1, 1), 4, 1, [TensorSpec((16,), "f32")], 1,
-                    {"ttir": BROKEN_TTIR})
     with pytest.raises(kgc.KgcError) as raised:
-        compile_kernel(kernel, 90, tmp_path / "kernels", "cubin")
+        compile_kernel(BROKEN_TTIR, KernelOptions((1, 1, 1), 4, 1), 90,
+                       keep_failed_in=tmp_path / "kernels")
     message = str(raised.value)
     assert message.startswith("error: Triton failed to compile kernel @broken_kernel for sm_90:")
     assert "tt.no_such_op" in message
@@ -260,7 +260,6 @@ def test_triton_failure_names_the_kernel_and_its_ttir(tmp_path):
     assert paths, message
     assert all(pathlib.Path(p) == tmp_path / "kernels" / "broken_kernel.ttir" for p in paths)
     assert pathlib.Path(paths[0]).read_text() == BROKEN_TTIR
-    assert "cubin" not in kernel.asm
 
 
 # --------------------------------------------------------------------------
