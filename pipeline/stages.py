@@ -39,8 +39,26 @@ KG_PASSES = (
 TTIR_PASSES = (LOWERING_PASS, "kgc-cse", "kgc-dce")
 
 
+FUSION_PASS = "kg-fuse"
+
+
 def default_pipeline_text(target: int = 90) -> str:
     passes = [p.format(target=target) for p in KG_PASSES + TTIR_PASSES]
+    return f"builtin.module({','.join(passes)})"
+
+
+def fusion_pipeline_text(fuse_options: str = "") -> str:
+    """The default pipeline up to kg-fuse (with `fuse_options`, such as
+    `{partition=0,1;2}`): the graph cut into kernels still in graph form."""
+    position = KG_PASSES.index(FUSION_PASS)
+    passes = list(KG_PASSES[:position]) + [FUSION_PASS + fuse_options]
+    return f"builtin.module({','.join(passes)})"
+
+
+def kernel_pipeline_text(target: int = 90) -> str:
+    """The default pipeline after kg-fuse: kernels in graph form to TTIR."""
+    position = KG_PASSES.index(FUSION_PASS)
+    passes = [p.format(target=target) for p in KG_PASSES[position + 1:] + TTIR_PASSES]
     return f"builtin.module({','.join(passes)})"
 
 

@@ -752,6 +752,34 @@ class Graph:
         return self._record((x,), counts, x.dtype,
                             lambda values, out: kg.slice(out, values[0], starts, steps))
 
+    # -- Mirage's names for the same graph ------------------------------------
+
+    def new_input(self, dims: Sequence[int], dtype: object = "f16") -> Tensor:
+        """`input` with a generated name (`input0`, `input1`...)."""
+        taken = {t.name for t in self._inputs}
+        number = len(self._inputs)
+        while f"input{number}" in taken:
+            number += 1
+        return self.input(f"input{number}", dims, dtype)
+
+    def mark_output(self, tensor: Tensor) -> None:
+        """`output` of one tensor."""
+        self.output(tensor)
+
+    def reduction(self, x: Tensor, dim: int) -> Tensor:
+        """Sums over `dim`, keeping it as a dimension of size 1."""
+        return self.sum(x, dim, keepdim=True)
+
+    def superoptimize(self, **options):
+        """Searches this graph's variants on the GPU and returns the fastest
+        checked one: `kgc.superoptimize(self, **options)`. The graph model
+        does not depend on the search; this only hands the graph to it."""
+        from kgc.api import superoptimize
+
+        return superoptimize(self, **options)
+
+    autotune = superoptimize
+
     # -- shared by the op methods --------------------------------------------
 
     def _tensor(self, op: str, role: str, value: object) -> Tensor:

@@ -59,7 +59,14 @@ def load(directory: str | pathlib.Path, function: str | None = None) -> "Compile
 
 
 class CompiledGraph:
-    """One function of a compiled module, callable on torch tensors."""
+    """One function of a compiled module, callable on torch tensors.
+
+    `config` is the choice it was compiled with (a `kgc.search.GraphConfig`,
+    None for kgc's defaults) and `report` what a search measured to make it
+    (`kgc.search.SearchReport`, None when not searched)."""
+
+    config = None
+    report = None
 
     def __init__(self, module, function: str | None = None):
         if not module.functions:
@@ -145,6 +152,32 @@ class CompiledGraph:
             return outs[0] if len(outs) == 1 else tuple(outs)
         results = tuple(buffers[i] for i in function.results)
         return results[0] if len(results) == 1 else results
+
+    # -- the code ---------------------------------------------------------------
+
+    def kernels(self) -> list:
+        """The kernels the function launches, in launch order, each once."""
+        seen = dict.fromkeys(launch.kernel for launch in self.function.launches)
+        return [self.module.kernels[name] for name in seen]
+
+    def stages(self) -> dict[str, dict[str, str | bytes]]:
+        """Every stage of every kernel: {kernel name: {stage: code}}."""
+        return {kernel.name: dict(kernel.asm) for kernel in self.kernels()}
+
+    def ttir(self) -> str:
+        """The Triton IR of the function's kernels, one module each."""
+        return "\n".join(kernel.asm["ttir"] for kernel in self.kernels())
+
+    def ptx(self) -> str:
+        """The PTX of the function's kernels."""
+        return "\n".join(kernel.asm["ptx"] for kernel in self.kernels())
+
+    def cuda_graph(self, *tensors):
+        """A `CapturedGraph`: this function on `tensors`, captured once as a
+        CUDA graph. Calling it with new tensors of the same signature copies
+        them into the captured inputs and replays: one launch of the whole
+        graph, its results in buffers owned by the capture."""
+        return CapturedGraph(self, tensors)
 
     # -- launching ------------------------------------------------------------
 
@@ -254,6 +287,47 @@ class CompiledGraph:
             if index >= function.num_arguments and buffers[index] is None:
                 buffers[index] = tensor
         return outs
+
+
+class CapturedGraph:
+    """A compiled graph captured as a CUDA graph on example inputs (see
+    `CompiledGraph.cuda_graph`)."""
+
+    def __init__(self, graph: CompiledGraph, tensors: tuple):
+        import torch
+
+        results = graph.run(*tensors)  # checks the arguments and loads the kernels
+        self.graph = graph
+        self.inputs = [t.clone(memory_format=torch.contiguous_format) for t in tensors]
+        single = not isinstance(results, tuple)
+        self.outputs = [torch.empty_like(r) for r in ((results,) if single else results)]
+        self._single = single
+        stream = torch.cuda.Stream(self.inputs[0].device if self.inputs else None)
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            graph.run(*self.inputs, out=self.outputs)  # warm-up off the default stream
+        torch.cuda.current_stream().wait_stream(stream)
+        self.cuda_graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.cuda_graph):
+            graph.run(*self.inputs, out=self.outputs)
+
+    def replay(self):
+        """Runs the captured graph on the captured inputs."""
+        self.cuda_graph.replay()
+        return self.outputs[0] if self._single else tuple(self.outputs)
+
+    def __call__(self, *tensors):
+        if len(tensors) != len(self.inputs):
+            raise KgcError(f"@{self.graph.name} was captured with {len(self.inputs)} tensors, "
+                           f"got {len(tensors)}")
+        for index, (captured, tensor) in enumerate(zip(self.inputs, tensors, strict=True)):
+            if tensor is not captured:
+                if getattr(tensor, "shape", None) != captured.shape or \
+                        getattr(tensor, "dtype", None) != captured.dtype:
+                    raise self.graph._mismatch(f"argument {self.graph.argument_label(index)}",
+                                               tensor, self.graph.function.buffers[index])
+                captured.copy_(tensor)
+        return self.replay()
 
 
 def _load(artifact, device: int, limits: dict, active):

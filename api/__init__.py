@@ -1,0 +1,137 @@
+"""The Python front end: `kgc.compile` and `kgc.superoptimize`.
+
+    graph = kgc.compile(g)                     # kgc's default choices
+    graph = kgc.compile(g, config=saved)       # a partition and kernel configs
+    graph = kgc.superoptimize(g)               # searched, checked, timed, cached
+
+Both take a `kgc.Graph`, MLIR text, a path to an `.mlir` file, or (compile
+only) a parsed `builtin.module`, and return a `kgc.runtime.CompiledGraph`.
+This layer sits above the pipeline, the runtime and the search, and is the
+only one that imports all three.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+from mlir import ir
+
+from kgc.diagnostics import KgcError
+
+__all__ = ["compile", "parse_source", "superoptimize"]
+
+
+def _default_target() -> int:
+    """The current GPU's SM when there is one, else sm_90."""
+    from kgc.runtime import cuda_available
+
+    if cuda_available():
+        import torch
+
+        major, minor = torch.cuda.get_device_capability()
+        return major * 10 + minor
+    return 90
+
+
+def _parse(source, context: ir.Context) -> tuple[ir.Operation, str]:
+    """(the module of `source`, a file stem for what is written of it)."""
+    from kgc.graph import Graph
+    from kgc.parsing import parse_file, parse_text
+
+    if isinstance(source, Graph):
+        return source.build(context), source.name
+    if isinstance(source, pathlib.Path) or (isinstance(source, str) and "\n" not in source
+                                            and source.endswith(".mlir")):
+        return parse_file(source, context), pathlib.Path(source).stem
+    if isinstance(source, str):
+        return parse_text(source, "<string>", context), "graph"
+    raise KgcError(f"cannot compile a {type(source).__name__}: give a kgc.Graph, MLIR text "
+                   "or a path to an .mlir file")
+
+
+def _function_of(module: ir.Operation, function: str | None) -> str:
+    names = [ir.StringAttr(op.attributes["sym_name"]).value
+             for op in module.regions[0].blocks[0].operations if op.operation.name == "func.func"]
+    if function is None:
+        if len(names) != 1:
+            raise KgcError(f"the module holds {len(names)} functions ({', '.join(names)}); name "
+                           "the one to use")
+        return names[0]
+    if function not in names:
+        raise KgcError(f"no function @{function} (have: {', '.join(names)})")
+    return function
+
+
+def parse_source(source, function: str | None = None) -> tuple[str, str, str]:
+    """(the canonical text of `source`'s module, without locations; the
+    function to use; a file stem)."""
+    with ir.Context() as context:
+        context.allow_unregistered_dialects = True
+        module, stem = _parse(source, context)
+        return (module.get_asm(enable_debug_info=False), _function_of(module, function), stem)
+
+
+def compile(source, *, target: str | int | None = None, pipeline: str | None = None,
+            function: str | None = None, output_dir: str | pathlib.Path | None = None,
+            jobs: int = 1, config=None):
+    """Compiles `source` for `target` (default: this machine's GPU, else
+    sm_90) and returns a `kgc.runtime.CompiledGraph`.
+
+    `source` is a `kgc.Graph`, a path to an `.mlir` file, MLIR text, or a
+    parsed `builtin.module` operation (which is compiled in place). With
+    `output_dir`, every stage of every kernel and a manifest are written
+    there (`kgc.runtime.load(output_dir)` runs it again without compiling).
+    Up to `jobs` worker processes compile the kernels side by side.
+    `config` (a `kgc.search.GraphConfig`, its dict or JSON, or a JSON file:
+    what `superoptimize` returns as `.config`) sets the partition and the
+    kernels' knobs; it cannot be combined with `pipeline`.
+    Compiling needs no GPU; calling the result does.
+    """
+    from kgc.graph import Graph
+    from kgc.pipeline.compiler import compile_module
+    from kgc.pipeline.pipeline import Pipeline
+    from kgc.pipeline.stages import fusion_pipeline_text, kernel_pipeline_text, parse_target
+    from kgc.runtime import CompiledGraph
+    from kgc.search.config import GraphConfig
+
+    arch = parse_target(_default_target() if target is None else target)
+    for name, value, kinds, expected in (
+            ("pipeline", pipeline, (str,), "a textual pass pipeline"),
+            ("function", function, (str,), "a function name"),
+            ("output_dir", output_dir, (str, pathlib.PurePath), "a folder path")):
+        if value is not None and not isinstance(value, kinds):
+            raise KgcError(f"{name} {value!r} ({type(value).__name__}) is not {expected}")
+    if config is not None and pipeline is not None:
+        raise KgcError("give a config or a pipeline, not both: a config sets the choices of "
+                       "kgc's own pipeline")
+    graph_config = GraphConfig.load(config) if config is not None else None
+    context = None
+    if isinstance(source, ir.Operation) or hasattr(source, "operation"):
+        module, stem = source.operation, "graph"
+    else:
+        context = ir.Context()
+        context.allow_unregistered_dialects = True
+        module, stem = _parse(source, context)
+    with module.context:
+        if graph_config is not None:
+            _function_of(module, graph_config.function)
+            Pipeline.parse(fusion_pipeline_text(graph_config.fuse_options())).run(module)
+            graph_config.configure_kernels(module)
+            pipeline = kernel_pipeline_text(arch)
+        compiled = compile_module(module, target=arch, pipeline=pipeline, jobs=jobs,
+                                  ttir_dir=pathlib.Path(output_dir) / "kernels" if output_dir else None)
+        if isinstance(source, Graph) and source.name in compiled.functions:
+            compiled.functions[source.name].argument_names = [t.name for t in source.inputs]
+        if output_dir is not None:
+            compiled.write(output_dir, stem)
+    graph = CompiledGraph(compiled, function)
+    graph.config = graph_config
+    graph._context = context  # keeps the IR's context alive with the result
+    return graph
+
+
+def superoptimize(source, **options):
+    """`kgc.search.superoptimize`: see there."""
+    from kgc.search.tuner import superoptimize as search
+
+    return search(source, **options)

@@ -1,0 +1,21 @@
+"""The search layer: many ways to compile one graph, checked and timed.
+
+Above the compiler and the runtime, below the front ends. Its pieces, each
+with a small interface:
+
+    space     the variants of a graph: kg-fuse's candidate partitions x
+              each kernel's KernelConfig space, kernels tuned independently
+    profile   checking each candidate against torch and timing it, on one
+              or several GPUs of one model
+    measure   CUDA-event timing (median after warm-up; CUDA graph replays)
+    verify    the accuracy rule and fresh random inputs
+    cache     search results and their cubins on disk, keyed and locked
+    config    a graph's choices (partition and kernel knobs) as JSON
+    tuner     `superoptimize`, which runs them in order
+"""
+
+from kgc.search.cache import Cache, CacheKey
+from kgc.search.config import GraphConfig
+from kgc.search.tuner import SearchReport, superoptimize
+
+__all__ = ["Cache", "CacheKey", "GraphConfig", "SearchReport", "superoptimize"]

@@ -1,0 +1,168 @@
+"""The on-disk cache of search results and their compiled kernels.
+
+An entry holds what a finished search chose (its configuration as JSON)
+and the compiled artifacts of the chosen kernels, so that a later search of
+the same graph on the same kind of device, in any process, compiles and
+times nothing. Entries live under `KGC_CACHE_DIR`, or the user cache
+directory (`platformdirs`) when it is unset.
+
+The key is a SHA-256 over every part that can change the result
+(`CacheKey`): the canonical graph text, the device's name and compute
+capability, the versions of kgc, Triton and torch, and the search settings
+that change what is searched. Any part changing gives another entry.
+
+An entry is one zip file written to a temporary name beside its place and
+renamed over it (atomic on POSIX), under a file lock per key, so two
+processes tuning at once never see half an entry, and the second to take
+the lock finds the first one's result. Each member's SHA-256 is stored in
+the entry's manifest and checked on load (besides zip's own CRCs): a
+truncated or corrupt entry is reported with a warning, removed and treated
+as a miss, so it is rebuilt, never served.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import pathlib
+import tempfile
+import warnings
+import zipfile
+from typing import Iterator
+
+_FORMAT = 1
+_MANIFEST = "manifest.json"
+_LOG = logging.getLogger(__name__)
+
+
+def default_root() -> pathlib.Path:
+    """`KGC_CACHE_DIR`, or kgc's directory in the user cache directory."""
+    configured = os.environ.get("KGC_CACHE_DIR")
+    if configured:
+        return pathlib.Path(configured).expanduser()
+    import platformdirs
+
+    return pathlib.Path(platformdirs.user_cache_dir("kgc", appauthor=False))
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheKey:
+    """Everything a cached result depends on. `digest` names the entry."""
+
+    graph: str  # canonical text of the kernel graph (shapes and element types included)
+    device: str  # the GPU's name as the driver reports it
+    capability: tuple[int, int]
+    versions: tuple[tuple[str, str], ...]  # (package, version) of kgc, triton, torch
+    settings: tuple[tuple[str, str], ...] = ()  # search settings that change the result
+
+    @property
+    def digest(self) -> str:
+        text = json.dumps(dataclasses.asdict(self), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+def installed_versions() -> tuple[tuple[str, str], ...]:
+    """The versions that compiled code depends on, as a key part."""
+    from importlib import metadata
+
+    versions = []
+    for package in ("kgc", "triton", "torch"):
+        try:
+            versions.append((package, metadata.version(package)))
+        except metadata.PackageNotFoundError:
+            versions.append((package, "absent"))
+    return tuple(versions)
+
+
+@dataclasses.dataclass
+class Entry:
+    """What a search stored: its choice and the files it needs to run it."""
+
+    config: dict
+    files: dict[str, bytes] = dataclasses.field(default_factory=dict)
+
+
+class CorruptEntry(Exception):
+    pass
+
+
+class Cache:
+    """Entries by key under `root`; see the module docstring."""
+
+    def __init__(self, root: str | os.PathLike | None = None):
+        self.root = pathlib.Path(root) if root is not None else default_root()
+
+    def path(self, key: CacheKey) -> pathlib.Path:
+        digest = key.digest
+        return self.root / digest[:2] / f"{digest}.zip"
+
+    @contextlib.contextmanager
+    def locked(self, key: CacheKey) -> Iterator[None]:
+        """Holds the key's lock: one process at a time searches a graph."""
+        import filelock
+
+        path = self.path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with filelock.FileLock(str(path) + ".lock"):
+            yield
+
+    def load(self, key: CacheKey) -> Entry | None:
+        """The entry for `key`, or None on a miss. A corrupt entry is a
+        miss: it is reported, removed, and rebuilt by the caller."""
+        path = self.path(key)
+        if not path.exists():
+            return None
+        try:
+            return self._read(path, key)
+        except (CorruptEntry, zipfile.BadZipFile, OSError, KeyError, ValueError) as problem:
+            warnings.warn(f"kgc cache entry {path} is corrupt ({problem}); it is ignored and "
+                          "rebuilt", RuntimeWarning, stacklevel=2)
+            with contextlib.suppress(OSError):
+                path.unlink()
+            return None
+
+    def store(self, key: CacheKey, entry: Entry) -> pathlib.Path:
+        """Writes `entry` for `key` atomically (temporary file, then rename)."""
+        path = self.path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        manifest = {
+            "format": _FORMAT,
+            "key": dataclasses.asdict(key),
+            "config": entry.config,
+            "files": {name: hashlib.sha256(data).hexdigest() for name, data in entry.files.items()},
+        }
+        descriptor, temporary = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(descriptor, "wb") as handle:
+                with zipfile.ZipFile(handle, "w", zipfile.ZIP_DEFLATED) as archive:
+                    archive.writestr(_MANIFEST, json.dumps(manifest, sort_keys=True))
+                    for name, data in entry.files.items():
+                        archive.writestr(f"files/{name}", data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temporary, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
+        _LOG.info("stored search result %s", path)
+        return path
+
+    def _read(self, path: pathlib.Path, key: CacheKey) -> Entry:
+        with zipfile.ZipFile(path) as archive:
+            manifest = json.loads(archive.read(_MANIFEST))
+            if manifest.get("format") != _FORMAT:
+                raise CorruptEntry(f"format {manifest.get('format')}, expected {_FORMAT}")
+            if manifest.get("key") != json.loads(json.dumps(dataclasses.asdict(key))):
+                raise CorruptEntry("it was stored for another key")
+            files = {}
+            for name, digest in manifest["files"].items():
+                data = archive.read(f"files/{name}")
+                if hashlib.sha256(data).hexdigest() != digest:
+                    raise CorruptEntry(f"member {name} does not match its checksum")
+                files[name] = data
+        return Entry(manifest["config"], files)

@@ -1,0 +1,76 @@
+"""One fused kernel of a graph as a graph of its own.
+
+The search tunes kernels one at a time: each kg.kernel (in graph form, as
+kg-fuse leaves it) becomes a module whose function takes the kernel's
+operands and returns its results. `launch_form` keeps the kernel op, so
+the rest of the pipeline (kg-tile onwards) compiles it as it would inside
+the whole graph; `inline_form` spells its body out as plain graph ops, which
+`kgc.reference.evaluate` runs as torch would, to check what a candidate
+computes. `signature` names a kernel by its content alone, so the same
+kernel met in several partitions is tuned once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from mlir import ir
+from mlir.dialects import func
+
+from kgc.tiling.kernel_ops import kernel_name
+
+_PLACEHOLDER = "kernel"
+
+
+def _function(kernel: ir.Operation, module: ir.Module, name: str) -> ir.Block:
+    types = ir.FunctionType.get([v.type for v in kernel.operands],
+                                [r.type for r in kernel.results])
+    with ir.InsertionPoint(module.body):
+        function = func.FuncOp(name, types)
+    return function.add_entry_block()
+
+
+def launch_form(kernel: ir.Operation, name: str | None = None) -> ir.Module:
+    """A module whose function @name runs just `kernel` (kept as a kg.kernel
+    of the same name)."""
+    name = name or kernel_name(kernel)
+    with kernel.context, kernel.location:
+        module = ir.Module.create()
+        block = _function(kernel, module, name)
+        with ir.InsertionPoint(block):
+            clone = kernel.clone()
+            for index, argument in enumerate(block.arguments):
+                clone.operands[index] = argument
+            clone.attributes["sym_name"] = ir.StringAttr.get(name)
+            func.ReturnOp(list(clone.results))
+    return module
+
+
+def inline_form(kernel: ir.Operation, name: str | None = None) -> ir.Module:
+    """A module whose function @name computes what `kernel` does, with the
+    ops of its body at the function's top level."""
+    name = name or kernel_name(kernel)
+    body = kernel.regions[0].blocks[0]
+    with kernel.context, kernel.location:
+        module = ir.Module.create()
+        block = _function(kernel, module, name)
+        mapping = dict(zip(body.arguments, block.arguments))
+        with ir.InsertionPoint(block):
+            for op in body.operations:
+                op = op.operation
+                if op.name == "kg.yield":
+                    func.ReturnOp([mapping[v] for v in op.operands])
+                    break
+                clone = op.clone()
+                for index, operand in enumerate(op.operands):
+                    clone.operands[index] = mapping.get(operand, operand)
+                for old, new in zip(op.results, clone.results):
+                    mapping[old] = new
+    return module
+
+
+def signature(kernel: ir.Operation) -> str:
+    """A digest of what `kernel` computes: its body, operand and result
+    types and attributes, not its name or position."""
+    text = launch_form(kernel, _PLACEHOLDER).operation.get_asm(enable_debug_info=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -1,0 +1,176 @@
+"""Checking and timing the compiled candidates of kernels on GPUs.
+
+A `KernelTrial` is one kernel (as a graph of its own: `inline_text`, which
+the reference evaluates) and its compiled candidates (single-kernel
+modules, down to cubin). `run_trial` does, on the current GPU: fresh
+random inputs; the reference results, op by op as eager torch would and
+exactly in f64 (`kgc.reference.evaluate`); then for each candidate, in
+order: skipped without running when its compiled resources exceed the
+device's (shared memory, registers, threads); run with its results
+poisoned (NaN), rejected when they do not match the reference
+(`verify.mismatch`); else timed with `measure.time_replayed`.
+
+`run_trials` spreads trials over GPUs of one model, one worker process per
+device (each pinned to its device); with one device the trials run in this
+process.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import multiprocessing
+import os
+import secrets
+from typing import Callable, Sequence
+
+TIMED, REJECTED, SKIPPED = "timed", "rejected", "skipped"
+
+
+@dataclasses.dataclass
+class KernelTrial:
+    signature: str
+    function: str
+    inline_text: str
+    candidates: list[tuple[str, object]]  # (candidate id, CompiledModule)
+
+
+@dataclasses.dataclass
+class Outcome:
+    candidate: str
+    status: str  # TIMED, REJECTED or SKIPPED
+    time_us: float | None = None
+    reason: str = ""
+    device: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class TrialSettings:
+    warmup_iters: int = 16
+    profile_iters: int = 1000
+    seed: int | None = None  # None: fresh inputs for every trial
+    # A test hook: (candidate id, results) -> results, applied before the
+    # check, to plant a wrong candidate. It must be picklable for several GPUs.
+    tamper: Callable | None = None
+
+
+def run_trial(trial: KernelTrial, settings: TrialSettings) -> list[Outcome]:
+    import torch
+    from mlir import ir
+
+    import kgc  # noqa: F401  (registers the dialect)
+    from kgc.reference import evaluate
+    from kgc.runtime import CompiledGraph
+    from kgc.search.verify import mismatch, random_inputs
+    from kgc.search.measure import time_replayed
+    from triton.runtime.driver import driver
+
+    local = torch.cuda.current_device()
+    limits = driver.active.utils.get_device_properties(local)
+    device = getattr(_pin_device, "device", local)
+    seed = settings.seed if settings.seed is not None else secrets.randbits(31)
+    with ir.Context() as context:
+        context.allow_unregistered_dialects = True
+        module = ir.Module.parse(trial.inline_text).operation
+        function = next(op for op in module.regions[0].blocks[0].operations
+                        if op.operation.name == "func.func").operation
+        specs = [(tuple(ir.RankedTensorType(t).shape), str(ir.RankedTensorType(t).element_type))
+                 for t in ir.FunctionType(ir.TypeAttr(function.attributes["function_type"]).value
+                                          ).inputs]
+        inputs = random_inputs(specs, seed, f"cuda:{local}")
+        eager = _as_tuple(evaluate(module, trial.function, inputs))
+        exact = _as_tuple(evaluate(module, trial.function, inputs, exact=True))
+    outcomes = []
+    for candidate, compiled in trial.candidates:
+        reasons = [k.artifact.exceeds(limits) for k in compiled.kernels.values()]
+        reason = next((r for r in reasons if r), None)
+        if reason is not None:
+            outcomes.append(Outcome(candidate, SKIPPED, reason=reason, device=device))
+            continue
+        graph = CompiledGraph(compiled, trial.function)
+        try:
+            results = _as_tuple(graph.run(*inputs, poison=True))
+        except Exception as error:  # a launch the driver refuses is this candidate's failure
+            outcomes.append(Outcome(candidate, REJECTED, reason=f"failed to run: {error}",
+                                    device=device))
+            continue
+        if settings.tamper is not None:
+            results = _as_tuple(settings.tamper(candidate, results))
+        wrong = mismatch(results, eager, exact)
+        if wrong is not None:
+            outcomes.append(Outcome(candidate, REJECTED, reason=wrong, device=device))
+            continue
+        outs = [torch.empty_like(r) for r in results]
+        elapsed = time_replayed(lambda: graph.run(*inputs, out=outs), settings.warmup_iters,
+                                settings.profile_iters)
+        outcomes.append(Outcome(candidate, TIMED, elapsed, device=device))
+    return outcomes
+
+
+def _as_tuple(value) -> tuple:
+    return value if isinstance(value, tuple) else (value,)
+
+
+def visible_devices() -> list[int]:
+    import torch
+
+    return list(range(torch.cuda.device_count()))
+
+
+def run_trials(trials: Sequence[KernelTrial], settings: TrialSettings,
+               devices: Sequence[int] | None = None,
+               on_done: Callable[[KernelTrial, list[Outcome]], None] | None = None
+               ) -> dict[str, list[Outcome]]:
+    """Outcomes of every trial by signature, using `devices` (default: every
+    visible GPU; they must be of one model, so that times compare)."""
+    devices = list(visible_devices() if devices is None else devices)
+    if not devices:
+        from kgc.diagnostics import KgcError
+
+        raise KgcError("timing candidates needs a CUDA device; none is visible")
+    results: dict[str, list[Outcome]] = {}
+    if len(devices) == 1:
+        import torch
+
+        with torch.cuda.device(devices[0]):
+            for trial in trials:
+                results[trial.signature] = run_trial(trial, settings)
+                if on_done:
+                    on_done(trial, results[trial.signature])
+        return results
+    _check_one_model(devices)
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    for device in devices:
+        queue.put(device)
+    with concurrent.futures.ProcessPoolExecutor(len(devices), mp_context=context,
+                                                initializer=_pin_device,
+                                                initargs=(queue,)) as pool:
+        futures = {pool.submit(run_trial, trial, settings): trial for trial in trials}
+        for future in concurrent.futures.as_completed(futures):
+            trial = futures[future]
+            results[trial.signature] = future.result()
+            if on_done:
+                on_done(trial, results[trial.signature])
+    return results
+
+
+def _pin_device(queue) -> None:
+    """A worker's start: it takes one device and sees only that one."""
+    device = queue.get()
+    os.environ["CUDA_VISIBLE_DEVICES"] = str(device)
+    import torch
+
+    torch.cuda.set_device(0)
+    _pin_device.device = device
+
+
+def _check_one_model(devices: Sequence[int]) -> None:
+    import torch
+
+    from kgc.diagnostics import KgcError
+
+    names = {torch.cuda.get_device_name(d) for d in devices}
+    if len(names) > 1:
+        raise KgcError(f"the GPUs to time on are of several models ({', '.join(sorted(names))}); "
+                       "times would not compare: choose devices of one model")

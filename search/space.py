@@ -1,0 +1,133 @@
+"""The variant space of a kernel graph: fusion partitions x kernel configs.
+
+A variant of a graph is a partition of its ops into kernels (the candidate
+partitions of kg-fuse, `kgc.fusion.propose_partitions`) and a config for
+each kernel (its kind's `KernelConfig` space). Kernels are tuned
+independently: the same kernel (same content, `kernels.signature`) met in
+several partitions is one `KernelVariants`, and a partition's time is the
+sum of its kernels' best times. So the search grows with the sum of the
+choices, not their product.
+
+How many configs of a kernel are tried is the effort: its default config
+(kgc's heuristic choice) first, then every config one knob away from it,
+then a sample of the rest drawn with a seed of the kernel's signature, up
+to the effort's count (all of them at effort "high").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+from mlir import ir
+
+from kgc.diagnostics import KgcError
+from kgc.fusion import propose_partitions
+from kgc.passes.tile import plan_kernel
+from kgc.pipeline.pipeline import Pipeline
+from kgc.pipeline.stages import fusion_pipeline_text
+from kgc.search import kernels as kernel_forms
+from kgc.tiling.config import KernelConfig
+from kgc.tiling.kernel_ops import kernel_name, kernels_in, ops_named
+
+EFFORT_CONFIGS = {"low": 8, "default": 48, "high": None}
+
+
+@dataclasses.dataclass
+class KernelVariants:
+    """One kernel (by content) and the configs to try for it."""
+
+    signature: str
+    name: str  # its name in the first partition that made it
+    kind: str
+    launch_text: str  # a module running just the kernel (kernels.launch_form)
+    inline_text: str  # the same computation as plain graph ops (kernels.inline_form)
+    default: KernelConfig  # kgc's choice with no knobs given
+    configs: list[KernelConfig]  # to try, the default first
+
+
+@dataclasses.dataclass
+class PartitionVariant:
+    partition: str  # kgc.fusion.Partition text
+    origin: str  # the fusion decisions that gave it
+    kernels: list[tuple[str, str]]  # (kernel name in this partition, signature)
+
+
+def _element_bits(element: str) -> int:
+    return {"f32": 32, "f16": 16, "bf16": 16}.get(element, 8)
+
+
+def _widest_input(kernel: ir.Operation) -> str:
+    elements = [str(ir.RankedTensorType(v.type).element_type) for v in kernel.operands]
+    return max(elements, key=_element_bits) if elements else "f32"
+
+
+def configs_to_try(default: KernelConfig, space: list[KernelConfig], count: int | None,
+                   seed: str) -> list[KernelConfig]:
+    """`default`, its neighbours in `space` (one knob changed), then a
+    seeded sample of the rest, `count` in all (None: all)."""
+    chosen: dict[KernelConfig, None] = {default: None}
+    given = default.to_dict()
+    neighbours = [c for c in space
+                  if sum(given.get(k) != v for k, v in c.to_dict().items()) == 1]
+    rest = [c for c in space if c not in chosen and c not in neighbours]
+    random.Random(seed).shuffle(rest)
+    for config in neighbours + rest:
+        if count is not None and len(chosen) >= count:
+            break
+        chosen.setdefault(config, None)
+    return list(chosen)
+
+
+def variant_space(module_text: str, function: str, effort: str = "default"
+                  ) -> tuple[list[PartitionVariant], dict[str, KernelVariants]]:
+    """The partitions of `function` in `module_text` (a kernel graph before
+    fusion) and the kernels they make, with the configs to try."""
+    if effort not in EFFORT_CONFIGS:
+        raise KgcError(f"effort must be one of {', '.join(EFFORT_CONFIGS)}, got {effort!r}")
+    count = EFFORT_CONFIGS[effort]
+    with ir.Context() as context:
+        context.allow_unregistered_dialects = True
+        module = ir.Module.parse(module_text).operation
+        Pipeline.parse(_decompose_only()).run(module)
+        decomposed = module.get_asm(enable_debug_info=True)
+        functions = {ir.StringAttr(f.attributes["sym_name"]).value: f
+                     for f in ops_named(module, "func.func")}
+        if function not in functions:
+            raise KgcError(f"no function @{function} (have: {', '.join(functions)})")
+        partitions = propose_partitions(functions[function])
+    variants: list[PartitionVariant] = []
+    kernels: dict[str, KernelVariants] = {}
+    for partition in partitions:
+        with ir.Context() as context:
+            context.allow_unregistered_dialects = True
+            fused = ir.Module.parse(decomposed).operation
+            Pipeline.parse(_fuse_only(str(partition), function)).run(fused)
+            made = []
+            for kernel in kernels_in(fused):
+                if kernel.parent.name != "func.func" or ir.StringAttr(
+                        kernel.parent.attributes["sym_name"]).value != function:
+                    continue
+                signature = kernel_forms.signature(kernel)
+                made.append((kernel_name(kernel), signature))
+                if signature in kernels:
+                    continue
+                plan, _ = plan_kernel(kernel)
+                config_class = type(plan.config)
+                default = plan.config
+                space = config_class.space(plan.knob_extents, _widest_input(kernel))
+                kernels[signature] = KernelVariants(
+                    signature, kernel_name(kernel), plan.kind,
+                    str(kernel_forms.launch_form(kernel)), str(kernel_forms.inline_form(kernel)),
+                    default, configs_to_try(default, space, count, signature))
+        variants.append(PartitionVariant(str(partition), partition.origin, made))
+    return variants, kernels
+
+
+def _decompose_only() -> str:
+    text = fusion_pipeline_text()
+    return text.replace(",kg-fuse)", ")")
+
+
+def _fuse_only(partition: str, function: str) -> str:
+    return f"builtin.module(kg-fuse{{partition={partition} function={function}}})"
