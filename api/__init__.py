@@ -89,8 +89,7 @@ def compile(source, *, target: str | int | None = None, pipeline: str | None = N
     """
     from kgc.graph import Graph
     from kgc.pipeline.compiler import compile_module
-    from kgc.pipeline.pipeline import Pipeline
-    from kgc.pipeline.stages import fusion_pipeline_text, kernel_pipeline_text, parse_target
+    from kgc.pipeline.stages import parse_target
     from kgc.runtime import CompiledGraph
     from kgc.search.config import GraphConfig
 
@@ -115,9 +114,7 @@ def compile(source, *, target: str | int | None = None, pipeline: str | None = N
     with module.context:
         if graph_config is not None:
             _function_of(module, graph_config.function)
-            Pipeline.parse(fusion_pipeline_text(graph_config.fuse_options())).run(module)
-            graph_config.configure_kernels(module)
-            pipeline = kernel_pipeline_text(arch)
+            pipeline = graph_config.apply(module, arch)
         compiled = compile_module(module, target=arch, pipeline=pipeline, jobs=jobs,
                                   ttir_dir=pathlib.Path(output_dir) / "kernels" if output_dir else None)
         if isinstance(source, Graph) and source.name in compiled.functions:

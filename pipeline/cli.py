@@ -1,11 +1,14 @@
 """kgc: the compiler driver.
 
     kgc compile [GRAPH.mlir] [-o DIR] [--target sm_90] [--pass-pipeline ...]
-                [--emit kg|ttir|ttgir|llir|ptx|cubin]
+                [--emit kg|ttir|ttgir|llir|ptx|cubin] [--config FILE] [-j N]
+    kgc tune [GRAPH.mlir] [--effort low|default|high] [--budget S]
+             [--save-config FILE] [-o DIR]
 
-Compiles every function of GRAPH (by default the built-in RMSNorm + MatMul
-example) and writes each stage of each kernel and manifest.json to DIR.
-No GPU is needed. Errors are printed as `file:line:col: error: ...` and the
+`compile` compiles every function of GRAPH (by default the built-in RMSNorm
++ MatMul example) and writes each stage of each kernel and manifest.json to
+DIR; no GPU is needed. `tune` searches the graph's variants on this
+machine's GPU (kgc.search) and prints every candidate's time and status. Errors are printed as `file:line:col: error: ...` and the
 exit status is 1.
 """
 
@@ -41,8 +44,21 @@ def _parser() -> argparse.ArgumentParser:
     compile_.add_argument("--emit", choices=STAGES, default="cubin",
                           help="the last stage to produce (default cubin)")
     compile_.add_argument("-j", "--jobs", type=_positive, default=1,
-                          help="worker processes compiling kernels side by side (default 1: "
-                               "one after another in this process)")
+                          help="worker processes compiling kernels side by side (default 1)")
+    compile_.add_argument("--config", help="a JSON file of a partition and kernel knobs, as "
+                                           "`kgc tune --save-config` writes it")
+    tune = commands.add_parser(
+        "tune", help="search a kernel graph's fusions and kernel configs on this machine's GPU, "
+                     "check and time every candidate, and print the table")
+    tune.add_argument("graph", nargs="?",
+                      help=f"an .mlir file of kg functions (default: the built-in {EXAMPLE})")
+    tune.add_argument("--function", help="the function to tune (default: the only one)")
+    tune.add_argument("--effort", choices=("low", "default", "high"), default="default",
+                      help="how many configs of each kernel to try (default: default)")
+    tune.add_argument("--budget", type=float, help="seconds the search may take")
+    tune.add_argument("--save-config", help="write the chosen config (JSON) to this file")
+    tune.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    tune.add_argument("-o", "--output", help="also write the chosen kernels' stages here")
     return parser
 
 
@@ -73,7 +89,15 @@ def compile_command(args) -> int:
         target = parse_target(args.target)
         # Refused before compiling: a folder that cannot be written.
         output = make_output_folder(args.output)
-        compiled = compile_module(module, target=target, pipeline=args.pass_pipeline,
+        pipeline = args.pass_pipeline
+        if args.config is not None:
+            if pipeline is not None:
+                raise KgcError("give --config or --pass-pipeline, not both: a config sets the "
+                               "choices of kgc's own pipeline")
+            from kgc.search.config import GraphConfig
+
+            pipeline = GraphConfig.load(pathlib.Path(args.config)).apply(module, target)
+        compiled = compile_module(module, target=target, pipeline=pipeline,
                                   emit=args.emit, ttir_dir=output / "kernels", jobs=args.jobs)
         written = compiled.write(output, stem)
     elapsed = time.perf_counter() - started
@@ -91,11 +115,44 @@ def compile_command(args) -> int:
     return 0
 
 
+def tune_command(args) -> int:
+    from kgc.api import superoptimize
+
+    if args.budget is not None and not args.budget > 0:
+        raise KgcError(f"--budget must be a positive number of seconds, got {args.budget}")
+    source = args.graph or str(importlib.resources.files("kgc.examples").joinpath(EXAMPLE))
+    graph = superoptimize(source, function=args.function, effort=args.effort,
+                          budget_s=args.budget, cache=not args.no_cache)
+    report = graph.report
+    print(report.table())
+    counts = ", ".join(f"{n} {status}" for status, n in sorted(report.counts().items()))
+    print(f"kgc: tuned @{graph.name} in {report.wall_s:.1f} s"
+          f"{' (from the cache)' if report.cached else ''}: {counts}")
+    if report.chosen_us is not None and report.default_us is not None:
+        print(f"  chosen {report.chosen_us:.2f} us, default compile {report.default_us:.2f} us")
+    print(f"  partition {graph.config.partition or '(default)'}; kernels: "
+          f"{', '.join(k.name for k in graph.kernels())}")
+    if args.save_config:
+        try:
+            pathlib.Path(args.save_config).write_text(graph.config.to_json() + "\n")
+        except OSError as error:
+            raise KgcError(f"cannot write '{args.save_config}': {error.strerror}") from None
+        print(f"  wrote the config to {args.save_config} (kgc compile --config uses it)")
+    if args.output:
+        from kgc.pipeline.compiler import make_output_folder
+
+        written = graph.module.write(make_output_folder(args.output), graph.name)
+        print(f"  wrote {len(written)} files to {args.output}/")
+    return 0
+
+
 def run(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "compile":
             return compile_command(args)
+        if args.command == "tune":
+            return tune_command(args)
     except KgcError as error:
         for diagnostic in error.diagnostics:
             text = str(diagnostic)

@@ -94,3 +94,14 @@ class GraphConfig:
             with module.context:
                 for attribute, value in config.to_attributes().items():
                     kernel.attributes[attribute] = value
+
+    def apply(self, module: ir.Operation, target: int) -> str:
+        """Cuts `module`'s function into this config's kernels (kgc's passes
+        up to kg-fuse) and sets their knobs; returns the pipeline that
+        compiles the rest (kg-tile onwards)."""
+        from kgc.pipeline.pipeline import Pipeline
+        from kgc.pipeline.stages import fusion_pipeline_text, kernel_pipeline_text
+
+        Pipeline.parse(fusion_pipeline_text(self.fuse_options())).run(module)
+        self.configure_kernels(module)
+        return kernel_pipeline_text(target)

@@ -131,6 +131,13 @@ def superoptimize(source, *, function: str | None = None, target: str | int | No
     import torch
 
     started = time.monotonic()
+    visible = torch.cuda.device_count()
+    if devices is not None:
+        devices = list(devices)
+        if not devices or any(isinstance(d, bool) or not isinstance(d, int)
+                              or not 0 <= d < visible for d in devices):
+            raise KgcError(f"superoptimize: devices must be indices of visible GPUs (0 to "
+                           f"{visible - 1}), got {devices}")
     text, function, _ = parse_source(source, function)
     device = (devices or [torch.cuda.current_device()])[0]
     major, minor = torch.cuda.get_device_capability(device)
