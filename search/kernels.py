@@ -4,7 +4,7 @@ The search tunes kernels one at a time: each kg.kernel (in graph form, as
 kg-fuse leaves it) becomes a module whose function takes the kernel's
 operands and returns its results. `launch_form` keeps the kernel op, so
 the rest of the pipeline (kg-tile onwards) compiles it as it would inside
-the whole graph; `inline_form` spells its body out as plain graph ops, which
+the whole graph, to the same kernel under the same name; `inline_form` spells its body out as plain graph ops, which
 `kgc.reference.evaluate` runs as torch would, to check what a candidate
 computes. `signature` names a kernel by its content alone, so the same
 kernel met in several partitions is tuned once.
@@ -20,6 +20,9 @@ from mlir.dialects import func
 from kgc.tiling.kernel_ops import kernel_name
 
 _PLACEHOLDER = "kernel"
+# The function of the module made of one kernel (kernel and function
+# symbols share a table once the kernel is lowered: they must differ).
+FUNCTION = "candidate"
 
 
 def _function(kernel: ir.Operation, module: ir.Module, name: str) -> ir.Block:
@@ -31,12 +34,12 @@ def _function(kernel: ir.Operation, module: ir.Module, name: str) -> ir.Block:
 
 
 def launch_form(kernel: ir.Operation, name: str | None = None) -> ir.Module:
-    """A module whose function @name runs just `kernel` (kept as a kg.kernel
-    of the same name)."""
+    """A module whose function @candidate runs just `kernel`, kept as a
+    kg.kernel named `name` (by default its own name)."""
     name = name or kernel_name(kernel)
     with kernel.context, kernel.location:
         module = ir.Module.create()
-        block = _function(kernel, module, name)
+        block = _function(kernel, module, FUNCTION)
         with ir.InsertionPoint(block):
             clone = kernel.clone()
             for index, argument in enumerate(block.arguments):
@@ -46,14 +49,13 @@ def launch_form(kernel: ir.Operation, name: str | None = None) -> ir.Module:
     return module
 
 
-def inline_form(kernel: ir.Operation, name: str | None = None) -> ir.Module:
-    """A module whose function @name computes what `kernel` does, with the
-    ops of its body at the function's top level."""
-    name = name or kernel_name(kernel)
+def inline_form(kernel: ir.Operation) -> ir.Module:
+    """A module whose function @candidate computes what `kernel` does, with
+    the ops of its body at the function's top level."""
     body = kernel.regions[0].blocks[0]
     with kernel.context, kernel.location:
         module = ir.Module.create()
-        block = _function(kernel, module, name)
+        block = _function(kernel, module, FUNCTION)
         mapping = dict(zip(body.arguments, block.arguments))
         with ir.InsertionPoint(block):
             for op in body.operations:

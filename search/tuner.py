@@ -45,6 +45,7 @@ from kgc.search.cache import Cache, CacheKey, Entry, installed_versions
 from kgc.search.config import GraphConfig
 from kgc.search.profile import REJECTED, SKIPPED, TIMED, KernelTrial, Outcome, TrialSettings, \
     run_trial, run_trials
+from kgc.search.kernels import FUNCTION
 from kgc.search.space import EFFORT_CONFIGS, KernelVariants, variant_space
 
 _LOG = logging.getLogger(__name__)
@@ -58,9 +59,11 @@ PRUNE = 1.5
 class CandidateRow:
     """One line of the search's table."""
 
-    kernel: str
+    kernel: str  # its name in the first partition that made it
+    signature: str  # the kernel by content (names repeat across partitions)
     config: dict
-    status: str  # timed, rejected, skipped, failed, over budget
+    default: bool  # kgc's own choice for the kernel
+    status: str  # timed, rejected, skipped, failed, over budget, pruned
     time_us: float | None = None
     reason: str = ""
     device: int | None = None
@@ -305,7 +308,7 @@ class _Search:
             candidates = [(f"{signature}:{index}", module) for (s, index), module
                           in sorted(compiled.items(), key=lambda item: item[0][1]) if s == signature]
             if candidates:
-                trials.append(KernelTrial(signature, variants.name, variants.inline_text,
+                trials.append(KernelTrial(signature, FUNCTION, variants.inline_text,
                                           candidates))
 
         def done(trial: KernelTrial, outcomes: list[Outcome]) -> None:
@@ -378,7 +381,8 @@ class _Search:
 
     def _row(self, variants: KernelVariants, config, status, time_us=None, reason="",
              device=None, progress=None) -> None:
-        self.rows.append(CandidateRow(variants.name, config.to_dict(), status, time_us, reason,
+        self.rows.append(CandidateRow(variants.name, variants.signature, config.to_dict(),
+                                      config == variants.configs[0], status, time_us, reason,
                                       device))
         if progress is not None:
             progress.count(status, time_us)
