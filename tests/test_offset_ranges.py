@@ -306,3 +306,37 @@ def test_reshaped_reads_are_masked_where_their_tiles_overrun(shape, target):
     x = g.input("x", shape, "f32")
     g.output(g.exp(g.reshape(x, target)))
     assert_masked_exactly_where_tiles_overrun(only_kernel(g))
+
+
+ROWS_BY_SECOND_GRID_AXIS = """
+func.func @f(%x: tensor<17xf32>) -> tensor<17xf32> {
+  %y = kg.kernel @rows_0(%x) attributes {grid = array<i64: 1, 5, 1>, iteration = array<i64: 17>, tile = array<i64: 4>} : (tensor<17xf32>) -> tensor<17xf32> {
+  ^bb0(%a: memref<17xf32>, %out: memref<17xf32>):
+    %pid = kg.program_id 1 : i32
+    %c4 = arith.constant 4 : i32
+    %row = arith.muli %pid, %c4 : i32
+    %t = kg.tile_load %a[%row] : memref<17xf32> -> tensor<4xf32>
+    %e = kg.exp %t : tensor<4xf32>
+    kg.tile_store %e, %out[%row] : tensor<4xf32>, memref<17xf32>
+    kg.yield
+  }
+  return %y : tensor<17xf32>
+}
+"""
+
+
+def test_a_kernel_gridded_along_its_second_axis_is_masked_and_runs_in_bounds():
+    # Five programs along grid axis 1: the bound of that axis, not axis 0's
+    # single program, decides that the last tile of rows 16..19 needs a mask.
+    torch = pytest.importorskip("torch")
+    from kgc.execution import run_tiled
+    from kgc.parsing import parse_text
+    from kgc.pipeline import Pipeline
+
+    context = ir.Context()
+    module = parse_text(ROWS_BY_SECOND_GRID_AXIS, "rows.mlir", context)
+    Pipeline.parse("builtin.module(kg-pad-mask)").run(module)
+    (kernel,) = kernels_in(module)
+    assert [upper for *_, upper in accesses(kernel)] == [[17], [17]]
+    x = torch.randn(17)
+    torch.testing.assert_close(run_tiled(module, "f", x), torch.exp(x))
