@@ -22,7 +22,8 @@ def run_tiled(module, function: str | None, *tensors):
     function bodies hold tiled kg.kernel ops and a return, as the `kg` stage
     of the compiler leaves them. Raises TileProgramError where a program
     reads or writes outside a buffer, leaves an output element unwritten or
-    holds an op the executor cannot run."""
+    holds an op the executor cannot run. Torch runs on one thread meanwhile
+    (`torch.set_num_threads`, restored after)."""
     if isinstance(module, str):
         from kgc.parsing import parse_text
 
