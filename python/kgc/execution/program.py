@@ -127,7 +127,7 @@ class TileProgram:
                 step(frame)
             except TileProgramError:
                 raise
-            except (Fault, KgcError, RuntimeError, ValueError) as error:
+            except (Fault, KgcError, RuntimeError, ValueError, IndexError, TypeError) as error:
                 detail = str(error) if not isinstance(error, KgcError) else \
                     "; ".join(d.message for d in error.diagnostics)
                 raise located(op, f"kernel @{self.name}, program {frame.pid}: {op.name}: "
@@ -390,7 +390,8 @@ class TileProgram:
             raise located(op, f"kernel @{self.name}: kg.tile_mask needs one offset, lower and "
                               f"upper bound per axis of its {list(shape)} tile")
         axes = [(offset, torch.arange(n).reshape([n if k == d else 1 for k in range(rank)]), n,
-                 low, high) for d, (offset, n, low, high) in enumerate(zip(offsets, shape, lower, upper))]
+                 low, high)
+                for d, (offset, n, low, high) in enumerate(zip(offsets, shape, lower, upper))]
         everywhere = torch.ones(shape, dtype=torch.bool)
         result = self._slot(op.results[0])
 

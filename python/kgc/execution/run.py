@@ -13,9 +13,6 @@ from kgc.execution.errors import located
 from kgc.execution.program import TileProgram
 from kgc.tiling.kernel_ops import is_tiled, kernel_name
 
-_TORCH_NAMES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16",
-                "f8E4M3FN": "float8_e4m3fn", "f8E5M2": "float8_e5m2"}
-
 
 def run_tiled(module, function: str | None, *tensors):
     """The results of `function` (the only one when None) of `module` on
@@ -25,7 +22,8 @@ def run_tiled(module, function: str | None, *tensors):
     function bodies hold tiled kg.kernel ops and a return, as the `kg` stage
     of the compiler leaves them. Raises TileProgramError where a program
     reads or writes outside a buffer, leaves an output element unwritten or
-    holds an op the executor cannot run."""
+    holds an op the executor cannot run. Torch runs on one thread meanwhile
+    (`torch.set_num_threads`, restored after)."""
     if isinstance(module, str):
         from kgc.parsing import parse_text
 
@@ -53,7 +51,8 @@ def _one_thread():
 
 def _run_function(module: ir.Operation, function: str | None, tensors: Sequence):
     functions = {ir.StringAttr(op.attributes["sym_name"]).value: op.operation
-                 for op in module.regions[0].blocks[0].operations if op.operation.name == "func.func"}
+                 for op in module.regions[0].blocks[0].operations
+                 if op.operation.name == "func.func"}
     if function is None:
         if len(functions) != 1:
             raise KgcError(f"the module holds {len(functions)} functions "
@@ -121,12 +120,12 @@ def run_kernel(kernel: ir.Operation, inputs: Sequence) -> list:
 
 
 def torch_dtype(element: ir.Type):
-    import torch
+    from kgc.runtime import torch_dtype as by_name
 
-    name = _TORCH_NAMES.get(str(element))
-    if name is None:
-        raise KgcError(f"the CPU executor has no torch dtype for {element}")
-    return getattr(torch, name)
+    try:
+        return by_name(str(element))
+    except KeyError:
+        raise KgcError(f"the CPU executor has no torch dtype for {element}") from None
 
 
 def _check_tensor(what: str, tensor, type_: ir.Type) -> None:

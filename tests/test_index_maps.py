@@ -1,0 +1,178 @@
+"""Index maps and buffer views, checked against torch's own views.
+
+The tiler reads each kernel input through an affine map from the
+iteration space (`IndexMap`) and a strided view of its buffer
+(`BufferView`); the offsets and view sizes that decide the masks come from
+them. Here a graph value made by view ops from `x = arange(n)` is read
+back through the map derived for it, at every point of the iteration, and
+must equal what torch's views give.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kgc.tiling.index_maps import (BufferView, IndexMap, NotAffine, ceil_div, next_power_of_two,
+                                   reshape_groups)
+
+torch = pytest.importorskip("torch")
+
+
+def numbered(shape) -> "torch.Tensor":
+    """A tensor whose every element is its own row-major address."""
+    return torch.arange(torch.Size(shape).numel()).reshape(shape)
+
+
+def read(x, index_map: IndexMap):
+    """`x` read at `index_map` over its iteration window, as the tile
+    program's addresses would read it."""
+    strides, offset = BufferView.contiguous(x.shape).address_map(index_map)
+    points = torch.meshgrid(*[torch.arange(lo, hi) for lo, hi in index_map.windows], indexing="ij")
+    address = offset + sum(point * stride for point, stride in zip(points, strides))
+    return x.reshape(-1)[address]
+
+
+def window(value, index_map: IndexMap):
+    return value[tuple(slice(lo, hi) for lo, hi in index_map.windows)]
+
+
+# (input shape, torch view ops, the same as maps from the result back to the
+# input). Each `back` step takes the map of an op's result to its operand's.
+VIEW_CHAINS = {
+    "transpose": ((3, 17, 5), lambda x: x.permute(2, 0, 1),
+                  lambda m: m.transposed_from((2, 0, 1))),
+    "slice with offsets and strides": ((17, 1000), lambda x: x[1:17:2, 3:903:3],
+                                       lambda m: m.sliced_from((1, 3), (2, 3))),
+    "broadcast of a vector": ((1000,), lambda x: x.expand(3, 1000),
+                              lambda m: m.broadcast_from((3, 1000), (1000,))),
+    "broadcast of a unit axis": ((17, 1), lambda x: x.expand(17, 5),
+                                 lambda m: m.broadcast_from((17, 5), (17, 1))),
+    "reshape splitting an axis": ((17, 1000), lambda x: x.reshape(17, 10, 100),
+                                  lambda m: m.reshaped_from((17, 10, 100), (17, 1000))),
+    "reshape adding unit axes": ((4097,), lambda x: x.reshape(1, 4097, 1),
+                                 lambda m: m.reshaped_from((1, 4097, 1), (4097,))),
+    "slice of a transpose of a split": (
+        (6, 35), lambda x: x.reshape(6, 5, 7).permute(2, 0, 1)[1:7:3, :, 2:5],
+        lambda m: m.sliced_from((1, 0, 2), (3, 1, 1)).transposed_from((2, 0, 1))
+        .reshaped_from((6, 5, 7), (6, 35))),
+    "extent 1": ((1,), lambda x: x.expand(1, 1), lambda m: m.broadcast_from((1, 1), (1,))),
+}
+
+
+@pytest.mark.parametrize("name", VIEW_CHAINS)
+def test_a_map_reads_what_torch_views_give(name):
+    shape, view, back = VIEW_CHAINS[name]
+    x = numbered(shape)
+    value = view(x)
+    index_map = back(IndexMap.identity(value.shape))
+    assert index_map.rank == len(shape) and index_map.extents == tuple(value.shape)
+    assert torch.equal(read(x, index_map), value)
+
+
+def test_a_transposed_map_permutes_rows():
+    index_map = IndexMap.identity((5, 3, 17)).transposed_from((2, 0, 1))
+    assert index_map.rows == ((0, 1, 0), (0, 0, 1), (1, 0, 0))
+    assert index_map.depends_on() == frozenset({0, 1, 2})
+
+
+def test_a_broadcast_reads_unit_axes_at_zero():
+    index_map = IndexMap.identity((17, 5)).broadcast_from((17, 5), (1, 5))
+    assert index_map.rows == ((0, 0), (0, 1)) and index_map.offsets == (0, 0)
+    assert index_map.depends_on() == frozenset({1})
+    assert index_map.axis_of_row(0) is None and index_map.axis_of_row(1) == 1
+
+
+def test_a_slice_scales_and_shifts_rows():
+    index_map = IndexMap.identity((8, 300)).sliced_from((1, 3), (2, 3))
+    assert index_map.rows == ((2, 0), (0, 3)) and index_map.offsets == (1, 3)
+    assert index_map.axis_of_row(0) is None  # scaled: not a plain iteration axis
+
+
+def test_select_reads_chosen_axes():
+    index_map = IndexMap.select((4, 6, 8), (2, None, 0))
+    assert index_map.rows == ((0, 0, 1), (0, 0, 0), (1, 0, 0))
+    assert index_map.windows == ((0, 4), (0, 6), (0, 8))
+
+
+def test_merging_dimensions_is_not_affine():
+    # x (3, 17, 5) read through reshape(x) to (51, 5): one row of the
+    # result mixes three of x's.
+    with pytest.raises(NotAffine, match=r"reshape \(3, 17, 5\) -> \(51, 5\) merges dimensions"):
+        IndexMap.identity((51, 5)).reshaped_from((51, 5), (3, 17, 5))
+
+
+def test_a_merged_map_reads_the_merged_value():
+    x = numbered((3, 17, 5))
+    merged = IndexMap.identity((3, 17, 5)).merged_to((3, 17, 5), (51, 5))
+    assert merged.rows == ((17, 1, 0), (0, 0, 1))
+    # Reading the merged value at `merged` over x's iteration gives x.
+    assert torch.equal(read(x.reshape(51, 5), merged), x)
+    assert IndexMap.identity((17, 10, 100)).merged_to((17, 10, 100), (17, 1000)) is not None
+    assert IndexMap.identity((17, 1000)).merged_to((17, 1000), (17, 10, 100)) is None
+
+
+def test_reshape_groups_pair_dimensions_of_equal_size():
+    assert reshape_groups((17, 1000), (17, 10, 100)) == [([0], [0]), ([1], [1, 2])]
+    assert reshape_groups((3, 17, 5), (51, 5)) == [([0, 1], [0]), ([2], [1])]
+    # Unit dimensions belong to no group.
+    assert reshape_groups((1, 4097, 1), (4097,)) == [([1], [0])]
+    assert reshape_groups((1,), (1, 1)) == []
+
+
+@pytest.mark.parametrize("start,size,lo,hi", [(0, 3, 0, 3), (3, 100, 3, 103)])
+def test_a_concat_piece_reads_its_input_in_its_window(start, size, lo, hi):
+    a, b = numbered((17, 3)), numbered((17, 100)) + 10_000
+    result = torch.cat([a, b], 1)
+    whole = IndexMap.identity((17, 103))
+    piece = whole.concat_piece(1, start, size)
+    assert whole.concat_window(1, start, size) == (1, (lo, hi))
+    assert piece.windows == ((0, 17), (lo, hi)) and piece.offsets == (0, -start)
+    source = a if start == 0 else b
+    assert torch.equal(read(source, piece), window(result, piece))
+
+
+def test_a_concat_read_along_a_scaled_axis_is_not_affine():
+    strided = IndexMap.identity((8, 300)).sliced_from((0, 0), (1, 2))
+    with pytest.raises(NotAffine, match="a concat must be read along one iteration axis, unscaled"):
+        strided.concat_piece(1, 0, 3)
+
+
+def test_contiguous_views_and_addresses():
+    view = BufferView.contiguous((3, 17, 5))
+    assert view.strides == (85, 5, 1) and view.offset == 0 and view.is_contiguous()
+    assert BufferView.contiguous((1,)).strides == (1,)
+    transposed = IndexMap.identity((5, 3, 17)).transposed_from((2, 0, 1))
+    assert view.address_map(transposed) == ((1, 85, 5), 0)
+    sliced = IndexMap.identity((8, 300)).sliced_from((1, 3), (2, 3))
+    assert BufferView.contiguous((17, 1000)).address_map(sliced) == ((2000, 3), 1003)
+    broadcast = IndexMap.identity((17, 1000)).broadcast_from((17, 1000), (1000,))
+    assert BufferView.contiguous((1000,)).address_map(broadcast) == ((0, 1), 0)
+
+
+@pytest.mark.parametrize("shape,strides,offset,target", [
+    ((17, 1000), (1000, 1), 0, (17, 10, 100)),   # split, contiguous
+    ((3, 17, 5), (85, 5, 1), 0, (51, 5)),        # merge, contiguous
+    ((1000, 17), (1, 1000), 0, (10, 100, 17)),   # split of a transposed view
+    ((8, 300), (2000, 3), 1003, (8, 3, 100)),    # split of a strided window
+    ((8, 300), (2000, 3), 1003, (2400,)),        # merge of a strided window: torch copies too
+    ((17, 1000), (1, 17), 0, (17000,)),          # merge of a transposed view
+])
+def test_a_reshaped_view_addresses_what_torch_views_address(shape, strides, offset, target):
+    buffer = numbered((20_000,))
+    view = BufferView(shape, strides, offset)
+    tensor = buffer.as_strided(shape, strides, offset)
+    try:
+        expected = tensor.view(target)
+    except RuntimeError:
+        with pytest.raises(NotAffine):
+            view.reshaped(target)
+        return
+    reshaped = view.reshaped(target)
+    assert reshaped.shape == tuple(target)
+    assert torch.equal(buffer.as_strided(target, reshaped.strides, reshaped.offset), expected)
+
+
+def test_tile_arithmetic():
+    assert [next_power_of_two(n) for n in (0, 1, 2, 3, 4, 17, 1000, 1024, 4097)] == \
+        [1, 1, 2, 4, 4, 32, 1024, 1024, 8192]
+    assert [ceil_div(n, 4) for n in (1, 4, 5, 17)] == [1, 1, 2, 5]
