@@ -18,7 +18,27 @@ from mlir import ir
 
 from kgc.diagnostics import KgcError
 
-__all__ = ["compile", "parse_source", "superoptimize"]
+from kgc.graph import Graph
+
+__all__ = ["KernelGraph", "compile", "new_kernel_graph", "parse_source", "superoptimize"]
+
+
+class KernelGraph(Graph):
+    """`kgc.Graph`: the graph model (`kgc.graph.Graph`) with the front end's
+    entry points, so that a graph can be searched as Mirage's are
+    (`g.superoptimize()`)."""
+
+    def superoptimize(self, **options):
+        """Searches this graph's variants on the GPU and returns the fastest
+        checked one: `kgc.superoptimize(self, **options)`."""
+        return superoptimize(self, **options)
+
+    autotune = superoptimize
+
+
+def new_kernel_graph(name: str = "kernel_graph") -> KernelGraph:
+    """An empty kernel graph (Mirage's name for `kgc.Graph(name)`)."""
+    return KernelGraph(name)
 
 
 def _default_target() -> int:

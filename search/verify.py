@@ -25,7 +25,7 @@ def random_inputs(specs: Sequence[tuple[tuple[int, ...], str]], seed: int, devic
     keep long reductions in range; never zeros."""
     import torch
 
-    from kgc.runtime import torch_dtype
+    from kgc.element_types import torch_dtype
 
     generator = torch.Generator(device="cpu").manual_seed(seed)
     tensors = []

@@ -51,6 +51,9 @@ def _imports(path: pathlib.Path, package: str):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom) and node.module == "kgc" and not node.level:
+            for alias in node.names:  # `from kgc import reference`: a module of the base
+                yield f"kgc.{alias.name}", node.lineno
         elif isinstance(node, ast.ImportFrom) and node.module:
             if node.level:
                 base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package

@@ -9,18 +9,12 @@ every `mlir.ir.Context` created afterwards parses and builds kg ops, and
 
 from kgc._dialect import load_dialect, register_dialect
 from kgc.dialects import kg
-from kgc.graph import Graph, GraphError, Tensor
-from kgc.api import compile, superoptimize
+from kgc.graph import GraphError, Tensor
+from kgc.api import KernelGraph as Graph, compile, new_kernel_graph, superoptimize
 from kgc.diagnostics import KgcError
 
 # Element types by the names Mirage's Python API gives them.
 float32, float16, bfloat16, float8_e4m3, float8_e5m2 = "f32", "f16", "bf16", "f8e4m3", "f8e5m2"
-
-
-def new_kernel_graph(name: str = "kernel_graph") -> Graph:
-    """An empty kernel graph (Mirage's name for `kgc.Graph(name)`)."""
-    return Graph(name)
-
 
 __all__ = ["Graph", "GraphError", "KgcError", "Tensor", "compile", "kg", "load_dialect",
            "register_dialect", "superoptimize", "new_kernel_graph", "float32", "float16",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import pathlib
+import sys
 
 from mlir import ir
 from mlir._mlir_libs import get_dialect_registry
@@ -19,14 +20,15 @@ _LIBRARY_NAME = "libkgc_dialect.so"
 
 
 def _find_library() -> pathlib.Path:
-    import kgc
-
-    for root in kgc.__path__:
+    # The package's folders (several in an editable install), read from the
+    # package being initialized rather than by importing it again.
+    roots = list(sys.modules[__package__].__path__)
+    for root in roots:
         candidate = pathlib.Path(root) / "_lib" / _LIBRARY_NAME
         if candidate.is_file():
             return candidate
     raise ImportError(
-        f"kgc: {_LIBRARY_NAME} is missing from {list(kgc.__path__)}; "
+        f"kgc: {_LIBRARY_NAME} is missing from {roots}; "
         "reinstall kgc (pip install .) so that CMake builds the kg dialect"
     )
 

@@ -770,16 +770,6 @@ class Graph:
         """Sums over `dim`, keeping it as a dimension of size 1."""
         return self.sum(x, dim, keepdim=True)
 
-    def superoptimize(self, **options):
-        """Searches this graph's variants on the GPU and returns the fastest
-        checked one: `kgc.superoptimize(self, **options)`. The graph model
-        does not depend on the search; this only hands the graph to it."""
-        from kgc.api import superoptimize
-
-        return superoptimize(self, **options)
-
-    autotune = superoptimize
-
     # -- shared by the op methods --------------------------------------------
 
     def _tensor(self, op: str, role: str, value: object) -> Tensor:

@@ -17,16 +17,11 @@ from typing import Sequence
 from mlir import ir
 
 from kgc.diagnostics import KgcError
+from kgc.element_types import torch_dtype
 from kgc.tiling.graph_model import node_attrs, reduce_kind
 
-_TORCH_NAMES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16",
-                "f8E4M3FN": "float8_e4m3fn", "f8E5M2": "float8_e5m2"}
-
-
 def _dtype(value: ir.Value):
-    import torch
-
-    return getattr(torch, _TORCH_NAMES[str(ir.RankedTensorType(value.type).element_type)])
+    return torch_dtype(str(ir.RankedTensorType(value.type).element_type))
 
 
 def evaluate(module: ir.Operation, function: str | None, inputs: Sequence, exact: bool = False):

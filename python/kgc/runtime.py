@@ -30,22 +30,10 @@ from __future__ import annotations
 import pathlib
 
 from kgc.diagnostics import KgcError
+from kgc.element_types import torch_dtype
 
-_TORCH_DTYPES = {
-    "f32": "float32",
-    "f16": "float16",
-    "bf16": "bfloat16",
-    "f8E4M3FN": "float8_e4m3fn",
-    "f8E5M2": "float8_e5m2",
-}
 _ALIGNMENT = 16
 _NO_DEVICE = -2  # no tensor seen yet (get_device() is -1 for a CPU tensor)
-
-
-def torch_dtype(name: str):
-    import torch
-
-    return getattr(torch, _TORCH_DTYPES[name])
 
 
 def load(directory: str | pathlib.Path, function: str | None = None) -> "CompiledGraph":

@@ -120,7 +120,7 @@ def run_kernel(kernel: ir.Operation, inputs: Sequence) -> list:
 
 
 def torch_dtype(element: ir.Type):
-    from kgc.runtime import torch_dtype as by_name
+    from kgc.element_types import torch_dtype as by_name
 
     try:
         return by_name(str(element))
