@@ -4,8 +4,9 @@
     compile_kernels([(ttir, options), ...], target, jobs=4) -> [Artifact, ...]
 
 `compile_kernel` is a pure function of plain data (text, a frozen
-`KernelOptions`, an int) returning plain data, importable at the top of
-this module, so it runs as well in a worker process as in this one. No GPU
+`KernelOptions`, an int) returning plain data (an `Artifact`), defined at
+the top level of this module, so it runs as well in a worker process as in
+this one. No GPU
 is needed: the target is given explicitly.
 
 Files. Triton reads TTIR from a file whose suffix names the stage; it is
@@ -16,9 +17,10 @@ and how to reproduce the failure from it.
 
 Diagnostics. Triton's C++ writes its diagnostics to file descriptor 2. A
 compile in this process leaves fd 2 alone, so that nothing else the process
-writes meanwhile (another thread, a log) is lost; when it fails, the kernel
-is compiled once more in a worker process to quote Triton's error lines in
-the KgcError.
+writes meanwhile (another thread, a log) is lost. Triton's lines therefore
+reach this process's stderr as Triton writes them; when a compile fails,
+the kernel is compiled once more in a worker process, whose output is
+captured, to quote those lines in the KgcError.
 
 Workers. `compile_kernels` with `jobs` > 1 hands the kernels to a
 `compile_worker.CompilePool`: up to `jobs` worker processes, fresh
