@@ -1,14 +1,16 @@
 """kgc: the compiler driver.
 
     kgc compile [GRAPH.mlir] [-o DIR] [--target sm_90] [--pass-pipeline ...]
-                [--emit kg|ttir|ttgir|llir|ptx|cubin] [--config FILE] [-j N]
+                [--emit kg|ttir|ttgir|llir|ptx|cubin] [--config FILE] [-j JOBS]
     kgc tune [GRAPH.mlir] [--effort low|default|high] [--budget S]
              [--save-config FILE] [-o DIR]
 
 `compile` compiles every function of GRAPH (by default the built-in RMSNorm
-+ MatMul example) and writes each stage of each kernel and manifest.json to
-DIR; no GPU is needed. `tune` searches the graph's variants on this
-machine's GPU (kgc.search) and prints every candidate's time and status. Errors are printed as `file:line:col: error: ...` and the
++ MatMul example) and writes each stage of each kernel, its artifact record
+and manifest.json to DIR (`kgc.runtime.load(DIR)` runs it without
+compiling); no GPU is needed. `tune` searches the graph's variants on this
+machine's GPU (kgc.search) and prints every candidate's time and status.
+Errors are printed as `file:line:col: error: ...` and the
 exit status is 1.
 """
 
@@ -109,6 +111,8 @@ def compile_command(args) -> int:
     for kernel in compiled.kernels.values():
         grid = "x".join(str(g) for g in kernel.grid)
         shared = f", {kernel.shared} B shared" if kernel.shared is not None else ""
+        if kernel.artifact is not None and "registers" in kernel.artifact.resources:
+            shared += f", {kernel.artifact.resources['registers']} registers"
         print(f"  {kernel.name}: grid {grid}, {kernel.num_warps} warps, {kernel.num_stages} "
               f"stages{shared}; {', '.join(sorted(kernel.asm))}")
     print(f"  wrote {len(written)} files to {output}/, manifest.json describes the kernels")

@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import functools
 import os
+import pathlib
 import re
 import sys
 import tempfile
@@ -135,39 +136,22 @@ _HEADER = re.compile(r"IR Dump After (\S+) \(")
 def upstream_display_name(pass_text: str, anchors: tuple[str, ...]) -> str:
     """The name MLIR gives an upstream pass in its dumps ("Canonicalizer" for
     `canonicalize`). The bindings do not expose it, so the pass runs once on
-    a one-function module with MLIR's own printing, whose header is read
-    back from stderr. Falls back to the pass argument."""
+    a one-function module with MLIR's own printing into a directory tree,
+    whose header is read back. Falls back to the pass argument."""
     argument = re.match(r"[A-Za-z0-9_.\-]+", pass_text).group()
     text = pass_text
     for anchor in reversed(anchors):
         text = f"{anchor}({text})"
     try:
-        with ir.Context(), ir.Location.unknown():
+        with ir.Context(), ir.Location.unknown(), \
+                tempfile.TemporaryDirectory(prefix="kgc-probe-") as directory:
             module = ir.Module.parse("func.func @probe() {\n  return\n}")
             manager = PassManager.parse(f"builtin.module({text})")
-            manager.enable_ir_printing(print_after_all=True)
-            with captured_stderr() as captured:
-                manager.run(module.operation)
-                del manager
-            match = _HEADER.search(captured[0])
+            manager.enable_ir_printing(print_after_all=True, tree_printing_dir_path=directory)
+            manager.run(module.operation)
+            del manager
+            dumps = "".join(path.read_text() for path in pathlib.Path(directory).rglob("*.mlir"))
+            match = _HEADER.search(dumps)
     except Exception:  # the probe is best effort: any failure keeps the argument
         return argument
     return match.group(1) if match else argument
-
-
-@contextlib.contextmanager
-def captured_stderr():
-    """Captures what native code writes to file descriptor 2; the text is
-    in the yielded list once the block ends."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    text: list[str] = [""]
-    with tempfile.TemporaryFile(mode="w+") as capture:
-        os.dup2(capture.fileno(), 2)
-        try:
-            yield text
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            capture.seek(0)
-            text[0] = capture.read()

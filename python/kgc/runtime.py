@@ -97,7 +97,7 @@ class CompiledGraph:
         import torch
 
         function = self.function
-        specs = self._specs or self._make_specs()
+        specs = self._specs if self._specs is not None else self._make_specs()
         if len(tensors) != function.num_arguments:
             names = function.argument_names
             raise KgcError(f"@{function.name} takes {function.num_arguments} tensors"
@@ -172,7 +172,9 @@ class CompiledGraph:
     def _launch(self, buffers: list, device: int, poison: bool) -> None:
         import torch
 
-        bound = self._bound.get(device) or self._bind(device)
+        bound = self._bound.get(device)
+        if bound is None:
+            bound = self._bind(device)
         for index, shape, dtype in self._fresh:
             if buffers[index] is None:
                 buffers[index] = torch.empty(shape, dtype=dtype, device=device)
@@ -200,9 +202,10 @@ class CompiledGraph:
             limits = active.utils.get_device_properties(device)
             for launch in self.function.launches:
                 artifact = self.module.kernels[launch.kernel].artifact
-                if artifact.hash not in loaded:
-                    loaded[artifact.hash] = _load(artifact, device, limits, active)
-                launcher, handle, packed = loaded[artifact.hash]
+                key = (artifact.hash, artifact.entry)
+                if key not in loaded:
+                    loaded[key] = _load(artifact, device, limits, active)
+                launcher, handle, packed = loaded[key]
                 bound.append((launcher, *artifact.options.grid, handle, packed,
                               knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook,
                               tuple(launch.inputs + launch.outputs)))
