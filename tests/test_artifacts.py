@@ -113,6 +113,19 @@ def test_pool_compiled_kernels_load_in_a_fresh_process_without_compiling(tmp_pat
     assert loaded["labels"] == ["#0", "#1", "#2"]
 
 
+def test_triton_s_dumps_in_workers_reach_stderr(tmp_path):
+    graph_file = tmp_path / "attention.mlir"
+    graph_file.write_text(ATTENTION.graph("f16").to_mlir())
+    kernel = "attention_2x4x100x64_1_matmul"
+    result = subprocess.run([console_script("kgc"), "compile", str(graph_file), "-o",
+                             str(tmp_path / "out"), "-j", "2"], capture_output=True, text=True,
+                            timeout=600, env=dict(os.environ, MLIR_ENABLE_DUMP=kernel,
+                                                  TRITON_ALWAYS_COMPILE="1"))
+    assert result.returncode == 0, result.stderr
+    assert (f"IR Dump Before ConvertTritonToTritonGPU (convert-triton-to-tritongpu) "
+            f"('builtin.module' operation: @{kernel})") in result.stderr
+
+
 def test_names_of_graph_inputs_survive_the_round_trip(tmp_path):
     kgc.compile(SOFTMAX.graph("f32"), output_dir=tmp_path)
     graph = kgc.runtime.load(tmp_path)
