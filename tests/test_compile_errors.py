@@ -184,8 +184,6 @@ SUPPORTED = "supported: sm_80, sm_86, sm_87, sm_89, sm_90, sm_100, sm_101, sm_12
     (1000, f"target sm_1000 is not a GPU kgc compiles for ({SUPPORTED})"),
     ("sm_" + "9" * 5000, f"target '{'sm_' + '9' * 5000}' is not an SM version such as sm_90 "
                          f"({SUPPORTED})"),
-    (None, "target None (NoneType) is not an SM version: give a string such as 'sm_90' or an "
-           "integer such as 90"),
     (80.0, "target 80.0 (float) is not an SM version: give a string such as 'sm_90' or an "
            "integer such as 90"),
     (True, "target True (bool) is not an SM version: give a string such as 'sm_90' or an "
@@ -193,6 +191,19 @@ SUPPORTED = "supported: sm_80, sm_86, sm_87, sm_89, sm_90, sm_100, sm_101, sm_12
 ])
 def test_bad_target_through_the_api(target, message):
     assert str(error_of(GOOD, target=target)) == f"error: {message}"
+
+
+def test_no_target_means_this_machine_s_gpu_else_sm_90():
+    from kgc.runtime import cuda_available
+
+    graph = kgc.compile(GOOD, target=None)
+    expected = 90
+    if cuda_available():
+        import torch
+
+        major, minor = torch.cuda.get_device_capability()
+        expected = major * 10 + minor
+    assert graph.module.target == expected
 
 
 @pytest.mark.parametrize("target, message", [
