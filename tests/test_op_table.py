@@ -128,6 +128,11 @@ def test_every_op_has_a_graph_method_and_a_lowering(name):
         assert name in to_ttir._CUSTOM_LOWERINGS
 
 
+def test_graph_methods_come_with_the_op_summary():
+    assert kgc.Graph.exp.__doc__ == "kg.exp: elementwise exp(x)."
+    assert kgc.Graph.add.__name__ == "add"
+
+
 @pytest.mark.parametrize("name", sorted(n for n, r in ELEMENTWISE.items() if not r.attributes))
 def test_reference_entry_point_runs_each_op(name):
     torch = pytest.importorskip("torch")
