@@ -22,7 +22,8 @@ Rewrite rules:
     kg.tile_dot                         =>  tt.dot (inputPrecision from precision;
                                             8-bit floats accumulated precisely)
     kg elementwise ops                  =>  arith / math ops, libdevice through
-                                            tt.extern_elementwise (tanh, erf, pow)
+                                            tt.extern_elementwise (tanh, erf, pow),
+                                            as the op's row in kgc.op_table says
     kg.tile_select                      =>  arith.select
     kg.broadcast_to, unit axes          =>  tt.expand_dims / tt.broadcast / tt.splat
 

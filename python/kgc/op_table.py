@@ -27,6 +27,7 @@ torch is imported only when a reference runs.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import math
 from typing import Callable, Optional
@@ -34,7 +35,7 @@ from typing import Callable, Optional
 from kgc.dialects import kg
 from kgc.dialects._kg_elementwise_gen import ELEMENTWISE_OPS as _DIALECT_OPS
 
-__all__ = ["ElementwiseOp", "Lowering", "ELEMENTWISE", "elementwise_op"]
+__all__ = ["BY_OP_NAME", "ELEMENTWISE", "ElementwiseOp", "Lowering", "elementwise_op"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,7 +90,7 @@ class ElementwiseOp:
     def arity(self) -> int:
         return len(self.operands)
 
-    @property
+    @functools.cached_property
     def infers_result(self) -> bool:
         """Whether the op infers its result type: its generated builder then
         takes the result type as `results=`, not as the first argument."""
