@@ -90,4 +90,11 @@ def Kg_Precision : I32EnumAttr<"Precision",
 class Kg_Op<string mnemonic, list<Trait> traits = []>
     : Op<Kg_Dialect, mnemonic, traits>;
 
+// An elementwise op: element i of its result depends only on element i of
+// each operand (after broadcasting). kgc's op table (python/kgc/ops.py) is
+// generated from the defs of this class, so a new elementwise op needs only
+// its def here, its torch reference and its TTIR lowering in that table.
+class Kg_ElementwiseOp<string mnemonic, list<Trait> traits = []>
+    : Kg_Op<mnemonic, traits>;
+
 #endif // KG_BASE_TD

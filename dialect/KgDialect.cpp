@@ -97,7 +97,8 @@ LogicalResult verifyDotOperandTypes(Operation *op, Type a, Type b,
            << a << " and b " << b;
   if (precision && !ea.isF32())
     return op->emitOpError()
-           << "precision applies to f32 operands only, got a " << a;
+           << "precision applies to f32 operands only, got a " << a << " and b "
+           << b;
   return success();
 }
 

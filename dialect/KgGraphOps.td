@@ -22,7 +22,7 @@ include "mlir/Interfaces/ControlFlowInterfaces.td"
 // A unary op whose result has the operand's type. `formula` is shown in the
 // summary and description.
 class Kg_UnaryOp<string mnemonic, string formula, list<Trait> traits = []>
-    : Kg_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor])> {
+    : Kg_ElementwiseOp<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor])> {
   let summary = "elementwise " # formula;
   let description = "Computes `" # formula # "` for every element of `x`. "
     # "The result has the type of `x`. Half-precision inputs are computed "
@@ -47,7 +47,7 @@ def Kg_TanhOp : Kg_UnaryOp<"tanh", "tanh(x)">;
 def Kg_SquareOp : Kg_UnaryOp<"square", "x * x">;
 def Kg_ReciprocalOp : Kg_UnaryOp<"reciprocal", "1 / x">;
 
-def Kg_GeluOp : Kg_Op<"gelu", [Pure, InferTypeOpAdaptor]> {
+def Kg_GeluOp : Kg_ElementwiseOp<"gelu", [Pure, InferTypeOpAdaptor]> {
   let summary = "elementwise Gaussian error linear unit";
   let description = [{
     Computes `x * Phi(x)` for every element, where `Phi` is the standard
@@ -71,7 +71,7 @@ def Kg_GeluOp : Kg_Op<"gelu", [Pure, InferTypeOpAdaptor]> {
       "$x (`approximate` `=` $approximate^)? attr-dict `:` type($x)";
 }
 
-def Kg_ClampOp : Kg_Op<"clamp", [Pure, InferTypeOpAdaptor]> {
+def Kg_ClampOp : Kg_ElementwiseOp<"clamp", [Pure, InferTypeOpAdaptor]> {
   let summary = "elementwise clamp to [min, max]";
   let description = [{
     Clamps every element of `x` to `[min, max]`. Either bound may be left
@@ -99,7 +99,7 @@ def Kg_ClampOp : Kg_Op<"clamp", [Pure, InferTypeOpAdaptor]> {
 // Binary ops broadcast their operands as numpy does: shapes are aligned at
 // the trailing dimension and a dimension of 1 stretches to the other size.
 class Kg_BinaryOp<string mnemonic, string formula, list<Trait> traits = []>
-    : Kg_Op<mnemonic, !listconcat(traits, [Pure])> {
+    : Kg_ElementwiseOp<mnemonic, !listconcat(traits, [Pure])> {
   let summary = "elementwise " # formula # " with broadcasting";
   let description = "Computes `" # formula # "` elementwise after "
     # "broadcasting `lhs` and `rhs` to a common shape as numpy does "
@@ -149,7 +149,7 @@ def Kg_ConstantOp : Kg_Op<"constant", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Kg_CastOp : Kg_Op<"cast", [Pure]> {
+def Kg_CastOp : Kg_ElementwiseOp<"cast", [Pure]> {
   let summary = "element type conversion";
   let description = [{
     Converts every element of `x` to the result's element type, rounding to

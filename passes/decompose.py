@@ -34,6 +34,8 @@ from typing import Sequence
 
 from mlir import ir
 
+from kgc.dialects import kg
+from kgc.op_table import BY_OP_NAME, ELEMENTWISE
 from kgc.passes.registry import Pass, register_pass
 from kgc.tiling.graph_model import reduce_kind
 from kgc.tiling.kernel_ops import is_tiled, walk_ops
@@ -41,11 +43,6 @@ from kgc.tiling.kernel_ops import is_tiled, walk_ops
 _HALF = ("f16", "bf16")
 # Marks the casts kg-decompose adds around f32 math.
 PROMOTION_ATTRIBUTE = "kg.promotion"
-_ELEMENTWISE = frozenset(
-    "kg." + name for name in
-    "exp log sqrt rsqrt neg abs relu silu sigmoid tanh square reciprocal gelu clamp "
-    "add sub mul div maximum minimum pow".split())
-_REDUCE_KINDS = {"sum": 0, "max": 1, "min": 2}
 
 
 @register_pass
@@ -61,8 +58,14 @@ class KgDecompose(Pass):
             rewrite = _RULES.get(target.name)
             if rewrite is not None:
                 _Rewriter(target).apply(rewrite)
-            elif target.name in _ELEMENTWISE and _element(target.results[0]) in _HALF:
+            elif _promoted(target) and _element(target.results[0]) in _HALF:
                 _Rewriter(target).apply(_promote_elementwise)
+
+
+def _promoted(op: ir.Operation) -> bool:
+    """An elementwise op that computes half floats in f32."""
+    row = BY_OP_NAME.get(op.name)
+    return row is not None and row.promote_half
 
 
 def _inside_tiled_kernel(op: ir.Operation) -> bool:
@@ -88,7 +91,6 @@ class _Rewriter:
     def __init__(self, op: ir.Operation):
         self.op = op
         self.f32 = ir.F32Type.get()
-        self.i32 = ir.IntegerType.get_signless(32)
 
     def apply(self, rule) -> None:
         with ir.InsertionPoint(self.op), self.op.location:
@@ -99,11 +101,6 @@ class _Rewriter:
         self.op.erase()
 
     # -- builders -------------------------------------------------------------
-
-    def create(self, name: str, result_type: ir.Type, operands: Sequence[ir.Value],
-               attributes: dict | None = None) -> ir.Value:
-        return ir.Operation.create(name, results=[result_type], operands=list(operands),
-                                   attributes=attributes or {}).result
 
     def tensor(self, shape, element) -> ir.RankedTensorType:
         return ir.RankedTensorType.get(list(shape), element)
@@ -122,25 +119,25 @@ class _Rewriter:
     def promotion(self, value: ir.Value, element: ir.Type) -> ir.Value:
         """A cast that only moves math to f32 and back; kg-fuse may drop a
         pair of them inside a kernel (a user's own casts always stay)."""
-        return self.create("kg.cast", self.tensor(_shape(value), element), [value],
-                           {PROMOTION_ATTRIBUTE: ir.UnitAttr.get()})
+        cast = kg.CastOp(self.tensor(_shape(value), element), value)
+        cast.attributes[PROMOTION_ATTRIBUTE] = ir.UnitAttr.get()
+        return cast.result
 
     def scalar(self, value: float) -> ir.Value:
-        return self.create("kg.constant", self.tensor([], self.f32), [],
-                           {"value": ir.FloatAttr.get(ir.F64Type.get(), value)})
+        return kg.constant(self.tensor([], self.f32), value)
 
     def binary(self, name: str, lhs: ir.Value, rhs: ir.Value) -> ir.Value:
         shape = _broadcast(_shape(lhs), _shape(rhs))
-        return self.create(f"kg.{name}", self.tensor(shape, self.f32), [lhs, rhs])
+        return ELEMENTWISE[name].op_class(self.tensor(shape, self.f32), lhs, rhs).result
 
     def unary(self, name: str, x: ir.Value) -> ir.Value:
-        return self.create(f"kg.{name}", x.type, [x])
+        # Unary ops infer their result type (that of x).
+        return ELEMENTWISE[name].op_class(x).result
 
     def reduce(self, kind: str, x: ir.Value, dims: Sequence[int]) -> ir.Value:
         shape = [1 if d in dims else s for d, s in enumerate(_shape(x))]
-        return self.create("kg.reduce", self.tensor(shape, self.f32), [x], {
-            "kind": ir.IntegerAttr.get(self.i32, _REDUCE_KINDS[kind]),
-            "dims": ir.DenseI64ArrayAttr.get(list(dims)), "keepdim": ir.UnitAttr.get()})
+        return kg.reduce(self.tensor(shape, self.f32), kg.ReduceKind[kind], x, list(dims),
+                         keepdim=True)
 
     def mean(self, x: ir.Value, dims: Sequence[int]) -> ir.Value:
         count = 1
@@ -183,11 +180,9 @@ def _rms_norm(r: _Rewriter) -> ir.Value:
 
 
 def _layer_norm(r: _Rewriter) -> ir.Value:
-    segments = list(ir.DenseI32ArrayAttr(r.op.attributes["operandSegmentSizes"]))
-    operands = list(r.op.operands)
-    x = r.widen(operands[0])
-    weight = operands[1] if segments[1] else None
-    bias = operands[1 + segments[1]] if segments[2] else None
+    norm = r.op.opview
+    x = r.widen(norm.x)
+    weight, bias = norm.weight, norm.bias
     dims = _normalized_dims(r)
     eps = ir.FloatAttr(r.op.attributes["eps"]).value
     centered = r.binary("sub", x, r.mean(x, dims))
@@ -211,7 +206,7 @@ def _reduce(r: _Rewriter) -> ir.Value | None:
     reduced = r.mean(wide, dims) if kind == "mean" else r.reduce(kind, wide, dims)
     if not keepdim:
         shape = _shape(r.op.results[0])
-        reduced = r.create("kg.reshape", r.tensor(shape, r.f32), [reduced])
+        reduced = kg.reshape(r.tensor(shape, r.f32), reduced)
     return r.narrow(reduced, r.op.results[0])
 
 
@@ -225,7 +220,9 @@ def _promote_elementwise(r: _Rewriter) -> ir.Value:
     operands = [r.widen(v) for v in op.operands]
     attributes = {name: op.attributes[name] for name in op.attributes}
     shape = _shape(op.results[0])
-    result = r.create(op.name, r.tensor(shape, r.f32), operands, attributes)
+    # The same op (same attributes) on f32 operands, with an f32 result.
+    result = BY_OP_NAME[op.name].op_class.build_generic(
+        results=[r.tensor(shape, r.f32)], operands=operands, attributes=attributes).result
     return r.narrow(result, op.results[0])
 
 

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 from mlir import ir
 
+from kgc.dialects import kg
 from kgc.passes.registry import Option, Pass, PassFailure, register_pass
-from kgc.tiling.kernel_ops import (int_array, is_tiled, kernel_name, kernels_in, replace_op,
+from kgc.tiling.kernel_ops import (int_array, is_tiled, kernel_name, kernels_in, replace_with,
                                    resize_axes, set_int_array, walk_ops)
 from kgc.targets import SUPPORTED_SMS
 
@@ -54,17 +55,20 @@ class KgLegalizeDot(Pass):
     def _legalize_types(self, dot: ir.Operation) -> ir.Operation:
         a, b, acc = dot.operands
         ea, eb = (str(ir.RankedTensorType(v.type).element_type) for v in (a, b))
-        attributes = {name: dot.attributes[name] for name in dot.attributes}
+        precision = dot.attributes["precision"] if "precision" in dot.attributes else None
         operands = [a, b, acc]
         if ea in _FLOAT8 or eb in _FLOAT8:
             if self.target < 89 or ea != eb:
                 with ir.InsertionPoint(dot), dot.location:
                     operands[0], operands[1] = (_cast(v, "f16") for v in (a, b))
-        elif ea == "f32" and "precision" not in attributes:
-            attributes["precision"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 0)
-        if operands == [a, b, acc] and len(attributes) == len(dot.attributes):
+        elif ea == "f32" and precision is None:
+            precision = kg.Precision.ieee
+        if operands == [a, b, acc] and (precision is None) == ("precision" not in dot.attributes):
             return dot
-        return replace_op(dot, "kg.tile_dot", operands, attributes)
+        with ir.InsertionPoint(dot), dot.location:
+            legal = kg.TileDotOp(dot.results[0].type, *operands, precision=precision)
+        replace_with(dot, legal.operation, keep_attributes=True)
+        return legal.operation
 
     def _legalize_shape(self, kernel: ir.Operation, dot: ir.Operation) -> None:
         a_shape = list(ir.RankedTensorType(dot.operands[0].type).shape)
@@ -106,20 +110,15 @@ class KgLegalizeDot(Pass):
             b_shape = ir.RankedTensorType(b.type).shape
             product_shape = [max(x, y) for x, y in zip(a_shape, b_shape)]
             f32 = ir.F32Type.get()
-            product = ir.Operation.create(
-                "kg.mul", results=[ir.RankedTensorType.get(product_shape, f32)],
-                operands=[af, bf]).result
+            product = kg.mul(ir.RankedTensorType.get(product_shape, f32), af, bf)
             if reduce_k:
                 reduced_shape = list(product_shape)
                 reduced_shape[-2] = 1
-                i32 = ir.IntegerType.get_signless(32)
-                product = ir.Operation.create(
-                    "kg.reduce", results=[ir.RankedTensorType.get(reduced_shape, f32)],
-                    operands=[product],
-                    attributes={"kind": ir.IntegerAttr.get(i32, 0),
-                                "dims": ir.DenseI64ArrayAttr.get([len(product_shape) - 2]),
-                                "keepdim": ir.UnitAttr.get()}).result
-        replace_op(dot, "kg.add", [acc, product], {})
+                product = kg.reduce(ir.RankedTensorType.get(reduced_shape, f32),
+                                    kg.ReduceKind.sum, product, [len(product_shape) - 2],
+                                    keepdim=True)
+            total = kg.AddOp(acc.type, acc, product)
+        replace_with(dot, total.operation)
 
 
 def _cast(value: ir.Value, element: str) -> ir.Value:
@@ -127,4 +126,4 @@ def _cast(value: ir.Value, element: str) -> ir.Value:
     if str(type_.element_type) == element:
         return value
     target = ir.RankedTensorType.get(list(type_.shape), ir.Type.parse(element))
-    return ir.Operation.create("kg.cast", results=[target], operands=[value]).result
+    return kg.cast(target, value)

@@ -35,12 +35,14 @@ import math
 
 from mlir import ir
 
+from kgc.dialects import kg
+from kgc.op_table import BY_OP_NAME
 from kgc.passes.registry import Pass, PassFailure, register_pass
-from kgc.tiling.generate import INT32_MAX, INT32_MIN, NEUTRAL
+from kgc.tiling.generate import COMBINE, INT32_MAX, INT32_MIN, NEUTRAL
 from kgc.tiling.graph_model import reduce_kind
 from kgc.tiling.index_maps import next_power_of_two
 from kgc.tiling.kernel_ops import (enclosing_loop_for_axis, int_array, is_tiled, kernel_name,
-                                   kernels_in, replace_op, resize_axes, walk_ops)
+                                   kernels_in, replace_with, resize_axes, walk_ops)
 from kgc.tiling.ranges import OffsetRanges
 
 PADDED_ATTRIBUTE = "padded"
@@ -107,14 +109,12 @@ class _KernelPadder:
     # -- accesses ---------------------------------------------------------------
 
     def _mask_access(self, op: ir.Operation) -> None:
-        is_load = op.name == "kg.tile_load"
-        view = op.operands[0] if is_load else op.operands[1]
-        segments = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
-        first = 1 if is_load else 2
-        count = segments[1] if is_load else segments[2]
-        offsets = list(op.operands[first:first + count])
-        existing = op.operands[first + count] if (segments[2] if is_load else segments[3]) else None
-        tile_type = ir.RankedTensorType(op.results[0].type if is_load else op.operands[0].type)
+        access = op.opview
+        is_load = isinstance(access, kg.TileLoadOp)
+        view = access.src if is_load else access.dst
+        offsets = list(access.offsets)
+        existing = access.mask
+        tile_type = ir.RankedTensorType(op.results[0].type if is_load else access.value.type)
         sizes = list(ir.MemRefType(view.type).shape)
         lower, upper, needed = [], [], False
         for offset, lane_count, size in zip(offsets, tile_type.shape, sizes):
@@ -127,20 +127,16 @@ class _KernelPadder:
         with ir.InsertionPoint(op), op.location:
             mask = existing
             if needed:
-                bounds = ir.Operation.create(
-                    "kg.tile_mask", results=[ir.RankedTensorType.get(list(tile_type.shape), self.i1)],
-                    operands=offsets, attributes={"lower": ir.DenseI64ArrayAttr.get(lower),
-                                                  "upper": ir.DenseI64ArrayAttr.get(upper)}).result
+                bounds = kg.tile_mask(ir.RankedTensorType.get(list(tile_type.shape), self.i1),
+                                      offsets, lower, upper)
                 mask = bounds if existing is None else ir.Operation.create(
                     "arith.andi", results=[bounds.type], operands=[existing, bounds]).result
-        attributes = {name: op.attributes[name] for name in op.attributes}
-        if is_load:
-            attributes["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get([1, count, 1])
-            attributes["padding"] = ir.FloatAttr.get(ir.F64Type.get(), _consumer_neutral(op.results[0]))
-            replace_op(op, "kg.tile_load", [view, *offsets, mask], attributes)
-        else:
-            attributes["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get([1, 1, count, 1])
-            replace_op(op, "kg.tile_store", [op.operands[0], view, *offsets, mask], attributes)
+            if is_load:
+                masked = kg.TileLoadOp(op.results[0].type, view, offsets, mask=mask,
+                                       padding=_consumer_neutral(op.results[0]))
+            else:
+                masked = kg.TileStoreOp(access.value, view, offsets, mask=mask)
+        replace_with(op, masked.operation, keep_attributes=True)
 
     # -- reductions and dots ----------------------------------------------------
 
@@ -202,15 +198,9 @@ class _KernelPadder:
             upper[axis] = self.extents[axis]
             shape[axis] = self.padded[axis]
         with ir.InsertionPoint(op), op.location:
-            mask = ir.Operation.create(
-                "kg.tile_mask", results=[ir.RankedTensorType.get(shape, self.i1)], operands=offsets,
-                attributes={"lower": ir.DenseI64ArrayAttr.get(lower),
-                            "upper": ir.DenseI64ArrayAttr.get(upper)}).result
-            constant = ir.Operation.create(
-                "kg.constant", results=[ir.RankedTensorType.get([1] * n, type_.element_type)],
-                attributes={"value": ir.FloatAttr.get(ir.F64Type.get(), fill)}).result
-            return ir.Operation.create("kg.tile_select", results=[type_],
-                                       operands=[mask, value, constant]).result
+            mask = kg.tile_mask(ir.RankedTensorType.get(shape, self.i1), offsets, lower, upper)
+            constant = kg.constant(ir.RankedTensorType.get([1] * n, type_.element_type), fill)
+            return kg.tile_select(type_, mask, value, constant)
 
     def _zero_i32(self) -> ir.Value:
         if self._zero is None:
@@ -225,6 +215,10 @@ def _finite(value) -> bool:
     return value is not None and math.isfinite(value)
 
 
+# The ops that combine the partial results of a reduction.
+_COMBINER_OPS = frozenset(f"kg.{name}" for name in COMBINE.values())
+
+
 def _accumulation(value: ir.Value):
     """(combine op, operand position of the new tile) when `value` is the
     result of an scf.for that accumulates `combine(carried, tile)`."""
@@ -236,7 +230,7 @@ def _accumulation(value: ir.Value):
     carried = body.arguments[1 + number]
     yielded = list(body.operations)[-1].operands[number]
     combine = yielded.owner
-    if isinstance(combine, ir.Block) or combine.name not in ("kg.add", "kg.maximum", "kg.minimum"):
+    if isinstance(combine, ir.Block) or combine.name not in _COMBINER_OPS:
         return None
     operands = list(combine.operands)
     if operands[0] == carried:
@@ -271,19 +265,6 @@ def _consumer_neutral(value: ir.Value) -> float:
     return 0.0
 
 
-_UNARY = {
-    "kg.exp": math.exp, "kg.log": math.log, "kg.sqrt": math.sqrt,
-    "kg.rsqrt": lambda x: 1 / math.sqrt(x), "kg.neg": lambda x: -x, "kg.abs": abs,
-    "kg.relu": lambda x: max(x, 0.0), "kg.sigmoid": lambda x: 1 / (1 + math.exp(-x)),
-    "kg.tanh": math.tanh, "kg.square": lambda x: x * x, "kg.reciprocal": lambda x: 1 / x,
-    "kg.cast": lambda x: x,
-}
-_BINARY = {
-    "kg.add": lambda a, b: a + b, "kg.sub": lambda a, b: a - b, "kg.mul": lambda a, b: a * b,
-    "kg.div": lambda a, b: a / b, "kg.maximum": max, "kg.minimum": min,
-}
-
-
 def _pad_value(value: ir.Value, axes: list[int]) -> float | None:
     """What `value` holds in its lanes past the end of the iteration along
     `axes`, when it is one known number there (None otherwise)."""
@@ -303,12 +284,13 @@ def _pad_value(value: ir.Value, axes: list[int]) -> float | None:
     if name == "kg.tile_select":
         t, f = (_pad_value(owner.operands[i], axes) for i in (1, 2))
         return t if t is not None and t == f else None
-    if name in _UNARY or name in _BINARY:
+    row = BY_OP_NAME.get(name)
+    if row is not None and row.on_scalars is not None:
         operands = [_pad_value(o, axes) for o in owner.operands]
         if any(o is None for o in operands):
             return None
         try:
-            result = (_UNARY.get(name) or _BINARY[name])(*operands)
+            result = row.on_scalars(*operands)
         except (ValueError, ZeroDivisionError, OverflowError):
             return None
         return None if math.isnan(result) else float(result)

@@ -25,7 +25,8 @@ Rewrite rules:
     kg.tile_dot                         =>  tt.dot (inputPrecision from precision;
                                             8-bit floats accumulated precisely)
     kg elementwise ops                  =>  arith / math ops, libdevice through
-                                            tt.extern_elementwise (tanh, erf, pow)
+                                            tt.extern_elementwise (tanh, erf, pow),
+                                            as the op's row in kgc.op_table says
     kg.tile_select                      =>  arith.select
     kg.broadcast_to, unit axes          =>  tt.expand_dims / tt.broadcast / tt.splat
 
@@ -44,6 +45,8 @@ from typing import Sequence
 
 from mlir import ir
 
+from kgc.dialects import kg
+from kgc.op_table import BY_OP_NAME, ELEMENTWISE, ElementwiseOp
 from kgc.passes.registry import Pass, PassFailure, register_pass
 from kgc.tiling.generate import INT32_MAX, INT32_MIN
 from kgc.tiling.graph_model import reduce_kind
@@ -51,13 +54,9 @@ from kgc.tiling.kernel_ops import int_array, is_tiled, kernel_name, kernels_in
 
 _DIVISIBILITY = 16
 _COMBINERS = {"sum": "arith.addf", "max": "arith.maximumf", "min": "arith.minimumf"}
-_BINARY = {"kg.add": "arith.addf", "kg.sub": "arith.subf", "kg.mul": "arith.mulf",
-           "kg.div": "arith.divf", "kg.maximum": "arith.maximumf", "kg.minimum": "arith.minimumf"}
-_UNARY_MATH = {"kg.exp": "math.exp", "kg.log": "math.log", "kg.sqrt": "math.sqrt",
-               "kg.rsqrt": "math.rsqrt", "kg.abs": "math.absf"}
-_LIBDEVICE = {"kg.tanh": "__nv_tanhf", "kg.pow": "__nv_powf"}
 _FLOAT8 = ("f8E4M3FN", "f8E5M2")
-_INPUT_PRECISION = {0: 2, 1: 0}  # kg precision (ieee, tf32) -> tt inputPrecision (ieee 2, tf32 0)
+# kg precision -> tt.dot inputPrecision (Triton's InputPrecision: tf32 0, ieee 2).
+_INPUT_PRECISION = {kg.Precision.ieee: 2, kg.Precision.tf32: 0}
 
 
 @register_pass
@@ -325,22 +324,22 @@ class _Lowering:
         return _arith("arith.addi", splat, lanes)
 
     def load(self, op: ir.Operation) -> None:
-        segments = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
-        count = segments[1]
-        view, offsets = op.operands[0], list(op.operands[1:1 + count])
+        tile_load = op.opview
+        view, offsets = tile_load.src, list(tile_load.offsets)
         result_type = ir.RankedTensorType(op.results[0].type)
         sizes = tuple(result_type.shape)
         element = result_type.element_type
         pointers, axes = self._pointers(view, offsets, sizes, element)
         operands = [pointers]
-        if segments[2]:
-            mask = self.expand(self.tile(op.operands[1 + count]), axes, sizes)
+        masked = tile_load.mask is not None
+        if masked:
+            mask = self.expand(self.tile(tile_load.mask), axes, sizes)
             padding = ir.FloatAttr(op.attributes["padding"]).value if "padding" in op.attributes else 0.0
             other = self._constant(padding, sizes, axes, element)
             operands += [mask, other]
         attributes = {
-            "operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, 1 if segments[2] else 0,
-                                                            1 if segments[2] else 0]),
+            # tt.load's operands: ptr, mask, other.
+            "operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, int(masked), int(masked)]),
             "cache": ir.IntegerAttr.get(self.i32, 1),
             "evict": ir.IntegerAttr.get(self.i32, 1),
             "isVolatile": ir.BoolAttr.get(False),
@@ -350,16 +349,14 @@ class _Lowering:
         self._define(op.results[0], loaded, sizes)
 
     def store(self, op: ir.Operation) -> None:
-        segments = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
-        count = segments[2]
-        value, view = op.operands[0], op.operands[1]
-        offsets = list(op.operands[2:2 + count])
+        tile_store = op.opview
+        value, view, offsets = tile_store.value, tile_store.dst, list(tile_store.offsets)
         value_type = ir.RankedTensorType(value.type)
         sizes = tuple(value_type.shape)
         pointers, axes = self._pointers(view, offsets, sizes, value_type.element_type)
         operands = [pointers, self.expand(self.tile(value), axes, sizes)]
-        if segments[3]:
-            operands.append(self.expand(self.tile(op.operands[2 + count]), axes, sizes))
+        if tile_store.mask is not None:
+            operands.append(self.expand(self.tile(tile_store.mask), axes, sizes))
         ir.Operation.create("tt.store", operands=operands, attributes={
             "cache": ir.IntegerAttr.get(self.i32, 1), "evict": ir.IntegerAttr.get(self.i32, 1)})
 
@@ -404,44 +401,22 @@ class _Lowering:
         return [self.expand(self.tile(v), axes, sizes) for v in operands], sizes, axes, type_
 
     def elementwise(self, op: ir.Operation) -> None:
+        """An op of the elementwise table, lowered as its row says."""
         name = op.name
+        row = BY_OP_NAME[name]
         values, sizes, axes, type_ = self._operands_as_result(op)
         element = type_.element_type
         result_type = self._compact_type(sizes, axes, element)
         math_ = _Math(self, sizes, axes, element)
-        if name == "kg.cast":
-            source = ir.RankedTensorType(op.operands[0].type).element_type
-            result = math_.cast(values[0], source, element)
-        elif name in _BINARY:
-            result = math_.op(_BINARY[name], values)
-        elif name in _UNARY_MATH:
-            result = math_.in_f32(lambda v: math_.op(_UNARY_MATH[name], [v]), values[0])
-        elif name in _LIBDEVICE:
-            result = math_.in_f32(lambda *vs: math_.libdevice(_LIBDEVICE[name], list(vs)), *values)
-        elif name == "kg.neg":
-            # Triton has no arith.negf; x * -1 also keeps the sign of zero.
-            result = math_.op("arith.mulf", [values[0], math_.const(-1.0)])
-        elif name == "kg.relu":
-            result = math_.op("arith.maximumf", [values[0], math_.const(0.0)])
-        elif name == "kg.square":
-            result = math_.op("arith.mulf", [values[0], values[0]])
-        elif name == "kg.reciprocal":
-            result = math_.op("arith.divf", [math_.const(1.0), values[0]])
-        elif name == "kg.sigmoid":
-            result = math_.in_f32(math_.sigmoid, values[0])
-        elif name == "kg.silu":
-            result = math_.in_f32(lambda v: math_.op("arith.mulf", [v, math_.sigmoid(v)]), values[0])
-        elif name == "kg.gelu":
-            tanh = "approximate" in op.attributes and ir.IntegerAttr(op.attributes["approximate"]).value == 1
-            result = math_.in_f32(math_.gelu_tanh if tanh else math_.gelu, values[0])
-        elif name == "kg.clamp":
-            result = values[0]
-            if "min" in op.attributes:
-                result = math_.op("arith.maximumf", [result, math_.const(ir.FloatAttr(op.attributes["min"]).value)])
-            if "max" in op.attributes:
-                result = math_.op("arith.minimumf", [result, math_.const(ir.FloatAttr(op.attributes["max"]).value)])
+        lowering = row.lowering
+        if lowering.kind == "arith":
+            result = math_.op(lowering.name, values)
+        elif lowering.kind == "math":
+            result = math_.in_f32(lambda *vs: math_.op(lowering.name, list(vs)), *values)
+        elif lowering.kind == "libdevice":
+            result = math_.in_f32(lambda *vs: math_.libdevice(lowering.name, list(vs)), *values)
         else:
-            raise PassFailure(f"convert-kg-to-ttir cannot lower {name}", op.location)
+            result = _CUSTOM_LOWERINGS[row.name](math_, values, op)
         if result.type != result_type:
             raise PassFailure(f"lowering {name} gave {result.type}, expected {result_type}", op.location)
         self._define(op.results[0], result, sizes)
@@ -499,7 +474,8 @@ class _Lowering:
         if a.axes != (m_axis, k_axis) or b.axes != (k_axis, n_axis) or acc.axes != (m_axis, n_axis):
             raise PassFailure("tile_dot needs tiles of at least 2 along M, K and N; run "
                               "kg-legalize-dot first", op.location)
-        precision = ir.IntegerAttr(op.attributes["precision"]).value if "precision" in op.attributes else 0
+        precision = (kg.Precision(ir.IntegerAttr(op.attributes["precision"]).value)
+                     if "precision" in op.attributes else kg.Precision.ieee)
         attributes = {
             "inputPrecision": ir.IntegerAttr.get(self.i32, _INPUT_PRECISION[precision]),
             # 0: 8-bit float products are added into f32 after every MMA, as the
@@ -602,6 +578,85 @@ def _is_tensor(op: ir.Operation) -> bool:
     return any(isinstance(r.type, ir.RankedTensorType) for r in op.results)
 
 
+# Lowerings of the elementwise ops whose table row says "custom": the op's
+# mnemonic -> fn(math, operand values laid out as the result, op).
+_CUSTOM_LOWERINGS: dict = {}
+
+
+def _lowers(name: str):
+    def register(fn):
+        _CUSTOM_LOWERINGS[name] = fn
+        return fn
+    return register
+
+
+@_lowers("cast")
+def _lower_cast(math_: _Math, values, op: ir.Operation) -> ir.Value:
+    source = ir.RankedTensorType(op.operands[0].type).element_type
+    return math_.cast(values[0], source, math_.element)
+
+
+@_lowers("neg")
+def _lower_neg(math_: _Math, values, op: ir.Operation) -> ir.Value:
+    # Triton has no arith.negf; x * -1 also keeps the sign of zero.
+    return math_.op("arith.mulf", [values[0], math_.const(-1.0)])
+
+
+@_lowers("relu")
+def _lower_relu(math_: _Math, values, op: ir.Operation) -> ir.Value:
+    return math_.op("arith.maximumf", [values[0], math_.const(0.0)])
+
+
+@_lowers("square")
+def _lower_square(math_: _Math, values, op: ir.Operation) -> ir.Value:
+    return math_.op("arith.mulf", [values[0], values[0]])
+
+
+@_lowers("reciprocal")
+def _lower_reciprocal(math_: _Math, values, op: ir.Operation) -> ir.Value:
+    return math_.op("arith.divf", [math_.const(1.0), values[0]])
+
+
+@_lowers("sigmoid")
+def _lower_sigmoid(math_: _Math, values, op: ir.Operation) -> ir.Value:
+    return math_.in_f32(math_.sigmoid, values[0])
+
+
+@_lowers("silu")
+def _lower_silu(math_: _Math, values, op: ir.Operation) -> ir.Value:
+    return math_.in_f32(lambda v: math_.op("arith.mulf", [v, math_.sigmoid(v)]), values[0])
+
+
+@_lowers("gelu")
+def _lower_gelu(math_: _Math, values, op: ir.Operation) -> ir.Value:
+    attributes = op.attributes
+    tanh = ("approximate" in attributes
+            and ir.IntegerAttr(attributes["approximate"]).value == kg.GeluApproximation.tanh)
+    return math_.in_f32(math_.gelu_tanh if tanh else math_.gelu, values[0])
+
+
+@_lowers("clamp")
+def _lower_clamp(math_: _Math, values, op: ir.Operation) -> ir.Value:
+    result = values[0]
+    if "min" in op.attributes:
+        result = math_.op("arith.maximumf", [result, math_.const(ir.FloatAttr(op.attributes["min"]).value)])
+    if "max" in op.attributes:
+        result = math_.op("arith.minimumf", [result, math_.const(ir.FloatAttr(op.attributes["max"]).value)])
+    return result
+
+
+def _check_custom_lowerings(rows: list[ElementwiseOp]) -> None:
+    """Every op whose row asks for a custom lowering has one here."""
+    wanted = {row.name for row in rows if row.lowering.kind == "custom"}
+    if wanted != set(_CUSTOM_LOWERINGS):
+        raise ImportError(
+            f"convert-kg-to-ttir: custom lowerings missing for {sorted(wanted - set(_CUSTOM_LOWERINGS))}"
+            f", or registered for ops whose row lowers them otherwise: "
+            f"{sorted(set(_CUSTOM_LOWERINGS) - wanted)}")
+
+
+_check_custom_lowerings(list(ELEMENTWISE.values()))
+
 _HANDLERS = {
     "kg.program_id": _Lowering.program_id,
     "memref.reinterpret_cast": _Lowering.view,
@@ -615,7 +670,5 @@ _HANDLERS = {
     "kg.broadcast_to": _Lowering.broadcast,
     "arith.andi": _Lowering.andi,
 }
-for _name in list(_BINARY) + list(_UNARY_MATH) + list(_LIBDEVICE) + [
-        "kg.cast", "kg.neg", "kg.relu", "kg.square", "kg.reciprocal", "kg.sigmoid", "kg.silu",
-        "kg.gelu", "kg.clamp"]:
-    _HANDLERS[_name] = _Lowering.elementwise
+for _row in ELEMENTWISE.values():
+    _HANDLERS[_row.op_name] = _Lowering.elementwise

@@ -408,7 +408,7 @@ ERROR_CASES = [
     ("t_rank", lambda g: g.t(g.input("x", (2, 4, 8), "f16")),
      ["t: x (2, 4, 8) f16 must be 2-D"]),
     ("reshape_elements", lambda g: g.reshape(_f32(g, "x", (4, 8)), (3, 10)),
-     ["reshape: result shape (3, 10) holds 30 elements but x (4, 8) f32 holds 32"]),
+     ["reshape: result (3, 10) f32 holds 30 elements but x (4, 8) f32 holds 32"]),
     ("reshape_two_unknowns", lambda g: g.reshape(_f32(g, "x", (4, 8)), (-1, -1)),
      ["reshape: only one -1 is allowed in shape (-1, -1) for x (4, 8) f32"]),
     ("reshape_uninferrable", lambda g: g.reshape(_f32(g, "x", (4, 8)), (-1, 5)),
@@ -416,7 +416,7 @@ ERROR_CASES = [
     ("broadcast_rank", lambda g: g.broadcast_to(_f32(g, "x", (4, 8)), (8,)),
      ["broadcast_to: cannot broadcast x (4, 8) f32 to the lower rank of (8,)"]),
     ("broadcast_dim", lambda g: g.broadcast_to(_f32(g, "x", (4, 8)), (2, 4, 16)),
-     ["broadcast_to: cannot broadcast x (4, 8) f32 to (2, 4, 16): dimension 1 is 8, "
+     ["broadcast_to: cannot broadcast x (4, 8) f32 to (2, 4, 16) f32: dimension 1 is 8, "
       "not 1 or 16"]),
     ("concat_dtype", lambda g: g.concat([_f32(g, "a", (4, 8)), g.input("b", (4, 8), "f16")], 0),
      ["concat: input #1 (4, 8) f16 must have the element type of input #0 (4, 8) f32"]),
@@ -469,6 +469,45 @@ def test_tensors_of_another_graph_are_rejected():
         with pytest.raises(kgc.GraphError, match=r"\(4, 8\) f32 belongs to graph 'first', "
                                                  r"not 'second'"):
             call()
+
+
+# (id, graph -> None, the same op in a file, how the graph API writes its types)
+VERIFIER_CASES = [
+    ("broadcast", lambda g: _f32(g, "a", (4, 8)) * _f32(g, "b", (4,)),
+     "%r = kg.mul %a, %b : (tensor<4x8xf32>, tensor<4xf32>) -> tensor<4x8xf32>",
+     {"tensor<4x8xf32>": "(4, 8) f32", "tensor<4xf32>": "(4,) f32"}),
+    ("precision", lambda g: g.matmul(g.input("a", (16, 64), "f16"),
+                                     g.input("b", (64, 8), "f16"), precision="tf32"),
+     "%r = kg.matmul %a, %b precision = tf32 : (tensor<16x64xf16>, tensor<64x8xf16>) "
+     "-> tensor<16x8xf16>",
+     {"tensor<16x64xf16>": "(16, 64) f16", "tensor<64x8xf16>": "(64, 8) f16"}),
+    ("concat", lambda g: g.concat([_f32(g, "a", (4, 8)), _f32(g, "b", (5, 8))], 1),
+     "%r = kg.concat %a, %b dim 1 : (tensor<4x8xf32>, tensor<5x8xf32>) -> tensor<4x16xf32>",
+     {"tensor<4x8xf32>": "(4, 8) f32", "tensor<5x8xf32>": "(5, 8) f32"}),
+]
+
+
+@pytest.mark.parametrize("call, text, types", [case[1:] for case in VERIFIER_CASES],
+                         ids=[case[0] for case in VERIFIER_CASES])
+def test_shape_errors_are_the_verifiers_messages(call, text, types):
+    """The graph API checks an op by running the kg verifier on it: its
+    error is the verifier's message for the same op in a file, `<op>: `
+    for `'kg.<op>' op `, with the types written as the graph API writes
+    them."""
+    g = kgc.Graph("errors")
+    with pytest.raises(kgc.GraphError) as raised:
+        call(g)
+    a_type, b_type = types
+    source = f"func.func @f(%a: {a_type}, %b: {b_type}) {{\n{text}\nreturn\n}}"
+    with ir.Context() as context, pytest.raises(KgcError) as verifier:
+        parse_text(source, "f.mlir", context)
+    message = str(verifier.value).split("error: ", 1)[1].splitlines()[0]
+    op, rule = message.split(" op ", 1)
+    expected = f"{op.strip(chr(39)).removeprefix('kg.')}: {rule}"
+    for mlir_type, graph_type in types.items():
+        expected = expected.replace(f"'{mlir_type}'", graph_type)
+    assert "tensor<" not in expected
+    assert str(raised.value) == expected
 
 
 def test_graph_name_must_be_a_symbol():

@@ -8,12 +8,17 @@
     module = g.build()        # a builtin.module holding func.func @rmsnorm_matmul
     text = g.to_mlir()        # the same module as kgc-opt reads it
 
-A `Graph` records each op when it is called and checks it at once against
-the rules of the kg verifiers, so that a wrong shape or dtype raises
-`GraphError` at the line that wrote it, naming the operands' shapes and
+A `Graph` records each op when it is called and checks it at once by
+building it, alone, in a scratch context and running the kg verifiers on
+it, so that a wrong shape or dtype raises `GraphError` at the line that
+wrote it, with the verifier's message naming the operands' shapes and
 dtypes, rather than surfacing later as a verifier error on the module.
-Recording needs no MLIR context; only `build()` creates IR, so one graph can
-be built into any number of contexts.
+Python-level arguments (dtype spellings, negative dims, -1 in a reshape)
+are resolved here first. The graph itself holds no IR; `build()` creates
+it, so one graph can be built into any number of contexts.
+
+The elementwise methods (`exp`, `add`, ...) come from the op table
+(`kgc.op_table`), one per elementwise op of the dialect.
 
 Each op built from the graph carries the file location of the Python line
 that called it, so that diagnostics of later passes point at the user's
@@ -22,6 +27,7 @@ code.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import numbers
@@ -37,6 +43,7 @@ from mlir.dialects import func
 from kgc._dialect import load_dialect
 from kgc.diagnostics import from_mlir_error
 from kgc.dialects import kg
+from kgc.op_table import ELEMENTWISE, ElementwiseOp
 
 __all__ = ["Graph", "GraphError", "Tensor"]
 
@@ -301,17 +308,13 @@ def _require_float(op: str, role: str, tensor: Tensor) -> None:
                          "8-bit floats are only for matmul, cast and the view ops")
 
 
-def _broadcast_shapes(lhs: tuple[int, ...], rhs: tuple[int, ...]) -> tuple[int, ...] | int:
-    """The numpy broadcast of two shapes, or the first dimension, counted
-    from the end as a negative number, where they disagree (the verifiers'
-    wording)."""
+def _broadcast_shapes(lhs: tuple[int, ...], rhs: tuple[int, ...]) -> tuple[int, ...]:
+    """The numpy broadcast of two shapes when they are compatible (the
+    result type to build the op with; whether they are compatible is the
+    verifier's to say)."""
     rank = max(len(lhs), len(rhs))
     padded_lhs = (1,) * (rank - len(lhs)) + lhs
     padded_rhs = (1,) * (rank - len(rhs)) + rhs
-    for index in range(rank - 1, -1, -1):
-        left, right = padded_lhs[index], padded_rhs[index]
-        if left != right and left != 1 and right != 1:
-            return index - rank
     return tuple(r if l == 1 else l for l, r in zip(padded_lhs, padded_rhs))
 
 
@@ -424,45 +427,11 @@ class Graph:
         parses."""
         return str(self.build())
 
-    # -- elementwise unary ops ---------------------------------------------
-
-    def exp(self, x: Tensor) -> Tensor:
-        return self._unary(kg.exp, x)
-
-    def log(self, x: Tensor) -> Tensor:
-        return self._unary(kg.log, x)
-
-    def sqrt(self, x: Tensor) -> Tensor:
-        return self._unary(kg.sqrt, x)
-
-    def rsqrt(self, x: Tensor) -> Tensor:
-        """1 / sqrt(x)."""
-        return self._unary(kg.rsqrt, x)
-
-    def neg(self, x: Tensor) -> Tensor:
-        return self._unary(kg.neg, x)
-
-    def abs(self, x: Tensor) -> Tensor:
-        return self._unary(kg.abs, x)
-
-    def relu(self, x: Tensor) -> Tensor:
-        return self._unary(kg.relu, x)
-
-    def silu(self, x: Tensor) -> Tensor:
-        """x * sigmoid(x)."""
-        return self._unary(kg.silu, x)
-
-    def sigmoid(self, x: Tensor) -> Tensor:
-        return self._unary(kg.sigmoid, x)
-
-    def tanh(self, x: Tensor) -> Tensor:
-        return self._unary(kg.tanh, x)
-
-    def square(self, x: Tensor) -> Tensor:
-        return self._unary(kg.square, x)
-
-    def reciprocal(self, x: Tensor) -> Tensor:
-        return self._unary(kg.reciprocal, x)
+    # -- elementwise ops ----------------------------------------------------
+    #
+    # One method per elementwise op of the dialect, made from the op table
+    # after the class (`exp(x)`, `add(lhs, rhs)`); ops with attributes or a
+    # result type of their own are written here.
 
     def gelu(self, x: Tensor, approximate: str = "none") -> Tensor:
         """x * Phi(x); `approximate="tanh"` uses torch's tanh formula."""
@@ -488,29 +457,6 @@ class Graph:
             raise GraphError(f"clamp: min {low} is greater than max {high} for x {_describe(x)}")
         return self._record((x,), x.shape, x.dtype,
                             lambda values, _: kg.clamp(values[0], min=low, max=high))
-
-    # -- elementwise binary ops --------------------------------------------
-
-    def add(self, lhs: Tensor | Scalar, rhs: Tensor | Scalar) -> Tensor:
-        return self._binary(kg.add, lhs, rhs)
-
-    def sub(self, lhs: Tensor | Scalar, rhs: Tensor | Scalar) -> Tensor:
-        return self._binary(kg.sub, lhs, rhs)
-
-    def mul(self, lhs: Tensor | Scalar, rhs: Tensor | Scalar) -> Tensor:
-        return self._binary(kg.mul, lhs, rhs)
-
-    def div(self, lhs: Tensor | Scalar, rhs: Tensor | Scalar) -> Tensor:
-        return self._binary(kg.div, lhs, rhs)
-
-    def maximum(self, lhs: Tensor | Scalar, rhs: Tensor | Scalar) -> Tensor:
-        return self._binary(kg.maximum, lhs, rhs)
-
-    def minimum(self, lhs: Tensor | Scalar, rhs: Tensor | Scalar) -> Tensor:
-        return self._binary(kg.minimum, lhs, rhs)
-
-    def pow(self, lhs: Tensor | Scalar, rhs: Tensor | Scalar) -> Tensor:
-        return self._binary(kg.pow, lhs, rhs)
 
     # -- constants and casts -------------------------------------------------
 
@@ -547,29 +493,10 @@ class Graph:
         """
         a = self._tensor("matmul", "a", a)
         b = self._tensor("matmul", "b", b)
-        for role, operand in (("a", a), ("b", b)):
-            if operand.ndim < 2:
-                raise GraphError(f"matmul: operand {role} {_describe(operand)} "
-                                 "must have rank 2 or more")
-        both_float8 = a.dtype in _FLOAT8_DTYPES and b.dtype in _FLOAT8_DTYPES
-        if a.dtype != b.dtype and not both_float8:
-            raise GraphError("matmul: operands must share an element type (the two 8-bit "
-                             f"floats may mix), got a {_describe(a)} and b {_describe(b)}")
         if precision not in (None, "ieee", "tf32"):
             raise GraphError(f"matmul: precision must be None, 'ieee' or 'tf32', got {precision!r} "
                              f"for a {_describe(a)} and b {_describe(b)}")
-        if precision is not None and a.dtype != "f32":
-            raise GraphError(f"matmul: precision applies to f32 operands only, got a "
-                             f"{_describe(a)} and b {_describe(b)}")
-        k_a, k_b = a.shape[-1], b.shape[-2]
-        if k_a != k_b:
-            raise GraphError(f"matmul: contracting dimensions differ: a {_describe(a)} has "
-                             f"K = {k_a}, b {_describe(b)} has K = {k_b}")
-        batch = _broadcast_shapes(a.shape[:-2], b.shape[:-2])
-        if isinstance(batch, int):
-            raise GraphError(f"matmul: batch dimensions of a {_describe(a)} and b "
-                             f"{_describe(b)} are not broadcast-compatible (dimension "
-                             f"{batch} of the batch shape)")
+        both_float8 = a.dtype in _FLOAT8_DTYPES and b.dtype in _FLOAT8_DTYPES
         if out_dtype is None:
             result_dtype = "f32" if both_float8 else a.dtype
         else:
@@ -577,8 +504,12 @@ class Graph:
             if result_dtype not in _FLOAT_DTYPES:
                 raise GraphError(f"matmul: out_dtype must be f32, f16 or bf16, got "
                                  f"{result_dtype} for a {_describe(a)} and b {_describe(b)}")
+        # The result shape when the operands are valid (ranks, K and batch
+        # dimensions are the verifier's to check).
+        batch = _broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        rows, columns = a.shape[-2:-1], b.shape[-1:]
         attribute = None if precision is None else kg.Precision[precision]
-        return self._record((a, b), batch + (a.shape[-2], b.shape[-1]), result_dtype,
+        return self._record((a, b), batch + rows + columns, result_dtype,
                             lambda values, out: kg.matmul(out, *values, precision=attribute))
 
     # -- reductions and normalizations ---------------------------------------
@@ -675,9 +606,6 @@ class Graph:
                 raise GraphError(f"reshape: cannot infer the -1 in {given}: x {_describe(x)} "
                                  f"holds {elements} elements")
             given = tuple(elements // known if d == -1 else d for d in given)
-        if math.prod(given) != elements:
-            raise GraphError(f"reshape: result shape {given} holds {math.prod(given)} elements "
-                             f"but x {_describe(x)} holds {elements}")
         return self._record((x,), given, x.dtype,
                             lambda values, out: kg.reshape(out, values[0]))
 
@@ -685,14 +613,6 @@ class Graph:
         """Stretches x to `shape` with numpy's rules."""
         x = self._tensor("broadcast_to", "x", x)
         target = _static_shape("broadcast_to", "shape", shape)
-        if x.ndim > len(target):
-            raise GraphError(f"broadcast_to: cannot broadcast x {_describe(x)} to the lower "
-                             f"rank of {target}")
-        lead = len(target) - x.ndim
-        for dim, size in enumerate(x.shape):
-            if size != target[lead + dim] and size != 1:
-                raise GraphError(f"broadcast_to: cannot broadcast x {_describe(x)} to {target}: "
-                                 f"dimension {dim} is {size}, not 1 or {target[lead + dim]}")
         return self._record((x,), target, x.dtype,
                             lambda values, out: kg.broadcast_to(out, values[0]))
 
@@ -706,21 +626,10 @@ class Graph:
             raise GraphError("concat: needs at least one input")
         first = inputs[0]
         index = _normalize_dim("concat", "dim", dim, first, role="input #0")
-        for position, tensor in enumerate(inputs[1:], start=1):
-            role = f"input #{position} {_describe(tensor)}"
-            if tensor.ndim != first.ndim:
-                raise GraphError(f"concat: {role} must have the rank of input #0 "
-                                 f"{_describe(first)}")
-            if tensor.dtype != first.dtype:
-                raise GraphError(f"concat: {role} must have the element type of input #0 "
-                                 f"{_describe(first)}")
-            for d in range(first.ndim):
-                if d != index and tensor.shape[d] != first.shape[d]:
-                    raise GraphError(f"concat: {role} differs from input #0 {_describe(first)} "
-                                     f"in dimension {d}, which is not the concat dimension "
-                                     f"{index}")
+        # The result shape when the inputs agree (that they do is the
+        # verifier's to check).
         shape = list(first.shape)
-        shape[index] = sum(t.shape[index] for t in inputs)
+        shape[index] = sum(t.shape[index] for t in inputs if t.ndim > index)
         return self._record(inputs, tuple(shape), first.dtype,
                             lambda values, out: kg.concat(out, values, index))
 
@@ -784,26 +693,27 @@ class Graph:
 
     def _record(self, operands: tuple[Tensor, ...], shape: tuple[int, ...], dtype: str,
                 emit: _Emitter) -> Tensor:
-        """Adds an op that has passed its checks and returns its result."""
+        """Adds an op once it builds and verifies, and returns its result."""
         result = Tensor(self, shape, dtype, None, _caller_position())
+        _verify(operands, result, emit)
         self._ops.append(_Op(operands, result, emit))
         return result
 
     def _constant(self, value: float, shape: tuple[int, ...], dtype: str) -> Tensor:
         return self._record((), shape, dtype, lambda _, out: kg.constant(out, value))
 
-    def _unary(self, builder: Callable[..., ir.Value], x: Tensor) -> Tensor:
-        op = builder.__name__
+    def _unary(self, row: ElementwiseOp, x: Tensor) -> Tensor:
+        op = row.name
         x = self._tensor(op, "x", x)
         _require_float(op, "x", x)
-        return self._record((x,), x.shape, x.dtype, lambda values, _: builder(values[0]))
+        return self._record((x,), x.shape, x.dtype,
+                            lambda values, out: row.build(out, values))
 
-    def _binary(self, builder: Callable[..., ir.Value], lhs: Tensor | Scalar,
-                rhs: Tensor | Scalar) -> Tensor:
+    def _binary(self, row: ElementwiseOp, lhs: Tensor | Scalar, rhs: Tensor | Scalar) -> Tensor:
         """A broadcasting binary op; a Python number on one side becomes a
         rank-0 constant of the other side's dtype. The constant is recorded
         only once nothing else can fail, so a failed call adds no op."""
-        op = builder.__name__
+        op = row.name
         if _is_scalar(lhs) and _is_scalar(rhs):
             raise GraphError(f"{op}: needs at least one Tensor operand, got {lhs!r} and {rhs!r}")
         operands: dict[str, Tensor | float] = {}
@@ -820,25 +730,16 @@ class Graph:
                     raise GraphError(f"{op}: scalar {role} {operands[role]!r} overflows "
                                      f"{tensor.dtype}, the dtype of {other} {_describe(tensor)}")
         left, right = operands["lhs"], operands["rhs"]
-        if isinstance(left, Tensor) and isinstance(right, Tensor):
-            if left.dtype != right.dtype:
-                raise GraphError(f"{op}: operands must share an element type, got lhs "
-                                 f"{_describe(left)} and rhs {_describe(right)}; "
-                                 "cast one of them")
-            shape = _broadcast_shapes(left.shape, right.shape)
-            if isinstance(shape, int):
-                raise GraphError(f"{op}: operands are not broadcast-compatible: lhs "
-                                 f"{_describe(left)} and rhs {_describe(right)} differ in "
-                                 f"dimension {shape}")
-        else:
+        if not (isinstance(left, Tensor) and isinstance(right, Tensor)):
+            # A constant of the tensor's dtype broadcasts to any shape: this
+            # op verifies, so the constant may be recorded first.
             dtype = left.dtype if isinstance(left, Tensor) else right.dtype
             if isinstance(left, float):
                 left = self._constant(left, (), dtype)
             if isinstance(right, float):
                 right = self._constant(right, (), dtype)
-            shape = _broadcast_shapes(left.shape, right.shape)
-        return self._record((left, right), shape, left.dtype,
-                            lambda values, out: builder(out, *values))
+        return self._record((left, right), _broadcast_shapes(left.shape, right.shape),
+                            left.dtype, lambda values, out: row.build(out, values))
 
     def _reduce(self, kind: str, x: Tensor, dims: int | Sequence[int], keepdim: bool) -> Tensor:
         x = self._tensor(kind, "x", x)
@@ -894,3 +795,94 @@ class Graph:
 
 def _tensor_type(tensor: Tensor) -> ir.RankedTensorType:
     return ir.RankedTensorType.get(tensor.shape, _MLIR_ELEMENT_TYPES[tensor.dtype]())
+
+
+# --------------------------------------------------------------------------
+# Checking an op by building it
+# --------------------------------------------------------------------------
+
+# `'tensor<4x8xf32>'`, as diagnostics print a type.
+_TENSOR_TYPE_TEXT = re.compile(r"'tensor<((?:\d+x)*)(\w+)>'")
+# `'kg.add' op `, which starts a verifier's message.
+_OP_PREFIX = re.compile(r"^'kg\.(\w+)' op ")
+
+
+@functools.lru_cache(maxsize=None)
+def _scratch_context() -> ir.Context:
+    """The context in which ops are built to be verified when recorded."""
+    context = ir.Context()
+    load_dialect(context)
+    return context
+
+
+def _verify(operands: tuple[Tensor, ...], result: Tensor, emit: _Emitter) -> None:
+    """Builds the op on arguments of its operands' types, alone in a scratch
+    module, and runs its verifier: the kg verifiers are the one statement of
+    the rules, and this applies them at the call that wrote the op. Raises
+    GraphError with the verifier's message, `<op>: ...`, its types written
+    as the graph API writes them, `(16, 64) f16`."""
+    with _scratch_context(), ir.Location.unknown():
+        module = ir.Module.create()
+        with ir.InsertionPoint(module.body):
+            function = func.FuncOp("check", ir.FunctionType.get(
+                [_tensor_type(t) for t in operands], []))
+        entry = function.add_entry_block()
+        with ir.InsertionPoint(entry):
+            value = emit(list(entry.arguments), _tensor_type(result))
+        try:
+            value.owner.verify()
+        except ir.MLIRError as error:
+            message = error.error_diagnostics[0].message if error.error_diagnostics else str(error)
+            raise GraphError(_graph_message(message)) from None
+
+
+def _graph_message(message: str) -> str:
+    """A verifier's message in the graph API's words."""
+    def python_type(match: re.Match) -> str:
+        dims = tuple(int(d) for d in match.group(1).split("x") if d)
+        element = match.group(2)
+        return f"{dims} {_DTYPE_SPELLINGS.get(element.lower(), element)}"
+
+    op = _OP_PREFIX.match(message)
+    if op is not None:
+        message = f"{op.group(1)}: {message[op.end():]}"
+    return _TENSOR_TYPE_TEXT.sub(python_type, message)
+
+
+# --------------------------------------------------------------------------
+# The elementwise methods, from the op table
+# --------------------------------------------------------------------------
+
+
+def _unary_method(row: ElementwiseOp) -> Callable[[Graph, Tensor], Tensor]:
+    def method(self: Graph, x: Tensor) -> Tensor:
+        return self._unary(row, x)
+    return method
+
+
+def _binary_method(row: ElementwiseOp) -> Callable[[Graph, Tensor | Scalar, Tensor | Scalar],
+                                                   Tensor]:
+    def method(self: Graph, lhs: Tensor | Scalar, rhs: Tensor | Scalar) -> Tensor:
+        return self._binary(row, lhs, rhs)
+    return method
+
+
+def _add_elementwise_methods() -> None:
+    """Gives Graph a method per elementwise op of the dialect that has none
+    written by hand; an op with attributes or its own result type needs one
+    written in the class."""
+    for row in ELEMENTWISE.values():
+        if row.name in vars(Graph):
+            continue
+        if row.attributes or row.converts or row.arity not in (1, 2):
+            raise ImportError(f"kgc.Graph has no method for {row.op_name}: an op with "
+                              "attributes, its own result type or more than two operands "
+                              "needs one written in the class")
+        method = (_unary_method if row.arity == 1 else _binary_method)(row)
+        method.__name__ = row.name
+        method.__qualname__ = f"Graph.{row.name}"
+        method.__doc__ = f"kg.{row.name}: {row.summary}."
+        setattr(Graph, row.name, method)
+
+
+_add_elementwise_methods()

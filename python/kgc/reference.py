@@ -18,7 +18,9 @@ from mlir import ir
 
 from kgc.diagnostics import KgcError
 from kgc.element_types import torch_dtype
+from kgc.op_table import elementwise_op
 from kgc.tiling.graph_model import node_attrs, reduce_kind
+
 
 def _dtype(value: ir.Value):
     return torch_dtype(str(ir.RankedTensorType(value.type).element_type))
@@ -52,37 +54,40 @@ def evaluate_op(op: ir.Operation, operands: Sequence, exact: bool = False):
     return _evaluate_op(op, list(operands), exact, device)
 
 
+def elementwise(name: str, *operands, dtype, exact: bool = False, **attributes):
+    """The elementwise kg op `name` ("exp" or "kg.exp") on torch tensors, as
+    `evaluate` computes it: in f32 (f64 with `exact`) and rounded to `dtype`,
+    the torch dtype of its result (kept unrounded with `exact`, except by a
+    cast). `attributes` are the op's, as Python values (`approximate="tanh"`,
+    `min=0.0`)."""
+    import torch
+
+    row = elementwise_op(name)
+    if row is None:
+        raise KgcError(f"{name} is not an elementwise kg op")
+    compute = torch.float64 if exact else torch.float32
+    result = row.reference(*(x.to(compute) for x in operands), **attributes)
+    if row.converts:
+        rounded = result.to(dtype)
+        return rounded.double() if exact else rounded
+    return result if exact else result.to(dtype)
+
+
 def _evaluate_op(op: ir.Operation, args: list, exact: bool, device):
     import torch
 
     name = op.name[3:] if op.name.startswith("kg.") else op.name
     attrs = node_attrs(op)
     out_dtype = _dtype(op.results[0])
+    row = elementwise_op(name)
+    if row is not None:
+        return elementwise(name, *args, dtype=out_dtype, exact=exact,
+                           **{a: attrs[a] for a in row.attributes})
     compute = torch.float64 if exact else torch.float32
     wide = [a.to(compute) for a in args]
-    F = torch.nn.functional
-    unary = {
-        "exp": torch.exp, "log": torch.log, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt,
-        "neg": torch.neg, "abs": torch.abs, "relu": torch.relu, "silu": F.silu,
-        "sigmoid": torch.sigmoid, "tanh": torch.tanh, "square": torch.square,
-        "reciprocal": torch.reciprocal,
-    }
-    binary = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div,
-              "maximum": torch.maximum, "minimum": torch.minimum, "pow": torch.pow}
-    if name in unary:
-        result = unary[name](wide[0])
-    elif name in binary:
-        result = binary[name](wide[0], wide[1])
-    elif name == "gelu":
-        result = F.gelu(wide[0], approximate=attrs["approximate"])
-    elif name == "clamp":
-        result = torch.clamp(wide[0], min=attrs["min"], max=attrs["max"])
-    elif name == "constant":
+    if name == "constant":
         shape = ir.RankedTensorType(op.results[0].type).shape
         result = torch.full(list(shape), attrs["value"], dtype=compute, device=device)
-    elif name == "cast":
-        rounded = args[0].to(torch.float32).to(out_dtype)
-        return rounded.double() if exact else rounded
     elif name == "matmul":
         result = torch.matmul(wide[0], wide[1])
     elif name == "reduce":
@@ -127,7 +132,8 @@ def _norm(name: str, op: ir.Operation, wide: list):
     if name == "rms_norm":
         weight = wide[1] if len(wide) > 1 else None
         return torch.nn.functional.rms_norm(x, shape, weight, eps=eps)
-    segments = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
-    weight = wide[1] if segments[1] else None
-    bias = wide[1 + segments[1]] if segments[2] else None
+    norm = op.opview
+    given = iter(wide[1:])
+    weight = next(given) if norm.weight is not None else None
+    bias = next(given) if norm.bias is not None else None
     return torch.nn.functional.layer_norm(x, shape, weight, bias, eps=eps)

@@ -13,12 +13,12 @@ from typing import Iterable, Sequence
 
 from mlir import ir
 
+from kgc.op_table import ELEMENTWISE
+
 # kg ops whose result at an index depends only on their operands at the
-# (broadcast) same index.
-ELEMENTWISE_OPS = frozenset(
-    "exp log sqrt rsqrt neg abs relu silu sigmoid tanh square reciprocal gelu clamp cast "
-    "add sub mul div maximum minimum pow constant".split()
-)
+# (broadcast) same index: the elementwise ops of the dialect, and constants,
+# which have no operand and tile like one.
+ELEMENTWISE_OPS = frozenset(ELEMENTWISE) | {"constant"}
 VIEW_OPS = frozenset("transpose reshape broadcast_to slice concat".split())
 SUPPORTED_OPS = ELEMENTWISE_OPS | VIEW_OPS | {"reduce", "matmul"}
 

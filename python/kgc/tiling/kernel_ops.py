@@ -102,6 +102,19 @@ def replace_op(old: ir.Operation, name: str, operands, attributes: dict,
     return new
 
 
+def replace_with(old: ir.Operation, new: ir.Operation, keep_attributes: bool = False) -> None:
+    """Moves `old`'s uses to `new` (built before it) and erases `old`. With
+    `keep_attributes` (`new` is a variant of the same op), `new` also gets
+    the attributes of `old` that it lacks."""
+    if keep_attributes:
+        for name in list(old.attributes):
+            if name not in new.attributes:
+                new.attributes[name] = old.attributes[name]
+    for before, after in zip(old.results, new.results):
+        before.replace_all_uses_with(after)
+    old.erase()
+
+
 def resize_axes(kernel: ir.Operation, old_sizes, new_sizes) -> None:
     """Every tensor of the kernel whose axis d has size old_sizes[d] gets
     size new_sizes[d] there. Tiles hold one axis per iteration axis, of the

@@ -13,14 +13,13 @@ from typing import Sequence
 from mlir import ir
 from mlir.dialects import scf
 
+from kgc.dialects import kg
+from kgc.op_table import ELEMENTWISE
 from kgc.tiling.generate import Builder, LoopBody
 from kgc.tiling.index_maps import BufferView
 
 _SCALAR_OPS = {"add": "arith.addi", "sub": "arith.subi", "mul": "arith.muli",
                "div": "arith.divsi", "rem": "arith.remsi", "min": "arith.minsi"}
-_REDUCE_KINDS = {"sum": 0, "max": 1, "min": 2, "mean": 3}
-_PRECISIONS = {"ieee": 0, "tf32": 1}
-_GELU = {"none": 0, "tanh": 1}
 
 # The kernel attribute that marks which iteration axis a loop walks.
 LOOP_AXIS_ATTRIBUTE = "kg.axis"
@@ -86,9 +85,7 @@ class MlirBuilder(Builder):
 
     def program_id(self, axis=0):
         if axis not in self._pids:
-            self._pids[axis] = self._prelude(lambda: ir.Operation.create(
-                "kg.program_id", results=[self.i32],
-                attributes={"axis": ir.IntegerAttr.get(self.i32, axis)}))
+            self._pids[axis] = self._prelude(lambda: kg.ProgramIdOp(axis))
         return self._pids[axis]
 
     def const(self, value: int):
@@ -128,14 +125,12 @@ class MlirBuilder(Builder):
     def load(self, input_index, element, view, offsets, shape):
         source = self._view(input_index, element, view)
         with self.location:
-            return self._create("kg.tile_load", tensor_type(shape, element), [source, *offsets], {
-                "operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, len(offsets), 0])})
+            return kg.tile_load(tensor_type(shape, element), source, list(offsets))
 
     def store(self, output_index, element, value, view, offsets, shape):
         target = self._view(self.num_inputs + output_index, element, view)
         with self.location:
-            self._create("kg.tile_store", None, [value, target, *offsets], {
-                "operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, 1, len(offsets), 0])})
+            kg.TileStoreOp(value, target, list(offsets))
 
     # -- tiles --------------------------------------------------------------------
 
@@ -143,54 +138,44 @@ class MlirBuilder(Builder):
         key = ("tile", value, element, tuple(shape))
         if key not in self._constants:
             type_ = tensor_type(shape, element)
-            self._constants[key] = self._prelude(lambda: ir.Operation.create(
-                "kg.constant", results=[type_],
-                attributes={"value": ir.FloatAttr.get(ir.F64Type.get(), value)}))
+            self._constants[key] = self._prelude(lambda: kg.ConstantOp(type_, value))
         return self._constants[key]
 
     def elementwise(self, op, operands, attrs, element, shape):
-        attributes = {}
-        if op == "clamp":
-            for bound in ("min", "max"):
-                if attrs.get(bound) is not None:
-                    attributes[bound] = ir.FloatAttr.get(ir.F64Type.get(), attrs[bound])
-        elif op == "gelu" and attrs.get("approximate", "none") != "none":
-            attributes["approximate"] = ir.IntegerAttr.get(self.i32, _GELU[attrs["approximate"]])
-        elif op == "constant":
+        if op == "constant":
             raise ValueError("constants are made by Builder.constant")
+        attributes = dict(attrs)
+        if attributes.get("approximate") is not None:
+            # The default (none) is left out, as the graph writes it.
+            approximate = attributes["approximate"]
+            attributes["approximate"] = (None if approximate == "none"
+                                         else kg.GeluApproximation[approximate])
         with self.location:
-            return self._create(f"kg.{op}", tensor_type(shape, element), operands, attributes)
+            return ELEMENTWISE[op].build(tensor_type(shape, element), operands, **attributes)
 
     def reduce(self, kind, x, axes, element, shape):
         with self.location:
-            return self._create("kg.reduce", tensor_type(shape, element), [x], {
-                "kind": ir.IntegerAttr.get(self.i32, _REDUCE_KINDS[kind]),
-                "dims": ir.DenseI64ArrayAttr.get(list(axes)),
-                "keepdim": ir.UnitAttr.get(),
-            })
+            return kg.reduce(tensor_type(shape, element), kg.ReduceKind[kind], x, list(axes),
+                             keepdim=True)
 
     def dot(self, a, b, acc, precision, shape):
-        attributes = {}
-        if precision is not None:
-            attributes["precision"] = ir.IntegerAttr.get(self.i32, _PRECISIONS[precision])
         with self.location:
-            return self._create("kg.tile_dot", tensor_type(shape, "f32"), [a, b, acc], attributes)
+            return kg.tile_dot(tensor_type(shape, "f32"), a, b, acc,
+                               precision=None if precision is None else kg.Precision[precision])
 
     def mask(self, offsets, lower, upper, shape):
         i1 = ir.IntegerType.get_signless(1)
         with self.location:
-            return self._create("kg.tile_mask", ir.RankedTensorType.get(list(shape), i1), offsets, {
-                "lower": ir.DenseI64ArrayAttr.get(list(lower)),
-                "upper": ir.DenseI64ArrayAttr.get(list(upper)),
-            })
+            return kg.tile_mask(ir.RankedTensorType.get(list(shape), i1), list(offsets),
+                                list(lower), list(upper))
 
     def select(self, mask, a, b, element, shape):
         with self.location:
-            return self._create("kg.tile_select", tensor_type(shape, element), [mask, a, b])
+            return kg.tile_select(tensor_type(shape, element), mask, a, b)
 
     def broadcast(self, x, element, shape):
         with self.location:
-            return self._create("kg.broadcast_to", tensor_type(shape, element), [x])
+            return kg.broadcast_to(tensor_type(shape, element), x)
 
     # -- loops --------------------------------------------------------------------
 
