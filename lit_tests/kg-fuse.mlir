@@ -669,3 +669,26 @@ func.func @part_matmul_bias_relu(%x: tensor<32x256xf32>, %w: tensor<256x128xf32>
   %r = kg.relu %a : tensor<32x128xf32>
   return %r : tensor<32x128xf32>
 }
+
+// kg.fusion_group attributes give the partition in the input: the exp alone
+// (fused greedily it would join the relu), the relu and neg together. The
+// attributes do not stay on the ops inside the kernels.
+// GIVEN-LABEL: func.func @part_by_attribute(
+// GIVEN-NEXT: %[[E:.*]] = kg.kernel @part_by_attribute_0_pointwise(%arg0)
+// GIVEN-NEXT: ^bb0(%[[A:.*]]: tensor<16x128xf32>):
+// GIVEN-NEXT: kg.exp %[[A]] : tensor<16x128xf32>
+// GIVEN-NEXT: kg.yield
+// GIVEN-NEXT: }
+// GIVEN-NEXT: %[[N:.*]] = kg.kernel @part_by_attribute_1_pointwise(%[[E]])
+// GIVEN-NEXT: ^bb0(%[[B:.*]]: tensor<16x128xf32>):
+// GIVEN-NEXT: %[[R:.*]] = kg.relu %[[B]] : tensor<16x128xf32>
+// GIVEN-NEXT: kg.neg %[[R]] : tensor<16x128xf32>
+// GIVEN-NEXT: kg.yield
+// GIVEN-NEXT: }
+// GIVEN-NEXT: return %[[N]]
+func.func @part_by_attribute(%x: tensor<16x128xf32>) -> tensor<16x128xf32> {
+  %e = kg.exp %x {kg.fusion_group = 0} : tensor<16x128xf32>
+  %r = kg.relu %e {kg.fusion_group = 1} : tensor<16x128xf32>
+  %n = kg.neg %r {kg.fusion_group = 1} : tensor<16x128xf32>
+  return %n : tensor<16x128xf32>
+}
