@@ -135,7 +135,9 @@ def materialize(function: ir.Operation, partition: Partition) -> None:
     except NotFusable as error:
         raise PassFailure(error.message, error.location) from None
     if graph.nodes:
-        _materialize(graph, _checked_groups(graph, partition, function))
+        # Types and attributes built here need a default location.
+        with function.location:
+            _materialize(graph, _checked_groups(graph, partition, function))
 
 
 def _checked_groups(graph: FusionGraph, partition: Partition,

@@ -45,8 +45,9 @@ class FusionGraph:
     def of_function(cls, function: ir.Operation) -> "FusionGraph":
         """The graph of `function`'s body. Raises NotFusable for a kg op
         with other than one result."""
-        block = function.regions[0].blocks[0]
-        ops = [o.operation for o in block.operations]
+        blocks = function.regions[0].blocks
+        # A declaration has no body, so nothing to fuse.
+        ops = [o.operation for o in blocks[0].operations] if len(blocks) else []
         fusable = [o for o in ops if is_fusable(o)]
         for op in fusable:
             if len(op.results) != 1:
