@@ -244,3 +244,79 @@ def test_kg_fuse_takes_a_partition_from_python():
         kernels = ops_named(module.operation, "kg.kernel")
         assert [ir.StringAttr(k.attributes["sym_name"]).value for k in kernels] == \
             ["gated_mlp_17x100x33_0_matmul", "gated_mlp_17x100x33_1_matmul"]
+
+
+# -- plans reused by kg-tile and kernel signatures --------------------------------
+
+
+def _count_plans(monkeypatch) -> list:
+    import kgc.tiling.plan as plan_module
+
+    calls = []
+    real = plan_module._plan
+    monkeypatch.setattr(plan_module, "_plan", lambda *a: calls.append(1) or real(*a))
+    return calls
+
+
+def test_kg_tile_reuses_the_plans_of_kg_fuse(monkeypatch):
+    from kgc.tiling import plan_cache
+
+    plan_cache.forget_all()
+    calls = _count_plans(monkeypatch)
+    with ir.Context() as context:
+        module = _decomposed(context, _case("attention-1x1x300x40").graph("f32"))
+        Pipeline.parse("builtin.module(kg-fuse)").run(module)
+        assert calls
+        calls.clear()
+        Pipeline.parse("builtin.module(kg-tile)").run(module)
+    assert calls == []
+
+
+def test_kg_tile_plans_a_kernel_whose_body_kg_fuse_changed(monkeypatch):
+    # f16 math runs in f32 between casts; kg-fuse drops the round trip
+    # between silu and mul, so the body is no longer the group it planned.
+    from kgc.tiling import plan_cache
+
+    plan_cache.forget_all()
+    calls = _count_plans(monkeypatch)
+    with ir.Context() as context:
+        module = _decomposed(context, _case("gated_mlp-17x100x33").graph("f16"))
+        Pipeline.parse("builtin.module(kg-fuse)").run(module)
+        calls.clear()
+        Pipeline.parse("builtin.module(kg-tile)").run(module)
+    assert len(calls) == 1
+
+
+def test_kg_tile_plans_again_for_a_kernel_with_knobs(monkeypatch):
+    from kgc.tiling import plan_cache
+
+    plan_cache.forget_all()
+    calls = _count_plans(monkeypatch)
+    with ir.Context() as context:
+        module = _decomposed(context, _case("matmul-128x256x192").graph("f32"))
+        Pipeline.parse("builtin.module(kg-fuse)").run(module)
+        kernel = ops_named(module.operation, "kg.kernel")[0]
+        kernel.attributes["block_m"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 32)
+        calls.clear()
+        Pipeline.parse("builtin.module(kg-tile)").run(module)
+        tiled = ops_named(module.operation, "kg.kernel")[0]
+        assert ir.IntegerAttr(tiled.attributes["block_m"]).value == 32
+    assert len(calls) == 1
+
+
+def test_signatures_name_a_groups_content():
+    def signatures(graph_source):
+        with ir.Context() as context:
+            module = _decomposed(context, graph_source)
+            graph = FusionGraph.of_function(_function(module))
+            return [graph.signature(g) for g in greedy_partition(graph).groups]
+
+    small, again = (signatures(_case("attention-1x1x300x40").graph("f32")) for _ in range(2))
+    assert small == again and len(set(small)) == 2
+    # The scores' kernel (the transpose and the matmul) of another function
+    # with the same shapes has the same name; other shapes, another.
+    g = kgc.Graph("scores")
+    q, k = g.input("q", (1, 1, 300, 40), "f32"), g.input("k", (1, 1, 300, 40), "f32")
+    g.output(g.matmul(q, g.transpose(k, (0, 1, 3, 2))))
+    assert signatures(g) == small[:1]
+    assert signatures(_case("attention-2x4x100x64").graph("f32"))[0] != small[0]

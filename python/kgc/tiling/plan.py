@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Sequence
 
+from kgc.tiling import plan_cache
 from kgc.tiling.graph_model import ELEMENTWISE_OPS, SUPPORTED_OPS, Node, topological
 from kgc.tiling.index_maps import IndexMap, NotAffine, ceil_div, next_power_of_two, product
 
@@ -273,11 +274,17 @@ def infer_maps(order: list[Node], seeds: dict, reduce_axes: dict,
 
 def plan_group(outputs: Sequence[Node], config: dict | None = None) -> KernelPlan:
     """The plan of a kernel computing `outputs`, checked by a dry run of the
-    generator. Raises Unplannable."""
+    generator. Raises Unplannable. A group of the same content planned
+    before (kg-fuse's, for kg-tile) gives its plan again (see plan_cache)."""
     from kgc.tiling.generate import dry_run
 
+    cache_key = plan_cache.key(outputs, config or {})
+    known = plan_cache.recall(cache_key)
+    if known is not None:
+        return known
     plan = _plan(list(outputs), dict(config or {}))
     dry_run(plan)
+    plan_cache.remember(cache_key, plan)
     return plan
 
 
