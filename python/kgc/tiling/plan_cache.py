@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import threading
 from typing import Sequence
 
 from kgc.tiling.graph_model import Node, topological
@@ -24,6 +25,8 @@ from kgc.tiling.graph_model import Node, topological
 # Enough for the kernels of a few modules; each plan holds its nodes.
 _CAPACITY = 256
 _plans: "collections.OrderedDict[tuple, object]" = collections.OrderedDict()
+# Modules may be compiled on several threads at once.
+_lock = threading.Lock()
 
 
 def signature(outputs: Sequence[Node]) -> str:
@@ -48,10 +51,11 @@ def key(outputs: Sequence[Node], config: dict) -> tuple:
 
 def recall(plan_key: tuple):
     """The plan remembered under `plan_key`, or None."""
-    plan = _plans.get(plan_key)
-    if plan is not None:
-        _plans.move_to_end(plan_key)
-    return plan
+    with _lock:
+        plan = _plans.get(plan_key)
+        if plan is not None:
+            _plans.move_to_end(plan_key)
+        return plan
 
 
 def remember(plan_key: tuple, plan) -> None:
@@ -60,11 +64,13 @@ def remember(plan_key: tuple, plan) -> None:
     if any(node.value is not None or node.location is not None
            for node in topological(plan.outputs)):
         return
-    _plans[plan_key] = plan
-    _plans.move_to_end(plan_key)
-    while len(_plans) > _CAPACITY:
-        _plans.popitem(last=False)
+    with _lock:
+        _plans[plan_key] = plan
+        _plans.move_to_end(plan_key)
+        while len(_plans) > _CAPACITY:
+            _plans.popitem(last=False)
 
 
 def forget_all() -> None:
-    _plans.clear()
+    with _lock:
+        _plans.clear()
