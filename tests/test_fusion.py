@@ -320,3 +320,22 @@ def test_signatures_name_a_groups_content():
     g.output(g.matmul(q, g.transpose(k, (0, 1, 3, 2))))
     assert signatures(g) == small[:1]
     assert signatures(_case("attention-2x4x100x64").graph("f32"))[0] != small[0]
+
+
+@pytest.mark.parametrize("name, dtype", [("attention-2x4x100x64", "f32"),
+                                         ("rmsnorm_matmul-33x1000x100", "bf16"),
+                                         ("layernorm_then_softmax-17x1000", "f32")])
+def test_a_reused_plan_tiles_as_a_fresh_one(name, dtype):
+    from kgc.tiling import plan_cache
+
+    def tiled(forget_between: bool) -> str:
+        plan_cache.forget_all()
+        with ir.Context() as context:
+            module = _decomposed(context, _case(name).graph(dtype))
+            Pipeline.parse("builtin.module(kg-fuse)").run(module)
+            if forget_between:
+                plan_cache.forget_all()
+            Pipeline.parse("builtin.module(kg-tile)").run(module)
+            return str(module)
+
+    assert tiled(forget_between=False) == tiled(forget_between=True)
