@@ -495,3 +495,200 @@ func.func @mixed_round_trip(%x: tensor<16x128xf32>) -> tensor<16x128xf32> {
 func.func @identity(%x: tensor<16x128xf32>) -> tensor<16x128xf32> {
   return %x : tensor<16x128xf32>
 }
+
+// PARTITIONS AND DECISIONS
+// ---------------------------------------------------------------------------
+// From here on, primitive input under kg-fuse's options: a given partition
+// (op positions count the function's kg ops from 0, constants included),
+// and each decision turned off. With no options every function below is one
+// kernel, but for the attention (two kernels).
+// ---------------------------------------------------------------------------
+// RUN: sed -n '/^\/\/ PARTITIONS AND DECISIONS$/,$p' %s | kgc-opt --kg-fuse='function=part_gated_mlp partition=0,2;1,3' | FileCheck %s --check-prefix=GIVEN
+// RUN: sed -n '/^\/\/ PARTITIONS AND DECISIONS$/,$p' %s | kgc-opt --pass-pipeline='builtin.module(kg-fuse{function=part_rmsnorm_matmul partition=0,1,3,5,6,7,8;9})' | FileCheck %s --check-prefix=NOFOLD
+// RUN: sed -n '/^\/\/ PARTITIONS AND DECISIONS$/,$p' %s | kgc-opt --kg-fuse='fold-rms-norm=false' | FileCheck %s --check-prefixes=NOFOLD,NOFOLD-ALL
+// RUN: sed -n '/^\/\/ PARTITIONS AND DECISIONS$/,$p' %s | kgc-opt --kg-fuse='fuse-epilogue=false' | FileCheck %s --check-prefix=NOEPI
+// RUN: sed -n '/^\/\/ PARTITIONS AND DECISIONS$/,$p' %s | kgc-opt --kg-fuse='fuse-prologue=false' | FileCheck %s --check-prefix=NOPRO
+// RUN: sed -n '/^\/\/ PARTITIONS AND DECISIONS$/,$p' %s | kgc-opt --kg-fuse='merge-siblings=false' | FileCheck %s --check-prefix=NOSIB
+// RUN: sed -n '/^\/\/ PARTITIONS AND DECISIONS$/,$p' %s | kgc-opt --kg-fuse='merge-reductions=false' | FileCheck %s --check-prefix=NORED
+
+// Ops 0-8 are the RMSNorm (2 and 4 are constants, copied where used, so in
+// no group), op 9 the matmul. Given as two groups, or with the fold turned
+// off: a reduction kernel, then the matmul reading its result.
+// NOFOLD-LABEL: func.func @part_rmsnorm_matmul(
+// NOFOLD-NEXT: %[[N:.*]] = kg.kernel @part_rmsnorm_matmul_0_reduction(%arg0, %arg1)
+// NOFOLD: kg.reduce sum
+// NOFOLD: kg.yield
+// NOFOLD-NEXT: }
+// NOFOLD-NEXT: %[[Y:.*]] = kg.kernel @part_rmsnorm_matmul_1_matmul(%[[N]], %arg2)
+// NOFOLD-NEXT: ^bb0
+// NOFOLD-NEXT: kg.matmul
+// NOFOLD-NEXT: kg.yield
+// NOFOLD-NEXT: }
+// NOFOLD-NEXT: return %[[Y]]
+// The other decisions keep the RMSNorm folded.
+// NOEPI-LABEL: func.func @part_rmsnorm_matmul(
+// NOEPI-NEXT: kg.kernel @part_rmsnorm_matmul_0_matmul
+// NOEPI-NOT: kg.kernel
+// NOEPI: return
+func.func @part_rmsnorm_matmul(%x: tensor<16x256xf32>, %gamma: tensor<256xf32>, %w: tensor<256x128xf32>) -> tensor<16x128xf32> {
+  %sq = kg.square %x : tensor<16x256xf32>
+  %sum = kg.reduce sum %sq dims [1] keepdim : tensor<16x256xf32> -> tensor<16x1xf32>
+  %inv = kg.constant 3.906250e-03 : tensor<f32>
+  %ms = kg.mul %sum, %inv : (tensor<16x1xf32>, tensor<f32>) -> tensor<16x1xf32>
+  %eps = kg.constant 1.000000e-05 : tensor<f32>
+  %v = kg.add %ms, %eps : (tensor<16x1xf32>, tensor<f32>) -> tensor<16x1xf32>
+  %r = kg.rsqrt %v : tensor<16x1xf32>
+  %n = kg.mul %x, %r : (tensor<16x256xf32>, tensor<16x1xf32>) -> tensor<16x256xf32>
+  %ng = kg.mul %n, %gamma : (tensor<16x256xf32>, tensor<256xf32>) -> tensor<16x256xf32>
+  %y = kg.matmul %ng, %w : (tensor<16x256xf32>, tensor<256x128xf32>) -> tensor<16x128xf32>
+  return %y : tensor<16x128xf32>
+}
+
+// Given: silu(x @ w1) in one kernel, x @ w2 times it in another (by default
+// one kernel holds all four ops).
+// GIVEN-LABEL: func.func @part_gated_mlp(
+// GIVEN-NEXT: %[[S:.*]] = kg.kernel @part_gated_mlp_0_matmul(%arg0, %arg1)
+// GIVEN-NEXT: ^bb0
+// GIVEN-NEXT: kg.matmul
+// GIVEN-NEXT: kg.silu
+// GIVEN-NEXT: kg.yield
+// GIVEN-NEXT: }
+// GIVEN-NEXT: %[[Y:.*]] = kg.kernel @part_gated_mlp_1_matmul(%arg0, %arg2, %[[S]])
+// GIVEN-NEXT: ^bb0
+// GIVEN-NEXT: kg.matmul
+// GIVEN-NEXT: kg.mul
+// GIVEN-NEXT: kg.yield
+// GIVEN-NEXT: }
+// GIVEN-NEXT: return %[[Y]]
+// Without epilogues: two matmul kernels, then silu and mul pointwise.
+// NOEPI-LABEL: func.func @part_gated_mlp(
+// NOEPI-NEXT: %[[A:.*]] = kg.kernel @part_gated_mlp_0_matmul(%arg0, %arg1)
+// NOEPI: %[[B:.*]] = kg.kernel @part_gated_mlp_1_matmul(%arg0, %arg2)
+// NOEPI: kg.kernel @part_gated_mlp_2_pointwise(%[[A]], %[[B]])
+// NOEPI-NEXT: ^bb0
+// NOEPI-NEXT: kg.silu
+// NOEPI-NEXT: kg.mul
+// Without merging siblings: x @ w2 alone, read by the epilogue of x @ w1.
+// NOSIB-LABEL: func.func @part_gated_mlp(
+// NOSIB-NEXT: %[[B:.*]] = kg.kernel @part_gated_mlp_0_matmul(%arg0, %arg2)
+// NOSIB-NEXT: ^bb0
+// NOSIB-NEXT: kg.matmul
+// NOSIB-NEXT: kg.yield
+// NOSIB-NEXT: }
+// NOSIB-NEXT: kg.kernel @part_gated_mlp_1_matmul(%arg0, %arg1, %[[B]])
+// NOSIB-NEXT: ^bb0
+// NOSIB-NEXT: kg.matmul
+// NOSIB-NEXT: kg.silu
+// NOSIB-NEXT: kg.mul
+// The function option leaves the other functions to the greedy fusion.
+// GIVEN-LABEL: func.func @part_attention(
+// GIVEN-NEXT: kg.kernel @part_attention_0_matmul
+// GIVEN: kg.kernel @part_attention_1_matmul
+func.func @part_gated_mlp(%x: tensor<32x256xf32>, %w1: tensor<256x512xf32>, %w2: tensor<256x512xf32>) -> tensor<32x512xf32> {
+  %a = kg.matmul %x, %w1 : (tensor<32x256xf32>, tensor<256x512xf32>) -> tensor<32x512xf32>
+  %b = kg.matmul %x, %w2 : (tensor<32x256xf32>, tensor<256x512xf32>) -> tensor<32x512xf32>
+  %s = kg.silu %a : tensor<32x512xf32>
+  %y = kg.mul %s, %b : (tensor<32x512xf32>, tensor<32x512xf32>) -> tensor<32x512xf32>
+  return %y : tensor<32x512xf32>
+}
+
+// Without epilogues the softmax leaves the scores' kernel and becomes the
+// prologue of the second matmul.
+// NOEPI-LABEL: func.func @part_attention(
+// NOEPI-NEXT: %[[S:.*]] = kg.kernel @part_attention_0_matmul(%arg1, %arg0)
+// NOEPI-NEXT: ^bb0
+// NOEPI-NEXT: kg.transpose
+// NOEPI-NEXT: kg.matmul
+// NOEPI-NEXT: kg.yield
+// NOEPI-NEXT: }
+// NOEPI-NEXT: kg.kernel @part_attention_1_matmul(%[[S]], %arg2)
+// NOEPI-NEXT: ^bb0
+// NOEPI-NEXT: kg.reduce max
+// NOEPI: kg.reduce sum
+// NOEPI: kg.matmul
+// Without prologues the transpose is a pointwise kernel of its own.
+// NOPRO-LABEL: func.func @part_attention(
+// NOPRO-NEXT: %[[T:.*]] = kg.kernel @part_attention_0_pointwise(%arg1)
+// NOPRO-NEXT: ^bb0
+// NOPRO-NEXT: kg.transpose
+// NOPRO-NEXT: kg.yield
+// NOPRO-NEXT: }
+// NOPRO-NEXT: %[[P:.*]] = kg.kernel @part_attention_1_matmul(%arg0, %[[T]])
+// NOPRO: kg.reduce sum
+// NOPRO: kg.kernel @part_attention_2_matmul(%[[P]], %arg2)
+func.func @part_attention(%q: tensor<64x64xf32>, %k: tensor<256x64xf32>, %v: tensor<256x64xf32>) -> tensor<64x64xf32> {
+  %kt = kg.transpose %k [1, 0] : tensor<256x64xf32> -> tensor<64x256xf32>
+  %s = kg.matmul %q, %kt : (tensor<64x64xf32>, tensor<64x256xf32>) -> tensor<64x256xf32>
+  %m = kg.reduce max %s dims [1] keepdim : tensor<64x256xf32> -> tensor<64x1xf32>
+  %d = kg.sub %s, %m : (tensor<64x256xf32>, tensor<64x1xf32>) -> tensor<64x256xf32>
+  %e = kg.exp %d : tensor<64x256xf32>
+  %z = kg.reduce sum %e dims [1] keepdim : tensor<64x256xf32> -> tensor<64x1xf32>
+  %p = kg.div %e, %z : (tensor<64x256xf32>, tensor<64x1xf32>) -> tensor<64x256xf32>
+  %o = kg.matmul %p, %v : (tensor<64x256xf32>, tensor<256x64xf32>) -> tensor<64x64xf32>
+  return %o : tensor<64x64xf32>
+}
+
+// Without merging reductions the softmax is two kernels: the max with
+// exp(x - max), then the sum with the division.
+// NORED-LABEL: func.func @part_softmax(
+// NORED-NEXT: %[[E:.*]] = kg.kernel @part_softmax_0_reduction(%arg0)
+// NORED-NEXT: ^bb0
+// NORED-NEXT: kg.reduce max
+// NORED-NEXT: kg.sub
+// NORED-NEXT: kg.exp
+// NORED-NEXT: kg.yield
+// NORED-NEXT: }
+// NORED-NEXT: kg.kernel @part_softmax_1_reduction(%[[E]])
+// NORED-NEXT: ^bb0
+// NORED-NEXT: kg.reduce sum
+// NORED-NEXT: kg.div
+// NORED-NEXT: kg.yield
+func.func @part_softmax(%x: tensor<16x1000xf32>) -> tensor<16x1000xf32> {
+  %m = kg.reduce max %x dims [1] keepdim : tensor<16x1000xf32> -> tensor<16x1xf32>
+  %d = kg.sub %x, %m : (tensor<16x1000xf32>, tensor<16x1xf32>) -> tensor<16x1000xf32>
+  %e = kg.exp %d : tensor<16x1000xf32>
+  %z = kg.reduce sum %e dims [1] keepdim : tensor<16x1000xf32> -> tensor<16x1xf32>
+  %p = kg.div %e, %z : (tensor<16x1000xf32>, tensor<16x1xf32>) -> tensor<16x1000xf32>
+  return %p : tensor<16x1000xf32>
+}
+
+// No reduction feeds this matmul, so turning the fold off changes nothing:
+// one kernel still.
+// NOFOLD-ALL-LABEL: func.func @part_matmul_bias_relu(
+// NOFOLD-ALL-NEXT: kg.kernel @part_matmul_bias_relu_0_matmul
+// NOFOLD-ALL-NEXT: ^bb0
+// NOFOLD-ALL-NEXT: kg.matmul
+// NOFOLD-ALL-NEXT: kg.add
+// NOFOLD-ALL-NEXT: kg.relu
+// NOFOLD-ALL-NEXT: kg.yield
+// NOFOLD-ALL-NEXT: }
+// NOFOLD-ALL-NEXT: return
+func.func @part_matmul_bias_relu(%x: tensor<32x256xf32>, %w: tensor<256x128xf32>, %bias: tensor<128xf32>) -> tensor<32x128xf32> {
+  %m = kg.matmul %x, %w : (tensor<32x256xf32>, tensor<256x128xf32>) -> tensor<32x128xf32>
+  %a = kg.add %m, %bias : (tensor<32x128xf32>, tensor<128xf32>) -> tensor<32x128xf32>
+  %r = kg.relu %a : tensor<32x128xf32>
+  return %r : tensor<32x128xf32>
+}
+
+// kg.fusion_group attributes give the partition in the input: the exp alone
+// (fused greedily it would join the relu), the relu and neg together. The
+// attributes do not stay on the ops inside the kernels.
+// GIVEN-LABEL: func.func @part_by_attribute(
+// GIVEN-NEXT: %[[E:.*]] = kg.kernel @part_by_attribute_0_pointwise(%arg0)
+// GIVEN-NEXT: ^bb0(%[[A:.*]]: tensor<16x128xf32>):
+// GIVEN-NEXT: kg.exp %[[A]] : tensor<16x128xf32>
+// GIVEN-NEXT: kg.yield
+// GIVEN-NEXT: }
+// GIVEN-NEXT: %[[N:.*]] = kg.kernel @part_by_attribute_1_pointwise(%[[E]])
+// GIVEN-NEXT: ^bb0(%[[B:.*]]: tensor<16x128xf32>):
+// GIVEN-NEXT: %[[R:.*]] = kg.relu %[[B]] : tensor<16x128xf32>
+// GIVEN-NEXT: kg.neg %[[R]] : tensor<16x128xf32>
+// GIVEN-NEXT: kg.yield
+// GIVEN-NEXT: }
+// GIVEN-NEXT: return %[[N]]
+func.func @part_by_attribute(%x: tensor<16x128xf32>) -> tensor<16x128xf32> {
+  %e = kg.exp %x {kg.fusion_group = 0} : tensor<16x128xf32>
+  %r = kg.relu %e {kg.fusion_group = 1} : tensor<16x128xf32>
+  %n = kg.neg %r {kg.fusion_group = 1} : tensor<16x128xf32>
+  return %n : tensor<16x128xf32>
+}

@@ -15,7 +15,8 @@ Argument: `kg-fuse`. Options:
 
 The decisions are all true by default; kgc.fusion.greedy says which merges
 each governs. A function's ops may also carry `kg.fusion_group = N`: ops of
-one N become one kernel, as a partition would say. A partition that does not
+one N become one kernel, as a partition would say (on the ops kg-fuse
+sees: kg-decompose does not carry it onto the primitives it makes). A partition that does not
 fit its function (an op in two groups or none, groups in a cycle, a group
 that cannot be one kernel) fails the pass at the op at fault.
 
@@ -46,6 +47,10 @@ it reads and before the first such op that reads it, and no group both
 feeds such an op and reads its result. Inside a kernel, the f32 -> f16 -> f32
 round trips that kg-decompose's promotions leave between two ops are
 dropped (one rounding less); a user's own casts stay.
+
+Each candidate group is planned once (kgc.fusion.FusionGraph.plan); a
+kernel whose body is the group as planned gets that plan again in kg-tile
+(kgc.tiling.plan_cache).
 
     func.func @f(...) { kg ops; return }  =>  func.func @f(...) {
                                                 %r = kg.kernel @f_0_kind(...) {...}
@@ -108,7 +113,8 @@ class KgFuse(Pass):
 def fuse_function(function: ir.Operation, partition: Partition | None = None,
                   decisions: FusionDecisions = FusionDecisions()) -> None:
     """Partitions `function` into kernels: by `partition`, by the ops'
-    kg.fusion_group attributes, or greedily under `decisions`."""
+    kg.fusion_group attributes, or greedily under `decisions`. Raises
+    PassFailure naming the op at fault when a partition does not fit."""
     try:
         graph = FusionGraph.of_function(function)
     except NotFusable as error:
@@ -124,18 +130,17 @@ def fuse_function(function: ir.Operation, partition: Partition | None = None,
         groups = greedy_partition(graph, decisions).groups
     else:
         groups = _checked_groups(graph, partition, function)
-    _materialize(graph, groups)
+    # Types and attributes built here need a default location when this
+    # runs outside a pass.
+    with function.location:
+        _materialize(graph, groups)
 
 
 def materialize(function: ir.Operation, partition: Partition) -> None:
-    """Rewrites `function` into the kernels of `partition`. Raises
-    PassFailure naming the op at fault when the partition does not fit."""
-    try:
-        graph = FusionGraph.of_function(function)
-    except NotFusable as error:
-        raise PassFailure(error.message, error.location) from None
-    if graph.nodes:
-        _materialize(graph, _checked_groups(graph, partition, function))
+    """Rewrites `function` into the kernels of `partition` (one of
+    kgc.fusion.propose_partitions, say). Raises PassFailure naming the op at
+    fault when the partition does not fit."""
+    fuse_function(function, partition)
 
 
 def _checked_groups(graph: FusionGraph, partition: Partition,

@@ -14,6 +14,7 @@ import dataclasses
 
 from mlir import ir
 
+from kgc.tiling import plan_cache
 from kgc.tiling.graph_model import Node, nodes_from_ops
 from kgc.tiling.plan import KernelPlan, Unplannable, plan_group
 
@@ -45,8 +46,9 @@ class FusionGraph:
     def of_function(cls, function: ir.Operation) -> "FusionGraph":
         """The graph of `function`'s body. Raises NotFusable for a kg op
         with other than one result."""
-        block = function.regions[0].blocks[0]
-        ops = [o.operation for o in block.operations]
+        blocks = function.regions[0].blocks
+        # A declaration has no body, so nothing to fuse.
+        ops = [o.operation for o in blocks[0].operations] if len(blocks) else []
         fusable = [o for o in ops if is_fusable(o)]
         for op in fusable:
             if len(op.results) != 1:
@@ -129,26 +131,38 @@ class FusionGraph:
                 if id(n) in self.escapes or any(id(u) not in members for u in self.users[id(n)])]
 
     def isolated_outputs(self, group: list[Node]) -> list[Node]:
-        """The group's outputs as a kernel sees them: values from other
-        groups become inputs; constants stay constants (they are copied in)."""
+        """The group's outputs as its kernel sees them: values from other
+        groups become inputs, numbered as the kernel's arguments will be (in
+        order of first use by the group's ops, in program order); constants
+        stay constants (they are copied in)."""
         members = {id(n) for n in group}
+        input_index: dict[int, int] = {}
+        for node in group:
+            for operand in node.operands:
+                if id(operand) not in members and operand.op != "constant":
+                    input_index.setdefault(id(operand), len(input_index))
         copies: dict[int, Node] = {}
-        inputs = 0
 
         def copy(node: Node) -> Node:
-            nonlocal inputs
             if id(node) in copies:
                 return copies[id(node)]
+            # Without their MLIR values and locations, the copies (and plans
+            # made of them) can outlive the function's IR and context.
             if id(node) in members or node.op == "constant":
-                result = dataclasses.replace(node, operands=[copy(o) for o in node.operands])
+                result = dataclasses.replace(node, operands=[copy(o) for o in node.operands],
+                                             value=None, location=None)
             else:
-                result = Node("input", [], node.shape, node.element, {}, value=node.value,
-                              input_index=inputs)
-                inputs += 1
+                result = Node("input", [], node.shape, node.element, {},
+                              input_index=input_index[id(node)])
             copies[id(node)] = result
             return result
 
         return [copy(n) for n in self.outputs(group)]
+
+    def signature(self, group: list[Node]) -> str:
+        """A stable name of the group's content as a kernel (the same ops on
+        the same types and inputs, in any function, give the same name)."""
+        return plan_cache.signature(self.isolated_outputs(group))
 
     def plan(self, group: list[Node]) -> KernelPlan:
         """The default plan of `group` as one kernel, computed once per set

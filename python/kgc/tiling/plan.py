@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar, Sequence
 
+from kgc.tiling import plan_cache
 from kgc.tiling.config import (KernelConfig, MatmulConfig, PointwiseConfig,
                                ReductionConfig)
 from kgc.tiling.generate import Builder, DryBuilder, Generator
@@ -151,13 +152,18 @@ def plan_group(outputs: Sequence[Node], config: KernelConfig | None = None,
     """The plan of a kernel computing `outputs` with the knobs `config` sets
     (kgc's choice for the others), checked by a dry run of its schedule's
     generator. Raises Unplannable, or ConfigError for an illegal knob
-    (naming `kernel`)."""
+    (naming `kernel`). A group of the same content planned before with the
+    same config (kg-fuse's, for kg-tile) gives its plan again (plan_cache)."""
     outputs = list(outputs)
     schedule = schedule_for(outputs)
     if config is None:
         config = schedule.config_class()
     elif config.kind != schedule.kind:
         raise Unplannable(f"a {config.kind} config was given for a {schedule.kind} kernel")
+    cache_key = plan_cache.key(outputs, config)
+    known = plan_cache.recall(cache_key)
+    if known is not None:
+        return known
     order = topological(outputs)
     for node in order:
         if not node.is_input and node.op not in SUPPORTED_OPS:
@@ -168,6 +174,7 @@ def plan_group(outputs: Sequence[Node], config: KernelConfig | None = None,
                               "element in every tensor")
     plan = schedule.plan(outputs, order, config, kernel)
     schedule.generate(plan, DryBuilder())
+    plan_cache.remember(cache_key, plan)
     return plan
 
 

@@ -1,0 +1,341 @@
+"""Fusion as data (kgc.fusion): partitions and their text form, the checks
+of a given partition, the candidate partitions of a function, and kg-fuse
+materializing each of them."""
+
+from __future__ import annotations
+
+import importlib.resources
+
+import pytest
+from mlir import ir
+
+import kgc
+import kgc.fusion.graph as fusion_graph
+from kgc.fusion import (FusionDecisions, FusionGraph, InvalidPartition, Partition,
+                        greedy_partition, propose_partitions)
+from kgc.parsing import parse_text
+from kgc.passes import PassFailure
+from kgc.passes.fuse import materialize
+from kgc.pipeline import Pipeline
+from kgc.tiling.kernel_ops import ops_named
+from tests.cases import ALL_CASES
+
+BEFORE_FUSION = "builtin.module(kgc-cse,kgc-dce,kg-decompose,kgc-cse)"
+AFTER_FUSION = ("builtin.module(kg-tile,kg-legalize-dot{target=90},kg-pad-mask,convert-kg-to-ttir,"
+                "kgc-cse,kgc-dce)")
+
+
+def _case(name: str):
+    return next(c for c in ALL_CASES if c.name == name)
+
+
+def _decomposed(context: ir.Context, source) -> ir.Operation:
+    """A module of kg primitives from a kgc.Graph or MLIR text."""
+    module = source.build(context) if isinstance(source, kgc.Graph) else \
+        parse_text(source, "<test>", context)
+    Pipeline.parse(BEFORE_FUSION).run(module)
+    return module
+
+
+def _function(module: ir.Operation) -> ir.Operation:
+    return ops_named(module.operation, "func.func")[0]
+
+
+def _example_text() -> str:
+    return importlib.resources.files("kgc.examples").joinpath("rmsnorm_matmul.mlir").read_text()
+
+
+def _proposals(source) -> list[Partition]:
+    with ir.Context() as context:
+        module = _decomposed(context, source)
+        return propose_partitions(_function(module))
+
+
+# -- the text form -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["0,1,2;3;4,5", "0", "0;1;2", "3,7;0,1,2"])
+def test_partition_text_round_trips(text):
+    partition = Partition.parse(text)
+    assert Partition.parse(str(partition)) == partition
+    assert str(Partition.parse(str(partition))) == str(partition)
+
+
+def test_partition_text_is_canonical():
+    # Groups and positions sorted: one partition, one text.
+    assert str(Partition.parse(" 5,4 ; 2,0,1 ;3")) == "0,1,2;3;4,5"
+    assert Partition.parse("3;1,0") == Partition.of([[0, 1], [3]])
+    assert Partition.parse("0;1") != Partition.parse("0,1")
+
+
+@pytest.mark.parametrize("text, bad", [("0,x", "'x'"), ("0;;1", "''"), ("0-2", "'0-2'"),
+                                       ("-1", "'-1'")])
+def test_partition_text_errors_name_the_bad_item(text, bad):
+    with pytest.raises(InvalidPartition, match=f"group .* has {bad} where an op position"):
+        Partition.parse(text)
+
+
+# -- checks against a function ------------------------------------------------
+
+SMALL = """
+func.func @small(%x: tensor<16x128xf32>, %w: tensor<128x512xf32>) -> tensor<16x512xf32> {
+  %c = kg.constant 2.0 : tensor<f32>
+  %e = kg.exp %x : tensor<16x128xf32>
+  %dead = kg.neg %e : tensor<16x128xf32>
+  %m = kg.matmul %e, %w : (tensor<16x128xf32>, tensor<128x512xf32>) -> tensor<16x512xf32>
+  %y = kg.mul %m, %c : (tensor<16x512xf32>, tensor<f32>) -> tensor<16x512xf32>
+  %s = kg.reduce max %m dims [1] keepdim : tensor<16x512xf32> -> tensor<16x1xf32>
+  %z = kg.sub %y, %s : (tensor<16x512xf32>, tensor<16x1xf32>) -> tensor<16x512xf32>
+  return %z : tensor<16x512xf32>
+}
+"""
+
+
+def _check(text: str) -> list:
+    with ir.Context() as context:
+        module = parse_text(SMALL, "<test>", context)
+        return Partition.parse(text).groups_in(FusionGraph.of_function(_function(module)))
+
+
+def test_a_valid_partition_gives_its_groups():
+    assert [[node.op for node in group] for group in _check("6;1,3,4;5")] == \
+        [["exp", "matmul", "mul"], ["reduce"], ["sub"]]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("1,3,4,5,6;9", r"op 9 does not exist; the function has 7 fusable ops \(0 to 6\)"),
+    ("0,1,3,4,5,6", r"op 0 \(kg.constant\) is a constant, which is copied"),
+    ("1,2,3,4,5,6", r"op 2 \(kg.neg\) is dead"),
+    ("1,3,4;4,5,6", r"op 4 \(kg.mul\) is in groups 0 and 1"),
+    ("1,3,4,5", r"op 6 \(kg.sub\) is in no group"),
+    ("1,4;3,5,6", r"groups .* read each other's results in a cycle"),
+    # The epilogue's max runs down the columns, across the programs of m.
+    ("1;3,4,5,6", r"group 1 \(ops 3,4,5,6\) cannot be one kernel"),
+])
+def test_invalid_partitions_say_why(text, message):
+    with pytest.raises(InvalidPartition, match=message) as raised:
+        _check(text)
+    assert f"partition '{Partition.parse(text)}' of @small" in raised.value.message
+
+
+def test_an_invalid_partition_fails_materialize_at_the_op():
+    with ir.Context() as context:
+        module = parse_text(SMALL, "<test>", context)
+        with pytest.raises(PassFailure, match=r"op 6 \(kg.sub\) is in no group") as raised:
+            materialize(_function(module), Partition.parse("1,3,4,5"))
+        assert "<test>\":9:" in str(raised.value.location)
+
+
+# -- proposals ----------------------------------------------------------------
+
+
+def test_the_example_proposes_fused_rms_norm_unfolded_and_no_fusion():
+    proposals = _proposals(_example_text())
+    assert [len(p.groups) for p in proposals] == [1, 2, 11]
+    fused, unfolded, unfused = proposals
+    assert fused.origin == "default"
+    assert unfolded.origin == "fold-rms-norm=false"
+    # The fold moves the whole RMSNorm into the matmul's kernel: unfolded,
+    # the matmul (the last op) is a kernel of its own.
+    assert unfolded.groups[1] == (fused.groups[0][-1],)
+    assert unfolded.groups[0] == fused.groups[0][:-1]
+    assert unfused.origin == "no fusion"
+    assert all(len(group) == 1 for group in unfused.groups)
+
+
+def test_gated_mlp_proposals():
+    # matmul(x, w1) 0, silu 1, matmul(x, w2) 2, mul 3.
+    proposals = _proposals(_case("gated_mlp-64x512x1024").graph("f32"))
+    assert [(str(p), p.origin) for p in proposals] == [
+        ("0,1,2,3", "default"),
+        ("0;1,3;2", "fuse-epilogue=false"),
+        ("0,1,3;2", "merge-siblings=false"),
+        ("0;1;2;3", "no fusion"),
+    ]
+
+
+def test_attention_proposals_are_distinct_and_default_first():
+    proposals = _proposals(_case("attention-1x1x300x40").graph("f32"))
+    texts = [str(p) for p in proposals]
+    assert len(set(texts)) == len(texts) == 7
+    # transpose 0, q @ k^T 1, softmax 2-6, @ v 7: the scores (n = 300) are
+    # too wide for an epilogue, so the softmax is the second matmul's prologue.
+    assert texts[0] == "0,1;2,3,4,5,6,7"
+    assert texts[-1] == "0;1;2;3;4;5;6;7"
+    assert "0,1;2,3,4,5,6;7" in texts  # fold-rms-norm=false: softmax alone
+    assert "0;1;2,3,4,5,6,7" in texts  # fuse-prologue=false: transpose alone
+
+
+def test_every_combination_of_decisions_gives_a_proposed_partition():
+    import itertools
+
+    with ir.Context() as context:
+        module = _decomposed(context, _case("attention-2x4x100x64").graph("f16"))
+        graph = FusionGraph.of_function(_function(module))
+        proposed = propose_partitions(graph)
+        names = FusionDecisions.names()
+        for values in itertools.product([True, False], repeat=len(names)):
+            decisions = FusionDecisions(*values)
+            assert greedy_partition(graph, decisions).partition in proposed, decisions
+
+
+def test_groups_are_planned_once():
+    calls = []
+    real = fusion_graph.plan_group
+    with ir.Context() as context:
+        module = _decomposed(context, _case("attention-2x4x100x64").graph("f16"))
+        graph = FusionGraph.of_function(_function(module))
+        fusion_graph.plan_group = lambda *args, **kwargs: calls.append(1) or real(*args, **kwargs)
+        try:
+            propose_partitions(graph)
+            first = len(calls)
+            propose_partitions(graph)
+            greedy_partition(graph, FusionDecisions(fuse_epilogue=False))
+        finally:
+            fusion_graph.plan_group = real
+    assert first > 0
+    assert len(calls) == first
+
+
+@pytest.mark.parametrize("source", ["example", "gated_mlp-17x100x33", "attention-2x4x100x64",
+                                    "layernorm_then_softmax-17x1000"])
+def test_every_proposal_materializes_and_compiles_to_ttir(source):
+    def fresh(context):
+        graph = _example_text() if source == "example" else _case(source).graph("f16")
+        return _decomposed(context, graph)
+
+    with ir.Context() as context:
+        module = fresh(context)
+        proposals = propose_partitions(_function(module))
+    for partition in proposals:
+        with ir.Context() as context:
+            context.allow_unregistered_dialects = True
+            module = fresh(context)
+            materialize(_function(module), partition)
+            assert len(ops_named(module.operation, "kg.kernel")) == len(partition.groups)
+            Pipeline.parse(AFTER_FUSION).run(module)
+            assert len(ops_named(module.operation, "tt.func")) == len(partition.groups), partition
+
+
+def test_the_default_proposal_is_what_kg_fuse_makes():
+    with ir.Context() as context:
+        default = _proposals(_case("gated_mlp-17x100x33").graph("f32"))[0]
+        by_pass = _decomposed(context, _case("gated_mlp-17x100x33").graph("f32"))
+        Pipeline.parse("builtin.module(kg-fuse)").run(by_pass)
+        by_partition = _decomposed(context, _case("gated_mlp-17x100x33").graph("f32"))
+        materialize(_function(by_partition), default)
+        assert str(by_pass) == str(by_partition)
+
+
+# -- the pass's options ---------------------------------------------------------
+
+
+def test_kg_fuse_options_print_and_parse_back():
+    pipeline = Pipeline().add("kg-fuse", partition="0,2;1,3", function="f", fold_rms_norm=False)
+    text = str(pipeline)
+    assert text == "builtin.module(kg-fuse{partition=0,2;1,3 function=f fold-rms-norm=false})"
+    assert str(Pipeline.parse(text)) == text
+
+
+def test_kg_fuse_takes_a_partition_from_python():
+    with ir.Context() as context:
+        module = _decomposed(context, _case("gated_mlp-17x100x33").graph("f32"))
+        Pipeline().add("kg-fuse", partition="0,1;2,3").run(module)
+        kernels = ops_named(module.operation, "kg.kernel")
+        assert [ir.StringAttr(k.attributes["sym_name"]).value for k in kernels] == \
+            ["gated_mlp_17x100x33_0_matmul", "gated_mlp_17x100x33_1_matmul"]
+
+
+# -- plans reused by kg-tile and kernel signatures --------------------------------
+
+
+def _count_plans(monkeypatch) -> list:
+    import kgc.tiling.plan as plan_module
+
+    calls = []
+    real = plan_module._plan
+    monkeypatch.setattr(plan_module, "_plan", lambda *a: calls.append(1) or real(*a))
+    return calls
+
+
+def test_kg_tile_reuses_the_plans_of_kg_fuse(monkeypatch):
+    from kgc.tiling import plan_cache
+
+    plan_cache.forget_all()
+    calls = _count_plans(monkeypatch)
+    with ir.Context() as context:
+        module = _decomposed(context, _case("attention-1x1x300x40").graph("f32"))
+        Pipeline.parse("builtin.module(kg-fuse)").run(module)
+        assert calls
+        calls.clear()
+        Pipeline.parse("builtin.module(kg-tile)").run(module)
+    assert calls == []
+
+
+def test_kg_tile_plans_a_kernel_whose_body_kg_fuse_changed(monkeypatch):
+    # f16 math runs in f32 between casts; kg-fuse drops the round trip
+    # between silu and mul, so the body is no longer the group it planned.
+    from kgc.tiling import plan_cache
+
+    plan_cache.forget_all()
+    calls = _count_plans(monkeypatch)
+    with ir.Context() as context:
+        module = _decomposed(context, _case("gated_mlp-17x100x33").graph("f16"))
+        Pipeline.parse("builtin.module(kg-fuse)").run(module)
+        calls.clear()
+        Pipeline.parse("builtin.module(kg-tile)").run(module)
+    assert len(calls) == 1
+
+
+def test_kg_tile_plans_again_for_a_kernel_with_knobs(monkeypatch):
+    from kgc.tiling import plan_cache
+
+    plan_cache.forget_all()
+    calls = _count_plans(monkeypatch)
+    with ir.Context() as context:
+        module = _decomposed(context, _case("matmul-128x256x192").graph("f32"))
+        Pipeline.parse("builtin.module(kg-fuse)").run(module)
+        kernel = ops_named(module.operation, "kg.kernel")[0]
+        kernel.attributes["block_m"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 32)
+        calls.clear()
+        Pipeline.parse("builtin.module(kg-tile)").run(module)
+        tiled = ops_named(module.operation, "kg.kernel")[0]
+        assert ir.IntegerAttr(tiled.attributes["block_m"]).value == 32
+    assert len(calls) == 1
+
+
+def test_signatures_name_a_groups_content():
+    def signatures(graph_source):
+        with ir.Context() as context:
+            module = _decomposed(context, graph_source)
+            graph = FusionGraph.of_function(_function(module))
+            return [graph.signature(g) for g in greedy_partition(graph).groups]
+
+    small, again = (signatures(_case("attention-1x1x300x40").graph("f32")) for _ in range(2))
+    assert small == again and len(set(small)) == 2
+    # The scores' kernel (the transpose and the matmul) of another function
+    # with the same shapes has the same name; other shapes, another.
+    g = kgc.Graph("scores")
+    q, k = g.input("q", (1, 1, 300, 40), "f32"), g.input("k", (1, 1, 300, 40), "f32")
+    g.output(g.matmul(q, g.transpose(k, (0, 1, 3, 2))))
+    assert signatures(g) == small[:1]
+    assert signatures(_case("attention-2x4x100x64").graph("f32"))[0] != small[0]
+
+
+@pytest.mark.parametrize("name, dtype", [("attention-2x4x100x64", "f32"),
+                                         ("rmsnorm_matmul-33x1000x100", "bf16"),
+                                         ("layernorm_then_softmax-17x1000", "f32")])
+def test_a_reused_plan_tiles_as_a_fresh_one(name, dtype):
+    from kgc.tiling import plan_cache
+
+    def tiled(forget_between: bool) -> str:
+        plan_cache.forget_all()
+        with ir.Context() as context:
+            module = _decomposed(context, _case(name).graph(dtype))
+            Pipeline.parse("builtin.module(kg-fuse)").run(module)
+            if forget_between:
+                plan_cache.forget_all()
+            Pipeline.parse("builtin.module(kg-tile)").run(module)
+            return str(module)
+
+    assert tiled(forget_between=False) == tiled(forget_between=True)
