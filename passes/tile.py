@@ -161,7 +161,7 @@ def tile_kernel(kernel: ir.Operation, options: KernelConfig | None = None) -> ir
         block = tiled.regions[0].blocks.append(*buffer_types)
     builder = MlirBuilder(block, list(block.arguments), len(kernel.operands), kernel.location)
     with ir.InsertionPoint(block), kernel.location:
-        schedules()[plan.kind].generate(plan, builder)
+        schedules()[plan.schedule].generate(plan, builder)
         ir.Operation.create("kg.yield")
     for old, new in zip(kernel.results, tiled.results):
         old.replace_all_uses_with(new)

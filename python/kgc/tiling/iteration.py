@@ -59,6 +59,8 @@ class KernelPlan:
     # The program axes each grid dimension (x, y, z) walks, outermost first;
     # empty: grid x walks every program axis.
     grid_axes: tuple[tuple[int, ...], ...] = ()
+    # The kind of the schedule that made the plan (and writes its program).
+    schedule: str = ""
 
     @property
     def num_warps(self) -> int:

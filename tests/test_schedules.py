@@ -1,0 +1,121 @@
+"""Schedules and what the generator offers them: loop attributes for
+Triton's pipeliner and grids of more than one dimension, compiled down to
+cubin (no GPU needed)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import kgc
+from kgc.tiling import plan as planning
+from kgc.tiling.config import MatmulConfig
+from kgc.tiling.plan import MatmulSchedule, Schedule, plan_group, register_schedule, schedules
+
+MATMUL_WITH_FLAGS = """
+func.func @flags(%a: tensor<128x512xf16>, %b: tensor<512x128xf16>) -> tensor<128x128xf16> {
+  %y = kg.kernel @flags_0(%a, %b) attributes {block_k = 64, %s} : (tensor<128x512xf16>, tensor<512x128xf16>) -> tensor<128x128xf16> {
+  ^bb0(%x: tensor<128x512xf16>, %w: tensor<512x128xf16>):
+    %m = kg.matmul %x, %w : (tensor<128x512xf16>, tensor<512x128xf16>) -> tensor<128x128xf16>
+    kg.yield %m : tensor<128x128xf16>
+  }
+  return %y : tensor<128x128xf16>
+}
+"""
+FROM_TILING = ("builtin.module(kg-tile,kg-legalize-dot,kg-pad-mask,convert-kg-to-ttir,kgc-cse,"
+               "kgc-dce)")
+
+
+# Triton 3.6 warp-specializes loops of pointer loads on sm_100 and newer;
+# on sm_90 it needs TMA descriptors, which kgc does not make yet.
+@pytest.mark.parametrize("flags,attributes,target", [
+    ("flatten = true", "{tt.flatten}", "sm_90"),
+    ("warp_specialize = true", "{tt.warp_specialize}", "sm_100"),
+    ("warp_specialize = true, flatten = true", "{tt.flatten, tt.warp_specialize}", "sm_100"),
+])
+def test_loop_flags_reach_the_ttir_loop_and_compile(flags, attributes, target):
+    pipeline = FROM_TILING.replace("kg-legalize-dot", f"kg-legalize-dot{{target={target[3:]}}}")
+    graph = kgc.compile(MATMUL_WITH_FLAGS.replace("%s", flags), target=target, pipeline=pipeline)
+    (kernel,) = graph.module.kernels.values()
+    loop_ends = [line.strip() for line in kernel.asm["ttir"].splitlines()
+                 if line.strip().startswith("} {")]
+    assert loop_ends == ["} " + attributes]
+    assert kernel.asm["cubin"]
+
+
+def test_without_flags_the_loop_has_no_attributes():
+    graph = kgc.compile(MATMUL_WITH_FLAGS.replace(", %s", ""), target="sm_90", pipeline=FROM_TILING)
+    (kernel,) = graph.module.kernels.values()
+    assert "tt.warp_specialize" not in kernel.asm["ttir"]
+    assert "tt.flatten" not in kernel.asm["ttir"]
+
+
+class BatchOnGridY(MatmulSchedule):
+    """A batched matmul whose batch axes walk grid y and whose (m, n) tiles
+    walk grid x, as a schedule that a user adds."""
+
+    kind = "matmul_batch_on_grid_y"
+
+    def match(self, order):
+        return any(n.op == "matmul" and len(n.shape) > 2 for n in order)
+
+    def plan(self, outputs, order, config, kernel):
+        plan = super().plan(outputs, order, config, kernel)
+        batch = tuple(a for a in plan.program_axes if a < plan.matmul_axes[0])
+        tiles = tuple(a for a in plan.program_axes if a not in batch)
+        return dataclasses.replace(plan, grid_axes=(tiles, batch))
+
+
+@pytest.fixture
+def batch_on_grid_y(monkeypatch):
+    monkeypatch.setattr(planning, "_SCHEDULES", list(planning._SCHEDULES))
+    return register_schedule(BatchOnGridY())
+
+
+def _batched_matmul():
+    graph = kgc.Graph("batched")
+    a = graph.input("a", (3, 100, 64), "f16")
+    b = graph.input("b", (3, 64, 96), "f16")
+    graph.output(graph.matmul(a, b))
+    return graph
+
+
+def test_a_registered_schedule_goes_first_and_plans_a_two_dimensional_grid(batch_on_grid_y):
+    assert list(schedules())[0] == "matmul_batch_on_grid_y"
+    graph = kgc.compile(_batched_matmul(), target="sm_90")
+    (kernel,) = graph.module.kernels.values()
+    # 100 rows in tiles of 100 and 96 columns in one tile: one program per
+    # batch entry along y.
+    assert kernel.grid == (1, 3, 1)
+    ttir = kernel.asm["ttir"]
+    assert '"tt.get_program_id"() {axis = 1 : i32}' in ttir
+    assert '"tt.get_program_id"() {axis = 0 : i32}' not in ttir
+    assert kernel.asm["cubin"]
+
+
+def test_the_default_schedule_keeps_one_grid_dimension():
+    graph = kgc.compile(_batched_matmul(), target="sm_90", pipeline=None)
+    (kernel,) = graph.module.kernels.values()
+    assert kernel.grid == (3, 1, 1)
+
+
+def test_grid_axes_must_share_out_the_program_axes():
+    from kgc.tiling.graph_model import Node
+
+    a = Node("input", [], (3, 100, 64), "f16", {}, input_index=0)
+    b = Node("input", [], (3, 64, 96), "f16", {}, input_index=1)
+    plan = plan_group([Node("matmul", [a, b], (3, 100, 96), "f16", {"precision": None})],
+                      MatmulConfig(block_m=32))
+    assert plan.grid() == [3 * 4, 1, 1]
+    split = dataclasses.replace(plan, grid_axes=((1,), (0,)))
+    assert split.grid() == [4, 3, 1]
+    with pytest.raises(planning.Unplannable, match="must share out the program axes"):
+        dataclasses.replace(plan, grid_axes=((1,),)).grid()
+
+
+def test_a_schedule_kind_is_registered_once():
+    with pytest.raises(ValueError, match="a schedule of kind 'matmul' is registered already"):
+        register_schedule(MatmulSchedule())
+    with pytest.raises(ValueError, match="needs a `kind`"):
+        register_schedule(Schedule())
