@@ -167,3 +167,35 @@ func.func @grid_2d(%x: tensor<4x5xf32>) -> tensor<4x5xf32> {
   }
   return %y : tensor<4x5xf32>
 }
+
+// -----
+
+// A persistent program, written by hand: 2 programs walk the 5 row tiles
+// of 2 rows from their program id in steps of 2. The loop variable stays
+// below 5 (rows up to 8 + 2 > 9: masked), and the TTIR loop starts at
+// tt.get_program_id.
+// CHECK-LABEL: func.func @persistent
+// CHECK: kg.launch @persistent_0(%{{.*}}) grid [2, 1, 1]
+// CHECK: %[[PID:.*]] = "tt.get_program_id"() {axis = 0 : i32} : () -> i32
+// CHECK: scf.for %{{.*}} = %[[PID]] to %{{.*}} step %{{.*}} : i32 {
+// CHECK: "tt.load"({{.*}}) {{.*}} : (tensor<2x8x!tt.ptr<f32>>, tensor<2x8xi1>, tensor<2x8xf32>) -> tensor<2x8xf32>
+// CHECK: "tt.store"({{.*}}) {{.*}} : (tensor<2x8x!tt.ptr<f32>>, tensor<2x8xf32>, tensor<2x8xi1>) -> ()
+func.func @persistent(%x: tensor<9x8xf32>) -> tensor<9x8xf32> {
+  %y = kg.kernel @persistent_0(%x) attributes {grid = array<i64: 2, 1, 1>, iteration = array<i64: 9, 8>, tile = array<i64: 2, 8>, num_warps = 1, num_stages = 1} : (tensor<9x8xf32>) -> tensor<9x8xf32> {
+  ^bb0(%in: memref<9x8xf32>, %out: memref<9x8xf32>):
+    %c0 = arith.constant 0 : i32
+    %c2 = arith.constant 2 : i32
+    %c5 = arith.constant 5 : i32
+    %pid = kg.program_id 0 : i32
+    %vin = memref.reinterpret_cast %in to offset: [0], sizes: [9, 8], strides: [8, 1] : memref<9x8xf32> to memref<9x8xf32, strided<[8, 1]>>
+    %vout = memref.reinterpret_cast %out to offset: [0], sizes: [9, 8], strides: [8, 1] : memref<9x8xf32> to memref<9x8xf32, strided<[8, 1]>>
+    scf.for %t = %pid to %c5 step %c2 : i32 {
+      %row = arith.muli %t, %c2 : i32
+      %v = kg.tile_load %vin[%row, %c0] : memref<9x8xf32, strided<[8, 1]>> -> tensor<2x8xf32>
+      %e = kg.exp %v : tensor<2x8xf32>
+      kg.tile_store %e, %vout[%row, %c0] : tensor<2x8xf32>, memref<9x8xf32, strided<[8, 1]>>
+    }
+    kg.yield
+  }
+  return %y : tensor<9x8xf32>
+}

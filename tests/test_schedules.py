@@ -11,7 +11,8 @@ import pytest
 import kgc
 from kgc.tiling import plan as planning
 from kgc.tiling.config import MatmulConfig
-from kgc.tiling.plan import MatmulSchedule, Schedule, plan_group, register_schedule, schedules
+from kgc.tiling.plan import (MatmulSchedule, PointwiseSchedule, Schedule, plan_group,
+                             register_schedule, schedules)
 
 MATMUL_WITH_FLAGS = """
 func.func @flags(%a: tensor<128x512xf16>, %b: tensor<512x128xf16>) -> tensor<128x128xf16> {
@@ -25,6 +26,7 @@ func.func @flags(%a: tensor<128x512xf16>, %b: tensor<512x128xf16>) -> tensor<128
 """
 FROM_TILING = ("builtin.module(kg-tile,kg-legalize-dot,kg-pad-mask,convert-kg-to-ttir,kgc-cse,"
                "kgc-dce)")
+FROM_TILING_AFTER_FUSION = FROM_TILING.replace("kg-tile", "kg-decompose,kg-fuse,kg-tile")
 
 
 # Triton 3.6 warp-specializes loops of pointer loads on sm_100 and newer;
@@ -119,3 +121,57 @@ def test_a_schedule_kind_is_registered_once():
         register_schedule(MatmulSchedule())
     with pytest.raises(ValueError, match="needs a `kind`"):
         register_schedule(Schedule())
+
+
+class PersistentPointwise(PointwiseSchedule):
+    """Four programs that each walk every fourth tile."""
+
+    kind = "pointwise_persistent"
+
+    def plan(self, outputs, order, config, kernel):
+        return dataclasses.replace(super().plan(outputs, order, config, kernel),
+                                   persistent_programs=4)
+
+
+@pytest.fixture
+def persistent_pointwise(monkeypatch):
+    monkeypatch.setattr(planning, "_SCHEDULES", list(planning._SCHEDULES))
+    return register_schedule(PersistentPointwise())
+
+
+def _relu_rows():
+    graph = kgc.Graph("relu_rows")
+    x = graph.input("x", (37, 1000), "f16")
+    graph.output(graph.relu(x))
+    return graph
+
+
+def test_a_persistent_program_walks_its_tiles_in_a_loop(persistent_pointwise):
+    graph = kgc.compile(_relu_rows(), target="sm_90", pipeline=FROM_TILING_AFTER_FUSION)
+    (kernel,) = graph.module.kernels.values()
+    assert kernel.grid == (4, 1, 1)
+    kg_text = graph.module.stages["kg"]
+    # 37 rows in tiles of 4: 10 tiles, from the program id in steps of 4.
+    assert "kind = \"pointwise\"" in kg_text
+    lines = kg_text.splitlines()
+    pid = next(line.split(" = ")[0].strip() for line in lines if "kg.program_id 0" in line)
+    loop = next(line for line in lines if "scf.for" in line)
+    assert f"= {pid} to " in loop
+    # The loads, the relu and the store all sit in the loop.
+    body = kg_text[kg_text.index(loop):]
+    assert body.index("kg.tile_load") < body.index("kg.relu") < body.index("kg.tile_store") \
+        < body.index("kg.yield")
+    # Rows start at 4 * (a tile below 10): masked past row 37 only, never
+    # below 0.
+    assert "lower [-2147483648, -2147483648] upper [37, 1000]" in body
+    assert "scf.for" in kernel.asm["ttir"] and kernel.asm["cubin"]
+
+
+def test_persistent_programs_and_a_grid_of_several_dimensions_do_not_mix():
+    from kgc.tiling.graph_model import Node
+
+    x = Node("input", [], (37, 1000), "f16", {}, input_index=0)
+    plan = plan_group([Node("relu", [x], (37, 1000), "f16", {})])
+    assert dataclasses.replace(plan, persistent_programs=64).grid() == [plan.num_programs(), 1, 1]
+    with pytest.raises(planning.Unplannable, match="along grid x only"):
+        dataclasses.replace(plan, persistent_programs=4, grid_axes=((0,), ())).grid()

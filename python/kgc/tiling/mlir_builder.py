@@ -195,12 +195,14 @@ class MlirBuilder(Builder):
     # -- loops --------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def loop(self, axis, extent, step, inits, attributes=None):
-        lower, upper, stride = self.const(0), self.const(extent), self.const(step)
+    def loop(self, axis, extent, step, inits, attributes=None, start=None):
+        lower = self.const(0) if start is None else start
+        upper, stride = self.const(extent), self.const(step)
         with ir.InsertionPoint(self.frames[-1][0]), self.location:
             loop = scf.ForOp(lower, upper, stride, list(inits))
-            loop.operation.attributes[LOOP_AXIS_ATTRIBUTE] = ir.IntegerAttr.get(
-                ir.IntegerType.get_signless(64), axis)
+            if axis is not None:
+                loop.operation.attributes[LOOP_AXIS_ATTRIBUTE] = ir.IntegerAttr.get(
+                    ir.IntegerType.get_signless(64), axis)
             for name, value in (attributes or {}).items():
                 if value is None or value is False:
                     continue
