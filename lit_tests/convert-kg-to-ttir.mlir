@@ -199,3 +199,36 @@ func.func @persistent(%x: tensor<9x8xf32>) -> tensor<9x8xf32> {
   }
   return %y : tensor<9x8xf32>
 }
+
+// -----
+
+// Scalar arguments: the kernel's `scalars` become i32 arguments of the
+// tt.func after the pointers, passed by the launch; kg.scalar_arg reads
+// them. Here the number of row tiles comes at launch, so the loop's end is
+// unknown and the accesses are masked on both sides.
+// CHECK-LABEL: func.func @scalar_arguments
+// CHECK: kg.launch @scalar_arguments_0(%{{.*}}) grid [2, 1, 1] num_warps 1 num_stages 1 {scalars = array<i64: 5>}
+// CHECK: ^bb0(%{{.*}}: !tt.ptr<f32>, %{{.*}}: !tt.ptr<f32>, %[[N:.*]]: i32):
+// CHECK: scf.for %{{.*}} = %{{.*}} to %[[N]] step %{{.*}} : i32 {
+// CHECK: arith.cmpi sge
+// CHECK: arith.cmpi slt
+// CHECK: arg_attrs = [{tt.divisibility = 16 : i32}, {tt.divisibility = 16 : i32}, {}], function_type = (!tt.ptr<f32>, !tt.ptr<f32>, i32) -> ()
+func.func @scalar_arguments(%x: tensor<9x8xf32>) -> tensor<9x8xf32> {
+  %y = kg.kernel @scalar_arguments_0(%x) attributes {grid = array<i64: 2, 1, 1>, iteration = array<i64: 9, 8>, tile = array<i64: 2, 8>, num_warps = 1, num_stages = 1, scalars = array<i64: 5>} : (tensor<9x8xf32>) -> tensor<9x8xf32> {
+  ^bb0(%in: memref<9x8xf32>, %out: memref<9x8xf32>):
+    %c0 = arith.constant 0 : i32
+    %c2 = arith.constant 2 : i32
+    %pid = kg.program_id 0 : i32
+    %tiles = kg.scalar_arg 0 : i32
+    %vin = memref.reinterpret_cast %in to offset: [0], sizes: [9, 8], strides: [8, 1] : memref<9x8xf32> to memref<9x8xf32, strided<[8, 1]>>
+    %vout = memref.reinterpret_cast %out to offset: [0], sizes: [9, 8], strides: [8, 1] : memref<9x8xf32> to memref<9x8xf32, strided<[8, 1]>>
+    scf.for %t = %pid to %tiles step %c2 : i32 {
+      %row = arith.muli %t, %c2 : i32
+      %v = kg.tile_load %vin[%row, %c0] : memref<9x8xf32, strided<[8, 1]>> -> tensor<2x8xf32>
+      %e = kg.exp %v : tensor<2x8xf32>
+      kg.tile_store %e, %vout[%row, %c0] : tensor<2x8xf32>, memref<9x8xf32, strided<[8, 1]>>
+    }
+    kg.yield
+  }
+  return %y : tensor<9x8xf32>
+}

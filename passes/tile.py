@@ -151,6 +151,8 @@ def tile_kernel(kernel: ir.Operation, options: KernelConfig | None = None) -> ir
     attributes["iteration"] = ir.DenseI64ArrayAttr.get(list(plan.extents))
     attributes["tile"] = ir.DenseI64ArrayAttr.get(list(plan.tile))
     attributes.update(plan.config.to_attributes())
+    if plan.scalar_arguments:
+        attributes["scalars"] = ir.DenseI64ArrayAttr.get(list(plan.scalar_arguments))
     with kernel.location, ir.InsertionPoint(kernel):
         tiled = ir.Operation.create("kg.kernel", results=[r.type for r in kernel.results],
                                     operands=list(kernel.operands), attributes=attributes,

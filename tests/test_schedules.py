@@ -175,3 +175,58 @@ def test_persistent_programs_and_a_grid_of_several_dimensions_do_not_mix():
     assert dataclasses.replace(plan, persistent_programs=64).grid() == [plan.num_programs(), 1, 1]
     with pytest.raises(planning.Unplannable, match="along grid x only"):
         dataclasses.replace(plan, persistent_programs=4, grid_axes=((0,), ())).grid()
+
+
+SCALAR_KERNEL = """
+func.func @scaled(%x: tensor<9x8xf32>) -> tensor<9x8xf32> {
+  %y = kg.kernel @scaled_0(%x) attributes {grid = array<i64: 2, 1, 1>, iteration = array<i64: 9, 8>, tile = array<i64: 2, 8>, num_warps = 1, num_stages = 1, scalars = array<i64: 5>} : (tensor<9x8xf32>) -> tensor<9x8xf32> {
+  ^bb0(%in: memref<9x8xf32>, %out: memref<9x8xf32>):
+    %c0 = arith.constant 0 : i32
+    %c2 = arith.constant 2 : i32
+    %pid = kg.program_id 0 : i32
+    %tiles = kg.scalar_arg 0 : i32
+    %vin = memref.reinterpret_cast %in to offset: [0], sizes: [9, 8], strides: [8, 1] : memref<9x8xf32> to memref<9x8xf32, strided<[8, 1]>>
+    %vout = memref.reinterpret_cast %out to offset: [0], sizes: [9, 8], strides: [8, 1] : memref<9x8xf32> to memref<9x8xf32, strided<[8, 1]>>
+    scf.for %t = %pid to %tiles step %c2 : i32 {
+      %row = arith.muli %t, %c2 : i32
+      %v = kg.tile_load %vin[%row, %c0] : memref<9x8xf32, strided<[8, 1]>> -> tensor<2x8xf32>
+      %e = kg.exp %v : tensor<2x8xf32>
+      kg.tile_store %e, %vout[%row, %c0] : tensor<2x8xf32>, memref<9x8xf32, strided<[8, 1]>>
+    }
+    kg.yield
+  }
+  return %y : tensor<9x8xf32>
+}
+"""
+
+
+def test_scalar_arguments_are_in_the_launch_record_and_compile():
+    graph = kgc.compile(SCALAR_KERNEL, target="sm_90",
+                        pipeline="builtin.module(kg-pad-mask,convert-kg-to-ttir,kgc-cse,kgc-dce)")
+    (kernel,) = graph.module.kernels.values()
+    assert kernel.scalars == (5,)
+    (launch,) = graph.function.launches
+    assert launch.scalars == [5]
+    assert "function_type = (!tt.ptr<f32>, !tt.ptr<f32>, i32) -> ()" in kernel.asm["ttir"]
+    assert kernel.asm["cubin"]
+    # Triton's kernel takes the i32 after the two pointers.
+    assert list(kernel.triton_kernel.src.signature.values()) == ["*f32", "*f32", "i32"]
+
+
+class ScalarOfTiles(PointwiseSchedule):
+    """Passes the number of tiles to the kernel at launch."""
+
+    kind = "pointwise_with_scalar"
+
+    def plan(self, outputs, order, config, kernel):
+        plan = super().plan(outputs, order, config, kernel)
+        return dataclasses.replace(plan, scalar_arguments=(plan.num_programs(),))
+
+
+def test_a_schedule_passes_scalar_arguments(monkeypatch):
+    monkeypatch.setattr(planning, "_SCHEDULES", list(planning._SCHEDULES))
+    register_schedule(ScalarOfTiles())
+    graph = kgc.compile(_relu_rows(), target="sm_90")
+    (kernel,) = graph.module.kernels.values()
+    assert kernel.scalars == (kernel.grid[0],)
+    assert "scalars = array<i64: 10>" in graph.module.stages["kg"]

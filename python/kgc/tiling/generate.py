@@ -40,6 +40,7 @@ class Builder:
     """What the generator needs from an IR writer. Scalars are i32."""
 
     def program_id(self, axis: int = 0) -> Any: ...  # along grid axis 0, 1 or 2
+    def scalar_argument(self, index: int) -> Any: ...  # the plan's scalar_arguments[index]
     def const(self, value: int) -> Any: ...
     def scalar(self, op: str, lhs: Any, rhs: Any) -> Any: ...  # add sub mul div rem min
     def load(self, input_index: int, element: str, view: BufferView, offsets: Sequence[Any],
@@ -89,6 +90,7 @@ class DryBuilder(Builder):
     """Writes nothing; every value is None."""
 
     def program_id(self, axis=0): return None
+    def scalar_argument(self, index): return None
     def const(self, value): return None
     def scalar(self, op, lhs, rhs): return None
     def load(self, *args): return None

@@ -62,6 +62,9 @@ class KernelPlan:
     # Persistent programs: this many programs (at most one per tile) each
     # walk tiles pid, pid + programs, ... in a loop; None: one tile each.
     persistent_programs: int | None = None
+    # Values of the kernel's i32 arguments, passed at launch after the
+    # pointers; the program reads them with Builder.scalar_argument.
+    scalar_arguments: tuple[int, ...] = ()
     # The kind of the schedule that made the plan (and writes its program).
     schedule: str = ""
 

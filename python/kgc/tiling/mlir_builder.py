@@ -47,6 +47,7 @@ class MlirBuilder(Builder):
         self._constants: dict = {}
         self._views: dict = {}
         self._pids: dict[int, ir.Value] = {}
+        self._scalar_arguments: dict[int, ir.Value] = {}
 
     # -- placement --------------------------------------------------------------
 
@@ -90,6 +91,13 @@ class MlirBuilder(Builder):
                 "kg.program_id", results=[self.i32],
                 attributes={"axis": ir.IntegerAttr.get(self.i32, axis)}))
         return self._pids[axis]
+
+    def scalar_argument(self, index: int):
+        if index not in self._scalar_arguments:
+            self._scalar_arguments[index] = self._prelude(lambda: ir.Operation.create(
+                "kg.scalar_arg", results=[self.i32],
+                attributes={"index": ir.IntegerAttr.get(self.i32, index)}))
+        return self._scalar_arguments[index]
 
     def const(self, value: int):
         key = ("i32", value)
