@@ -46,6 +46,13 @@ def test_loop_flags_reach_the_ttir_loop_and_compile(flags, attributes, target):
     assert kernel.asm["cubin"]
 
 
+def test_warp_specialize_below_sm100_is_refused_before_triton():
+    with pytest.raises(kgc.KgcError, match=r":3:8: error: kernel @flags_0: warp_specialize needs "
+                                           r"sm_100 or newer, .* the target is sm_90"):
+        kgc.compile(MATMUL_WITH_FLAGS.replace("%s", "warp_specialize = true"), target="sm_90",
+                     pipeline=FROM_TILING)
+
+
 def test_without_flags_the_loop_has_no_attributes():
     graph = kgc.compile(MATMUL_WITH_FLAGS.replace(", %s", ""), target="sm_90", pipeline=FROM_TILING)
     (kernel,) = graph.module.kernels.values()
