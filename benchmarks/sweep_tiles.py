@@ -3,8 +3,9 @@
     python benchmarks/sweep_tiles.py WORKLOAD [--top 10] [--json out.json]
 
 WORKLOAD names an entry of fused_workloads.py. The graph is fused once; for
-each configuration its kernels get the tile attributes (block_m, block_n,
-block_k, num_warps, num_stages), are compiled from kg-tile on, checked
+each kernel config (kgc.tiling.config: block_m, block_n, block_k,
+num_warps, num_stages...) its kernels get the config's attributes, are
+compiled from kg-tile on, checked
 against eager PyTorch and timed with triton.testing.do_bench. This is how
 kgc's default tile heuristics were chosen; an autotuner does the same per
 shape.
@@ -25,6 +26,7 @@ import kgc
 from kgc.pipeline.compiler import compile_module
 from kgc.pipeline.pipeline import Pipeline
 from kgc.runtime import CompiledGraph
+from kgc.tiling.config import CONFIG_CLASSES
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from fused_workloads import WORKLOADS, _DTYPES  # noqa: E402
@@ -41,7 +43,7 @@ AFTER_FUSION = "builtin.module(kg-tile,kg-legalize-dot,kg-pad-mask,convert-kg-to
 def configurations(kind: str):
     grid = GRIDS[kind]
     for values in itertools.product(*grid.values()):
-        yield dict(zip(grid, values))
+        yield CONFIG_CLASSES[kind](**dict(zip(grid, values)))
 
 
 def main() -> None:
@@ -77,22 +79,21 @@ def main() -> None:
             module = ir.Module.parse(fused_text, context)
             for op in module.body.operations[0].regions[0].blocks[0].operations:
                 if op.operation.name == "kg.kernel":
-                    for name, value in config.items():
-                        op.operation.attributes[name] = ir.IntegerAttr.get(
-                            ir.IntegerType.get_signless(64), value)
+                    for name, attribute in config.to_attributes().items():
+                        op.operation.attributes[name] = attribute
             try:
                 compiled = compile_module(module.operation, pipeline=AFTER_FUSION)
                 runner = CompiledGraph(compiled)
                 got = runner(*inputs)
             except Exception as error:  # a configuration that does not compile or fit
-                results.append({"config": config, "error": str(error).splitlines()[0][:120]})
+                results.append({"config": config.to_dict(), "error": str(error).splitlines()[0][:120]})
                 continue
         error = (got.float() - expected.float()).abs().max().item()
         if not error <= atol:
-            results.append({"config": config, "error": f"wrong result, max error {error}"})
+            results.append({"config": config.to_dict(), "error": f"wrong result, max error {error}"})
             continue
         ms = triton.testing.do_bench(lambda: runner(*inputs), warmup=25, rep=100, return_mode="median")
-        results.append({"config": config, "ms": ms})
+        results.append({"config": config.to_dict(), "ms": ms})
         print(json.dumps(results[-1]), flush=True)
     eager = triton.testing.do_bench(lambda: reference(*inputs), warmup=25, rep=100, return_mode="median")
     timed = sorted((r for r in results if "ms" in r), key=lambda r: r["ms"])

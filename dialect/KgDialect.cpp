@@ -604,6 +604,19 @@ LogicalResult ProgramIdOp::verify() {
   return verifyInTiledKernel(*this);
 }
 
+LogicalResult ScalarArgOp::verify() {
+  if (failed(verifyInTiledKernel(*this)))
+    return failure();
+  auto kernel = (*this)->getParentOfType<KernelOp>();
+  auto scalars = kernel->getAttrOfType<DenseI64ArrayAttr>("scalars");
+  int64_t count = scalars ? scalars.size() : 0;
+  int64_t index = getIndexAttr().getValue().getSExtValue();
+  if (index < 0 || index >= count)
+    return emitOpError() << "index " << index << " is not below the kernel's "
+                         << count << " scalar arguments (its scalars attribute)";
+  return success();
+}
+
 LogicalResult TileLoadOp::verify() {
   return verifyTileAccess(*this, getSrc().getType(), getResult().getType(),
                           getOffsets().size(), "src");
@@ -710,6 +723,11 @@ LogicalResult LaunchOp::verify() {
   if (getNumStages() < 1)
     return emitOpError() << "num_stages " << getNumStages()
                          << " must be positive";
+  if (std::optional<ArrayRef<int64_t>> scalars = getScalars())
+    for (int64_t value : *scalars)
+      if (value < INT32_MIN || value > INT32_MAX)
+        return emitOpError() << "scalar argument " << value
+                             << " does not fit an i32";
   return success();
 }
 

@@ -35,6 +35,27 @@ def Kg_ProgramIdOp : Kg_Op<"program_id", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Kg_ScalarArgOp : Kg_Op<"scalar_arg", [Pure]> {
+  let summary = "an i32 argument of the kernel, passed at launch";
+  let description = [{
+    Returns the `index`th scalar argument of the kernel: a tiled kernel may
+    take i32 values (extents, split counts) after its buffers, listed in its
+    `scalars` attribute (`scalars = array<i64: ...>`), which the launch
+    passes in that order after the pointers. `index` must be below the
+    number of scalars.
+
+    Example:
+
+    ```mlir
+    %n = kg.scalar_arg 0 : i32
+    ```
+  }];
+  let arguments = (ins I32Attr:$index);
+  let results = (outs I32:$value);
+  let assemblyFormat = "$index attr-dict `:` type($value)";
+  let hasVerifier = 1;
+}
+
 def Kg_TileLoadOp : Kg_Op<"tile_load", [AttrSizedOperandSegments,
     OptionalTypesMatchWith<"mask is a tensor of i1 with the shape of the tile", "result", "mask",
         "::mlir::cast<::mlir::RankedTensorType>($_self).clone("
@@ -168,7 +189,8 @@ def Kg_LaunchOp : Kg_Op<"launch",
     the public `tt.func` held by the module `callee` (a sibling of the graph
     function) on a `grid` of programs, with Triton's `num_warps` and
     `num_stages`. The kernel takes one pointer per input and then one per
-    result, in order; the results are fresh tensors that it fills.
+    result, in order, then the i32 values of `scalars` (when present); the
+    results are fresh tensors that it fills.
 
     Example:
 
@@ -178,7 +200,8 @@ def Kg_LaunchOp : Kg_Op<"launch",
   }];
   let arguments = (ins FlatSymbolRefAttr:$callee, Variadic<Kg_Tensor>:$inputs,
                        DenseI64ArrayAttr:$grid, I64Attr:$num_warps,
-                       I64Attr:$num_stages);
+                       I64Attr:$num_stages,
+                       OptionalAttr<DenseI64ArrayAttr>:$scalars);
   let results = (outs Variadic<Kg_Tensor>:$outputs);
   let assemblyFormat = "$callee `(` $inputs `)` `grid` $grid `num_warps` "
                        "$num_warps `num_stages` $num_stages attr-dict `:` "

@@ -91,3 +91,144 @@ func.func @math(%x: tensor<16xf32>, %h: tensor<16xf16>) -> (tensor<16xf32>, tens
   }
   return %y#0, %y#1 : tensor<16xf32>, tensor<16xf16>
 }
+
+// -----
+
+// Triton's loop attributes on a kernel's loops reach the TTIR scf.for: a
+// matmul config's warp_specialize and flatten go on its k loop; kg.axis,
+// kg's own, stays behind.
+// CHECK-LABEL: func.func @loop_flags
+// CHECK: module @loop_flags_0
+// CHECK: scf.for
+// CHECK: "tt.dot"
+// CHECK: scf.yield
+// CHECK-NEXT: } {tt.flatten, tt.warp_specialize}
+func.func @loop_flags(%a: tensor<64x256xf16>, %b: tensor<256x64xf16>) -> tensor<64x64xf16> {
+  %y = kg.kernel @loop_flags_0(%a, %b) attributes {block_k = 64, warp_specialize = true, flatten = true} : (tensor<64x256xf16>, tensor<256x64xf16>) -> tensor<64x64xf16> {
+  ^bb0(%x: tensor<64x256xf16>, %w: tensor<256x64xf16>):
+    %m = kg.matmul %x, %w : (tensor<64x256xf16>, tensor<256x64xf16>) -> tensor<64x64xf16>
+    kg.yield %m : tensor<64x64xf16>
+  }
+  return %y : tensor<64x64xf16>
+}
+
+// -----
+
+// A tile program written by hand: a loop with its own pipeline depth
+// (tt.num_stages) keeps it in TTIR.
+// CHECK-LABEL: func.func @loop_stages
+// CHECK: scf.for
+// CHECK: "tt.load"
+// CHECK: "tt.store"
+// CHECK: } {tt.num_stages = 2 : i32}
+func.func @loop_stages(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %y = kg.kernel @loop_stages_0(%x) attributes {grid = array<i64: 1, 1, 1>, iteration = array<i64: 4, 8>, tile = array<i64: 4, 2>, num_warps = 1, num_stages = 1} : (tensor<4x8xf32>) -> tensor<4x8xf32> {
+  ^bb0(%in: memref<4x8xf32>, %out: memref<4x8xf32>):
+    %c0 = arith.constant 0 : i32
+    %c2 = arith.constant 2 : i32
+    %c8 = arith.constant 8 : i32
+    %vin = memref.reinterpret_cast %in to offset: [0], sizes: [4, 8], strides: [8, 1] : memref<4x8xf32> to memref<4x8xf32, strided<[8, 1]>>
+    %vout = memref.reinterpret_cast %out to offset: [0], sizes: [4, 8], strides: [8, 1] : memref<4x8xf32> to memref<4x8xf32, strided<[8, 1]>>
+    scf.for %j = %c0 to %c8 step %c2 : i32 {
+      %t = kg.tile_load %vin[%c0, %j] : memref<4x8xf32, strided<[8, 1]>> -> tensor<4x2xf32>
+      %e = kg.exp %t : tensor<4x2xf32>
+      kg.tile_store %e, %vout[%c0, %j] : tensor<4x2xf32>, memref<4x8xf32, strided<[8, 1]>>
+    } {tt.num_stages = 2 : i32}
+    kg.yield
+  }
+  return %y : tensor<4x8xf32>
+}
+
+// -----
+
+// A two-dimensional grid: kg.program_id 1 is grid y, bounded by the grid's
+// second count (3 here, so columns reach 4 + 2 > 5 and the accesses along
+// them are masked; rows, bounded by 2 programs along x, are not).
+// CHECK-LABEL: func.func @grid_2d
+// CHECK: kg.launch @grid_2d_0(%{{.*}}) grid [2, 3, 1]
+// CHECK: "tt.get_program_id"() {axis = 0 : i32} : () -> i32
+// CHECK: "tt.get_program_id"() {axis = 1 : i32} : () -> i32
+// CHECK: "tt.load"({{.*}}) {{.*}} : (tensor<2x2x!tt.ptr<f32>>, tensor<2x2xi1>, tensor<2x2xf32>) -> tensor<2x2xf32>
+// CHECK: "tt.store"({{.*}}) {{.*}} : (tensor<2x2x!tt.ptr<f32>>, tensor<2x2xf32>, tensor<2x2xi1>) -> ()
+func.func @grid_2d(%x: tensor<4x5xf32>) -> tensor<4x5xf32> {
+  %y = kg.kernel @grid_2d_0(%x) attributes {grid = array<i64: 2, 3, 1>, iteration = array<i64: 4, 5>, tile = array<i64: 2, 2>, num_warps = 1, num_stages = 1} : (tensor<4x5xf32>) -> tensor<4x5xf32> {
+  ^bb0(%in: memref<4x5xf32>, %out: memref<4x5xf32>):
+    %c2 = arith.constant 2 : i32
+    %px = kg.program_id 0 : i32
+    %py = kg.program_id 1 : i32
+    %row = arith.muli %px, %c2 : i32
+    %col = arith.muli %py, %c2 : i32
+    %vin = memref.reinterpret_cast %in to offset: [0], sizes: [4, 5], strides: [5, 1] : memref<4x5xf32> to memref<4x5xf32, strided<[5, 1]>>
+    %vout = memref.reinterpret_cast %out to offset: [0], sizes: [4, 5], strides: [5, 1] : memref<4x5xf32> to memref<4x5xf32, strided<[5, 1]>>
+    %t = kg.tile_load %vin[%row, %col] : memref<4x5xf32, strided<[5, 1]>> -> tensor<2x2xf32>
+    %e = kg.exp %t : tensor<2x2xf32>
+    kg.tile_store %e, %vout[%row, %col] : tensor<2x2xf32>, memref<4x5xf32, strided<[5, 1]>>
+    kg.yield
+  }
+  return %y : tensor<4x5xf32>
+}
+
+// -----
+
+// A persistent program, written by hand: 2 programs walk the 5 row tiles
+// of 2 rows from their program id in steps of 2. The loop variable stays
+// below 5 (rows up to 8 + 2 > 9: masked), and the TTIR loop starts at
+// tt.get_program_id.
+// CHECK-LABEL: func.func @persistent
+// CHECK: kg.launch @persistent_0(%{{.*}}) grid [2, 1, 1]
+// CHECK: %[[PID:.*]] = "tt.get_program_id"() {axis = 0 : i32} : () -> i32
+// CHECK: scf.for %{{.*}} = %[[PID]] to %{{.*}} step %{{.*}} : i32 {
+// CHECK: "tt.load"({{.*}}) {{.*}} : (tensor<2x8x!tt.ptr<f32>>, tensor<2x8xi1>, tensor<2x8xf32>) -> tensor<2x8xf32>
+// CHECK: "tt.store"({{.*}}) {{.*}} : (tensor<2x8x!tt.ptr<f32>>, tensor<2x8xf32>, tensor<2x8xi1>) -> ()
+func.func @persistent(%x: tensor<9x8xf32>) -> tensor<9x8xf32> {
+  %y = kg.kernel @persistent_0(%x) attributes {grid = array<i64: 2, 1, 1>, iteration = array<i64: 9, 8>, tile = array<i64: 2, 8>, num_warps = 1, num_stages = 1} : (tensor<9x8xf32>) -> tensor<9x8xf32> {
+  ^bb0(%in: memref<9x8xf32>, %out: memref<9x8xf32>):
+    %c0 = arith.constant 0 : i32
+    %c2 = arith.constant 2 : i32
+    %c5 = arith.constant 5 : i32
+    %pid = kg.program_id 0 : i32
+    %vin = memref.reinterpret_cast %in to offset: [0], sizes: [9, 8], strides: [8, 1] : memref<9x8xf32> to memref<9x8xf32, strided<[8, 1]>>
+    %vout = memref.reinterpret_cast %out to offset: [0], sizes: [9, 8], strides: [8, 1] : memref<9x8xf32> to memref<9x8xf32, strided<[8, 1]>>
+    scf.for %t = %pid to %c5 step %c2 : i32 {
+      %row = arith.muli %t, %c2 : i32
+      %v = kg.tile_load %vin[%row, %c0] : memref<9x8xf32, strided<[8, 1]>> -> tensor<2x8xf32>
+      %e = kg.exp %v : tensor<2x8xf32>
+      kg.tile_store %e, %vout[%row, %c0] : tensor<2x8xf32>, memref<9x8xf32, strided<[8, 1]>>
+    }
+    kg.yield
+  }
+  return %y : tensor<9x8xf32>
+}
+
+// -----
+
+// Scalar arguments: the kernel's `scalars` become i32 arguments of the
+// tt.func after the pointers, passed by the launch; kg.scalar_arg reads
+// them. Here the number of row tiles comes at launch, so the loop's end is
+// unknown and the accesses are masked on both sides.
+// CHECK-LABEL: func.func @scalar_arguments
+// CHECK: kg.launch @scalar_arguments_0(%{{.*}}) grid [2, 1, 1] num_warps 1 num_stages 1 {scalars = array<i64: 5>}
+// CHECK: ^bb0(%{{.*}}: !tt.ptr<f32>, %{{.*}}: !tt.ptr<f32>, %[[N:.*]]: i32):
+// CHECK: scf.for %{{.*}} = %{{.*}} to %[[N]] step %{{.*}} : i32 {
+// CHECK: arith.cmpi sge
+// CHECK: arith.cmpi slt
+// CHECK: arg_attrs = [{tt.divisibility = 16 : i32}, {tt.divisibility = 16 : i32}, {}], function_type = (!tt.ptr<f32>, !tt.ptr<f32>, i32) -> ()
+func.func @scalar_arguments(%x: tensor<9x8xf32>) -> tensor<9x8xf32> {
+  %y = kg.kernel @scalar_arguments_0(%x) attributes {grid = array<i64: 2, 1, 1>, iteration = array<i64: 9, 8>, tile = array<i64: 2, 8>, num_warps = 1, num_stages = 1, scalars = array<i64: 5>} : (tensor<9x8xf32>) -> tensor<9x8xf32> {
+  ^bb0(%in: memref<9x8xf32>, %out: memref<9x8xf32>):
+    %c0 = arith.constant 0 : i32
+    %c2 = arith.constant 2 : i32
+    %pid = kg.program_id 0 : i32
+    %tiles = kg.scalar_arg 0 : i32
+    %vin = memref.reinterpret_cast %in to offset: [0], sizes: [9, 8], strides: [8, 1] : memref<9x8xf32> to memref<9x8xf32, strided<[8, 1]>>
+    %vout = memref.reinterpret_cast %out to offset: [0], sizes: [9, 8], strides: [8, 1] : memref<9x8xf32> to memref<9x8xf32, strided<[8, 1]>>
+    scf.for %t = %pid to %tiles step %c2 : i32 {
+      %row = arith.muli %t, %c2 : i32
+      %v = kg.tile_load %vin[%row, %c0] : memref<9x8xf32, strided<[8, 1]>> -> tensor<2x8xf32>
+      %e = kg.exp %v : tensor<2x8xf32>
+      kg.tile_store %e, %vout[%row, %c0] : tensor<2x8xf32>, memref<9x8xf32, strided<[8, 1]>>
+    }
+    kg.yield
+  }
+  return %y : tensor<9x8xf32>
+}

@@ -533,6 +533,19 @@ func.func @kernel_block_type(%a: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
+// A scalar argument the kernel does not take.
+func.func @scalar_arg_out_of_range(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %y = kg.kernel @k(%a) attributes {scalars = array<i64: 7>} : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%x: memref<4xf32>, %out: memref<4xf32>):
+    // expected-error @+1 {{index 1 is not below the kernel's 1 scalar arguments (its scalars attribute)}}
+    %s = kg.scalar_arg 1 : i32
+    kg.yield
+  }
+  return %y : tensor<4xf32>
+}
+
+// -----
+
 // The kernel body is one non-empty block.
 func.func @kernel_empty_body(%a: tensor<4xf32>) -> tensor<4xf32> {
   // expected-error @+1 {{expects a non-empty block}}

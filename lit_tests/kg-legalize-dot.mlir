@@ -1,9 +1,10 @@
 // The tile programs come from kg-tile; these checks are about what
 // kg-legalize-dot makes of their dots.
-// The last case fails on purpose, hence `not`.
+// The last two cases fail on purpose, hence `not`.
 // RUN: not kgc-opt %s --split-input-file --kg-tile --kg-legalize-dot 2>/dev/null | FileCheck %s
 // RUN: not kgc-opt %s --split-input-file --kg-tile --kg-legalize-dot='target=80' 2>/dev/null | FileCheck %s --check-prefix=SM80
 // RUN: kgc-opt %s --split-input-file --kg-tile --kg-legalize-dot --verify-diagnostics --mlir-disable-verifier > /dev/null
+// RUN: not kgc-opt %s --split-input-file --kg-tile --kg-legalize-dot='target=100' 2>/dev/null | FileCheck %s --check-prefix=SM100
 
 // A matrix-vector product (M = 1): multiply and sum over K in f32 instead
 // of a dot (tl.dot needs M >= 16).
@@ -125,4 +126,22 @@ func.func @too_small(%a: tensor<100x64xf16>, %b: tensor<64x64xf16>) -> tensor<10
     kg.yield %m : tensor<100x64xf16>
   }
   return %y : tensor<100x64xf16>
+}
+
+// -----
+
+// A matmul whose k loop asks for warp specialization: Triton 3.6 does it
+// for loops of pointer loads from sm_100 on, and fails on sm_90 (TMA
+// descriptors, which kgc does not make, are its way there).
+// SM100-LABEL: func.func @warp_specialized
+// SM100: kg.tile_dot
+// SM100: } {kg.axis = 1 : i64, tt.warp_specialize}
+func.func @warp_specialized(%a: tensor<64x256xf16>, %b: tensor<256x64xf16>) -> tensor<64x64xf16> {
+  // expected-error @+1 {{kernel @ws_0: warp_specialize needs sm_100 or newer, where Triton warp-specializes loops of pointer loads; the target is sm_90}}
+  %y = kg.kernel @ws_0(%a, %b) attributes {block_k = 64, warp_specialize = true} : (tensor<64x256xf16>, tensor<256x64xf16>) -> tensor<64x64xf16> {
+  ^bb0(%x: tensor<64x256xf16>, %w: tensor<256x64xf16>):
+    %m = kg.matmul %x, %w : (tensor<64x256xf16>, tensor<256x64xf16>) -> tensor<64x64xf16>
+    kg.yield %m : tensor<64x64xf16>
+  }
+  return %y : tensor<64x64xf16>
 }

@@ -146,12 +146,14 @@ func.func @kernel_graph_form(%a: tensor<16x128xf32>, %b: tensor<128xf32>) -> ten
 
 // CHECK-LABEL: func.func @kernel_tiled_form
 func.func @kernel_tiled_form(%a: tensor<17x1000xf32>, %w: tensor<1000x64xf16>) -> tensor<17x64xf32> {
-  // CHECK: kg.kernel @tiled(%{{.*}}, %{{.*}}) attributes {grid = array<i64: 2, 1, 1>}
+  // CHECK: kg.kernel @tiled(%{{.*}}, %{{.*}}) attributes {grid = array<i64: 2, 1, 1>, scalars = array<i64: 17>}
   // CHECK: ^bb0(%{{.*}}: memref<17x1000xf32>, %{{.*}}: memref<1000x64xf16>, %{{.*}}: memref<17x64xf32>):
-  %y = kg.kernel @tiled(%a, %w) attributes {grid = array<i64: 2, 1, 1>} : (tensor<17x1000xf32>, tensor<1000x64xf16>) -> tensor<17x64xf32> {
+  %y = kg.kernel @tiled(%a, %w) attributes {grid = array<i64: 2, 1, 1>, scalars = array<i64: 17>} : (tensor<17x1000xf32>, tensor<1000x64xf16>) -> tensor<17x64xf32> {
   ^bb0(%x: memref<17x1000xf32>, %wb: memref<1000x64xf16>, %out: memref<17x64xf32>):
     // CHECK: kg.program_id 0 : i32
     %pid = kg.program_id 0 : i32
+    // CHECK: kg.scalar_arg 0 : i32
+    %rows = kg.scalar_arg 0 : i32
     %c0 = arith.constant 0 : i32
     %c16 = arith.constant 16 : i32
     %row = arith.muli %pid, %c16 : i32

@@ -18,6 +18,10 @@ kg-pad-mask then pads and masks. With a: [.., M, K, 1], b: [.., 1, K, N]:
     tile_dot on 8-bit floats below sm_89, or on two different 8-bit floats
                                         =>  tile_dot on f16 casts of both
     tile_dot on f16, bf16, 8-bit floats =>  unchanged
+    kernel with warp_specialize below sm_100
+                                        =>  error (Triton 3.6 warp-specializes
+                                            loops of pointer loads on sm_100
+                                            and newer; on sm_90 it fails)
 """
 
 from __future__ import annotations
@@ -31,6 +35,9 @@ from kgc.tiling.kernel_ops import (int_array, is_tiled, kernel_name, kernels_in,
 from kgc.targets import SUPPORTED_SMS
 
 MIN_DOT = 16
+# The first SM on which Triton warp-specializes kgc's loops (pointer loads,
+# no TMA descriptors).
+WARP_SPECIALIZE_SM = 100
 _FLOAT8 = ("f8E4M3FN", "f8E5M2")
 
 
@@ -48,6 +55,12 @@ class KgLegalizeDot(Pass):
                 self._legalize_kernel(kernel)
 
     def _legalize_kernel(self, kernel: ir.Operation) -> None:
+        flag = kernel.attributes["warp_specialize"] if "warp_specialize" in kernel.attributes else None
+        if flag is not None and ir.BoolAttr(flag).value and self.target < WARP_SPECIALIZE_SM:
+            raise PassFailure(f"kernel @{kernel_name(kernel)}: warp_specialize needs "
+                              f"sm_{WARP_SPECIALIZE_SM} or newer, where Triton warp-specializes "
+                              f"loops of pointer loads; the target is sm_{self.target}",
+                              kernel.location)
         for dot in [o for o in walk_ops(kernel) if o.name == "kg.tile_dot"]:
             dot = self._legalize_types(dot)
             self._legalize_shape(kernel, dot)

@@ -151,6 +151,8 @@ def tile_kernel(kernel: ir.Operation, options: KernelConfig | None = None) -> ir
     attributes["iteration"] = ir.DenseI64ArrayAttr.get(list(plan.extents))
     attributes["tile"] = ir.DenseI64ArrayAttr.get(list(plan.tile))
     attributes.update(plan.config.to_attributes())
+    if plan.scalar_arguments:
+        attributes["scalars"] = ir.DenseI64ArrayAttr.get(list(plan.scalar_arguments))
     with kernel.location, ir.InsertionPoint(kernel):
         tiled = ir.Operation.create("kg.kernel", results=[r.type for r in kernel.results],
                                     operands=list(kernel.operands), attributes=attributes,
@@ -161,7 +163,7 @@ def tile_kernel(kernel: ir.Operation, options: KernelConfig | None = None) -> ir
         block = tiled.regions[0].blocks.append(*buffer_types)
     builder = MlirBuilder(block, list(block.arguments), len(kernel.operands), kernel.location)
     with ir.InsertionPoint(block), kernel.location:
-        schedules()[plan.kind].generate(plan, builder)
+        schedules()[plan.schedule].generate(plan, builder)
         ir.Operation.create("kg.yield")
     for old, new in zip(kernel.results, tiled.results):
         old.replace_all_uses_with(new)

@@ -6,11 +6,14 @@ Rewrite rules:
 
     kg.kernel @k(%x...) {tile program}  =>  module @k { tt.func public @k(
                                                %x: !tt.ptr<T> {tt.divisibility = 16},
-                                               ..., %y: !tt.ptr<T> ...) }
+                                               ..., %y: !tt.ptr<T> ...,
+                                               %s: i32 ... (one per `scalars`)) }
                                             (a sibling of the graph function)
                                             and in the graph:
                                             kg.launch @k(%x...) grid [...] ...
-    kg.program_id 0                     =>  tt.get_program_id x
+                                            {scalars = array<i64: ...>}
+    kg.scalar_arg i                     =>  the tt.func's i-th i32 argument
+    kg.program_id 0, 1, 2               =>  tt.get_program_id x, y, z
     scf.for {kg.axis, tt.*}             =>  scf.for {tt.*} (Triton's loop attributes
                                             tt.num_stages, tt.flatten, tt.warp_specialize
                                             are kept)
@@ -91,7 +94,9 @@ def _lower_kernel(kernel: ir.Operation, top: ir.Operation) -> None:
     i32 = ir.IntegerType.get_signless(32)
     location = kernel.location
     with location:
-        function_type = ir.FunctionType.get(pointer_types, [])
+        scalars = int_array(kernel, "scalars") or []
+        argument_types = pointer_types + [i32] * len(scalars)
+        function_type = ir.FunctionType.get(argument_types, [])
         divisibility = ir.DictAttr.get({"tt.divisibility": ir.IntegerAttr.get(i32, _DIVISIBILITY)})
         with ir.InsertionPoint(_module_body(top)):
             module = ir.Operation.create("builtin.module", regions=1,
@@ -102,11 +107,13 @@ def _lower_kernel(kernel: ir.Operation, top: ir.Operation) -> None:
                 "sym_name": ir.StringAttr.get(name),
                 "sym_visibility": ir.StringAttr.get("public"),
                 "function_type": ir.TypeAttr.get(function_type),
-                "arg_attrs": ir.ArrayAttr.get([divisibility] * len(pointer_types)),
+                "arg_attrs": ir.ArrayAttr.get([divisibility] * len(pointer_types)
+                                              + [ir.DictAttr.get({})] * len(scalars)),
                 "noinline": ir.BoolAttr.get(False),
             })
-        entry = function.regions[0].blocks.append(*pointer_types)
-        lowering = _Lowering({arg: entry.arguments[i] for i, arg in enumerate(body.arguments)})
+        entry = function.regions[0].blocks.append(*argument_types)
+        lowering = _Lowering({arg: entry.arguments[i] for i, arg in enumerate(body.arguments)},
+                             list(entry.arguments)[len(pointer_types):])
         with ir.InsertionPoint(entry):
             lowering.block(body)
             ir.Operation.create("tt.return")
@@ -119,6 +126,7 @@ def _lower_kernel(kernel: ir.Operation, top: ir.Operation) -> None:
                     "grid": ir.DenseI64ArrayAttr.get(grid),
                     "num_warps": ir.IntegerAttr.get(i64, ir.IntegerAttr(kernel.attributes["num_warps"]).value),
                     "num_stages": ir.IntegerAttr.get(i64, ir.IntegerAttr(kernel.attributes["num_stages"]).value),
+                    **({"scalars": ir.DenseI64ArrayAttr.get(scalars)} if scalars else {}),
                 })
     for old, new in zip(kernel.results, launch.results):
         old.replace_all_uses_with(new)
@@ -144,10 +152,11 @@ class _View:
 
 
 class _Lowering:
-    def __init__(self, buffers: dict):
+    def __init__(self, buffers: dict, scalars: list):
         self.values: dict = {}  # kg value -> _Lowered or scalar ir.Value
         self.views: dict = {}
         self.buffers = buffers
+        self.scalars = scalars  # the tt.func's i32 arguments
         self.i32 = ir.IntegerType.get_signless(32)
         self.i1 = ir.IntegerType.get_signless(1)
 
@@ -261,6 +270,9 @@ class _Lowering:
                                    attributes={"value": ir.IntegerAttr.get(self.i32, value)}).result
 
     # -- program and memory -------------------------------------------------------
+
+    def scalar_arg(self, op: ir.Operation) -> None:
+        self.values[op.results[0]] = self.scalars[ir.IntegerAttr(op.attributes["index"]).value]
 
     def program_id(self, op: ir.Operation) -> None:
         self.values[op.results[0]] = ir.Operation.create(
@@ -659,6 +671,7 @@ _check_custom_lowerings(list(ELEMENTWISE.values()))
 
 _HANDLERS = {
     "kg.program_id": _Lowering.program_id,
+    "kg.scalar_arg": _Lowering.scalar_arg,
     "memref.reinterpret_cast": _Lowering.view,
     "kg.tile_load": _Lowering.load,
     "kg.tile_store": _Lowering.store,

@@ -57,6 +57,8 @@ class Kernel:
     asm: dict = dataclasses.field(default_factory=dict)  # stage -> text or bytes
     shared: int | None = None
     artifact: Artifact | None = None  # what Triton compiled, for launching
+    # i32 arguments passed after the pointers, in order (kg.launch's scalars)
+    scalars: tuple[int, ...] = ()
 
     @property
     def options(self) -> KernelOptions:
@@ -68,6 +70,7 @@ class Launch:
     kernel: str
     inputs: list[int]  # buffer numbers
     outputs: list[int]
+    scalars: list[int] = dataclasses.field(default_factory=list)  # i32s after the pointers
 
 
 @dataclasses.dataclass
@@ -317,8 +320,14 @@ def _kernels(module: ir.Operation) -> dict[str, Kernel]:
         kernels[name] = Kernel(
             name, grid, ir.IntegerAttr(launch.attributes["num_warps"]).value,
             ir.IntegerAttr(launch.attributes["num_stages"]).value, arguments,
-            len(launch.operands), {"ttir": texts[name]})
+            len(launch.operands), {"ttir": texts[name]}, scalars=tuple(_scalars(launch)))
     return kernels
+
+
+def _scalars(launch: ir.Operation) -> list[int]:
+    if "scalars" not in launch.attributes:
+        return []
+    return list(ir.DenseI64ArrayAttr(launch.attributes["scalars"]))
 
 
 def _functions(module: ir.Operation, kernels: dict) -> dict[str, Function]:
@@ -344,7 +353,8 @@ def _functions(module: ir.Operation, kernels: dict) -> dict[str, Function]:
                     outputs.append(len(buffers))
                     buffers.append(TensorSpec.of(result.type))
                 launches.append(Launch(ir.FlatSymbolRefAttr(inner.attributes["callee"]).value,
-                                       [numbers[v] for v in inner.operands], outputs))
+                                       [numbers[v] for v in inner.operands], outputs,
+                                       _scalars(inner)))
             elif inner.name == "func.return":
                 results = [numbers[v] for v in inner.operands]
             else:

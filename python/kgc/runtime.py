@@ -188,9 +188,10 @@ class CompiledGraph:
             elif poison:
                 buffers[index].fill_(float("nan"))
         stream = self._current_stream(device)
-        for launcher, grid_x, grid_y, grid_z, handle, packed, enter, exit_, operands in bound:
+        for (launcher, grid_x, grid_y, grid_z, handle, packed, enter, exit_, operands,
+             scalars) in bound:
             launcher(grid_x, grid_y, grid_z, stream, handle, packed, None, enter, exit_,
-                     *[buffers[i].data_ptr() for i in operands])
+                     *[buffers[i].data_ptr() for i in operands], *scalars)
 
     def _bind(self, device: int) -> list:
         """Loads every kernel of the function on `device` and binds its
@@ -213,7 +214,7 @@ class CompiledGraph:
                 launcher, handle, packed = loaded[key]
                 bound.append((launcher, *artifact.options.grid, handle, packed,
                               knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook,
-                              tuple(launch.inputs + launch.outputs)))
+                              tuple(launch.inputs + launch.outputs), tuple(launch.scalars)))
         self._bound[device] = bound
         if len(self._bound) == 1:
             self._fast = self._fast_path(device, bound)
@@ -252,9 +253,10 @@ class CompiledGraph:
                 buffer = buffers[index] = empty(shape, dtype=dtype, device=device)
                 pointers[index] = buffer.data_ptr()
             stream = stream_of(device)
-            for launcher, grid_x, grid_y, grid_z, handle, packed, enter, exit_, operands in bound:
+            for (launcher, grid_x, grid_y, grid_z, handle, packed, enter, exit_, operands,
+                 scalars) in bound:
                 launcher(grid_x, grid_y, grid_z, stream, handle, packed, None, enter, exit_,
-                         *[pointers[i] for i in operands])
+                         *[pointers[i] for i in operands], *scalars)
             return buffers[results[0]] if single else tuple(buffers[i] for i in results)
 
         return fast

@@ -40,6 +40,7 @@ class Builder:
     """What the generator needs from an IR writer. Scalars are i32."""
 
     def program_id(self, axis: int = 0) -> Any: ...  # along grid axis 0, 1 or 2
+    def scalar_argument(self, index: int) -> Any: ...  # the plan's scalar_arguments[index]
     def const(self, value: int) -> Any: ...
     def scalar(self, op: str, lhs: Any, rhs: Any) -> Any: ...  # add sub mul div rem min
     def load(self, input_index: int, element: str, view: BufferView, offsets: Sequence[Any],
@@ -58,9 +59,11 @@ class Builder:
     def broadcast(self, x: Any, element: str, shape: Sequence[int]) -> Any: ...
 
     @contextlib.contextmanager
-    def loop(self, axis: int, extent: int, step: int, inits: Sequence[Any],
-             attributes: dict | None = None) -> Iterator[Any]:
-        """A loop over `axis` carrying `inits`; yields a LoopBody whose
+    def loop(self, axis: int | None, extent: int, step: int, inits: Sequence[Any],
+             attributes: dict | None = None, start: Any = None) -> Iterator[Any]:
+        """A loop over `axis` (None: over tiles of a persistent program)
+        from `start` (a scalar; None: 0) to `extent` carrying `inits`;
+        yields a LoopBody whose
         `offset` is the loop offset and `carried` the current values. Set
         `body.results` to the values to carry on; after the block
         `body.finals` holds the loop's results. `attributes` (name -> int
@@ -87,6 +90,7 @@ class DryBuilder(Builder):
     """Writes nothing; every value is None."""
 
     def program_id(self, axis=0): return None
+    def scalar_argument(self, index): return None
     def const(self, value): return None
     def scalar(self, op, lhs, rhs): return None
     def load(self, *args): return None
@@ -100,7 +104,7 @@ class DryBuilder(Builder):
     def broadcast(self, *args): return None
 
     @contextlib.contextmanager
-    def loop(self, axis, extent, step, inits, attributes=None):
+    def loop(self, axis, extent, step, inits, attributes=None, start=None):
         body = LoopBody(None, list(inits))
         yield body
         body.finals = list(body.results)
@@ -121,15 +125,43 @@ class Generator:
         self.b = builder
         self.n = len(plan.extents)
         self.offsets: dict[int, Any] = {}
-        self.bound: list[int] = []  # loop axes bound at depths 1, 2, ...
+        self.bound: list[int | None] = []  # loop axes bound at depths 1, 2, ...
         self.memo: list[dict] = [{}]  # per depth
+        # The outermost depth that values of a tile may go to: 1 inside the
+        # tile loop of a persistent program, 0 otherwise.
+        self.base = 0
         self.axes_memo: dict = {}
         self.matmul_accumulators: dict[int, Tile] = {}
 
     # -- driving --------------------------------------------------------------
 
     def run(self) -> None:
-        self._program_offsets()
+        if self.plan.persistent_programs is None:
+            self._program_offsets()
+            self._tile_program()
+            return
+        # A persistent program: a loop over the tiles pid, pid + programs,
+        # ...; every value of a tile is made inside it.
+        zero = self.b.const(0)
+        for axis in range(self.n):
+            self.offsets[axis] = zero
+        programs = self.plan.grid()[0]
+        with self.b.loop(None, self.plan.num_programs(), programs, [],
+                         start=self.b.program_id(0)) as body:
+            self.bound.append(None)
+            self.memo.append({})
+            self.base = 1
+            try:
+                if self.plan.program_axes:
+                    self._tile_offsets(body.offset, self.plan.program_axes)
+                self._tile_program()
+            finally:
+                self.base = 0
+                self.memo.pop()
+                self.bound.pop()
+            body.results = []
+
+    def _tile_program(self) -> None:
         for axes, nodes in self.plan.phases:
             self._run_phase(list(axes), nodes)
         deferred = []
@@ -239,7 +271,8 @@ class Generator:
                 # Finished on first use: its factors may need later phases.
                 self.matmul_accumulators[id(node)] = acc
             else:
-                self.memo[0][(id(node), self._natural_map(node))] = self._reduce_tile(node, acc)
+                self.memo[self.base][(id(node), self._natural_map(node))] = \
+                    self._reduce_tile(node, acc)
 
     def _natural_map(self, node: Node) -> IndexMap:
         if node not in self.plan.maps:
@@ -258,7 +291,7 @@ class Generator:
         else:
             axes = self._axes(node.operands[0], self._reduce_input_map(node))
             element, neutral = node.element, NEUTRAL[node.attrs["kind"]]
-        with self.b.hoisted(0):
+        with self.b.hoisted(self.base):
             value = self.b.constant(neutral, element, self._shape(axes))
         return Tile(value, axes, element)
 
@@ -345,10 +378,10 @@ class Generator:
             if key in memo:
                 return memo[key]
         axes = self._axes(node, index_map)
-        depth = 0
+        depth = self.base
         for position, axis in enumerate(self.bound):
             if axis in axes:
-                depth = position + 1
+                depth = max(depth, position + 1)
         unbound = axes & (set(self.plan.loop_axes) - set(self.bound))
         if unbound:
             raise Unplannable(f"kg.{node.op} {node.shape} varies along a looped axis outside its "

@@ -59,6 +59,14 @@ class KernelPlan:
     # The program axes each grid dimension (x, y, z) walks, outermost first;
     # empty: grid x walks every program axis.
     grid_axes: tuple[tuple[int, ...], ...] = ()
+    # Persistent programs: this many programs (at most one per tile) each
+    # walk tiles pid, pid + programs, ... in a loop; None: one tile each.
+    persistent_programs: int | None = None
+    # Values of the kernel's i32 arguments, passed at launch after the
+    # pointers; the program reads them with Builder.scalar_argument.
+    scalar_arguments: tuple[int, ...] = ()
+    # The kind of the schedule that made the plan (and writes its program).
+    schedule: str = ""
 
     @property
     def num_warps(self) -> int:
@@ -86,6 +94,11 @@ class KernelPlan:
 
     def grid(self) -> list[int]:
         """Program counts along grid x, y and z."""
+        if self.persistent_programs is not None:
+            if self.grid_axes or self.persistent_programs < 1:
+                raise Unplannable(f"{self.persistent_programs} persistent programs must be at least "
+                                  "one, along grid x only")
+            return [min(self.persistent_programs, self.num_programs()), 1, 1]
         counts = [product([self.tiles_along(a) for a in axes]) for axes in self.grid_dimensions()]
         return counts + [1] * (3 - len(counts))
 

@@ -46,6 +46,7 @@ class MlirBuilder(Builder):
         self._constants: dict = {}
         self._views: dict = {}
         self._pids: dict[int, ir.Value] = {}
+        self._scalar_arguments: dict[int, ir.Value] = {}
 
     # -- placement --------------------------------------------------------------
 
@@ -87,6 +88,13 @@ class MlirBuilder(Builder):
         if axis not in self._pids:
             self._pids[axis] = self._prelude(lambda: kg.ProgramIdOp(axis))
         return self._pids[axis]
+
+    def scalar_argument(self, index: int):
+        if index not in self._scalar_arguments:
+            self._scalar_arguments[index] = self._prelude(lambda: ir.Operation.create(
+                "kg.scalar_arg", results=[self.i32],
+                attributes={"index": ir.IntegerAttr.get(self.i32, index)}))
+        return self._scalar_arguments[index]
 
     def const(self, value: int):
         key = ("i32", value)
@@ -180,12 +188,14 @@ class MlirBuilder(Builder):
     # -- loops --------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def loop(self, axis, extent, step, inits, attributes=None):
-        lower, upper, stride = self.const(0), self.const(extent), self.const(step)
+    def loop(self, axis, extent, step, inits, attributes=None, start=None):
+        lower = self.const(0) if start is None else start
+        upper, stride = self.const(extent), self.const(step)
         with ir.InsertionPoint(self.frames[-1][0]), self.location:
             loop = scf.ForOp(lower, upper, stride, list(inits))
-            loop.operation.attributes[LOOP_AXIS_ATTRIBUTE] = ir.IntegerAttr.get(
-                ir.IntegerType.get_signless(64), axis)
+            if axis is not None:
+                loop.operation.attributes[LOOP_AXIS_ATTRIBUTE] = ir.IntegerAttr.get(
+                    ir.IntegerType.get_signless(64), axis)
             for name, value in (attributes or {}).items():
                 if value is None or value is False:
                     continue

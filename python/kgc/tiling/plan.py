@@ -158,7 +158,7 @@ def plan_group(outputs: Sequence[Node], config: KernelConfig | None = None,
     schedule = schedule_for(outputs)
     if config is None:
         config = schedule.config_class()
-    elif config.kind != schedule.kind:
+    elif not isinstance(config, schedule.config_class):
         raise Unplannable(f"a {config.kind} config was given for a {schedule.kind} kernel")
     cache_key = plan_cache.key(outputs, config)
     known = plan_cache.recall(cache_key)
@@ -173,6 +173,7 @@ def plan_group(outputs: Sequence[Node], config: KernelConfig | None = None,
             raise Unplannable(f"{what} of shape {node.shape} is empty; kgc needs at least one "
                               "element in every tensor")
     plan = schedule.plan(outputs, order, config, kernel)
+    plan.schedule = schedule.kind
     schedule.generate(plan, DryBuilder())
     plan_cache.remember(cache_key, plan)
     return plan

@@ -56,8 +56,14 @@ class OffsetRanges:
         if ir.BlockArgument(value).arg_number != 0:
             return UNKNOWN
         lower, upper, step = (self.of(parent.operation.operands[i]) for i in range(3))
-        if lower[0] != lower[1] or upper[0] != upper[1] or step[0] != step[1] or step[0] <= 0:
+        if upper[0] != upper[1] or step[0] != step[1] or step[0] <= 0:
             return UNKNOWN
+        if lower[0] != lower[1]:
+            # A start known only within bounds (a persistent program's loop
+            # from its program id): the variable stays below the end.
+            if math.isinf(lower[0]):
+                return UNKNOWN
+            return (lower[0], max(lower[0], upper[0] - 1))
         lb, ub, st = lower[0], upper[0], step[0]
         if ub <= lb:
             return (lb, lb)
