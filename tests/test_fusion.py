@@ -54,7 +54,7 @@ def _proposals(source) -> list[Partition]:
 # -- the text form -----------------------------------------------------------
 
 
-@pytest.mark.parametrize("text", ["0,1,2;3;4,5", "0", "0;1;2", "3,7;0,1,2"])
+@pytest.mark.parametrize("text", ["0,1,2;3;4,5", "0", "0;1;2", "3,7;0,1,2", ""])
 def test_partition_text_round_trips(text):
     partition = Partition.parse(text)
     assert Partition.parse(str(partition)) == partition
@@ -164,6 +164,16 @@ def test_attention_proposals_are_distinct_and_default_first():
     assert texts[-1] == "0;1;2;3;4;5;6;7"
     assert "0,1;2,3,4,5,6;7" in texts  # fold-rms-norm=false: softmax alone
     assert "0;1;2,3,4,5,6,7" in texts  # fuse-prologue=false: transpose alone
+
+
+def test_a_function_with_nothing_to_compute_has_one_empty_partition():
+    proposals = _proposals("""
+func.func @identity(%x: tensor<4xf32>) -> tensor<4xf32> {
+  return %x : tensor<4xf32>
+}
+""")
+    assert proposals == [Partition(())]
+    assert Partition.parse(str(proposals[0])) == proposals[0]
 
 
 def test_every_combination_of_decisions_gives_a_proposed_partition():

@@ -62,7 +62,10 @@ class Partition:
 
     @classmethod
     def parse(cls, text: str, origin: str = "") -> "Partition":
-        """`0,1;2` => Partition(((0, 1), (2,))). Raises InvalidPartition."""
+        """`0,1;2` => Partition(((0, 1), (2,))). Raises InvalidPartition.
+        Empty text is the partition of a function with nothing to compute."""
+        if not text.strip():
+            return cls((), origin)
         groups = []
         for number, part in enumerate(text.split(GROUP_SEPARATOR)):
             positions = []
