@@ -95,7 +95,7 @@ def test_enum_attributes_of_every_kind(context):
 
     assert module.operation.verify()
     printed = [str(op) for op in body_ops(reductions.func_op)[:4]]
-    for kind, text in zip(["sum", "max", "min", "mean"], printed):
+    for kind, text in zip(["sum", "max", "min", "mean"], printed, strict=True):
         assert text.startswith("%") and f"kg.reduce {kind} " in text
     assert [int(kind) for kind in kg.ReduceKind] == [0, 1, 2, 3]
     assert str(kg.Precision.tf32) == "tf32" and str(kg.GeluApproximation.none) == "none"

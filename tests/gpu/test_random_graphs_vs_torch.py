@@ -39,7 +39,7 @@ def test_random_graph_matches_torch(graph):
         exact = kgc.reference.evaluate(module, None, inputs, exact=True)
     eager = eager if isinstance(eager, tuple) else (eager,)
     exact = exact if isinstance(exact, tuple) else (exact,)
-    for got, rounded, ideal in zip(results, eager, exact):
+    for got, rounded, ideal in zip(results, eager, exact, strict=True):
         assert got.shape == ideal.shape and got.dtype == rounded.dtype
         finite = torch.isfinite(ideal)
         assert torch.isfinite(got.double()[finite]).all(), "kgc gave inf/NaN where the result is finite"
