@@ -513,9 +513,32 @@ bool KernelOp::isTiled() {
                       [](Type t) { return isa<MemRefType>(t); });
 }
 
+// The kernel's knob attributes, checked alone; whether a tile size suits
+// the kernel's extents is for kg-tile to say.
+static LogicalResult verifyKnobs(KernelOp op) {
+  std::pair<StringRef, IntegerAttr> sizes[] = {
+      {"block_m", op.getBlockMAttr()}, {"block_n", op.getBlockNAttr()},
+      {"block_k", op.getBlockKAttr()}, {"group_m", op.getGroupMAttr()},
+      {"block_x", op.getBlockXAttr()}, {"block_r", op.getBlockRAttr()},
+      {"num_stages", op.getNumStagesAttr()}};
+  for (auto [name, attr] : sizes)
+    if (attr && attr.getInt() < 1)
+      return op.emitOpError() << name << " = " << attr.getInt()
+                              << " must be a positive integer";
+  if (IntegerAttr warps = op.getNumWarpsAttr()) {
+    int64_t value = warps.getInt();
+    if (value < 1 || value > 32 || !llvm::isPowerOf2_64(value))
+      return op.emitOpError() << "num_warps = " << value
+                              << " must be a power of two from 1 to 32";
+  }
+  return success();
+}
+
 LogicalResult KernelOp::verify() {
   if (getNumResults() == 0)
     return emitOpError() << "must produce at least one tensor";
+  if (failed(verifyKnobs(*this)))
+    return failure();
   Block &body = getBody().front();
   auto yield = body.empty() ? YieldOp() : dyn_cast<YieldOp>(body.back());
   if (!yield)

@@ -417,8 +417,16 @@ def Kg_KernelOp : Kg_Op<"kernel", [IsolatedFromAbove, SingleBlock,
     the results through tile ops, one program per grid point, and ends in
     an empty `kg.yield`. The launch configuration is kept as attributes:
     `grid` (three program counts), `num_warps`, `num_stages` and the tile
-    sizes chosen; a user may set them by hand before `kg-tile`, which then
-    keeps them.
+    sizes chosen.
+
+    Knobs (kgc.tiling.config): a user or a tuner may set them before
+    `kg-tile`, which keeps them and fills in the others; after it they are
+    the kernel's whole config. Tile sizes `block_m`, `block_n` (pointwise
+    and matmul kernels), `block_k`, `group_m` (matmul), `block_x`, `block_r`
+    (reductions) are positive; `num_warps` is a power of two up to 32,
+    `num_stages` positive. `warp_specialize` and `flatten` ask Triton to
+    warp-specialize or flatten a matmul's k loop. Which values suit a
+    kernel's extents (a power of two, or the whole axis) `kg-tile` checks.
 
     Example:
 
@@ -431,7 +439,13 @@ def Kg_KernelOp : Kg_Op<"kernel", [IsolatedFromAbove, SingleBlock,
     }
     ```
   }];
-  let arguments = (ins SymbolNameAttr:$sym_name, Variadic<Kg_Tensor>:$inputs);
+  let arguments = (ins SymbolNameAttr:$sym_name, Variadic<Kg_Tensor>:$inputs,
+                       OptionalAttr<I64Attr>:$block_m, OptionalAttr<I64Attr>:$block_n,
+                       OptionalAttr<I64Attr>:$block_k, OptionalAttr<I64Attr>:$group_m,
+                       OptionalAttr<I64Attr>:$block_x, OptionalAttr<I64Attr>:$block_r,
+                       OptionalAttr<I64Attr>:$num_warps, OptionalAttr<I64Attr>:$num_stages,
+                       OptionalAttr<BoolAttr>:$warp_specialize,
+                       OptionalAttr<BoolAttr>:$flatten);
   let results = (outs Variadic<Kg_Tensor>:$outputs);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name `(` $inputs `)` attr-dict-with-keyword `:` "

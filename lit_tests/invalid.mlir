@@ -497,6 +497,42 @@ func.func @kernel_no_results(%a: tensor<4xf32>) {
 
 // -----
 
+// Knob attributes: warps are a power of two up to 32.
+func.func @kernel_bad_warps(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{num_warps = 3 must be a power of two from 1 to 32}}
+  %y = kg.kernel @k(%a) attributes {num_warps = 3} : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%x: tensor<4xf32>):
+    kg.yield %x : tensor<4xf32>
+  }
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// Knob attributes: tile sizes are positive.
+func.func @kernel_bad_block(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{block_n = 0 must be a positive integer}}
+  %y = kg.kernel @k(%a) attributes {block_n = 0} : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%x: tensor<4xf32>):
+    kg.yield %x : tensor<4xf32>
+  }
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// Knob attributes have declared types: a tile size is a 64-bit integer.
+func.func @kernel_block_type(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{attribute 'block_m' failed to satisfy constraint: 64-bit signless integer attribute}}
+  %y = kg.kernel @k(%a) attributes {block_m = "big"} : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%x: tensor<4xf32>):
+    kg.yield %x : tensor<4xf32>
+  }
+  return %y : tensor<4xf32>
+}
+
+// -----
+
 // The kernel body is one non-empty block.
 func.func @kernel_empty_body(%a: tensor<4xf32>) -> tensor<4xf32> {
   // expected-error @+1 {{expects a non-empty block}}

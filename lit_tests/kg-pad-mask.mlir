@@ -132,6 +132,29 @@ func.func @padded_before(%x: tensor<3xf32>) -> tensor<3xf32> {
 
 // -----
 
+// A program id is bounded by the program count of its own grid axis: five
+// programs along axis 1, of 4 rows each, run past row 17, so the accesses
+// are masked (the count along axis 0, 1, would prove them inside).
+// CHECK-LABEL: func.func @second_grid_axis
+// CHECK: %[[ROW:.*]] = arith.muli
+// CHECK: %[[M:.*]] = kg.tile_mask [%[[ROW]]] lower [-2147483648] upper [17] : tensor<4xi1>
+// CHECK: kg.tile_load %{{.*}}[%[[ROW]]] mask %[[M]] padding 0.000000e+00
+// CHECK: kg.tile_store %{{.*}}, %{{.*}}[%[[ROW]]] mask %{{.*}} : tensor<4xf32>
+func.func @second_grid_axis(%x: tensor<17xf32>) -> tensor<17xf32> {
+  %y = kg.kernel @rows_0(%x) attributes {grid = array<i64: 1, 5, 1>, iteration = array<i64: 17>, tile = array<i64: 4>} : (tensor<17xf32>) -> tensor<17xf32> {
+  ^bb0(%a: memref<17xf32>, %out: memref<17xf32>):
+    %pid = kg.program_id 1 : i32
+    %c4 = arith.constant 4 : i32
+    %row = arith.muli %pid, %c4 : i32
+    %t = kg.tile_load %a[%row] : memref<17xf32> -> tensor<4xf32>
+    kg.tile_store %t, %out[%row] : tensor<4xf32>, memref<17xf32>
+    kg.yield
+  }
+  return %y : tensor<17xf32>
+}
+
+// -----
+
 // A tile neither a power of two nor the whole axis cannot be padded: its
 // padding lanes would overlap the next tile.
 func.func @bad_tile(%x: tensor<300xf32>) -> tensor<300xf32> {

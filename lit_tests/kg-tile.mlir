@@ -153,6 +153,46 @@ func.func @matmul_epilogue(%a: tensor<384x512xf16>, %b: tensor<512x1024xf16>, %b
 
 // -----
 
+// A matmul config in the kernel's attributes: a block_m above m is the whole
+// of m, so the grid has one row tile and group_m, with nothing to group,
+// is 1; warp_specialize and flatten go on the k loop for Triton.
+// CHECK-LABEL: func.func @matmul_config
+// CHECK: kg.kernel @matmul_config_0
+// CHECK-SAME: block_k = 32 : i64, block_m = 96 : i64, block_n = 64 : i64, flatten = true, grid = array<i64: 4, 1, 1>, group_m = 1 : i64
+// CHECK-SAME: num_stages = 2 : i64, num_warps = 8 : i64
+// CHECK-SAME: warp_specialize = true
+// CHECK: scf.for
+// CHECK: kg.tile_dot
+// CHECK: } {kg.axis = 1 : i64, tt.flatten, tt.warp_specialize}
+func.func @matmul_config(%a: tensor<96x128xf16>, %b: tensor<128x256xf16>) -> tensor<96x256xf16> {
+  %y = kg.kernel @matmul_config_0(%a, %b) attributes {block_m = 1024, block_n = 64, block_k = 32, group_m = 4, num_warps = 8, num_stages = 2, warp_specialize = true, flatten = true} : (tensor<96x128xf16>, tensor<128x256xf16>) -> tensor<96x256xf16> {
+  ^bb0(%x: tensor<96x128xf16>, %w: tensor<128x256xf16>):
+    %m = kg.matmul %x, %w : (tensor<96x128xf16>, tensor<128x256xf16>) -> tensor<96x256xf16>
+    kg.yield %m : tensor<96x256xf16>
+  }
+  return %y : tensor<96x256xf16>
+}
+
+// -----
+
+// The loop flags of a matmul whose k fits one tile have no loop to go on:
+// they are dropped from its config, which then equals kgc's own.
+// CHECK-LABEL: func.func @matmul_flags_without_loop
+// CHECK: kg.kernel @no_loop_0
+// CHECK-NOT: warp_specialize
+// CHECK-NOT: scf.for
+// CHECK: kg.tile_dot
+func.func @matmul_flags_without_loop(%a: tensor<32x16xf16>, %b: tensor<16x32xf16>) -> tensor<32x32xf16> {
+  %y = kg.kernel @no_loop_0(%a, %b) attributes {warp_specialize = true} : (tensor<32x16xf16>, tensor<16x32xf16>) -> tensor<32x32xf16> {
+  ^bb0(%x: tensor<32x16xf16>, %w: tensor<16x32xf16>):
+    %m = kg.matmul %x, %w : (tensor<32x16xf16>, tensor<16x32xf16>) -> tensor<32x32xf16>
+    kg.yield %m : tensor<32x32xf16>
+  }
+  return %y : tensor<32x32xf16>
+}
+
+// -----
+
 // A concat reads each input in its window of the output and picks between
 // them with masks.
 // CHECK-LABEL: func.func @concat
@@ -187,7 +227,7 @@ func.func @already_tiled(%x: tensor<4xf32>) -> tensor<4xf32> {
 // A tile size by hand that is neither a power of two nor the whole axis is
 // refused: its padding lanes would overlap the next tile.
 func.func @bad_tile(%x: tensor<17x1000xf32>) -> tensor<17x1000xf32> {
-  // expected-error @+1 {{kernel @bad_0 cannot be tiled: block_n = 100 must be a power of two, or at least 1000 to cover its axis}}
+  // expected-error @+1 {{pointwise kernel @bad_0: block_n = 100 is not legal; block_n must be a power of two, or at least 1000 to cover its axis}}
   %y = kg.kernel @bad_0(%x) attributes {block_n = 100} : (tensor<17x1000xf32>) -> tensor<17x1000xf32> {
   ^bb0(%a: tensor<17x1000xf32>):
     %r = kg.exp %a : tensor<17x1000xf32>

@@ -1,11 +1,29 @@
 """kg-fuse: partition each kernel graph into kg.kernel ops.
 
-Argument: `kg-fuse`. No options.
+Argument: `kg-fuse`. Options:
 
-Every kg op of a function body starts as its own group; groups then merge,
-producer into consumer, in program order, whenever the merged group is
-still one kernel: `kgc.tiling.plan` finds an iteration space, tiles and a
-tile program for it, and no path leaves the group and comes back. So:
+    partition=GROUPS     the kernels to make, instead of fusing greedily:
+                         groups of op positions (the function's kg ops in
+                         program order, from 0) separated by `;`, positions
+                         by `,`: `partition=0,1,2;3` (see kgc.fusion.partition)
+    function=NAME        the function `partition` is for (default: every one)
+    fold-rms-norm=BOOL   fold a reduction into a matmul's prologue (RMSNorm)
+    fuse-prologue=BOOL   fuse elementwise producers of a matmul's operands
+    fuse-epilogue=BOOL   fuse the consumers of a matmul's result
+    merge-siblings=BOOL  merge matmuls whose results meet (gated MLP)
+    merge-reductions=BOOL  merge reductions that feed one another
+
+The decisions are all true by default; kgc.fusion.greedy says which merges
+each governs. A function's ops may also carry `kg.fusion_group = N`: ops of
+one N become one kernel, as a partition would say. A partition that does not
+fit its function (an op in two groups or none, groups in a cycle, a group
+that cannot be one kernel) fails the pass at the op at fault.
+
+By default every kg op of a function body starts as its own group; groups
+then merge, producer into consumer, in program order, whenever the merged
+group is still one kernel: `kgc.tiling.plan` finds an iteration space,
+tiles and a tile program for it, and no path leaves the group and comes
+back. So:
 
     elementwise chains                        =>  one pointwise kernel
     reduction with prologue and epilogue
@@ -33,20 +51,25 @@ dropped (one rounding less); a user's own casts stay.
                                                 %r = kg.kernel @f_0_kind(...) {...}
                                                 ...
                                                 return }
+    kg ops with kg.fusion_group = N        =>  one kg.kernel per N
     kg.kernel ops already there           =>  unchanged
 """
 
 from __future__ import annotations
 
-import dataclasses
-
 from mlir import ir
 
+from kgc.fusion import (FusionDecisions, FusionGraph, InvalidPartition, NotFusable, Partition,
+                        greedy_partition)
+from kgc.fusion.graph import function_name
 from kgc.passes.decompose import PROMOTION_ATTRIBUTE
-from kgc.passes.registry import Pass, PassFailure, register_pass
-from kgc.tiling.graph_model import Node, nodes_from_ops
-from kgc.tiling.kernel_ops import ops_named, walk_ops
-from kgc.tiling.plan import Unplannable, plan_group
+from kgc.passes.registry import Option, Pass, PassFailure, register_pass
+from kgc.tiling.graph_model import Node
+from kgc.tiling.kernel_ops import ops_named
+from kgc.tiling.plan import Unplannable
+
+# An op's kernel, given in the input instead of a partition option.
+FUSION_GROUP_ATTRIBUTE = "kg.fusion_group"
 
 
 @register_pass
@@ -54,196 +77,116 @@ class KgFuse(Pass):
     argument = "kg-fuse"
     summary = "Partition kernel graphs into kg.kernel ops (fused GPU kernels)"
 
+    partition = Option(str, "", "the kernels to make: op positions, ',' between positions, "
+                                "';' between groups (default: fuse greedily)")
+    function = Option(str, "", "the function that 'partition' is for (default: every function)")
+    fold_rms_norm = Option(bool, True, "fold a reduction (RMSNorm) into a matmul's prologue")
+    fuse_prologue = Option(bool, True, "fuse the elementwise producers of a matmul's operands")
+    fuse_epilogue = Option(bool, True, "fuse the consumers of a matmul's result")
+    merge_siblings = Option(bool, True, "merge matmuls whose results meet (gated MLP)")
+    merge_reductions = Option(bool, True, "merge reductions that feed one another")
+
+    def decisions(self) -> FusionDecisions:
+        return FusionDecisions(**{name.replace("-", "_"): getattr(self, name.replace("-", "_"))
+                                  for name in FusionDecisions.names()})
 
     def run(self, op: ir.Operation) -> None:
-        for function in ops_named(op, "func.func"):
-            _fuse_function(function)
+        given = None
+        if self.partition:
+            try:
+                given = Partition.parse(self.partition)
+            except InvalidPartition as error:
+                raise PassFailure(f"kg-fuse: {error.message}", op.location) from None
+        functions = ops_named(op, "func.func")
+        if self.function and all(function_name(f) != self.function for f in functions):
+            raise PassFailure(f"kg-fuse: no function @{self.function} to partition", op.location)
+        for function in functions:
+            applies = not self.function or function_name(function) == self.function
+            fuse_function(function, given if applies else None, self.decisions())
 
 
-def _is_fused(op: ir.Operation) -> bool:
-    """kg ops of the graph are partitioned into kernels; kernels and
-    launches already there, and every other op, stay as they are."""
-    return op.name.startswith("kg.") and op.name not in ("kg.kernel", "kg.launch")
-
-
-def _fuse_function(function: ir.Operation) -> None:
-    block = function.regions[0].blocks[0]
-    ops = [o.operation for o in block.operations]
-    kg_ops = [o for o in ops if _is_fused(o)]
-    if not kg_ops:
+def fuse_function(function: ir.Operation, partition: Partition | None = None,
+                  decisions: FusionDecisions = FusionDecisions()) -> None:
+    """Partitions `function` into kernels: by `partition`, by the ops'
+    kg.fusion_group attributes, or greedily under `decisions`."""
+    try:
+        graph = FusionGraph.of_function(function)
+    except NotFusable as error:
+        raise PassFailure(error.message, error.location) from None
+    if not graph.nodes:
         return
-    for op in kg_ops:
-        if len(op.results) != 1:
-            raise PassFailure(f"{op.name} cannot be fused", op.location)
-    nodes, by_value = nodes_from_ops(kg_ops)
-    graph = _Graph(nodes, by_value, ops)
-    groups = graph.partition()
-    name = ir.StringAttr(function.attributes["sym_name"]).value
-    _materialize(function, graph, groups, name)
+    from_attributes = _partition_from_attributes(graph)
+    if from_attributes is not None and partition is not None:
+        raise PassFailure(f"kg-fuse: @{graph.name} has ops with {FUSION_GROUP_ATTRIBUTE} and a "
+                          "partition option too; give one", function.location)
+    partition = partition or from_attributes
+    if partition is None:
+        groups = greedy_partition(graph, decisions).groups
+    else:
+        groups = _checked_groups(graph, partition, function)
+    _materialize(graph, groups)
 
 
-class _Graph:
-    """The nodes of a function, who uses them, and the groups of ops."""
-
-    def __init__(self, nodes: list[Node], by_value: dict, ops: list[ir.Operation]):
-        self.nodes = nodes
-        self.by_value = by_value
-        self.index = {id(n): i for i, n in enumerate(nodes)}
-        self.users: dict[int, list[Node]] = {id(n): [] for n in nodes}
-        for node in nodes:
-            for operand in node.operands:
-                if id(operand) in self.users:
-                    self.users[id(operand)].append(node)
-        # Ops that are not fused here (return, existing kernels) keep their
-        # places: a kernel goes before the first of them that reads its
-        # results, and after those whose results it reads.
-        self.outside = [op for op in ops if not _is_fused(op)]
-        # Values used by them, and where they are first used.
-        self.escapes: set[int] = set()
-        self.first_outside_use: dict[int, int] = {}
-        results_of: dict[ir.Value, int] = {}
-        for position, op in enumerate(self.outside):
-            # Uses inside an outside op's regions (a loop body reading a
-            # value of the function) count as uses by that op.
-            nested = [value for inner in walk_ops(op) for value in inner.operands]
-            for value in list(op.operands) + nested:
-                node = by_value.get(value)
-                if node is not None and not node.is_input:
-                    self.escapes.add(id(node))
-                    self.first_outside_use.setdefault(id(node), position)
-            for result in op.results:
-                results_of[result] = position
-        # The nodes that read results of outside ops at a position or later.
-        self.reading_from: list[list[Node]] = [[] for _ in self.outside]
-        for node in nodes:
-            positions = [results_of[o.value] for o in node.operands
-                         if o.is_input and o.value in results_of]
-            if positions:
-                self.reading_from[max(positions)].append(node)
-        for position in reversed(range(len(self.outside) - 1)):
-            self.reading_from[position] = self.reading_from[position] + \
-                self.reading_from[position + 1]
-
-        self.live = self._live()
-
-    def _live(self) -> set[int]:
-        """Nodes whose value reaches a use outside the fused ops."""
-        live: set[int] = set()
-        stack = [n for n in self.nodes if id(n) in self.escapes]
-        while stack:
-            node = stack.pop()
-            if id(node) in live:
-                continue
-            live.add(id(node))
-            stack.extend(o for o in node.operands if not o.is_input)
-        return live
-
-    def computed(self) -> list[Node]:
-        """The nodes that kernels compute: live, and not constants (which
-        are copied into their users) unless a constant is itself returned."""
-        return [n for n in self.nodes if id(n) in self.live
-                and (n.op != "constant" or id(n) in self.escapes)]
-
-    def partition(self) -> list[list[Node]]:
-        group_of: dict[int, int] = {}
-        groups: dict[int, list[Node]] = {}
-        for node in self.computed():
-            group_of[id(node)] = self.index[id(node)]
-            groups[self.index[id(node)]] = [node]
-        changed = True
-        while changed:
-            changed = False
-            for consumer in self.computed():
-                target = group_of[id(consumer)]
-                for operand in consumer.operands:
-                    source = group_of.get(id(operand))
-                    if source is None or source == target:
-                        continue
-                    merged = sorted(groups[source] + groups[target], key=lambda n: self.index[id(n)])
-                    if self._creates_cycle(source, target, group_of) or not self._plannable(merged):
-                        continue
-                    for node in groups[source]:
-                        group_of[id(node)] = target
-                    groups[target] = merged
-                    del groups[source]
-                    changed = True
-        return sorted(groups.values(), key=lambda g: self.index[id(g[-1])])
-
-    def outputs(self, group: list[Node]) -> list[Node]:
-        members = {id(n) for n in group}
-        return [n for n in group
-                if id(n) in self.escapes or any(id(u) not in members for u in self.users[id(n)])]
-
-    def isolated_outputs(self, group: list[Node]) -> list[Node]:
-        """The group's outputs as a kernel sees them: values from other
-        groups become inputs; constants stay constants (they are copied in)."""
-        members = {id(n) for n in group}
-        copies: dict[int, Node] = {}
-        inputs = 0
-
-        def copy(node: Node) -> Node:
-            nonlocal inputs
-            if id(node) in copies:
-                return copies[id(node)]
-            if id(node) in members or node.op == "constant":
-                result = dataclasses.replace(node, operands=[copy(o) for o in node.operands])
-            else:
-                result = Node("input", [], node.shape, node.element, {}, value=node.value,
-                              input_index=inputs)
-                inputs += 1
-            copies[id(node)] = result
-            return result
-
-        return [copy(n) for n in self.outputs(group)]
-
-    def _plannable(self, group: list[Node]) -> bool:
-        try:
-            plan_group(self.isolated_outputs(group))
-        except Unplannable:
-            return False
-        return True
-
-    def _creates_cycle(self, source: int, target: int, group_of: dict) -> bool:
-        """True when a path from group `source` reaches group `target` through
-        another group, or leaves either through an op that is not fused and
-        comes back (merging would make a kernel depend on itself, or leave
-        it no place among the ops that stay where they are)."""
-        members = [n for n in self.nodes if group_of.get(id(n)) in (source, target)]
-        frontier = [u for n in members if group_of.get(id(n)) == source
-                    for u in self.users[id(n)] if group_of.get(id(u)) not in (source, target)]
-        frontier += [u for n in members for u in self._after_outside_uses(n)]
-        seen: set[int] = set()
-        while frontier:
-            node = frontier.pop()
-            if id(node) in seen:
-                continue
-            seen.add(id(node))
-            if group_of.get(id(node)) in (source, target):
-                return True
-            frontier.extend(self.users[id(node)])
-            frontier.extend(self._after_outside_uses(node))
-        return False
-
-    def _after_outside_uses(self, node: Node) -> list[Node]:
-        """The nodes that must come after `node` because an op that is not
-        fused reads it, and they read that op or one after it."""
-        position = self.first_outside_use.get(id(node))
-        return [] if position is None else self.reading_from[position]
+def materialize(function: ir.Operation, partition: Partition) -> None:
+    """Rewrites `function` into the kernels of `partition`. Raises
+    PassFailure naming the op at fault when the partition does not fit."""
+    try:
+        graph = FusionGraph.of_function(function)
+    except NotFusable as error:
+        raise PassFailure(error.message, error.location) from None
+    if graph.nodes:
+        _materialize(graph, _checked_groups(graph, partition, function))
 
 
-def _materialize(function: ir.Operation, graph: _Graph, groups: list[list[Node]], name: str) -> None:
+def _checked_groups(graph: FusionGraph, partition: Partition,
+                    function: ir.Operation) -> list[list[Node]]:
+    try:
+        groups = partition.groups_in(graph)
+    except InvalidPartition as error:
+        raise PassFailure(f"kg-fuse: {error.message}", error.location or function.location) from None
+    return sorted(groups, key=lambda g: graph.position(g[-1]))
+
+
+def _partition_from_attributes(graph: FusionGraph) -> Partition | None:
+    """The partition that kg.fusion_group attributes give, or None when no op
+    of the function has one."""
+    numbered: dict[int, list[int]] = {}
+    unnumbered: list[Node] = []
+    for node in graph.nodes:
+        op = node.value.owner
+        if FUSION_GROUP_ATTRIBUTE not in op.attributes:
+            if graph.is_computed(node):
+                unnumbered.append(node)
+            continue
+        attribute = op.attributes[FUSION_GROUP_ATTRIBUTE]
+        if not isinstance(attribute, ir.IntegerAttr):
+            raise PassFailure(f"kg-fuse: {FUSION_GROUP_ATTRIBUTE} must be an integer, got "
+                              f"{attribute}", node.location)
+        numbered.setdefault(ir.IntegerAttr(attribute).value, []).append(graph.position(node))
+    if not numbered:
+        return None
+    if unnumbered:
+        raise PassFailure(f"kg-fuse: {graph.describe(unnumbered[0])} has no "
+                          f"{FUSION_GROUP_ATTRIBUTE}, while other ops of @{graph.name} have one",
+                          unnumbered[0].location)
+    return Partition.of(numbered[n] for n in sorted(numbered))
+
+
+def _materialize(graph: FusionGraph, groups: list[list[Node]]) -> None:
+    """Replaces the fusable ops of `graph` by one kernel per group (`groups`
+    checked, in the order of their last op)."""
     groups = _in_dependency_order(groups)
     anchors = _anchors(graph, groups)
     replacements: dict[ir.Value, ir.Value] = {}
     for index, group in enumerate(groups):
         outputs = graph.outputs(group)
         try:
-            kind = plan_group(graph.isolated_outputs(group)).kind
+            kind = graph.plan(group).kind
         except Unplannable as reason:
             raise PassFailure(f"{group[-1].value.owner.name} cannot be made a kernel: {reason}",
                               group[-1].location) from None
-        _build_kernel(f"{name}_{index}_{kind}", group, outputs, graph.outside[anchors[index]],
-                      replacements)
+        _build_kernel(f"{graph.name}_{index}_{kind}", group, outputs,
+                      graph.outside[anchors[index]], replacements)
     for old, new in replacements.items():
         old.replace_all_uses_with(new)
     for node in reversed(graph.nodes):
@@ -271,7 +214,7 @@ def _in_dependency_order(groups: list[list[Node]]) -> list[list[Node]]:
     return [groups[i] for i in order]
 
 
-def _anchors(graph: _Graph, groups: list[list[Node]]) -> list[int]:
+def _anchors(graph: FusionGraph, groups: list[list[Node]]) -> list[int]:
     """For each group (in dependency order), the position in `graph.outside`
     of the op its kernel goes before: the first op that is not fused and
     reads its results, directly or through later kernels."""
@@ -313,6 +256,8 @@ def _build_kernel(name: str, group: list[Node], outputs: list[Node], before: ir.
     with ir.InsertionPoint(body):
         for node in constants + group:
             clone = node.value.owner.clone()
+            if FUSION_GROUP_ATTRIBUTE in clone.attributes:
+                del clone.attributes[FUSION_GROUP_ATTRIBUTE]
             for position, operand in enumerate(clone.operands):
                 source = replacements.get(operand, operand)
                 clone.operands[position] = mapping.get(source, mapping.get(operand, operand))

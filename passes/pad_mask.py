@@ -69,7 +69,7 @@ class _KernelPadder:
             raise PassFailure(f"kernel @{self.name} has no tile, iteration or grid attribute; "
                               "it was not tiled by kg-tile", kernel.location)
         self.padded = [next_power_of_two(t) for t in self.tile]
-        self.ranges = OffsetRanges(grid[0])
+        self.ranges = OffsetRanges(grid)
         self.block = kernel.regions[0].blocks[0]
         self.i1 = ir.IntegerType.get_signless(1)
         self.i32 = ir.IntegerType.get_signless(32)

@@ -1,10 +1,25 @@
 """kg-tile: turn each kernel's graph ops into a tile program.
 
-Argument: `kg-tile`. No options; a kernel's tile sizes and launch settings
-come from its own attributes when a user (or an autotuner) set them, and
-from kgc's heuristics otherwise: `block_m`, `block_n`, `block_k`,
-`group_m` (matmul kernels), `block_x`, `block_r` (reductions), `block_m`,
-`block_n` (pointwise), and `num_warps`, `num_stages` for all.
+Argument: `kg-tile`. Options, the knobs of a kernel config (see
+kgc.tiling.config), 0 leaving a knob to kgc:
+
+    block-m, block-n   pointwise and matmul tile sizes
+    block-k, group-m   matmul: k step, row tiles per program group
+    block-x, block-r   reduction: kept rows per program, reduced tile
+    num-warps, num-stages
+    kernel=NAME        apply the knobs to kernel @NAME only
+
+    kgc-opt graph.mlir --kg-tile='block-m=64 num-warps=8'
+
+A knob applies to every kernel whose kind has it (block-m to pointwise and
+matmul kernels, not to reductions); an option that applies to no kernel is
+an error, as is a `kernel` that does not exist. A kernel's own knob
+attributes (`block_m = 64` and so on, declared on kg.kernel; what a user or
+a tuner wrote) are used for the knobs the options leave unset; kgc's
+heuristics choose the rest. An illegal value (a tile size that is neither a
+power of two nor covers its axis, 3 warps) fails with an error naming the
+kernel, the knob and the legal values; a tile at or above its axis's
+extent is the whole axis.
 
 Rewrite rules:
 
@@ -20,6 +35,7 @@ Rewrite rules:
           }
     kg.kernel already in tiled form  =>  unchanged
 
+The knob attributes of a tiled kernel are its whole config, canonical.
 Tiles may have any size here; `kg-pad-mask` pads them to powers of two and
 masks the accesses of partial tiles. See kgc.tiling.plan for how the
 iteration space and tiles are chosen.
@@ -29,39 +45,47 @@ from __future__ import annotations
 
 from mlir import ir
 
-from kgc.passes.registry import Pass, PassFailure, register_pass
-from kgc.tiling.graph_model import nodes_from_ops
+from kgc.passes.registry import Option, Pass, PassFailure, register_pass
+from kgc.tiling.config import ConfigError, KernelConfig
+from kgc.tiling.graph_model import Node, nodes_from_ops
 from kgc.tiling.kernel_ops import is_tiled, kernel_name, kernels_in
 from kgc.tiling.mlir_builder import MlirBuilder
-from kgc.tiling.plan import KNOBS, KernelPlan, Unplannable, plan_group
-from kgc.tiling.generate import Generator
-
-# Kernel attributes kg-tile reads as integers when present.
-_INTEGER_KNOBS = sorted({k for knobs in KNOBS.values() for k in knobs})
+from kgc.tiling.plan import KernelPlan, Unplannable, plan_group, schedule_for, schedules
 
 
-def read_config(kernel: ir.Operation) -> dict[str, int]:
-    config = {}
-    for name in _INTEGER_KNOBS:
-        if name in kernel.attributes:
-            attribute = kernel.attributes[name]
-            if not isinstance(attribute, ir.IntegerAttr):
-                raise PassFailure(f"kernel @{kernel_name(kernel)}: attribute {name} must be an "
-                                  f"integer, got {attribute}", kernel.location)
-            config[name] = ir.IntegerAttr(attribute).value
-    return config
+def knob_attributes() -> set[str]:
+    """Every knob of every kind of kernel: the attributes kg-tile reads and
+    replaces by the config it tiled with."""
+    return {k for s in schedules().values() for k in s.config_class.knobs()}
+
+# Knobs that are pass options (the loop flags are kernel attributes only).
+_OPTION_KNOBS = ("block_m", "block_n", "block_k", "group_m", "block_x", "block_r", "num_warps",
+                 "num_stages")
 
 
-def plan_kernel(kernel: ir.Operation) -> tuple[KernelPlan, list]:
+def kernel_graph(kernel: ir.Operation) -> list[Node]:
+    """The output nodes of a kernel in graph form."""
     block = kernel.regions[0].blocks[0]
     ops = [op.operation for op in block.operations][:-1]
-    nodes, by_value = nodes_from_ops(ops, inputs=list(block.arguments))
-    outputs = [by_value[value] for value in block.operations[len(ops)].operands]
+    _, by_value = nodes_from_ops(ops, inputs=list(block.arguments))
+    return [by_value[value] for value in block.operations[len(ops)].operands]
+
+
+def plan_kernel(kernel: ir.Operation, options: KernelConfig | None = None
+                ) -> tuple[KernelPlan, list[Node]]:
+    """The plan of a kernel in graph form, with the knobs of its attributes,
+    overridden by those `options` sets."""
+    name = kernel_name(kernel)
+    outputs = kernel_graph(kernel)
     try:
-        plan = plan_group(outputs, read_config(kernel))
+        config = schedule_for(outputs).config_class.from_attributes(kernel.attributes, name)
+        if options is not None:
+            config = config.merged(options)
+        plan = plan_group(outputs, config, name)
+    except ConfigError as error:
+        raise PassFailure(str(error), kernel.location) from None
     except Unplannable as reason:
-        raise PassFailure(f"kernel @{kernel_name(kernel)} cannot be tiled: {reason}",
-                          kernel.location) from None
+        raise PassFailure(f"kernel @{name} cannot be tiled: {reason}", kernel.location) from None
     return plan, outputs
 
 
@@ -70,24 +94,63 @@ class KgTile(Pass):
     argument = "kg-tile"
     summary = "Turn kernels in graph form into tile programs with chosen tile sizes and grid"
 
+    block_m = Option(int, 0, "rows of a pointwise or matmul tile (0: kgc chooses)")
+    block_n = Option(int, 0, "columns of a pointwise or matmul tile (0: kgc chooses)")
+    block_k = Option(int, 0, "k step of a matmul loop (0: kgc chooses)")
+    group_m = Option(int, 0, "row tiles per program group of a matmul (0: kgc chooses)")
+    block_x = Option(int, 0, "kept rows per program of a reduction (0: kgc chooses)")
+    block_r = Option(int, 0, "reduced lanes per tile of a reduction (0: kgc chooses)")
+    num_warps = Option(int, 0, "warps per program (0: kgc chooses)")
+    num_stages = Option(int, 0, "software pipeline stages (0: kgc chooses)")
+    kernel = Option(str, "", "apply the knobs to this kernel only (default: every kernel)")
+
+    def _option_knobs(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in _OPTION_KNOBS if getattr(self, name) != 0}
 
     def run(self, op: ir.Operation) -> None:
-        for kernel in kernels_in(op):
-            if not is_tiled(kernel):
-                tile_kernel(kernel)
+        knobs = self._option_knobs()
+        kernels = [k for k in kernels_in(op) if not is_tiled(k)]
+        if self.kernel and not any(kernel_name(k) == self.kernel for k in kernels):
+            names = ", ".join("@" + kernel_name(k) for k in kernels) or "none"
+            raise PassFailure(f"kg-tile: kernel={self.kernel} names no kernel in graph form "
+                              f"(kernels: {names})", op.location)
+        plans = []
+        used: set[str] = set()
+        for kernel in kernels:
+            if self.kernel and kernel_name(kernel) != self.kernel:
+                plans.append((kernel, None))
+                continue
+            try:
+                schedule = schedule_for(kernel_graph(kernel))
+            except Unplannable as reason:
+                raise PassFailure(f"kernel @{kernel_name(kernel)} cannot be tiled: {reason}",
+                                  kernel.location) from None
+            kind, cls = schedule.kind, schedule.config_class
+            applicable = {k: v for k, v in knobs.items() if k in cls.knobs()}
+            if self.kernel and len(applicable) < len(knobs):
+                missing = ", ".join(k.replace("_", "-") for k in knobs if k not in applicable)
+                raise PassFailure(f"kg-tile: {kind} kernel @{self.kernel} has no knob {missing} "
+                                  f"(its knobs: {', '.join(cls.knobs())})", kernel.location)
+            used |= set(applicable)
+            plans.append((kernel, cls(**applicable) if applicable else None))
+        unused = [k for k in knobs if k not in used]
+        if unused and kernels:
+            kinds = [s.kind for s in schedules().values() if unused[0] in s.config_class.knobs()]
+            raise PassFailure(f"kg-tile: option {unused[0].replace('_', '-')} applies to no kernel: "
+                              f"only {' and '.join(kinds)} kernels have it", op.location)
+        for kernel, options in plans:
+            tile_kernel(kernel, options)
 
 
-def tile_kernel(kernel: ir.Operation) -> ir.Operation:
-    plan, outputs = plan_kernel(kernel)
-    i64 = ir.IntegerType.get_signless(64)
+def tile_kernel(kernel: ir.Operation, options: KernelConfig | None = None) -> ir.Operation:
+    plan, outputs = plan_kernel(kernel, options)
     attributes = {name: kernel.attributes[name] for name in kernel.attributes
-                  if name not in _INTEGER_KNOBS}
+                  if name not in knob_attributes()}
     attributes["kind"] = ir.StringAttr.get(plan.kind)
-    attributes["grid"] = ir.DenseI64ArrayAttr.get([plan.num_programs(), 1, 1])
+    attributes["grid"] = ir.DenseI64ArrayAttr.get(plan.grid())
     attributes["iteration"] = ir.DenseI64ArrayAttr.get(list(plan.extents))
     attributes["tile"] = ir.DenseI64ArrayAttr.get(list(plan.tile))
-    for name, value in plan.config.items():
-        attributes[name] = ir.IntegerAttr.get(i64, value)
+    attributes.update(plan.config.to_attributes())
     with kernel.location, ir.InsertionPoint(kernel):
         tiled = ir.Operation.create("kg.kernel", results=[r.type for r in kernel.results],
                                     operands=list(kernel.operands), attributes=attributes,
@@ -98,7 +161,7 @@ def tile_kernel(kernel: ir.Operation) -> ir.Operation:
         block = tiled.regions[0].blocks.append(*buffer_types)
     builder = MlirBuilder(block, list(block.arguments), len(kernel.operands), kernel.location)
     with ir.InsertionPoint(block), kernel.location:
-        Generator(plan, builder).run()
+        schedules()[plan.kind].generate(plan, builder)
         ir.Operation.create("kg.yield")
     for old, new in zip(kernel.results, tiled.results):
         old.replace_all_uses_with(new)

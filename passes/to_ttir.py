@@ -11,6 +11,9 @@ Rewrite rules:
                                             and in the graph:
                                             kg.launch @k(%x...) grid [...] ...
     kg.program_id 0                     =>  tt.get_program_id x
+    scf.for {kg.axis, tt.*}             =>  scf.for {tt.*} (Triton's loop attributes
+                                            tt.num_stages, tt.flatten, tt.warp_specialize
+                                            are kept)
     memref.reinterpret_cast             =>  (folded into the addresses)
     kg.tile_load %v[%o] mask %m padding p
                                         =>  tt.load (tt.addptr (tt.splat %base),
@@ -182,10 +185,13 @@ class _Lowering:
         lower, upper, step = (self.values[op.operands[i]] for i in range(3))
         inits = [self.values[v] for v in op.operands[3:]]
         types = [t.value.type for t in inits]
+        # Triton's loop attributes (tt.num_stages, tt.flatten,
+        # tt.warp_specialize) pass through; kg's own (kg.axis) stay behind.
+        attributes = {name: op.attributes[name] for name in op.attributes if name.startswith("tt.")}
         with op.location:
             loop = ir.Operation.create("scf.for", results=types,
                                        operands=[lower, upper, step, *[t.value for t in inits]],
-                                       regions=1)
+                                       attributes=attributes, regions=1)
         body = op.regions[0].blocks[0]
         new_body = loop.regions[0].blocks.append(self.i32, *types)
         self.values[body.arguments[0]] = new_body.arguments[0]

@@ -40,7 +40,20 @@ def _parser() -> argparse.ArgumentParser:
                                                   "(default: kgc's own)")
     compile_.add_argument("--emit", choices=STAGES, default="cubin",
                           help="the last stage to produce (default cubin)")
+    compile_.add_argument("-j", "--jobs", type=_positive, default=1,
+                          help="worker processes compiling kernels side by side (default 1: "
+                               "one after another in this process)")
     return parser
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got '{text}'")
+    return value
 
 
 def _read_graph(path: str | None, context: ir.Context) -> tuple[ir.Operation, str]:
@@ -61,7 +74,7 @@ def compile_command(args) -> int:
         # Refused before compiling: a folder that cannot be written.
         output = make_output_folder(args.output)
         compiled = compile_module(module, target=target, pipeline=args.pass_pipeline,
-                                  emit=args.emit, ttir_dir=output / "kernels")
+                                  emit=args.emit, ttir_dir=output / "kernels", jobs=args.jobs)
         written = compiled.write(output, stem)
     elapsed = time.perf_counter() - started
     print(f"kgc: compiled {args.graph or EXAMPLE + ' (built-in example)'} for sm_{target} "

@@ -1,11 +1,22 @@
 """Compiling a kernel graph: kgc's passes, then Triton, stage by stage.
 
 `compile_module` takes a parsed module, runs the pass pipeline (by default
-`stages.default_pipeline_text`), and hands each kernel's TTIR to
-`triton.compile` for the later stages. The result describes every kernel
-(its code at each stage and its launch configuration) and, for every
-function of the graph, the launches that compute it: enough to write the
-stages to disk (`write`) and to run the graph (`kgc.runtime`).
+`stages.default_pipeline_text`), and hands each kernel's TTIR to the Triton
+stage, which returns an `Artifact` per kernel (in worker processes with
+`jobs` > 1). The result describes every kernel (its code at each stage, its
+launch configuration, its artifact) and, for every function of the graph,
+the launches that compute it: enough to write the stages to disk (`write`)
+and to run the graph (`kgc.runtime`).
+
+`write` lays a compiled module out as
+
+    <stem>.kg.mlir, <stem>.ttir.mlir    the whole module at both kgc stages
+    kernels/<kernel>.<stage>            each kernel's ttir, ttgir, llir, ptx, cubin
+    kernels/<kernel>.json               its artifact record (Artifact.save)
+    manifest.json                       kernels, functions, launches
+
+and `load_module` reads back what running needs (the manifest and the
+artifacts), without compiling anything.
 """
 
 from __future__ import annotations
@@ -14,11 +25,11 @@ import dataclasses
 import errno
 import json
 import pathlib
-import tempfile
 
 from mlir import ir
 
 from kgc.diagnostics import KgcError, error_at
+from kgc.pipeline.artifact import Artifact, KernelOptions
 from kgc.pipeline.pipeline import Pipeline
 from kgc.pipeline.stages import STAGES, default_pipeline_text, split_at_lowering
 from kgc.tiling.kernel_ops import ops_named, walk_ops
@@ -45,7 +56,11 @@ class Kernel:
     num_inputs: int
     asm: dict = dataclasses.field(default_factory=dict)  # stage -> text or bytes
     shared: int | None = None
-    triton_kernel: object = None  # triton's CompiledKernel, for launching
+    artifact: Artifact | None = None  # what Triton compiled, for launching
+
+    @property
+    def options(self) -> KernelOptions:
+        return KernelOptions(self.grid, self.num_warps, self.num_stages)
 
 
 @dataclasses.dataclass
@@ -62,6 +77,10 @@ class Function:
     num_arguments: int
     launches: list[Launch]
     results: list[int]
+    argument_names: list[str] | None = None  # where the source names them (kgc.Graph)
+
+
+MANIFEST_FORMAT = "kgc-manifest-1"
 
 
 @dataclasses.dataclass
@@ -71,24 +90,17 @@ class CompiledModule:
     kernels: dict[str, Kernel]
     functions: dict[str, Function]
     emitted: str  # the last stage produced
-    ttir_dir: pathlib.Path | None = None
 
     def manifest(self) -> dict:
         return {
+            "format": MANIFEST_FORMAT,
             "target": f"sm_{self.target}",
             "stages": list(STAGES[:STAGES.index(self.emitted) + 1]),
-            "kernels": [
-                {"name": k.name, "grid": list(k.grid), "num_warps": k.num_warps,
-                 "num_stages": k.num_stages, "shared_memory_bytes": k.shared,
-                 "arguments": [
-                     {"role": "input" if i < k.num_inputs else "output",
-                      "shape": list(a.shape), "dtype": a.dtype}
-                     for i, a in enumerate(k.arguments)]}
-                for k in self.kernels.values()],
+            "kernels": [_kernel_entry(k) for k in self.kernels.values()],
             "functions": [
                 {"name": f.name,
-                 "arguments": [{"shape": list(b.shape), "dtype": b.dtype}
-                               for b in f.buffers[:f.num_arguments]],
+                 "arguments": [_argument_entry(b, f.argument_names, i)
+                               for i, b in enumerate(f.buffers[:f.num_arguments])],
                  "results": f.results,
                  "buffers": [{"shape": list(b.shape), "dtype": b.dtype} for b in f.buffers],
                  "launches": [dataclasses.asdict(launch) for launch in f.launches]}
@@ -96,8 +108,10 @@ class CompiledModule:
         }
 
     def write(self, directory: str | pathlib.Path, stem: str) -> list[pathlib.Path]:
-        """Writes every stage of every kernel and manifest.json; KgcError
-        naming the file where one cannot be written."""
+        """Writes every stage of the module and of every kernel, the kernels'
+        artifact records and manifest.json (the layout in the module's
+        docstring); KgcError naming the file where one cannot be written.
+        Kernels that are one artifact share their files."""
         try:
             return self._write(directory, stem)
         except OSError as error:
@@ -111,7 +125,15 @@ class CompiledModule:
             path = root / f"{stem}.{stage}.mlir"
             path.write_text(text)
             written.append(path)
+        saved = set()
         for kernel in self.kernels.values():
+            if kernel.artifact is not None:
+                if kernel.artifact.name not in saved:
+                    saved.add(kernel.artifact.name)
+                    record = kernel.artifact.save(kernels_dir, stages=kernel.asm)
+                    written += [kernels_dir / f"{kernel.artifact.name}.{stage}"
+                                for stage in kernel.asm] + [record]
+                continue
             for stage, content in kernel.asm.items():
                 path = kernels_dir / f"{kernel.name}.{stage}"
                 if isinstance(content, bytes):
@@ -144,13 +166,91 @@ def make_output_folder(path: str | pathlib.Path) -> pathlib.Path:
     return path
 
 
+def _kernel_entry(kernel: Kernel) -> dict:
+    entry = {"name": kernel.name, "grid": list(kernel.grid), "num_warps": kernel.num_warps,
+             "num_stages": kernel.num_stages, "shared_memory_bytes": kernel.shared,
+             "arguments": [
+                 {"role": "input" if i < kernel.num_inputs else "output",
+                  "shape": list(a.shape), "dtype": a.dtype}
+                 for i, a in enumerate(kernel.arguments)]}
+    if kernel.artifact is not None:
+        entry["artifact"] = f"kernels/{kernel.artifact.name}.json"
+        entry["hash"] = kernel.artifact.hash
+        entry.update(kernel.artifact.resources)
+    return entry
+
+
+def _argument_entry(spec: TensorSpec, names: list[str] | None, index: int) -> dict:
+    entry = {"shape": list(spec.shape), "dtype": spec.dtype}
+    if names is not None:
+        entry["name"] = names[index]
+    return entry
+
+
+def load_module(directory: str | pathlib.Path) -> CompiledModule:
+    """Reads what `CompiledModule.write` wrote, down to cubin, back into a
+    CompiledModule that can run: manifest.json and the artifacts it names.
+    Nothing is compiled. Raises KgcError naming a missing, malformed or
+    altered file."""
+    root = pathlib.Path(directory)
+    path = root / "manifest.json"
+    try:
+        manifest = json.loads(path.read_text())
+    except OSError as error:
+        raise KgcError(f"cannot read '{path}': {error.strerror}") from None
+    except ValueError as error:
+        raise KgcError(f"'{path}' is not valid JSON (truncated or altered?): {error}") from None
+    try:
+        if manifest.get("format") != MANIFEST_FORMAT:
+            raise KgcError(f"'{path}' is not a kgc manifest of format {MANIFEST_FORMAT} "
+                           f"(found {manifest.get('format')!r}); compile it again")
+        target = int(manifest["target"].removeprefix("sm_"))
+        emitted = manifest["stages"][-1]
+        kernels = {}
+        for entry in manifest["kernels"]:
+            kernels[entry["name"]] = _loaded_kernel(root, entry, target)
+        functions = {}
+        for entry in manifest["functions"]:
+            arguments = entry["arguments"]
+            names = [a["name"] for a in arguments] if all("name" in a for a in arguments) else None
+            functions[entry["name"]] = Function(
+                entry["name"], [TensorSpec(tuple(b["shape"]), b["dtype"]) for b in entry["buffers"]],
+                len(arguments), [Launch(**launch) for launch in entry["launches"]],
+                list(entry["results"]), names)
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise KgcError(f"'{path}' lacks or garbles {error}") from None
+    return CompiledModule(target, {}, kernels, functions, emitted)
+
+
+def _loaded_kernel(root: pathlib.Path, entry: dict, target: int) -> Kernel:
+    arguments = [TensorSpec(tuple(a["shape"]), a["dtype"]) for a in entry["arguments"]]
+    num_inputs = sum(a["role"] == "input" for a in entry["arguments"])
+    kernel = Kernel(entry["name"], tuple(entry["grid"]), entry["num_warps"], entry["num_stages"],
+                    arguments, num_inputs, shared=entry["shared_memory_bytes"])
+    if "artifact" not in entry:
+        return kernel
+    artifact = Artifact.load(root / entry["artifact"])
+    if artifact.hash != entry["hash"] or artifact.options != kernel.options \
+            or artifact.target != target or len(artifact.signature) != len(arguments):
+        raise KgcError(f"kernel @{kernel.name}: the artifact '{root / entry['artifact']}' is not "
+                       "the one manifest.json describes (another compile's files?)")
+    kernel.artifact = artifact
+    kernel.asm = dict(artifact.asm)
+    return kernel
+
+
 def compile_module(module: ir.Operation, *, target: int = 90, pipeline: str | None = None,
-                   emit: str = "cubin", ttir_dir: str | pathlib.Path | None = None
-                   ) -> CompiledModule:
+                   emit: str = "cubin", ttir_dir: str | pathlib.Path | None = None,
+                   jobs: int = 1) -> CompiledModule:
     """Compiles `module` (a builtin.module of kernel graphs) down to `emit`.
-    Raises KgcError with diagnostics on failure."""
+    With `jobs` > 1, up to that many worker processes run Triton on the
+    kernels side by side. A kernel Triton fails on keeps its TTIR in
+    `ttir_dir` (else in a temporary file), named in the error. Raises
+    KgcError with diagnostics on failure."""
     if emit not in STAGES:
         raise KgcError(f"unknown stage '{emit}': choose one of {', '.join(STAGES)}")
+    if jobs < 1:
+        raise KgcError(f"jobs must be at least 1, got {jobs}")
     _check_target(module, target)
     full = Pipeline.parse(pipeline or default_pipeline_text(target))
     to_kg, to_ttir = split_at_lowering(full)
@@ -164,15 +264,18 @@ def compile_module(module: ir.Operation, *, target: int = 90, pipeline: str | No
     functions = _functions(module, kernels)
     compiled = CompiledModule(target, stages, kernels, functions, emit)
     if emit == "ttir":
-        for kernel in kernels.values():
-            kernel.asm = {"ttir": kernel.asm["ttir"]}
         return compiled
-    compiled.ttir_dir = make_output_folder(ttir_dir) if ttir_dir else pathlib.Path(
-        tempfile.mkdtemp(prefix="kgc-ttir-"))
-    from kgc.pipeline.triton_stage import compile_kernel
+    if ttir_dir is not None:
+        make_output_folder(ttir_dir)
+    from kgc.pipeline.triton_stage import compile_kernels
 
-    for kernel in kernels.values():
-        compile_kernel(kernel, target, compiled.ttir_dir, emit)
+    artifacts = compile_kernels([(k.asm["ttir"], k.options) for k in kernels.values()], target,
+                                jobs=jobs, keep_failed_in=ttir_dir)
+    kept = STAGES[1:STAGES.index(emit) + 1]
+    for kernel, artifact in zip(kernels.values(), artifacts):
+        kernel.artifact = artifact
+        kernel.asm = {stage: artifact.asm[stage] for stage in kept}
+        kernel.shared = artifact.shared
     return compiled
 
 

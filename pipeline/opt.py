@@ -6,7 +6,7 @@
     kgc-opt invalid.mlir --split-input-file --verify-diagnostics
 
 Every registered kgc pass is a flag (`--kgc-cse`) taking its options as
-`--kgc-tile='name=value ...'`; any other `--name[=options]` is looked up as
+`--kg-tile='name=value ...'`; any other `--name[=options]` is looked up as
 an upstream MLIR pass (`--canonicalize`, `--cse`). Errors are printed as
 `file:line:col: error: ...` and the exit status is 1.
 """
@@ -194,7 +194,7 @@ def _read_input(path: str) -> str:
 
 def run(argv: list[str]) -> int:
     try:
-        # A pass flag's options (`--kgc-tile='block-m=64'`) parse as pipeline
+        # A pass flag's options (`--kg-tile='block-m=64'`) parse as pipeline
         # text, so a malformed one is reported like a malformed pipeline.
         rest, pass_flags = _split_pass_flags(argv)
     except PipelineSyntaxError as error:

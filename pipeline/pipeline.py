@@ -134,8 +134,11 @@ class Pipeline:
                 raise from_mlir_error(error) from None
             finally:
                 # MLIR prints the timing report when the manager is destroyed.
+                # Only then is a full collection worth its cost (a quarter of a
+                # second per run once torch is loaded).
                 del manager
-                gc.collect()
+                if timing:
+                    gc.collect()
                 sys.stderr.flush()
 
     def _pass_manager(self, printing: IRPrinting | None) -> PassManager:

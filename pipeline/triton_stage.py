@@ -1,62 +1,177 @@
-"""The Triton stage: TTIR -> TTGIR -> LLIR -> PTX -> cubin, by triton.compile.
+"""The Triton stage: a kernel's TTIR -> TTGIR -> LLIR -> PTX -> cubin.
 
-`triton.compile` reads TTIR from a file whose suffix names the stage; the
-file stays behind so that a failure can be reproduced with it. No GPU is
-needed: the target is given explicitly. Triton compiles in a worker process
-of the target's own (`triton_worker` says why).
+    compile_kernel(ttir, options, target) -> Artifact
+    compile_kernels([(ttir, options), ...], target, jobs=4) -> [Artifact, ...]
+
+`compile_outcome` is the pure function underneath: plain data in (text, a
+frozen `KernelOptions`, an int), plain data out (an `Artifact`, or a
+`CompileFailure`). No GPU is needed: the target is given explicitly.
+
+Where Triton runs. Never in this process: in worker processes of the
+target's own (`worker_pool`), which compile for that target only. Triton
+3.6's NVIDIA backend builds its table of 8-bit float conversions (a
+function-local static of FpToFpOpConversion) once per process, for the
+compute capability of the first kernel that converts 8-bit floats; every
+later compile in that process, for any target, gets the same table. After
+an sm_90 compile an sm_80 kernel gets `cvt.rn.f16x2.e5m2x2`, which ptxas
+refuses below sm_89; after an sm_80 compile an sm_90 kernel silently gets the
+emulated conversions (f16 -> e5m2 then overflows to inf where the native
+conversion saturates). Triton's disk cache is keyed by TTIR, target and
+options, rightly, but what it stores under a key would then depend on what
+the process that filled it compiled before. One process per target makes a
+kernel's code depend on the kernel, the target and the options alone.
+
+Workers (`compile_worker.CompilePool`) are fresh interpreters that compile
+one kernel after another, started on first use and kept for the life of
+this process, so Triton's start-up (about 2 s) is paid once per worker.
+Each request carries the caller's environment (Triton's knobs), and what
+Triton prints while compiling comes back with the kernel: passed on here
+when the compile succeeds (IR dumps under MLIR_ENABLE_DUMP), quoted in the
+KgcError when it fails. This process's fd 2 is never redirected. A worker
+that outlives `timeout` on a kernel is killed alone and replaced.
+
+Files. Triton reads TTIR from a file whose suffix names the stage; the
+worker writes it to a temporary directory removed when the compile ends.
+Only when Triton fails is the TTIR kept, in `keep_failed_in` (`kgc compile
+-o DIR` passes DIR/kernels) or else in a temporary file, and the error says
+where and how to reproduce the failure from it.
 """
 
 from __future__ import annotations
 
+import atexit
+import dataclasses
+import json
 import os
 import pathlib
 import re
 import sys
+import tempfile
+from typing import Sequence
 
 from kgc.diagnostics import KgcError
-from kgc.pipeline.stages import TRITON_STAGES
-from kgc.pipeline.triton_worker import compile_in_worker
+from kgc.pipeline.artifact import ARTIFACT_STAGES, Artifact, KernelOptions, content_hash, kernel_symbol
 
 # Lines of Triton's stderr worth repeating in a diagnostic.
 _REPORTED = re.compile(r"error|unsupported|not supported|failed to", re.IGNORECASE)
 
 
-def compile_kernel(kernel, target: int, directory: pathlib.Path, emit: str) -> None:
-    """Fills `kernel.asm` with the Triton stages up to `emit` and keeps
-    Triton's compiled kernel for launching."""
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{kernel.name}.ttir"
-    path.write_text(kernel.asm["ttir"])
-    result = compile_in_worker(path, target, {"num_warps": kernel.num_warps,
-                                              "num_stages": kernel.num_stages})
-    # Triton's C++ reports errors (and a reproducer) on stderr; they are kept
-    # for the diagnostic unless the user asked Triton to dump its IR there.
-    if os.environ.get("MLIR_ENABLE_DUMP") or os.environ.get("KGC_DEBUG"):
-        sys.stderr.write(result.log)
-        sys.stderr.flush()
-    if result.error is not None:
-        lines = [line.strip() for line in result.log.splitlines()
-                 if _REPORTED.search(line) and "Failures have been detected" not in line][:10]
-        detail = "\n  ".join(lines) or result.error
-        raise KgcError(f"Triton failed to compile kernel @{kernel.name} for sm_{target}:\n  {detail}\n"
-                       f"  reproduce with: python -c \"import triton; from triton.backends.compiler "
-                       f"import GPUTarget; triton.compile('{path}', target=GPUTarget('cuda', "
-                       f"{target}, 32))\"")
-    compiled = _load(path, target, result)
-    last = TRITON_STAGES.index(emit) if emit in TRITON_STAGES else len(TRITON_STAGES) - 1
-    for stage in TRITON_STAGES[:last + 1]:
-        kernel.asm[stage] = compiled.asm[stage]
-    kernel.shared = compiled.metadata.shared
-    kernel.triton_kernel = compiled
+def compile_kernel(ttir: str, options: KernelOptions, target: int, *,
+                   keep_failed_in: str | pathlib.Path | None = None) -> Artifact:
+    """Compiles one kernel's TTIR (a module holding one public tt.func) for
+    `sm_<target>`. Raises KgcError with Triton's diagnostic lines on failure."""
+    return compile_kernels([(ttir, options)], target, keep_failed_in=keep_failed_in)[0]
 
 
-def _load(path: pathlib.Path, target: int, result):
-    """Triton's CompiledKernel for what a worker compiled, read from Triton's
-    cache as a cache hit would read it."""
-    from triton._C.libtriton import ir as triton_ir
+def compile_kernels(requests: Sequence[tuple[str, KernelOptions]], target: int, *, jobs: int = 1,
+                    timeout: float | None = None,
+                    keep_failed_in: str | pathlib.Path | None = None) -> list[Artifact]:
+    """Compiles kernels, each (TTIR, options), and returns their artifacts in
+    order. Kernels with the same content hash compile once and share one
+    artifact. Up to `jobs` worker processes of the target compile them side
+    by side, each kernel for at most `timeout` seconds. Raises KgcError for
+    the first kernel, in order, that fails."""
+    import triton
+
+    keys = [content_hash(ttir, options, target, triton.__version__) for ttir, options in requests]
+    distinct: dict[str, tuple[str, KernelOptions]] = {}
+    for key, request in zip(keys, requests):
+        distinct.setdefault(key, request)
+    pool = worker_pool(target, min(jobs, len(distinct)))
+    futures = {key: pool.submit(ttir, options, target, timeout)
+               for key, (ttir, options) in distinct.items()}
+    compiled = {}
+    for key, future in futures.items():
+        ttir, options = distinct[key]
+        done = future.result()
+        if not isinstance(done.outcome, Artifact):
+            raise _failure(ttir, options, target, done.outcome, done.output, keep_failed_in)
+        sys.stdout.write(done.stdout)
+        sys.stderr.write(done.stderr)
+        compiled[key] = done.outcome
+    return [compiled[key] for key in keys]
+
+
+_POOLS: dict[int, "CompilePool"] = {}
+
+
+def worker_pool(target: int, jobs: int = 1) -> "CompilePool":
+    """The worker processes that compile for `target`, started on first use
+    and kept for the life of this process (each pays Triton's start-up once);
+    grown to `jobs` workers when more are asked for."""
+    from kgc.pipeline.compile_worker import CompilePool
+
+    pool = _POOLS.get(target)
+    if pool is None or pool.jobs < jobs:
+        if pool is not None:
+            pool.close()
+        elif not _POOLS:
+            atexit.register(_close_pools)
+        pool = _POOLS[target] = CompilePool(max(jobs, 1))
+    return pool
+
+
+def _close_pools() -> None:
+    for pool in _POOLS.values():
+        pool.close()
+    _POOLS.clear()
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileFailure:
+    """Why triton.compile raised, as text (exceptions of Triton's C++ do not
+    always pickle)."""
+
+    kind: str
+    message: str
+    source: str  # the TTIR file Triton read, which its diagnostics name
+
+
+def compile_outcome(ttir: str, options: KernelOptions, target: int) -> Artifact | CompileFailure:
+    """The artifact of a kernel, or why Triton failed on it (a value, so
+    that it crosses a process boundary)."""
+    import triton
     from triton.backends.compiler import GPUTarget
-    from triton.compiler.compiler import CompiledKernel, IRSource, make_backend
 
-    backend = make_backend(GPUTarget("cuda", target, 32))
-    source = IRSource(str(path), triton_ir.context(), backend)
-    return CompiledKernel(source, result.metadata_group, result.hash)
+    name = kernel_symbol(ttir)
+    with tempfile.TemporaryDirectory(prefix="kgc-") as directory:
+        path = pathlib.Path(directory) / f"{name}.ttir"
+        path.write_text(ttir)
+        try:
+            compiled = triton.compile(str(path), target=GPUTarget("cuda", target, 32),
+                                      options=options.triton_options())
+        except Exception as error:  # Triton raises many kinds; all become a diagnostic
+            return CompileFailure(type(error).__name__, str(error), str(path))
+        signature = tuple(compiled.src.signature[i] for i in sorted(compiled.src.signature))
+    # Triton's metadata as it writes it to its cache: JSON, the target a dict.
+    metadata = json.loads(json.dumps(compiled.metadata._asdict(), default=vars))
+    asm = {"ttir": ttir}
+    for stage in ARTIFACT_STAGES[1:]:
+        asm[stage] = compiled.asm[stage]
+    return Artifact(name, content_hash(ttir, options, target, triton.__version__, name), target,
+                    options, signature, metadata, asm, triton.__version__)
+
+
+def _failure(ttir: str, options: KernelOptions, target: int, failure: CompileFailure,
+             stderr: str, keep_failed_in) -> KgcError:
+    name = kernel_symbol(ttir)
+    if keep_failed_in is not None:
+        directory = pathlib.Path(keep_failed_in)
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"{name}.ttir"
+        path.write_text(ttir)
+    else:
+        handle, kept = tempfile.mkstemp(prefix=f"kgc-{name}-", suffix=".ttir")
+        with os.fdopen(handle, "w") as file:
+            file.write(ttir)
+        path = pathlib.Path(kept)
+    # Triton's lines name the TTIR in a directory that is gone: name the kept one.
+    if failure.source:
+        stderr = stderr.replace(failure.source, str(path))
+    lines = [line.strip() for line in stderr.splitlines()
+             if _REPORTED.search(line) and "Failures have been detected" not in line][:10]
+    detail = "\n  ".join(lines) or (failure.message.strip().splitlines() or [failure.kind])[-1]
+    return KgcError(f"Triton failed to compile kernel @{name} for sm_{target}:\n  {detail}\n"
+                    f"  reproduce with: python -c \"import triton; from triton.backends.compiler "
+                    f"import GPUTarget; triton.compile('{path}', target=GPUTarget('cuda', "
+                    f"{target}, 32), options={options.triton_options()})\"")

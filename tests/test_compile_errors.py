@@ -19,7 +19,8 @@ from mlir import ir
 
 import kgc
 from kgc.parsing import parse_text
-from kgc.pipeline.compiler import Kernel, TensorSpec, compile_module
+from kgc.pipeline.artifact import KernelOptions
+from kgc.pipeline.compiler import compile_module
 from kgc.pipeline.triton_stage import compile_kernel
 
 GOOD = """\
@@ -229,14 +230,14 @@ def test_invalid_tile_set_by_hand_through_the_api(tmp_path):
     path = tmp_path / "bad_tile.mlir"
     path.write_text(BAD_TILE)
     message = str(error_of(path, pipeline=FROM_TILING))
-    assert message == (f"{path}:2:8: error: kernel @relu_rows cannot be tiled: block_n = 100 must "
-                       "be a power of two, or at least 1000 to cover its axis")
+    assert message == (f"{path}:2:8: error: pointwise kernel @relu_rows: block_n = 100 is not legal; "
+                       "block_n must be a power of two, or at least 1000 to cover its axis")
 
 
 def test_invalid_tile_set_by_hand_through_the_command(kgc_cli, write):
     name = write("bad_tile.mlir", BAD_TILE)
     assert_fails(kgc_cli("compile", name, "--pass-pipeline", FROM_TILING),
-                 "bad_tile.mlir:2:8: error: kernel @relu_rows cannot be tiled: block_n = 100 must")
+                 "bad_tile.mlir:2:8: error: pointwise kernel @relu_rows: block_n = 100 is not legal")
 
 
 def test_valid_tile_set_by_hand_is_kept(tmp_path):
@@ -249,10 +250,9 @@ def test_valid_tile_set_by_hand_is_kept(tmp_path):
 
 
 def test_triton_failure_names_the_kernel_and_its_ttir(tmp_path):
-    kernel = Kernel("broken_kernel", (1, 1, 1), 4, 1, [TensorSpec((16,), "f32")], 1,
-                    {"ttir": BROKEN_TTIR})
     with pytest.raises(kgc.KgcError) as raised:
-        compile_kernel(kernel, 90, tmp_path / "kernels", "cubin")
+        compile_kernel(BROKEN_TTIR, KernelOptions((1, 1, 1), 4, 1), 90,
+                       keep_failed_in=tmp_path / "kernels")
     message = str(raised.value)
     assert message.startswith("error: Triton failed to compile kernel @broken_kernel for sm_90:")
     assert "tt.no_such_op" in message
@@ -260,7 +260,6 @@ def test_triton_failure_names_the_kernel_and_its_ttir(tmp_path):
     assert paths, message
     assert all(pathlib.Path(p) == tmp_path / "kernels" / "broken_kernel.ttir" for p in paths)
     assert pathlib.Path(paths[0]).read_text() == BROKEN_TTIR
-    assert "cubin" not in kernel.asm
 
 
 # --------------------------------------------------------------------------
@@ -322,7 +321,7 @@ def test_triton_abort_is_a_clean_error_and_the_next_compile_works(tmp_path):
         compiled = compile_module(graph.build(context), target=90, emit="ttir")
     (kernel,) = compiled.kernels.values()
     with pytest.raises(kgc.KgcError) as raised:
-        compile_kernel(kernel, 80, tmp_path / "kernels", "cubin")
+        compile_kernel(kernel.asm["ttir"], kernel.options, 80, keep_failed_in=tmp_path / "kernels")
     message = str(raised.value)
     assert message.startswith("error: Triton failed to compile kernel @narrow_0_pointwise for "
                               "sm_80:")

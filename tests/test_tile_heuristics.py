@@ -18,10 +18,10 @@ import kgc  # noqa: F401  (registers the kg dialect)
 from kgc.parsing import parse_text
 from kgc.pipeline import Pipeline
 from kgc.tiling.kernel_ops import kernel_name, kernels_in
-from kgc.tiling.plan import KNOBS
+from kgc.tiling.config import CONFIG_CLASSES
 
 LIT_TESTS = pathlib.Path(__file__).resolve().parent.parent / "lit_tests"
-_ALL_KNOBS = sorted({knob for knobs in KNOBS.values() for knob in knobs})
+_ALL_KNOBS = sorted({knob for config in CONFIG_CLASSES.values() for knob in config.knobs()})
 _KNOB_ATTRIBUTE = re.compile(rf"\b({'|'.join(_ALL_KNOBS)}) = \d+(, )?")
 
 
@@ -43,25 +43,25 @@ KERNELS = _kernels_without_knobs()
 
 # file:kernel -> (kind, the knobs kg-tile writes, grid)
 EXPECTED = {
-    "kg-legalize-dot:matvec_0": ("matmul", dict(block_m=1, block_n=64, block_k=64, group_m=8,
+    "kg-legalize-dot:matvec_0": ("matmul", dict(block_m=1, block_n=64, block_k=64, group_m=1,
                                                 num_warps=4, num_stages=4), (5, 1, 1)),
-    "kg-legalize-dot:outer_0": ("matmul", dict(block_m=40, block_n=24, block_k=1, group_m=8,
+    "kg-legalize-dot:outer_0": ("matmul", dict(block_m=40, block_n=24, block_k=1, group_m=1,
                                                num_warps=4, num_stages=1), (1, 1, 1)),
-    "kg-legalize-dot:small_m_0": ("matmul", dict(block_m=8, block_n=48, block_k=64, group_m=8,
+    "kg-legalize-dot:small_m_0": ("matmul", dict(block_m=8, block_n=48, block_k=64, group_m=1,
                                                  num_warps=4, num_stages=1), (1, 1, 1)),
-    "kg-legalize-dot:ieee_0": ("matmul", dict(block_m=64, block_n=64, block_k=32, group_m=8,
+    "kg-legalize-dot:ieee_0": ("matmul", dict(block_m=64, block_n=64, block_k=32, group_m=1,
                                               num_warps=4, num_stages=4), (1, 1, 1)),
-    "kg-legalize-dot:fp8_0": ("matmul", dict(block_m=64, block_n=64, block_k=64, group_m=8,
+    "kg-legalize-dot:fp8_0": ("matmul", dict(block_m=64, block_n=64, block_k=64, group_m=1,
                                              num_warps=4, num_stages=4), (1, 1, 1)),
-    "kg-legalize-dot:legal_0": ("matmul", dict(block_m=64, block_n=64, block_k=64, group_m=8,
+    "kg-legalize-dot:legal_0": ("matmul", dict(block_m=64, block_n=64, block_k=64, group_m=1,
                                                num_warps=4, num_stages=4), (1, 1, 1)),
-    "kg-legalize-dot:too_small_0": ("matmul", dict(block_m=100, block_n=64, block_k=64, group_m=8,
+    "kg-legalize-dot:too_small_0": ("matmul", dict(block_m=100, block_n=64, block_k=64, group_m=1,
                                                    num_warps=4, num_stages=1), (1, 1, 1)),
     "kg-pad-mask:softmax_0": ("reduction", dict(block_x=4, block_r=1000, num_warps=8,
                                                 num_stages=1), (5, 1, 1)),
     "kg-pad-mask:exact_0": ("pointwise", dict(block_m=4, block_n=1024, num_warps=8,
                                               num_stages=1), (16, 1, 1)),
-    "kg-pad-mask:mm_0": ("matmul", dict(block_m=33, block_n=40, block_k=64, group_m=8,
+    "kg-pad-mask:mm_0": ("matmul", dict(block_m=33, block_n=40, block_k=64, group_m=1,
                                         num_warps=4, num_stages=4), (1, 1, 1)),
     "kg-pad-mask:concat_0": ("pointwise", dict(block_m=17, block_n=103, num_warps=8,
                                                num_stages=1), (1, 1, 1)),
@@ -69,7 +69,7 @@ EXPECTED = {
                                                          num_stages=1), (5, 1, 1)),
     "convert-kg-to-ttir:row_sum_0": ("reduction", dict(block_x=4, block_r=1000, num_warps=8,
                                                        num_stages=1), (5, 1, 1)),
-    "convert-kg-to-ttir:matmul_0": ("matmul", dict(block_m=64, block_n=64, block_k=32, group_m=8,
+    "convert-kg-to-ttir:matmul_0": ("matmul", dict(block_m=64, block_n=64, block_k=32, group_m=1,
                                                    num_warps=4, num_stages=4), (1, 1, 1)),
     "convert-kg-to-ttir:math_0": ("pointwise", dict(block_n=16, num_warps=1, num_stages=1),
                                   (1, 1, 1)),
@@ -91,6 +91,7 @@ def test_kg_tile_picks(key):
         attributes = {name: kernel.attributes[name] for name in kernel.attributes}
         assert ir.StringAttr(attributes["kind"]).value == kind
         picked = {name: ir.IntegerAttr(attributes[name]).value
-                  for name in KNOBS[kind] if name in attributes}
+                  for name in CONFIG_CLASSES[kind].knobs()
+                  if name in attributes and isinstance(attributes[name], ir.IntegerAttr)}
         assert picked == knobs
         assert tuple(ir.DenseI64ArrayAttr(attributes["grid"])) == grid

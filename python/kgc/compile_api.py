@@ -10,13 +10,16 @@ from kgc.diagnostics import KgcError
 
 
 def compile(source, *, target: str | int = "sm_90", pipeline: str | None = None,
-            function: str | None = None, output_dir: str | pathlib.Path | None = None):
+            function: str | None = None, output_dir: str | pathlib.Path | None = None,
+            jobs: int = 1):
     """Compiles `source` for `target` and returns a `kgc.runtime.CompiledGraph`.
 
     `source` is a `kgc.Graph`, a path to an `.mlir` file, MLIR text, or a
     parsed `builtin.module` operation (which is compiled in place). With
     `output_dir`, every stage of every kernel and a manifest are written
-    there. Compiling needs no GPU; calling the result does.
+    there (`kgc.runtime.load(output_dir)` runs it again without compiling).
+    With `jobs` > 1, worker processes compile the kernels side by side.
+    Compiling needs no GPU; calling the result does.
     """
     from kgc.graph import Graph
     from kgc.parsing import parse_file, parse_text
@@ -52,8 +55,10 @@ def compile(source, *, target: str | int = "sm_90", pipeline: str | None = None,
             raise KgcError(f"cannot compile a {type(source).__name__}: give a kgc.Graph, MLIR text "
                            "or a path to an .mlir file")
     with module.context:
-        compiled = compile_module(module, target=arch, pipeline=pipeline,
+        compiled = compile_module(module, target=arch, pipeline=pipeline, jobs=jobs,
                                   ttir_dir=pathlib.Path(output_dir) / "kernels" if output_dir else None)
+        if isinstance(source, Graph) and source.name in compiled.functions:
+            compiled.functions[source.name].argument_names = [t.name for t in source.inputs]
         if output_dir is not None:
             compiled.write(output_dir, stem)
     graph = CompiledGraph(compiled, function)

@@ -49,6 +49,14 @@ def evaluate(module: ir.Operation, function: str | None, inputs: Sequence, exact
     raise KgcError(f"@{function} has no return")
 
 
+def evaluate_op(op: ir.Operation, operands: Sequence, exact: bool = False):
+    """The result of one kg op on torch tensors, as `evaluate` computes it.
+    The shape of a constant, a broadcast or a reshape comes from the op's
+    result type, so this runs the op on tiles as well as on whole tensors."""
+    device = operands[0].device if operands else "cpu"
+    return _evaluate_op(op, list(operands), exact, device)
+
+
 def _evaluate_op(op: ir.Operation, args: list, exact: bool, device):
     import torch
 

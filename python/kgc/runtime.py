@@ -1,16 +1,33 @@
 """Running a compiled kernel graph on torch tensors (needs a CUDA GPU).
 
-    graph = kgc.compile(source)            # or kgc.runtime.CompiledGraph(...)
+    graph = kgc.compile(source)            # or kgc.runtime.load("kgc-out")
     y = graph(x, w)                        # torch tensors on the GPU
+    graph(x, w, out=y)                     # into a buffer of the caller's
 
-Inputs are checked against the graph's signature (shape, dtype, device);
-every kernel gets contiguous buffers aligned to 16 bytes, as its TTIR
-promises Triton (`tt.divisibility = 16`). Results and intermediates are
-fresh tensors; the kernels run in order on the current stream.
+A graph runs from the kernels' artifacts alone (`kgc.pipeline.artifact`):
+`load(directory)` reads what `kgc compile -o directory` wrote and runs it in
+a process that never compiles. Each kernel's cubin is loaded, and its
+launcher (Triton's, built for the kernel's signature) bound, once per
+device, on the first call there.
+
+Arguments are checked before anything runs, each error naming the argument
+(`#1 (gamma)`) with what was expected and what came: their number, that
+each is a torch.Tensor, its dtype, its shape, that it is on a CUDA device,
+the same one as the others. The kernels read every tensor as dense and
+row-major from a data pointer aligned to 16 bytes, as their TTIR promises
+Triton (`tt.divisibility = 16`), so an argument that is not contiguous, or
+whose data pointer is not 16-byte aligned (a view at an offset), is copied
+into a fresh tensor first: results are right for every argument, and fast
+for dense aligned ones. `out=` buffers are never copied: one that is not
+contiguous and aligned, or that overlaps an argument, is refused.
+
+Results and intermediates are fresh tensors (or the `out=` buffers); the
+kernels run in order on the current stream of the arguments' device.
 """
 
 from __future__ import annotations
 
+import pathlib
 
 from kgc.diagnostics import KgcError
 
@@ -22,12 +39,23 @@ _TORCH_DTYPES = {
     "f8E5M2": "float8_e5m2",
 }
 _ALIGNMENT = 16
+_NO_DEVICE = -2  # no tensor seen yet (get_device() is -1 for a CPU tensor)
 
 
 def torch_dtype(name: str):
     import torch
 
     return getattr(torch, _TORCH_DTYPES[name])
+
+
+def load(directory: str | pathlib.Path, function: str | None = None) -> "CompiledGraph":
+    """The graph `kgc compile -o directory` (or `CompiledModule.write`)
+    wrote, ready to run, from manifest.json and the kernels' artifacts.
+    Compiles nothing. `function` names the function to run when the module
+    holds several."""
+    from kgc.pipeline.compiler import load_module
+
+    return CompiledGraph(load_module(directory), function)
 
 
 class CompiledGraph:
@@ -47,80 +75,233 @@ class CompiledGraph:
             raise KgcError("only a module compiled down to cubin can run")
         self.module = module
         self.function = module.functions[function]
-        self._launchers = None
+        for launch in self.function.launches:
+            if module.kernels[launch.kernel].artifact is None:
+                raise KgcError(f"kernel @{launch.kernel} has no compiled artifact to run")
+        self._specs = None  # per argument (shape, torch dtype), made on the first call
+        self._bound: dict[int, list] = {}  # device index -> bound launches
 
     @property
     def name(self) -> str:
         return self.function.name
 
-    def _prepare(self):
-        """Loads every kernel on the current device once."""
-        from triton import knobs
+    def argument_label(self, index: int) -> str:
+        """`#1 (gamma)`, or `#1` where the source does not name arguments."""
+        names = self.function.argument_names
+        return f"#{index} ({names[index]})" if names else f"#{index}"
 
-        launchers = []
-        for launch in self.function.launches:
-            kernel = self.module.kernels[launch.kernel]
-            compiled = kernel.triton_kernel
-            compiled._init_handles()
-            launchers.append((launch, kernel.grid, compiled))
-        self._hooks = (knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook)
-        self._launchers = launchers
+    def __call__(self, *tensors, out=None):
+        return self.run(*tensors, out=out)
 
-    def __call__(self, *tensors):
-        return self.run(*tensors)
-
-    def run(self, *tensors, poison: bool = False):
-        """Runs the graph. With `poison`, results and intermediates start as
-        NaN (or the 8-bit type's NaN), so that an element no kernel writes
-        shows up in the result."""
+    def run(self, *tensors, out=None, poison: bool = False):
+        """Runs the graph on `tensors` and returns its result (a tuple when
+        it has several). `out` gives the result buffers (a tensor, or a
+        sequence of one per result) that the kernels write into. With
+        `poison`, results and intermediates start as NaN (or the 8-bit
+        type's NaN), so that an element no kernel writes shows up."""
         import torch
 
         function = self.function
+        specs = self._specs or self._make_specs()
         if len(tensors) != function.num_arguments:
-            raise KgcError(f"@{function.name} takes {function.num_arguments} tensors, got "
-                           f"{len(tensors)}")
-        buffers: list = [None] * len(function.buffers)
-        device = None
-        for index, (tensor, spec) in enumerate(zip(tensors, function.buffers)):
-            buffers[index] = self._checked(index, tensor, spec)
-            device = buffers[index].device
-        if device is None:
-            device = torch.device("cuda", torch.cuda.current_device())
-        with torch.cuda.device(device):
-            if self._launchers is None:
-                self._prepare()
-            for index in range(function.num_arguments, len(function.buffers)):
-                spec = function.buffers[index]
-                buffers[index] = torch.empty(spec.shape, dtype=torch_dtype(spec.dtype), device=device)
-                if poison:
-                    buffers[index].fill_(float("nan"))
-            stream = torch.cuda.current_stream(device).cuda_stream
-            enter, exit_ = self._hooks
-            for launch, grid, compiled in self._launchers:
-                pointers = [buffers[i].data_ptr() for i in launch.inputs + launch.outputs]
-                compiled.run(grid[0], grid[1], grid[2], stream, compiled.function,
-                             compiled.packed_metadata, None, enter, exit_, *pointers)
+            names = function.argument_names
+            raise KgcError(f"@{function.name} takes {function.num_arguments} tensors"
+                           f"{' (' + ', '.join(names) + ')' if names else ''}, got {len(tensors)}")
+        buffers = [None] * len(function.buffers)
+        # Every argument's type, dtype and shape is checked before where
+        # they are, so that a CPU tensor of a wrong shape is named as such.
+        device = _NO_DEVICE
+        misplaced = None
+        for index, tensor in enumerate(tensors):
+            shape, dtype = specs[index]
+            if not isinstance(tensor, torch.Tensor) or tensor.dtype != dtype \
+                    or tensor.shape != shape:
+                raise self._mismatch(f"argument {self.argument_label(index)}", tensor,
+                                     function.buffers[index])
+            where = tensor.get_device()
+            if where != device:
+                if device == _NO_DEVICE and where >= 0:
+                    device = where
+                elif misplaced is None:
+                    misplaced = index
+            if not tensor.is_contiguous() or tensor.data_ptr() % _ALIGNMENT:
+                tensor = tensor.clone(memory_format=torch.contiguous_format)
+            buffers[index] = tensor
+        if misplaced is not None:
+            raise self._misplaced(f"argument {self.argument_label(misplaced)}",
+                                  tensors[misplaced], device)
+        if device == _NO_DEVICE:  # a function without arguments
+            device = torch.cuda.current_device()
+        outs = None if out is None else self._take_out(out, tensors, buffers, device)
+        if device != torch.cuda.current_device():
+            with torch.cuda.device(device):
+                self._launch(buffers, device, poison)
+        else:
+            self._launch(buffers, device, poison)
+        if outs is not None:
+            for target, index in zip(outs, function.results):
+                if buffers[index] is not target:
+                    target.copy_(buffers[index])
+            return outs[0] if len(outs) == 1 else tuple(outs)
         results = tuple(buffers[i] for i in function.results)
         return results[0] if len(results) == 1 else results
 
-    def _checked(self, index: int, tensor, spec):
+    # -- launching ------------------------------------------------------------
+
+    def _launch(self, buffers: list, device: int, poison: bool) -> None:
         import torch
 
+        bound = self._bound.get(device) or self._bind(device)
+        for index, shape, dtype in self._fresh:
+            if buffers[index] is None:
+                buffers[index] = torch.empty(shape, dtype=dtype, device=device)
+                if poison:
+                    buffers[index].fill_(float("nan"))
+            elif poison:
+                buffers[index].fill_(float("nan"))
+        stream = self._current_stream(device)
+        for launcher, grid_x, grid_y, grid_z, handle, packed, enter, exit_, operands in bound:
+            launcher(grid_x, grid_y, grid_z, stream, handle, packed, None, enter, exit_,
+                     *[buffers[i].data_ptr() for i in operands])
+
+    def _bind(self, device: int) -> list:
+        """Loads every kernel of the function on `device` and binds its
+        launcher: the work of the first call there, done once."""
+        import torch
+        from triton import knobs
+        from triton.runtime.driver import driver
+
+        active = driver.active
+        self._current_stream = active.get_current_stream
+        loaded = {}
+        bound = []
+        with torch.cuda.device(device):
+            limits = active.utils.get_device_properties(device)
+            for launch in self.function.launches:
+                artifact = self.module.kernels[launch.kernel].artifact
+                if artifact.hash not in loaded:
+                    loaded[artifact.hash] = _load(artifact, device, limits, active)
+                launcher, handle, packed = loaded[artifact.hash]
+                bound.append((launcher, *artifact.options.grid, handle, packed,
+                              knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook,
+                              tuple(launch.inputs + launch.outputs)))
+        self._bound[device] = bound
+        return bound
+
+    # -- checks -----------------------------------------------------------------
+
+    def _make_specs(self) -> list:
+        import torch
+
+        function = self.function
+        self._specs = [(torch.Size(b.shape), torch_dtype(b.dtype))
+                       for b in function.buffers[:function.num_arguments]]
+        self._fresh = [(i, torch.Size(b.shape), torch_dtype(b.dtype))
+                       for i, b in enumerate(function.buffers) if i >= function.num_arguments]
+        return self._specs
+
+    def _mismatch(self, what: str, tensor, spec) -> KgcError:
+        import torch
+
+        expected = f"{tuple(spec.shape)} {spec.dtype}"
         if not isinstance(tensor, torch.Tensor):
-            raise KgcError(f"@{self.function.name}: argument #{index} must be a torch.Tensor, got "
-                           f"{type(tensor).__name__}")
-        expected = torch_dtype(spec.dtype)
-        if tuple(tensor.shape) != tuple(spec.shape) or tensor.dtype != expected:
-            raise KgcError(f"@{self.function.name}: argument #{index} must be {tuple(spec.shape)} "
-                           f"{spec.dtype}, got {tuple(tensor.shape)} {tensor.dtype}")
-        if tensor.device.type != "cuda":
-            raise KgcError(f"@{self.function.name}: argument #{index} is on {tensor.device}; "
-                           "kgc kernels run on a CUDA device")
-        if not tensor.is_contiguous():
-            tensor = tensor.contiguous()
-        if tensor.data_ptr() % _ALIGNMENT:
-            tensor = tensor.clone()
-        return tensor
+            return KgcError(f"@{self.name}: {what} must be a torch.Tensor of {expected}, got "
+                            f"{type(tensor).__name__}")
+        wanted = torch_dtype(spec.dtype)
+        if tensor.dtype != wanted:
+            return KgcError(f"@{self.name}: {what} must have dtype {wanted} ({spec.dtype}), got "
+                            f"{tensor.dtype}")
+        return KgcError(f"@{self.name}: {what} must have shape {tuple(spec.shape)}, got "
+                        f"{tuple(tensor.shape)}")
+
+    def _misplaced(self, what: str, tensor, device: int) -> KgcError:
+        """The error for `tensor`, which is not on a CUDA device or not on
+        `device`, where the arguments before it are."""
+        if tensor.device.type != "cuda" or tensor.get_device() < 0:
+            return KgcError(f"@{self.name}: {what} is on {tensor.device}; it must be on a CUDA "
+                            "device (kgc kernels run on the GPU)")
+        return KgcError(f"@{self.name}: {what} is on {tensor.device}, the arguments before it on "
+                        f"cuda:{device}; all must be on one device")
+
+    def _take_out(self, out, tensors: tuple, buffers: list, device: int) -> list:
+        """Checks the caller's result buffers and puts them where the kernels
+        write the results."""
+        import torch
+
+        function = self.function
+        outs = [out] if isinstance(out, torch.Tensor) else list(out)
+        if len(outs) != len(function.results):
+            raise KgcError(f"@{self.name} has {len(function.results)} result(s); out= gives "
+                           f"{len(outs)}")
+        for position, (tensor, index) in enumerate(zip(outs, function.results)):
+            what = f"out #{position}"
+            spec = function.buffers[index]
+            shape, dtype = (torch.Size(spec.shape), torch_dtype(spec.dtype))
+            if not isinstance(tensor, torch.Tensor) or tensor.dtype != dtype \
+                    or tensor.shape != shape:
+                raise self._mismatch(what, tensor, spec)
+            if tensor.get_device() != device:
+                raise self._misplaced(what, tensor, device)
+            if not tensor.is_contiguous() or tensor.data_ptr() % _ALIGNMENT:
+                raise KgcError(f"@{self.name}: {what} must be contiguous with a data pointer "
+                               f"aligned to {_ALIGNMENT} bytes (kernels write it in place; it "
+                               "is not copied)")
+            for argument_index, argument in enumerate(tensors):
+                if _overlap(tensor, argument):
+                    raise KgcError(f"@{self.name}: {what} overlaps argument "
+                                   f"{self.argument_label(argument_index)}; kgc kernels do not "
+                                   "compute in place")
+            if index >= function.num_arguments and buffers[index] is None:
+                buffers[index] = tensor
+        return outs
+
+
+def _load(artifact, device: int, limits: dict, active):
+    """(launcher, function handle, packed metadata) of `artifact` on the
+    current device, which is `device`."""
+    import collections
+
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler.compiler import make_backend
+
+    reason = artifact.exceeds(limits)
+    if reason is not None:
+        raise KgcError(f"kernel @{artifact.name} cannot run on cuda:{device}: it {reason}")
+    metadata = dict(artifact.metadata)
+    metadata["target"] = GPUTarget(**metadata["target"])
+    metadata = collections.namedtuple("KernelMetadata", sorted(metadata))(**metadata)
+    source = _LaunchSignature({i: kind for i, kind in enumerate(artifact.signature)})
+    launcher = active.launcher_cls(source, metadata)
+    _, handle, _, _, max_threads = active.utils.load_binary(
+        artifact.entry, artifact.cubin, artifact.shared, device)
+    if metadata.num_warps * 32 > max_threads:
+        raise KgcError(f"kernel @{artifact.name} cannot run on cuda:{device}: it needs "
+                       f"{metadata.num_warps * 32} threads per program, the loaded kernel allows "
+                       f"{max_threads}")
+    return launcher, handle, make_backend(metadata.target).pack_metadata(metadata)
+
+
+class _LaunchSignature:
+    """What Triton's launcher builder reads of a compiled source: the type of
+    each argument (`*fp16`, `i32`), and no constants."""
+
+    def __init__(self, signature: dict):
+        self.signature = signature
+        self.constants = {}
+
+
+def _overlap(a, b) -> bool:
+    """Whether the memory spans of two tensors (from the first element to
+    the last, strides included) intersect."""
+    if a.get_device() != b.get_device():
+        return False
+
+    def span(t):
+        last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+        return t.data_ptr(), t.data_ptr() + (last + 1) * t.element_size()
+
+    (a_start, a_end), (b_start, b_end) = span(a), span(b)
+    return a_start < b_end and b_start < a_end
 
 
 def cuda_available() -> bool:

@@ -21,8 +21,8 @@ from typing import Any, Iterator, Sequence
 
 from kgc.tiling.graph_model import ELEMENTWISE_OPS, Node
 from kgc.tiling.index_maps import BufferView, IndexMap, NotAffine
-from kgc.tiling.plan import KernelPlan, Unplannable, matmul_operand_maps, operand_maps, \
-    reduce_input_map
+from kgc.tiling.iteration import (KernelPlan, Unplannable, axes_of, is_affine_reshape, leaf_view,
+                                  matmul_operand_maps, operand_maps, reduce_input_map)
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 NEUTRAL = {"sum": 0.0, "max": float("-inf"), "min": float("inf")}
@@ -39,7 +39,7 @@ class Tile:
 class Builder:
     """What the generator needs from an IR writer. Scalars are i32."""
 
-    def program_id(self) -> Any: ...
+    def program_id(self, axis: int = 0) -> Any: ...  # along grid axis 0, 1 or 2
     def const(self, value: int) -> Any: ...
     def scalar(self, op: str, lhs: Any, rhs: Any) -> Any: ...  # add sub mul div rem min
     def load(self, input_index: int, element: str, view: BufferView, offsets: Sequence[Any],
@@ -58,11 +58,14 @@ class Builder:
     def broadcast(self, x: Any, element: str, shape: Sequence[int]) -> Any: ...
 
     @contextlib.contextmanager
-    def loop(self, axis: int, extent: int, step: int, inits: Sequence[Any]) -> Iterator[Any]:
+    def loop(self, axis: int, extent: int, step: int, inits: Sequence[Any],
+             attributes: dict | None = None) -> Iterator[Any]:
         """A loop over `axis` carrying `inits`; yields a LoopBody whose
         `offset` is the loop offset and `carried` the current values. Set
         `body.results` to the values to carry on; after the block
-        `body.finals` holds the loop's results."""
+        `body.finals` holds the loop's results. `attributes` (name -> int
+        or True) go on the loop for Triton: `tt.num_stages`, `tt.flatten`,
+        `tt.warp_specialize`."""
         raise NotImplementedError
 
     @contextlib.contextmanager
@@ -83,7 +86,7 @@ class LoopBody:
 class DryBuilder(Builder):
     """Writes nothing; every value is None."""
 
-    def program_id(self): return None
+    def program_id(self, axis=0): return None
     def const(self, value): return None
     def scalar(self, op, lhs, rhs): return None
     def load(self, *args): return None
@@ -97,7 +100,7 @@ class DryBuilder(Builder):
     def broadcast(self, *args): return None
 
     @contextlib.contextmanager
-    def loop(self, axis, extent, step, inits):
+    def loop(self, axis, extent, step, inits, attributes=None):
         body = LoopBody(None, list(inits))
         yield body
         body.finals = list(body.results)
@@ -110,72 +113,6 @@ class DryBuilder(Builder):
 def dry_run(plan: KernelPlan) -> None:
     """Raises Unplannable when the tile program of `plan` cannot be written."""
     Generator(plan, DryBuilder()).run()
-
-
-def axes_of(node: Node, index_map: IndexMap, reduce_axes: dict | None = None,
-            matmul_axes=None, expansions: dict | None = None, _memo: dict | None = None
-            ) -> frozenset[int]:
-    """The iteration axes along which `node`, read at `index_map`, varies."""
-    memo = {} if _memo is None else _memo
-    key = (id(node), index_map)
-    if key in memo:
-        return memo[key]
-    reduce_axes = reduce_axes or {}
-    op = node.op
-    if op == "constant":
-        result = frozenset()
-    elif op == "input":
-        strides, _ = BufferView.contiguous(node.shape).address_map(index_map)
-        result = frozenset(a for a, s in enumerate(strides) if s != 0)
-    elif op == "reshape" and _leaf_view(node) is not None and not _affine_reshape(node, index_map):
-        strides, _ = _leaf_view(node)[1].address_map(index_map)
-        result = frozenset(a for a, s in enumerate(strides) if s != 0)
-    elif op == "matmul" and expansions and node in expansions:
-        _, k_axis, _ = matmul_axes
-        expansion = expansions[node]
-        a_map, b_map = matmul_operand_maps(node, index_map, matmul_axes)
-        result = (axes_of(expansion.core_a, a_map, reduce_axes, matmul_axes, expansions, memo)
-                  | axes_of(expansion.core_b, b_map, reduce_axes, matmul_axes, expansions, memo))
-        result -= {k_axis}
-    else:
-        maps = operand_maps(node, index_map, reduce_axes, matmul_axes)
-        if any(m is None for m in maps):
-            raise Unplannable(f"kg.{op} {node.shape} cannot be read at an affine index here")
-        result = frozenset()
-        for operand, operand_map in zip(node.operands, maps):
-            result |= axes_of(operand, operand_map, reduce_axes, matmul_axes, expansions, memo)
-        if op == "reduce":
-            result -= set(reduce_axes[node])
-        elif op == "matmul":
-            result -= {matmul_axes[1]}
-        elif op == "concat":
-            axis, _ = index_map.concat_window(node.attrs["dim"], 0, 1)
-            result |= {axis}
-    memo[key] = result
-    return result
-
-
-def _leaf_view(node: Node) -> tuple[Node, BufferView] | None:
-    """(input, view) when `node` is a chain of reshapes of a kernel input."""
-    if node.op == "input":
-        return node, BufferView.contiguous(node.shape)
-    if node.op == "reshape":
-        inner = _leaf_view(node.operands[0])
-        if inner is None:
-            return None
-        try:
-            return inner[0], inner[1].reshaped(node.shape)
-        except NotAffine:
-            return None
-    return None
-
-
-def _affine_reshape(node: Node, index_map: IndexMap) -> bool:
-    try:
-        index_map.reshaped_from(node.shape, node.operands[0].shape)
-        return True
-    except NotAffine:
-        return False
 
 
 class Generator:
@@ -213,21 +150,28 @@ class Generator:
             self._loop_nest(needed, [], store_deferred)
 
     def _program_offsets(self) -> None:
-        plan = self.plan
         zero = self.b.const(0)
         for axis in range(self.n):
             self.offsets[axis] = zero
-        if not plan.program_axes:
+        if not self.plan.program_axes:
             return
-        pid = self.b.program_id()
-        counts = {a: plan.tiles_along(a) for a in plan.program_axes}
+        for dimension, axes in enumerate(self.plan.grid_dimensions()):
+            if axes:
+                self._tile_offsets(self.b.program_id(dimension), axes)
+
+    def _tile_offsets(self, pid, program_axes: Sequence[int]) -> None:
+        """Offsets along `program_axes` of the tile that program `pid`
+        computes, the last axis varying fastest (grouped along m and n in
+        a matmul)."""
+        plan = self.plan
+        counts = {a: plan.tiles_along(a) for a in program_axes}
         swizzled = ()
         if plan.kind == "matmul":
             m_axis, _, n_axis = plan.matmul_axes
-            if m_axis in counts and n_axis in counts and plan.config["group_m"] > 1:
+            if m_axis in counts and n_axis in counts and plan.config.group_m > 1:
                 swizzled = (m_axis, n_axis)
         remaining = pid
-        plain = [a for a in plan.program_axes if a not in swizzled]
+        plain = [a for a in program_axes if a not in swizzled]
         if swizzled:
             m_axis, n_axis = swizzled
             tiles_mn = counts[m_axis] * counts[n_axis]
@@ -249,7 +193,7 @@ class Generator:
         """Triton's grouped ordering: consecutive programs share B tiles and
         walk `group_m` rows of A tiles, which keeps them in L2."""
         b = self.b
-        group_m = self.plan.config["group_m"]
+        group_m = self.plan.config.group_m
         width = group_m * tiles_n
         group = b.scalar("div", rest, b.const(width))
         first_m = b.scalar("mul", group, b.const(group_m))
@@ -265,7 +209,8 @@ class Generator:
         if not axes:
             return body_fn(inits)
         axis, rest = axes[0], axes[1:]
-        with self.b.loop(axis, self.plan.extents[axis], self.plan.tile[axis], inits) as body:
+        with self.b.loop(axis, self.plan.extents[axis], self.plan.tile[axis], inits,
+                         self.plan.loop_attributes.get(axis)) as body:
             self.bound.append(axis)
             self.memo.append({})
             saved = self.offsets[axis]
@@ -420,8 +365,8 @@ class Generator:
         if op == "constant":
             return Tile(self.b.constant(node.attrs["value"], node.element, self._shape(frozenset())),
                         frozenset(), node.element)
-        if op == "reshape" and not _affine_reshape(node, index_map):
-            leaf = _leaf_view(node)
+        if op == "reshape" and not is_affine_reshape(node, index_map):
+            leaf = leaf_view(node)
             if leaf is None:
                 raise Unplannable(f"kg.reshape {node.operands[0].shape} -> {node.shape} merges "
                                   "dimensions of a computed value")

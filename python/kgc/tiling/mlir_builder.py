@@ -46,7 +46,7 @@ class MlirBuilder(Builder):
         self._prelude_end: ir.Operation | None = None
         self._constants: dict = {}
         self._views: dict = {}
-        self._pid = None
+        self._pids: dict[int, ir.Value] = {}
 
     # -- placement --------------------------------------------------------------
 
@@ -84,12 +84,12 @@ class MlirBuilder(Builder):
 
     # -- scalars ------------------------------------------------------------------
 
-    def program_id(self):
-        if self._pid is None:
-            self._pid = self._prelude(lambda: ir.Operation.create(
+    def program_id(self, axis=0):
+        if axis not in self._pids:
+            self._pids[axis] = self._prelude(lambda: ir.Operation.create(
                 "kg.program_id", results=[self.i32],
-                attributes={"axis": ir.IntegerAttr.get(self.i32, 0)}))
-        return self._pid
+                attributes={"axis": ir.IntegerAttr.get(self.i32, axis)}))
+        return self._pids[axis]
 
     def const(self, value: int):
         key = ("i32", value)
@@ -195,12 +195,17 @@ class MlirBuilder(Builder):
     # -- loops --------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def loop(self, axis, extent, step, inits):
+    def loop(self, axis, extent, step, inits, attributes=None):
         lower, upper, stride = self.const(0), self.const(extent), self.const(step)
         with ir.InsertionPoint(self.frames[-1][0]), self.location:
             loop = scf.ForOp(lower, upper, stride, list(inits))
-        loop.operation.attributes[LOOP_AXIS_ATTRIBUTE] = ir.IntegerAttr.get(
-            ir.IntegerType.get_signless(64), axis)
+            loop.operation.attributes[LOOP_AXIS_ATTRIBUTE] = ir.IntegerAttr.get(
+                ir.IntegerType.get_signless(64), axis)
+            for name, value in (attributes or {}).items():
+                if value is None or value is False:
+                    continue
+                loop.operation.attributes[name] = ir.UnitAttr.get() if value is True else \
+                    ir.IntegerAttr.get(self.i32, value)
         self.frames[-1][1] = loop.operation
         self.frames.append([loop.body, None])
         body = LoopBody(loop.induction_variable, list(loop.inner_iter_args))

@@ -1,6 +1,13 @@
-"""Planning a kernel: its iteration space, tiles, grid, loops and phases.
+"""Schedules: how a kernel is planned and its tile program written.
 
-Three shapes of kernel, picked by the ops a group holds:
+A `Schedule` is one shape of kernel. `match` says whether it can compute a
+group of ops, `plan` picks its iteration space, tiles, grid and loops from
+a `KernelConfig` of its kind (kgc's heuristics fill in the knobs the config
+leaves open), and `generate` writes the tile program of a plan through a
+`Builder`. `plan_group` asks the registered schedules in turn; the first
+that matches plans the kernel, and a dry run of its generator checks that
+the program can be written. `register_schedule` adds one, tried before the
+built-in three:
 
 * matmul: iteration axes (batch..., m, k, n). Programs walk batch, m and n
   (grouped along m for L2 reuse), a loop walks k. The operands of each
@@ -16,18 +23,24 @@ Three shapes of kernel, picked by the ops a group holds:
   walk 2-D tiles of the last two axes.
 
 Every value is read at an affine map of the iteration (`IndexMap`); the
-maps are inferred from the anchors. A group is a kernel only if the
-generator can write its tile program: `plan_group` runs the generator dry
-to find out.
+maps are inferred from the anchors (`kgc.tiling.iteration`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from typing import ClassVar, Sequence
 
-from kgc.tiling.graph_model import ELEMENTWISE_OPS, SUPPORTED_OPS, Node, topological
-from kgc.tiling.index_maps import IndexMap, NotAffine, ceil_div, next_power_of_two, product
+from kgc.tiling.config import (KernelConfig, MatmulConfig, PointwiseConfig,
+                               ReductionConfig)
+from kgc.tiling.generate import Builder, DryBuilder, Generator
+from kgc.tiling.graph_model import SUPPORTED_OPS, Node, topological
+from kgc.tiling.index_maps import IndexMap, ceil_div, next_power_of_two, product
+from kgc.tiling.iteration import (Expansion, KernelPlan, Unplannable, axes_of, infer_maps,
+                                  matmul_operand_maps, reduce_input_map)
+
+__all__ = ["KernelPlan", "Schedule", "Unplannable", "kernel_kind", "plan_group",
+           "register_schedule", "schedule_for", "schedules"]
 
 # Register budget of a tile, in elements, for reductions and pointwise tiles.
 _TILE_ELEMENTS = 4096
@@ -38,250 +51,113 @@ _SM_COUNT = 132
 _GRID_LIMIT = 2**31 - 1
 _INDEX_LIMIT = 2**31 - 1
 
-# Kernel attributes a user may set by hand, per kind of kernel.
-KNOBS = {
-    "pointwise": ("block_m", "block_n", "num_warps", "num_stages"),
-    "reduction": ("block_x", "block_r", "num_warps", "num_stages"),
-    "matmul": ("block_m", "block_n", "block_k", "group_m", "num_warps", "num_stages"),
-}
+
+# -- schedules -----------------------------------------------------------------
 
 
-class Unplannable(Exception):
-    """These ops cannot be one kernel; the message says why."""
+class Schedule:
+    """One shape of kernel: its config kind, when it applies, how it plans
+    and how it writes the tile program."""
+
+    kind: ClassVar[str] = ""
+    config_class: ClassVar[type[KernelConfig]] = KernelConfig
+
+    def match(self, order: Sequence[Node]) -> bool:
+        """True when this schedule can compute the ops `order` (every node
+        the outputs depend on, producers first)."""
+        raise NotImplementedError
+
+    def plan(self, outputs: list[Node], order: list[Node], config: KernelConfig,
+             kernel: str | None) -> KernelPlan:
+        """The plan of a kernel computing `outputs` with the knobs `config`
+        sets; raises Unplannable or ConfigError."""
+        raise NotImplementedError
+
+    def generate(self, plan: KernelPlan, builder: Builder) -> None:
+        """Writes the tile program of `plan` through `builder`."""
+        Generator(plan, builder).run()
 
 
-@dataclasses.dataclass
-class Expansion:
-    """A matmul as the generator computes it: `core_a @ core_b`, times the
-    k-invariant factors, divided by the divisors."""
+class MatmulSchedule(Schedule):
+    kind = "matmul"
+    config_class = MatmulConfig
 
-    core_a: Node
-    core_b: Node
-    factors: list[Node]
-    divisors: list[Node]
+    def match(self, order):
+        return any(n.op == "matmul" for n in order)
 
-
-@dataclasses.dataclass
-class KernelPlan:
-    kind: str
-    extents: tuple[int, ...]
-    tile: tuple[int, ...]
-    program_axes: tuple[int, ...]  # walked by the grid, outermost first
-    loop_axes: tuple[int, ...]  # walked by scf.for inside a program
-    outputs: list[Node]
-    output_maps: list[IndexMap]
-    maps: dict  # Node -> its natural IndexMap
-    reduce_axes: dict  # Node -> tuple of iteration axes it reduces
-    phases: list  # (looped axes, reductions): one loop nest each, in order
-    expansions: dict  # matmul Node -> Expansion
-    matmul_axes: tuple[int, int, int] | None
-    config: dict[str, int]
-
-    @property
-    def num_warps(self) -> int:
-        return self.config["num_warps"]
-
-    @property
-    def num_stages(self) -> int:
-        return self.config["num_stages"]
-
-    def tiles_along(self, axis: int) -> int:
-        return ceil_div(self.extents[axis], self.tile[axis])
-
-    def num_programs(self) -> int:
-        return product([self.tiles_along(a) for a in self.program_axes])
-
-    def operands_for_generation(self, node: Node) -> list[Node]:
-        expansion = self.expansions.get(node)
-        if expansion is not None:
-            return [expansion.core_a, expansion.core_b, *expansion.factors, *expansion.divisors]
-        return list(node.operands)
+    def plan(self, outputs, order, config, kernel):
+        return _plan_matmul(outputs, order, [n for n in order if n.op == "matmul"], config, kernel)
 
 
-# -- map rules ---------------------------------------------------------------
+class ReductionSchedule(Schedule):
+    kind = "reduction"
+    config_class = ReductionConfig
+
+    def match(self, order):
+        return any(n.op == "reduce" for n in order)
+
+    def plan(self, outputs, order, config, kernel):
+        return _plan_reduction(outputs, order, [n for n in order if n.op == "reduce"], config,
+                               kernel)
 
 
-def operand_maps(node: Node, index_map: IndexMap, reduce_axes: dict,
-                 matmul_axes: tuple[int, int, int] | None) -> list[IndexMap | None]:
-    """The map of each operand of `node` when `node` is read at `index_map`
-    (None where it cannot be derived here)."""
-    op = node.op
-    if op == "constant" or op == "input":
-        return []
-    if op in ELEMENTWISE_OPS:
-        return [index_map.broadcast_from(node.shape, o.shape) for o in node.operands]
-    if op == "broadcast_to":
-        return [index_map.broadcast_from(node.shape, node.operands[0].shape)]
-    if op == "transpose":
-        return [index_map.transposed_from(node.attrs["permutation"])]
-    if op == "slice":
-        return [index_map.sliced_from(node.attrs["offsets"], node.attrs["strides"])]
-    if op == "reshape":
-        try:
-            return [index_map.reshaped_from(node.shape, node.operands[0].shape)]
-        except NotAffine:
-            return [None]
-    if op == "concat":
-        dim, start, maps = node.attrs["dim"], 0, []
-        for operand in node.operands:
-            try:
-                maps.append(index_map.concat_piece(dim, start, operand.shape[dim]))
-            except NotAffine:
-                maps.append(None)
-            start += operand.shape[dim]
-        return maps
-    if op == "reduce":
-        axes = reduce_axes.get(node)
-        if axes is None:
-            return [None]
-        return [reduce_input_map(node, index_map, axes)]
-    if op == "matmul":
-        if matmul_axes is None:
-            return [None, None]
-        return list(matmul_operand_maps(node, index_map, matmul_axes))
-    raise Unplannable(f"kg.{op} cannot be part of a kernel; run kg-decompose first")
+class PointwiseSchedule(Schedule):
+    kind = "pointwise"
+    config_class = PointwiseConfig
+
+    def match(self, order):
+        return True
+
+    def plan(self, outputs, order, config, kernel):
+        return _plan_pointwise(outputs, order, config, kernel)
 
 
-def reduce_input_map(node: Node, index_map: IndexMap, axes: Sequence[int]) -> IndexMap:
-    x = node.operands[0]
-    dims = sorted(node.attrs["dims"])
-    keepdim = node.attrs["keepdim"]
-    n = len(index_map.extents)
-    rows, offsets, k = [], [], 0
-    for d in range(len(x.shape)):
-        if d in dims:
-            axis = axes[dims.index(d)]
-            rows.append(tuple(1 if j == axis else 0 for j in range(n)))
-            offsets.append(0)
-            if keepdim:
-                k += 1
-        else:
-            rows.append(index_map.rows[k])
-            offsets.append(index_map.offsets[k])
-            k += 1
-    for axis in axes:
-        if axis in index_map.depends_on():
-            raise Unplannable("a reduction is read along the axis it reduces")
-    return dataclasses.replace(index_map, rows=tuple(rows), offsets=tuple(offsets))
+# Tried in order; the first that matches plans the kernel.
+_SCHEDULES: list[Schedule] = [MatmulSchedule(), ReductionSchedule(), PointwiseSchedule()]
 
 
-def matmul_operand_maps(node: Node, c_map: IndexMap, axes: tuple[int, int, int]):
-    """Maps of a and b of a matmul read at `c_map` (which covers its batch
-    dimensions, m and n)."""
-    m_axis, k_axis, n_axis = axes
-    a, b = node.operands
-    n = len(c_map.extents)
-    k_row = tuple(1 if j == k_axis else 0 for j in range(n))
-    batch_rows = c_map.rows[:-2]
-    batch_offsets = c_map.offsets[:-2]
-    batch_shape = node.shape[:-2]
-
-    def operand(x: Node, last_two: tuple, last_offsets: tuple) -> IndexMap:
-        lead = len(batch_shape) - (len(x.shape) - 2)
-        rows, offsets = [], []
-        for d, size in enumerate(x.shape[:-2]):
-            if size == 1 and batch_shape[lead + d] != 1:
-                rows.append((0,) * n)
-                offsets.append(0)
-            else:
-                rows.append(batch_rows[lead + d])
-                offsets.append(batch_offsets[lead + d])
-        return dataclasses.replace(c_map, rows=tuple(rows) + last_two,
-                                   offsets=tuple(offsets) + last_offsets)
-
-    a_map = operand(a, (c_map.rows[-2], k_row), (c_map.offsets[-2], 0))
-    b_map = operand(b, (k_row, c_map.rows[-1]), (0, c_map.offsets[-1]))
-    return a_map, b_map
+def register_schedule(schedule: Schedule) -> Schedule:
+    """Adds `schedule`, tried before those registered earlier (so that a
+    schedule for a narrower pattern goes before a general one)."""
+    if not schedule.kind:
+        raise ValueError(f"{type(schedule).__name__} needs a `kind`")
+    if any(s.kind == schedule.kind for s in _SCHEDULES):
+        raise ValueError(f"a schedule of kind '{schedule.kind}' is registered already")
+    _SCHEDULES.insert(0, schedule)
+    return schedule
 
 
-def result_map(node: Node, maps: dict, reduce_axes: dict) -> IndexMap | None:
-    """The map of `node` from the maps of its operands, where one follows."""
-    op = node.op
-    if op in ELEMENTWISE_OPS and op != "constant":
-        for operand in node.operands:
-            if operand.shape == node.shape and operand in maps:
-                return maps[operand]
-        return None
-    operand = node.operands[0] if node.operands else None
-    if operand is None or operand not in maps:
-        return None
-    source = maps[operand]
-    if op == "transpose":
-        perm = node.attrs["permutation"]
-        return dataclasses.replace(source, rows=tuple(source.rows[p] for p in perm),
-                                   offsets=tuple(source.offsets[p] for p in perm))
-    if op == "reshape":
-        return source.merged_to(operand.shape, node.shape)
-    if op == "reduce":
-        dims = sorted(node.attrs["dims"])
-        axes = []
-        for d in dims:
-            axis = source.axis_of_row(d)
-            if axis is None or source.offsets[d] != 0:
-                return None
-            axes.append(axis)
-        kept_rows = [source.rows[d] for d in range(len(operand.shape)) if d not in dims]
-        if any(row[a] != 0 for row in kept_rows for a in axes) or len(set(axes)) != len(axes):
-            return None
-        reduce_axes.setdefault(node, tuple(axes))
-        n = len(source.extents)
-        rows, offsets = [], []
-        for d in range(len(operand.shape)):
-            if d in dims:
-                if node.attrs["keepdim"]:
-                    rows.append((0,) * n)
-                    offsets.append(0)
-            else:
-                rows.append(source.rows[d])
-                offsets.append(source.offsets[d])
-        return dataclasses.replace(source, rows=tuple(rows), offsets=tuple(offsets))
-    return None
+def schedules() -> dict[str, Schedule]:
+    """The registered schedules by kind, in the order they are tried."""
+    return {s.kind: s for s in _SCHEDULES}
 
 
-def infer_maps(order: list[Node], seeds: dict, reduce_axes: dict,
-               matmul_axes) -> dict:
-    """A map for as many nodes as follow from `seeds`, by walking down to
-    operands and up to users until nothing changes."""
-    maps = dict(seeds)
-    changed = True
-    while changed:
-        changed = False
-        for node in reversed(order):
-            if node not in maps:
-                continue
-            for operand, derived in zip(node.operands, operand_maps(node, maps[node], reduce_axes,
-                                                                     matmul_axes)):
-                if derived is not None and operand not in maps:
-                    maps[operand] = derived
-                    changed = True
-        for node in order:
-            if node.is_input or (node in maps and (node.op != "reduce" or node in reduce_axes)):
-                continue
-            # A reduce reached from its users still learns its axes here.
-            known_axes = node in reduce_axes
-            derived = result_map(node, maps, reduce_axes)
-            if derived is not None and node not in maps:
-                maps[node] = derived
-                changed = True
-            elif node in reduce_axes and not known_axes:
-                changed = True
-    return maps
+def schedule_for(outputs: Sequence[Node]) -> Schedule:
+    """The schedule that computes `outputs`."""
+    order = topological(list(outputs))
+    for schedule in _SCHEDULES:
+        if schedule.match(order):
+            return schedule
+    raise Unplannable("no schedule computes these ops")
 
 
-# -- planning ------------------------------------------------------------------
+def kernel_kind(outputs: Sequence[Node]) -> str:
+    """The kind of kernel (its schedule's) that computes `outputs`."""
+    return schedule_for(outputs).kind
 
 
-def plan_group(outputs: Sequence[Node], config: dict | None = None) -> KernelPlan:
-    """The plan of a kernel computing `outputs`, checked by a dry run of the
-    generator. Raises Unplannable."""
-    from kgc.tiling.generate import dry_run
-
-    plan = _plan(list(outputs), dict(config or {}))
-    dry_run(plan)
-    return plan
-
-
-def _plan(outputs: list[Node], config: dict) -> KernelPlan:
+def plan_group(outputs: Sequence[Node], config: KernelConfig | None = None,
+               kernel: str | None = None) -> KernelPlan:
+    """The plan of a kernel computing `outputs` with the knobs `config` sets
+    (kgc's choice for the others), checked by a dry run of its schedule's
+    generator. Raises Unplannable, or ConfigError for an illegal knob
+    (naming `kernel`)."""
+    outputs = list(outputs)
+    schedule = schedule_for(outputs)
+    if config is None:
+        config = schedule.config_class()
+    elif config.kind != schedule.kind:
+        raise Unplannable(f"a {config.kind} config was given for a {schedule.kind} kernel")
     order = topological(outputs)
     for node in order:
         if not node.is_input and node.op not in SUPPORTED_OPS:
@@ -290,17 +166,17 @@ def _plan(outputs: list[Node], config: dict) -> KernelPlan:
             what = "an input" if node.is_input else f"kg.{node.op}"
             raise Unplannable(f"{what} of shape {node.shape} is empty; kgc needs at least one "
                               "element in every tensor")
-    matmuls = [n for n in order if n.op == "matmul"]
-    reduces = [n for n in order if n.op == "reduce"]
-    if matmuls:
-        return _plan_matmul(outputs, order, matmuls, config)
-    if reduces:
-        return _plan_reduction(outputs, order, reduces, config)
-    return _plan_pointwise(outputs, order, config)
+    plan = schedule.plan(outputs, order, config, kernel)
+    schedule.generate(plan, DryBuilder())
+    return plan
+
+
+# -- planning ------------------------------------------------------------------
 
 
 def _finish(kind, outputs, order, extents, tile, program_axes, loop_axes, seeds, reduce_axes,
-            expansions, matmul_axes, config) -> KernelPlan:
+            expansions, matmul_axes, config: KernelConfig, knob_extents: dict,
+            kernel: str | None) -> KernelPlan:
     maps = infer_maps(order, seeds, reduce_axes, matmul_axes)
     output_maps = []
     for output in outputs:
@@ -318,7 +194,7 @@ def _finish(kind, outputs, order, extents, tile, program_axes, loop_axes, seeds,
                                   "between programs")
     plan = KernelPlan(kind, tuple(extents), tuple(tile), tuple(program_axes), tuple(loop_axes),
                       list(outputs), output_maps, maps, reduce_axes, [], expansions, matmul_axes,
-                      config)
+                      config.canonical(knob_extents, kernel), dict(knob_extents))
     plan.phases = _phases(plan)
     if plan.num_programs() > _GRID_LIMIT:
         raise Unplannable(f"{plan.num_programs()} programs exceed the grid limit")
@@ -329,8 +205,6 @@ def _phases(plan: KernelPlan) -> list[tuple[tuple[int, ...], list[Node]]]:
     """Reductions whose input varies along looped axes they reduce, grouped
     into loops: by how many such reductions lie under them (softmax: max
     before sum), and by the looped axes they walk."""
-    from kgc.tiling.generate import axes_of
-
     loop = set(plan.loop_axes)
 
     def looped_axes(node: Node) -> tuple[int, ...]:
@@ -378,37 +252,17 @@ def _generation_order(plan: KernelPlan) -> list[Node]:
     return order
 
 
-def _knob(config: dict, name: str, default: int, extent: int | None = None) -> int:
-    """A tile size from the kernel's attributes or the default, checked: a
-    tile must be a power of two, or cover its axis."""
-    value = config.get(name, default)
-    if not isinstance(value, int) or value < 1:
-        raise Unplannable(f"{name} = {value} must be a positive integer")
-    if extent is not None:
-        if value >= extent:
-            return extent
-        if value & (value - 1):
-            raise Unplannable(f"{name} = {value} must be a power of two, or at least {extent} "
-                              "to cover its axis")
-    return value
+def _knob(value: int | None, default: int) -> int:
+    """A knob of a canonical config, or its default where it is not set."""
+    return default if value is None else value
 
 
-def _warps(config: dict, tile: Sequence[int]) -> int:
+def _default_warps(tile: Sequence[int]) -> int:
     elements = product([next_power_of_two(t) for t in tile])
-    default = 1
-    while default < 8 and default * 256 < elements:
-        default *= 2
-    value = config.get("num_warps", default)
-    if not isinstance(value, int) or value < 1 or value & (value - 1) or value > 32:
-        raise Unplannable(f"num_warps = {value} must be a power of two up to 32")
-    return value
-
-
-def _stages(config: dict, default: int) -> int:
-    value = config.get("num_stages", default)
-    if not isinstance(value, int) or value < 1:
-        raise Unplannable(f"num_stages = {value} must be a positive integer")
-    return value
+    warps = 1
+    while warps < 8 and warps * 256 < elements:
+        warps *= 2
+    return warps
 
 
 def _check_index_range(nodes: Sequence[Node]) -> None:
@@ -417,37 +271,40 @@ def _check_index_range(nodes: Sequence[Node]) -> None:
             raise Unplannable(f"a tensor of {node.numel} elements is beyond 32-bit indexing")
 
 
-def _plan_pointwise(outputs, order, config) -> KernelPlan:
+def _plan_pointwise(outputs, order, config: PointwiseConfig, kernel) -> KernelPlan:
     _check_index_range(order)
     first = outputs[0]
     extents = tuple(first.shape) or (1,)
     n = len(extents)
+    knob_extents = {"n": extents[-1]}
+    if n >= 2:
+        knob_extents["m"] = extents[-2]
+    config = config.canonical(knob_extents, kernel)
     seed = IndexMap.identity(extents) if first.shape else IndexMap((), (), extents, ((0, 1),))
     default_n = min(extents[-1], _POINTWISE_BLOCK_N)
-    block_n = _knob(config, "block_n", default_n, extents[-1])
+    block_n = _knob(config.block_n, default_n)
     tile = [1] * n
     tile[-1] = block_n
-    config_out = {"block_n": block_n}
+    block_m = None
     if n >= 2:
         cap = max(1, _TILE_ELEMENTS // next_power_of_two(block_n))
         if _reads_across_rows(order, extents):
             cap = max(cap, 32)
-            if "block_n" not in config and block_n > 64:
+            if config.block_n is None and block_n > 64:
                 block_n = tile[-1] = 64
-                config_out["block_n"] = 64
                 cap = 64
         default_m = extents[-2] if extents[-2] <= cap else _floor_power_of_two(cap)
-        block_m = _knob(config, "block_m", default_m, extents[-2])
+        block_m = _knob(config.block_m, default_m)
         tile[-2] = block_m
-        config_out["block_m"] = block_m
     program_axes = tuple(a for a in range(n) if ceil_div(extents[a], tile[a]) > 1)
-    config_out["num_warps"] = _warps(config, tile)
-    config_out["num_stages"] = _stages(config, 1)
+    resolved = PointwiseConfig(num_warps=_knob(config.num_warps, _default_warps(tile)),
+                               num_stages=_knob(config.num_stages, 1),
+                               block_m=block_m, block_n=block_n)
     # Outputs of the first output's shape walk the iteration the same way,
     # whether or not they are computed from one another.
     seeds = {o: seed for o in outputs if o.shape == first.shape}
     return _finish("pointwise", outputs, order, extents, tile, program_axes, (), seeds, {},
-                   {}, None, config_out)
+                   {}, None, resolved, knob_extents, kernel)
 
 
 def _reads_across_rows(order, extents) -> bool:
@@ -465,7 +322,7 @@ def _floor_power_of_two(n: int) -> int:
     return 1 << (n.bit_length() - 1)
 
 
-def _plan_reduction(outputs, order, reduces, config) -> KernelPlan:
+def _plan_reduction(outputs, order, reduces, config: ReductionConfig, kernel) -> KernelPlan:
     _check_index_range(order)
     primary = max(reduces, key=lambda r: r.operands[0].numel)
     x = primary.operands[0]
@@ -478,6 +335,10 @@ def _plan_reduction(outputs, order, reduces, config) -> KernelPlan:
     seed_axes = [kept.index(d) if d in kept else len(kept) + dims.index(d) for d in range(len(x.shape))]
     seed = IndexMap.select(extents, seed_axes)
     reduce_axes = {primary: tuple(r_axes)}
+    knob_extents = {"r": extents[r_axes[-1]]}
+    if p_axes:
+        knob_extents["x"] = extents[p_axes[-1]]
+    config = config.canonical(knob_extents, kernel)
 
     tile = [1] * n
     # Reduced axes, innermost first: whole when they fit, else looped.
@@ -486,30 +347,30 @@ def _plan_reduction(outputs, order, reduces, config) -> KernelPlan:
     total = product([extents[a] for a in r_axes])
     persistent_default = extents[innermost] if total <= _TILE_ELEMENTS else \
         min(extents[innermost], _LOOPED_REDUCTION_BLOCK)
-    tile[innermost] = _knob(config, "block_r", persistent_default, extents[innermost])
+    tile[innermost] = _knob(config.block_r, persistent_default)
     budget //= next_power_of_two(tile[innermost])
     for axis in reversed(r_axes[:-1]):
         if tile[innermost] == extents[innermost] and extents[axis] <= budget:
             tile[axis] = extents[axis]
             budget //= next_power_of_two(extents[axis])
-    config_out = {"block_r": tile[innermost]}
+    block_x = None
     if p_axes:
         inner_p = p_axes[-1]
         r_tile = product([next_power_of_two(tile[a]) for a in r_axes])
         whole_r = all(tile[a] == extents[a] for a in r_axes)
         cap = max(1, _TILE_ELEMENTS // r_tile) if whole_r and r_tile <= 1024 else 1
         default_x = extents[inner_p] if extents[inner_p] <= cap else _floor_power_of_two(cap)
-        tile[inner_p] = _knob(config, "block_x", default_x, extents[inner_p])
-        config_out["block_x"] = tile[inner_p]
+        block_x = tile[inner_p] = _knob(config.block_x, default_x)
     program_axes = tuple(a for a in p_axes if ceil_div(extents[a], tile[a]) > 1)
     loop_axes = tuple(a for a in r_axes if tile[a] < extents[a])
-    config_out["num_warps"] = _warps(config, tile)
-    config_out["num_stages"] = _stages(config, 2 if loop_axes else 1)
+    resolved = ReductionConfig(num_warps=_knob(config.num_warps, _default_warps(tile)),
+                               num_stages=_knob(config.num_stages, 2 if loop_axes else 1),
+                               block_x=block_x, block_r=tile[innermost])
     return _finish("reduction", outputs, order, extents, tile, program_axes, loop_axes,
-                   {x: seed}, reduce_axes, {}, None, config_out)
+                   {x: seed}, reduce_axes, {}, None, resolved, knob_extents, kernel)
 
 
-def _plan_matmul(outputs, order, matmuls, config) -> KernelPlan:
+def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel) -> KernelPlan:
     _check_index_range(order)
     first = matmuls[0]
     k_extent = first.operands[0].shape[-1]
@@ -521,6 +382,8 @@ def _plan_matmul(outputs, order, matmuls, config) -> KernelPlan:
     extents = batch + [m_extent, k_extent, n_extent]
     nb = len(batch)
     axes = (nb, nb + 1, nb + 2)
+    knob_extents = {"m": m_extent, "n": n_extent, "k": k_extent}
+    config = config.canonical(knob_extents, kernel)
     m_axis, k_axis, n_axis = axes
     c_map = IndexMap.select(extents, list(range(nb)) + [m_axis, n_axis])
     seeds = {mm: c_map for mm in matmuls}
@@ -540,7 +403,7 @@ def _plan_matmul(outputs, order, matmuls, config) -> KernelPlan:
             raise Unplannable(f"the epilogue reduces over n = {n_extent}, wider than "
                               f"{_MAX_EPILOGUE_ROW} columns fit in one tile")
         block_n = n_extent
-        if "block_n" in config and config["block_n"] < n_extent:
+        if config.block_n is not None and config.block_n < n_extent:
             raise Unplannable("the epilogue reduces over n: block_n must cover all of n")
         default_m = 64
     else:
@@ -548,19 +411,19 @@ def _plan_matmul(outputs, order, matmuls, config) -> KernelPlan:
         default_m = 128
     if epilogue_reduces_m and m_extent > _MAX_EPILOGUE_ROW:
         raise Unplannable(f"the epilogue reduces over m = {m_extent}, more rows than fit a tile")
-    block_m = _knob(config, "block_m", m_extent if epilogue_reduces_m else
-                    (m_extent if m_extent <= default_m else default_m), m_extent)
+    block_m = _knob(config.block_m, m_extent if epilogue_reduces_m else
+                    (m_extent if m_extent <= default_m else default_m))
     if block_n is None:
         default_n = n_extent if n_extent <= 128 else 128
         # Few row tiles give few programs: narrower n tiles keep the SMs busy
         # (down to 64; narrower tiles read the other operand too finely).
         programs = product(batch) * ceil_div(m_extent, block_m)
-        while ("block_n" not in config and default_n > 64 and default_n < n_extent
+        while (config.block_n is None and default_n > 64 and default_n < n_extent
                and programs * ceil_div(n_extent, default_n) < _SM_COUNT):
             default_n //= 2
-        block_n = _knob(config, "block_n", default_n, n_extent)
-    block_k = _knob(config, "block_k", default_k, k_extent)
-    group_m = _knob(config, "group_m", 8)
+        block_n = _knob(config.block_n, default_n)
+    block_k = _knob(config.block_k, min(default_k, k_extent))
+    group_m = _knob(config.group_m, 8)
     tile = [1] * nb + [block_m, block_k, block_n]
     expansions = {mm: _expand_matmul(mm, maps, axes, reduce_axes) for mm in matmuls}
     program_axes = tuple(a for a in list(range(nb)) + [m_axis, n_axis]
@@ -571,11 +434,18 @@ def _plan_matmul(outputs, order, matmuls, config) -> KernelPlan:
     # MLP); a deeper pipeline for small tiles.
     warps_default = 8 if len(matmuls) * block_m * block_n >= 128 * 256 else 4
     stages_default = (4 if block_m * block_n <= 128 * 64 else 3) if loop_axes else 1
-    config_out = {"block_m": block_m, "block_n": block_n, "block_k": block_k, "group_m": group_m,
-                  "num_warps": _warps({"num_warps": config.get("num_warps", warps_default)}, tile),
-                  "num_stages": _stages(config, stages_default)}
-    return _finish("matmul", outputs, order, extents, tile, program_axes, loop_axes, seeds,
-                   reduce_axes, expansions, axes, config_out)
+    # The loop flags apply to the k loop; without one they change nothing.
+    flags = {name: getattr(config, name) if loop_axes else None for name in MatmulConfig.FLAGS}
+    resolved = MatmulConfig(num_warps=_knob(config.num_warps, warps_default),
+                            num_stages=_knob(config.num_stages, stages_default),
+                            block_m=block_m, block_n=block_n, block_k=block_k, group_m=group_m,
+                            **flags)
+    plan = _finish("matmul", outputs, order, extents, tile, program_axes, loop_axes, seeds,
+                   reduce_axes, expansions, axes, resolved, knob_extents, kernel)
+    k_loop = {f"tt.{name}": True for name, value in flags.items() if value}
+    if k_loop:
+        plan.loop_attributes[k_axis] = k_loop
+    return plan
 
 
 def _bits(element: str) -> int:
@@ -628,8 +498,6 @@ class _FactorSplitter:
 
     def _movable(self, node: Node, index_map: IndexMap) -> bool:
         """True when `node` does not vary along k but holds a reduction."""
-        from kgc.tiling.generate import axes_of
-
         if not any(n.op == "reduce" for n in topological([node])):
             return False
         try:

@@ -10,6 +10,7 @@ and arithmetic on those.
 from __future__ import annotations
 
 import math
+from typing import Sequence
 
 from mlir import ir
 
@@ -17,8 +18,9 @@ UNKNOWN = (-math.inf, math.inf)
 
 
 class OffsetRanges:
-    def __init__(self, grid_size: int):
-        self.grid_size = grid_size
+    def __init__(self, grid: int | Sequence[int]):
+        """`grid`: the program counts along grid x, y, z (an int: along x)."""
+        self.grid = (grid, 1, 1) if isinstance(grid, int) else tuple(grid)
         self.memo: dict[ir.Value, tuple[float, float]] = {}
 
     def of(self, value: ir.Value) -> tuple[float, float]:
@@ -39,7 +41,8 @@ class OffsetRanges:
                 return (v, v)
             return UNKNOWN
         if name == "kg.program_id":
-            return (0, self.grid_size - 1)
+            axis = ir.IntegerAttr(op.attributes["axis"]).value
+            return (0, self.grid[axis] - 1) if axis < len(self.grid) else UNKNOWN
         if name in ("arith.addi", "arith.subi", "arith.muli", "arith.divsi", "arith.remsi",
                     "arith.minsi", "arith.maxsi"):
             a, b = (self.of(operand) for operand in op.operands)

@@ -1,0 +1,56 @@
+// kg-tile's options: a kernel config given on the command line, for every
+// kernel of a kind that has its knobs, or for one kernel (`kernel=`).
+// RUN: kgc-opt %s --kg-tile='block-n=256 num-warps=2' | FileCheck %s --check-prefix=ALL
+// RUN: kgc-opt %s --kg-tile='kernel=rows_0 block-x=2 num-stages=3' | FileCheck %s --check-prefix=ONE
+// RUN: kgc-opt %s --kg-tile='block-n=4096' | FileCheck %s --check-prefix=COVER
+// RUN: kgc-opt %s --kg-tile='block-n=1000' | FileCheck %s --check-prefix=COVER
+// RUN: not kgc-opt %s --kg-tile='num-warps=3' 2>&1 | FileCheck %s --check-prefix=BAD-WARPS
+// RUN: not kgc-opt %s --kg-tile='block-r=100' 2>&1 | FileCheck %s --check-prefix=BAD-TILE
+// RUN: not kgc-opt %s --kg-tile='block-k=32' 2>&1 | FileCheck %s --check-prefix=NO-KIND
+// RUN: not kgc-opt %s --kg-tile='kernel=rows_0 block-m=4' 2>&1 | FileCheck %s --check-prefix=NO-KNOB
+// RUN: not kgc-opt %s --kg-tile='kernel=missing block-m=4' 2>&1 | FileCheck %s --check-prefix=NO-NAME
+// RUN: not kgc-opt %s --kg-tile='block-m=many' 2>&1 | FileCheck %s --check-prefix=NOT-INT
+
+// The options apply to both kernels where they have the knob: block-n to
+// the pointwise kernel only (a reduction has no block_n), num-warps to both.
+// The pointwise kernel keeps block_m = 1 from its attributes.
+// ALL: kg.kernel @exp_0
+// ALL-SAME: block_m = 1 : i64, block_n = 256 : i64, grid = array<i64: 68, 1, 1>
+// ALL-SAME: num_warps = 2 : i64
+// ALL: kg.kernel @rows_0
+// ALL-SAME: block_r = 1000 : i64
+// ALL-SAME: num_warps = 2 : i64
+
+// With kernel=rows_0 only the reduction changes; the pointwise kernel gets
+// kgc's choices but for its own attribute.
+// ONE: kg.kernel @exp_0
+// ONE-SAME: block_m = 1 : i64, block_n = 1000 : i64, grid = array<i64: 17, 1, 1>
+// ONE-SAME: num_stages = 1 : i64
+// ONE: kg.kernel @rows_0
+// ONE-SAME: block_r = 1000 : i64, block_x = 2 : i64, grid = array<i64: 9, 1, 1>
+// ONE-SAME: num_stages = 3 : i64
+
+// A tile at or above its axis's extent is the whole axis: 4096 and 1000
+// give the same kernel.
+// COVER: kg.kernel @exp_0
+// COVER-SAME: block_m = 1 : i64, block_n = 1000 : i64, grid = array<i64: 17, 1, 1>
+
+// BAD-WARPS: kg-tile-options.mlir:45:8: error: pointwise kernel @exp_0: num_warps = 3 is not legal; num_warps must be a power of two up to 32 (1, 2, 4, 8, 16, 32)
+// BAD-TILE: kg-tile-options.mlir:50:8: error: reduction kernel @rows_0: block_r = 100 is not legal; block_r must be a power of two, or at least 1000 to cover its axis
+// NO-KIND: kg-tile-options.mlir:44:1: error: kg-tile: option block-k applies to no kernel: only matmul kernels have it
+// NO-KNOB: kg-tile-options.mlir:50:8: error: kg-tile: reduction kernel @rows_0 has no knob block-m (its knobs: num_warps, num_stages, block_x, block_r)
+// NO-NAME: kg-tile-options.mlir:44:1: error: kg-tile: kernel=missing names no kernel in graph form (kernels: @exp_0, @rows_0)
+// NOT-INT: kgc-opt: error: option 'block-m' expects an integer, got 'many'
+func.func @two_kernels(%x: tensor<17x1000xf32>) -> (tensor<17x1000xf32>, tensor<17x1xf32>) {
+  %y = kg.kernel @exp_0(%x) attributes {block_m = 1} : (tensor<17x1000xf32>) -> tensor<17x1000xf32> {
+  ^bb0(%a: tensor<17x1000xf32>):
+    %r = kg.exp %a : tensor<17x1000xf32>
+    kg.yield %r : tensor<17x1000xf32>
+  }
+  %s = kg.kernel @rows_0(%y) : (tensor<17x1000xf32>) -> tensor<17x1xf32> {
+  ^bb0(%a: tensor<17x1000xf32>):
+    %r = kg.reduce sum %a dims [1] keepdim : tensor<17x1000xf32> -> tensor<17x1xf32>
+    kg.yield %r : tensor<17x1xf32>
+  }
+  return %y, %s : tensor<17x1000xf32>, tensor<17x1xf32>
+}

@@ -1,0 +1,129 @@
+"""Tile loads and stores on flat CPU buffers, with every lane checked.
+
+A kernel buffer is a flat tensor; a view (`memref.reinterpret_cast`) puts
+element `idx` of its shape at `offset + sum(idx[d] * strides[d])`. A tile
+at `offsets` covers the indices `offsets[d] + lane[d]`. A lane is inside
+when every index lies in `[0, sizes[d])` of the view and its address in the
+buffer. Triton reads and writes whatever address a lane computes, so an
+unmasked lane outside reads a neighbour's data or writes over it without a
+sign; here it is an error (`Fault`), and so is a masked-in lane outside.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+from kgc.execution.errors import Fault
+
+
+@dataclasses.dataclass(frozen=True)
+class View:
+    """A strided view of kernel buffer number `buffer`."""
+
+    buffer: int
+    buffer_elements: int
+    offset: int
+    sizes: tuple[int, ...]
+    strides: tuple[int, ...]
+    text: str  # the view's memref type, for messages
+
+
+class TileAccess:
+    """Tiles of one shape read or written through one view: the address of
+    every lane relative to the tile's first element is computed once."""
+
+    def __init__(self, view: View, shape: Sequence[int]):
+        import torch
+
+        if len(shape) != len(view.sizes):
+            raise ValueError(f"a tile of rank {len(shape)} cannot address {view.text}")
+        self.view = view
+        self.shape = tuple(shape)
+        rank = len(shape)
+        self._lanes = [torch.arange(n).reshape([n if k == d else 1 for k in range(rank)])
+                       for d, n in enumerate(shape)]
+        relative = torch.zeros(self.shape, dtype=torch.int64)
+        for lane, stride in zip(self._lanes, view.strides):
+            relative = relative + lane * stride
+        self._relative = relative
+
+    def _locate(self, offsets: Sequence[int]):
+        """(address of the tile's first lane, lanes inside the view as a
+        bool tile or None when all are, [first, last) of the lanes inside
+        per axis). Raises Fault when lanes inside the view fall outside the
+        buffer (a view larger than its buffer)."""
+        view = self.view
+        base = view.offset
+        inside = None
+        box = []
+        low = high = base
+        for d, (offset, lanes, size, stride) in enumerate(
+                zip(offsets, self.shape, view.sizes, view.strides)):
+            base += offset * stride
+            first, last = max(0, -offset), min(lanes, size - offset)
+            box.append((first, max(first, last)))
+            if first >= last:
+                low, high = 0, -1  # no lane inside: nothing to check against the buffer
+            elif high >= low:
+                ends = ((offset + first) * stride, (offset + last - 1) * stride)
+                low, high = low + min(ends), high + max(ends)
+            if first > 0 or last < lanes:
+                along = (self._lanes[d] >= first) & (self._lanes[d] < last)
+                inside = along if inside is None else inside & along
+        if high >= low and (low < 0 or high >= view.buffer_elements):
+            raise Fault(f"{view.text} puts lanes at elements [{low}, {high}] of a buffer of "
+                        f"{view.buffer_elements} elements")
+        if inside is not None:
+            inside = inside.expand(self.shape)
+        return base, inside, box
+
+    def _stray(self, stray, offsets: Sequence[int], verb: str, masked: bool) -> Fault:
+        lane = [int(i) for i in stray.nonzero()[0]]
+        index = tuple(o + l for o, l in zip(offsets, lane))
+        count = int(stray.sum())
+        guard = "its mask lets it through" if masked else "no mask guards it"
+        return Fault(f"lane {tuple(lane)} of the tile of {list(self.shape)} at offsets "
+                     f"{list(offsets)} {verb} index {index} outside {self.view.text} "
+                     f"({count} such lane{'s' if count != 1 else ''}); {guard}")
+
+    def load(self, buffer, offsets: Sequence[int], mask, padding: float):
+        """The tile at `offsets`; lanes whose mask is false hold `padding`."""
+        import torch
+
+        base, inside, box = self._locate(offsets)
+        if inside is not None:
+            stray = ~inside if mask is None else mask & ~inside
+            if bool(stray.any()):
+                raise self._stray(stray, offsets, "reads", mask is not None)
+        fill = torch.tensor(padding).to(buffer.dtype)
+        sizes = [last - first for first, last in box]
+        start = base + sum(first * stride for (first, _), stride in zip(box, self.view.strides))
+        if inside is None:
+            values = buffer.as_strided(self.shape, self.view.strides, base).clone()
+        else:
+            values = fill.expand(self.shape).clone()
+            if min(sizes) > 0:
+                values[tuple(slice(first, last) for first, last in box)] = \
+                    buffer.as_strided(sizes, self.view.strides, start)
+        if mask is not None:
+            values = torch.where(mask, values, fill)
+        return values
+
+    def store(self, buffer, written, offsets: Sequence[int], value, mask) -> None:
+        """Writes the lanes of `value` whose mask is true (every lane without
+        a mask) and marks their elements in `written`."""
+        base, inside, _ = self._locate(offsets)
+        if inside is not None:
+            stray = ~inside if mask is None else mask & ~inside
+            if bool(stray.any()):
+                raise self._stray(stray, offsets, "writes", mask is not None)
+        addresses = base + self._relative
+        value = value.expand(self.shape)
+        if mask is None:
+            addresses, value = addresses.reshape(-1), value.reshape(-1)
+        else:
+            mask = mask.expand(self.shape)
+            addresses, value = addresses[mask], value[mask]
+        buffer[addresses] = value.to(buffer.dtype)
+        written[addresses] = True

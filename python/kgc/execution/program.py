@@ -1,0 +1,473 @@
+"""One kernel's tile program, decoded once and run program by program.
+
+Decoding turns every op of the kernel body into a Python function on a
+list of values (one slot per SSA value): i32 scalars are Python ints,
+tiles are torch tensors of the tile's shape and element type, masks are
+bool tensors. What no program changes (constants, views) is computed once.
+Running a program fills the slots in op order, so each op runs once per
+program (or per loop step) on whole tiles.
+
+Semantics, op by op:
+
+    kg.program_id a            the program's coordinate along grid axis a
+    arith on i32 scalars       exact integer math; a result that does not
+                               fit in i32 is an error (the GPU would wrap)
+    memref.reinterpret_cast    a static view of a kernel buffer
+    scf.for                    the loop, with its iteration arguments
+    kg.tile_load / tile_store  `kgc.execution.memory`: masked lanes hold
+                               the padding (NaN when it is unspecified) or
+                               are not written; unmasked lanes outside the
+                               buffer are errors
+    kg.tile_mask               lower[d] <= offsets[d] + lane[d] < upper[d]
+    kg.tile_select             torch.where, broadcasting
+    kg.tile_dot                acc + a @ b in f32 (operands rounded to
+                               TF32 first under precision = tf32)
+    elementwise ops, kg.cast, kg.constant, kg.reduce, kg.broadcast_to
+                               `kgc.reference.evaluate_op`, as eager torch
+                               computes them on the tile
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import operator
+from typing import Callable
+
+from mlir import ir
+
+from kgc import reference
+from kgc.diagnostics import KgcError
+from kgc.execution.errors import Fault, TileProgramError, located
+from kgc.execution.memory import TileAccess, View
+from kgc.tiling.graph_model import ELEMENTWISE_OPS
+from kgc.tiling.kernel_ops import int_array, kernel_name
+
+# kg ops whose meaning on a tile is their meaning on a tensor.
+_REFERENCE_OPS = frozenset("kg." + name for name in ELEMENTWISE_OPS | {"reduce", "broadcast_to"})
+_INT_COMPARISONS = {0: operator.eq, 1: operator.ne, 2: operator.lt, 3: operator.le,
+                    4: operator.gt, 5: operator.ge, 6: operator.lt, 7: operator.le,
+                    8: operator.gt, 9: operator.ge}  # 6-9: unsigned, on values taken mod 2^width
+_UNSIGNED_PREDICATES = frozenset((6, 7, 8, 9))
+_TF32_PRECISION = 1
+
+
+def _divsi(a, b):
+    """Signed division rounding toward zero, as arith.divsi."""
+    if b == 0:
+        raise Fault("division by zero")
+    quotient = abs(a) // abs(b)
+    return quotient if (a < 0) == (b < 0) else -quotient
+
+
+def _remsi(a, b):
+    """The remainder with the sign of the dividend, as arith.remsi."""
+    if b == 0:
+        raise Fault("remainder by zero")
+    return a - b * _divsi(a, b)
+
+
+_INT_ARITHMETIC: dict[str, Callable] = {
+    "arith.addi": operator.add, "arith.subi": operator.sub, "arith.muli": operator.mul,
+    "arith.divsi": _divsi, "arith.remsi": _remsi, "arith.minsi": min, "arith.maxsi": max,
+    "arith.andi": operator.and_, "arith.ori": operator.or_, "arith.xori": operator.xor,
+}
+_PASS_THROUGH = frozenset(("arith.index_cast", "arith.extsi", "arith.index_castui"))
+
+
+class _Frame:
+    """The state of one running program."""
+
+    __slots__ = ("values", "pid", "buffers", "written")
+
+    def __init__(self, values: list, pid: tuple[int, int, int], buffers: list, written: list):
+        self.values, self.pid, self.buffers, self.written = values, pid, buffers, written
+
+
+_Step = Callable[[_Frame], None]
+
+
+class TileProgram:
+    """The tile program of a tiled kg.kernel, ready to run on flat buffers:
+    the kernel's inputs, then its results."""
+
+    def __init__(self, kernel: ir.Operation):
+        import torch
+
+        self.kernel = kernel
+        self.name = kernel_name(kernel)
+        grid = int_array(kernel, "grid")
+        if grid is None or not 1 <= len(grid) <= 3 or min(grid) < 1:
+            raise located(kernel, f"kernel @{self.name} needs a grid of one to three positive "
+                                  f"program counts, has {grid}")
+        self.grid = tuple(grid) + (1,) * (3 - len(grid))
+        body = kernel.regions[0].blocks[0]
+        self.num_inputs = len(kernel.operands)
+        self._buffer_numbers = {arg: arg.arg_number for arg in body.arguments}
+        self._slots: dict = {}
+        self._template: list = []
+        self._views: dict = {}
+        self._torch = torch
+        self.steps = self._block(list(body.operations), terminator="kg.yield")
+
+    # -- running ----------------------------------------------------------------
+
+    def run(self, buffers: list, written: list) -> None:
+        """Runs every program of the grid on `buffers` (flat tensors);
+        `written` (bool, one per result buffer) marks the elements stored."""
+        grid_x, grid_y, grid_z = self.grid
+        all_written = [None] * self.num_inputs + list(written)
+        for z, y, x in itertools.product(range(grid_z), range(grid_y), range(grid_x)):
+            frame = _Frame(list(self._template), (x, y, z), buffers, all_written)
+            self._run(self.steps, frame)
+
+    def _run(self, steps: list, frame: _Frame) -> None:
+        for op, step in steps:
+            try:
+                step(frame)
+            except TileProgramError:
+                raise
+            except (Fault, KgcError, RuntimeError, ValueError) as error:
+                detail = str(error) if not isinstance(error, KgcError) else \
+                    "; ".join(d.message for d in error.diagnostics)
+                raise located(op, f"kernel @{self.name}, program {frame.pid}: {op.name}: "
+                                  f"{detail}") from None
+
+    # -- decoding ---------------------------------------------------------------
+
+    def _slot(self, value: ir.Value) -> int:
+        if value not in self._slots:
+            self._slots[value] = len(self._template)
+            self._template.append(None)
+        return self._slots[value]
+
+    def _operand(self, op: ir.Operation, value: ir.Value) -> int:
+        if value not in self._slots:
+            raise located(op, f"kernel @{self.name}: {op.name} uses a value that no op before it "
+                              "defines")
+        return self._slots[value]
+
+    def _block(self, ops: list, terminator: str) -> list:
+        steps = []
+        for op in ops:
+            op = op.operation
+            if op.name == terminator:
+                continue
+            step = self._decode(op)
+            if step is not None:
+                steps.append((op, step))
+        return steps
+
+    def _decode(self, op: ir.Operation) -> _Step | None:
+        name = op.name
+        if name == "arith.constant":
+            return self._constant(op)
+        if name == "memref.reinterpret_cast":
+            return self._view(op)
+        if name == "kg.program_id":
+            return self._program_id(op)
+        if name in _INT_ARITHMETIC:
+            return self._arithmetic(op)
+        if name in _PASS_THROUGH:
+            source, result = self._operand(op, op.operands[0]), self._slot(op.results[0])
+
+            def pass_through(frame):
+                frame.values[result] = frame.values[source]
+            return pass_through
+        if name == "arith.cmpi":
+            return self._compare(op)
+        if name == "arith.select":
+            return self._select(op)
+        if name == "scf.for":
+            return self._for(op)
+        if name == "kg.tile_load":
+            return self._load(op)
+        if name == "kg.tile_store":
+            return self._store(op)
+        if name == "kg.tile_mask":
+            return self._mask(op)
+        if name == "kg.tile_select":
+            return self._select(op)
+        if name == "kg.tile_dot":
+            return self._dot(op)
+        if name == "kg.constant":
+            self._template[self._slot(op.results[0])] = reference.evaluate_op(op, [])
+            return None
+        if name in _REFERENCE_OPS:
+            return self._reference(op)
+        raise located(op, f"kernel @{self.name}: the CPU executor cannot run {name} in a tile "
+                          "program")
+
+    # -- scalars ------------------------------------------------------------------
+
+    def _constant(self, op: ir.Operation) -> None:
+        attribute = op.attributes["value"]
+        if isinstance(attribute, ir.IntegerAttr):
+            value = attribute.value
+            if isinstance(attribute.type, ir.IntegerType) and attribute.type.width == 1:
+                value = bool(value & 1)
+        elif isinstance(attribute, ir.FloatAttr):
+            value = attribute.value
+        else:
+            raise located(op, f"kernel @{self.name}: the CPU executor reads only integer and float "
+                              f"scalar constants, not {attribute}")
+        self._template[self._slot(op.results[0])] = value
+        return None
+
+    def _program_id(self, op: ir.Operation) -> _Step:
+        axis = ir.IntegerAttr(op.attributes["axis"]).value
+        if not 0 <= axis <= 2:
+            raise located(op, f"kernel @{self.name}: kg.program_id {axis} names no grid axis")
+        result = self._slot(op.results[0])
+
+        def program_id(frame):
+            frame.values[result] = frame.pid[axis]
+        return program_id
+
+    def _arithmetic(self, op: ir.Operation) -> _Step:
+        function = _INT_ARITHMETIC[op.name]
+        lhs, rhs = (self._operand(op, v) for v in op.operands)
+        result = self._slot(op.results[0])
+        low, high = _signed_range(op.results[0].type)
+
+        def arithmetic(frame):
+            values = frame.values
+            a, b = values[lhs], values[rhs]
+            value = function(a, b)
+            if type(value) is int and not low <= value <= high:
+                raise Fault(f"{a} and {b} give {value}, which does not fit in "
+                            f"{op.results[0].type} (the GPU would wrap it)")
+            values[result] = value
+        return arithmetic
+
+    def _compare(self, op: ir.Operation) -> _Step:
+        predicate = ir.IntegerAttr(op.attributes["predicate"]).value
+        if predicate not in _INT_COMPARISONS:
+            raise located(op, f"kernel @{self.name}: arith.cmpi predicate {predicate} is unknown")
+        compare = _INT_COMPARISONS[predicate]
+        modulus = 1 << _width(op.operands[0].type) if predicate in _UNSIGNED_PREDICATES else None
+        lhs, rhs = (self._operand(op, v) for v in op.operands)
+        result = self._slot(op.results[0])
+
+        def compare_values(frame):
+            values = frame.values
+            a, b = values[lhs], values[rhs]
+            if modulus is not None:
+                a, b = a % modulus, b % modulus
+            values[result] = compare(a, b)
+        return compare_values
+
+    def _select(self, op: ir.Operation) -> _Step:
+        torch = self._torch
+        condition, true_value, false_value = (self._operand(op, v) for v in op.operands)
+        result = self._slot(op.results[0])
+        shape = _shape(op.results[0].type)
+
+        def select(frame):
+            values = frame.values
+            c, a, b = values[condition], values[true_value], values[false_value]
+            if isinstance(c, bool):
+                values[result] = a if c else b
+                return
+            picked = torch.where(c, a, b)
+            values[result] = picked if shape is None else picked.expand(shape)
+        return select
+
+    def _for(self, op: ir.Operation) -> _Step:
+        lower, upper, step = (self._operand(op, op.operands[i]) for i in range(3))
+        inits = [self._operand(op, v) for v in op.operands[3:]]
+        body = op.regions[0].blocks[0]
+        induction = self._slot(body.arguments[0])
+        carried = [self._slot(a) for a in list(body.arguments)[1:]]
+        body_ops = list(body.operations)
+        steps = self._block(body_ops, terminator="scf.yield")
+        terminator = body_ops[-1]
+        yielded = [self._operand(terminator, v) for v in terminator.operands]
+        results = [self._slot(r) for r in op.results]
+
+        def loop(frame):
+            values = frame.values
+            start, stop, stride = values[lower], values[upper], values[step]
+            if stride <= 0:
+                raise Fault(f"the loop steps by {stride}; it would never end")
+            current = [values[i] for i in inits]
+            for index in range(start, stop, stride):
+                values[induction] = index
+                for slot, value in zip(carried, current):
+                    values[slot] = value
+                self._run(steps, frame)
+                current = [values[i] for i in yielded]
+            for slot, value in zip(results, current):
+                values[slot] = value
+        return loop
+
+    # -- memory -------------------------------------------------------------------
+
+    def _view(self, op: ir.Operation) -> None:
+        source = op.operands[0]
+        if source not in self._buffer_numbers:
+            raise located(op, f"kernel @{self.name}: a view must be taken of a kernel buffer")
+        segments = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
+        if any(segments[1:]):
+            raise located(op, f"kernel @{self.name}: the CPU executor takes only static offsets, "
+                              "sizes and strides")
+        offset = list(ir.DenseI64ArrayAttr(op.attributes["static_offsets"]))[0]
+        sizes = tuple(ir.DenseI64ArrayAttr(op.attributes["static_sizes"]))
+        strides = tuple(ir.DenseI64ArrayAttr(op.attributes["static_strides"]))
+        if min(strides, default=0) < 0:
+            raise located(op, f"kernel @{self.name}: the CPU executor takes only views with "
+                              f"strides of at least 0, not {list(strides)}")
+        self._views[op.results[0]] = View(self._buffer_numbers[source],
+                                          math.prod(ir.MemRefType(source.type).shape), offset,
+                                          sizes, strides, str(op.results[0].type))
+        return None
+
+    def _view_of(self, op: ir.Operation, value: ir.Value) -> View:
+        if value in self._views:
+            return self._views[value]
+        if value in self._buffer_numbers:
+            shape = tuple(ir.MemRefType(value.type).shape)
+            strides = tuple(math.prod(shape[d + 1:]) for d in range(len(shape)))
+            view = View(self._buffer_numbers[value], math.prod(shape), 0, shape, strides,
+                        str(value.type))
+            self._views[value] = view
+            return view
+        raise located(op, f"kernel @{self.name}: {op.name} must access a kernel buffer or a view "
+                          "of one")
+
+    def _access(self, op: ir.Operation, view: View, tile_type: ir.Type) -> TileAccess:
+        try:
+            return TileAccess(view, _shape(tile_type))
+        except ValueError as error:
+            raise located(op, f"kernel @{self.name}: {error}") from None
+
+    def _load(self, op: ir.Operation) -> _Step:
+        segments = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
+        view = self._view_of(op, op.operands[0])
+        access = self._access(op, view, op.results[0].type)
+        offsets = [self._operand(op, v) for v in op.operands[1:1 + segments[1]]]
+        mask = self._operand(op, op.operands[1 + segments[1]]) if segments[2] else None
+        # Unspecified padding is NaN, so that a consumer that reads it shows.
+        padding = ir.FloatAttr(op.attributes["padding"]).value if "padding" in op.attributes \
+            else math.nan
+        buffer, result = view.buffer, self._slot(op.results[0])
+
+        def load(frame):
+            values = frame.values
+            values[result] = access.load(frame.buffers[buffer], [values[o] for o in offsets],
+                                         None if mask is None else values[mask], padding)
+        return load
+
+    def _store(self, op: ir.Operation) -> _Step:
+        segments = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
+        view = self._view_of(op, op.operands[1])
+        if view.buffer < self.num_inputs:
+            raise located(op, f"kernel @{self.name}: kg.tile_store writes into input buffer "
+                              f"#{view.buffer}")
+        access = self._access(op, view, op.operands[0].type)
+        value = self._operand(op, op.operands[0])
+        offsets = [self._operand(op, v) for v in op.operands[2:2 + segments[2]]]
+        mask = self._operand(op, op.operands[2 + segments[2]]) if segments[3] else None
+        buffer = view.buffer
+
+        def store(frame):
+            values = frame.values
+            access.store(frame.buffers[buffer], frame.written[buffer],
+                         [values[o] for o in offsets], values[value],
+                         None if mask is None else values[mask])
+        return store
+
+    # -- tiles --------------------------------------------------------------------
+
+    def _mask(self, op: ir.Operation) -> _Step:
+        torch = self._torch
+        shape = _shape(op.results[0].type)
+        rank = len(shape)
+        lower = list(ir.DenseI64ArrayAttr(op.attributes["lower"]))
+        upper = list(ir.DenseI64ArrayAttr(op.attributes["upper"]))
+        offsets = [self._operand(op, v) for v in op.operands]
+        if not len(lower) == len(upper) == len(offsets) == rank:
+            raise located(op, f"kernel @{self.name}: kg.tile_mask needs one offset, lower and "
+                              f"upper bound per axis of its {list(shape)} tile")
+        axes = [(offset, torch.arange(n).reshape([n if k == d else 1 for k in range(rank)]), n,
+                 low, high) for d, (offset, n, low, high) in enumerate(zip(offsets, shape, lower, upper))]
+        everywhere = torch.ones(shape, dtype=torch.bool)
+        result = self._slot(op.results[0])
+
+        def mask(frame):
+            values = frame.values
+            inside = None
+            for offset, lane, count, low, high in axes:
+                start = values[offset]
+                if low <= start and start + count <= high:
+                    continue  # every lane along this axis is inside
+                index = lane + start
+                along = (index >= low) & (index < high)
+                inside = along if inside is None else inside & along
+            values[result] = everywhere if inside is None else inside.expand(shape)
+        return mask
+
+    def _dot(self, op: ir.Operation) -> _Step:
+        torch = self._torch
+        a_shape, b_shape, acc_shape = (_shape(v.type) for v in op.operands)
+        m, k, n = a_shape[-3], a_shape[-2], b_shape[-1]
+        expected = ((m, k, 1), (1, k, n), (m, 1, n))
+        shapes = (a_shape, b_shape, acc_shape)
+        if any(len(s) < 3 or tuple(s[-3:]) != e or any(x != 1 for x in s[:-3])
+               for s, e in zip(shapes, expected)):
+            raise located(op, f"kernel @{self.name}: kg.tile_dot takes [..., M, K, 1], "
+                              f"[..., 1, K, N] and [..., M, 1, N] with leading axes of 1, got "
+                              f"{[list(s) for s in shapes]}")
+        tf32 = "precision" in op.attributes and \
+            ir.IntegerAttr(op.attributes["precision"]).value == _TF32_PRECISION
+        a, b, acc = (self._operand(op, v) for v in op.operands)
+        result = self._slot(op.results[0])
+
+        def dot(frame):
+            values = frame.values
+            lhs = values[a].reshape(m, k).to(torch.float32)
+            rhs = values[b].reshape(k, n).to(torch.float32)
+            if tf32:
+                lhs, rhs = _round_to_tf32(lhs), _round_to_tf32(rhs)
+            values[result] = values[acc] + (lhs @ rhs).reshape(acc_shape)
+        return dot
+
+    def _reference(self, op: ir.Operation) -> _Step:
+        operands = [self._operand(op, v) for v in op.operands]
+        result = self._slot(op.results[0])
+
+        def evaluate(frame):
+            values = frame.values
+            values[result] = reference.evaluate_op(op, [values[o] for o in operands])
+        return evaluate
+
+
+def _shape(type_: ir.Type) -> tuple[int, ...] | None:
+    if isinstance(type_, ir.ShapedType):
+        return tuple(type_.shape)
+    return None
+
+
+def _width(type_: ir.Type) -> int:
+    if isinstance(type_, ir.IntegerType):
+        return type_.width
+    return 64  # index
+
+
+def _signed_range(type_: ir.Type) -> tuple[float, float]:
+    if isinstance(type_, ir.ShapedType):
+        return -math.inf, math.inf
+    width = _width(type_)
+    if width == 1:
+        return -math.inf, math.inf
+    return -(1 << (width - 1)), (1 << (width - 1)) - 1
+
+
+def _round_to_tf32(x):
+    """`x` (f32) rounded to the nearest TF32 value (10 mantissa bits), ties
+    away from zero; infinities and NaNs stay."""
+    import torch
+
+    bits = x.view(torch.int32)
+    rounded = ((bits + 0x1000) & -0x2000).view(torch.float32)
+    return torch.where(torch.isfinite(x), rounded, x)

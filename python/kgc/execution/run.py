@@ -1,0 +1,148 @@
+"""Running the functions of a module in tiled form: kernels and returns."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Sequence
+
+from mlir import ir
+
+from kgc.diagnostics import KgcError
+from kgc.execution.errors import located
+from kgc.execution.program import TileProgram
+from kgc.tiling.kernel_ops import is_tiled, kernel_name
+
+_TORCH_NAMES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16",
+                "f8E4M3FN": "float8_e4m3fn", "f8E5M2": "float8_e5m2"}
+
+
+def run_tiled(module, function: str | None, *tensors):
+    """The results of `function` (the only one when None) of `module` on
+    `tensors`: one tensor, or a tuple when it returns several.
+
+    `module` is a `builtin.module` op or its MLIR text, in tiled form: the
+    function bodies hold tiled kg.kernel ops and a return, as the `kg` stage
+    of the compiler leaves them. Raises TileProgramError where a program
+    reads or writes outside a buffer, leaves an output element unwritten or
+    holds an op the executor cannot run."""
+    if isinstance(module, str):
+        from kgc.parsing import parse_text
+
+        context = ir.Context()
+        with context, _one_thread():
+            return _run_function(parse_text(module, "<string>", context), function, tensors)
+    module = module.operation
+    with module.context, _one_thread():
+        return _run_function(module, function, tensors)
+
+
+@contextlib.contextmanager
+def _one_thread():
+    """Torch on one thread: on tiles this small, sharing each op among
+    threads costs more than it saves (many times more on a busy machine)."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _run_function(module: ir.Operation, function: str | None, tensors: Sequence):
+    functions = {ir.StringAttr(op.attributes["sym_name"]).value: op.operation
+                 for op in module.regions[0].blocks[0].operations if op.operation.name == "func.func"}
+    if function is None:
+        if len(functions) != 1:
+            raise KgcError(f"the module holds {len(functions)} functions "
+                           f"({', '.join(functions) or 'none'}); name the one to run")
+        function = next(iter(functions))
+    if function not in functions:
+        raise KgcError(f"no function @{function} (have: {', '.join(functions) or 'none'})")
+    body = functions[function].regions[0].blocks[0]
+    arguments = list(body.arguments)
+    if len(tensors) != len(arguments):
+        raise KgcError(f"@{function} takes {len(arguments)} tensors, got {len(tensors)}")
+    values = {}
+    for index, (argument, tensor) in enumerate(zip(arguments, tensors)):
+        _check_tensor(f"@{function}: argument #{index}", tensor, argument.type)
+        values[argument] = tensor
+    for op in body.operations:
+        op = op.operation
+        if op.name == "func.return":
+            results = tuple(values[v] for v in op.operands)
+            return results[0] if len(results) == 1 else results
+        if op.name != "kg.kernel":
+            raise located(op, f"@{function}: {op.name} is outside every kernel; the CPU executor "
+                              "runs only tiled kg.kernel ops and the return")
+        outputs = run_kernel(op, [values[v] for v in op.operands])
+        values.update(zip(op.results, outputs))
+    raise KgcError(f"@{function} has no return")
+
+
+def run_kernel(kernel: ir.Operation, inputs: Sequence) -> list:
+    """The results of one tiled kg.kernel on `inputs`, every program of its
+    grid run in turn."""
+    import torch
+
+    name = kernel_name(kernel)
+    if not is_tiled(kernel):
+        raise located(kernel, f"kernel @{name} is not tiled; run kg-tile and kg-pad-mask first")
+    program = TileProgram(kernel)
+    arguments = kernel.regions[0].blocks[0].arguments
+    buffers, written = [], []
+    for index, (tensor, argument) in enumerate(zip(inputs, arguments)):
+        _check_buffer(kernel, index, tensor.shape, tensor.dtype, argument.type)
+        buffers.append(tensor.contiguous().reshape(-1))
+    results = list(kernel.results)
+    for index, result in enumerate(results, start=len(inputs)):
+        type_ = ir.RankedTensorType(result.type)
+        dtype = torch_dtype(type_.element_type)
+        _check_buffer(kernel, index, tuple(type_.shape), dtype, arguments[index].type)
+        count = math.prod(type_.shape)
+        device = inputs[0].device if inputs else "cpu"
+        buffers.append(torch.full((count,), math.nan, dtype=dtype, device=device))
+        written.append(torch.zeros(count, dtype=torch.bool, device=device))
+    program.run(buffers, written)
+    outputs = []
+    for number, (result, done) in enumerate(zip(results, written)):
+        shape = list(ir.RankedTensorType(result.type).shape)
+        if not bool(done.all()):
+            missing = (~done).nonzero()[0].item()
+            index = tuple(int(i) for i in torch.unravel_index(torch.tensor(missing), shape))
+            raise located(
+                kernel, f"kernel @{name} leaves {int((~done).sum())} of {done.numel()} elements of "
+                        f"result #{number} ({result.type}) unwritten, the first at index "
+                        f"{index}")
+        outputs.append(buffers[len(inputs) + number].reshape(shape))
+    return outputs
+
+
+def torch_dtype(element: ir.Type):
+    import torch
+
+    name = _TORCH_NAMES.get(str(element))
+    if name is None:
+        raise KgcError(f"the CPU executor has no torch dtype for {element}")
+    return getattr(torch, name)
+
+
+def _check_tensor(what: str, tensor, type_: ir.Type) -> None:
+    import torch
+
+    if not isinstance(tensor, torch.Tensor):
+        raise KgcError(f"{what} must be a torch.Tensor, got {type(tensor).__name__}")
+    type_ = ir.RankedTensorType(type_)
+    shape, dtype = tuple(type_.shape), torch_dtype(type_.element_type)
+    if tuple(tensor.shape) != shape or tensor.dtype != dtype:
+        raise KgcError(f"{what} must be {shape} {type_.element_type}, got {tuple(tensor.shape)} "
+                       f"{tensor.dtype}")
+
+
+def _check_buffer(kernel: ir.Operation, index: int, shape, dtype, buffer_type: ir.Type) -> None:
+    memref = ir.MemRefType(buffer_type)
+    if tuple(shape) != tuple(memref.shape) or dtype != torch_dtype(memref.element_type):
+        raise located(kernel, f"kernel @{kernel_name(kernel)}: buffer #{index} is {buffer_type}, "
+                              f"but the kernel gets {tuple(shape)} {dtype}")

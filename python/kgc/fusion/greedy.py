@@ -1,0 +1,166 @@
+"""Greedy fusion under `FusionDecisions`: which kinds of merges to make.
+
+Every computed op starts as its own group; groups then merge, producer into
+consumer, in program order, whenever the merged group is still one kernel
+(`kgc.tiling.plan` plans it) and no path leaves the group and comes back.
+Each merge has a kind, read from the two groups: the producer group P (its
+op feeds the consumer's) and the consumer group C. The first rule that
+matches names the kind; a decision turned off refuses merges of its kind:
+
+    P and C both hold a matmul, no matmul of C
+      reads P's values                           =>  merge-siblings
+    C holds a matmul that reads a value of P,
+      and a reduce of P flows into it            =>  fold-rms-norm
+    C holds a matmul that reads a value of P     =>  fuse-prologue
+    P holds a matmul                             =>  fuse-epilogue
+    P and C both hold a reduce                   =>  merge-reductions
+    anything else (elementwise chains, the
+      prologue and epilogue of a reduction)      =>  always merged
+
+`fold-rms-norm` is the RMSNorm before a matmul (its 1/rms becomes a factor
+of the matmul's epilogue, its sum runs in the k loop), and any reduction
+feeding a matmul operand (a softmax of scores too wide for an epilogue).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from kgc.fusion.graph import FusionGraph
+from kgc.fusion.partition import Partition
+from kgc.tiling.graph_model import Node
+
+MERGE_SIBLINGS = "merge-siblings"
+FOLD_RMS_NORM = "fold-rms-norm"
+FUSE_PROLOGUE = "fuse-prologue"
+FUSE_EPILOGUE = "fuse-epilogue"
+MERGE_REDUCTIONS = "merge-reductions"
+
+
+@dataclasses.dataclass(frozen=True)
+class FusionDecisions:
+    """Which kinds of merges kg-fuse makes; every one by default."""
+
+    fold_rms_norm: bool = True
+    fuse_prologue: bool = True
+    fuse_epilogue: bool = True
+    merge_siblings: bool = True
+    merge_reductions: bool = True
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        """The decisions as option names (`fold-rms-norm`...)."""
+        return tuple(f.name.replace("_", "-") for f in dataclasses.fields(cls))
+
+    def allows(self, kind: str | None) -> bool:
+        return kind is None or getattr(self, kind.replace("-", "_"))
+
+    def without(self, kind: str) -> "FusionDecisions":
+        return dataclasses.replace(self, **{kind.replace("-", "_"): False})
+
+    def __str__(self) -> str:
+        off = [name for name in self.names() if not self.allows(name)]
+        return " ".join(f"{name}=false" for name in off) or "default"
+
+
+def merge_kind(producer: list[Node], consumer: list[Node]) -> str | None:
+    """The kind of merging group `producer` into group `consumer` (None for
+    a merge that no decision governs)."""
+    inside = {id(n) for n in producer}
+    producer_matmuls = [n for n in producer if n.op == "matmul"]
+    consumer_matmuls = [n for n in consumer if n.op == "matmul"]
+    members = {id(n) for n in producer + consumer}
+    fed = [mm for mm in consumer_matmuls
+           if any(_reaches(operand, inside, members) for operand in mm.operands)]
+    if producer_matmuls and consumer_matmuls and not fed:
+        return MERGE_SIBLINGS
+    if fed:
+        reduces = {id(n) for n in producer if n.op == "reduce"}
+        if any(_reaches(operand, reduces, members) for mm in fed for operand in mm.operands):
+            return FOLD_RMS_NORM
+        return FUSE_PROLOGUE
+    if producer_matmuls:
+        return FUSE_EPILOGUE
+    if any(n.op == "reduce" for n in producer) and any(n.op == "reduce" for n in consumer):
+        return MERGE_REDUCTIONS
+    return None
+
+
+def _reaches(node: Node, targets: set[int], members: set[int]) -> bool:
+    """True when `node` is one of `targets` or depends on one, through
+    nodes of `members`."""
+    stack, seen = [node], set()
+    while stack:
+        current = stack.pop()
+        if id(current) in seen or id(current) not in members:
+            continue
+        seen.add(id(current))
+        if id(current) in targets:
+            return True
+        stack.extend(current.operands)
+    return False
+
+
+@dataclasses.dataclass
+class GreedyResult:
+    partition: Partition
+    groups: list[list[Node]]  # in the order of their last op
+    kinds_made: frozenset[str]  # kinds of the merges made
+
+
+def greedy_partition(graph: FusionGraph, decisions: FusionDecisions = FusionDecisions()
+                     ) -> GreedyResult:
+    computed = graph.computed()
+    group_of: dict[int, int] = {}
+    groups: dict[int, list[Node]] = {}
+    for node in computed:
+        group_of[id(node)] = graph.position(node)
+        groups[graph.position(node)] = [node]
+    kinds_made: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for consumer in computed:
+            target = group_of[id(consumer)]
+            for operand in consumer.operands:
+                source = group_of.get(id(operand))
+                if source is None or source == target:
+                    continue
+                kind = merge_kind(groups[source], groups[target])
+                if not decisions.allows(kind):
+                    continue
+                merged = graph.in_program_order(groups[source] + groups[target])
+                if _creates_cycle(graph, source, target, group_of) or not graph.plannable(merged):
+                    continue
+                for node in groups[source]:
+                    group_of[id(node)] = target
+                groups[target] = merged
+                del groups[source]
+                if kind is not None:
+                    kinds_made.add(kind)
+                changed = True
+    ordered = sorted(groups.values(), key=lambda g: graph.position(g[-1]))
+    origin = str(decisions)
+    return GreedyResult(Partition.of_groups(graph, ordered, origin), ordered, frozenset(kinds_made))
+
+
+def _creates_cycle(graph: FusionGraph, source: int, target: int, group_of: dict) -> bool:
+    """True when a path from group `source` reaches group `target` through
+    another group, or leaves either through an op that is not fused and
+    comes back (merging would make a kernel depend on itself, or leave it no
+    place among the ops that stay where they are)."""
+    members = [n for n in graph.nodes if group_of.get(id(n)) in (source, target)]
+    frontier = [u for n in members if group_of.get(id(n)) == source
+                for u in graph.users[id(n)] if group_of.get(id(u)) not in (source, target)]
+    frontier += [u for n in members for u in graph.after_outside_uses(n)]
+    seen: set[int] = set()
+    while frontier:
+        node = frontier.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if group_of.get(id(node)) in (source, target):
+            return True
+        frontier.extend(graph.users[id(node)])
+        frontier.extend(graph.after_outside_uses(node))
+    return False

@@ -1,0 +1,321 @@
+"""Kernel configs: the knobs of each kind of kernel and their legal values.
+
+A `KernelConfig` holds what a user or a tuner may choose for one kernel:
+tile sizes, the matmul program grouping, warps and pipeline stages, and how
+its loops are scheduled. A knob left `None` is kgc's choice. Configs are
+immutable; `kg-tile` reads them from kernel attributes and from its
+options, and the planner fills in the knobs left open, so that the config
+of a tiled kernel (`KernelPlan.config`) names every choice it was made with.
+
+Legality, checked by `canonical` against the kernel's extents (the sizes of
+the axes that the tile knobs tile):
+
+* a tile size is a power of two, or covers its axis; a size at or above its
+  axis's extent is the whole axis, and is written as the extent;
+* a tile knob of an axis the kernel does not have (`block_m` of a 1-D
+  pointwise kernel, `block_x` of a reduction to a scalar) is dropped;
+* `group_m` is a power of two; it is 1 when the grid has a single tile
+  along m or along n, where programs have nothing to group;
+* `num_warps` is a power of two up to 32, `num_stages` a positive integer.
+
+An illegal value raises `ConfigError`, naming the kernel, the knob, the
+value and the legal values; nothing is clamped silently. Two configs that
+give the same kernel have equal canonical forms.
+
+`space(extents, element)` lists the configs a tuner should try for a
+kernel of those extents and element type: finite, canonical, without
+duplicates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+from typing import Any, ClassVar, Mapping
+
+from kgc.tiling.index_maps import ceil_div, next_power_of_two
+
+WARPS = (1, 2, 4, 8, 16, 32)
+
+
+class ConfigError(ValueError):
+    """A knob value that no kernel of its kind can take; the message names
+    the kernel, the knob, the value and the legal values."""
+
+
+def _is_power_of_two(value: int) -> bool:
+    return value >= 1 and value & (value - 1) == 0
+
+
+def _powers_of_two(low: int, high: int) -> list[int]:
+    values, value = [], low
+    while value <= high:
+        values.append(value)
+        value *= 2
+    return values
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelConfig:
+    """Knobs shared by every kind of kernel. Subclasses add their tile knobs
+    and name in `TILE_AXES` the axis each tiles."""
+
+    kind: ClassVar[str] = ""
+    # tile knob -> the name of the axis it tiles (a key of the extents)
+    TILE_AXES: ClassVar[dict[str, str]] = {}
+    # knobs of the kernel's loops (flags, not sizes)
+    FLAGS: ClassVar[tuple[str, ...]] = ()
+
+    num_warps: int | None = None
+    num_stages: int | None = None
+
+    # -- names ----------------------------------------------------------------
+
+    @classmethod
+    def knobs(cls) -> tuple[str, ...]:
+        return tuple(field.name for field in dataclasses.fields(cls))
+
+    def given(self) -> dict[str, Any]:
+        """The knobs that are set, by name."""
+        return {name: getattr(self, name) for name in self.knobs()
+                if getattr(self, name) is not None}
+
+    def merged(self, other: "KernelConfig") -> "KernelConfig":
+        """This config with the knobs that `other` sets replaced."""
+        if type(other) is not type(self):
+            raise TypeError(f"cannot merge a {other.kind} config into a {self.kind} config")
+        return dataclasses.replace(self, **other.given())
+
+    # -- legality -------------------------------------------------------------
+
+    def _error(self, kernel: str | None, knob: str, value: Any, legal: str) -> ConfigError:
+        where = f"{self.kind} kernel @{kernel}" if kernel else f"{self.kind} kernel"
+        return ConfigError(f"{where}: {knob} = {value} is not legal; {knob} must be {legal}")
+
+    def canonical(self, extents: Mapping[str, int], kernel: str | None = None) -> "KernelConfig":
+        """The config in canonical form for a kernel of `extents` (axis name
+        -> size); raises ConfigError for an illegal value."""
+        changes: dict[str, Any] = {}
+        for knob, value in self.given().items():
+            if knob in self.FLAGS:
+                if not isinstance(value, bool):
+                    raise self._error(kernel, knob, value, "true or false")
+                continue
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise self._error(kernel, knob, value, "an integer")
+            if knob in self.TILE_AXES:
+                extent = extents.get(self.TILE_AXES[knob])
+                if extent is None:
+                    changes[knob] = None
+                elif value < 1 or (value < extent and not _is_power_of_two(value)):
+                    raise self._error(kernel, knob, value,
+                                      f"a power of two, or at least {extent} to cover its axis")
+                elif value > extent:
+                    changes[knob] = extent
+            elif knob == "num_warps" and value not in WARPS:
+                raise self._error(kernel, knob, value,
+                                  "a power of two up to 32 (" + ", ".join(map(str, WARPS)) + ")")
+            elif knob == "num_stages" and value < 1:
+                raise self._error(kernel, knob, value, "a positive integer")
+        config = dataclasses.replace(self, **changes) if changes else self
+        return config._canonical_extra(extents, kernel)
+
+    def _canonical_extra(self, extents: Mapping[str, int], kernel: str | None) -> "KernelConfig":
+        return self
+
+    # -- forms ----------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, **self.given()}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @staticmethod
+    def from_dict(data: Mapping[str, Any]) -> "KernelConfig":
+        data = dict(data)
+        kind = data.pop("kind", None)
+        if kind not in CONFIG_CLASSES:
+            raise ConfigError(f"kernel config kind {kind!r} is not one of "
+                              f"{', '.join(CONFIG_CLASSES)}")
+        cls = CONFIG_CLASSES[kind]
+        unknown = sorted(set(data) - set(cls.knobs()))
+        if unknown:
+            raise ConfigError(f"{kind} kernels have no knob {', '.join(unknown)} (knobs: "
+                              f"{', '.join(cls.knobs())})")
+        return cls(**data)
+
+    @staticmethod
+    def from_json(text: str) -> "KernelConfig":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ConfigError(f"kernel config is not JSON: {error}") from None
+        if not isinstance(data, dict):
+            raise ConfigError("a kernel config in JSON is an object of knobs and a \"kind\"")
+        return KernelConfig.from_dict(data)
+
+    def to_attributes(self) -> dict:
+        """The set knobs as MLIR attributes (i64 integers, booleans for
+        flags), as kg.kernel declares them. Needs an MLIR context."""
+        from mlir import ir
+
+        i64 = ir.IntegerType.get_signless(64)
+        return {name: ir.BoolAttr.get(value) if name in self.FLAGS else ir.IntegerAttr.get(i64, value)
+                for name, value in self.given().items()}
+
+    @classmethod
+    def from_attributes(cls, attributes, kernel: str | None = None) -> "KernelConfig":
+        """The knobs of this kind found among `attributes` (an op's
+        attributes or a dict of MLIR attributes)."""
+        from mlir import ir
+
+        values: dict[str, Any] = {}
+        for name in cls.knobs():
+            if name not in attributes:
+                continue
+            attribute = attributes[name]
+            if name in cls.FLAGS and isinstance(attribute, ir.BoolAttr):
+                values[name] = ir.BoolAttr(attribute).value
+            elif name not in cls.FLAGS and isinstance(attribute, ir.IntegerAttr) \
+                    and not isinstance(attribute, ir.BoolAttr):
+                values[name] = ir.IntegerAttr(attribute).value
+            else:
+                what = "true or false" if name in cls.FLAGS else "an integer"
+                where = f"kernel @{kernel}" if kernel else "kernel"
+                raise ConfigError(f"{where}: attribute {name} must be {what}, got {attribute}")
+        return cls(**values)
+
+    # -- search space ---------------------------------------------------------
+
+    @classmethod
+    def space(cls, extents: Mapping[str, int], element: str) -> list["KernelConfig"]:
+        """Configs worth trying for a kernel of `extents` whose widest
+        operand has element type `element`: canonical and distinct."""
+        seen: dict[KernelConfig, None] = {}
+        candidates = cls._candidates(extents, element)
+        for values in itertools.product(*candidates.values()):
+            config = cls(**dict(zip(candidates, values)))
+            if not config._worth_trying(extents):
+                continue
+            seen.setdefault(config.canonical(extents), None)
+        return list(seen)
+
+    @classmethod
+    def _candidates(cls, extents: Mapping[str, int], element: str) -> dict[str, tuple]:
+        raise NotImplementedError
+
+    def _worth_trying(self, extents: Mapping[str, int]) -> bool:
+        return True
+
+
+def _tile_candidates(low: int, high: int, extent: int | None) -> tuple:
+    """Powers of two from `low` to `high`, none beyond the one that covers
+    `extent` (None: the axis is absent)."""
+    if extent is None:
+        return (None,)
+    cover = next_power_of_two(extent)
+    return tuple(v for v in _powers_of_two(low, high) if v <= cover) or (min(low, cover),)
+
+
+def _bits(element: str) -> int:
+    return {"f32": 32, "f16": 16, "bf16": 16}.get(element, 8)
+
+
+@dataclasses.dataclass(frozen=True)
+class PointwiseConfig(KernelConfig):
+    """2-D tiles of the last two axes of the output (`m`: rows, `n`: the
+    last axis); one program per tile."""
+
+    kind: ClassVar[str] = "pointwise"
+    TILE_AXES: ClassVar[dict[str, str]] = {"block_m": "m", "block_n": "n"}
+
+    block_m: int | None = None
+    block_n: int | None = None
+
+    @classmethod
+    def _candidates(cls, extents, element):
+        return {"block_m": _tile_candidates(1, 64, extents.get("m")),
+                "block_n": _tile_candidates(64, 4096, extents.get("n")),
+                "num_warps": (1, 2, 4, 8), "num_stages": (1,)}
+
+    def _worth_trying(self, extents) -> bool:
+        return (self.block_m or 1) * self.block_n <= 16384
+
+
+@dataclasses.dataclass(frozen=True)
+class ReductionConfig(KernelConfig):
+    """Programs walk the kept axes (`x`: the innermost, `block_x` rows per
+    program); the innermost reduced axis `r` is one tile of `block_r` when
+    that covers it, a loop of `block_r` steps otherwise."""
+
+    kind: ClassVar[str] = "reduction"
+    TILE_AXES: ClassVar[dict[str, str]] = {"block_x": "x", "block_r": "r"}
+
+    block_x: int | None = None
+    block_r: int | None = None
+
+    @classmethod
+    def _candidates(cls, extents, element):
+        return {"block_x": _tile_candidates(1, 64, extents.get("x")),
+                "block_r": _tile_candidates(256, 8192, extents.get("r")),
+                "num_warps": (1, 2, 4, 8, 16), "num_stages": (1, 2, 3)}
+
+    def _worth_trying(self, extents) -> bool:
+        looped = self.block_r < extents["r"]
+        # A loop is pipelined by its stages; a single tile has none to pipeline.
+        if not looped and self.num_stages != 1:
+            return False
+        return (self.block_x or 1) * next_power_of_two(self.block_r) <= 16384
+
+
+@dataclasses.dataclass(frozen=True)
+class MatmulConfig(KernelConfig):
+    """Programs walk (batch, m, n) tiles of `block_m` x `block_n`, grouped
+    `group_m` row tiles at a time; a loop walks k in steps of `block_k`.
+    `warp_specialize` and `flatten` are passed to that loop for Triton
+    (`tt.warp_specialize`, `tt.flatten`)."""
+
+    kind: ClassVar[str] = "matmul"
+    TILE_AXES: ClassVar[dict[str, str]] = {"block_m": "m", "block_n": "n", "block_k": "k"}
+    FLAGS: ClassVar[tuple[str, ...]] = ("warp_specialize", "flatten")
+
+    block_m: int | None = None
+    block_n: int | None = None
+    block_k: int | None = None
+    group_m: int | None = None
+    warp_specialize: bool | None = None
+    flatten: bool | None = None
+
+    def _canonical_extra(self, extents, kernel):
+        if self.group_m is None:
+            return self
+        if not _is_power_of_two(self.group_m):
+            raise self._error(kernel, "group_m", self.group_m, "a power of two")
+        if self.block_m is not None and self.block_n is not None and self.group_m != 1 and (
+                ceil_div(extents["m"], self.block_m) == 1 or ceil_div(extents["n"], self.block_n) == 1):
+            return dataclasses.replace(self, group_m=1)
+        return self
+
+    @classmethod
+    def _candidates(cls, extents, element):
+        narrow = _bits(element) <= 8
+        return {"block_m": _tile_candidates(16, 256, extents.get("m")),
+                "block_n": _tile_candidates(16, 256, extents.get("n")),
+                "block_k": _tile_candidates(32 if narrow else 16, 256 if narrow else 128,
+                                            extents.get("k")),
+                "group_m": (1, 8), "num_warps": (4, 8), "num_stages": (2, 3, 4, 5)}
+
+    def _worth_trying(self, extents) -> bool:
+        accumulator = self.block_m * self.block_n
+        # Registers: one f32 accumulator of up to 128x256 lanes; 8 warps only
+        # for accumulators of at least 128x128.
+        if accumulator > 128 * 256 or (self.num_warps == 8 and accumulator < 128 * 128):
+            return False
+        looped = self.block_k < extents["k"]
+        return looped or self.num_stages == 2
+
+
+CONFIG_CLASSES: dict[str, type[KernelConfig]] = {
+    cls.kind: cls for cls in (PointwiseConfig, ReductionConfig, MatmulConfig)}

@@ -1,0 +1,173 @@
+"""Artifacts and the runtime on the GPU: a graph compiled in worker
+processes runs in a fresh process that never compiles; argument checks and
+copies; out= buffers; what the cubin says against what the driver says;
+the host time of a call."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+import kgc
+from tests.cases import ALL_CASES, TOLERANCES, make_inputs
+from tests.test_artifacts import NO_COMPILING
+
+torch = pytest.importorskip("torch")
+
+pytestmark = pytest.mark.gpu
+
+ATTENTION = next(c for c in ALL_CASES if c.name == "attention-2x4x100x64")
+RMS_NORM = next(c for c in ALL_CASES if c.name == "rms_norm-17x1000")
+
+RUN_AND_COMPARE = NO_COMPILING + """
+import json, sys
+import torch
+import kgc.runtime
+from tests.cases import ALL_CASES, TOLERANCES, make_inputs
+
+case = next(c for c in ALL_CASES if c.name == sys.argv[2])
+graph = kgc.runtime.load(sys.argv[1])
+errors = []
+for seed in (0, 1):
+    inputs = make_inputs(case, "f16", "cuda", seed)
+    got = graph.run(*inputs, poison=True)
+    want = case.reference(*inputs)
+    atol, rtol = TOLERANCES["f16"]
+    torch.testing.assert_close(got.float(), want.float(), atol=atol * case.tolerance_scale, rtol=rtol)
+    errors.append((got.float() - want.float()).abs().max().item())
+print(json.dumps({"launches": len(graph.function.launches), "max_error": max(errors)}))
+"""
+
+
+def test_a_graph_compiled_in_workers_runs_in_a_fresh_process(tmp_path):
+    kgc.compile(ATTENTION.graph("f16"), output_dir=tmp_path, jobs=2)
+    result = subprocess.run([sys.executable, "-c", RUN_AND_COMPARE, str(tmp_path), ATTENTION.name],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["launches"] == 2
+
+
+@pytest.fixture(scope="module")
+def rms_norm():
+    return kgc.compile(RMS_NORM.graph("f32"))
+
+
+def reference(x, w):
+    return RMS_NORM.reference(x, w)
+
+
+def close(got, want):
+    atol, rtol = TOLERANCES["f32"]
+    torch.testing.assert_close(got, want, atol=atol, rtol=rtol)
+
+
+def inputs():
+    return make_inputs(RMS_NORM, "f32", "cuda", 0)
+
+
+def test_a_non_contiguous_argument_is_copied_and_left_as_it_was(rms_norm):
+    x, w = inputs()
+    transposed = x.t().contiguous().t()  # same values, column-major
+    assert not transposed.is_contiguous()
+    before = transposed.clone()
+    close(rms_norm(transposed, w), reference(x, w))
+    assert torch.equal(transposed, before)
+
+
+def test_a_view_at_a_misaligned_offset_is_copied(rms_norm):
+    x, w = inputs()
+    storage = torch.empty(1 + 1000, device="cuda")
+    view = storage[1:]  # 4 bytes past an aligned pointer
+    view.copy_(w)
+    assert view.data_ptr() % 16 == 4
+    close(rms_norm(x, view), reference(x, w))
+
+
+def test_a_view_at_an_aligned_offset_is_used_in_place(rms_norm):
+    x, w = inputs()
+    storage = torch.empty(4 + 1000, device="cuda")
+    view = storage[4:]
+    view.copy_(w)
+    assert view.data_ptr() % 16 == 0 and view.storage_offset() == 4
+    close(rms_norm(x, view), reference(x, w))
+
+
+def test_results_go_into_out_buffers(rms_norm):
+    x, w = inputs()
+    out = torch.full((17, 1000), float("nan"), device="cuda")
+    result = rms_norm(x, w, out=out)
+    assert result is out
+    close(out, reference(x, w))
+
+
+@pytest.mark.parametrize("make_out, message", [
+    (lambda: torch.empty(17, 999, device="cuda"), r"out #0 must have shape \(17, 1000\), got "
+                                                   r"\(17, 999\)"),
+    (lambda: torch.empty(17, 1000, device="cuda", dtype=torch.float16),
+     r"out #0 must have dtype torch.float32 \(f32\), got torch.float16"),
+    (lambda: torch.empty(1000, 17, device="cuda").t(), "out #0 must be contiguous"),
+    (lambda: torch.empty(17 * 1000 + 1, device="cuda")[1:].view(17, 1000),
+     "out #0 must be contiguous with a data pointer aligned to 16 bytes"),
+    (lambda: torch.empty(17, 1000), r"out #0 is on cpu; it must be on a CUDA device"),
+    (lambda: (torch.empty(17, 1000, device="cuda"),) * 2, r"has 1 result\(s\); out= gives 2"),
+])
+def test_bad_out_buffers_are_refused(rms_norm, make_out, message):
+    x, w = inputs()
+    with pytest.raises(kgc.KgcError, match=message):
+        rms_norm(x, w, out=make_out())
+
+
+def test_an_out_buffer_overlapping_an_argument_is_refused(rms_norm):
+    x, w = inputs()
+    with pytest.raises(kgc.KgcError, match=r"out #0 overlaps argument #0 \(x\); kgc kernels do "
+                                           "not compute in place"):
+        rms_norm(x, w, out=x)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+def test_arguments_on_two_devices_are_refused(rms_norm):
+    x, w = inputs()
+    with pytest.raises(kgc.KgcError, match=r"argument #1 \(w\) is on cuda:1, the arguments before "
+                                           "it on cuda:0; all must be on one device"):
+        rms_norm(x, w.to("cuda:1"))
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+def test_a_graph_runs_on_a_device_that_is_not_the_current_one(rms_norm):
+    x, w = (t.to("cuda:1") for t in inputs())
+    assert torch.cuda.current_device() == 0
+    result = rms_norm(x, w)
+    assert result.device == torch.device("cuda", 1)
+    close(result, reference(x, w))
+
+
+def test_registers_read_from_the_cubin_are_the_drivers(rms_norm):
+    from triton.runtime.driver import driver
+
+    (kernel,) = rms_norm.module.kernels.values()
+    artifact = kernel.artifact
+    device = torch.cuda.current_device()
+    _, _, registers, spills, _ = driver.active.utils.load_binary(
+        artifact.entry, artifact.cubin, artifact.shared, device)
+    assert artifact.resources["registers"] == registers
+    assert artifact.resources["local_memory"] == spills * 4
+
+
+def test_a_call_of_a_one_kernel_graph_costs_little_host_time(rms_norm):
+    x, w = inputs()
+    out = torch.empty(17, 1000, device="cuda")
+    for _ in range(10):
+        rms_norm(x, w, out=out)
+    torch.cuda.synchronize()
+    calls = 2000
+    started = time.perf_counter()
+    for _ in range(calls):
+        rms_norm(x, w, out=out)
+    host = (time.perf_counter() - started) / calls
+    torch.cuda.synchronize()
+    print(f"host time per call: {host * 1e6:.1f} us")
+    assert host < 50e-6
