@@ -496,6 +496,24 @@ func.func @identity(%x: tensor<16x128xf32>) -> tensor<16x128xf32> {
   return %x : tensor<16x128xf32>
 }
 
+// A value of the function that a loop body reads (not an operand of the
+// loop itself) is a result of its kernel, read inside the loop.
+// PRIM-LABEL: func.func @read_inside_a_loop(
+// PRIM: %[[K:.*]] = kg.kernel @read_inside_a_loop_0_pointwise
+// PRIM: kg.exp
+// PRIM: scf.for
+// PRIM: kg.add %{{.*}}, %[[K]]
+func.func @read_inside_a_loop(%x: tensor<8xf32>, %n: index) -> tensor<8xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %e = kg.exp %x : tensor<8xf32>
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%acc = %x) -> (tensor<8xf32>) {
+    %s = kg.add %acc, %e : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+    scf.yield %s : tensor<8xf32>
+  }
+  return %r : tensor<8xf32>
+}
+
 // PARTITIONS AND DECISIONS
 // ---------------------------------------------------------------------------
 // From here on, primitive input under kg-fuse's options: a given partition

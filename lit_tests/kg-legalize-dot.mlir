@@ -1,5 +1,7 @@
-// The tile programs come from kg-tile; these checks are about what
-// kg-legalize-dot makes of their dots.
+// The tile programs come from kg-tile, from the tile knobs each kernel
+// carries (so a change of kg-tile's heuristics, which
+// tests/test_tile_heuristics.py pins, cannot change them); these checks are
+// about what kg-legalize-dot makes of their dots.
 // The last two cases fail on purpose, hence `not`.
 // RUN: not kgc-opt %s --split-input-file --kg-tile --kg-legalize-dot 2>/dev/null | FileCheck %s
 // RUN: not kgc-opt %s --split-input-file --kg-tile --kg-legalize-dot='target=80' 2>/dev/null | FileCheck %s --check-prefix=SM80
@@ -16,7 +18,7 @@
 // CHECK: %[[S:.*]] = kg.reduce sum %[[P]] dims [1] keepdim : tensor<1x64x64xf32> -> tensor<1x1x64xf32>
 // CHECK: kg.add %{{.*}}, %[[S]] : (tensor<1x1x64xf32>, tensor<1x1x64xf32>) -> tensor<1x1x64xf32>
 func.func @matvec(%a: tensor<1x1000xf16>, %b: tensor<1000x300xf16>) -> tensor<1x300xf16> {
-  %y = kg.kernel @matvec_0(%a, %b) : (tensor<1x1000xf16>, tensor<1000x300xf16>) -> tensor<1x300xf16> {
+  %y = kg.kernel @matvec_0(%a, %b) attributes {block_m = 1, block_n = 64, block_k = 64, group_m = 8, num_warps = 4, num_stages = 4} : (tensor<1x1000xf16>, tensor<1000x300xf16>) -> tensor<1x300xf16> {
   ^bb0(%x: tensor<1x1000xf16>, %w: tensor<1000x300xf16>):
     %m = kg.matmul %x, %w : (tensor<1x1000xf16>, tensor<1000x300xf16>) -> tensor<1x300xf16>
     kg.yield %m : tensor<1x300xf16>
@@ -33,7 +35,7 @@ func.func @matvec(%a: tensor<1x1000xf16>, %b: tensor<1000x300xf16>) -> tensor<1x
 // CHECK: %[[P:.*]] = kg.mul %{{.*}}, %{{.*}} : (tensor<40x1x1xf32>, tensor<1x1x24xf32>) -> tensor<40x1x24xf32>
 // CHECK: kg.add %{{.*}}, %[[P]]
 func.func @outer(%a: tensor<40x1xf32>, %b: tensor<1x24xf32>) -> tensor<40x24xf32> {
-  %y = kg.kernel @outer_0(%a, %b) : (tensor<40x1xf32>, tensor<1x24xf32>) -> tensor<40x24xf32> {
+  %y = kg.kernel @outer_0(%a, %b) attributes {block_m = 40, block_n = 24, block_k = 1, group_m = 8, num_warps = 4, num_stages = 1} : (tensor<40x1xf32>, tensor<1x24xf32>) -> tensor<40x24xf32> {
   ^bb0(%x: tensor<40x1xf32>, %w: tensor<1x24xf32>):
     %m = kg.matmul %x, %w : (tensor<40x1xf32>, tensor<1x24xf32>) -> tensor<40x24xf32>
     kg.yield %m : tensor<40x24xf32>
@@ -51,7 +53,7 @@ func.func @outer(%a: tensor<40x1xf32>, %b: tensor<1x24xf32>) -> tensor<40x24xf32
 // CHECK: kg.tile_dot %{{.*}}, %{{.*}}, %{{.*}} : (tensor<16x64x1xbf16>, tensor<1x64x48xbf16>, tensor<16x1x48xf32>) -> tensor<16x1x48xf32>
 // CHECK: kg.tile_store {{.*}} : tensor<16x1x48xbf16>
 func.func @small_m(%a: tensor<8x64xbf16>, %b: tensor<64x48xbf16>) -> tensor<8x48xbf16> {
-  %y = kg.kernel @small_m_0(%a, %b) : (tensor<8x64xbf16>, tensor<64x48xbf16>) -> tensor<8x48xbf16> {
+  %y = kg.kernel @small_m_0(%a, %b) attributes {block_m = 8, block_n = 48, block_k = 64, group_m = 8, num_warps = 4, num_stages = 1} : (tensor<8x64xbf16>, tensor<64x48xbf16>) -> tensor<8x48xbf16> {
   ^bb0(%x: tensor<8x64xbf16>, %w: tensor<64x48xbf16>):
     %m = kg.matmul %x, %w : (tensor<8x64xbf16>, tensor<64x48xbf16>) -> tensor<8x48xbf16>
     kg.yield %m : tensor<8x48xbf16>
@@ -66,12 +68,12 @@ func.func @small_m(%a: tensor<8x64xbf16>, %b: tensor<64x48xbf16>) -> tensor<8x48
 // CHECK: kg.tile_dot %{{.*}}, %{{.*}}, %{{.*}} precision = ieee
 // CHECK: kg.tile_dot %{{.*}}, %{{.*}}, %{{.*}} precision = tf32
 func.func @f32_precision(%a: tensor<64x64xf32>, %b: tensor<64x64xf32>) -> (tensor<64x64xf32>, tensor<64x64xf32>) {
-  %y = kg.kernel @ieee_0(%a, %b) : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32> {
+  %y = kg.kernel @ieee_0(%a, %b) attributes {block_m = 64, block_n = 64, block_k = 32, group_m = 8, num_warps = 4, num_stages = 4} : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32> {
   ^bb0(%x: tensor<64x64xf32>, %w: tensor<64x64xf32>):
     %m = kg.matmul %x, %w : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
     kg.yield %m : tensor<64x64xf32>
   }
-  %z = kg.kernel @tf32_0(%a, %b) : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32> {
+  %z = kg.kernel @tf32_0(%a, %b) attributes {block_m = 64, block_n = 64, block_k = 32, group_m = 8, num_warps = 4, num_stages = 4} : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32> {
   ^bb0(%x: tensor<64x64xf32>, %w: tensor<64x64xf32>):
     %m = kg.matmul %x, %w precision = tf32 : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
     kg.yield %m : tensor<64x64xf32>
@@ -91,7 +93,7 @@ func.func @f32_precision(%a: tensor<64x64xf32>, %b: tensor<64x64xf32>) -> (tenso
 // SM80: %[[B:.*]] = kg.cast %{{.*}} : tensor<1x64x64xf8E4M3FN> to tensor<1x64x64xf16>
 // SM80: kg.tile_dot %[[A]], %[[B]], %{{.*}} : (tensor<64x64x1xf16>, tensor<1x64x64xf16>
 func.func @fp8(%a: tensor<64x128xf8E4M3FN>, %b: tensor<128x64xf8E4M3FN>) -> tensor<64x64xf32> {
-  %y = kg.kernel @fp8_0(%a, %b) : (tensor<64x128xf8E4M3FN>, tensor<128x64xf8E4M3FN>) -> tensor<64x64xf32> {
+  %y = kg.kernel @fp8_0(%a, %b) attributes {block_m = 64, block_n = 64, block_k = 64, group_m = 8, num_warps = 4, num_stages = 4} : (tensor<64x128xf8E4M3FN>, tensor<128x64xf8E4M3FN>) -> tensor<64x64xf32> {
   ^bb0(%x: tensor<64x128xf8E4M3FN>, %w: tensor<128x64xf8E4M3FN>):
     %m = kg.matmul %x, %w : (tensor<64x128xf8E4M3FN>, tensor<128x64xf8E4M3FN>) -> tensor<64x64xf32>
     kg.yield %m : tensor<64x64xf32>
@@ -106,7 +108,7 @@ func.func @fp8(%a: tensor<64x128xf8E4M3FN>, %b: tensor<128x64xf8E4M3FN>) -> tens
 // CHECK: tile = array<i64: 64, 64, 64>
 // CHECK: kg.tile_dot %{{.*}}, %{{.*}}, %{{.*}} : (tensor<64x64x1xf16>, tensor<1x64x64xf16>, tensor<64x1x64xf32>) -> tensor<64x1x64xf32>
 func.func @legal(%a: tensor<64x128xf16>, %b: tensor<128x64xf16>) -> tensor<64x64xf16> {
-  %y = kg.kernel @legal_0(%a, %b) : (tensor<64x128xf16>, tensor<128x64xf16>) -> tensor<64x64xf16> {
+  %y = kg.kernel @legal_0(%a, %b) attributes {block_m = 64, block_n = 64, block_k = 64, group_m = 8, num_warps = 4, num_stages = 4} : (tensor<64x128xf16>, tensor<128x64xf16>) -> tensor<64x64xf16> {
   ^bb0(%x: tensor<64x128xf16>, %w: tensor<128x64xf16>):
     %m = kg.matmul %x, %w : (tensor<64x128xf16>, tensor<128x64xf16>) -> tensor<64x64xf16>
     kg.yield %m : tensor<64x64xf16>
@@ -120,7 +122,7 @@ func.func @legal(%a: tensor<64x128xf16>, %b: tensor<128x64xf16>) -> tensor<64x64
 // rows would belong to the next tile.
 func.func @too_small(%a: tensor<100x64xf16>, %b: tensor<64x64xf16>) -> tensor<100x64xf16> {
   // expected-error @+1 {{kernel @too_small_0: a dot tile of 8 along axis 0 does not cover the axis (100); choose a tile of at least 16 there}}
-  %y = kg.kernel @too_small_0(%a, %b) attributes {block_m = 8} : (tensor<100x64xf16>, tensor<64x64xf16>) -> tensor<100x64xf16> {
+  %y = kg.kernel @too_small_0(%a, %b) attributes {block_m = 8, block_n = 64, block_k = 64, group_m = 8, num_warps = 4, num_stages = 1} : (tensor<100x64xf16>, tensor<64x64xf16>) -> tensor<100x64xf16> {
   ^bb0(%x: tensor<100x64xf16>, %w: tensor<64x64xf16>):
     %m = kg.matmul %x, %w : (tensor<100x64xf16>, tensor<64x64xf16>) -> tensor<100x64xf16>
     kg.yield %m : tensor<100x64xf16>

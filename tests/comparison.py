@@ -29,7 +29,7 @@ def assert_as_accurate_as_eager(results, eager, exact, who: str = "kgc") -> None
 
     results, eager, exact = as_tuple(results), as_tuple(eager), as_tuple(exact)
     assert len(results) == len(eager) == len(exact)
-    for got, rounded, ideal in zip(results, eager, exact):
+    for got, rounded, ideal in zip(results, eager, exact, strict=True):
         assert got.shape == ideal.shape and got.dtype == rounded.dtype
         finite = torch.isfinite(ideal)
         got = got.to(ideal.device)

@@ -19,7 +19,7 @@ import pytest
 import kgc
 from kgc.pipeline.artifact import Artifact, KernelOptions, content_hash
 from kgc.pipeline.compiler import load_module
-from kgc.pipeline.triton_stage import compile_kernel, compile_kernels
+from kgc.pipeline.triton_stage import compile_kernel, compile_kernels, worker_pool
 from tests.cases import ALL_CASES
 from tests.tools import console_script
 
@@ -332,6 +332,10 @@ def test_a_module_emitted_short_of_cubin_cannot_run(tmp_path):
 def fresh_temp_and_cache(tmp_path, monkeypatch):
     """An empty temporary directory, and an empty Triton cache, so that
     Triton compiles every stage (ptxas included) from scratch."""
+    # The sm_90 worker pool keeps a scratch folder for as long as it lives;
+    # started here, before TMPDIR changes, it is not counted as left behind,
+    # whichever test (in whatever order) started it first.
+    worker_pool(90, 2)
     temp = tmp_path / "tmp"
     temp.mkdir()
     monkeypatch.setenv("TMPDIR", str(temp))

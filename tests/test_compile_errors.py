@@ -317,3 +317,25 @@ def test_emit_ttir_stops_there(kgc_cli, tmp_path):
 ])
 def test_bad_argument_types_through_the_api(option, value, message):
     assert str(error_of(GOOD, **{option: value})) == f"error: {message}"
+
+
+def test_triton_abort_is_a_clean_error_and_the_next_compile_works(tmp_path):
+    # Triton's backend aborts the process (LLVM ERROR) on an e4m3 conversion
+    # below sm_89; kgc refuses such graphs before compiling, so the TTIR is
+    # given to the Triton stage directly. The abort ends only the compiler
+    # process of sm_80, not kgc.
+    graph = kgc.Graph("narrow")
+    x = graph.input("x", (64, 128), "f8e4m3fn")
+    graph.output(graph.cast(x, "f16"))
+    with ir.Context() as context:
+        context.allow_unregistered_dialects = True
+        compiled = compile_module(graph.build(context), target=90, emit="ttir")
+    (kernel,) = compiled.kernels.values()
+    with pytest.raises(kgc.KgcError) as raised:
+        compile_kernel(kernel.asm["ttir"], kernel.options, 80, keep_failed_in=tmp_path / "kernels")
+    message = str(raised.value)
+    assert message.startswith("error: Triton failed to compile kernel @narrow_0_pointwise for "
+                              "sm_80:")
+    assert "Conversion from/to f8e4m3nv is only supported on compute capability >= 89" in message
+    good = kgc.compile(GOOD, target="sm_80")
+    assert all(k.asm["cubin"] for k in good.module.kernels.values())

@@ -34,7 +34,7 @@ def body_ops(function: func.FuncOp) -> list[ir.OpView]:
 def test_new_context_has_the_kg_dialect(context):
     assert context.is_registered_operation("kg.exp")
     assert context.is_registered_operation("kg.kernel")
-    assert context.dialects["kg"] is not None
+    assert context.dialects["kg"].descriptor.namespace == "kg"
     module = ir.Module.parse(
         "func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {\n"
         "  %0 = kg.exp %x : tensor<4xf32>\n"
@@ -95,7 +95,7 @@ def test_enum_attributes_of_every_kind(context):
 
     assert module.operation.verify()
     printed = [str(op) for op in body_ops(reductions.func_op)[:4]]
-    for kind, text in zip(["sum", "max", "min", "mean"], printed):
+    for kind, text in zip(["sum", "max", "min", "mean"], printed, strict=True):
         assert text.startswith("%") and f"kg.reduce {kind} " in text
     assert [int(kind) for kind in kg.ReduceKind] == [0, 1, 2, 3]
     assert str(kg.Precision.tf32) == "tf32" and str(kg.GeluApproximation.none) == "none"
@@ -151,7 +151,10 @@ def test_ops_read_back_from_ir_have_their_generated_classes(context):
 
 def test_kgc_exports_the_dialect_helpers():
     assert kgc.kg is kg
-    assert callable(kgc.load_dialect) and callable(kgc.register_dialect)
+    from kgc import _dialect
+
+    assert (kgc.load_dialect, kgc.register_dialect) == (_dialect.load_dialect,
+                                                        _dialect.register_dialect)
 
 
 def test_context_made_before_import_needs_load_dialect():
@@ -165,6 +168,7 @@ def test_context_made_before_import_needs_load_dialect():
         }
         '''
         early = ir.Context()
+        early_with_registry = ir.Context()
         import kgc
         from kgc.dialects import kg
 
@@ -186,6 +190,15 @@ def test_context_made_before_import_needs_load_dialect():
                 kg.neg(block.arguments[0])
         assert module.operation.verify()
         assert "kg.neg" in str(module)
+
+        # register_dialect fills a registry that a context then takes.
+        assert not early_with_registry.is_registered_operation("kg.exp")
+        registry = ir.DialectRegistry()
+        kgc.register_dialect(registry)
+        early_with_registry.append_dialect_registry(registry)
+        module = ir.Module.parse(TEXT, early_with_registry)
+        assert early_with_registry.is_registered_operation("kg.exp")
+        assert module.operation.verify()
         print("ok")
     """)
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)

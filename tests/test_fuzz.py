@@ -27,9 +27,7 @@ def _corpus() -> list[str]:
     files = [ROOT / "python" / "kgc" / "examples" / "rmsnorm_matmul.mlir"]
     files += [ROOT / "lit_tests" / name for name in (
         "ops.mlir", "e2e-every-op.mlir", "kg-decompose.mlir", "kg-fuse.mlir", "kg-tile.mlir",
-        "kg-legalize-dot.mlir", "kg-pad-mask.mlir", "convert-kg-to-ttir.mlir")]
-    # kgc-cse.mlir is left out while kg-fuse aborts on it: see
-    # test_bad_input.py::test_kg_fuse_on_kgc_cse_lit_input.
+        "kg-legalize-dot.mlir", "kg-pad-mask.mlir", "convert-kg-to-ttir.mlir", "kgc-cse.mlir")]
     parts = []
     for path in files:
         text = "\n".join(line for line in path.read_text().splitlines()

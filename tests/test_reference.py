@@ -21,7 +21,7 @@ def test_interpreter_matches_reference(case):
     want = case.reference(*inputs)
     got = got if isinstance(got, tuple) else (got,)
     want = want if isinstance(want, tuple) else (want,)
-    for a, b in zip(got, want):
+    for a, b in zip(got, want, strict=True):
         torch.testing.assert_close(a, b.to(a.dtype), rtol=1e-4, atol=1e-4 * case.tolerance_scale)
 
 

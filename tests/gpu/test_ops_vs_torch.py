@@ -32,7 +32,7 @@ def test_matches_torch(case, dtype):
         finally:
             torch.backends.cuda.matmul.allow_tf32 = previous
         expected = expected if isinstance(expected, tuple) else (expected,)
-        for got, want in zip(results, expected):
+        for got, want in zip(results, expected, strict=True):
             atol, rtol = TF32_TOLERANCE if case.tf32 else TOLERANCES[_DTYPE_NAMES[got.dtype]]
             assert got.shape == want.shape
             torch.testing.assert_close(got.float(), want.float(), atol=atol * case.tolerance_scale,

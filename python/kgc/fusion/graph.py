@@ -16,6 +16,7 @@ from mlir import ir
 
 from kgc.tiling import plan_cache
 from kgc.tiling.graph_model import Node, nodes_from_ops
+from kgc.tiling.kernel_ops import walk_ops
 from kgc.tiling.plan import KernelPlan, Unplannable, plan_group
 
 
@@ -75,7 +76,10 @@ class FusionGraph:
         self.first_outside_use: dict[int, int] = {}
         results_of: dict[ir.Value, int] = {}
         for position, op in enumerate(self.outside):
-            for value in op.operands:
+            # Uses inside an outside op's regions (a loop body reading a
+            # value of the function) count as uses by that op.
+            nested = [value for inner in walk_ops(op) for value in inner.operands]
+            for value in list(op.operands) + nested:
                 node = by_value.get(value)
                 if node is not None and not node.is_input:
                     self.escapes.add(id(node))

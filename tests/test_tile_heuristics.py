@@ -1,0 +1,97 @@
+"""What kg-tile picks when a kernel carries no tile knobs: the one place
+that pins its heuristics. The lit tests of the later passes give every
+kernel its knobs, so a change of heuristics shows here and only here (and
+in kg-tile's own lit test): update the table when a change is meant.
+
+The kernels are those of the lit tests of kg-legalize-dot, kg-pad-mask and
+convert-kg-to-ttir, with their knobs taken off."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+
+import pytest
+from mlir import ir
+
+import kgc  # noqa: F401  (registers the kg dialect)
+from kgc.parsing import parse_text
+from kgc.pipeline import Pipeline
+from kgc.tiling.kernel_ops import kernel_name, kernels_in
+from kgc.tiling.config import CONFIG_CLASSES
+
+LIT_TESTS = pathlib.Path(__file__).resolve().parent.parent / "lit_tests"
+_ALL_KNOBS = sorted({knob for config in CONFIG_CLASSES.values() for knob in config.knobs()})
+_KNOB_ATTRIBUTE = re.compile(rf"\b({'|'.join(_ALL_KNOBS)}) = \d+(, )?")
+
+
+def _kernels_without_knobs() -> dict[str, str]:
+    """Each graph-form kernel of the lit files, by file:kernel, in a
+    function of its own part of the file, with its knobs taken off."""
+    parts = {}
+    for name in ("kg-legalize-dot", "kg-pad-mask", "convert-kg-to-ttir"):
+        for part in (LIT_TESTS / f"{name}.mlir").read_text().split("// -----"):
+            match = re.search(r"kg\.kernel @(\w+)\(.*", part)
+            if match is None or "grid =" in match.group(0):
+                continue  # already tiled
+            text = _KNOB_ATTRIBUTE.sub("", part).replace(" attributes {}", "")
+            parts[f"{name}:{match.group(1)}"] = text
+    return parts
+
+
+KERNELS = _kernels_without_knobs()
+
+# file:kernel -> (kind, the knobs kg-tile writes, grid)
+EXPECTED = {
+    "kg-legalize-dot:matvec_0": ("matmul", dict(block_m=1, block_n=64, block_k=64, group_m=1,
+                                                num_warps=4, num_stages=4), (5, 1, 1)),
+    "kg-legalize-dot:outer_0": ("matmul", dict(block_m=40, block_n=24, block_k=1, group_m=1,
+                                               num_warps=4, num_stages=1), (1, 1, 1)),
+    "kg-legalize-dot:small_m_0": ("matmul", dict(block_m=8, block_n=48, block_k=64, group_m=1,
+                                                 num_warps=4, num_stages=1), (1, 1, 1)),
+    "kg-legalize-dot:ieee_0": ("matmul", dict(block_m=64, block_n=64, block_k=32, group_m=1,
+                                              num_warps=4, num_stages=4), (1, 1, 1)),
+    "kg-legalize-dot:fp8_0": ("matmul", dict(block_m=64, block_n=64, block_k=64, group_m=1,
+                                             num_warps=4, num_stages=4), (1, 1, 1)),
+    "kg-legalize-dot:legal_0": ("matmul", dict(block_m=64, block_n=64, block_k=64, group_m=1,
+                                               num_warps=4, num_stages=4), (1, 1, 1)),
+    "kg-legalize-dot:too_small_0": ("matmul", dict(block_m=100, block_n=64, block_k=64, group_m=1,
+                                                   num_warps=4, num_stages=1), (1, 1, 1)),
+    "kg-pad-mask:softmax_0": ("reduction", dict(block_x=4, block_r=1000, num_warps=8,
+                                                num_stages=1), (5, 1, 1)),
+    "kg-pad-mask:exact_0": ("pointwise", dict(block_m=4, block_n=1024, num_warps=8,
+                                              num_stages=1), (16, 1, 1)),
+    "kg-pad-mask:mm_0": ("matmul", dict(block_m=33, block_n=40, block_k=64, group_m=1,
+                                        num_warps=4, num_stages=4), (1, 1, 1)),
+    "kg-pad-mask:concat_0": ("pointwise", dict(block_m=17, block_n=103, num_warps=8,
+                                               num_stages=1), (1, 1, 1)),
+    "convert-kg-to-ttir:pointwise_0": ("pointwise", dict(block_m=4, block_n=1000, num_warps=8,
+                                                         num_stages=1), (5, 1, 1)),
+    "convert-kg-to-ttir:row_sum_0": ("reduction", dict(block_x=4, block_r=1000, num_warps=8,
+                                                       num_stages=1), (5, 1, 1)),
+    "convert-kg-to-ttir:matmul_0": ("matmul", dict(block_m=64, block_n=64, block_k=32, group_m=1,
+                                                   num_warps=4, num_stages=4), (1, 1, 1)),
+    "convert-kg-to-ttir:math_0": ("pointwise", dict(block_n=16, num_warps=1, num_stages=1),
+                                  (1, 1, 1)),
+}
+
+
+def test_every_lit_kernel_is_in_the_table():
+    assert sorted(KERNELS) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("key", sorted(EXPECTED))
+def test_kg_tile_picks(key):
+    kind, knobs, grid = EXPECTED[key]
+    with ir.Context() as context:
+        context.allow_unregistered_dialects = True
+        module = parse_text(KERNELS[key], key, context)
+        Pipeline.parse("builtin.module(kg-tile)").run(module)
+        [kernel] = [k for k in kernels_in(module) if kernel_name(k) == key.split(":")[1]]
+        attributes = {name: kernel.attributes[name] for name in kernel.attributes}
+        assert ir.StringAttr(attributes["kind"]).value == kind
+        picked = {name: ir.IntegerAttr(attributes[name]).value
+                  for name in CONFIG_CLASSES[kind].knobs()
+                  if name in attributes and isinstance(attributes[name], ir.IntegerAttr)}
+        assert picked == knobs
+        assert tuple(ir.DenseI64ArrayAttr(attributes["grid"])) == grid
