@@ -424,7 +424,9 @@ def Kg_KernelOp : Kg_Op<"kernel", [IsolatedFromAbove, SingleBlock,
     the kernel's whole config. Tile sizes `block_m`, `block_n` (pointwise
     and matmul kernels), `block_k`, `group_m` (matmul), `block_x`, `block_r`
     (reductions) are positive; `num_warps` is a power of two up to 32,
-    `num_stages` positive. `warp_specialize` and `flatten` ask Triton to
+    `num_stages` positive. `num_programs` (positive) makes the kernel
+    persistent: that many programs walk its tiles. `warp_specialize` and
+    `flatten` ask Triton to
     warp-specialize or flatten a matmul's k loop. Which values suit a
     kernel's extents (a power of two, or the whole axis) `kg-tile` checks.
 
@@ -444,6 +446,7 @@ def Kg_KernelOp : Kg_Op<"kernel", [IsolatedFromAbove, SingleBlock,
                        OptionalAttr<I64Attr>:$block_k, OptionalAttr<I64Attr>:$group_m,
                        OptionalAttr<I64Attr>:$block_x, OptionalAttr<I64Attr>:$block_r,
                        OptionalAttr<I64Attr>:$num_warps, OptionalAttr<I64Attr>:$num_stages,
+                       OptionalAttr<I64Attr>:$num_programs,
                        OptionalAttr<BoolAttr>:$warp_specialize,
                        OptionalAttr<BoolAttr>:$flatten);
   let results = (outs Variadic<Kg_Tensor>:$outputs);

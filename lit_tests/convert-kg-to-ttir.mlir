@@ -97,16 +97,16 @@ func.func @math(%x: tensor<16xf32>, %h: tensor<16xf16>) -> (tensor<16xf32>, tens
 // -----
 
 // Triton's loop attributes on a kernel's loops reach the TTIR scf.for: a
-// matmul config's warp_specialize and flatten go on its k loop; kg.axis,
-// kg's own, stays behind.
+// matmul config's flatten goes on its k loop (warp_specialize too, from
+// sm_100 on: kg-legalize-dot.mlir); kg.axis, kg's own, stays behind.
 // CHECK-LABEL: func.func @loop_flags
 // CHECK: module @loop_flags_0
 // CHECK: scf.for
 // CHECK: "tt.dot"
 // CHECK: scf.yield
-// CHECK-NEXT: } {tt.flatten, tt.warp_specialize}
+// CHECK-NEXT: } {tt.flatten}
 func.func @loop_flags(%a: tensor<64x256xf16>, %b: tensor<256x64xf16>) -> tensor<64x64xf16> {
-  %y = kg.kernel @loop_flags_0(%a, %b) attributes {block_k = 64, warp_specialize = true, flatten = true} : (tensor<64x256xf16>, tensor<256x64xf16>) -> tensor<64x64xf16> {
+  %y = kg.kernel @loop_flags_0(%a, %b) attributes {block_k = 64, flatten = true} : (tensor<64x256xf16>, tensor<256x64xf16>) -> tensor<64x64xf16> {
   ^bb0(%x: tensor<64x256xf16>, %w: tensor<256x64xf16>):
     %m = kg.matmul %x, %w : (tensor<64x256xf16>, tensor<256x64xf16>) -> tensor<64x64xf16>
     kg.yield %m : tensor<64x64xf16>

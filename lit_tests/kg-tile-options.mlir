@@ -4,6 +4,7 @@
 // RUN: kgc-opt %s --kg-tile='kernel=rows_0 block-x=2 num-stages=3' | FileCheck %s --check-prefix=ONE
 // RUN: kgc-opt %s --kg-tile='block-n=4096' | FileCheck %s --check-prefix=COVER
 // RUN: kgc-opt %s --kg-tile='block-n=1000' | FileCheck %s --check-prefix=COVER
+// RUN: kgc-opt %s --kg-tile='kernel=exp_0 num-programs=4' | FileCheck %s --check-prefix=PERSISTENT
 // RUN: not kgc-opt %s --kg-tile='num-warps=3' 2>&1 | FileCheck %s --check-prefix=BAD-WARPS
 // RUN: not kgc-opt %s --kg-tile='block-r=100' 2>&1 | FileCheck %s --check-prefix=BAD-TILE
 // RUN: not kgc-opt %s --kg-tile='block-k=32' 2>&1 | FileCheck %s --check-prefix=NO-KIND
@@ -35,11 +36,23 @@
 // COVER: kg.kernel @exp_0
 // COVER-SAME: block_m = 1 : i64, block_n = 1000 : i64, grid = array<i64: 17, 1, 1>
 
-// BAD-WARPS: kg-tile-options.mlir:45:8: error: pointwise kernel @exp_0: num_warps = 3 is not legal; num_warps must be a power of two up to 32 (1, 2, 4, 8, 16, 32)
-// BAD-TILE: kg-tile-options.mlir:50:8: error: reduction kernel @rows_0: block_r = 100 is not legal; block_r must be a power of two, or at least 1000 to cover its axis
-// NO-KIND: kg-tile-options.mlir:44:1: error: kg-tile: option block-k applies to no kernel: only matmul kernels have it
-// NO-KNOB: kg-tile-options.mlir:50:8: error: kg-tile: reduction kernel @rows_0 has no knob block-m (its knobs: num_warps, num_stages, block_x, block_r)
-// NO-NAME: kg-tile-options.mlir:44:1: error: kg-tile: kernel=missing names no kernel in graph form (kernels: @exp_0, @rows_0)
+// num-programs makes a kernel persistent: 4 programs walk its 17 tiles in
+// a loop that starts at their program id.
+// PERSISTENT: kg.kernel @exp_0
+// PERSISTENT-SAME: grid = array<i64: 4, 1, 1>
+// PERSISTENT-SAME: num_programs = 4 : i64
+// PERSISTENT: %[[PID:.*]] = kg.program_id 0 : i32
+// PERSISTENT: scf.for %{{.*}} = %[[PID]] to %{{.*}} step %{{.*}} : i32 {
+// PERSISTENT: kg.tile_load
+// PERSISTENT: kg.tile_store
+// PERSISTENT: kg.kernel @rows_0
+// PERSISTENT-NOT: num_programs
+
+// BAD-WARPS: kg-tile-options.mlir:58:8: error: pointwise kernel @exp_0: num_warps = 3 is not legal; num_warps must be a power of two up to 32 (1, 2, 4, 8, 16, 32)
+// BAD-TILE: kg-tile-options.mlir:63:8: error: reduction kernel @rows_0: block_r = 100 is not legal; block_r must be a power of two, or at least 1000 to cover its axis
+// NO-KIND: kg-tile-options.mlir:57:1: error: kg-tile: option block-k applies to no kernel: only matmul kernels have it
+// NO-KNOB: kg-tile-options.mlir:63:8: error: kg-tile: reduction kernel @rows_0 has no knob block-m (its knobs: num_warps, num_stages, num_programs, block_x, block_r)
+// NO-NAME: kg-tile-options.mlir:57:1: error: kg-tile: kernel=missing names no kernel in graph form (kernels: @exp_0, @rows_0)
 // NOT-INT: kgc-opt: error: option 'block-m' expects an integer, got 'many'
 func.func @two_kernels(%x: tensor<17x1000xf32>) -> (tensor<17x1000xf32>, tensor<17x1xf32>) {
   %y = kg.kernel @exp_0(%x) attributes {block_m = 1} : (tensor<17x1000xf32>) -> tensor<17x1000xf32> {

@@ -7,6 +7,7 @@ kgc.tiling.config), 0 leaving a knob to kgc:
     block-k, group-m   matmul: k step, row tiles per program group
     block-x, block-r   reduction: kept rows per program, reduced tile
     num-warps, num-stages
+    num-programs       persistent programs, each looping over tiles
     kernel=NAME        apply the knobs to kernel @NAME only
 
     kgc-opt graph.mlir --kg-tile='block-m=64 num-warps=8'
@@ -60,7 +61,7 @@ def knob_attributes() -> set[str]:
 
 # Knobs that are pass options (the loop flags are kernel attributes only).
 _OPTION_KNOBS = ("block_m", "block_n", "block_k", "group_m", "block_x", "block_r", "num_warps",
-                 "num_stages")
+                 "num_stages", "num_programs")
 
 
 def kernel_graph(kernel: ir.Operation) -> list[Node]:
@@ -102,6 +103,8 @@ class KgTile(Pass):
     block_r = Option(int, 0, "reduced lanes per tile of a reduction (0: kgc chooses)")
     num_warps = Option(int, 0, "warps per program (0: kgc chooses)")
     num_stages = Option(int, 0, "software pipeline stages (0: kgc chooses)")
+    num_programs = Option(int, 0, "persistent programs that loop over the tiles (0: one "
+                                  "program per tile)")
     kernel = Option(str, "", "apply the knobs to this kernel only (default: every kernel)")
 
     def _option_knobs(self) -> dict[str, int]:

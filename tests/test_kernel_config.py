@@ -171,5 +171,16 @@ def test_every_config_of_a_space_plans():
 
 def test_each_kind_has_its_config():
     assert set(CONFIG_CLASSES) == {"pointwise", "reduction", "matmul"}
-    assert MatmulConfig.knobs() == ("num_warps", "num_stages", "block_m", "block_n", "block_k",
-                                    "group_m", "warp_specialize", "flatten")
+    assert MatmulConfig.knobs() == ("num_warps", "num_stages", "num_programs", "block_m", "block_n",
+                                    "block_k", "group_m", "warp_specialize", "flatten")
+
+
+def test_num_programs_makes_a_persistent_kernel_of_at_most_one_program_per_tile():
+    outputs = _exp_graph()  # 17 rows of 1000: 17 tiles of one row
+    plan = plan_group(outputs, PointwiseConfig(block_m=1, num_programs=4))
+    assert plan.persistent_programs == 4 and plan.grid() == [4, 1, 1]
+    many = plan_group(outputs, PointwiseConfig(block_m=1, num_programs=1000)).config
+    assert many == plan_group(outputs, PointwiseConfig(block_m=1, num_programs=17)).config
+    assert many.num_programs == 17
+    with pytest.raises(ConfigError, match="num_programs = 0 is not legal"):
+        plan_group(outputs, PointwiseConfig(num_programs=0))

@@ -16,7 +16,10 @@ the axes that the tile knobs tile):
   pointwise kernel, `block_x` of a reduction to a scalar) is dropped;
 * `group_m` is a power of two; it is 1 when the grid has a single tile
   along m or along n, where programs have nothing to group;
-* `num_warps` is a power of two up to 32, `num_stages` a positive integer.
+* `num_warps` is a power of two up to 32, `num_stages` a positive integer;
+* `num_programs` (persistent programs that loop over the kernel's tiles) is
+  a positive integer; at or above the number of tiles it is that number
+  (the planner writes it so, as the tiles depend on the other knobs).
 
 An illegal value raises `ConfigError`, naming the kernel, the knob, the
 value and the legal values; nothing is clamped silently. Two configs that
@@ -69,6 +72,8 @@ class KernelConfig:
 
     num_warps: int | None = None
     num_stages: int | None = None
+    # Persistent programs: this many programs walk the kernel's tiles.
+    num_programs: int | None = None
 
     # -- names ----------------------------------------------------------------
 
@@ -116,7 +121,7 @@ class KernelConfig:
             elif knob == "num_warps" and value not in WARPS:
                 raise self._error(kernel, knob, value,
                                   "a power of two up to 32 (" + ", ".join(map(str, WARPS)) + ")")
-            elif knob == "num_stages" and value < 1:
+            elif knob in ("num_stages", "num_programs") and value < 1:
                 raise self._error(kernel, knob, value, "a positive integer")
         config = dataclasses.replace(self, **changes) if changes else self
         return config._canonical_extra(extents, kernel)

@@ -174,6 +174,11 @@ def plan_group(outputs: Sequence[Node], config: KernelConfig | None = None,
                               "element in every tensor")
     plan = schedule.plan(outputs, order, config, kernel)
     plan.schedule = schedule.kind
+    if plan.config.num_programs is not None:
+        # More programs than tiles would have nothing to do.
+        programs = min(plan.config.num_programs, plan.num_programs())
+        plan.persistent_programs = programs
+        plan.config = dataclasses.replace(plan.config, num_programs=programs)
     schedule.generate(plan, DryBuilder())
     plan_cache.remember(cache_key, plan)
     return plan
@@ -306,6 +311,7 @@ def _plan_pointwise(outputs, order, config: PointwiseConfig, kernel) -> KernelPl
         tile[-2] = block_m
     program_axes = tuple(a for a in range(n) if ceil_div(extents[a], tile[a]) > 1)
     resolved = PointwiseConfig(num_warps=_knob(config.num_warps, _default_warps(tile)),
+                               num_programs=config.num_programs,
                                num_stages=_knob(config.num_stages, 1),
                                block_m=block_m, block_n=block_n)
     # Outputs of the first output's shape walk the iteration the same way,
@@ -372,6 +378,7 @@ def _plan_reduction(outputs, order, reduces, config: ReductionConfig, kernel) ->
     program_axes = tuple(a for a in p_axes if ceil_div(extents[a], tile[a]) > 1)
     loop_axes = tuple(a for a in r_axes if tile[a] < extents[a])
     resolved = ReductionConfig(num_warps=_knob(config.num_warps, _default_warps(tile)),
+                               num_programs=config.num_programs,
                                num_stages=_knob(config.num_stages, 2 if loop_axes else 1),
                                block_x=block_x, block_r=tile[innermost])
     return _finish("reduction", outputs, order, extents, tile, program_axes, loop_axes,
@@ -445,6 +452,7 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel) -> Kerne
     # The loop flags apply to the k loop; without one they change nothing.
     flags = {name: getattr(config, name) if loop_axes else None for name in MatmulConfig.FLAGS}
     resolved = MatmulConfig(num_warps=_knob(config.num_warps, warps_default),
+                            num_programs=config.num_programs,
                             num_stages=_knob(config.num_stages, stages_default),
                             block_m=block_m, block_n=block_n, block_k=block_k, group_m=group_m,
                             **flags)
