@@ -20,7 +20,7 @@ from kgc.diagnostics import KgcError
 
 from kgc.graph import Graph
 
-__all__ = ["KernelGraph", "compile", "new_kernel_graph", "parse_source", "superoptimize"]
+__all__ = ["KernelGraph", "compile", "new_kernel_graph", "superoptimize"]
 
 
 class KernelGraph(Graph):
@@ -53,44 +53,6 @@ def _default_target() -> int:
     return 90
 
 
-def _parse(source, context: ir.Context) -> tuple[ir.Operation, str]:
-    """(the module of `source`, a file stem for what is written of it)."""
-    from kgc.graph import Graph
-    from kgc.parsing import parse_file, parse_text
-
-    if isinstance(source, Graph):
-        return source.build(context), source.name
-    if isinstance(source, pathlib.Path) or (isinstance(source, str) and "\n" not in source
-                                            and source.endswith(".mlir")):
-        return parse_file(source, context), pathlib.Path(source).stem
-    if isinstance(source, str):
-        return parse_text(source, "<string>", context), "graph"
-    raise KgcError(f"cannot compile a {type(source).__name__}: give a kgc.Graph, MLIR text "
-                   "or a path to an .mlir file")
-
-
-def _function_of(module: ir.Operation, function: str | None) -> str:
-    names = [ir.StringAttr(op.attributes["sym_name"]).value
-             for op in module.regions[0].blocks[0].operations if op.operation.name == "func.func"]
-    if function is None:
-        if len(names) != 1:
-            raise KgcError(f"the module holds {len(names)} functions ({', '.join(names)}); name "
-                           "the one to use")
-        return names[0]
-    if function not in names:
-        raise KgcError(f"no function @{function} (have: {', '.join(names)})")
-    return function
-
-
-def parse_source(source, function: str | None = None) -> tuple[str, str, str]:
-    """(the canonical text of `source`'s module, without locations; the
-    function to use; a file stem)."""
-    with ir.Context() as context:
-        context.allow_unregistered_dialects = True
-        module, stem = _parse(source, context)
-        return (module.get_asm(enable_debug_info=False), _function_of(module, function), stem)
-
-
 def compile(source, *, target: str | int | None = None, pipeline: str | None = None,
             function: str | None = None, output_dir: str | pathlib.Path | None = None,
             jobs: int = 1, config=None):
@@ -107,11 +69,11 @@ def compile(source, *, target: str | int | None = None, pipeline: str | None = N
     kernels' knobs; it cannot be combined with `pipeline`.
     Compiling needs no GPU; calling the result does.
     """
-    from kgc.graph import Graph
+    from kgc.parsing import function_named, parse_source
     from kgc.pipeline.compiler import compile_module
+    from kgc.pipeline.config import GraphConfig
     from kgc.pipeline.stages import parse_target
     from kgc.runtime import CompiledGraph
-    from kgc.search.config import GraphConfig
 
     arch = parse_target(_default_target() if target is None else target)
     for name, value, kinds, expected in (
@@ -120,9 +82,6 @@ def compile(source, *, target: str | int | None = None, pipeline: str | None = N
             ("output_dir", output_dir, (str, pathlib.PurePath), "a folder path")):
         if value is not None and not isinstance(value, kinds):
             raise KgcError(f"{name} {value!r} ({type(value).__name__}) is not {expected}")
-    if config is not None and pipeline is not None:
-        raise KgcError("give a config or a pipeline, not both: a config sets the choices of "
-                       "kgc's own pipeline")
     graph_config = GraphConfig.load(config) if config is not None else None
     context = None
     if isinstance(source, ir.Operation) or hasattr(source, "operation"):
@@ -130,12 +89,12 @@ def compile(source, *, target: str | int | None = None, pipeline: str | None = N
     else:
         context = ir.Context()
         context.allow_unregistered_dialects = True
-        module, stem = _parse(source, context)
+        module, stem = parse_source(source, context)
     with module.context:
         if graph_config is not None:
-            _function_of(module, graph_config.function)
-            pipeline = graph_config.apply(module, arch)
-        compiled = compile_module(module, target=arch, pipeline=pipeline, jobs=jobs,
+            function_named(module, graph_config.function)
+        compiled = compile_module(module, target=arch, pipeline=pipeline, config=graph_config,
+                                  jobs=jobs,
                                   ttir_dir=pathlib.Path(output_dir) / "kernels" if output_dir else None)
         if isinstance(source, Graph) and source.name in compiled.functions:
             compiled.functions[source.name].argument_names = [t.name for t in source.inputs]

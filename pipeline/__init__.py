@@ -1,4 +1,5 @@
-"""Building and running pass pipelines; kgc's compile stages and tools."""
+"""The pass manager (pipelines, their textual form, IR printing) and the compile
+driver (stages, Triton workers, artifacts). The command-line tools are in kgc.tools."""
 
 from kgc.pipeline.instrumentation import ALL_PASSES, IRPrinting
 from kgc.pipeline.pipeline import Pipeline, PipelineError

@@ -26,6 +26,8 @@ import errno
 import json
 import pathlib
 
+from typing import TYPE_CHECKING
+
 from mlir import ir
 
 from kgc.diagnostics import KgcError, error_at
@@ -33,6 +35,9 @@ from kgc.pipeline.artifact import Artifact, KernelOptions
 from kgc.pipeline.pipeline import Pipeline
 from kgc.pipeline.stages import STAGES, default_pipeline_text, split_at_lowering
 from kgc.tiling.kernel_ops import ops_named, walk_ops
+
+if TYPE_CHECKING:
+    from kgc.pipeline.config import GraphConfig
 
 
 @dataclasses.dataclass
@@ -244,17 +249,24 @@ def _loaded_kernel(root: pathlib.Path, entry: dict, target: int) -> Kernel:
 
 def compile_module(module: ir.Operation, *, target: int = 90, pipeline: str | None = None,
                    emit: str = "cubin", ttir_dir: str | pathlib.Path | None = None,
-                   jobs: int = 1) -> CompiledModule:
+                   jobs: int = 1, config: "GraphConfig | None" = None) -> CompiledModule:
     """Compiles `module` (a builtin.module of kernel graphs) down to `emit`.
     With `jobs` > 1, up to that many worker processes run Triton on the
     kernels side by side. A kernel Triton fails on keeps its TTIR in
-    `ttir_dir` (else in a temporary file), named in the error. Raises
+    `ttir_dir` (else in a temporary file), named in the error. `config` (a
+    GraphConfig: a partition and kernel knobs) cuts the graph and sets the
+    knobs before the rest of kgc's pipeline; it excludes `pipeline`. Raises
     KgcError with diagnostics on failure."""
     if emit not in STAGES:
         raise KgcError(f"unknown stage '{emit}': choose one of {', '.join(STAGES)}")
     if jobs < 1:
         raise KgcError(f"jobs must be at least 1, got {jobs}")
     _check_target(module, target)
+    if config is not None:
+        if pipeline is not None:
+            raise KgcError("give a config or a pipeline, not both: a config sets the choices of "
+                           "kgc's own pipeline")
+        pipeline = config.apply(module, target)
     full = Pipeline.parse(pipeline or default_pipeline_text(target))
     to_kg, to_ttir = split_at_lowering(full)
     to_kg.run(module)

@@ -15,7 +15,7 @@ with a small interface:
 """
 
 from kgc.search.cache import Cache, CacheKey
-from kgc.search.config import GraphConfig
+from kgc.pipeline.config import GraphConfig
 from kgc.search.tuner import SearchReport, superoptimize
 
 __all__ = ["Cache", "CacheKey", "GraphConfig", "SearchReport", "superoptimize"]

@@ -42,7 +42,7 @@ from mlir import ir
 
 from kgc.diagnostics import KgcError
 from kgc.search.cache import Cache, CacheKey, Entry, installed_versions
-from kgc.search.config import GraphConfig
+from kgc.pipeline.config import GraphConfig
 from kgc.search.profile import REJECTED, SKIPPED, TIMED, KernelTrial, Outcome, TrialSettings, \
     run_trial, run_trials
 from kgc.search.kernels import FUNCTION
@@ -123,7 +123,7 @@ def superoptimize(source, *, function: str | None = None, target: str | int | No
     picks the GPUs (default: every visible one, of one model); `verbose`
     shows a progress bar. `tamper` is a test hook (see profile.TrialSettings).
     """
-    from kgc.api import parse_source
+    from kgc.parsing import canonical_source
     from kgc.pipeline.stages import parse_target
     from kgc.runtime import cuda_available
 
@@ -141,7 +141,7 @@ def superoptimize(source, *, function: str | None = None, target: str | int | No
                               or not 0 <= d < visible for d in devices):
             raise KgcError(f"superoptimize: devices must be indices of visible GPUs (0 to "
                            f"{visible - 1}), got {devices}")
-    text, function, _ = parse_source(source, function)
+    text, function, _ = canonical_source(source, function)
     device = (devices or [torch.cuda.current_device()])[0]
     major, minor = torch.cuda.get_device_capability(device)
     arch = parse_target(target) if target is not None else parse_target(major * 10 + minor)
@@ -351,12 +351,20 @@ class _Search:
                            {name: kernels[signature].configs[best[signature][0]]
                             for name, signature in choice.kernels})
 
-    def _finish(self, chosen: GraphConfig, partitions, kernels, best):
-        from kgc.api import compile as compile_graph
+    def _compile_graph(self, config: GraphConfig | None):
+        from kgc.pipeline.compiler import compile_module
+        from kgc.runtime import CompiledGraph
 
+        with ir.Context() as context:
+            context.allow_unregistered_dialects = True
+            module = ir.Module.parse(self.text).operation
+            compiled = compile_module(module, target=self.target, config=config, jobs=self.jobs)
+        return CompiledGraph(compiled, self.function)
+
+    def _finish(self, chosen: GraphConfig, partitions, kernels, best):
         default_config = GraphConfig(self.function)
-        candidates = [(chosen, compile_graph(self.text, target=self.target, config=chosen)),
-                      (default_config, compile_graph(self.text, target=self.target))]
+        candidates = [(chosen, self._compile_graph(chosen)),
+                      (default_config, self._compile_graph(None))]
         trial = KernelTrial("graph", self.function, self.text,
                             [(str(i), graph.module) for i, (_, graph) in enumerate(candidates)])
         settings = dataclasses.replace(self.settings, tamper=None)

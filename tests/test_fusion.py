@@ -260,11 +260,15 @@ def test_kg_fuse_takes_a_partition_from_python():
 
 
 def _count_plans(monkeypatch) -> list:
-    import kgc.tiling.plan as plan_module
+    """Counts the plans every schedule makes from now on."""
+    from kgc.tiling.plan import schedules
 
     calls = []
-    real = plan_module._plan
-    monkeypatch.setattr(plan_module, "_plan", lambda *a: calls.append(1) or real(*a))
+    for schedule in schedules().values():
+        def counting(*args, real=schedule.plan, **kwargs):
+            calls.append(1)
+            return real(*args, **kwargs)
+        monkeypatch.setattr(schedule, "plan", counting)
     return calls
 
 

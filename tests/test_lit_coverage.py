@@ -19,7 +19,7 @@ def _kgc_opt_passes() -> list[str]:
     """The passes registered once kgc-opt's module is imported, listed in a
     fresh interpreter so that passes the tests register do not count."""
     script = (
-        "import json, kgc.pipeline.opt; from kgc.passes import registered_passes; "
+        "import json, kgc.tools.opt; from kgc.passes import registered_passes; "
         "print(json.dumps(sorted(registered_passes())))"
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,

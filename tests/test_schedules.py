@@ -217,7 +217,7 @@ def test_scalar_arguments_are_in_the_launch_record_and_compile():
     assert "function_type = (!tt.ptr<f32>, !tt.ptr<f32>, i32) -> ()" in kernel.asm["ttir"]
     assert kernel.asm["cubin"]
     # Triton's kernel takes the i32 after the two pointers.
-    assert list(kernel.triton_kernel.src.signature.values()) == ["*f32", "*f32", "i32"]
+    assert list(kernel.artifact.signature) == ["*f32", "*f32", "i32"]
 
 
 class ScalarOfTiles(PointwiseSchedule):

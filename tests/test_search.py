@@ -8,9 +8,9 @@ import sys
 import pytest
 
 import kgc
-from kgc.api import parse_source
+from kgc.parsing import canonical_source as parse_source
 from kgc.runtime import cuda_available
-from kgc.search.config import GraphConfig
+from kgc.pipeline.config import GraphConfig
 from kgc.search.space import configs_to_try, variant_space
 from kgc.tiling.config import MatmulConfig
 
@@ -158,7 +158,7 @@ def test_kgc_compile_takes_a_config_file(tmp_path):
     path = tmp_path / "config.json"
     path.write_text(config.to_json())
     out = tmp_path / "out"
-    done = subprocess.run([sys.executable, "-m", "kgc.pipeline.cli", "compile", "--config",
+    done = subprocess.run([sys.executable, "-m", "kgc.tools.cli", "compile", "--config",
                            str(path), "-o", str(out), "--emit", "ttir"],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
@@ -169,7 +169,7 @@ def test_kgc_compile_takes_a_config_file(tmp_path):
 
 @pytest.mark.skipif(cuda_available(), reason="checks the message without a GPU")
 def test_kgc_tune_without_a_gpu_is_a_clean_error():
-    done = subprocess.run([sys.executable, "-m", "kgc.pipeline.cli", "tune"],
+    done = subprocess.run([sys.executable, "-m", "kgc.tools.cli", "tune"],
                           capture_output=True, text=True)
     assert done.returncode == 1
     assert "needs a CUDA device" in done.stderr and "Traceback" not in done.stderr

@@ -5,7 +5,7 @@ and are passes of kgc-opt by name once their module is imported.
 kgc-opt has no plugin flag; a user's tool imports the module that
 registers the passes and calls kgc-opt's `main`:
 
-    python -c "import my_passes; from kgc.pipeline.opt import main; main()" in.mlir --my-pass
+    python -c "import my_passes; from kgc.tools.opt import main; main()" in.mlir --my-pass
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ def function_body(module: ir.Operation) -> list[str]:
 
 def user_kgc_opt(*args: str, input_text: str | None = None) -> subprocess.CompletedProcess:
     """kgc-opt with this module's passes registered, as a user's script runs it."""
-    script = "import test_user_pass; from kgc.pipeline.opt import main; main()"
+    script = "import test_user_pass; from kgc.tools.opt import main; main()"
     return subprocess.run(
         [sys.executable, "-c", script, *args],
         input=input_text, capture_output=True, text=True, cwd=TESTS_DIR, timeout=120,

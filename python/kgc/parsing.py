@@ -105,3 +105,42 @@ def _parse_in_implicit_module(text: str, source_name: str, context: ir.Context) 
         return ir.Operation.parse(wrapped, source_name=source_name, context=context)
     except ir.MLIRError as error:
         raise from_mlir_error(error) from None
+
+
+def parse_source(source, context: ir.Context) -> tuple[ir.Operation, str]:
+    """The module of `source` (a kgc.Graph, a path to an `.mlir` file, or
+    MLIR text) in `context`, and a file stem for what is written of it."""
+    from kgc.graph import Graph
+
+    if isinstance(source, Graph):
+        return source.build(context), source.name
+    if isinstance(source, pathlib.Path) or (isinstance(source, str) and "\n" not in source
+                                            and source.endswith(".mlir")):
+        return parse_file(source, context), pathlib.Path(source).stem
+    if isinstance(source, str):
+        return parse_text(source, "<string>", context), "graph"
+    raise KgcError(f"cannot compile a {type(source).__name__}: give a kgc.Graph, MLIR text "
+                   "or a path to an .mlir file")
+
+
+def function_named(module: ir.Operation, function: str | None) -> str:
+    """`function` when `module` defines it; with None, its only function."""
+    names = [ir.StringAttr(op.attributes["sym_name"]).value
+             for op in module.regions[0].blocks[0].operations if op.operation.name == "func.func"]
+    if function is None:
+        if len(names) != 1:
+            raise KgcError(f"the module holds {len(names)} functions ({', '.join(names)}); name "
+                           "the one to use")
+        return names[0]
+    if function not in names:
+        raise KgcError(f"no function @{function} (have: {', '.join(names)})")
+    return function
+
+
+def canonical_source(source, function: str | None = None) -> tuple[str, str, str]:
+    """(the canonical text of `source`'s module, without locations; the
+    function to use; a file stem)."""
+    with ir.Context() as context:
+        context.allow_unregistered_dialects = True
+        module, stem = parse_source(source, context)
+        return module.get_asm(enable_debug_info=False), function_named(module, function), stem

@@ -160,7 +160,7 @@ def plan_group(outputs: Sequence[Node], config: KernelConfig | None = None,
         config = schedule.config_class()
     elif not isinstance(config, schedule.config_class):
         raise Unplannable(f"a {config.kind} config was given for a {schedule.kind} kernel")
-    cache_key = plan_cache.key(outputs, config)
+    cache_key = plan_cache.key(outputs, schedule.kind, config)
     known = plan_cache.recall(cache_key)
     if known is not None:
         return known

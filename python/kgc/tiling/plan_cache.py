@@ -45,9 +45,11 @@ def signature(outputs: Sequence[Node]) -> str:
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:32]
 
 
-def key(outputs: Sequence[Node], config) -> tuple:
-    """The cache key of a group and its config (a hashable KernelConfig)."""
-    return signature(outputs), config
+def key(outputs: Sequence[Node], schedule: str, config) -> tuple:
+    """The cache key of a group planned by the schedule named `schedule`
+    with `config` (a hashable KernelConfig): schedules may share a config
+    class, and a plan is its schedule's."""
+    return signature(outputs), schedule, config
 
 
 def recall(plan_key: tuple):

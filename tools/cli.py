@@ -91,15 +91,13 @@ def compile_command(args) -> int:
         target = parse_target(args.target)
         # Refused before compiling: a folder that cannot be written.
         output = make_output_folder(args.output)
-        pipeline = args.pass_pipeline
+        config = None
         if args.config is not None:
-            if pipeline is not None:
-                raise KgcError("give --config or --pass-pipeline, not both: a config sets the "
-                               "choices of kgc's own pipeline")
-            from kgc.search.config import GraphConfig
+            from kgc.pipeline.config import GraphConfig
 
-            pipeline = GraphConfig.load(pathlib.Path(args.config)).apply(module, target)
-        compiled = compile_module(module, target=target, pipeline=pipeline,
+            config = GraphConfig.load(pathlib.Path(args.config))
+        compiled = compile_module(module, target=target, pipeline=args.pass_pipeline,
+                                  config=config,
                                   emit=args.emit, ttir_dir=output / "kernels", jobs=args.jobs)
         written = compiled.write(output, stem)
     elapsed = time.perf_counter() - started

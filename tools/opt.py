@@ -22,7 +22,7 @@ from mlir import ir
 from kgc.diagnostics import Diagnostic, KgcError, from_mlir
 from kgc.parsing import decode_source, parse_file, parse_text, read_source
 from kgc.passes import registered_passes
-from kgc.pipeline.expected_diagnostics import parse_expectations, verify
+from kgc.tools.expected_diagnostics import parse_expectations, verify
 from kgc.pipeline.instrumentation import ALL_PASSES, IRPrinting
 from kgc.pipeline.pipeline import Pipeline, PipelineError
 from kgc.pipeline.textual import PassSpec, PipelineSyntaxError, parse_pipeline
