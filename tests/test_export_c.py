@@ -437,3 +437,44 @@ def test_results_that_are_arguments_or_repeat_are_copied(mock_cuda, attention, t
     last = mock_cuda.mock_launch(len(function.launches) - 1).contents
     assert 0x7400_0000 in list(last.params[:last.num_params])
     library.kgc_copies_unload()
+
+
+@needs_cc
+def test_the_readme_program_builds_against_the_example(example, tmp_path):
+    readme = (HERE.parent / "README.md").read_text()
+    section = readme[readme.index("## Exporting C"):]
+    program = re.search(r"```c\n(.*?)```", section, re.S).group(1)
+    (tmp_path / "main.c").write_text(program)
+    compile_c(tmp_path / "main.c", tmp_path / "main.o", "-c", f"-I{example}")
+
+
+TWO_FUNCTIONS = """
+func.func @exp_add(%a: tensor<17x1000xf32>, %bias: tensor<1000xf32>) -> tensor<17x1000xf32> {
+  %e = kg.exp %a : tensor<17x1000xf32>
+  %s = kg.add %e, %bias : (tensor<17x1000xf32>, tensor<1000xf32>) -> tensor<17x1000xf32>
+  return %s : tensor<17x1000xf32>
+}
+func.func @twice(%x: tensor<64xf16>) -> (tensor<64xf16>, tensor<64xf16>) {
+  %e = kg.exp %x : tensor<64xf16>
+  return %e, %x : tensor<64xf16>, tensor<64xf16>
+}
+"""
+
+
+@needs_cc
+def test_every_function_of_a_file_is_exported(tmp_path, capsys):
+    source = tmp_path / "two-functions.mlir"
+    source.write_text(TWO_FUNCTIONS)
+    out = tmp_path / "out"
+    assert cli.run(["compile", str(source), "--emit", "c", "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "kgc_two_functions_exp_add()" in printed and "kgc_two_functions_twice()" in printed
+    header = (out / "two_functions.h").read_text()
+    assert ("CUresult kgc_two_functions_exp_add(CUstream stream, CUdeviceptr arg0, "
+            "CUdeviceptr arg1, CUdeviceptr result0, CUdeviceptr workspace);") in header
+    assert ("CUresult kgc_two_functions_twice(CUstream stream, CUdeviceptr arg0, "
+            "CUdeviceptr result0, CUdeviceptr result1, CUdeviceptr workspace);") in header
+    # @twice returns its argument: copied into result1 after the kernels
+    source_text = (out / "two_functions.c").read_text()
+    assert "cuMemcpyDtoDAsync(result1, arg0, 128, stream)" in source_text
+    compile_c(out / "two_functions.c", tmp_path / "two_functions.o", "-c", "-pedantic")
