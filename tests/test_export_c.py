@@ -478,3 +478,82 @@ def test_every_function_of_a_file_is_exported(tmp_path, capsys):
     source_text = (out / "two_functions.c").read_text()
     assert "cuMemcpyDtoDAsync(result1, arg0, 128, stream)" in source_text
     compile_c(out / "two_functions.c", tmp_path / "two_functions.o", "-c", "-pedantic")
+
+
+def _with_metadata(module, **changes):
+    """`module` with every kernel's Triton metadata changed as given."""
+    import dataclasses
+
+    kernels = {}
+    for name, kernel in module.kernels.items():
+        artifact = kernel.artifact
+        changed = dataclasses.replace(artifact, metadata=dict(artifact.metadata, **changes))
+        kernels[name] = dataclasses.replace(kernel, artifact=changed)
+    return dataclasses.replace(module, kernels=kernels)
+
+
+def test_global_scratch_is_carved_from_the_workspace(mock_cuda, attention, tmp_path):
+    module = _with_metadata(attention.module, global_scratch_size=64, global_scratch_align=128)
+    exported = export_module(module, tmp_path, "scratch")
+    plain = export_module(attention.module, tmp_path / "plain", "plain")
+    grids = [k.artifact.options.grid for k in attention.module.kernels.values()]
+    largest = max(g[0] * g[1] * g[2] for g in grids) * 64
+    function = attention.name
+    assert exported.workspace_bytes[function] >= plain.workspace_bytes[function] + largest
+    library = load_export(exported, tmp_path)
+    mock_cuda.mock_reset()
+    library.kgc_scratch_load()
+    for launch in range(len(attention.function.launches)):
+        mock_cuda.mock_set_param_count(launch, len(launch_operands(attention, launch)) + 2)
+    workspace, size = 0x9000_0000, exported.workspace_bytes[function]
+    assert call(library, exported.functions[function], 0, [0x7000_0000, 0x7100_0000, 0x7200_0000,
+                                                           0x7300_0000], workspace) == 0
+    intermediates = set()
+    for number in range(mock_cuda.mock_num_launches()):
+        record = mock_cuda.mock_launch(number).contents
+        params = list(record.params[:record.num_params])
+        scratch, profile = params[-2], params[-1]
+        grid = record.grid[0] * record.grid[1] * record.grid[2]
+        assert profile == 0
+        assert scratch % 128 == 0 and workspace <= scratch
+        assert scratch + grid * 64 <= workspace + size
+        intermediates |= {p for p in params[:-2] if workspace <= p < workspace + size}
+    # the scratch lies after every intermediate
+    assert all(p < scratch for p in intermediates)
+    library.kgc_scratch_unload()
+
+
+@pytest.mark.parametrize("changes,reason", [
+    ({"num_ctas": 2}, "it runs in clusters of 2 CTAs"),
+    ({"launch_cooperative_grid": True}, "it needs a cooperative grid"),
+    ({"launch_pdl": True}, "it uses programmatic dependent launch"),
+    ({"tensordesc_meta": [{"swizzle": 128}]}, "it takes tensor descriptors"),
+    ({"profile_scratch_size": 16}, "it was compiled for profiling"),
+])
+def test_kernels_that_need_another_launch_are_refused(attention, tmp_path, changes, reason):
+    module = _with_metadata(attention.module, **changes)
+    with pytest.raises(KgcError, match=r"kernel @\w+ cannot be exported as C: " + re.escape(reason)):
+        export_module(module, tmp_path, "g")
+
+
+def test_a_kernel_with_scalar_parameters_is_refused(attention, tmp_path):
+    import dataclasses
+
+    name, kernel = next(iter(attention.module.kernels.items()))
+    artifact = dataclasses.replace(kernel.artifact, signature=kernel.artifact.signature + ("i32",))
+    kernels = dict(attention.module.kernels, **{name: dataclasses.replace(kernel,
+                                                                          artifact=artifact)})
+    module = dataclasses.replace(attention.module, kernels=kernels)
+    with pytest.raises(KgcError, match=r"non-tensor parameters \(i32\)"):
+        export_module(module, tmp_path, "g")
+
+
+def test_a_graph_loaded_from_its_artifacts_exports_the_same_code(attention, attention_export,
+                                                                 tmp_path):
+    import kgc.runtime
+
+    attention.module.write(tmp_path / "compiled", "attention")
+    loaded = kgc.runtime.load(tmp_path / "compiled")
+    exported = export_c(loaded, tmp_path / "export")
+    assert exported.source.read_text() == attention_export.source.read_text()
+    assert exported.header.read_text() == attention_export.header.read_text()
