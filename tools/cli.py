@@ -1,14 +1,16 @@
 """kgc: the compiler driver.
 
     kgc compile [GRAPH.mlir] [-o DIR] [--target sm_90] [--pass-pipeline ...]
-                [--emit kg|ttir|ttgir|llir|ptx|cubin] [--config FILE] [-j JOBS]
+                [--emit kg|ttir|ttgir|llir|ptx|cubin|c] [--config FILE] [-j JOBS]
     kgc tune [GRAPH.mlir] [--effort low|default|high] [--budget S]
              [--save-config FILE] [-o DIR]
 
 `compile` compiles every function of GRAPH (by default the built-in RMSNorm
 + MatMul example) and writes each stage of each kernel, its artifact record
 and manifest.json to DIR (`kgc.runtime.load(DIR)` runs it without
-compiling); no GPU is needed. `tune` searches the graph's variants on this
+compiling); no GPU is needed. `--emit c` writes instead DIR/<graph>.h and
+DIR/<graph>.c, which run the graph from C through the CUDA driver API
+(kgc.export). `tune` searches the graph's variants on this
 machine's GPU (kgc.search) and prints every candidate's time and status.
 Errors are printed as `file:line:col: error: ...` and the
 exit status is 1.
@@ -29,6 +31,8 @@ from kgc.parsing import parse_file, parse_text
 from kgc.pipeline.stages import STAGES, parse_target
 
 EXAMPLE = "rmsnorm_matmul.mlir"
+# What `--emit` takes beyond the stages: ahead-of-time exports of the cubins.
+EXPORT_FORMATS = ("c",)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -43,8 +47,9 @@ def _parser() -> argparse.ArgumentParser:
                                                             "(default sm_90)")
     compile_.add_argument("--pass-pipeline", help="the kg -> TTIR pass pipeline, in MLIR's textual form "
                                                   "(default: kgc's own)")
-    compile_.add_argument("--emit", choices=STAGES, default="cubin",
-                          help="the last stage to produce (default cubin)")
+    compile_.add_argument("--emit", choices=STAGES + EXPORT_FORMATS, default="cubin",
+                          help="the last stage to produce (default cubin), or `c`: a C header "
+                               "and source that launch the graph's cubins (kgc.export)")
     compile_.add_argument("-j", "--jobs", type=_positive, default=1,
                           help="worker processes compiling kernels side by side (default 1)")
     compile_.add_argument("--config", help="a JSON file of a partition and kernel knobs, as "
@@ -96,6 +101,14 @@ def compile_command(args) -> int:
             from kgc.pipeline.config import GraphConfig
 
             config = GraphConfig.load(pathlib.Path(args.config))
+        if args.emit in EXPORT_FORMATS:
+            from kgc.export import c_identifier
+
+            # Refused before compiling: a file name that cannot name C functions.
+            c_identifier(stem, "the graph's name (the file's stem)")
+            compiled = compile_module(module, target=target, pipeline=args.pass_pipeline,
+                                      config=config, emit="cubin", jobs=args.jobs)
+            return _export(compiled, output, stem, args, started)
         compiled = compile_module(module, target=target, pipeline=args.pass_pipeline,
                                   config=config,
                                   emit=args.emit, ttir_dir=output / "kernels", jobs=args.jobs)
@@ -114,6 +127,18 @@ def compile_command(args) -> int:
         print(f"  {kernel.name}: grid {grid}, {kernel.num_warps} warps, {kernel.num_stages} "
               f"stages{shared}; {', '.join(sorted(kernel.asm))}")
     print(f"  wrote {len(written)} files to {output}/, manifest.json describes the kernels")
+    return 0
+
+
+def _export(compiled, output: pathlib.Path, stem: str, args, started: float) -> int:
+    from kgc.export import export_module
+
+    exported = export_module(compiled, output, stem)
+    print(f"kgc: exported {args.graph or EXAMPLE + ' (built-in example)'} for "
+          f"sm_{compiled.target} as C in {time.perf_counter() - started:.1f} s: "
+          f"{exported.header}, {exported.source}")
+    for function, symbol in exported.functions.items():
+        print(f"  @{function}: {symbol}(), workspace {exported.workspace_bytes[function]} bytes")
     return 0
 
 
