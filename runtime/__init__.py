@@ -165,6 +165,13 @@ class CompiledGraph:
         """The PTX of the function's kernels."""
         return "\n".join(kernel.asm["ptx"] for kernel in self.kernels())
 
+    def export_c(self, directory, name: str | None = None):
+        """Writes this function as C over the CUDA driver API, its kernels'
+        cubins embedded (`kgc.export.export_c`): `<name>.h` and `<name>.c`."""
+        from kgc.export import export_c
+
+        return export_c(self, directory, name)
+
     def cuda_graph(self, *tensors):
         """A `CapturedGraph`: this function on `tensors`, captured once as a
         CUDA graph. Calling it with new tensors of the same signature copies

@@ -163,21 +163,21 @@ def test_mean_over_zero_elements_is_refused_where_it_is_written(tmp_path):
 
 
 @pytest.mark.parametrize("build, message", [
-    (lambda g, x: g.mean(x, 1), "'kg.reduce' op mean over zero elements: dimension 1 of x "
-                                "'tensor<4x0xf32>' is empty"),
-    (lambda g, x: g.rms_norm(x), "'kg.rms_norm' op normalizes over zero elements: "
-                                 "normalized_shape [0] of x 'tensor<4x0xf32>' is empty"),
-    (lambda g, x: g.layer_norm(x), "'kg.layer_norm' op normalizes over zero elements: "
-                                   "normalized_shape [0] of x 'tensor<4x0xf32>' is empty"),
+    (lambda g, x: g.mean(x, 1), "reduce: mean over zero elements: dimension 1 of x (4, 0) f32 "
+                                "is empty"),
+    (lambda g, x: g.rms_norm(x), "rms_norm: normalizes over zero elements: normalized_shape [0] "
+                                 "of x (4, 0) f32 is empty"),
+    (lambda g, x: g.layer_norm(x), "layer_norm: normalizes over zero elements: normalized_shape "
+                                   "[0] of x (4, 0) f32 is empty"),
 ], ids=["mean", "rms_norm", "layer_norm"])
 def test_norms_over_zero_elements_through_the_graph_api(build, message):
+    # The graph API verifies each op as it is called: the error is raised
+    # at the call that makes the op, with the verifier's message.
     graph = kgc.Graph("nothing")
     x = graph.input("x", (4, 0), "f32")
-    graph.output(build(graph, x))
-    with pytest.raises(kgc.KgcError) as raised:
-        kgc.compile(graph)
-    assert message in str(raised.value)
-    assert "test_bad_input.py:" in str(raised.value)  # where the op was written
+    with pytest.raises(kgc.GraphError) as raised:
+        build(graph, x)
+    assert str(raised.value) == message
 
 
 @pytest.mark.parametrize("shape, message", [

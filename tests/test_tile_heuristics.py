@@ -73,6 +73,11 @@ EXPECTED = {
                                                    num_warps=4, num_stages=4), (1, 1, 1)),
     "convert-kg-to-ttir:math_0": ("pointwise", dict(block_n=16, num_warps=1, num_stages=1),
                                   (1, 1, 1)),
+    "convert-kg-to-ttir:loop_flags_0": ("matmul", dict(block_m=64, block_n=64, block_k=64,
+                                                       group_m=1, num_warps=4, num_stages=4),
+                                        (1, 1, 1)),
+    "kg-legalize-dot:ws_0": ("matmul", dict(block_m=64, block_n=64, block_k=64, group_m=1,
+                                            num_warps=4, num_stages=4), (1, 1, 1)),
 }
 
 
