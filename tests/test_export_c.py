@@ -18,7 +18,7 @@ import pytest
 import kgc
 from kgc.diagnostics import KgcError
 from kgc.export import c_identifier, export_c, export_module
-from kgc.pipeline import cli
+from kgc.tools import cli
 from tests.cases import ALL_CASES
 
 HERE = pathlib.Path(__file__).parent
