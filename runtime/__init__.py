@@ -87,8 +87,8 @@ class CompiledGraph:
         return f"#{index} ({names[index]})" if names else f"#{index}"
 
     def __call__(self, *tensors, out=None):
-        if out is None and self._fast is not None:
-            results = self._fast(tensors)
+        if self._fast is not None:
+            results = self._fast(tensors, out)
             if results is not None:
                 return results
         return self.run(*tensors, out=out)
@@ -231,39 +231,65 @@ class CompiledGraph:
         """The call as it is after the first: arguments that are already
         what the kernels read (dense, aligned, on `device`, the current
         device) launch with nothing but those checks, a fresh tensor per
-        result and the bound launchers. Anything else returns None, and the
-        call takes `run`, which copies or explains."""
+        result and the kernels' launch functions, called directly where a
+        kernel needs no scratch memory (Triton's launcher object would only
+        find that out again on every call). Anything else returns None, and
+        the call takes `run`, which copies or explains."""
         import torch
 
         specs = self._specs if self._specs is not None else self._make_specs()
         fresh, results = self._fresh, tuple(self.function.results)
         count, size = len(specs), len(self.function.buffers)
-        tensor_type, empty, current = torch.Tensor, torch.empty, torch.cuda.current_device
+        # The current device's index without torch.cuda.current_device()'s
+        # checks, which cost as much as the rest of the call's.
+        tensor_type, empty, current = torch.Tensor, torch.empty, torch._C._cuda_getDevice
+        result_specs = [(index, torch.Size(self.function.buffers[index].shape),
+                         torch_dtype(self.function.buffers[index].dtype)) for index in results]
+        results_are_fresh = all(index >= count for index in results)
         stream_of = self._current_stream
         single = len(results) == 1
+        launches = []
+        for launcher, grid_x, grid_y, grid_z, handle, packed, enter, exit_, operands, scalars \
+                in bound:
+            if launcher.global_scratch_size or launcher.profile_scratch_size:
+                launches.append((launcher, (grid_x, grid_y, grid_z),
+                                 (handle, packed, None, enter, exit_), operands, scalars))
+            else:
+                launches.append((launcher.launch, (grid_x, grid_y, grid_z),
+                                 (handle, launcher.launch_cooperative_grid, launcher.launch_pdl,
+                                  None, None, packed, None, enter, exit_), operands, scalars))
 
-        def fast(tensors):
+        def usable(tensor, shape, dtype) -> bool:
+            return (type(tensor) is tensor_type and tensor.dtype is dtype
+                    and tensor.shape == shape and tensor.get_device() == device
+                    and tensor.is_contiguous() and not tensor.data_ptr() % _ALIGNMENT)
+
+        def fast(tensors, out):
             if len(tensors) != count or current() != device:
                 return None
-            pointers = [0] * size
-            for index, (tensor, (shape, dtype)) in enumerate(zip(tensors, specs)):
-                if type(tensor) is not tensor_type or tensor.dtype is not dtype \
-                        or tensor.shape != shape or tensor.get_device() != device \
-                        or not tensor.is_contiguous():
+            for tensor, (shape, dtype) in zip(tensors, specs):
+                if not usable(tensor, shape, dtype):
                     return None
-                pointer = tensor.data_ptr()
-                if pointer % _ALIGNMENT:
+            buffers = list(tensors)
+            buffers.extend([None] * (size - count))
+            if out is not None:
+                outs = (out,) if type(out) is tensor_type else tuple(out)
+                if not results_are_fresh or len(outs) != len(results):
                     return None
-                pointers[index] = pointer
-            buffers = list(tensors) + [None] * (size - count)
+                for tensor, (index, shape, dtype) in zip(outs, result_specs):
+                    if not usable(tensor, shape, dtype) or \
+                            any(_overlap(tensor, argument) for argument in tensors):
+                        return None
+                    buffers[index] = tensor
             for index, shape, dtype in fresh:
-                buffer = buffers[index] = empty(shape, dtype=dtype, device=device)
-                pointers[index] = buffer.data_ptr()
+                if buffers[index] is None:
+                    buffers[index] = empty(shape, dtype=dtype, device=device)
+            pointers = [buffer.data_ptr() for buffer in buffers]
             stream = stream_of(device)
-            for (launcher, grid_x, grid_y, grid_z, handle, packed, enter, exit_, operands,
-                 scalars) in bound:
-                launcher(grid_x, grid_y, grid_z, stream, handle, packed, None, enter, exit_,
-                         *[pointers[i] for i in operands], *scalars)
+            for launch, grid, fixed, operands, scalars in launches:
+                launch(*grid, stream, *fixed, *[pointers[i] for i in operands], *scalars)
+            if out is not None:
+                return outs[0] if len(outs) == 1 else outs
             return buffers[results[0]] if single else tuple(buffers[i] for i in results)
 
         return fast

@@ -1,14 +1,13 @@
 """Artifacts and the runtime on the GPU: a graph compiled in worker
 processes runs in a fresh process that never compiles; argument checks and
-copies; out= buffers; what the cubin says against what the driver says;
-the host time of a call."""
+copies; out= buffers; what the cubin says against what the driver says.
+(The host time of a call is measured in benchmarks/superoptimize.py.)"""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -155,19 +154,3 @@ def test_registers_read_from_the_cubin_are_the_drivers(rms_norm):
         artifact.entry, artifact.cubin, artifact.shared, device)
     assert artifact.resources["registers"] == registers
     assert artifact.resources["local_memory"] == spills * 4
-
-
-def test_a_call_of_a_one_kernel_graph_costs_little_host_time(rms_norm):
-    x, w = inputs()
-    out = torch.empty(17, 1000, device="cuda")
-    for _ in range(10):
-        rms_norm(x, w, out=out)
-    torch.cuda.synchronize()
-    calls = 2000
-    started = time.perf_counter()
-    for _ in range(calls):
-        rms_norm(x, w, out=out)
-    host = (time.perf_counter() - started) / calls
-    torch.cuda.synchronize()
-    print(f"host time per call: {host * 1e6:.1f} us")
-    assert host < 50e-6
