@@ -293,3 +293,14 @@ def make_inputs(case: Case, dtype: str, device: str, seed: int):
 # Absolute and relative tolerance per output dtype (before a case's scale).
 TOLERANCES = {"f32": (1e-4, 1e-4), "f16": (2e-3, 5e-3), "bf16": (1.6e-2, 3e-2)}
 TF32_TOLERANCE = (5e-3, 5e-3)
+
+
+def headline_graph() -> kgc.Graph:
+    """The headline example (RMSNorm + MatMul, X 16x4096, W 4096x6144, f16),
+    built with Mirage's names."""
+    g = kgc.new_kernel_graph("rmsnorm_matmul")
+    x = g.new_input(dims=(16, 4096), dtype=kgc.float16)
+    gamma = g.new_input(dims=(4096,), dtype=kgc.float16)
+    w = g.new_input(dims=(4096, 6144), dtype=kgc.float16)
+    g.mark_output(g.matmul(g.rms_norm(x, gamma, normalized_shape=(4096,)), w))
+    return g

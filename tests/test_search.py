@@ -13,16 +13,7 @@ from kgc.runtime import cuda_available
 from kgc.pipeline.config import GraphConfig
 from kgc.search.space import configs_to_try, variant_space
 from kgc.tiling.config import MatmulConfig
-
-
-def headline():
-    """The headline example, built with Mirage's names."""
-    g = kgc.new_kernel_graph("rmsnorm_matmul")
-    x = g.new_input(dims=(16, 4096), dtype=kgc.float16)
-    gamma = g.new_input(dims=(4096,), dtype=kgc.float16)
-    w = g.new_input(dims=(4096, 6144), dtype=kgc.float16)
-    g.mark_output(g.matmul(g.rms_norm(x, gamma, normalized_shape=(4096,)), w))
-    return g
+from tests.cases import headline_graph as headline
 
 
 def test_mirage_names_build_the_same_graph_as_kgc_graph():

@@ -13,21 +13,13 @@ import pytest
 import kgc
 from kgc.search import Cache
 from kgc.tiling.config import MatmulConfig
+from tests.cases import headline_graph as headline
 
 torch = pytest.importorskip("torch")
 
 pytestmark = pytest.mark.gpu
 
 QUICK = {"effort": "low", "warmup_iters": 2, "profile_iters": 20, "verbose": False}
-
-
-def headline():
-    g = kgc.new_kernel_graph("rmsnorm_matmul")
-    x = g.new_input(dims=(16, 4096), dtype=kgc.float16)
-    gamma = g.new_input(dims=(4096,), dtype=kgc.float16)
-    w = g.new_input(dims=(4096, 6144), dtype=kgc.float16)
-    g.mark_output(g.matmul(g.rms_norm(x, gamma, normalized_shape=(4096,)), w))
-    return g
 
 
 def small_mlp():
