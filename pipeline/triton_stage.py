@@ -47,10 +47,13 @@ import pathlib
 import re
 import sys
 import tempfile
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from kgc.diagnostics import KgcError
 from kgc.pipeline.artifact import ARTIFACT_STAGES, Artifact, KernelOptions, content_hash, kernel_symbol
+
+if TYPE_CHECKING:  # the workers' module imports this one
+    from kgc.pipeline.compile_worker import CompilePool
 
 # Lines of Triton's stderr worth repeating in a diagnostic.
 _REPORTED = re.compile(r"error|unsupported|not supported|failed to", re.IGNORECASE)

@@ -43,7 +43,7 @@ from mlir import ir
 from kgc.diagnostics import KgcError
 from kgc.search.cache import Cache, CacheKey, Entry, installed_versions
 from kgc.pipeline.config import GraphConfig
-from kgc.search.profile import REJECTED, SKIPPED, TIMED, KernelTrial, Outcome, TrialSettings, \
+from kgc.search.profile import TIMED, KernelTrial, Outcome, TrialSettings, \
     run_trial, run_trials
 from kgc.search.kernels import FUNCTION
 from kgc.search.space import EFFORT_CONFIGS, KernelVariants, variant_space

@@ -10,7 +10,6 @@ import pathlib
 import re
 import subprocess
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
