@@ -67,6 +67,7 @@ from mlir import ir
 from kgc.fusion import (FusionDecisions, FusionGraph, InvalidPartition, NotFusable, Partition,
                         greedy_partition)
 from kgc.fusion.graph import function_name
+from kgc.fusion.partition import anchors, dependency_order, group_reads
 from kgc.passes.decompose import PROMOTION_ATTRIBUTE
 from kgc.passes.registry import Option, Pass, PassFailure, register_pass
 from kgc.tiling.graph_model import Node
@@ -179,11 +180,15 @@ def _partition_from_attributes(graph: FusionGraph) -> Partition | None:
 
 def _materialize(graph: FusionGraph, groups: list[list[Node]]) -> None:
     """Replaces the fusable ops of `graph` by one kernel per group (`groups`
-    checked, in the order of their last op)."""
-    groups = _in_dependency_order(groups)
-    anchors = _anchors(graph, groups)
+    checked, in the order of their last op). Kernels are made in dependency
+    order: a group's last op may come after that of a group reading its first
+    op (matmul -> softmax and matmul -> relu)."""
+    reads = group_reads(groups)
+    order = dependency_order(reads)
+    before = anchors(graph, groups, reads, order)
     replacements: dict[ir.Value, ir.Value] = {}
-    for index, group in enumerate(groups):
+    for index, number in enumerate(order):
+        group = groups[number]
         outputs = graph.outputs(group)
         try:
             kind = graph.plan(group).kind
@@ -191,48 +196,11 @@ def _materialize(graph: FusionGraph, groups: list[list[Node]]) -> None:
             raise PassFailure(f"{group[-1].value.owner.name} cannot be made a kernel: {reason}",
                               group[-1].location) from None
         _build_kernel(f"{graph.name}_{index}_{kind}", group, outputs,
-                      graph.outside[anchors[index]], replacements)
+                      graph.outside[before[number]], replacements)
     for old, new in replacements.items():
         old.replace_all_uses_with(new)
     for node in reversed(graph.nodes):
         node.value.owner.erase()
-
-
-def _producers(groups: list[list[Node]]) -> list[set[int]]:
-    """For each group, the groups whose values it reads."""
-    group_of = {id(n): index for index, group in enumerate(groups) for n in group}
-    return [{group_of[id(o)] for n in group for o in n.operands
-             if id(o) in group_of and group_of[id(o)] != index}
-            for index, group in enumerate(groups)]
-
-
-def _in_dependency_order(groups: list[list[Node]]) -> list[list[Node]]:
-    """`groups` (in the order of their last op) reordered so that each comes
-    after the groups it reads: a group's last op may come after that of a
-    group reading its first op (matmul -> softmax and matmul -> relu)."""
-    producers = _producers(groups)
-    order: list[int] = []
-    while len(order) < len(groups):
-        ready = next(i for i in range(len(groups))
-                     if i not in order and producers[i] <= set(order))
-        order.append(ready)
-    return [groups[i] for i in order]
-
-
-def _anchors(graph: FusionGraph, groups: list[list[Node]]) -> list[int]:
-    """For each group (in dependency order), the position in `graph.outside`
-    of the op its kernel goes before: the first op that is not fused and
-    reads its results, directly or through later kernels."""
-    producers = _producers(groups)
-    anchors = [len(graph.outside) - 1] * len(groups)  # the terminator
-    for index in reversed(range(len(groups))):
-        for node in groups[index]:
-            position = graph.first_outside_use.get(id(node))
-            if position is not None:
-                anchors[index] = min(anchors[index], position)
-        for producer in producers[index]:
-            anchors[producer] = min(anchors[producer], anchors[index])
-    return anchors
 
 
 def _build_kernel(name: str, group: list[Node], outputs: list[Node], before: ir.Operation,

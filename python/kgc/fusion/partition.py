@@ -139,9 +139,7 @@ def _check_order(graph: FusionGraph, groups: list[list[Node]], group_of: dict[in
                  where: str) -> None:
     """Raises InvalidPartition when no order of the kernels among the ops that
     stay in place respects every dependence."""
-    reads = [{group_of[id(o)] for n in group for o in n.operands
-              if id(o) in group_of and group_of[id(o)] != number}
-             for number, group in enumerate(groups)]
+    reads = group_reads(groups)
     # A cycle between groups: a depth-first search for a back edge.
     state = [0] * len(groups)  # 0 new, 1 on the path, 2 done
     path: list[int] = []
@@ -167,20 +165,13 @@ def _check_order(graph: FusionGraph, groups: list[list[Node]], group_of: dict[in
     # Each kernel goes before the first op that stays in place and reads its
     # results (directly or through later kernels), and after every such op
     # whose results it reads (directly or through earlier kernels).
-    order = _topological(reads)
+    order = dependency_order(reads)
     earliest = [-1] * len(groups)
     for number in order:
         mine = [graph.last_outside_read[id(n)] for n in groups[number]
                 if id(n) in graph.last_outside_read]
         earliest[number] = max([*mine, *(earliest[p] for p in reads[number])], default=-1)
-    latest = [len(graph.outside) - 1] * len(groups)
-    for number in reversed(order):
-        for node in groups[number]:
-            position = graph.first_outside_use.get(id(node))
-            if position is not None:
-                latest[number] = min(latest[number], position)
-        for producer in reads[number]:
-            latest[producer] = min(latest[producer], latest[number])
+    latest = anchors(graph, groups, reads, order)
     for number in order:
         if earliest[number] >= latest[number]:
             outside = graph.outside[latest[number]]
@@ -190,7 +181,17 @@ def _check_order(graph: FusionGraph, groups: list[list[Node]], group_of: dict[in
                 groups[number][-1].location)
 
 
-def _topological(reads: list[set[int]]) -> list[int]:
+def group_reads(groups: list[list[Node]]) -> list[set[int]]:
+    """For each group, the groups whose values it reads."""
+    group_of = {id(n): number for number, group in enumerate(groups) for n in group}
+    return [{group_of[id(o)] for n in group for o in n.operands
+             if id(o) in group_of and group_of[id(o)] != number}
+            for number, group in enumerate(groups)]
+
+
+def dependency_order(reads: list[set[int]]) -> list[int]:
+    """The groups in an order where each comes after the groups it reads,
+    the lowest-numbered ready group first (`reads` has no cycle)."""
     order: list[int] = []
     done: set[int] = set()
     while len(order) < len(reads):
@@ -198,3 +199,19 @@ def _topological(reads: list[set[int]]) -> list[int]:
         order.append(ready)
         done.add(ready)
     return order
+
+
+def anchors(graph: FusionGraph, groups: list[list[Node]], reads: list[set[int]],
+            order: list[int]) -> list[int]:
+    """For each group, the position in `graph.outside` of the op its kernel
+    must go before: the first op that stays in place and reads its results,
+    directly or through later kernels (the terminator when none does)."""
+    latest = [len(graph.outside) - 1] * len(groups)
+    for number in reversed(order):
+        for node in groups[number]:
+            position = graph.first_outside_use.get(id(node))
+            if position is not None:
+                latest[number] = min(latest[number], position)
+        for producer in reads[number]:
+            latest[producer] = min(latest[producer], latest[number])
+    return latest
