@@ -91,17 +91,28 @@ class GraphConfig:
             if kernel is None:
                 raise KgcError(f"the config sets knobs of kernel @{name}, which this graph does "
                                f"not have (kernels: {', '.join(sorted(found)) or 'none'})")
-            with module.context:
-                for attribute, value in config.to_attributes().items():
-                    kernel.attributes[attribute] = value
+            set_knobs(kernel, config)
 
-    def apply(self, module: ir.Operation, target: int) -> str:
+    def fuse(self, module: ir.Operation) -> None:
         """Cuts `module`'s function into this config's kernels (kgc's passes
-        up to kg-fuse) and sets their knobs; returns the pipeline that
-        compiles the rest (kg-tile onwards)."""
+        up to kg-fuse) and sets their knobs."""
         from kgc.pipeline.pipeline import Pipeline
-        from kgc.pipeline.stages import fusion_pipeline_text, kernel_pipeline_text
+        from kgc.pipeline.stages import fusion_pipeline_text
 
         Pipeline.parse(fusion_pipeline_text(self.fuse_options())).run(module)
         self.configure_kernels(module)
+
+    def apply(self, module: ir.Operation, target: int) -> str:
+        """`fuse`, then the pipeline that compiles the rest (kg-tile onwards)."""
+        from kgc.pipeline.stages import kernel_pipeline_text
+
+        self.fuse(module)
         return kernel_pipeline_text(target)
+
+
+def set_knobs(kernel: ir.Operation, config: KernelConfig) -> None:
+    """Writes the knobs `config` sets as attributes of `kernel` (a kg.kernel
+    in graph form), where kg-tile reads them."""
+    with kernel.context:
+        for attribute, value in config.to_attributes().items():
+            kernel.attributes[attribute] = value

@@ -47,11 +47,16 @@ def default_pipeline_text(target: int = 90) -> str:
     return f"builtin.module({','.join(passes)})"
 
 
+def decomposition_pipeline_text() -> str:
+    """The default pipeline before kg-fuse: the graph cleaned up and
+    decomposed into the ops kg-fuse partitions."""
+    return f"builtin.module({','.join(KG_PASSES[:KG_PASSES.index(FUSION_PASS)])})"
+
+
 def fusion_pipeline_text(fuse_options: str = "") -> str:
     """The default pipeline up to kg-fuse (with `fuse_options`, such as
     `{partition=0,1;2}`): the graph cut into kernels still in graph form."""
-    position = KG_PASSES.index(FUSION_PASS)
-    passes = list(KG_PASSES[:position]) + [FUSION_PASS + fuse_options]
+    passes = list(KG_PASSES[:KG_PASSES.index(FUSION_PASS)]) + [FUSION_PASS + fuse_options]
     return f"builtin.module({','.join(passes)})"
 
 

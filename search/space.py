@@ -25,7 +25,8 @@ from kgc.diagnostics import KgcError
 from kgc.fusion import propose_partitions
 from kgc.passes.tile import plan_kernel
 from kgc.pipeline.pipeline import Pipeline
-from kgc.pipeline.stages import fusion_pipeline_text
+from kgc.pipeline.config import GraphConfig
+from kgc.pipeline.stages import decomposition_pipeline_text
 from kgc.search import kernels as kernel_forms
 from kgc.tiling.config import KernelConfig
 from kgc.tiling.kernel_ops import kernel_name, kernels_in, ops_named
@@ -89,8 +90,7 @@ def variant_space(module_text: str, function: str, effort: str = "default"
     with ir.Context() as context:
         context.allow_unregistered_dialects = True
         module = ir.Module.parse(module_text).operation
-        Pipeline.parse(_decompose_only()).run(module)
-        decomposed = module.get_asm(enable_debug_info=True)
+        Pipeline.parse(decomposition_pipeline_text()).run(module)
         functions = {ir.StringAttr(f.attributes["sym_name"]).value: f
                      for f in ops_named(module, "func.func")}
         if function not in functions:
@@ -101,8 +101,10 @@ def variant_space(module_text: str, function: str, effort: str = "default"
     for partition in partitions:
         with ir.Context() as context:
             context.allow_unregistered_dialects = True
-            fused = ir.Module.parse(decomposed).operation
-            Pipeline.parse(_fuse_only(str(partition), function)).run(fused)
+            # Cut as a compile with this partition will cut it, so that the
+            # kernels and their names are the ones a GraphConfig refers to.
+            fused = ir.Module.parse(module_text).operation
+            GraphConfig(function, str(partition)).fuse(fused)
             made = []
             for kernel in kernels_in(fused):
                 if kernel.parent.name != "func.func" or ir.StringAttr(
@@ -123,11 +125,3 @@ def variant_space(module_text: str, function: str, effort: str = "default"
         variants.append(PartitionVariant(str(partition), partition.origin, made))
     return variants, kernels
 
-
-def _decompose_only() -> str:
-    text = fusion_pipeline_text()
-    return text.replace(",kg-fuse)", ")")
-
-
-def _fuse_only(partition: str, function: str) -> str:
-    return f"builtin.module(kg-fuse{{partition={partition} function={function}}})"

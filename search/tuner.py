@@ -42,11 +42,12 @@ from mlir import ir
 
 from kgc.diagnostics import KgcError
 from kgc.search.cache import Cache, CacheKey, Entry, installed_versions
-from kgc.pipeline.config import GraphConfig
+from kgc.pipeline.config import GraphConfig, set_knobs
 from kgc.search.profile import TIMED, KernelTrial, Outcome, TrialSettings, \
     run_trial, run_trials
 from kgc.search.kernels import FUNCTION
 from kgc.search.space import EFFORT_CONFIGS, KernelVariants, variant_space
+from kgc.tiling.kernel_ops import kernels_in
 
 _LOG = logging.getLogger(__name__)
 FAILED, OVER_BUDGET, PRUNED = "failed", "over budget", "pruned"
@@ -260,9 +261,8 @@ class _Search:
             with ir.Context() as context:
                 context.allow_unregistered_dialects = True
                 module = ir.Module.parse(variants.launch_text).operation
-                kernel = next(o for o in _walk(module) if o.name == "kg.kernel")
-                for name, value in config.to_attributes().items():
-                    kernel.attributes[name] = value
+                (kernel,) = kernels_in(module)
+                set_knobs(kernel, config)
                 try:
                     lowered[signature, index] = compile_module(
                         module, target=self.target, pipeline=pipeline, emit="ttir")
@@ -430,12 +430,6 @@ class _Progress:
         if self.best is not None:
             postfix["best_us"] = f"{self.best:.2f}"
         self.bar.set_postfix(postfix, refresh=False)
-
-
-def _walk(module: ir.Operation):
-    from kgc.tiling.kernel_ops import walk_ops
-
-    return walk_ops(module)
 
 
 def _first_line(error) -> str:
