@@ -27,6 +27,7 @@ code.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import math
@@ -140,10 +141,11 @@ def _caller_position() -> _SourcePosition:
     return frame.f_code.co_filename, frame.f_lineno or 0, column
 
 
-def _mlir_location(position: _SourcePosition) -> ir.Location:
-    if position is None:
-        return ir.Location.unknown()
-    return ir.Location.file(*position)
+def _mlir_location(position: _SourcePosition, origin: str | None = None) -> ir.Location:
+    """The file location of `position`; inside a NameLoc `origin` when the
+    op was recorded under `Graph.origin`."""
+    location = ir.Location.unknown() if position is None else ir.Location.file(*position)
+    return location if origin is None else ir.Location.name(origin, childLoc=location)
 
 
 # --------------------------------------------------------------------------
@@ -355,6 +357,8 @@ class Graph:
         self._outputs: list[Tensor] = []
         self._defined_at = _caller_position()
         self._output_at: _SourcePosition = None
+        self._origin: str | None = None
+        self._origins: dict[Tensor, str] = {}
 
     def __repr__(self) -> str:
         return (f"Graph({self.name!r}: {len(self._inputs)} inputs, "
@@ -389,6 +393,20 @@ class Graph:
         self._outputs.extend(tensors)
         self._output_at = _caller_position()
 
+    @contextlib.contextmanager
+    def origin(self, name: str):
+        """Ops recorded inside the block carry `name` in their location (a
+        NameLoc around the Python line), so that the kernels kg-fuse makes
+        can be traced back to what the ops were made from: a front end
+        names the source op (`with g.origin("aten.mm:mm_1"): ...`)."""
+        if not isinstance(name, str):
+            raise GraphError(f"origin: name must be a string, got {name!r}")
+        outer, self._origin = self._origin, name
+        try:
+            yield
+        finally:
+            self._origin = outer
+
     # -- emission -----------------------------------------------------------
 
     def build(self, context: ir.Context | None = None) -> ir.Operation:
@@ -411,7 +429,7 @@ class Graph:
             values: dict[Tensor, ir.Value] = dict(zip(self._inputs, entry.arguments))
             with ir.InsertionPoint(entry):
                 for op in self._ops:
-                    with _mlir_location(op.result._defined_at):
+                    with _mlir_location(op.result._defined_at, self._origins.get(op.result)):
                         values[op.result] = op.emit([values[t] for t in op.operands],
                                                     _tensor_type(op.result))
                 func.ReturnOp([values[t] for t in self._outputs],
@@ -697,6 +715,8 @@ class Graph:
         result = Tensor(self, shape, dtype, None, _caller_position())
         _verify(operands, result, emit)
         self._ops.append(_Op(operands, result, emit))
+        if self._origin is not None:
+            self._origins[result] = self._origin
         return result
 
     def _constant(self, value: float, shape: tuple[int, ...], dtype: str) -> Tensor:
