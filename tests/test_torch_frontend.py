@@ -319,9 +319,10 @@ def test_64_decode_steps_with_a_growing_cache_compile_a_bounded_number_of_graphs
             out, k, v = compiled(x, cos, sin, past_k, past_v)
             _assert_close((out, k, v), expected)
             x, past_k, past_v = out, k, v
-    # One graph for the first length, one with the length dynamic.
+    # One graph for the first length, one with the length dynamic, each
+    # compiling its partitions once: the count does not grow with the steps.
     assert len(backend.reports) <= 2
-    assert 1 <= len(backend.texts) <= 2 * max(1, len(backend.reports[0].partitions)) + 2
+    assert 1 <= len(backend.texts) == sum(len(r.partitions) for r in backend.reports) <= 8
     dynamic = backend.reports[-1]
     assert any("dynamic" in why for _, why in dynamic.fallbacks)
     assert dynamic.partitions, "the projections and the MLP stay in kgc"
