@@ -612,3 +612,31 @@ def test_text_round_trips_through_kgc_opt():
                             text=True, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == text.strip()
+
+
+def test_origin_names_the_source_of_the_ops_recorded_under_it():
+    g = kgc.Graph("named")
+    x = g.input("x", (4, 8), "f32")
+    with g.origin("aten.relu.default:relu"):
+        y = g.relu(x)
+        with g.origin("aten.exp.default:exp"):
+            z = g.exp(y)
+        w = g.neg(z)
+    g.output(g.abs(w))
+    text = g.build().get_asm(enable_debug_info=True)
+    relu, exp, neg, absolute = (next(line for line in text.splitlines() if f"kg.{op} " in line)
+                                for op in ("relu", "exp", "neg", "abs"))
+    aliases = {line.split(" = ")[0]: line.split(" = ", 1)[1] for line in text.splitlines()
+               if line.startswith("#loc")}
+
+    def location(line):
+        alias = line.rsplit("loc(", 1)[1].rstrip(")")
+        return aliases.get(alias, alias)
+
+    assert location(relu).startswith('loc("aten.relu.default:relu"(')
+    assert location(exp).startswith('loc("aten.exp.default:exp"(')
+    assert location(neg).startswith('loc("aten.relu.default:relu"(')  # the outer origin again
+    assert not location(absolute).startswith('loc("aten')  # outside: the Python line only
+    with pytest.raises(kgc.GraphError, match="origin: name must be a string"):
+        with g.origin(3):
+            pass

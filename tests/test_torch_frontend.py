@@ -10,7 +10,7 @@ checked against eager PyTorch's.
 from __future__ import annotations
 
 import importlib.util
-import math
+import operator
 import pathlib
 import shutil
 import subprocess
@@ -23,7 +23,7 @@ import torch.nn.functional as F
 
 import kgc
 from kgc import reference
-from kgc.torch import Backend, KgcFallbackWarning, explain
+from kgc.torch import Backend, KgcFallbackWarning
 from kgc.torch.backend import _resolve_mode
 from kgc.diagnostics import KgcError
 
@@ -326,3 +326,63 @@ def test_64_decode_steps_with_a_growing_cache_compile_a_bounded_number_of_graphs
     dynamic = backend.reports[-1]
     assert any("dynamic" in why for _, why in dynamic.fallbacks)
     assert dynamic.partitions, "the projections and the MLP stay in kgc"
+
+
+def _attention_graph(target, arguments, kwargs, shapes):
+    """An FX graph of one fused attention op as AOTAutograd traces it on a
+    CUDA device (these ops have meta kernels, so no GPU is needed to build
+    it), its first result returned."""
+    graph = torch.fx.Graph()
+    nodes = []
+    for name, shape in zip("qkvm", shapes):
+        node = graph.placeholder(name)
+        node.meta["val"] = torch.empty(shape, device="meta")
+        nodes.append(node)
+    tensors = {"q": nodes[0], "k": nodes[1], "v": nodes[2], "m": nodes[3] if len(nodes) > 3 else None}
+    args = tuple(tensors.get(a, a) if isinstance(a, str) else a for a in arguments)
+    node = graph.call_function(target, args, kwargs)
+    node.meta["val"] = target(*[a.meta["val"] if isinstance(a, torch.fx.Node) else a for a in args],
+                              **kwargs)
+    first = graph.call_function(operator.getitem, (node, 0))
+    first.meta["val"] = node.meta["val"][0]
+    graph.output(first)
+    return torch.fx.GraphModule(torch.nn.Module(), graph), node
+
+
+aten = torch.ops.aten
+SHAPES = [(2, 3, 5, 16), (2, 3, 7, 16), (2, 3, 7, 16), (2, 3, 5, 7)]
+FUSED_ATTENTION = [
+    ("flash", aten._scaled_dot_product_flash_attention.default, ("q", "k", "v", 0.0, False),
+     {"scale": 0.3}, False),
+    ("efficient", aten._scaled_dot_product_efficient_attention.default,
+     ("q", "k", "v", "m", False, 0.0, False), {"scale": 0.3}, True),
+    ("cudnn", aten._scaled_dot_product_cudnn_attention.default,
+     ("q", "k", "v", "m", False, 0.0, False), {"scale": 0.3}, True),
+]
+
+
+@pytest.mark.parametrize("name,target,arguments,kwargs,masked", FUSED_ATTENTION,
+                         ids=[c[0] for c in FUSED_ATTENTION])
+def test_the_fused_attention_ops_of_cuda_convert(name, target, arguments, kwargs, masked):
+    from kgc.torch import convert_graph, unsupported_reason
+
+    shapes = SHAPES if masked else SHAPES[:3]
+    module, node = _attention_graph(target, arguments, kwargs, shapes)
+    assert unsupported_reason(node) is None
+    converted = convert_graph(module, "attention")
+    _filecheck(converted.graph.to_mlir(),
+               "CHECK: kg.matmul {{.*}} -> tensor<2x3x5x7xf32>\nCHECK: kg.mul\n"
+               + ("CHECK: kg.add\n" if masked else "") + "CHECK: kg.softmax\nCHECK: kg.matmul")
+    inputs = [_randn(*shape) for shape in shapes]
+    expected = F.scaled_dot_product_attention(*inputs[:3], attn_mask=inputs[3] if masked else None,
+                                              scale=0.3)
+    actual = reference.evaluate(converted.graph.build(), "attention", inputs)
+    torch.testing.assert_close(actual, expected, atol=2e-5, rtol=2e-5)
+
+
+def test_causal_fused_attention_is_refused_with_its_reason():
+    from kgc.torch import unsupported_reason
+
+    module, node = _attention_graph(aten._scaled_dot_product_flash_attention.default,
+                                    ("q", "k", "v", 0.0, True), {}, SHAPES[:3])
+    assert "is_causal" in unsupported_reason(node)
