@@ -294,10 +294,12 @@ def test_explain_names_each_kernels_ops_and_each_fallback(capsys):
                for line in kernel_lines)
 
 
-@pytest.mark.parametrize("seq", [1, 4])
-def test_the_decoder_block_runs_every_op_in_kgc(seq):
+@pytest.mark.parametrize("seq,past", [(1, 5), (4, 5), (4, 0)])
+def test_the_decoder_block_runs_every_op_in_kgc(seq, past):
+    # past 0: the cache is empty before the first step, and concatenation
+    # leaves it out of the kernel graph.
     block = _small_block()
-    inputs = block.example_inputs(batch=2, seq=seq, past=5)
+    inputs = block.example_inputs(batch=2, seq=seq, past=past)
     backend = ReferenceBackend()
     with torch.no_grad():
         expected = block(*inputs)
@@ -386,3 +388,43 @@ def test_causal_fused_attention_is_refused_with_its_reason():
     module, node = _attention_graph(aten._scaled_dot_product_flash_attention.default,
                                     ("q", "k", "v", 0.0, True), {}, SHAPES[:3])
     assert "is_causal" in unsupported_reason(node)
+
+
+def test_a_varying_batch_compiles_once_per_power_of_two_bucket():
+    w1, w2, gamma = _randn(17, 40), _randn(40, 17), _randn(17)
+
+    def mlp(x):
+        h = F.rms_norm(x, (17,), gamma, eps=1e-6)
+        return x + F.silu(h @ w1) @ w2
+
+    backend = ReferenceBackend()
+    compiled = torch.compile(mlp, backend=backend)
+    with torch.no_grad():
+        for batch in (1, 3, 2, 5, 17, 7, 16, 9, 30, 4, 12, 31):
+            x = _randn(batch, 17)
+            _assert_close(compiled(x), mlp(x))
+    dynamic = backend.reports[-1]
+    assert not dynamic.fallbacks, dynamic.fallbacks
+    assert len(dynamic.partitions) == 1
+    # Static graphs for the first batches, then one graph with the batch
+    # dynamic: its buckets 2, 4, 8, 16 and 32 are each compiled once.
+    buckets = [text for text in backend.texts if "_b" in text.split("func.func @")[1][:20]]
+    assert sorted(int(t.split("func.func @")[1].split("(")[0].rsplit("_b", 1)[1])
+                  for t in buckets) == [2, 4, 8, 16, 32]
+
+
+def test_ops_along_a_dynamic_dim_stay_with_pytorch():
+    def attend(q, k, v):
+        scores = torch.softmax(q @ k.transpose(-1, -2), dim=-1)  # over the dynamic length
+        return (scores @ v) * 2
+
+    backend = ReferenceBackend()
+    compiled = torch.compile(attend, backend=backend)
+    q = _randn(4, 16)
+    with torch.no_grad():
+        for length in (3, 5, 9, 12):
+            k, v = _randn(length, 16), _randn(length, 16)
+            _assert_close(compiled(q, k, v), attend(q, k, v))
+    reasons = [why for _, why in backend.reports[-1].fallbacks]
+    assert any("along dynamic extent" in why or "reduces over dynamic extent" in why
+               for why in reasons), reasons

@@ -21,11 +21,13 @@ Options: `torch.compile(m, backend="kgc", mode="max-autotune")` or
 `options={"mode": "max-autotune"}`.
 
 Dims torch marks dynamic (a growing KV cache, a varying batch) reach the
-backend as symbols. Ops whose shapes involve them stay with PyTorch (the
-reason names the symbol), and every op of static shape still runs in kgc
-kernels compiled once: a decode loop compiles a bounded number of kernel
-graphs however many lengths it sees, and no result depends on a bucket or a
-padding.
+backend as symbols. A partition whose ops keep such a dim's elements apart
+(a batch, rows of a matmul) is compiled per power-of-two bucket of it and
+runs on inputs padded to the bucket (`kgc.torch.buckets`); an op that
+reduces, contracts, slices or joins along a dynamic dim (attention over a
+growing KV cache, its concatenation) stays with PyTorch, the reason naming
+the symbol. Either way a decode loop compiles a bounded number of kernel
+graphs however many lengths it sees, and no result depends on the padding.
 
 A part that kgc fails to compile runs in PyTorch, with a warning naming it;
 a new shape never fails.
@@ -43,6 +45,7 @@ import torch
 import torch.fx
 
 from kgc.diagnostics import KgcError
+from kgc.torch.buckets import BucketedPartition, bucket_of, is_symbolic
 from kgc.torch.convert import ConvertedGraph, Unsupported, convert_graph, op_name
 from kgc.torch.partition import plan_partitions
 
@@ -108,8 +111,8 @@ class CompiledPartition(torch.nn.Module):
         self.converted = converted
         self.run = run
 
-    def forward(self, *tensors):
-        results = self.run(*tensors)
+    def forward(self, *arguments):
+        results = self.run(*(arguments[i] for i in self.converted.tensor_inputs))
         if not isinstance(results, tuple):
             results = (results,)
         ordered = tuple(results[i] for i in self.converted.result_index)
@@ -142,13 +145,17 @@ def _kernel_names(compiled) -> list[str]:
 class Backend:
     """A kgc backend for `torch.compile`. `backend` is the one registered
     under the name "kgc"; tests make others that compile kernel graphs their
-    own way (`compile_graph(graph, mode) -> callable on tensors`), or that
-    partition graphs on CPU tensors (`devices=None`)."""
+    own way (`compile_graph(graph, mode) -> callable on tensors`), that
+    partition graphs on CPU tensors (`devices=None`), or that only describe
+    the partitions and their kernels and leave them to PyTorch
+    (`run_kernels=False`, `describe_kernels=True`: explain)."""
 
     def __init__(self, compile_graph: Callable = compile_kernel_graph,
                  devices: tuple[str, ...] | None = ("cuda",),
-                 require_cuda: bool = True, describe_kernels: bool = False):
+                 require_cuda: bool = True, describe_kernels: bool = False,
+                 run_kernels: bool = True):
         self.compile_graph = compile_graph
+        self.run_kernels = run_kernels
         self.devices = devices
         self.require_cuda = require_cuda
         self.describe_kernels = describe_kernels
@@ -201,8 +208,14 @@ class Backend:
                 continue
             graph_name = f"kgc_{len(report.partitions)}"
             try:
-                converted = convert_graph(submodule, graph_name)
-                compiled = self.compile_graph(converted.graph, mode)
+                if is_symbolic(submodule):
+                    partition, converted = self._bucketed(submodule, graph_name, mode, report)
+                else:
+                    converted = convert_graph(submodule, graph_name)
+                    partition = None
+                    if self.run_kernels:
+                        partition = CompiledPartition(
+                            converted, self.compile_graph(converted.graph, mode))
             except (Unsupported, KgcError) as error:
                 ops = [f"{op_name(n)}:{n.name}" for n in submodule.graph.nodes
                        if n.op == "call_function"]
@@ -211,13 +224,37 @@ class Backend:
                 report.partitions.append(PartitionReport(graph_name, ops, [], {}, str(error)))
                 continue
             kernel_ops = _kernel_ops(converted.graph) if self.describe_kernels else {}
-            report.partitions.append(PartitionReport(
-                graph_name, converted.ops, _kernel_names(compiled) or list(kernel_ops),
-                kernel_ops))
-            if compiled is not None:  # None: a compile_graph that only describes
-                setattr(fused, name, CompiledPartition(converted, compiled))
+            kernels = [] if isinstance(partition, BucketedPartition) else \
+                _kernel_names(partition.run) if partition is not None else list(kernel_ops)
+            report.partitions.append(PartitionReport(graph_name, converted.ops, kernels,
+                                                     kernel_ops))
+            if isinstance(partition, BucketedPartition):
+                partition.report = report.partitions[-1]
+            if partition is not None:
+                setattr(fused, name, partition)
         fused.recompile()
         return fused.forward
+
+
+    def _bucketed(self, submodule, graph_name: str, mode: str, report: GraphReport):
+        """A partition with dynamic extents, compiled per bucket on use; it
+        is converted here at the bucket of its example sizes, so that what
+        cannot convert falls back now."""
+
+        def record(compiled):
+            if partition.report is not None:
+                for kernel in _kernel_names(compiled):
+                    if kernel not in partition.report.kernels:
+                        partition.report.kernels.append(kernel)
+
+        partition = BucketedPartition(submodule, graph_name, self.compile_graph, mode, record)
+        hints = {}
+        for symbol, (index, dim) in partition.sources.items():
+            value = partition.placeholders[index].meta["val"]
+            size = value if dim is None else value.shape[dim]
+            hints[symbol] = bucket_of(size.node.hint)
+        converted = partition.convert(hints)
+        return (partition if self.run_kernels else None), converted
 
 
 def _kernel_ops(graph) -> dict[str, list[str]]:

@@ -27,6 +27,8 @@ that it is not supported by kgc yet.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import math
 import operator
@@ -118,31 +120,54 @@ def kg_dtype(dtype: torch.dtype, what: str) -> str:
     raise Unsupported(f"{what} is {dtype}: kg tensors hold f32, f16 and bf16")
 
 
-def static_shape(shape, what: str) -> tuple[int, ...]:
-    """The dims as ints; a symbolic one (a dim torch marked dynamic) is
-    refused without being read, since reading it would make torch
-    specialize the graph on its value and recompile for every new one."""
+# Values of the symbolic sizes while a graph is converted for one bucket of
+# them (kgc.torch.buckets): symbol -> int. None: symbolic sizes are refused.
+_SIZES: contextvars.ContextVar[dict | None] = contextvars.ContextVar("kgc_torch_sizes",
+                                                                    default=None)
+
+
+@contextlib.contextmanager
+def size_bindings(sizes: dict):
+    """Converts with each symbolic size that is a bare symbol of `sizes`
+    taken as its value there."""
+    token = _SIZES.set(sizes)
+    try:
+        yield
+    finally:
+        _SIZES.reset(token)
+
+
+def _bound_size(d, what: str) -> int:
+    """The int a SymInt stands for: a constant, or a bare symbol bound by
+    `size_bindings`. Reading it never makes torch specialize the graph (no
+    guard is added): that would recompile it for every new value."""
     from torch.fx.experimental.symbolic_shapes import is_concrete_int
 
-    dims = []
-    for d in shape:
-        if isinstance(d, torch.SymInt):
-            if not is_concrete_int(d):
-                raise Unsupported(f"{what} has dynamic extent {d} (marked dynamic by torch); "
-                                  "kgc kernels take static shapes")
-            d = int(d)
-        dims.append(d)
-    return tuple(dims)
+    if is_concrete_int(d):
+        return int(d)
+    sizes = _SIZES.get()
+    expression = d.node.expr
+    if sizes is not None and expression in sizes:
+        return sizes[expression]
+    raise Unsupported(f"{what} has dynamic extent {d} (marked dynamic by torch); kgc kernels "
+                      "take static shapes, or buckets of a dynamic extent that each op keeps "
+                      "apart")
+
+
+def static_shape(shape, what: str) -> tuple[int, ...]:
+    """The dims as ints (symbolic ones as `size_bindings` gives them)."""
+    return tuple(_bound_size(d, what) if isinstance(d, torch.SymInt) else d for d in shape)
 
 
 def _static_value(value, what: str):
-    """A Python int/float/bool, or a list of them, from an FX argument that
-    must not be symbolic."""
+    """A Python int/float/bool, or a list of them, from an FX argument (a
+    symbolic size as `size_bindings` gives it)."""
     if isinstance(value, (list, tuple)):
         return type(value)(_static_value(v, what) for v in value)
-    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-        raise Unsupported(f"{what} {value} is symbolic (a dynamic extent); kgc kernels take "
-                          "static shapes")
+    if isinstance(value, torch.SymInt):
+        return _bound_size(value, what)
+    if isinstance(value, (torch.SymFloat, torch.SymBool)):
+        raise Unsupported(f"{what} {value} is symbolic; kgc kernels take static values")
     return value
 
 
@@ -549,10 +574,16 @@ def _select(ctx, a):
     return _as_shape(ctx, ctx.graph.slice(x, offsets, sizes))
 
 
+# An empty tensor (an empty KV cache before the first step) is no input of a
+# kernel graph: kgc kernels need an element in every tensor. Concatenation
+# leaves it out; any other op on one stays with PyTorch.
+EMPTY = "empty tensor"
+
+
 @converts(aten.cat.default)
 def _cat(ctx, a):
-    tensors = [t for t in a["tensors"] if not (isinstance(t, Tensor) and t.shape == (0,))]
-    if not all(isinstance(t, Tensor) for t in tensors):
+    tensors = [t for t in a["tensors"] if t is not EMPTY]
+    if not tensors or not all(isinstance(t, Tensor) for t in tensors):
         raise Unsupported("cat of values that are not tensors")
     dtype = ctx.out_dtype
     tensors = [_cast(ctx.graph, t, dtype) for t in tensors]
@@ -670,17 +701,21 @@ def _check_tensors(node: torch.fx.Node) -> None:
         value = argument.meta.get("val")
         if isinstance(value, torch.Tensor):
             kg_dtype(value.dtype, f"operand #{index} ({argument.name})")
-            static_shape(value.shape, f"operand #{index} ({argument.name})")
-        elif isinstance(value, (torch.SymInt, torch.SymFloat)):
-            raise Unsupported(f"operand {argument.name} is a symbolic size; kgc kernels take "
-                              "static shapes")
+            shape = static_shape(value.shape, f"operand #{index} ({argument.name})")
+            if 0 in shape and node.target is not aten.cat.default:
+                raise Unsupported(f"operand #{index} ({argument.name}) is empty {shape}")
+        elif isinstance(value, torch.SymInt):
+            _bound_size(value, f"operand {argument.name}")
+        elif isinstance(value, torch.SymFloat):
+            raise Unsupported(f"operand {argument.name} is a symbolic float")
     value = node.meta.get("val")
     results = value if isinstance(value, (tuple, list)) else (value,)
     first = results[0] if results else None
     if not isinstance(first, torch.Tensor):
         raise Unsupported("its result is not a tensor")
     kg_dtype(first.dtype, "its result")
-    static_shape(first.shape, "its result")
+    if 0 in static_shape(first.shape, "its result"):
+        raise Unsupported(f"its result is empty {tuple(first.shape)}")
 
 
 def convert_node(graph: Graph, node: torch.fx.Node, values: dict[torch.fx.Node, Any]):
@@ -723,8 +758,7 @@ def unsupported_reason(node: torch.fx.Node) -> str | None:
         _check_tensors(node)
         for index, argument in enumerate(node.all_input_nodes):
             value = argument.meta["val"]
-            values[argument] = graph.input(f"x{index}", tuple(value.shape),
-                                           _KG_DTYPES[value.dtype])
+            values[argument] = _operand(graph, f"x{index}", value, argument.name)
         convert_node(graph, node, values)
     except Unsupported as error:
         return str(error)
@@ -733,8 +767,9 @@ def unsupported_reason(node: torch.fx.Node) -> str | None:
 
 @dataclasses.dataclass
 class ConvertedGraph:
-    """A partition as a kernel graph: `graph` takes the partition's inputs
-    in order and returns `outputs` (distinct kg tensors); result i of the
+    """A partition as a kernel graph: `graph` takes the partition's tensor
+    inputs (positions `tensor_inputs` among its inputs; the others are
+    sizes) in order and returns distinct kg tensors; result i of the
     partition is graph output `result_index[i]`, and `ops` names the aten
     nodes converted, in order."""
 
@@ -742,6 +777,7 @@ class ConvertedGraph:
     result_index: list[int]
     ops: list[str]
     single_result: bool
+    tensor_inputs: list[int]
 
 
 def convert_graph(module: torch.fx.GraphModule, name: str) -> ConvertedGraph:
@@ -752,12 +788,15 @@ def convert_graph(module: torch.fx.GraphModule, name: str) -> ConvertedGraph:
     ops: list[str] = []
     results: Sequence = ()
     single = False
+    tensor_inputs: list[int] = []
+    placeholders = 0
     for node in module.graph.nodes:
         if node.op == "placeholder":
             value = node.meta["val"]
-            values[node] = graph.input(_input_name(node.name, len(values)),
-                                       static_shape(value.shape, node.name),
-                                       kg_dtype(value.dtype, node.name))
+            placeholders += 1
+            values[node] = _operand(graph, _input_name(node.name, len(values)), value, node.name)
+            if isinstance(values[node], Tensor):
+                tensor_inputs.append(placeholders - 1)
         elif node.op == "call_function":
             values[node] = convert_node(graph, node, values)
             if node.target is not operator.getitem:
@@ -777,7 +816,18 @@ def convert_graph(module: torch.fx.GraphModule, name: str) -> ConvertedGraph:
             outputs.append(tensor)
         index.append(outputs.index(tensor))
     graph.output(*outputs)
-    return ConvertedGraph(graph, index, ops, single)
+    return ConvertedGraph(graph, index, ops, single, tensor_inputs)
+
+
+def _operand(graph: Graph, name: str, value, what: str):
+    """A graph input for a tensor; a size stays the SymInt views take as an
+    argument, and an empty tensor is EMPTY."""
+    if not isinstance(value, torch.Tensor):
+        return value
+    shape = static_shape(value.shape, what)
+    if 0 in shape:
+        return EMPTY
+    return graph.input(name, shape, kg_dtype(value.dtype, what))
 
 
 def _input_name(name: str, position: int) -> str:

@@ -5,7 +5,8 @@ It captures the model as `torch.compile(model, backend="kgc")` would, on the
 given inputs and under the caller's grad mode, partitions and converts every
 graph as the backend does, and cuts each kernel graph into kernels with
 kgc's default pipeline up to kg-fuse, without compiling them (no GPU needed;
-tensors on any device count as they would on a CUDA one). It prints the
+tensors on any device count as they would on a CUDA one; partitions with
+dynamic extents are shown at the bucket of the example's sizes). It prints the
 report and returns it.
 """
 
@@ -59,18 +60,12 @@ class Explanation:
         return "\n".join(lines)
 
 
-def _describe_only(graph, mode):
-    """Compiles nothing: the partitions run as PyTorch ops, so explain never
-    needs a GPU; their kernels are read off the graph after kg-fuse."""
-    return None
-
-
 def explain(model, *example_inputs, print_report: bool = True) -> Explanation:
     """Explains what `torch.compile(model, backend="kgc")` does with `model`
     on `example_inputs`; prints the report (unless `print_report=False`) and
     returns it."""
-    recorder = Backend(compile_graph=_describe_only, devices=None, require_cuda=False,
-                       describe_kernels=True)
+    recorder = Backend(devices=None, require_cuda=False, describe_kernels=True,
+                       run_kernels=False)
     compiled = torch.compile(model, backend=recorder)
     compiled(*example_inputs)
     explanation = Explanation(list(recorder.reports))

@@ -17,6 +17,10 @@ partitions without cycles. Then each partition is trimmed:
   given back too: PyTorch applies it to kgc's result without a kernel;
 * a partition left with no computing op (only views) is dropped.
 
+Ops over dynamic extents are supported when they can run padded to a bucket
+of them (`kgc.torch.buckets`); they are checked at the extents' example
+values.
+
 Trimming repeats until nothing changes. Removing such a node cannot make a
 cycle: its operands come from outside the partition, or it has no user
 inside it.
@@ -32,7 +36,8 @@ import torch.fx
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 
-from kgc.torch.convert import is_compute, unsupported_reason
+from kgc.torch.buckets import bucket_reason, symbols_of
+from kgc.torch.convert import is_compute, size_bindings, unsupported_reason
 
 __all__ = ["KgcSupport", "PartitionPlan", "plan_partitions"]
 
@@ -49,7 +54,12 @@ class KgcSupport(OperatorSupportBase):
     def is_node_supported(self, submodules, node: torch.fx.Node) -> bool:
         if node in self._answers:
             return self._answers[node]
-        reason = unsupported_reason(node)
+        reason = bucket_reason(node) if node.op == "call_function" else None
+        if reason is None:
+            # Dynamic extents are checked at their example values: each
+            # bucket converts the same ops.
+            with size_bindings(_hints(node)):
+                reason = unsupported_reason(node)
         if reason is None and self.devices is not None:
             value = node.meta.get("val")
             value = value[0] if isinstance(value, (tuple, list)) else value
@@ -60,6 +70,23 @@ class KgcSupport(OperatorSupportBase):
             self.reasons[node] = reason
         self._answers[node] = reason is None
         return reason is None
+
+
+def _hints(node: torch.fx.Node) -> dict:
+    """symbol -> the example value torch traced it with."""
+    hints = {}
+    if not symbols_of(node):
+        return hints
+    for source in [*node.all_input_nodes, node]:
+        value = source.meta.get("val")
+        values = value if isinstance(value, (tuple, list)) else (value,)
+        for item in values:
+            sizes = item.shape if isinstance(item, torch.Tensor) else (
+                (item,) if isinstance(item, torch.SymInt) else ())
+            for d in sizes:
+                if isinstance(d, torch.SymInt) and d.node.expr.is_Symbol:
+                    hints[d.node.expr] = d.node.hint
+    return hints
 
 
 @dataclasses.dataclass

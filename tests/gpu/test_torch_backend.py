@@ -138,3 +138,24 @@ def test_64_decode_steps_compile_a_bounded_number_of_kernel_graphs():
     # the steps.
     assert len(backend.reports) <= 2
     assert len(compiled_graphs) == sum(len(r.partitions) for r in backend.reports) <= 8
+
+
+def test_a_varying_batch_runs_in_buckets():
+    torch.manual_seed(0)
+    block = torch.nn.Sequential(torch.nn.Linear(256, 700), torch.nn.GELU(),
+                                torch.nn.Linear(700, 256)).half().cuda().eval()
+    compiled_graphs = []
+
+    def counting(graph, mode):
+        compiled_graphs.append(graph.name)
+        return compile_kernel_graph(graph, mode)
+
+    backend = Backend(compile_graph=counting)
+    run = torch.compile(block, backend=backend)
+    with torch.no_grad():
+        for batch in (1, 3, 5, 17, 2, 9, 33, 30, 6):
+            x = torch.randn(batch, 256, dtype=torch.float16, device="cuda")
+            torch.testing.assert_close(run(x), block(x), atol=2e-2, rtol=2e-2)
+    assert not backend.reports[-1].fallbacks
+    bucketed = [name for name in compiled_graphs if "_b" in name]
+    assert len(bucketed) == len(set(bucketed)) <= 6, compiled_graphs
