@@ -428,3 +428,23 @@ def test_ops_along_a_dynamic_dim_stay_with_pytorch():
     reasons = [why for _, why in backend.reports[-1].fallbacks]
     assert any("along dynamic extent" in why or "reduces over dynamic extent" in why
                for why in reasons), reasons
+
+
+def test_a_partition_kgc_fails_to_compile_runs_in_pytorch_with_a_warning():
+    w = _randn(17, 9)
+
+    class FailingBackend(ReferenceBackend):
+        def _compile(self, graph, mode):
+            raise KgcError(f"@{graph.name}: no kernel for this graph")
+
+    backend = FailingBackend()
+    compiled = torch.compile(lambda x: torch.relu(x @ w) * 2, backend=backend)
+    with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for batch in (3, 5, 9):  # static, then a dynamic batch in buckets
+            x = _randn(batch, 17)
+            _assert_close(compiled(x), torch.relu(x @ w) * 2)
+    messages = [str(w.message) for w in caught if issubclass(w.category, KgcFallbackWarning)]
+    assert any(m.startswith("kgc: partition kgc_0 (3 ops) runs in PyTorch") and "no kernel" in m
+               for m in messages), messages
+    assert any("at sizes" in m for m in messages), messages

@@ -46,7 +46,8 @@ import torch.fx
 
 from kgc.diagnostics import KgcError
 from kgc.torch.buckets import BucketedPartition, bucket_of, is_symbolic
-from kgc.torch.convert import ConvertedGraph, Unsupported, convert_graph, op_name
+from kgc.torch.convert import (ConvertedGraph, KgcFallbackWarning, Unsupported, convert_graph,
+                               op_name)
 from kgc.torch.partition import plan_partitions
 
 __all__ = ["Backend", "CompiledPartition", "GraphReport", "KgcFallbackWarning", "backend",
@@ -54,10 +55,6 @@ __all__ = ["Backend", "CompiledPartition", "GraphReport", "KgcFallbackWarning", 
 
 aten = torch.ops.aten
 MODES = ("default", "max-autotune")
-
-
-class KgcFallbackWarning(UserWarning):
-    """A graph, or part of one, that runs in PyTorch instead of kgc."""
 
 
 def decompositions() -> dict:

@@ -22,14 +22,16 @@ from __future__ import annotations
 
 import math
 import operator
+import warnings
 from collections.abc import Callable
 
 import sympy
 import torch
 import torch.fx
 
-from kgc.torch.convert import (ConvertedGraph, Unsupported, convert_graph, op_name,
-                               size_bindings, static_shape)
+from kgc.diagnostics import KgcError
+from kgc.torch.convert import (ConvertedGraph, KgcFallbackWarning, Unsupported, convert_graph,
+                               op_name, size_bindings, static_shape)
 
 __all__ = ["BucketedPartition", "bucket_of", "bucket_reason", "is_symbolic", "symbols_of"]
 
@@ -200,7 +202,8 @@ class BucketedPartition(torch.nn.Module):
         if missing:
             raise Unsupported(f"no input of {name} gives dynamic extent "
                               f"{', '.join(map(str, sorted(missing, key=str)))}")
-        self.compiled: dict[tuple, tuple[ConvertedGraph, Callable]] = {}
+        # bucket -> (its graph, its compiled run), or None where kgc failed
+        self.compiled: dict[tuple, tuple[ConvertedGraph, Callable] | None] = {}
 
     def convert(self, sizes: dict) -> ConvertedGraph:
         suffix = "_".join(str(sizes[s]) for s in sorted(sizes, key=str))
@@ -215,10 +218,19 @@ class BucketedPartition(torch.nn.Module):
         sizes = {symbol: bucket_of(value) for symbol, value in actual.items()}
         key = tuple(sizes[s] for s in sorted(sizes, key=str))
         if key not in self.compiled:
-            converted = self.convert(sizes)
-            self.compiled[key] = (converted, self.compile_graph(converted.graph, self.mode))
-            if self.on_compile is not None:
-                self.on_compile(self.compiled[key][1])
+            try:
+                converted = self.convert(sizes)
+                self.compiled[key] = (converted, self.compile_graph(converted.graph, self.mode))
+            except (Unsupported, KgcError) as error:
+                # A new size never fails: this bucket runs in PyTorch.
+                warnings.warn(f"kgc: partition {self.name} at sizes {key} runs in PyTorch: "
+                              f"{error}", KgcFallbackWarning, stacklevel=2)
+                self.compiled[key] = None
+            else:
+                if self.on_compile is not None:
+                    self.on_compile(self.compiled[key][1])
+        if self.compiled[key] is None:
+            return self.module(*arguments)
         converted, run = self.compiled[key]
         tensors = []
         with size_bindings(sizes):

@@ -41,8 +41,8 @@ from torch.fx.operator_schemas import normalize_function
 
 from kgc.graph import Graph, GraphError, Tensor
 
-__all__ = ["CONVERTERS", "ConvertedGraph", "Unsupported", "convert_graph", "is_compute",
-           "unsupported_reason"]
+__all__ = ["CONVERTERS", "ConvertedGraph", "KgcFallbackWarning", "Unsupported", "convert_graph",
+           "is_compute", "size_bindings", "static_shape", "unsupported_reason"]
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -50,6 +50,10 @@ prims = torch.ops.prims
 
 class Unsupported(Exception):
     """An op kgc does not compute; the message says why."""
+
+
+class KgcFallbackWarning(UserWarning):
+    """A graph, or part of one, that runs in PyTorch instead of kgc."""
 
 
 # torch dtype -> kg element type, for the dtypes kg tensors hold.
@@ -268,12 +272,9 @@ for _kind, _targets in {
 
 @converts(aten.rsub.Scalar, aten.rsub.Tensor)
 def _rsub(ctx, a):
-    return _binary(ctx, "sub", a["other"], a["input"], 1) if a.get("alpha", 1) == 1 else \
-        _rsub_alpha(ctx, a)
-
-
-def _rsub_alpha(ctx, a):
-    raise Unsupported(f"{op_name(ctx.node)} with alpha {a['alpha']!r}")
+    if a.get("alpha", 1) != 1:
+        raise Unsupported(f"{op_name(ctx.node)} with alpha {a['alpha']!r}")
+    return _binary(ctx, "sub", a["other"], a["input"])
 
 
 for _kind, _targets in {
