@@ -70,7 +70,7 @@ from kgc.fusion.graph import function_name
 from kgc.fusion.partition import anchors, dependency_order, group_reads
 from kgc.passes.decompose import PROMOTION_ATTRIBUTE
 from kgc.passes.registry import Option, Pass, PassFailure, register_pass
-from kgc.tiling.graph_model import Node
+from kgc.tiling.graph_model import SOURCE_OPS, Node
 from kgc.tiling.kernel_ops import ops_named
 from kgc.tiling.plan import Unplannable
 
@@ -210,7 +210,7 @@ def _build_kernel(name: str, group: list[Node], outputs: list[Node], before: ir.
     constants: list[Node] = []
     for node in group:
         for operand in node.operands:
-            if operand.op == "constant" and id(operand) not in members:
+            if operand.op in SOURCE_OPS and id(operand) not in members:
                 if all(c is not operand for c in constants):
                     constants.append(operand)
             elif id(operand) not in members:
