@@ -40,8 +40,9 @@ back. So:
     matmul + softmax over a row that fits one
       tile (n <= 256)                         =>  one matmul kernel
 
-Constants are copied into every kernel that uses them. Values used outside
-their group become kernel results. Ops that are not fused (the return, a
+Constants and iotas (values known from their index alone) are copied into
+every kernel that uses them, so a causal mask is computed where it is used.
+Values used outside their group become kernel results. Ops that are not fused (the return, a
 kg.kernel already there) stay in place: each kernel goes after the kernels
 it reads and before the first such op that reads it, and no group both
 feeds such an op and reads its result. Inside a kernel, the f32 -> f16 -> f32

@@ -214,3 +214,19 @@ def test_c_export_documents_integer_and_bool_tensors(tmp_path):
     assert re.search(r"a\s+in\s+i32\[17x3\].*?204 bytes", header)
     assert re.search(r"i1\[17x3\].*?51 bytes", header)
     assert re.search(r"i64\[17x3\].*?408 bytes", header)
+
+
+def test_the_search_checks_integer_and_bool_results_exactly():
+    from kgc.search.verify import mismatch, random_inputs
+
+    positions, flags = random_inputs([((4097,), "i32"), ((64,), "i1")], seed=3, device="cpu")
+    assert positions.dtype == torch.int32 and (positions != 0).all()
+    assert (positions < 0).any() and (positions > 0).any()
+    assert flags.dtype == torch.bool and flags.any() and not flags.all()
+    assert mismatch([positions], [positions], [positions]) is None
+    wrong = positions.clone()
+    wrong[17] += 1
+    assert mismatch([wrong], [positions], [positions]) == \
+        "result #0 differs from the reference in 1 elements"
+    assert mismatch([~flags], [flags], [flags]) == \
+        "result #0 differs from the reference in 64 elements"
