@@ -288,14 +288,16 @@ LogicalResult IotaOp::verify() {
     return emitOpError() << "dim " << dim << " is out of range for result "
                          << out << " (rank " << out.getRank() << ")";
   int64_t count = out.getDimSize(dim);
-  // Positions are computed in i32 except for an i64 result.
+  // Positions are computed in i32 except for an i64 result, whose start
+  // is added in i64 from a constant (an f64 attribute: exact to 2^53).
   bool wide = out.getElementType().isInteger(64);
-  int64_t lo = wide ? INT64_MIN : INT32_MIN, hi = wide ? INT64_MAX : INT32_MAX;
+  int64_t limit = int64_t(1) << 53;
+  int64_t lo = wide ? -limit : INT32_MIN, hi = wide ? limit : INT32_MAX;
   if (start < lo || (count > 0 && start > hi - (count - 1)))
     return emitOpError() << "counts from " << start << " over " << count
                          << " elements of dimension " << dim << ", beyond the "
-                         << (wide ? "i64" : "i32") << " range, for result "
-                         << out;
+                         << (wide ? "range of 2^53 (i64)" : "i32 range")
+                         << ", for result " << out;
   return success();
 }
 

@@ -239,8 +239,8 @@ def Kg_IotaOp : Kg_Op<"iota", [Pure]> {
     as `torch.arange(start, start + n)` broadcast along the others does.
     The element type is an integer (i32, i64) or a float (f32, f16, bf16;
     the count is rounded to it once, as a cast would). `start` defaults
-    to 0. Every value `start + n - 1` must fit the element type, and i32
-    for the float types (positions are computed in i32).
+    to 0. Every value from `start` to `start + n - 1` must fit i32, or for
+    an i64 result lie within 2^53 (the start is held exactly by an f64).
 
     Example:
 

@@ -231,6 +231,15 @@ func.func @iota_range() -> tensor<8xi32> {
 
 // -----
 
+// An i64 iota counts within 2^53.
+func.func @iota_range_i64() -> tensor<8xi64> {
+  // expected-error @+1 {{counts from 9007199254740990 over 8 elements of dimension 0, beyond the range of 2^53 (i64), for result 'tensor<8xi64>'}}
+  %0 = kg.iota dim 0 start 9007199254740990 : tensor<8xi64>
+  return %0 : tensor<8xi64>
+}
+
+// -----
+
 // iota gives numbers, not booleans.
 func.func @iota_bool() -> tensor<8xi1> {
   // expected-error @+1 {{result #0 must be statically shaped tensor of f32, f16, bf16, i32 or i64 values, but got 'tensor<8xi1>'}}

@@ -176,6 +176,7 @@ def test_comparisons_give_bool_tensors():
     (lambda g, x, i, b: g.iota((8,), 0, "i32", start=2**31 - 4),
      "iota: counts from 2147483644 over 8 elements of dimension 0, beyond the i32 range"),
     (lambda g, x, i, b: g.arange(5, 2), "arange: end 2 is below start 5"),
+    (lambda g, x, i, b: g.arange(2**53 - 4, 2**53 + 4), "beyond the range of 2^53 (i64)"),
     (lambda g, x, i, b: g.constant(2, (), "i1"), "constant: value 2 overflows i1"),
     (lambda g, x, i, b: g.matmul(g.reshape(i, (2, 4)), g.reshape(i, (4, 2))),
      "matmul: a (2, 4) i32 must be a float (f32, f16, bf16, f8e4m3 or f8e5m2)"),
