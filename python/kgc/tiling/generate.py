@@ -60,9 +60,11 @@ class Builder:
 
     @contextlib.contextmanager
     def loop(self, axis: int | None, extent: int, step: int, inits: Sequence[Any],
-             attributes: dict | None = None, start: Any = None) -> Iterator[Any]:
-        """A loop over `axis` (None: over tiles of a persistent program)
-        from `start` (a scalar; None: 0) to `extent` carrying `inits`;
+             attributes: dict | None = None, start: Any = None, end: Any = None
+             ) -> Iterator[Any]:
+        """A loop over `axis` (None: over tiles of a persistent program or
+        the splits of a split-K kernel) from `start` (a scalar; None: 0) to
+        `end` (a scalar; None: `extent`) carrying `inits`;
         yields a LoopBody whose
         `offset` is the loop offset and `carried` the current values. Set
         `body.results` to the values to carry on; after the block
@@ -104,7 +106,7 @@ class DryBuilder(Builder):
     def broadcast(self, *args): return None
 
     @contextlib.contextmanager
-    def loop(self, axis, extent, step, inits, attributes=None, start=None):
+    def loop(self, axis, extent, step, inits, attributes=None, start=None, end=None):
         body = LoopBody(None, list(inits))
         yield body
         body.finals = list(body.results)
@@ -242,7 +244,7 @@ class Generator:
             return body_fn(inits)
         axis, rest = axes[0], axes[1:]
         with self.b.loop(axis, self.plan.extents[axis], self.plan.tile[axis], inits,
-                         self.plan.loop_attributes.get(axis)) as body:
+                         self.plan.loop_attributes.get(axis), **self._loop_bounds(axis)) as body:
             self.bound.append(axis)
             self.memo.append({})
             saved = self.offsets[axis]
@@ -254,6 +256,11 @@ class Generator:
                 self.memo.pop()
                 self.bound.pop()
         return body.finals
+
+    def _loop_bounds(self, axis: int) -> dict:
+        """`start` and `end` of the loop over `axis` where they are not 0
+        and its extent (a split-K kernel's k loop walks its split only)."""
+        return {}
 
     def _run_phase(self, axes: list[int], nodes: list[Node]) -> None:
         """One loop nest over `axes` accumulating every reduction in `nodes`:

@@ -67,6 +67,10 @@ class KernelPlan:
     scalar_arguments: tuple[int, ...] = ()
     # The kind of the schedule that made the plan (and writes its program).
     schedule: str = ""
+    # A matmul's k loop shared out between programs (kgc.tiling.split_k.SplitK):
+    # the kernel becomes a partials kernel and a reduce kernel. None: one
+    # kernel.
+    split: object = None
 
     @property
     def num_warps(self) -> int:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar, Sequence
 
-from kgc.tiling import plan_cache
+from kgc.tiling import plan_cache, split_k
 from kgc.tiling.config import (KernelConfig, MatmulConfig, PointwiseConfig,
                                ReductionConfig)
 from kgc.tiling.generate import Builder, DryBuilder, Generator
@@ -439,6 +439,7 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel) -> Kerne
         block_n = _knob(config.block_n, default_n)
     block_k = _knob(config.block_k, min(default_k, k_extent))
     group_m = _knob(config.group_m, 8)
+    splits = split_k.split_count(config.split_k, k_extent, block_k)
     tile = [1] * nb + [block_m, block_k, block_n]
     expansions = {mm: _expand_matmul(mm, maps, axes, reduce_axes) for mm in matmuls}
     program_axes = tuple(a for a in list(range(nb)) + [m_axis, n_axis]
@@ -455,9 +456,11 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel) -> Kerne
                             num_programs=config.num_programs,
                             num_stages=_knob(config.num_stages, stages_default),
                             block_m=block_m, block_n=block_n, block_k=block_k, group_m=group_m,
-                            **flags)
+                            **flags, **({"split_k": splits} if splits > 1 else {}))
     plan = _finish("matmul", outputs, order, extents, tile, program_axes, loop_axes, seeds,
                    reduce_axes, expansions, axes, resolved, knob_extents, kernel)
+    if splits > 1:
+        split_k.attach(plan, splits, kernel)
     k_loop = {f"tt.{name}": True for name, value in flags.items() if value}
     if k_loop:
         plan.loop_attributes[k_axis] = k_loop
