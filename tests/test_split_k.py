@@ -268,3 +268,38 @@ def test_the_search_leaves_split_k_out_where_the_k_reductions_chain():
     fused = [kernels[s] for _, s in partitions[0].kernels]
     assert len(fused) == 1 and fused[0].kind == "matmul"
     assert all(c.split_k is None for c in fused[0].configs)
+
+
+# -- kgc-opt ----------------------------------------------------------------------
+
+GEMV_TEXT = """
+func.func @gemv(%x: tensor<3x1000xf16>, %w: tensor<1000x300xf16>) -> tensor<3x300xf16> {
+  %y = kg.matmul %x, %w : (tensor<3x1000xf16>, tensor<1000x300xf16>) -> tensor<3x300xf16>
+  return %y : tensor<3x300xf16>
+}
+"""
+
+
+def _kgc_opt(*args: str, text: str = GEMV_TEXT):
+    import subprocess
+
+    from tests.tools import console_script
+
+    return subprocess.run([console_script("kgc-opt"), "-", *args], input=text.encode(),
+                          capture_output=True, timeout=120)
+
+
+def test_kgc_opt_splits_k_by_option():
+    result = _kgc_opt("--kg-decompose", "--kg-fuse", "--kg-tile=split-k=4")
+    assert result.returncode == 0, result.stderr.decode()
+    out = result.stdout.decode()
+    assert "kg.kernel @gemv_0_matmul_partials" in out and "kg.kernel @gemv_0_matmul_reduce" in out
+    assert "-> tensor<4x3x300xf32>" in out
+
+
+def test_kgc_opt_refuses_a_negative_split():
+    result = _kgc_opt("--kg-decompose", "--kg-fuse", "--kg-tile=split-k=-1")
+    assert result.returncode != 0
+    error = result.stderr.decode()
+    assert "split_k = -1 is not legal; split_k must be a positive integer" in error
+    assert "Traceback" not in error
