@@ -178,13 +178,27 @@ def test_bias_activation_and_residual_run_after_the_sum(dtype):
     assert len(reduce.operands) == 3
 
 
+@pytest.mark.parametrize("m,k,n", [(3, 4097, 50), (17, 1000, 300)])
 @pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
-def test_lora_splits_its_long_matmuls(dtype):
-    # X A and X W + (X A) B split; (X A) B, whose k of 16 is one step, stays.
-    module = check(lora, 3, 4097, 50, dtype, 4)
+def test_lora_splits_as_one_kernel_with_its_side_dot(m, k, n, dtype):
+    # X W and X A ride one k loop; the partials of both are summed, then
+    # (X A) B is added in the reduce kernel.
+    module = check(lora, m, k, n, dtype, 4)
+    partials, reduce = kernels_in(module)
+    assert sorted(str(r.type) for r in partials.results) == sorted(
+        [f"tensor<4x{m}x{n}xf32>", f"tensor<4x{m}x16xf32>"])
+    # The reduce kernel reads B and the two workspaces.
+    assert len(reduce.operands) == 3
+
+
+def test_lora_of_one_row_splits_each_matmul():
+    # One row is not fused into one kernel today (as for the gated MLP):
+    # X W and X A split on their own; (X A) B, of k = 16, stays whole.
+    module = check(lora, 1, 4097, 50, "f16", 4)
     names = [kernel_name(k) for k in kernels_in(module)]
-    assert names == ["lora_0_matmul_partials", "lora_0_matmul_reduce", "lora_1_matmul",
-                     "lora_2_matmul_partials", "lora_2_matmul_reduce"]
+    assert names == ["lora_0_matmul_partials", "lora_0_matmul_reduce",
+                     "lora_1_matmul_partials", "lora_1_matmul_reduce", "lora_2_matmul",
+                     "lora_3_pointwise"]
 
 
 def test_the_split_index_is_a_grid_dimension_and_chunks_are_k_steps():

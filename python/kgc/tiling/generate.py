@@ -304,14 +304,21 @@ class Generator:
 
     def _accumulate(self, node: Node, acc_value) -> Any:
         if node.op == "matmul":
-            expansion = self.plan.expansions[node]
-            a_map, b_map = matmul_operand_maps(node, self._natural_map(node), self.plan.matmul_axes)
-            a = self.gen(expansion.core_a, a_map)
-            b = self.gen(expansion.core_b, b_map)
-            return self._dot(a, b, acc_value, node.attrs.get("precision"))
+            if self.plan.low_rank:
+                from kgc.tiling.low_rank import pinned_side
+                with pinned_side(self, node):
+                    return self._accumulate_dot(node, acc_value)
+            return self._accumulate_dot(node, acc_value)
         x = self.gen(node.operands[0], self._reduce_input_map(node))
         return self.b.elementwise(COMBINE[node.attrs["kind"]], [acc_value, x.value], {},
                                   node.element, self._shape(x.axes))
+
+    def _accumulate_dot(self, node: Node, acc_value) -> Any:
+        expansion = self.plan.expansions[node]
+        a_map, b_map = matmul_operand_maps(node, self._natural_map(node), self.plan.matmul_axes)
+        a = self.gen(expansion.core_a, a_map)
+        b = self.gen(expansion.core_b, b_map)
+        return self._dot(a, b, acc_value, node.attrs.get("precision"))
 
     def _dot(self, a: Tile, b: Tile, acc_value, precision) -> Any:
         """acc + a @ b with tile_dot's layout: an operand that does not vary
@@ -416,6 +423,9 @@ class Generator:
                 raise Unplannable("a matmul is read through a view in its own kernel")
             if id(node) in self.matmul_accumulators:
                 return self._finish_reduction(node, self.matmul_accumulators[id(node)])
+            if node in self.plan.low_rank:
+                from kgc.tiling.low_rank import product_tile
+                return product_tile(self, node)
             m_axis, _, n_axis = self.plan.matmul_axes
             full = frozenset({m_axis, n_axis})
             expansion = self.plan.expansions[node]

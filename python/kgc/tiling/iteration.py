@@ -71,6 +71,9 @@ class KernelPlan:
     # the kernel becomes a partials kernel and a reduce kernel. None: one
     # kernel.
     split: object = None
+    # Rank-r products computed after the k loop (kgc.tiling.low_rank):
+    # product Node -> LowRankProduct. Empty: none.
+    low_rank: dict = dataclasses.field(default_factory=dict)
 
     @property
     def num_warps(self) -> int:
