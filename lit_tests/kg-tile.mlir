@@ -301,6 +301,38 @@ func.func @split_k_of_one_step(%a: tensor<4x32xf16>, %b: tensor<32x64xf16>) -> t
 
 // -----
 
+// LoRA as one kernel: X A accumulates beside X W in the k loop, in the first
+// 16 lanes of an n tile, its A read from column 0 whatever n tile the
+// program computes (W at the program's n offset); after the loop, 16 rank-1
+// updates: column j of X A picked by a mask, row j of B loaded.
+// CHECK-LABEL: func.func @lora_one_kernel
+// CHECK: kg.kernel @lora_0(
+// CHECK-SAME: grid = array<i64: 5, 1, 1>
+// CHECK: %[[N:.*]] = arith.muli %{{.*}}, %c64_i32 : i32
+// CHECK: %[[ACC:.*]]:2 = scf.for %[[K:.*]] = %c0_i32 to %c1000_i32 step %c64_i32
+// CHECK: kg.tile_load %{{.*}}[%c0_i32, %[[K]], %[[N]]] : memref<1x1000x300xf16, strided<[0, 300, 1]>> -> tensor<1x64x64xf16>
+// CHECK: kg.tile_load %{{.*}}[%c0_i32, %[[K]], %c0_i32] : memref<1x1000x16xf16, strided<[0, 16, 1]>> -> tensor<1x64x64xf16>
+// CHECK: } {kg.axis = 1 : i64}
+// CHECK: scf.for %[[J:.*]] = %c0_i32 to %c16_i32 step %c1_i32
+// CHECK: %[[LANE:.*]] = arith.subi %c0_i32, %[[J]] : i32
+// CHECK: kg.tile_mask [%c0_i32, %c0_i32, %[[LANE]]] lower [-2147483648, -2147483648, 0] upper [2147483647, 2147483647, 1] : tensor<1x1x64xi1>
+// CHECK: kg.reduce sum %{{.*}} dims [2] keepdim : tensor<3x1x64xf32> -> tensor<3x1x1xf32>
+// CHECK: kg.tile_load %{{.*}}[%c0_i32, %[[J]], %[[N]]] : memref<1x16x300xf16, strided<[0, 300, 1]>> -> tensor<1x1x64xf16>
+// CHECK: kg.tile_store
+func.func @lora_one_kernel(%x: tensor<3x1000xf16>, %w: tensor<1000x300xf16>, %a: tensor<1000x16xf16>, %b: tensor<16x300xf16>) -> tensor<3x300xf16> {
+  %y = kg.kernel @lora_0(%x, %w, %a, %b) : (tensor<3x1000xf16>, tensor<1000x300xf16>, tensor<1000x16xf16>, tensor<16x300xf16>) -> tensor<3x300xf16> {
+  ^bb0(%xx: tensor<3x1000xf16>, %ww: tensor<1000x300xf16>, %aa: tensor<1000x16xf16>, %bb: tensor<16x300xf16>):
+    %v = kg.matmul %xx, %ww : (tensor<3x1000xf16>, tensor<1000x300xf16>) -> tensor<3x300xf16>
+    %t = kg.matmul %xx, %aa : (tensor<3x1000xf16>, tensor<1000x16xf16>) -> tensor<3x16xf16>
+    %u = kg.matmul %t, %bb : (tensor<3x16xf16>, tensor<16x300xf16>) -> tensor<3x300xf16>
+    %r = kg.add %v, %u : (tensor<3x300xf16>, tensor<3x300xf16>) -> tensor<3x300xf16>
+    kg.yield %r : tensor<3x300xf16>
+  }
+  return %y : tensor<3x300xf16>
+}
+
+// -----
+
 // A kernel already in tiled form is left alone.
 // CHECK-LABEL: func.func @already_tiled
 // CHECK: kg.kernel @done(%{{.*}}) : (tensor<4xf32>) -> tensor<4xf32> {
@@ -359,4 +391,20 @@ func.func @split_k_persistent(%a: tensor<4x512xf16>, %b: tensor<512x64xf16>) -> 
     kg.yield %m : tensor<4x64xf16>
   }
   return %y : tensor<4x64xf16>
+}
+
+// -----
+
+// X A rides along X W's k loop; with k in one step there is no loop to ride.
+func.func @lora_without_k_loop(%x: tensor<3x32xf16>, %w: tensor<32x64xf16>, %a: tensor<32x16xf16>, %b: tensor<16x64xf16>) -> tensor<3x64xf16> {
+  // expected-error @+1 {{kernel @short_0 cannot be tiled: a side matmul of rank-r products needs a k loop to ride along}}
+  %y = kg.kernel @short_0(%x, %w, %a, %b) : (tensor<3x32xf16>, tensor<32x64xf16>, tensor<32x16xf16>, tensor<16x64xf16>) -> tensor<3x64xf16> {
+  ^bb0(%xx: tensor<3x32xf16>, %ww: tensor<32x64xf16>, %aa: tensor<32x16xf16>, %bb: tensor<16x64xf16>):
+    %v = kg.matmul %xx, %ww : (tensor<3x32xf16>, tensor<32x64xf16>) -> tensor<3x64xf16>
+    %t = kg.matmul %xx, %aa : (tensor<3x32xf16>, tensor<32x16xf16>) -> tensor<3x16xf16>
+    %u = kg.matmul %t, %bb : (tensor<3x16xf16>, tensor<16x64xf16>) -> tensor<3x64xf16>
+    %r = kg.add %v, %u : (tensor<3x64xf16>, tensor<3x64xf16>) -> tensor<3x64xf16>
+    kg.yield %r : tensor<3x64xf16>
+  }
+  return %y : tensor<3x64xf16>
 }

@@ -455,6 +455,10 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel) -> Kerne
     loop_axes = (k_axis,) if block_k < k_extent else ()
     if side_matmuls and not loop_axes:
         raise Unplannable("a side matmul of rank-r products needs a k loop to ride along")
+    for side in side_matmuls:
+        if side.shape[-1] > block_n:
+            raise Unplannable(f"a side matmul of rank {side.shape[-1]} needs an n tile of as "
+                              f"many columns; block_n is {block_n}")
     # Measured on H100/H200 (benchmarks/sweep_tiles.py): 4 warps up to one
     # 128x128 accumulator, 8 beyond (two dots share a kernel in a gated
     # MLP); a deeper pipeline for small tiles.
