@@ -96,3 +96,20 @@ def test_block_n_below_the_rank_is_refused():
     with pytest.raises(kgc.KgcError, match="a side matmul of rank 16 needs an n tile of as many "
                                            "columns; block_n is 8"):
         _run(graph, [], GraphConfig("lora", None, {"lora_0_matmul": MatmulConfig(block_n=8)}))
+
+
+def test_x_a_also_returned_stays_a_kernel_of_its_own():
+    # X A is a result too: it cannot live in an n tile's first columns.
+    g = kgc.Graph("lora_both")
+    x = g.input("x", (3, 1000), "f16")
+    w = g.input("w", (1000, 300), "f16")
+    a = g.input("a", (1000, 16), "f16")
+    b = g.input("b", (16, 300), "f16")
+    t = g.matmul(x, a)
+    g.output(g.add(g.matmul(x, w), g.matmul(t, b)), t)
+    tensors = [torch.randn(s).half() * 0.5 for s in ((3, 1000), (1000, 300), (1000, 16), (16, 300))]
+    module, (y, t_out) = _run(g, tensors)
+    assert len(kernels_in(module)) == 2
+    xf, wf, af, bf = (v.float() for v in tensors)
+    _close(t_out, xf @ af, "f16", 1000)
+    _close(y, xf @ wf + (xf @ af).half().float() @ bf, "f16", 1000)

@@ -22,7 +22,9 @@ matches names the kind; a decision turned off refuses merges of its kind:
 `fold-low-rank` is LoRA's X W + (X A) B as one kernel: X A rides along the
 k loop of X W, and the rank-r product (X A) B is added after it
 (kgc.tiling.low_rank); a product whose left operand comes from another
-kernel is made after the loop too. `fold-rms-norm` is the RMSNorm before a matmul (its 1/rms becomes a factor
+kernel is made after the loop too.
+
+`fold-rms-norm` is the RMSNorm before a matmul (its 1/rms becomes a factor
 of the matmul's epilogue, its sum runs in the k loop), and any reduction
 feeding a matmul operand (a softmax of scores too wide for an epilogue).
 """

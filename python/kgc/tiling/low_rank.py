@@ -48,10 +48,13 @@ def _k(mm: Node) -> int:
     return mm.operands[0].shape[-1]
 
 
-def classify(matmuls: list[Node]) -> tuple[list[Node], list[Node], dict]:
+def classify(matmuls: list[Node], order: list[Node] = (), outputs: list[Node] = ()
+             ) -> tuple[list[Node], list[Node], dict]:
     """(main matmuls, side matmuls, {product: LowRankProduct}) of a
-    kernel's matmuls; raises Unplannable when they do not share the
-    kernel's output shape and k in one of these roles."""
+    kernel's matmuls (`order`: every node of the kernel; `outputs`: its
+    results); raises Unplannable when they do not share the kernel's output
+    shape and k in one of these roles. A side matmul lives in an n tile's
+    first columns: only rank-r products may read it, and it is no result."""
     k_extent = max(_k(mm) for mm in matmuls)
     shape = max((mm.shape for mm in matmuls if _k(mm) == k_extent), key=lambda s: s[-1])
     main = [mm for mm in matmuls if mm.shape == shape and _k(mm) == k_extent]
@@ -78,6 +81,10 @@ def classify(matmuls: list[Node]) -> tuple[list[Node], list[Node], dict]:
     for mm in rest:
         if mm not in products and mm not in side:
             raise Unplannable("matmuls of one kernel must share their output shape and K")
+    readers = [n for n in order if n not in products and any(o in side for o in n.operands)]
+    if readers or any(o in side for o in outputs):
+        raise Unplannable("a side matmul of rank-r products is read by another op or is a "
+                          "result of the kernel")
     return main, side, products
 
 

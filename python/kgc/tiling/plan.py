@@ -391,7 +391,7 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel) -> Kerne
     _check_index_range(order)
     # Main matmuls share the kernel's output shape and k; side matmuls and
     # rank-r products beside them are LoRA's (kgc.tiling.low_rank).
-    matmuls, side_matmuls, products = low_rank.classify(matmuls)
+    matmuls, side_matmuls, products = low_rank.classify(matmuls, order, outputs)
     first = matmuls[0]
     k_extent = first.operands[0].shape[-1]
     batch = list(first.shape[:-2])
