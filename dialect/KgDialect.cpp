@@ -603,7 +603,8 @@ static LogicalResult verifyKnobs(KernelOp op) {
       {"block_k", op.getBlockKAttr()}, {"group_m", op.getGroupMAttr()},
       {"block_x", op.getBlockXAttr()}, {"block_r", op.getBlockRAttr()},
       {"num_stages", op.getNumStagesAttr()},
-      {"num_programs", op.getNumProgramsAttr()}};
+      {"num_programs", op.getNumProgramsAttr()},
+      {"split_k", op.getSplitKAttr()}};
   for (auto [name, attr] : sizes)
     if (attr && attr.getInt() < 1)
       return op.emitOpError() << name << " = " << attr.getInt()

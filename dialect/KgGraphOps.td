@@ -567,8 +567,10 @@ def Kg_KernelOp : Kg_Op<"kernel", [IsolatedFromAbove, SingleBlock,
     and matmul kernels), `block_k`, `group_m` (matmul), `block_x`, `block_r`
     (reductions) are positive; `num_warps` is a power of two up to 32,
     `num_stages` positive. `num_programs` (positive) makes the kernel
-    persistent: that many programs walk its tiles. `warp_specialize` and
-    `flatten` ask Triton to
+    persistent: that many programs walk its tiles. `split_k` (positive)
+    shares a matmul's k loop out between that many programs per tile: kg-tile
+    makes the kernel a partials kernel and a reduce kernel. `warp_specialize`
+    and `flatten` ask Triton to
     warp-specialize or flatten a matmul's k loop. Which values suit a
     kernel's extents (a power of two, or the whole axis) `kg-tile` checks.
 
@@ -589,6 +591,7 @@ def Kg_KernelOp : Kg_Op<"kernel", [IsolatedFromAbove, SingleBlock,
                        OptionalAttr<I64Attr>:$block_x, OptionalAttr<I64Attr>:$block_r,
                        OptionalAttr<I64Attr>:$num_warps, OptionalAttr<I64Attr>:$num_stages,
                        OptionalAttr<I64Attr>:$num_programs,
+                       OptionalAttr<I64Attr>:$split_k,
                        OptionalAttr<BoolAttr>:$warp_specialize,
                        OptionalAttr<BoolAttr>:$flatten);
   let results = (outs Variadic<Kg_Tensor>:$outputs);

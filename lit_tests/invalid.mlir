@@ -728,6 +728,18 @@ func.func @kernel_bad_block(%a: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
+// Knob attributes: a split count is positive.
+func.func @kernel_bad_split(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{split_k = 0 must be a positive integer}}
+  %y = kg.kernel @k(%a) attributes {split_k = 0} : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%x: tensor<4xf32>):
+    kg.yield %x : tensor<4xf32>
+  }
+  return %y : tensor<4xf32>
+}
+
+// -----
+
 // Knob attributes have declared types: a tile size is a 64-bit integer.
 func.func @kernel_block_type(%a: tensor<4xf32>) -> tensor<4xf32> {
   // expected-error @+1 {{attribute 'block_m' failed to satisfy constraint: 64-bit signless integer attribute}}

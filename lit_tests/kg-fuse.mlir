@@ -565,7 +565,8 @@ func.func @read_inside_a_loop(%x: tensor<8xf32>, %n: index) -> tensor<8xf32> {
 // From here on, primitive input under kg-fuse's options: a given partition
 // (op positions count the function's kg ops from 0, constants included),
 // and each decision turned off. With no options every function below is one
-// kernel, but for the attention (two kernels).
+// kernel, but for the attention (two kernels) and the LoRA variants that
+// cannot be folded (three).
 // ---------------------------------------------------------------------------
 // RUN: sed -n '/^\/\/ PARTITIONS AND DECISIONS$/,$p' %s | kgc-opt --kg-fuse='function=part_gated_mlp partition=0,2;1,3' | FileCheck %s --check-prefix=GIVEN
 // RUN: sed -n '/^\/\/ PARTITIONS AND DECISIONS$/,$p' %s | kgc-opt --pass-pipeline='builtin.module(kg-fuse{function=part_rmsnorm_matmul partition=0,1,3,5,6,7,8;9})' | FileCheck %s --check-prefix=NOFOLD
@@ -574,6 +575,7 @@ func.func @read_inside_a_loop(%x: tensor<8xf32>, %n: index) -> tensor<8xf32> {
 // RUN: sed -n '/^\/\/ PARTITIONS AND DECISIONS$/,$p' %s | kgc-opt --kg-fuse='fuse-prologue=false' | FileCheck %s --check-prefix=NOPRO
 // RUN: sed -n '/^\/\/ PARTITIONS AND DECISIONS$/,$p' %s | kgc-opt --kg-fuse='merge-siblings=false' | FileCheck %s --check-prefix=NOSIB
 // RUN: sed -n '/^\/\/ PARTITIONS AND DECISIONS$/,$p' %s | kgc-opt --kg-fuse='merge-reductions=false' | FileCheck %s --check-prefix=NORED
+// RUN: sed -n '/^\/\/ PARTITIONS AND DECISIONS$/,$p' %s | kgc-opt --kg-fuse='fold-low-rank=false' | FileCheck %s --check-prefix=NOLOWRANK
 
 // Ops 0-8 are the RMSNorm (2 and 4 are constants, copied where used, so in
 // no group), op 9 the matmul. Given as two groups, or with the fold turned
@@ -755,4 +757,64 @@ func.func @part_by_attribute(%x: tensor<16x128xf32>) -> tensor<16x128xf32> {
   %r = kg.relu %e {kg.fusion_group = 1} : tensor<16x128xf32>
   %n = kg.neg %r {kg.fusion_group = 1} : tensor<16x128xf32>
   return %n : tensor<16x128xf32>
+}
+
+// LoRA, X W + (X A) B: one matmul kernel, X A riding along the k loop of X W
+// and (X A) B added after it (kgc.tiling.low_rank). With fold-low-rank off,
+// three kernels: X A, (X A) B, X W plus the sum.
+// PRIM-LABEL: func.func @part_lora(
+// PRIM-NEXT: %[[Y:.*]] = kg.kernel @part_lora_0_matmul(%arg0, %arg1, %arg2, %arg3)
+// PRIM-NEXT: ^bb0(%[[X:.*]]: tensor<16x512xf16>, %[[W:.*]]: tensor<512x256xf16>, %[[A:.*]]: tensor<512x16xf16>, %[[B:.*]]: tensor<16x256xf16>):
+// PRIM-NEXT: %[[V:.*]] = kg.matmul %[[X]], %[[W]]
+// PRIM-NEXT: %[[T:.*]] = kg.matmul %[[X]], %[[A]]
+// PRIM-NEXT: %[[U:.*]] = kg.matmul %[[T]], %[[B]]
+// PRIM-NEXT: kg.add %[[V]], %[[U]]
+// PRIM-NEXT: kg.yield
+// PRIM-NEXT: }
+// PRIM-NEXT: return %[[Y]]
+// NOLOWRANK-LABEL: func.func @part_lora(
+// NOLOWRANK-NEXT: %[[T:.*]] = kg.kernel @part_lora_0_matmul(%arg0, %arg2)
+// NOLOWRANK: %[[U:.*]] = kg.kernel @part_lora_1_matmul(%[[T]], %arg3)
+// NOLOWRANK: %[[Y:.*]] = kg.kernel @part_lora_2_matmul(%arg0, %arg1, %[[U]])
+// NOLOWRANK: return %[[Y]]
+// The other decisions leave it one kernel.
+// NOSIB-LABEL: func.func @part_lora(
+// NOSIB-NEXT: kg.kernel @part_lora_0_matmul(%arg0, %arg1, %arg2, %arg3)
+// NOSIB-NOT: kg.kernel
+// NOSIB: return
+func.func @part_lora(%x: tensor<16x512xf16>, %w: tensor<512x256xf16>, %a: tensor<512x16xf16>, %b: tensor<16x256xf16>) -> tensor<16x256xf16> {
+  %v = kg.matmul %x, %w : (tensor<16x512xf16>, tensor<512x256xf16>) -> tensor<16x256xf16>
+  %t = kg.matmul %x, %a : (tensor<16x512xf16>, tensor<512x16xf16>) -> tensor<16x16xf16>
+  %u = kg.matmul %t, %b : (tensor<16x16xf16>, tensor<16x256xf16>) -> tensor<16x256xf16>
+  %y = kg.add %v, %u : (tensor<16x256xf16>, tensor<16x256xf16>) -> tensor<16x256xf16>
+  return %y : tensor<16x256xf16>
+}
+
+// Not folded: a rank of 128 is wider than the 64 columns of X W, so X A
+// cannot ride in X W's n tile. Three kernels, X W taking the sum.
+// PRIM-LABEL: func.func @part_lora_rank_wider_than_n(
+// PRIM-NEXT: %[[T:.*]] = kg.kernel @part_lora_rank_wider_than_n_0_matmul(%arg0, %arg2)
+// PRIM: %[[U:.*]] = kg.kernel @part_lora_rank_wider_than_n_1_matmul(%[[T]], %arg3)
+// PRIM: kg.kernel @part_lora_rank_wider_than_n_2_matmul(%arg0, %arg1, %[[U]])
+func.func @part_lora_rank_wider_than_n(%x: tensor<16x512xf16>, %w: tensor<512x64xf16>, %a: tensor<512x128xf16>, %b: tensor<128x64xf16>) -> tensor<16x64xf16> {
+  %v = kg.matmul %x, %w : (tensor<16x512xf16>, tensor<512x64xf16>) -> tensor<16x64xf16>
+  %t = kg.matmul %x, %a : (tensor<16x512xf16>, tensor<512x128xf16>) -> tensor<16x128xf16>
+  %u = kg.matmul %t, %b : (tensor<16x128xf16>, tensor<128x64xf16>) -> tensor<16x64xf16>
+  %y = kg.add %v, %u : (tensor<16x64xf16>, tensor<16x64xf16>) -> tensor<16x64xf16>
+  return %y : tensor<16x64xf16>
+}
+
+// Not folded: the rank-r product reads B through an op (a negation), and its
+// rows are loaded one at a time from a kernel input only.
+// PRIM-LABEL: func.func @part_lora_computed_b(
+// PRIM-NEXT: %[[T:.*]] = kg.kernel @part_lora_computed_b_0_matmul(%arg0, %arg2)
+// PRIM: %[[U:.*]] = kg.kernel @part_lora_computed_b_1_matmul(%arg3, %[[T]])
+// PRIM: kg.kernel @part_lora_computed_b_2_matmul(%arg0, %arg1, %[[U]])
+func.func @part_lora_computed_b(%x: tensor<16x512xf16>, %w: tensor<512x256xf16>, %a: tensor<512x16xf16>, %b: tensor<16x256xf16>) -> tensor<16x256xf16> {
+  %v = kg.matmul %x, %w : (tensor<16x512xf16>, tensor<512x256xf16>) -> tensor<16x256xf16>
+  %t = kg.matmul %x, %a : (tensor<16x512xf16>, tensor<512x16xf16>) -> tensor<16x16xf16>
+  %nb = kg.neg %b : tensor<16x256xf16>
+  %u = kg.matmul %t, %nb : (tensor<16x16xf16>, tensor<16x256xf16>) -> tensor<16x256xf16>
+  %y = kg.add %v, %u : (tensor<16x256xf16>, tensor<16x256xf16>) -> tensor<16x256xf16>
+  return %y : tensor<16x256xf16>
 }

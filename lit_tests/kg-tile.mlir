@@ -1,4 +1,4 @@
-// The last case fails on purpose, hence `not`.
+// The last cases fail on purpose, hence `not`.
 // RUN: not kgc-opt %s --split-input-file --kg-tile 2>/dev/null | FileCheck %s
 // RUN: kgc-opt %s --split-input-file --kg-tile --verify-diagnostics --mlir-disable-verifier > /dev/null
 
@@ -209,6 +209,130 @@ func.func @concat(%a: tensor<17x3xf32>, %b: tensor<17x100xf32>) -> tensor<17x103
 
 // -----
 
+// Split-K (split_k = 4): the RMSNorm + MatMul kernel becomes a partials
+// kernel, whose programs walk the tiles (grid x) and the 4 splits (grid y),
+// each summing its chunk of k (256 of 1000: the last stops at 1000) into the
+// matmul's f32 accumulator and the rows' sums of squares, stored by split
+// into workspaces; and a reduce kernel, which takes only the workspaces,
+// sums the 4 partials in order and only then applies the 1/rms factor.
+// CHECK-LABEL: func.func @split_k_rmsnorm_matmul
+// CHECK: %[[P:.*]]:2 = kg.kernel @split_0_partials(%{{.*}}, %{{.*}}, %{{.*}}) attributes {{{.*}}grid = array<i64: 1, 4, 1>{{.*}}split_k = 4 : i64{{.*}}} : (tensor<3x1000xf16>, tensor<1000xf16>, tensor<1000x100xf16>) -> (tensor<4x3x1xf32>, tensor<4x3x100xf32>)
+// CHECK: %[[SPLIT:.*]] = kg.program_id 1 : i32
+// CHECK: %[[START:.*]] = arith.muli %[[SPLIT]], %c256_i32 : i32
+// CHECK: %[[NEXT:.*]] = arith.addi %[[START]], %c256_i32 : i32
+// CHECK: %[[END:.*]] = arith.minsi %[[NEXT]], %c1000_i32 : i32
+// CHECK: %[[LOOP:.*]]:2 = scf.for %{{.*}} = %[[START]] to %[[END]] step %c64_i32
+// CHECK: kg.square
+// CHECK: kg.tile_dot
+// CHECK-NOT: kg.rsqrt
+// CHECK: %[[SUM:.*]] = kg.reduce sum %[[LOOP]]#0 dims [1]
+// CHECK: kg.tile_store %[[SUM]], %{{.*}}[%{{.*}}, %[[SPLIT]], %{{.*}}] : tensor<3x1x1xf32>, memref<3x4x1xf32, strided<[1, 3, 0]>>
+// CHECK: kg.tile_store %[[LOOP]]#1, %{{.*}}[%{{.*}}, %[[SPLIT]], %{{.*}}] : tensor<3x1x100xf32>, memref<3x4x100xf32, strided<[100, 300, 1]>>
+// CHECK: %[[Y:.*]] = kg.kernel @split_0_reduce(%[[P]]#0, %[[P]]#1) attributes {{{.*}}grid = array<i64: 1, 1, 1>{{.*}}} : (tensor<4x3x1xf32>, tensor<4x3x100xf32>) -> tensor<3x100xf16>
+// CHECK: %[[TOTAL:.*]]:2 = scf.for %[[S:.*]] = %c0_i32 to %c4_i32 step %c1_i32
+// CHECK: kg.tile_load %{{.*}}[%{{.*}}, %[[S]], %{{.*}}] : memref<3x4x1xf32, strided<[1, 3, 0]>> -> tensor<3x1x1xf32>
+// CHECK: kg.tile_load %{{.*}}[%{{.*}}, %[[S]], %{{.*}}] : memref<3x4x100xf32, strided<[100, 300, 1]>> -> tensor<3x1x100xf32>
+// CHECK: %[[R:.*]] = kg.rsqrt
+// CHECK: kg.mul %[[TOTAL]]#1, %[[R]]
+// CHECK: kg.tile_store
+// CHECK: return %[[Y]] : tensor<3x100xf16>
+func.func @split_k_rmsnorm_matmul(%arg0: tensor<3x1000xf16>, %arg1: tensor<1000xf16>, %arg2: tensor<1000x100xf16>) -> tensor<3x100xf16> {
+  %0 = kg.kernel @split_0(%arg0, %arg1, %arg2) attributes {split_k = 4} : (tensor<3x1000xf16>, tensor<1000xf16>, tensor<1000x100xf16>) -> tensor<3x100xf16> {
+  ^bb0(%arg3: tensor<3x1000xf16>, %arg4: tensor<1000xf16>, %arg5: tensor<1000x100xf16>):
+    %1 = kg.constant 1.000000e-03 : tensor<f32>
+    %2 = kg.constant 9.9999999999999995E-7 : tensor<f32>
+    %3 = kg.cast %arg3 {kg.promotion} : tensor<3x1000xf16> to tensor<3x1000xf32>
+    %4 = kg.square %3 : tensor<3x1000xf32>
+    %5 = kg.reduce sum %4 dims [1] keepdim : tensor<3x1000xf32> -> tensor<3x1xf32>
+    %6 = kg.mul %5, %1 : (tensor<3x1xf32>, tensor<f32>) -> tensor<3x1xf32>
+    %7 = kg.add %6, %2 : (tensor<3x1xf32>, tensor<f32>) -> tensor<3x1xf32>
+    %8 = kg.rsqrt %7 : tensor<3x1xf32>
+    %9 = kg.mul %3, %8 : (tensor<3x1000xf32>, tensor<3x1xf32>) -> tensor<3x1000xf32>
+    %10 = kg.cast %arg4 {kg.promotion} : tensor<1000xf16> to tensor<1000xf32>
+    %11 = kg.mul %9, %10 : (tensor<3x1000xf32>, tensor<1000xf32>) -> tensor<3x1000xf32>
+    %12 = kg.cast %11 {kg.promotion} : tensor<3x1000xf32> to tensor<3x1000xf16>
+    %13 = kg.matmul %12, %arg5 : (tensor<3x1000xf16>, tensor<1000x100xf16>) -> tensor<3x100xf16>
+    kg.yield %13 : tensor<3x100xf16>
+  }
+  return %0 : tensor<3x100xf16>
+}
+
+// -----
+
+// A gated MLP split in 2: two accumulators, two workspaces; silu(a) * b
+// waits for the sums, in the reduce kernel, which reads nothing else.
+// CHECK-LABEL: func.func @split_k_gated_mlp
+// CHECK: kg.kernel @gated_0_partials({{.*}} -> (tensor<2x3x50xf32>, tensor<2x3x50xf32>)
+// CHECK-COUNT-2: kg.tile_dot
+// CHECK-NOT: kg.sigmoid
+// CHECK: kg.kernel @gated_0_reduce(%{{[^,]*}}, %{{[^,]*}}) {{.*}}: (tensor<2x3x50xf32>, tensor<2x3x50xf32>) -> tensor<3x50xf32>
+// CHECK: scf.for
+// CHECK: kg.sigmoid
+func.func @split_k_gated_mlp(%x: tensor<3x300xf32>, %w1: tensor<300x50xf32>, %w2: tensor<300x50xf32>) -> tensor<3x50xf32> {
+  %y = kg.kernel @gated_0(%x, %w1, %w2) attributes {split_k = 2} : (tensor<3x300xf32>, tensor<300x50xf32>, tensor<300x50xf32>) -> tensor<3x50xf32> {
+  ^bb0(%a: tensor<3x300xf32>, %b1: tensor<300x50xf32>, %b2: tensor<300x50xf32>):
+    %g = kg.matmul %a, %b1 : (tensor<3x300xf32>, tensor<300x50xf32>) -> tensor<3x50xf32>
+    %u = kg.matmul %a, %b2 : (tensor<3x300xf32>, tensor<300x50xf32>) -> tensor<3x50xf32>
+    %s = kg.sigmoid %g : tensor<3x50xf32>
+    %t = kg.mul %g, %s : (tensor<3x50xf32>, tensor<3x50xf32>) -> tensor<3x50xf32>
+    %r = kg.mul %t, %u : (tensor<3x50xf32>, tensor<3x50xf32>) -> tensor<3x50xf32>
+    kg.yield %r : tensor<3x50xf32>
+  }
+  return %y : tensor<3x50xf32>
+}
+
+// -----
+
+// Nothing to split: k = 32 is one step of the k loop, so split_k = 8 leaves
+// the plain kernel (one kernel, no split_k attribute).
+// CHECK-LABEL: func.func @split_k_of_one_step
+// CHECK: kg.kernel @one_step_0(
+// CHECK-NOT: split_k
+// CHECK-NOT: kg.kernel
+// CHECK: return
+func.func @split_k_of_one_step(%a: tensor<4x32xf16>, %b: tensor<32x64xf16>) -> tensor<4x64xf16> {
+  %y = kg.kernel @one_step_0(%a, %b) attributes {split_k = 8} : (tensor<4x32xf16>, tensor<32x64xf16>) -> tensor<4x64xf16> {
+  ^bb0(%x: tensor<4x32xf16>, %w: tensor<32x64xf16>):
+    %m = kg.matmul %x, %w : (tensor<4x32xf16>, tensor<32x64xf16>) -> tensor<4x64xf16>
+    kg.yield %m : tensor<4x64xf16>
+  }
+  return %y : tensor<4x64xf16>
+}
+
+// -----
+
+// LoRA as one kernel: X A accumulates beside X W in the k loop, in the first
+// 16 lanes of an n tile, its A read from column 0 whatever n tile the
+// program computes (W at the program's n offset); after the loop, 16 rank-1
+// updates: column j of X A picked by a mask, row j of B loaded.
+// CHECK-LABEL: func.func @lora_one_kernel
+// CHECK: kg.kernel @lora_0(
+// CHECK-SAME: grid = array<i64: 5, 1, 1>
+// CHECK: %[[N:.*]] = arith.muli %{{.*}}, %c64_i32 : i32
+// CHECK: %[[ACC:.*]]:2 = scf.for %[[K:.*]] = %c0_i32 to %c1000_i32 step %c64_i32
+// CHECK: kg.tile_load %{{.*}}[%c0_i32, %[[K]], %[[N]]] : memref<1x1000x300xf16, strided<[0, 300, 1]>> -> tensor<1x64x64xf16>
+// CHECK: kg.tile_load %{{.*}}[%c0_i32, %[[K]], %c0_i32] : memref<1x1000x16xf16, strided<[0, 16, 1]>> -> tensor<1x64x64xf16>
+// CHECK: } {kg.axis = 1 : i64}
+// CHECK: scf.for %[[J:.*]] = %c0_i32 to %c16_i32 step %c1_i32
+// CHECK: %[[LANE:.*]] = arith.subi %c0_i32, %[[J]] : i32
+// CHECK: kg.tile_mask [%c0_i32, %c0_i32, %[[LANE]]] lower [-2147483648, -2147483648, 0] upper [2147483647, 2147483647, 1] : tensor<1x1x64xi1>
+// CHECK: kg.reduce sum %{{.*}} dims [2] keepdim : tensor<3x1x64xf32> -> tensor<3x1x1xf32>
+// CHECK: kg.tile_load %{{.*}}[%c0_i32, %[[J]], %[[N]]] : memref<1x16x300xf16, strided<[0, 300, 1]>> -> tensor<1x1x64xf16>
+// CHECK: kg.tile_store
+func.func @lora_one_kernel(%x: tensor<3x1000xf16>, %w: tensor<1000x300xf16>, %a: tensor<1000x16xf16>, %b: tensor<16x300xf16>) -> tensor<3x300xf16> {
+  %y = kg.kernel @lora_0(%x, %w, %a, %b) : (tensor<3x1000xf16>, tensor<1000x300xf16>, tensor<1000x16xf16>, tensor<16x300xf16>) -> tensor<3x300xf16> {
+  ^bb0(%xx: tensor<3x1000xf16>, %ww: tensor<1000x300xf16>, %aa: tensor<1000x16xf16>, %bb: tensor<16x300xf16>):
+    %v = kg.matmul %xx, %ww : (tensor<3x1000xf16>, tensor<1000x300xf16>) -> tensor<3x300xf16>
+    %t = kg.matmul %xx, %aa : (tensor<3x1000xf16>, tensor<1000x16xf16>) -> tensor<3x16xf16>
+    %u = kg.matmul %t, %bb : (tensor<3x16xf16>, tensor<16x300xf16>) -> tensor<3x300xf16>
+    %r = kg.add %v, %u : (tensor<3x300xf16>, tensor<3x300xf16>) -> tensor<3x300xf16>
+    kg.yield %r : tensor<3x300xf16>
+  }
+  return %y : tensor<3x300xf16>
+}
+
+// -----
+
 // A kernel already in tiled form is left alone.
 // CHECK-LABEL: func.func @already_tiled
 // CHECK: kg.kernel @done(%{{.*}}) : (tensor<4xf32>) -> tensor<4xf32> {
@@ -234,4 +358,53 @@ func.func @bad_tile(%x: tensor<17x1000xf32>) -> tensor<17x1000xf32> {
     kg.yield %r : tensor<17x1000xf32>
   }
   return %y : tensor<17x1000xf32>
+}
+
+// -----
+
+// A softmax over k before the matmul cannot be split: its sum needs the max
+// of the whole row, so its reductions over k run in two loops.
+func.func @split_k_of_chained_reductions(%x: tensor<4x512xf32>, %w: tensor<512x64xf32>) -> tensor<4x64xf32> {
+  // expected-error @+1 {{kernel @chained_0 cannot be tiled: split_k = 2 needs every reduction over k in one loop; this kernel has reductions over k that read one another}}
+  %y = kg.kernel @chained_0(%x, %w) attributes {split_k = 2, block_k = 64} : (tensor<4x512xf32>, tensor<512x64xf32>) -> tensor<4x64xf32> {
+  ^bb0(%a: tensor<4x512xf32>, %b: tensor<512x64xf32>):
+    %1 = kg.reduce max %a dims [1] keepdim : tensor<4x512xf32> -> tensor<4x1xf32>
+    %2 = kg.sub %a, %1 : (tensor<4x512xf32>, tensor<4x1xf32>) -> tensor<4x512xf32>
+    %3 = kg.exp %2 : tensor<4x512xf32>
+    %4 = kg.reduce sum %3 dims [1] keepdim : tensor<4x512xf32> -> tensor<4x1xf32>
+    %5 = kg.div %3, %4 : (tensor<4x512xf32>, tensor<4x1xf32>) -> tensor<4x512xf32>
+    %6 = kg.matmul %5, %b : (tensor<4x512xf32>, tensor<512x64xf32>) -> tensor<4x64xf32>
+    kg.yield %6 : tensor<4x64xf32>
+  }
+  return %y : tensor<4x64xf32>
+}
+
+// -----
+
+// A split kernel launches one program per tile and split: it cannot also be
+// persistent.
+func.func @split_k_persistent(%a: tensor<4x512xf16>, %b: tensor<512x64xf16>) -> tensor<4x64xf16> {
+  // expected-error @+1 {{matmul kernel @both_0: split_k = 2 and num_programs = 1 cannot both be set; a split kernel launches one program per tile and split}}
+  %y = kg.kernel @both_0(%a, %b) attributes {split_k = 2, num_programs = 1} : (tensor<4x512xf16>, tensor<512x64xf16>) -> tensor<4x64xf16> {
+  ^bb0(%x: tensor<4x512xf16>, %w: tensor<512x64xf16>):
+    %m = kg.matmul %x, %w : (tensor<4x512xf16>, tensor<512x64xf16>) -> tensor<4x64xf16>
+    kg.yield %m : tensor<4x64xf16>
+  }
+  return %y : tensor<4x64xf16>
+}
+
+// -----
+
+// X A rides along X W's k loop; with k in one step there is no loop to ride.
+func.func @lora_without_k_loop(%x: tensor<3x32xf16>, %w: tensor<32x64xf16>, %a: tensor<32x16xf16>, %b: tensor<16x64xf16>) -> tensor<3x64xf16> {
+  // expected-error @+1 {{kernel @short_0 cannot be tiled: a side matmul of rank-r products needs a k loop to ride along}}
+  %y = kg.kernel @short_0(%x, %w, %a, %b) : (tensor<3x32xf16>, tensor<32x64xf16>, tensor<32x16xf16>, tensor<16x64xf16>) -> tensor<3x64xf16> {
+  ^bb0(%xx: tensor<3x32xf16>, %ww: tensor<32x64xf16>, %aa: tensor<32x16xf16>, %bb: tensor<16x64xf16>):
+    %v = kg.matmul %xx, %ww : (tensor<3x32xf16>, tensor<32x64xf16>) -> tensor<3x64xf16>
+    %t = kg.matmul %xx, %aa : (tensor<3x32xf16>, tensor<32x16xf16>) -> tensor<3x16xf16>
+    %u = kg.matmul %t, %bb : (tensor<3x16xf16>, tensor<16x64xf16>) -> tensor<3x64xf16>
+    %r = kg.add %v, %u : (tensor<3x64xf16>, tensor<3x64xf16>) -> tensor<3x64xf16>
+    kg.yield %r : tensor<3x64xf16>
+  }
+  return %y : tensor<3x64xf16>
 }

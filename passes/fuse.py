@@ -12,6 +12,8 @@ Argument: `kg-fuse`. Options:
     fuse-epilogue=BOOL   fuse the consumers of a matmul's result
     merge-siblings=BOOL  merge matmuls whose results meet (gated MLP)
     merge-reductions=BOOL  merge reductions that feed one another
+    fold-low-rank=BOOL   add a rank-r product (X A) B to the matmul X W
+                         sharing its X, X A riding along its k loop (LoRA)
 
 The decisions are all true by default; kgc.fusion.greedy says which merges
 each governs. A function's ops may also carry `kg.fusion_group = N`: ops of
@@ -39,6 +41,10 @@ back. So:
       in an epilogue (silu(x W1) * (x W2))    =>  one matmul kernel
     matmul + softmax over a row that fits one
       tile (n <= 256)                         =>  one matmul kernel
+    X W + (X A) B with A of r <= n columns
+      (LoRA)                                  =>  one matmul kernel (X A
+                                                  accumulated beside X W,
+                                                  then r rank-1 updates)
 
 Constants and iotas (values known from their index alone) are copied into
 every kernel that uses them, so a causal mask is computed where it is used.
@@ -92,6 +98,8 @@ class KgFuse(Pass):
     fuse_epilogue = Option(bool, True, "fuse the consumers of a matmul's result")
     merge_siblings = Option(bool, True, "merge matmuls whose results meet (gated MLP)")
     merge_reductions = Option(bool, True, "merge reductions that feed one another")
+    fold_low_rank = Option(bool, True, "add a rank-r product (X A) B to the matmul X W "
+                                       "sharing its X (LoRA)")
 
     def decisions(self) -> FusionDecisions:
         return FusionDecisions(**{name.replace("-", "_"): getattr(self, name.replace("-", "_"))

@@ -8,6 +8,9 @@ kgc.tiling.config), 0 leaving a knob to kgc:
     block-x, block-r   reduction: kept rows per program, reduced tile
     num-warps, num-stages
     num-programs       persistent programs, each looping over tiles
+    split-k            matmul: programs sharing each tile's k loop; the
+                       kernel becomes a partials kernel and a reduce kernel
+                       (kgc.tiling.split_k)
     kernel=NAME        apply the knobs to kernel @NAME only
 
     kgc-opt graph.mlir --kg-tile='block-m=64 num-warps=8'
@@ -34,6 +37,12 @@ Rewrite rules:
             kg.tile_store of every result
             kg.yield
           }
+    kg.kernel @k(%x...) {matmul graph ops}  with split_k = S > 1
+      =>  %p... = kg.kernel @k_partials(%x...) attributes {split_k = S, ...}
+                  -> tensor<S x ... x f32>...  (one workspace per reduction
+                  over k: the matmul accumulators, the sums of an RMSNorm)
+          %y... = kg.kernel @k_reduce(%x used by the epilogue..., %p...)
+                  (sums the S partials in order, then the epilogue)
     kg.kernel already in tiled form  =>  unchanged
 
 The knob attributes of a tiled kernel are its whole config, canonical.
@@ -50,6 +59,7 @@ from kgc.passes.registry import Option, Pass, PassFailure, register_pass
 from kgc.tiling.config import ConfigError, KernelConfig
 from kgc.tiling.graph_model import Node, nodes_from_ops
 from kgc.tiling.kernel_ops import is_tiled, kernel_name, kernels_in
+from kgc.tiling import split_k
 from kgc.tiling.mlir_builder import MlirBuilder
 from kgc.tiling.plan import KernelPlan, Unplannable, plan_group, schedule_for, schedules
 
@@ -61,7 +71,7 @@ def knob_attributes() -> set[str]:
 
 # Knobs that are pass options (the loop flags are kernel attributes only).
 _OPTION_KNOBS = ("block_m", "block_n", "block_k", "group_m", "block_x", "block_r", "num_warps",
-                 "num_stages", "num_programs")
+                 "num_stages", "num_programs", "split_k")
 
 
 def kernel_graph(kernel: ir.Operation) -> list[Node]:
@@ -105,6 +115,8 @@ class KgTile(Pass):
     num_stages = Option(int, 0, "software pipeline stages (0: kgc chooses)")
     num_programs = Option(int, 0, "persistent programs that loop over the tiles (0: one "
                                   "program per tile)")
+    split_k = Option(int, 0, "programs sharing a matmul tile's k loop, whose partial sums a "
+                             "second kernel adds up (0: kgc chooses, 1: no split)")
     kernel = Option(str, "", "apply the knobs to this kernel only (default: every kernel)")
 
     def _option_knobs(self) -> dict[str, int]:
@@ -147,6 +159,8 @@ class KgTile(Pass):
 
 def tile_kernel(kernel: ir.Operation, options: KernelConfig | None = None) -> ir.Operation:
     plan, outputs = plan_kernel(kernel, options)
+    if plan.split is not None:
+        return tile_split_kernel(kernel, plan)
     attributes = {name: kernel.attributes[name] for name in kernel.attributes
                   if name not in knob_attributes()}
     attributes["kind"] = ir.StringAttr.get(plan.kind)
@@ -172,3 +186,63 @@ def tile_kernel(kernel: ir.Operation, options: KernelConfig | None = None) -> ir
         old.replace_all_uses_with(new)
     kernel.erase()
     return tiled
+
+
+def _buffer_type(tensor_type: ir.Type) -> ir.MemRefType:
+    tensor = ir.RankedTensorType(tensor_type)
+    return ir.MemRefType.get(list(tensor.shape), tensor.element_type)
+
+
+def _tiled_kernel(name: str, operands: list, result_types: list, attributes: dict,
+                  location: ir.Location, generate) -> ir.Operation:
+    """A kernel in tiled form whose program `generate(builder)` writes."""
+    attributes = dict(attributes)
+    attributes["sym_name"] = ir.StringAttr.get(name)
+    with location:
+        tiled = ir.Operation.create("kg.kernel", results=result_types, operands=operands,
+                                    attributes=attributes, regions=1)
+        block = tiled.regions[0].blocks.append(
+            *[_buffer_type(t) for t in [v.type for v in operands] + result_types])
+    builder = MlirBuilder(block, list(block.arguments), len(operands), location)
+    with ir.InsertionPoint(block), location:
+        generate(builder)
+        ir.Operation.create("kg.yield")
+    return tiled
+
+
+def tile_split_kernel(kernel: ir.Operation, plan: KernelPlan) -> ir.Operation:
+    """A split-K matmul kernel as its partials kernel and its reduce kernel
+    (kgc.tiling.split_k), the workspaces between them."""
+    name = kernel_name(kernel)
+    split = plan.split
+    common = {n: kernel.attributes[n] for n in kernel.attributes
+              if n not in knob_attributes() and n != "sym_name"}
+    common["kind"] = ir.StringAttr.get(plan.kind)
+    common["iteration"] = ir.DenseI64ArrayAttr.get(list(plan.extents))
+    common["tile"] = ir.DenseI64ArrayAttr.get(list(plan.tile))
+    with kernel.location:
+        workspaces = [ir.RankedTensorType.get(list(split_k.workspace_shape(split, node)),
+                                              ir.Type.parse(split_k.workspace_element(node)))
+                      for node in split.partials]
+    partial_attributes = dict(common, **plan.config.to_attributes())
+    partial_attributes["grid"] = ir.DenseI64ArrayAttr.get(split_k.partials_grid(plan))
+    with ir.InsertionPoint(kernel):
+        partials = _tiled_kernel(
+            f"{name}_partials", list(kernel.operands), workspaces, partial_attributes,
+            kernel.location, lambda b: split_k.PartialsGenerator(plan, b).run())
+    used = split_k.reduce_inputs(plan)
+    renumbered = [None] * len(kernel.operands)
+    for position, index in enumerate(used):
+        renumbered[index] = position
+    reduce_config = split_k.reduce_config(plan)
+    reduce_attributes = dict(common, **reduce_config.to_attributes())
+    reduce_attributes["grid"] = ir.DenseI64ArrayAttr.get(plan.grid())
+    with ir.InsertionPoint(kernel):
+        reduced = _tiled_kernel(
+            f"{name}_reduce", [kernel.operands[i] for i in used] + list(partials.results),
+            [r.type for r in kernel.results], reduce_attributes, kernel.location,
+            lambda b: split_k.ReduceGenerator(plan, b, renumbered, len(used)).run())
+    for old, new in zip(kernel.results, reduced.results):
+        old.replace_all_uses_with(new)
+    kernel.erase()
+    return reduced

@@ -28,7 +28,8 @@ from kgc.pipeline.pipeline import Pipeline
 from kgc.pipeline.config import GraphConfig
 from kgc.pipeline.stages import decomposition_pipeline_text
 from kgc.search import kernels as kernel_forms
-from kgc.tiling.config import KernelConfig
+from kgc.passes.registry import PassFailure
+from kgc.tiling.config import KernelConfig, MatmulConfig
 from kgc.tiling.kernel_ops import kernel_name, kernels_in, ops_named
 
 EFFORT_CONFIGS = {"low": 8, "default": 48, "high": None}
@@ -61,6 +62,16 @@ def _element_bits(element: str) -> int:
 def _widest_input(kernel: ir.Operation) -> str:
     elements = [str(ir.RankedTensorType(v.type).element_type) for v in kernel.operands]
     return max(elements, key=_element_bits) if elements else "f32"
+
+
+def _can_split_k(kernel: ir.Operation) -> bool:
+    """Whether a matmul kernel can share its k loop out (kgc.tiling.split_k):
+    not when its reductions over k read one another, or k is one step."""
+    try:
+        plan, _ = plan_kernel(kernel, MatmulConfig(split_k=2))
+    except PassFailure:
+        return False
+    return plan.split is not None
 
 
 def configs_to_try(default: KernelConfig, space: list[KernelConfig], count: int | None,
@@ -118,6 +129,8 @@ def variant_space(module_text: str, function: str, effort: str = "default"
                 config_class = type(plan.config)
                 default = plan.config
                 space = config_class.space(plan.knob_extents, _widest_input(kernel))
+                if any(getattr(c, "split_k", None) for c in space) and not _can_split_k(kernel):
+                    space = [c for c in space if not getattr(c, "split_k", None)]
                 kernels[signature] = KernelVariants(
                     signature, kernel_name(kernel), plan.kind,
                     str(kernel_forms.launch_form(kernel)), str(kernel_forms.inline_form(kernel)),

@@ -137,6 +137,14 @@ def test_nested_loops_and_program_offsets_add_up(b):
     assert OffsetRanges([3, 1, 1]).of(b.addi(row, column)) == (0, 32 + 96)
 
 
+def test_a_split_k_loop_stays_below_its_largest_end(b):
+    # Split s of 4 walks k from s * 192 to min(s * 192 + 192, 700).
+    start = b.muli(b.program_id(1), b.const(192))
+    end = b.minsi(b.addi(start, b.const(192)), b.const(700))
+    iv = b.loop(start, end, b.const(64))
+    assert OffsetRanges([1, 4, 1]).of(iv) == (0, 699)
+
+
 def test_what_is_not_constant_is_unknown(b):
     unknown = b.argument()
     ranges = OffsetRanges([4, 1, 1])

@@ -7,6 +7,8 @@ Each merge has a kind, read from the two groups: the producer group P (its
 op feeds the consumer's) and the consumer group C. The first rule that
 matches names the kind; a decision turned off refuses merges of its kind:
 
+    P and C both hold a matmul, and the matmuls
+      of the two have different k                =>  fold-low-rank
     P and C both hold a matmul, no matmul of C
       reads P's values                           =>  merge-siblings
     C holds a matmul that reads a value of P,
@@ -16,6 +18,11 @@ matches names the kind; a decision turned off refuses merges of its kind:
     P and C both hold a reduce                   =>  merge-reductions
     anything else (elementwise chains, the
       prologue and epilogue of a reduction)      =>  always merged
+
+`fold-low-rank` is LoRA's X W + (X A) B as one kernel: X A rides along the
+k loop of X W, and the rank-r product (X A) B is added after it
+(kgc.tiling.low_rank); a product whose left operand comes from another
+kernel is made after the loop too.
 
 `fold-rms-norm` is the RMSNorm before a matmul (its 1/rms becomes a factor
 of the matmul's epilogue, its sum runs in the k loop), and any reduction
@@ -30,6 +37,7 @@ from kgc.fusion.graph import FusionGraph
 from kgc.fusion.partition import Partition
 from kgc.tiling.graph_model import Node
 
+FOLD_LOW_RANK = "fold-low-rank"
 MERGE_SIBLINGS = "merge-siblings"
 FOLD_RMS_NORM = "fold-rms-norm"
 FUSE_PROLOGUE = "fuse-prologue"
@@ -46,6 +54,7 @@ class FusionDecisions:
     fuse_epilogue: bool = True
     merge_siblings: bool = True
     merge_reductions: bool = True
+    fold_low_rank: bool = True
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
@@ -72,6 +81,9 @@ def merge_kind(producer: list[Node], consumer: list[Node]) -> str | None:
     members = {id(n) for n in producer + consumer}
     fed = [mm for mm in consumer_matmuls
            if any(_reaches(operand, inside, members) for operand in mm.operands)]
+    if producer_matmuls and consumer_matmuls and len(
+            {mm.operands[0].shape[-1] for mm in producer_matmuls + consumer_matmuls}) > 1:
+        return FOLD_LOW_RANK
     if producer_matmuls and consumer_matmuls and not fed:
         return MERGE_SIBLINGS
     if fed:

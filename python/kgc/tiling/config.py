@@ -19,7 +19,11 @@ the axes that the tile knobs tile):
 * `num_warps` is a power of two up to 32, `num_stages` a positive integer;
 * `num_programs` (persistent programs that loop over the kernel's tiles) is
   a positive integer; at or above the number of tiles it is that number
-  (the planner writes it so, as the tiles depend on the other knobs).
+  (the planner writes it so, as the tiles depend on the other knobs);
+* `split_k` (a matmul's k loop shared out between that many programs per
+  tile, `kgc.tiling.split_k`) is a positive integer; 1 is no split and is
+  written as unset; the planner lowers it to the count of splits that each
+  get k steps.
 
 An illegal value raises `ConfigError`, naming the kernel, the knob, the
 value and the legal values; nothing is clamped silently. Two configs that
@@ -280,7 +284,9 @@ class MatmulConfig(KernelConfig):
     """Programs walk (batch, m, n) tiles of `block_m` x `block_n`, grouped
     `group_m` row tiles at a time; a loop walks k in steps of `block_k`.
     `warp_specialize` and `flatten` are passed to that loop for Triton
-    (`tt.warp_specialize`, `tt.flatten`)."""
+    (`tt.warp_specialize`, `tt.flatten`). `split_k` shares the k loop out
+    between that many programs per tile, whose f32 partial results a
+    second kernel sums before the epilogue (`kgc.tiling.split_k`)."""
 
     kind: ClassVar[str] = "matmul"
     TILE_AXES: ClassVar[dict[str, str]] = {"block_m": "m", "block_n": "n", "block_k": "k"}
@@ -292,8 +298,15 @@ class MatmulConfig(KernelConfig):
     group_m: int | None = None
     warp_specialize: bool | None = None
     flatten: bool | None = None
+    split_k: int | None = None
 
     def _canonical_extra(self, extents, kernel):
+        if self.split_k is not None:
+            if self.split_k < 1:
+                raise self._error(kernel, "split_k", self.split_k, "a positive integer")
+            if self.split_k == 1:
+                # One split is the plain kernel.
+                return dataclasses.replace(self, split_k=None)._canonical_extra(extents, kernel)
         if self.group_m is None:
             return self
         if not _is_power_of_two(self.group_m):
@@ -310,7 +323,8 @@ class MatmulConfig(KernelConfig):
                 "block_n": _tile_candidates(16, 256, extents.get("n")),
                 "block_k": _tile_candidates(32 if narrow else 16, 256 if narrow else 128,
                                             extents.get("k")),
-                "group_m": (1, 8), "num_warps": (4, 8), "num_stages": (2, 3, 4, 5)}
+                "group_m": (1, 8), "num_warps": (4, 8), "num_stages": (2, 3, 4, 5),
+                "split_k": (None,) + _split_k_candidates(extents, element)}
 
     def _worth_trying(self, extents) -> bool:
         accumulator = self.block_m * self.block_n
@@ -318,8 +332,38 @@ class MatmulConfig(KernelConfig):
         # for accumulators of at least 128x128.
         if accumulator > 128 * 256 or (self.num_warps == 8 and accumulator < 128 * 128):
             return False
+        if self.split_k is not None and not _split_k_worth_trying(self, extents):
+            return False
         looped = self.block_k < extents["k"]
         return looped or self.num_stages == 2
+
+
+# Splits the search tries for a matmul that cannot fill the GPU with tiles.
+SPLIT_K_VALUES = (2, 4, 8, 16)
+# Streaming multiprocessors of the GPUs kgc tunes for (H100 SXM: 132): a
+# grid of fewer programs leaves some idle.
+GPU_PROGRAM_SLOTS = 132
+
+
+def _split_k_candidates(extents, element: str) -> tuple[int, ...]:
+    """The splits whose f32 workspace (written and read once) moves at
+    most a quarter of the operands' bytes: beyond that the partials cost
+    more than the idle SMs they fill."""
+    m, n, k = extents.get("m", 1), extents["n"], extents["k"]
+    operand_bytes = (m * k + k * n) * _bits(element) // 8
+    return tuple(s for s in SPLIT_K_VALUES if 2 * 4 * s * m * n <= operand_bytes // 4)
+
+
+def _split_k_worth_trying(config: MatmulConfig, extents) -> bool:
+    """Split-K pays where the (m, n) tiles cannot keep the GPU busy: with
+    this config's tiles and with 128x128 ones (a big square matmul fills it
+    either way), and where every split still gets two k steps or more."""
+    m, n, k = extents.get("m", 1), extents["n"], extents["k"]
+    tiles = ceil_div(m, config.block_m or m) * ceil_div(n, config.block_n)
+    large_tiles = ceil_div(m, 128) * ceil_div(n, 128)
+    return (tiles < GPU_PROGRAM_SLOTS and large_tiles < GPU_PROGRAM_SLOTS
+            and ceil_div(k, config.block_k) >= 2 * config.split_k
+            and tiles * config.split_k <= 8 * GPU_PROGRAM_SLOTS)
 
 
 CONFIG_CLASSES: dict[str, type[KernelConfig]] = {

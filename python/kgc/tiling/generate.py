@@ -61,9 +61,11 @@ class Builder:
 
     @contextlib.contextmanager
     def loop(self, axis: int | None, extent: int, step: int, inits: Sequence[Any],
-             attributes: dict | None = None, start: Any = None) -> Iterator[Any]:
-        """A loop over `axis` (None: over tiles of a persistent program)
-        from `start` (a scalar; None: 0) to `extent` carrying `inits`;
+             attributes: dict | None = None, start: Any = None, end: Any = None
+             ) -> Iterator[Any]:
+        """A loop over `axis` (None: over tiles of a persistent program or
+        the splits of a split-K kernel) from `start` (a scalar; None: 0) to
+        `end` (a scalar; None: `extent`) carrying `inits`;
         yields a LoopBody whose
         `offset` is the loop offset and `carried` the current values. Set
         `body.results` to the values to carry on; after the block
@@ -106,7 +108,7 @@ class DryBuilder(Builder):
     def broadcast(self, *args): return None
 
     @contextlib.contextmanager
-    def loop(self, axis, extent, step, inits, attributes=None, start=None):
+    def loop(self, axis, extent, step, inits, attributes=None, start=None, end=None):
         body = LoopBody(None, list(inits))
         yield body
         body.finals = list(body.results)
@@ -244,7 +246,7 @@ class Generator:
             return body_fn(inits)
         axis, rest = axes[0], axes[1:]
         with self.b.loop(axis, self.plan.extents[axis], self.plan.tile[axis], inits,
-                         self.plan.loop_attributes.get(axis)) as body:
+                         self.plan.loop_attributes.get(axis), **self._loop_bounds(axis)) as body:
             self.bound.append(axis)
             self.memo.append({})
             saved = self.offsets[axis]
@@ -256,6 +258,11 @@ class Generator:
                 self.memo.pop()
                 self.bound.pop()
         return body.finals
+
+    def _loop_bounds(self, axis: int) -> dict:
+        """`start` and `end` of the loop over `axis` where they are not 0
+        and its extent (a split-K kernel's k loop walks its split only)."""
+        return {}
 
     def _run_phase(self, axes: list[int], nodes: list[Node]) -> None:
         """One loop nest over `axes` accumulating every reduction in `nodes`:
@@ -299,14 +306,21 @@ class Generator:
 
     def _accumulate(self, node: Node, acc_value) -> Any:
         if node.op == "matmul":
-            expansion = self.plan.expansions[node]
-            a_map, b_map = matmul_operand_maps(node, self._natural_map(node), self.plan.matmul_axes)
-            a = self.gen(expansion.core_a, a_map)
-            b = self.gen(expansion.core_b, b_map)
-            return self._dot(a, b, acc_value, node.attrs.get("precision"))
+            if self.plan.low_rank:
+                from kgc.tiling.low_rank import pinned_side
+                with pinned_side(self, node):
+                    return self._accumulate_dot(node, acc_value)
+            return self._accumulate_dot(node, acc_value)
         x = self.gen(node.operands[0], self._reduce_input_map(node))
         return self.b.elementwise(COMBINE[node.attrs["kind"]], [acc_value, x.value], {},
                                   node.element, self._shape(x.axes))
+
+    def _accumulate_dot(self, node: Node, acc_value) -> Any:
+        expansion = self.plan.expansions[node]
+        a_map, b_map = matmul_operand_maps(node, self._natural_map(node), self.plan.matmul_axes)
+        a = self.gen(expansion.core_a, a_map)
+        b = self.gen(expansion.core_b, b_map)
+        return self._dot(a, b, acc_value, node.attrs.get("precision"))
 
     def _dot(self, a: Tile, b: Tile, acc_value, precision) -> Any:
         """acc + a @ b with tile_dot's layout: an operand that does not vary
@@ -413,6 +427,9 @@ class Generator:
                 raise Unplannable("a matmul is read through a view in its own kernel")
             if id(node) in self.matmul_accumulators:
                 return self._finish_reduction(node, self.matmul_accumulators[id(node)])
+            if node in self.plan.low_rank:
+                from kgc.tiling.low_rank import product_tile
+                return product_tile(self, node)
             m_axis, _, n_axis = self.plan.matmul_axes
             full = frozenset({m_axis, n_axis})
             expansion = self.plan.expansions[node]

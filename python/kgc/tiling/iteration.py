@@ -67,6 +67,13 @@ class KernelPlan:
     scalar_arguments: tuple[int, ...] = ()
     # The kind of the schedule that made the plan (and writes its program).
     schedule: str = ""
+    # A matmul's k loop shared out between programs (kgc.tiling.split_k.SplitK):
+    # the kernel becomes a partials kernel and a reduce kernel. None: one
+    # kernel.
+    split: object = None
+    # Rank-r products computed after the k loop (kgc.tiling.low_rank):
+    # product Node -> LowRankProduct. Empty: none.
+    low_rank: dict = dataclasses.field(default_factory=dict)
 
     @property
     def num_warps(self) -> int:

@@ -194,9 +194,10 @@ class MlirBuilder(Builder):
     # -- loops --------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def loop(self, axis, extent, step, inits, attributes=None, start=None):
+    def loop(self, axis, extent, step, inits, attributes=None, start=None, end=None):
         lower = self.const(0) if start is None else start
-        upper, stride = self.const(extent), self.const(step)
+        upper = self.const(extent) if end is None else end
+        stride = self.const(step)
         with ir.InsertionPoint(self.frames[-1][0]), self.location:
             loop = scf.ForOp(lower, upper, stride, list(inits))
             if axis is not None:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar, Sequence
 
-from kgc.tiling import plan_cache
+from kgc.tiling import low_rank, plan_cache, split_k
 from kgc.tiling.config import (KernelConfig, MatmulConfig, PointwiseConfig,
                                ReductionConfig)
 from kgc.tiling.generate import Builder, DryBuilder, Generator
@@ -189,7 +189,7 @@ def plan_group(outputs: Sequence[Node], config: KernelConfig | None = None,
 
 def _finish(kind, outputs, order, extents, tile, program_axes, loop_axes, seeds, reduce_axes,
             expansions, matmul_axes, config: KernelConfig, knob_extents: dict,
-            kernel: str | None) -> KernelPlan:
+            kernel: str | None, low_rank_products: dict | None = None) -> KernelPlan:
     maps = infer_maps(order, seeds, reduce_axes, matmul_axes)
     output_maps = []
     for output in outputs:
@@ -208,6 +208,8 @@ def _finish(kind, outputs, order, extents, tile, program_axes, loop_axes, seeds,
     plan = KernelPlan(kind, tuple(extents), tuple(tile), tuple(program_axes), tuple(loop_axes),
                       list(outputs), output_maps, maps, reduce_axes, [], expansions, matmul_axes,
                       config.canonical(knob_extents, kernel), dict(knob_extents))
+    if low_rank_products:
+        plan.low_rank = dict(low_rank_products)
     plan.phases = _phases(plan)
     if plan.num_programs() > _GRID_LIMIT:
         raise Unplannable(f"{plan.num_programs()} programs exceed the grid limit")
@@ -387,11 +389,11 @@ def _plan_reduction(outputs, order, reduces, config: ReductionConfig, kernel) ->
 
 def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel) -> KernelPlan:
     _check_index_range(order)
+    # Main matmuls share the kernel's output shape and k; side matmuls and
+    # rank-r products beside them are LoRA's (kgc.tiling.low_rank).
+    matmuls, side_matmuls, products = low_rank.classify(matmuls, order, outputs)
     first = matmuls[0]
     k_extent = first.operands[0].shape[-1]
-    for mm in matmuls[1:]:
-        if mm.shape != first.shape or mm.operands[0].shape[-1] != k_extent:
-            raise Unplannable("matmuls of one kernel must share their output shape and K")
     batch = list(first.shape[:-2])
     m_extent, n_extent = first.shape[-2], first.shape[-1]
     extents = batch + [m_extent, k_extent, n_extent]
@@ -403,6 +405,11 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel) -> Kerne
     c_map = IndexMap.select(extents, list(range(nb)) + [m_axis, n_axis])
     seeds = {mm: c_map for mm in matmuls}
     reduce_axes = {mm: (k_axis,) for mm in matmuls}
+    for side in side_matmuls:
+        seeds[side] = low_rank.side_seed(c_map, side, n_axis)
+        reduce_axes[side] = (k_axis,)
+    for rank_product in products:
+        seeds[rank_product] = c_map
 
     # Maps of everything, to find what the epilogue reduces over.
     maps = infer_maps(order, seeds, reduce_axes, axes)
@@ -439,11 +446,19 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel) -> Kerne
         block_n = _knob(config.block_n, default_n)
     block_k = _knob(config.block_k, min(default_k, k_extent))
     group_m = _knob(config.group_m, 8)
+    splits = split_k.split_count(config.split_k, k_extent, block_k)
     tile = [1] * nb + [block_m, block_k, block_n]
-    expansions = {mm: _expand_matmul(mm, maps, axes, reduce_axes) for mm in matmuls}
+    expansions = {mm: _expand_matmul(mm, maps, axes, reduce_axes)
+                  for mm in matmuls + side_matmuls + list(products)}
     program_axes = tuple(a for a in list(range(nb)) + [m_axis, n_axis]
                          if ceil_div(extents[a], tile[a]) > 1)
     loop_axes = (k_axis,) if block_k < k_extent else ()
+    if side_matmuls and not loop_axes:
+        raise Unplannable("a side matmul of rank-r products needs a k loop to ride along")
+    for side in side_matmuls:
+        if side.shape[-1] > block_n:
+            raise Unplannable(f"a side matmul of rank {side.shape[-1]} needs an n tile of as "
+                              f"many columns; block_n is {block_n}")
     # Measured on H100/H200 (benchmarks/sweep_tiles.py): 4 warps up to one
     # 128x128 accumulator, 8 beyond (two dots share a kernel in a gated
     # MLP); a deeper pipeline for small tiles.
@@ -455,9 +470,11 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel) -> Kerne
                             num_programs=config.num_programs,
                             num_stages=_knob(config.num_stages, stages_default),
                             block_m=block_m, block_n=block_n, block_k=block_k, group_m=group_m,
-                            **flags)
+                            **flags, **({"split_k": splits} if splits > 1 else {}))
     plan = _finish("matmul", outputs, order, extents, tile, program_axes, loop_axes, seeds,
-                   reduce_axes, expansions, axes, resolved, knob_extents, kernel)
+                   reduce_axes, expansions, axes, resolved, knob_extents, kernel, products)
+    if splits > 1:
+        split_k.attach(plan, splits, kernel)
     k_loop = {f"tt.{name}": True for name, value in flags.items() if value}
     if k_loop:
         plan.loop_attributes[k_axis] = k_loop

@@ -56,8 +56,15 @@ class OffsetRanges:
         if ir.BlockArgument(value).arg_number != 0:
             return UNKNOWN
         lower, upper, step = (self.of(parent.operation.operands[i]) for i in range(3))
-        if upper[0] != upper[1] or step[0] != step[1] or step[0] <= 0:
+        if step[0] != step[1] or step[0] <= 0:
             return UNKNOWN
+        if upper[0] != upper[1]:
+            # An end known only within bounds (a split-K kernel's k loop
+            # stops at its split's end): the variable stays below the
+            # largest end.
+            if math.isinf(lower[0]) or math.isinf(upper[1]):
+                return UNKNOWN
+            return (lower[0], max(lower[0], upper[1] - 1))
         if lower[0] != lower[1]:
             # A start known only within bounds (a persistent program's loop
             # from its program id): the variable stays below the end.

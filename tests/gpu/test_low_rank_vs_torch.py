@@ -1,0 +1,27 @@
+"""LoRA as one kernel (kgc.tiling.low_rank) on the GPU against torch, in
+f16, bf16 and f32, on row counts of 3, 16 and 17, k of 1000, 4096 and 4097,
+n that is not a multiple of the tile, and ranks from 1 to 64."""
+
+import pytest
+
+import kgc
+from tests.gpu.test_split_k_vs_torch import TOLERANCE, _inputs
+from tests.test_split_k import lora
+
+torch = pytest.importorskip("torch")
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.parametrize("m,k,n,rank", [(3, 1000, 300, 16), (17, 4097, 77, 16), (16, 4096, 4096, 16),
+                                        (16, 4096, 4096, 64), (5, 1000, 200, 1)])
+@pytest.mark.parametrize("dtype", ["f16", "bf16", "f32"])
+def test_lora_one_kernel_matches_torch(dtype, m, k, n, rank):
+    graph, reference = lora(m, k, n, dtype, rank=rank)
+    compiled = kgc.compile(graph)
+    assert len(compiled.function.launches) == 1
+    inputs = _inputs(graph, dtype, seed=rank)
+    got = compiled.run(*inputs, poison=True)
+    atol, rtol = TOLERANCE[dtype]
+    torch.testing.assert_close(got.float(), reference(*inputs).float(),
+                               atol=atol * (k / 1000) ** 0.5, rtol=rtol)

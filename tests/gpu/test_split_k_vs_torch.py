@@ -1,0 +1,75 @@
+"""Split-K matmul kernels on the GPU against torch: GEMV, RMSNorm + MatMul,
+the gated MLP and LoRA, with every matmul kernel split, on row counts of 1,
+3 and 17, k of 1000 and 4097, n that is not a multiple of the tile, and the
+workloads' own shapes (benchmarks/split_k.py), in f16, bf16 and f32."""
+
+import pytest
+
+import kgc
+from kgc.pipeline.config import GraphConfig
+from kgc.tiling.config import MatmulConfig
+from tests.test_split_k import (bias_gelu_residual, gated_mlp, gemv, lora, matmul_kernels,
+                                rmsnorm_matmul)
+
+torch = pytest.importorskip("torch")
+
+pytestmark = pytest.mark.gpu
+
+DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+TOLERANCE = {"f32": (2e-3, 1e-3), "f16": (2e-2, 1e-2), "bf16": (6e-2, 3e-2)}
+
+
+SHAPES = [(1, 1000, 300), (3, 4097, 1000), (17, 1000, 300), (17, 4097, 77)]
+GRAPHS = {"gemv": gemv, "rmsnorm_matmul": rmsnorm_matmul, "gated_mlp": gated_mlp, "lora": lora,
+          "bias_gelu_residual": bias_gelu_residual}
+
+
+def _compile_split(graph: kgc.Graph, split: int):
+    config = GraphConfig(graph.name, None, {name: MatmulConfig(split_k=split)
+                                            for name in matmul_kernels(graph)})
+    return kgc.compile(graph, config=config)
+
+
+def _inputs(graph: kgc.Graph, dtype: str, seed: int):
+    generator = torch.Generator().manual_seed(seed)
+    shapes = [tuple(t.shape) for t in graph.inputs]
+    # Unit-scale weights over k of thousands give outputs of ~30: scaled so
+    # that f16 outputs keep their precision.
+    return [(torch.randn(shape, generator=generator) * (1.0 if i == 0 else 0.1))
+            .to(DTYPES[dtype]).cuda() for i, shape in enumerate(shapes)]
+
+
+@pytest.mark.parametrize("split", [2, 4, 16])
+@pytest.mark.parametrize("m,k,n", SHAPES)
+@pytest.mark.parametrize("dtype", ["f16", "bf16", "f32"])
+@pytest.mark.parametrize("name", list(GRAPHS))
+def test_split_k_matches_torch(name, dtype, m, k, n, split):
+    graph, reference = GRAPHS[name](m, k, n, dtype)
+    compiled = _compile_split(graph, split)
+    assert any(launch.kernel.endswith("_partials") for launch in compiled.function.launches)
+    inputs = _inputs(graph, dtype, seed=split)
+    got = compiled.run(*inputs, poison=True)
+    want = reference(*inputs)
+    atol, rtol = TOLERANCE[dtype]
+    torch.testing.assert_close(got.float(), want.float(), atol=atol * (k / 1000) ** 0.5, rtol=rtol)
+
+
+@pytest.mark.parametrize("name,shape", [("rmsnorm_matmul", (16, 4096, 6144)),
+                                        ("gated_mlp", (8, 4096, 11008)),
+                                        ("lora", (16, 4096, 4096))])
+@pytest.mark.parametrize("split", [2, 4, 8, 16])
+def test_the_benchmarked_workloads_split_match_torch(name, shape, split):
+    graph, reference = GRAPHS[name](*shape, "f16")
+    compiled = _compile_split(graph, split)
+    inputs = _inputs(graph, "f16", seed=0)
+    got = compiled.run(*inputs, poison=True)
+    torch.testing.assert_close(got.float(), reference(*inputs).float(), atol=5e-2, rtol=2e-2)
+
+
+def test_split_k_is_deterministic():
+    graph, _ = rmsnorm_matmul(16, 4096, 6144, "f16")
+    compiled = _compile_split(graph, 8)
+    inputs = _inputs(graph, "f16", seed=1)
+    first = compiled(*inputs)
+    for _ in range(5):
+        assert torch.equal(compiled(*inputs), first)
