@@ -427,8 +427,12 @@ def Kg_KernelOp : Kg_Op<"kernel", [IsolatedFromAbove, SingleBlock,
     `num_stages` positive. `num_programs` (positive) makes the kernel
     persistent: that many programs walk its tiles. `warp_specialize` and
     `flatten` ask Triton to
-    warp-specialize or flatten a matmul's k loop. Which values suit a
-    kernel's extents (a power of two, or the whole axis) `kg-tile` checks.
+    warp-specialize or flatten a matmul's k loop. Attention kernels take
+    `block_m` (queries), `block_n` (keys), `split_kv` (positive: programs
+    that share one row's keys, each writing a partial result that a second
+    kernel combines; 1 is one kernel) and `pack_heads` (the query heads of
+    one key/value head share a dot). Which values suit a kernel's extents
+    (a power of two, or the whole axis) `kg-tile` checks.
 
     Example:
 
@@ -448,7 +452,9 @@ def Kg_KernelOp : Kg_Op<"kernel", [IsolatedFromAbove, SingleBlock,
                        OptionalAttr<I64Attr>:$num_warps, OptionalAttr<I64Attr>:$num_stages,
                        OptionalAttr<I64Attr>:$num_programs,
                        OptionalAttr<BoolAttr>:$warp_specialize,
-                       OptionalAttr<BoolAttr>:$flatten);
+                       OptionalAttr<BoolAttr>:$flatten,
+                       OptionalAttr<I64Attr>:$split_kv,
+                       OptionalAttr<BoolAttr>:$pack_heads);
   let results = (outs Variadic<Kg_Tensor>:$outputs);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name `(` $inputs `)` attr-dict-with-keyword `:` "

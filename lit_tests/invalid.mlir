@@ -938,7 +938,7 @@ func.func @tile_dot_rank(%a: tensor<16x16xf16>) -> tensor<16x16xf16> {
   ^bb0(%x: memref<16x16xf16>, %out: memref<16x16xf16>):
     %t = kg.constant 0.0 : tensor<16x16xf16>
     %acc = kg.constant 0.0 : tensor<16x16xf32>
-    // expected-error @+1 {{takes tiles of one rank, 3 or more, whose last axes are M, K and N; got a 'tensor<16x16xf16>'}}
+    // expected-error @+1 {{takes tiles of one rank, 3 or more, whose last axes (or the axes dims names) are M, K and N; got a 'tensor<16x16xf16>'}}
     %d = kg.tile_dot %t, %t, %acc : (tensor<16x16xf16>, tensor<16x16xf16>, tensor<16x16xf32>) -> tensor<16x16xf32>
     kg.yield
   }

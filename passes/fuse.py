@@ -12,6 +12,7 @@ Argument: `kg-fuse`. Options:
     fuse-epilogue=BOOL   fuse the consumers of a matmul's result
     merge-siblings=BOOL  merge matmuls whose results meet (gated MLP)
     merge-reductions=BOOL  merge reductions that feed one another
+    fuse-attention=BOOL  softmax(Q K^T [* scale] [+ mask]) V as one kernel
 
 The decisions are all true by default; kgc.fusion.greedy says which merges
 each governs. A function's ops may also carry `kg.fusion_group = N`: ops of
@@ -39,6 +40,10 @@ back. So:
       in an epilogue (silu(x W1) * (x W2))    =>  one matmul kernel
     matmul + softmax over a row that fits one
       tile (n <= 256)                         =>  one matmul kernel
+    matmul(softmax(matmul(Q, K^T) [* scale]
+      [+ mask]), V), any number of keys       =>  one attention kernel
+                                                  (online softmax; see
+                                                  kgc.tiling.attention)
 
 Constants are copied into every kernel that uses them. Values used outside
 their group become kernel results. Ops that are not fused (the return, a
@@ -91,6 +96,7 @@ class KgFuse(Pass):
     fuse_epilogue = Option(bool, True, "fuse the consumers of a matmul's result")
     merge_siblings = Option(bool, True, "merge matmuls whose results meet (gated MLP)")
     merge_reductions = Option(bool, True, "merge reductions that feed one another")
+    fuse_attention = Option(bool, True, "make softmax(Q K^T) V one attention kernel")
 
     def decisions(self) -> FusionDecisions:
         return FusionDecisions(**{name.replace("-", "_"): getattr(self, name.replace("-", "_"))

@@ -52,17 +52,19 @@ class Builder:
                     shape: Sequence[int]) -> Any: ...
     def reduce(self, kind: str, x: Any, axes: Sequence[int], element: str,
                shape: Sequence[int]) -> Any: ...
-    def dot(self, a: Any, b: Any, acc: Any, precision: str | None, shape: Sequence[int]) -> Any: ...
+    def dot(self, a: Any, b: Any, acc: Any, precision: str | None, shape: Sequence[int],
+            dims: Sequence[int] | None = None) -> Any: ...  # dims: the (M, K, N) axes
     def mask(self, offsets: Sequence[Any], lower: Sequence[int], upper: Sequence[int],
              shape: Sequence[int]) -> Any: ...
     def select(self, mask: Any, a: Any, b: Any, element: str, shape: Sequence[int]) -> Any: ...
     def broadcast(self, x: Any, element: str, shape: Sequence[int]) -> Any: ...
 
     @contextlib.contextmanager
-    def loop(self, axis: int | None, extent: int, step: int, inits: Sequence[Any],
+    def loop(self, axis: int | None, extent: int | Any, step: int, inits: Sequence[Any],
              attributes: dict | None = None, start: Any = None) -> Iterator[Any]:
         """A loop over `axis` (None: over tiles of a persistent program)
-        from `start` (a scalar; None: 0) to `extent` carrying `inits`;
+        from `start` (a scalar; None: 0) to `extent` (a number or a scalar)
+        carrying `inits`;
         yields a LoopBody whose
         `offset` is the loop offset and `carried` the current values. Set
         `body.results` to the values to carry on; after the block
