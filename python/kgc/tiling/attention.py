@@ -306,6 +306,10 @@ def _plan(pattern: AttentionPattern, outputs, order, config: AttentionConfig, ke
         block_m = config.block_m or min(m_extent, 64 if m_extent > 16 else 16)
         if block_m > m_extent:
             block_m = m_extent
+        # Few heads of many queries: smaller query tiles keep the SMs busy.
+        while config.block_m is None and block_m > 16 and block_m & (block_m - 1) == 0 and \
+                _product(extents) * ceil_div(m_extent, block_m) < _SM_COUNT:
+            block_m //= 2
     programs = _product(extents) // (g_extent if pack else 1) * ceil_div(m_extent, block_m)
     splits = config.split_kv
     if splits is None:
