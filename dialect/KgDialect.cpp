@@ -604,7 +604,8 @@ static LogicalResult verifyKnobs(KernelOp op) {
       {"block_x", op.getBlockXAttr()}, {"block_r", op.getBlockRAttr()},
       {"num_stages", op.getNumStagesAttr()},
       {"num_programs", op.getNumProgramsAttr()},
-      {"split_k", op.getSplitKAttr()}};
+      {"split_k", op.getSplitKAttr()},
+      {"split_kv", op.getSplitKvAttr()}};
   for (auto [name, attr] : sizes)
     if (attr && attr.getInt() < 1)
       return op.emitOpError() << name << " = " << attr.getInt()
@@ -753,25 +754,42 @@ LogicalResult TileDotOp::verify() {
   int64_t rank = a.getRank();
   if (rank < 3 || b.getRank() != rank || acc.getRank() != rank)
     return emitOpError() << "takes tiles of one rank, 3 or more, whose last "
-                            "axes are M, K and N; got a "
+                            "axes (or the axes dims names) are M, K and N; got a "
                          << a << ", b " << b << " and acc " << acc;
   if (failed(verifyDotOperandTypes(*this, a, b, getPrecision())))
     return failure();
-  auto leadingAreOne = [&](RankedTensorType type) {
-    return llvm::all_of(type.getShape().drop_back(3),
-                        [](int64_t d) { return d == 1; });
+  int64_t m = rank - 3, k = rank - 2, n = rank - 1;
+  if (std::optional<ArrayRef<int64_t>> dims = getDims()) {
+    if (dims->size() != 3 || llvm::any_of(*dims, [&](int64_t d) {
+          return d < 0 || d >= rank;
+        }) || (*dims)[0] == (*dims)[1] || (*dims)[1] == (*dims)[2] ||
+        (*dims)[0] == (*dims)[2])
+      return emitOpError() << "dims must name three distinct axes below "
+                           << rank << " (M, K, N)";
+    m = (*dims)[0];
+    k = (*dims)[1];
+    n = (*dims)[2];
+  }
+  // Every axis but the two an operand spans is 1.
+  auto spans = [&](RankedTensorType type, int64_t x, int64_t y) {
+    for (auto [axis, size] : llvm::enumerate(type.getShape()))
+      if ((int64_t)axis != x && (int64_t)axis != y && size != 1)
+        return false;
+    return true;
   };
-  ArrayRef<int64_t> as = a.getShape().take_back(3), bs = b.getShape().take_back(3),
-                    cs = acc.getShape().take_back(3);
-  if (!leadingAreOne(a) || !leadingAreOne(b) || !leadingAreOne(acc) ||
-      as[2] != 1 || bs[0] != 1 || cs[1] != 1)
+  if (!getDims() && (!spans(a, m, k) || !spans(b, k, n) || !spans(acc, m, n)))
     return emitOpError() << "expects a [..., M, K, 1], b [..., 1, K, N] and acc "
                             "[..., M, 1, N] with leading axes of 1; got a "
                          << a << ", b " << b << " and acc " << acc;
-  if (as[1] != bs[1])
+  if (!spans(a, m, k) || !spans(b, k, n) || !spans(acc, m, n))
+    return emitOpError() << "expects a over axes M, K (" << m << ", " << k
+                         << "), b over K, N (" << k << ", " << n
+                         << ") and acc over M, N, every other axis 1; got a "
+                         << a << ", b " << b << " and acc " << acc;
+  if (a.getDimSize(k) != b.getDimSize(k))
     return emitOpError() << "contracting dimensions differ: a " << a << " and b "
                          << b;
-  if (cs[0] != as[0] || cs[2] != bs[2])
+  if (acc.getDimSize(m) != a.getDimSize(m) || acc.getDimSize(n) != b.getDimSize(n))
     return emitOpError() << "acc " << acc << " must be [..., M, 1, N] for a " << a
                          << " and b " << b;
   if (out != acc)

@@ -571,8 +571,12 @@ def Kg_KernelOp : Kg_Op<"kernel", [IsolatedFromAbove, SingleBlock,
     shares a matmul's k loop out between that many programs per tile: kg-tile
     makes the kernel a partials kernel and a reduce kernel. `warp_specialize`
     and `flatten` ask Triton to
-    warp-specialize or flatten a matmul's k loop. Which values suit a
-    kernel's extents (a power of two, or the whole axis) `kg-tile` checks.
+    warp-specialize or flatten a matmul's k loop. Attention kernels take
+    `block_m` (queries), `block_n` (keys), `split_kv` (positive: programs
+    that share one row's keys, each writing a partial result that a second
+    kernel combines; 1 is one kernel) and `pack_heads` (the query heads of
+    one key/value head share a dot). Which values suit a kernel's extents
+    (a power of two, or the whole axis) `kg-tile` checks.
 
     Example:
 
@@ -593,7 +597,9 @@ def Kg_KernelOp : Kg_Op<"kernel", [IsolatedFromAbove, SingleBlock,
                        OptionalAttr<I64Attr>:$num_programs,
                        OptionalAttr<I64Attr>:$split_k,
                        OptionalAttr<BoolAttr>:$warp_specialize,
-                       OptionalAttr<BoolAttr>:$flatten);
+                       OptionalAttr<BoolAttr>:$flatten,
+                       OptionalAttr<I64Attr>:$split_kv,
+                       OptionalAttr<BoolAttr>:$pack_heads);
   let results = (outs Variadic<Kg_Tensor>:$outputs);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name `(` $inputs `)` attr-dict-with-keyword `:` "

@@ -163,15 +163,24 @@ def Kg_TileDotOp : Kg_Op<"tile_dot", [Pure]> {
     M, N and K of at least 16, operands of f16, bf16, the 8-bit floats, or
     f32 with a `precision`.
 
+    `dims = [m, k, n]` names other axes as M, K and N (three distinct axes
+    of the tiles, any order): `a` then spans M and K, `b` K and N, `acc`
+    M and N, and every other axis is 1. An attention kernel iterates over
+    (..., queries, keys, head dim) and takes both Q K^T (M = queries,
+    K = head dim, N = keys: `dims = [r-3, r-1, r-2]`) and P V (the
+    default) in one space.
+
     Example:
 
     ```mlir
     %d = kg.tile_dot %a, %b, %acc : (tensor<64x32x1xf16>, tensor<1x32x128xf16>, tensor<64x1x128xf32>) -> tensor<64x1x128xf32>
+    %s = kg.tile_dot %q, %k, %zero {dims = array<i64: 0, 2, 1>} : (tensor<64x1x128xf16>, tensor<1x32x128xf16>, tensor<64x32x1xf32>) -> tensor<64x32x1xf32>
     ```
   }];
   let arguments = (ins Kg_Tensor:$a, Kg_Tensor:$b,
                        StaticShapeTensorOf<[F32]>:$acc,
-                       OptionalAttr<Kg_Precision>:$precision);
+                       OptionalAttr<Kg_Precision>:$precision,
+                       OptionalAttr<DenseI64ArrayAttr>:$dims);
   let results = (outs StaticShapeTensorOf<[F32]>:$out);
   let assemblyFormat = "$a `,` $b `,` $acc (`precision` `=` $precision^)? "
                        "attr-dict `:` functional-type(operands, results)";

@@ -382,3 +382,33 @@ func.func @casts_and_logic(%x: tensor<1000xf16>, %i: tensor<1000xi32>, %b: tenso
   }
   return %y#0, %y#1, %y#2 : tensor<1000xi1>, tensor<1000xf32>, tensor<1000xi32>
 }
+
+// -----
+
+// A dot whose dims name its axes out of order: Q K^T's b (K) spans keys
+// (axis 2) before the head dimension (axis 3), its contracted axis, so its
+// lanes are [keys, head dim] and tt.dot takes their transpose; P V's axes
+// are in order and go to tt.dot as they are.
+// CHECK-LABEL: module @attention_rows_0
+// CHECK: scf.for
+// CHECK: %[[KT:.*]] = "tt.trans"(%{{.*}}) {order = array<i32: 1, 0>} : (tensor<32x64xf16>) -> tensor<64x32xf16>
+// CHECK-NEXT: "tt.dot"(%{{.*}}, %[[KT]], %{{.*}}) {{.*}} : (tensor<16x64xf16>, tensor<64x32xf16>, tensor<16x32xf32>) -> tensor<16x32xf32>
+// CHECK-NOT: tt.trans
+// CHECK: "tt.dot"(%{{.*}}, %{{.*}}, %{{.*}}) {{.*}} : (tensor<16x32xf16>, tensor<32x64xf16>, tensor<16x64xf32>) -> tensor<16x64xf32>
+func.func @attention_rows(%q: tensor<2x3x64xf16>, %k: tensor<2x100x64xf16>, %v: tensor<2x100x64xf16>) -> tensor<2x3x64xf16> {
+  %o = kg.kernel @attention_rows_0(%k, %q, %v) attributes {split_kv = 1, block_n = 32} : (tensor<2x100x64xf16>, tensor<2x3x64xf16>, tensor<2x100x64xf16>) -> tensor<2x3x64xf16> {
+  ^bb0(%a: tensor<2x100x64xf16>, %b: tensor<2x3x64xf16>, %c: tensor<2x100x64xf16>):
+    %kt = kg.transpose %a [0, 2, 1] : tensor<2x100x64xf16> -> tensor<2x64x100xf16>
+    %s = kg.matmul %b, %kt : (tensor<2x3x64xf16>, tensor<2x64x100xf16>) -> tensor<2x3x100xf16>
+    %x = kg.cast %s {kg.promotion} : tensor<2x3x100xf16> to tensor<2x3x100xf32>
+    %m = kg.reduce max %x dims [2] keepdim : tensor<2x3x100xf32> -> tensor<2x3x1xf32>
+    %d = kg.sub %x, %m : (tensor<2x3x100xf32>, tensor<2x3x1xf32>) -> tensor<2x3x100xf32>
+    %e = kg.exp %d : tensor<2x3x100xf32>
+    %z = kg.reduce sum %e dims [2] keepdim : tensor<2x3x100xf32> -> tensor<2x3x1xf32>
+    %p = kg.div %e, %z : (tensor<2x3x100xf32>, tensor<2x3x1xf32>) -> tensor<2x3x100xf32>
+    %ph = kg.cast %p {kg.promotion} : tensor<2x3x100xf32> to tensor<2x3x100xf16>
+    %out = kg.matmul %ph, %c : (tensor<2x3x100xf16>, tensor<2x100x64xf16>) -> tensor<2x3x64xf16>
+    kg.yield %out : tensor<2x3x64xf16>
+  }
+  return %o : tensor<2x3x64xf16>
+}

@@ -1157,7 +1157,7 @@ func.func @tile_dot_rank(%a: tensor<16x16xf16>) -> tensor<16x16xf16> {
   ^bb0(%x: memref<16x16xf16>, %out: memref<16x16xf16>):
     %t = kg.constant 0.0 : tensor<16x16xf16>
     %acc = kg.constant 0.0 : tensor<16x16xf32>
-    // expected-error @+1 {{takes tiles of one rank, 3 or more, whose last axes are M, K and N; got a 'tensor<16x16xf16>'}}
+    // expected-error @+1 {{takes tiles of one rank, 3 or more, whose last axes (or the axes dims names) are M, K and N; got a 'tensor<16x16xf16>'}}
     %d = kg.tile_dot %t, %t, %acc : (tensor<16x16xf16>, tensor<16x16xf16>, tensor<16x16xf32>) -> tensor<16x16xf32>
     kg.yield
   }
@@ -1575,6 +1575,34 @@ func.func @tile_range_shape(%a: tensor<16x16xf32>) -> tensor<16x16xf32> {
 
 // -----
 
+// Knob attributes: split_kv (an attention kernel's key splits) is positive.
+func.func @kernel_bad_split_kv(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{split_kv = 0 must be a positive integer}}
+  %y = kg.kernel @k(%a) attributes {split_kv = 0} : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%x: tensor<4xf32>):
+    kg.yield %x : tensor<4xf32>
+  }
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// tile_dot: dims names three distinct axes of the tiles.
+func.func @tile_dot_dims_repeated(%a: tensor<16x16xf16>) -> tensor<16x16xf16> {
+  %y = kg.kernel @k(%a) : (tensor<16x16xf16>) -> tensor<16x16xf16> {
+  ^bb0(%x: memref<16x16xf16>, %out: memref<16x16xf16>):
+    %ta = kg.constant 0.0 : tensor<16x1x16xf16>
+    %tb = kg.constant 0.0 : tensor<1x16x16xf16>
+    %acc = kg.constant 0.0 : tensor<16x16x1xf32>
+    // expected-error @+1 {{dims must name three distinct axes below 3 (M, K, N)}}
+    %d = kg.tile_dot %ta, %tb, %acc {dims = array<i64: 0, 2, 2>} : (tensor<16x1x16xf16>, tensor<1x16x16xf16>, tensor<16x16x1xf32>) -> tensor<16x16x1xf32>
+    kg.yield
+  }
+  return %y : tensor<16x16xf16>
+}
+
+// -----
+
 // tile_range's axis is a dimension of its result.
 func.func @tile_range_axis(%a: tensor<16x16xf32>) -> tensor<16x16xf32> {
   %y = kg.kernel @k(%a) : (tensor<16x16xf32>) -> tensor<16x16xf32> {
@@ -1595,4 +1623,21 @@ func.func @tile_range_outside_kernel() -> tensor<16xi32> {
   // expected-error @+1 {{is a tile op and must be inside the body of a tiled kg.kernel}}
   %r = kg.tile_range %c0 axis 0 : tensor<16xi32>
   return %r : tensor<16xi32>
+}
+
+// -----
+
+// tile_dot: with dims = [M, K, N] = [0, 2, 1], a spans axes 0 and 2, b
+// axes 2 and 1, acc axes 0 and 1; here a spans 0 and 1.
+func.func @tile_dot_dims_layout(%a: tensor<16x16xf16>) -> tensor<16x16xf16> {
+  %y = kg.kernel @k(%a) : (tensor<16x16xf16>) -> tensor<16x16xf16> {
+  ^bb0(%x: memref<16x16xf16>, %out: memref<16x16xf16>):
+    %ta = kg.constant 0.0 : tensor<16x16x1xf16>
+    %tb = kg.constant 0.0 : tensor<1x16x16xf16>
+    %acc = kg.constant 0.0 : tensor<16x16x1xf32>
+    // expected-error @+1 {{expects a over axes M, K (0, 2), b over K, N (2, 1) and acc over M, N, every other axis 1}}
+    %d = kg.tile_dot %ta, %tb, %acc {dims = array<i64: 0, 2, 1>} : (tensor<16x16x1xf16>, tensor<1x16x16xf16>, tensor<16x16x1xf32>) -> tensor<16x16x1xf32>
+    kg.yield
+  }
+  return %y : tensor<16x16xf16>
 }

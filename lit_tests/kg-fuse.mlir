@@ -6,6 +6,8 @@
 // The first part of this file is composite (softmax, norms, f16 math) and
 // runs through kg-decompose first:
 // RUN: kgc-opt %s --kg-decompose --kg-fuse | FileCheck %s
+// The attention kernels of the first part without the attention fusion:
+// RUN: kgc-opt %s --kg-decompose --kg-fuse='fuse-attention=false' | FileCheck %s --check-prefix=NOATT
 // The second part, from the line `// PRIMITIVE INPUT`, is made of primitives
 // already and runs through kg-fuse alone:
 // RUN: sed -n '/^\/\/ PRIMITIVE INPUT$/,$p' %s | kgc-opt --kg-fuse | FileCheck %s --check-prefix=PRIM
@@ -126,23 +128,37 @@ func.func @gated_mlp(%x: tensor<64x512xf16>, %w1: tensor<512x1024xf16>, %w2: ten
 // Attention: softmax(q @ k^T) @ v
 // ---------------------------------------------------------------------------
 
-// A row of n = 256 scores fits one tile: the softmax is the first matmul's
-// epilogue, and the second matmul is a kernel of its own.
+// Q K^T, the softmax over keys and the matmul by V are one attention kernel
+// (an online softmax over blocks of keys, kgc.tiling.attention), with the
+// transpose of K inside. With fuse-attention=false, a row of n = 256 scores
+// fits one tile: the softmax is the first matmul's epilogue, and the second
+// matmul is a kernel of its own.
 // CHECK-LABEL: func.func @attention(
 // CHECK-SAME: %[[Q:.*]]: tensor<64x64xf16>, %[[KEY:.*]]: tensor<256x64xf16>, %[[V:.*]]: tensor<256x64xf16>)
-// CHECK-NEXT: %[[P:.*]] = kg.kernel @attention_0_matmul(%[[KEY]], %[[Q]]) : (tensor<256x64xf16>, tensor<64x64xf16>) -> tensor<64x256xf16> {
+// CHECK-NEXT: %[[O:.*]] = kg.kernel @attention_0_attention(%[[KEY]], %[[Q]], %[[V]]) : (tensor<256x64xf16>, tensor<64x64xf16>, tensor<256x64xf16>) -> tensor<64x64xf16> {
 // CHECK: kg.transpose
 // CHECK-NEXT: kg.matmul
 // CHECK: kg.reduce max
 // CHECK: kg.reduce sum
-// CHECK: kg.yield
-// CHECK-NEXT: }
-// CHECK-NEXT: %[[O:.*]] = kg.kernel @attention_1_matmul(%[[P]], %[[V]]) : (tensor<64x256xf16>, tensor<256x64xf16>) -> tensor<64x64xf16> {
-// CHECK-NEXT: ^bb0
-// CHECK-NEXT: kg.matmul
+// CHECK: kg.matmul
 // CHECK-NEXT: kg.yield
 // CHECK-NEXT: }
 // CHECK-NEXT: return %[[O]]
+// NOATT-LABEL: func.func @attention(
+// NOATT-SAME: %[[Q:.*]]: tensor<64x64xf16>, %[[KEY:.*]]: tensor<256x64xf16>, %[[V:.*]]: tensor<256x64xf16>)
+// NOATT-NEXT: %[[P:.*]] = kg.kernel @attention_0_matmul(%[[KEY]], %[[Q]]) : (tensor<256x64xf16>, tensor<64x64xf16>) -> tensor<64x256xf16> {
+// NOATT: kg.transpose
+// NOATT-NEXT: kg.matmul
+// NOATT: kg.reduce max
+// NOATT: kg.reduce sum
+// NOATT: kg.yield
+// NOATT-NEXT: }
+// NOATT-NEXT: %[[O:.*]] = kg.kernel @attention_1_matmul(%[[P]], %[[V]]) : (tensor<64x256xf16>, tensor<256x64xf16>) -> tensor<64x64xf16> {
+// NOATT-NEXT: ^bb0
+// NOATT-NEXT: kg.matmul
+// NOATT-NEXT: kg.yield
+// NOATT-NEXT: }
+// NOATT-NEXT: return %[[O]]
 func.func @attention(%q: tensor<64x64xf16>, %k: tensor<256x64xf16>, %v: tensor<256x64xf16>) -> tensor<64x64xf16> {
   %kt = kg.transpose %k [1, 0] : tensor<256x64xf16> -> tensor<64x256xf16>
   %s = kg.matmul %q, %kt : (tensor<64x64xf16>, tensor<64x256xf16>) -> tensor<64x256xf16>
@@ -151,28 +167,123 @@ func.func @attention(%q: tensor<64x64xf16>, %k: tensor<256x64xf16>, %v: tensor<2
   return %o : tensor<64x64xf16>
 }
 
-// A row of n = 512 does not fit a matmul epilogue: the scores leave the
-// first kernel, and the softmax becomes the prologue of the second matmul,
-// whose k it reduces over (the max in a loop of its own, the sum beside
-// the dot, the division by it after the loop).
+// However many keys: one attention kernel. With fuse-attention=false, a row
+// of n = 512 does not fit a matmul epilogue: the scores leave the first
+// kernel, and the softmax becomes the prologue of the second matmul, whose
+// k it reduces over (the max in a loop of its own, the sum beside the dot,
+// the division by it after the loop).
 // CHECK-LABEL: func.func @attention_wide(
-// CHECK-NEXT: %[[S:.*]] = kg.kernel @attention_wide_0_matmul(%{{.*}}, %{{.*}}) : (tensor<512x64xf16>, tensor<64x64xf16>) -> tensor<64x512xf32> {
-// CHECK-NOT: kg.reduce
-// CHECK: kg.yield
-// CHECK-NEXT: }
-// CHECK-NEXT: %[[O:.*]] = kg.kernel @attention_wide_1_matmul(%[[S]], %{{.*}}) : (tensor<64x512xf32>, tensor<512x64xf16>) -> tensor<64x64xf16> {
+// CHECK-NEXT: %[[O:.*]] = kg.kernel @attention_wide_0_attention(%{{.*}}, %{{.*}}, %{{.*}}) : (tensor<512x64xf16>, tensor<64x64xf16>, tensor<512x64xf16>) -> tensor<64x64xf16> {
 // CHECK: kg.reduce max %{{.*}} dims [1] keepdim : tensor<64x512xf32> -> tensor<64x1xf32>
-// CHECK: kg.reduce sum
 // CHECK: kg.matmul
-// CHECK: kg.yield
+// CHECK-NEXT: kg.yield
 // CHECK-NEXT: }
 // CHECK-NEXT: return %[[O]]
+// NOATT-LABEL: func.func @attention_wide(
+// NOATT-NEXT: %[[S:.*]] = kg.kernel @attention_wide_0_matmul(%{{.*}}, %{{.*}}) : (tensor<512x64xf16>, tensor<64x64xf16>) -> tensor<64x512xf32> {
+// NOATT-NOT: kg.reduce
+// NOATT: kg.yield
+// NOATT-NEXT: }
+// NOATT-NEXT: %[[O:.*]] = kg.kernel @attention_wide_1_matmul(%[[S]], %{{.*}}) : (tensor<64x512xf32>, tensor<512x64xf16>) -> tensor<64x64xf16> {
+// NOATT: kg.reduce max %{{.*}} dims [1] keepdim : tensor<64x512xf32> -> tensor<64x1xf32>
+// NOATT: kg.reduce sum
+// NOATT: kg.matmul
+// NOATT: kg.yield
+// NOATT-NEXT: }
+// NOATT-NEXT: return %[[O]]
 func.func @attention_wide(%q: tensor<64x64xf16>, %k: tensor<512x64xf16>, %v: tensor<512x64xf16>) -> tensor<64x64xf16> {
   %kt = kg.transpose %k [1, 0] : tensor<512x64xf16> -> tensor<64x512xf16>
   %s = kg.matmul %q, %kt : (tensor<64x64xf16>, tensor<64x512xf16>) -> tensor<64x512xf16>
   %p = kg.softmax %s dim 1 : tensor<64x512xf16>
   %o = kg.matmul %p, %v : (tensor<64x512xf16>, tensor<512x64xf16>) -> tensor<64x64xf16>
   return %o : tensor<64x64xf16>
+}
+
+// A scale and an additive mask (a causal mask given as an input) between
+// Q K^T and the softmax are part of the attention kernel.
+// CHECK-LABEL: func.func @attention_scaled_masked(
+// CHECK-NEXT: %[[O:.*]] = kg.kernel @attention_scaled_masked_0_attention(
+// CHECK: kg.matmul
+// CHECK: kg.mul
+// CHECK: kg.add
+// CHECK: kg.reduce max
+// CHECK: kg.matmul
+// CHECK-NEXT: kg.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: return %[[O]]
+func.func @attention_scaled_masked(%q: tensor<2x4x100x64xf32>, %k: tensor<2x4x1000x64xf32>, %v: tensor<2x4x1000x64xf32>, %mask: tensor<100x1000xf32>) -> tensor<2x4x100x64xf32> {
+  %kt = kg.transpose %k [0, 1, 3, 2] : tensor<2x4x1000x64xf32> -> tensor<2x4x64x1000xf32>
+  %s = kg.matmul %q, %kt : (tensor<2x4x100x64xf32>, tensor<2x4x64x1000xf32>) -> tensor<2x4x100x1000xf32>
+  %c = kg.constant 0.125 : tensor<f32>
+  %scaled = kg.mul %s, %c : (tensor<2x4x100x1000xf32>, tensor<f32>) -> tensor<2x4x100x1000xf32>
+  %masked = kg.add %scaled, %mask : (tensor<2x4x100x1000xf32>, tensor<100x1000xf32>) -> tensor<2x4x100x1000xf32>
+  %p = kg.softmax %masked dim 3 : tensor<2x4x100x1000xf32>
+  %o = kg.matmul %p, %v : (tensor<2x4x100x1000xf32>, tensor<2x4x1000x64xf32>) -> tensor<2x4x100x64xf32>
+  return %o : tensor<2x4x100x64xf32>
+}
+
+// Grouped-query attention: 8 query heads read 2 key/value heads, each
+// broadcast to its 4 query heads (reshape, broadcast_to, reshape). The
+// broadcasts are views inside the attention kernel, not tensors of their own.
+// CHECK-LABEL: func.func @attention_gqa_decode(
+// CHECK-NEXT: %[[O:.*]] = kg.kernel @attention_gqa_decode_0_attention(
+// CHECK-COUNT-2: kg.broadcast_to
+// CHECK: kg.matmul
+// CHECK: kg.matmul
+// CHECK-NEXT: kg.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: return %[[O]]
+func.func @attention_gqa_decode(%q: tensor<1x8x1x128xf16>, %k: tensor<1x2x4096x128xf16>, %v: tensor<1x2x4096x128xf16>) -> tensor<1x8x1x128xf16> {
+  %k5 = kg.reshape %k : tensor<1x2x4096x128xf16> -> tensor<1x2x1x4096x128xf16>
+  %kb = kg.broadcast_to %k5 : tensor<1x2x1x4096x128xf16> -> tensor<1x2x4x4096x128xf16>
+  %kh = kg.reshape %kb : tensor<1x2x4x4096x128xf16> -> tensor<1x8x4096x128xf16>
+  %v5 = kg.reshape %v : tensor<1x2x4096x128xf16> -> tensor<1x2x1x4096x128xf16>
+  %vb = kg.broadcast_to %v5 : tensor<1x2x1x4096x128xf16> -> tensor<1x2x4x4096x128xf16>
+  %vh = kg.reshape %vb : tensor<1x2x4x4096x128xf16> -> tensor<1x8x4096x128xf16>
+  %kt = kg.transpose %kh [0, 1, 3, 2] : tensor<1x8x4096x128xf16> -> tensor<1x8x128x4096xf16>
+  %s = kg.matmul %q, %kt : (tensor<1x8x1x128xf16>, tensor<1x8x128x4096xf16>) -> tensor<1x8x1x4096xf16>
+  %p = kg.softmax %s dim 3 : tensor<1x8x1x4096xf16>
+  %o = kg.matmul %p, %vh : (tensor<1x8x1x4096xf16>, tensor<1x8x4096x128xf16>) -> tensor<1x8x1x128xf16>
+  return %o : tensor<1x8x1x128xf16>
+}
+
+// Not attention: the softmax runs over the queries (dim 0), not over the
+// keys each query weighs, so no online softmax over key blocks computes it.
+// CHECK-LABEL: func.func @softmax_over_queries(
+// CHECK-NOT: _attention
+// CHECK: return
+func.func @softmax_over_queries(%q: tensor<64x64xf32>, %k: tensor<512x64xf32>, %v: tensor<512x64xf32>) -> tensor<64x64xf32> {
+  %kt = kg.transpose %k [1, 0] : tensor<512x64xf32> -> tensor<64x512xf32>
+  %s = kg.matmul %q, %kt : (tensor<64x64xf32>, tensor<64x512xf32>) -> tensor<64x512xf32>
+  %p = kg.softmax %s dim 0 : tensor<64x512xf32>
+  %o = kg.matmul %p, %v : (tensor<64x512xf32>, tensor<512x64xf32>) -> tensor<64x64xf32>
+  return %o : tensor<64x64xf32>
+}
+
+// Not attention: the probabilities are weighed elementwise, not by a matmul
+// with V, so there is no P V to accumulate block by block.
+// CHECK-LABEL: func.func @softmax_times_values(
+// CHECK-NOT: _attention
+// CHECK: return
+func.func @softmax_times_values(%q: tensor<64x64xf32>, %k: tensor<512x64xf32>, %v: tensor<64x512xf32>) -> tensor<64x512xf32> {
+  %kt = kg.transpose %k [1, 0] : tensor<512x64xf32> -> tensor<64x512xf32>
+  %s = kg.matmul %q, %kt : (tensor<64x64xf32>, tensor<64x512xf32>) -> tensor<64x512xf32>
+  %p = kg.softmax %s dim 1 : tensor<64x512xf32>
+  %o = kg.mul %p, %v : (tensor<64x512xf32>, tensor<64x512xf32>) -> tensor<64x512xf32>
+  return %o : tensor<64x512xf32>
+}
+
+// Not one attention kernel: the probabilities are returned too, and an
+// attention kernel never holds all of a row's probabilities at once.
+// CHECK-LABEL: func.func @attention_probabilities_returned(
+// CHECK-NOT: _attention
+// CHECK: return
+func.func @attention_probabilities_returned(%q: tensor<64x64xf32>, %k: tensor<512x64xf32>, %v: tensor<512x64xf32>) -> (tensor<64x64xf32>, tensor<64x512xf32>) {
+  %kt = kg.transpose %k [1, 0] : tensor<512x64xf32> -> tensor<64x512xf32>
+  %s = kg.matmul %q, %kt : (tensor<64x64xf32>, tensor<64x512xf32>) -> tensor<64x512xf32>
+  %p = kg.softmax %s dim 1 : tensor<64x512xf32>
+  %o = kg.matmul %p, %v : (tensor<64x512xf32>, tensor<512x64xf32>) -> tensor<64x64xf32>
+  return %o, %p : tensor<64x64xf32>, tensor<64x512xf32>
 }
 
 // Scores of n = 512 with a softmax and a relu: the relu is the matmul's
@@ -565,14 +676,16 @@ func.func @read_inside_a_loop(%x: tensor<8xf32>, %n: index) -> tensor<8xf32> {
 // From here on, primitive input under kg-fuse's options: a given partition
 // (op positions count the function's kg ops from 0, constants included),
 // and each decision turned off. With no options every function below is one
-// kernel, but for the attention (two kernels) and the LoRA variants that
-// cannot be folded (three).
+// kernel (the attention too), but for the LoRA variants that cannot be
+// folded (three). The epilogue and prologue decisions are shown on the
+// attention with the attention fusion off, which would otherwise make it one
+// kernel whatever they say.
 // ---------------------------------------------------------------------------
 // RUN: sed -n '/^\/\/ PARTITIONS AND DECISIONS$/,$p' %s | kgc-opt --kg-fuse='function=part_gated_mlp partition=0,2;1,3' | FileCheck %s --check-prefix=GIVEN
 // RUN: sed -n '/^\/\/ PARTITIONS AND DECISIONS$/,$p' %s | kgc-opt --pass-pipeline='builtin.module(kg-fuse{function=part_rmsnorm_matmul partition=0,1,3,5,6,7,8;9})' | FileCheck %s --check-prefix=NOFOLD
 // RUN: sed -n '/^\/\/ PARTITIONS AND DECISIONS$/,$p' %s | kgc-opt --kg-fuse='fold-rms-norm=false' | FileCheck %s --check-prefixes=NOFOLD,NOFOLD-ALL
-// RUN: sed -n '/^\/\/ PARTITIONS AND DECISIONS$/,$p' %s | kgc-opt --kg-fuse='fuse-epilogue=false' | FileCheck %s --check-prefix=NOEPI
-// RUN: sed -n '/^\/\/ PARTITIONS AND DECISIONS$/,$p' %s | kgc-opt --kg-fuse='fuse-prologue=false' | FileCheck %s --check-prefix=NOPRO
+// RUN: sed -n '/^\/\/ PARTITIONS AND DECISIONS$/,$p' %s | kgc-opt --kg-fuse='fuse-epilogue=false fuse-attention=false' | FileCheck %s --check-prefix=NOEPI
+// RUN: sed -n '/^\/\/ PARTITIONS AND DECISIONS$/,$p' %s | kgc-opt --kg-fuse='fuse-prologue=false fuse-attention=false' | FileCheck %s --check-prefix=NOPRO
 // RUN: sed -n '/^\/\/ PARTITIONS AND DECISIONS$/,$p' %s | kgc-opt --kg-fuse='merge-siblings=false' | FileCheck %s --check-prefix=NOSIB
 // RUN: sed -n '/^\/\/ PARTITIONS AND DECISIONS$/,$p' %s | kgc-opt --kg-fuse='merge-reductions=false' | FileCheck %s --check-prefix=NORED
 // RUN: sed -n '/^\/\/ PARTITIONS AND DECISIONS$/,$p' %s | kgc-opt --kg-fuse='fold-low-rank=false' | FileCheck %s --check-prefix=NOLOWRANK
@@ -648,8 +761,7 @@ func.func @part_rmsnorm_matmul(%x: tensor<16x256xf32>, %gamma: tensor<256xf32>, 
 // NOSIB-NEXT: kg.mul
 // The function option leaves the other functions to the greedy fusion.
 // GIVEN-LABEL: func.func @part_attention(
-// GIVEN-NEXT: kg.kernel @part_attention_0_matmul
-// GIVEN: kg.kernel @part_attention_1_matmul
+// GIVEN-NEXT: kg.kernel @part_attention_0_attention
 func.func @part_gated_mlp(%x: tensor<32x256xf32>, %w1: tensor<256x512xf32>, %w2: tensor<256x512xf32>) -> tensor<32x512xf32> {
   %a = kg.matmul %x, %w1 : (tensor<32x256xf32>, tensor<256x512xf32>) -> tensor<32x512xf32>
   %b = kg.matmul %x, %w2 : (tensor<32x256xf32>, tensor<256x512xf32>) -> tensor<32x512xf32>

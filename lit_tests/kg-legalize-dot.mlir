@@ -8,6 +8,62 @@
 // RUN: kgc-opt %s --split-input-file --kg-tile --kg-legalize-dot --verify-diagnostics --mlir-disable-verifier > /dev/null
 // RUN: not kgc-opt %s --split-input-file --kg-tile --kg-legalize-dot='target=100' 2>/dev/null | FileCheck %s --check-prefix=SM100
 
+// An attention kernel's dots name their axes (dims): Q K^T contracts the
+// head dimension (axis 3) into (queries 1, keys 2), P V the keys (axis 2)
+// into (queries 1, head dimension 4). 3 queries are grown to 16 rows along
+// axis 1, which both dots share.
+// CHECK-LABEL: func.func @attention_rows
+// CHECK: tile = array<i64: 1, 16, 32, 64, 64>
+// CHECK: kg.tile_dot %{{.*}}, %{{.*}}, %{{.*}} {dims = array<i64: 1, 3, 2>} : (tensor<1x16x1x64x1xf16>, tensor<1x1x32x64x1xf16>, tensor<1x16x32x1x1xf32>) -> tensor<1x16x32x1x1xf32>
+// CHECK: kg.tile_dot %{{.*}}, %{{.*}}, %{{.*}} {dims = array<i64: 1, 2, 4>} : (tensor<1x16x32x1x1xf16>, tensor<1x1x32x1x64xf16>, tensor<1x16x1x1x64xf32>) -> tensor<1x16x1x1x64xf32>
+func.func @attention_rows(%q: tensor<2x3x64xf16>, %k: tensor<2x100x64xf16>, %v: tensor<2x100x64xf16>) -> tensor<2x3x64xf16> {
+  %o = kg.kernel @attention_rows_0(%k, %q, %v) attributes {split_kv = 1, block_n = 32} : (tensor<2x100x64xf16>, tensor<2x3x64xf16>, tensor<2x100x64xf16>) -> tensor<2x3x64xf16> {
+  ^bb0(%a: tensor<2x100x64xf16>, %b: tensor<2x3x64xf16>, %c: tensor<2x100x64xf16>):
+    %kt = kg.transpose %a [0, 2, 1] : tensor<2x100x64xf16> -> tensor<2x64x100xf16>
+    %s = kg.matmul %b, %kt : (tensor<2x3x64xf16>, tensor<2x64x100xf16>) -> tensor<2x3x100xf16>
+    %x = kg.cast %s {kg.promotion} : tensor<2x3x100xf16> to tensor<2x3x100xf32>
+    %m = kg.reduce max %x dims [2] keepdim : tensor<2x3x100xf32> -> tensor<2x3x1xf32>
+    %d = kg.sub %x, %m : (tensor<2x3x100xf32>, tensor<2x3x1xf32>) -> tensor<2x3x100xf32>
+    %e = kg.exp %d : tensor<2x3x100xf32>
+    %z = kg.reduce sum %e dims [2] keepdim : tensor<2x3x100xf32> -> tensor<2x3x1xf32>
+    %p = kg.div %e, %z : (tensor<2x3x100xf32>, tensor<2x3x1xf32>) -> tensor<2x3x100xf32>
+    %ph = kg.cast %p {kg.promotion} : tensor<2x3x100xf32> to tensor<2x3x100xf16>
+    %out = kg.matmul %ph, %c : (tensor<2x3x100xf16>, tensor<2x100x64xf16>) -> tensor<2x3x64xf16>
+    kg.yield %out : tensor<2x3x64xf16>
+  }
+  return %o : tensor<2x3x64xf16>
+}
+
+// -----
+
+// One decoding query: both dots are products summed over their own K axis
+// (the head dimension, axis 3, then the keys, axis 2).
+// CHECK-LABEL: func.func @attention_matvec
+// CHECK-NOT: kg.tile_dot
+// CHECK: kg.mul %{{.*}}, %{{.*}} : (tensor<1x1x1x64x1xf32>, tensor<1x1x32x64x1xf32>) -> tensor<1x1x32x64x1xf32>
+// CHECK-NEXT: kg.reduce sum %{{.*}} dims [3] keepdim : tensor<1x1x32x64x1xf32> -> tensor<1x1x32x1x1xf32>
+// CHECK: kg.mul %{{.*}}, %{{.*}} : (tensor<1x1x32x1x1xf32>, tensor<1x1x32x1x64xf32>) -> tensor<1x1x32x1x64xf32>
+// CHECK-NEXT: kg.reduce sum %{{.*}} dims [2] keepdim : tensor<1x1x32x1x64xf32> -> tensor<1x1x1x1x64xf32>
+func.func @attention_matvec(%q: tensor<2x1x64xf16>, %k: tensor<2x100x64xf16>, %v: tensor<2x100x64xf16>) -> tensor<2x1x64xf16> {
+  %o = kg.kernel @attention_matvec_0(%k, %q, %v) attributes {split_kv = 1, block_n = 32} : (tensor<2x100x64xf16>, tensor<2x1x64xf16>, tensor<2x100x64xf16>) -> tensor<2x1x64xf16> {
+  ^bb0(%a: tensor<2x100x64xf16>, %b: tensor<2x1x64xf16>, %c: tensor<2x100x64xf16>):
+    %kt = kg.transpose %a [0, 2, 1] : tensor<2x100x64xf16> -> tensor<2x64x100xf16>
+    %s = kg.matmul %b, %kt : (tensor<2x1x64xf16>, tensor<2x64x100xf16>) -> tensor<2x1x100xf16>
+    %x = kg.cast %s {kg.promotion} : tensor<2x1x100xf16> to tensor<2x1x100xf32>
+    %m = kg.reduce max %x dims [2] keepdim : tensor<2x1x100xf32> -> tensor<2x1x1xf32>
+    %d = kg.sub %x, %m : (tensor<2x1x100xf32>, tensor<2x1x1xf32>) -> tensor<2x1x100xf32>
+    %e = kg.exp %d : tensor<2x1x100xf32>
+    %z = kg.reduce sum %e dims [2] keepdim : tensor<2x1x100xf32> -> tensor<2x1x1xf32>
+    %p = kg.div %e, %z : (tensor<2x1x100xf32>, tensor<2x1x1xf32>) -> tensor<2x1x100xf32>
+    %ph = kg.cast %p {kg.promotion} : tensor<2x1x100xf32> to tensor<2x1x100xf16>
+    %out = kg.matmul %ph, %c : (tensor<2x1x100xf16>, tensor<2x100x64xf16>) -> tensor<2x1x64xf16>
+    kg.yield %out : tensor<2x1x64xf16>
+  }
+  return %o : tensor<2x1x64xf16>
+}
+
+// -----
+
 // A matrix-vector product (M = 1): multiply and sum over K in f32 instead
 // of a dot (tl.dot needs M >= 16).
 // CHECK-LABEL: func.func @matvec

@@ -259,6 +259,64 @@ func.func @split_k_rmsnorm_matmul(%arg0: tensor<3x1000xf16>, %arg1: tensor<1000x
 
 // -----
 
+// An attention kernel (kgc.tiling.attention): 8 query heads of one decoding
+// query read 2 key/value heads through a broadcast. The head axis is split
+// into (key/value head, group member), so K and V are read at their own
+// head (stride 0 along the group), and the 4 query heads of a group are the
+// rows of both dots (pack_heads). split_kv = 4: each program walks its
+// quarter of the 1000 keys in blocks of 64, carrying the running max, sum
+// and output, and writes its output and log-sum-exp; a reduction kernel
+// combines the four.
+// CHECK-LABEL: func.func @attention_split_kv
+// CHECK: %[[P:.*]]:2 = kg.kernel @attention_0_attention(%{{.*}}, %{{.*}}, %{{.*}}) attributes {block_n = 64 : i64, grid = array<i64: 8, 1, 1>, iteration = array<i64: 1, 2, 4, 4, 1, 1000, 64, 64>, kind = "attention", num_stages = 2 : i64, num_warps = 4 : i64, pack_heads = true, split_kv = 4 : i64, tile = array<i64: 1, 1, 4, 1, 1, 64, 64, 64>} : ({{.*}}) -> (tensor<1x8x1x4x64xf32>, tensor<1x8x1x4xf32>)
+// CHECK: memref.reinterpret_cast %{{.*}} to offset: [0], sizes: [1, 2, 1, 1, 1, 1000, 64, 1], strides: [0, 64000, 0, 0, 0, 64, 1, 0]
+// CHECK: %[[SPLIT:.*]] = arith.remsi
+// CHECK: %[[START:.*]] = arith.muli %[[SPLIT]], %c256_i32
+// CHECK: %[[END:.*]] = arith.minsi %{{.*}}, %c1000_i32
+// CHECK: %[[Q:.*]] = kg.tile_load {{.*}} -> tensor<1x1x4x1x1x1x64x1xf16>
+// CHECK: scf.for %[[KEY:.*]] = %[[START]] to %[[END]] step %c64_i32
+// CHECK: %[[K:.*]] = kg.tile_load %{{.*}}[%c0_i32, %{{.*}}, %c0_i32, %c0_i32, %c0_i32, %[[KEY]], %c0_i32, %c0_i32] {{.*}} -> tensor<1x1x1x1x1x64x64x1xf16>
+// CHECK: %[[S:.*]] = kg.tile_dot %[[Q]], %[[K]], %{{.*}} {dims = array<i64: 2, 6, 5>}
+// CHECK: kg.reduce max %[[S]] dims [5] keepdim
+// CHECK: kg.maximum
+// CHECK: kg.exp
+// CHECK: kg.reduce sum
+// CHECK: kg.tile_dot %{{.*}}, %{{.*}}, %{{.*}} {dims = array<i64: 2, 5, 7>}
+// CHECK: } {kg.axis = 5 : i64}
+// CHECK: kg.log
+// CHECK-COUNT-2: kg.tile_store
+// CHECK: %[[O:.*]] = kg.kernel @attention_0_attention_combine(%[[P]]#0, %[[P]]#1) attributes {{{.*}}kind = "reduction"
+// CHECK: kg.reduce max
+// CHECK: kg.exp
+// CHECK: kg.reduce sum
+// CHECK: kg.div
+// CHECK: return %[[O]] : tensor<1x8x1x64xf16>
+func.func @attention_split_kv(%q: tensor<1x8x1x64xf16>, %k: tensor<1x2x1000x64xf16>, %v: tensor<1x2x1000x64xf16>) -> tensor<1x8x1x64xf16> {
+  %o = kg.kernel @attention_0_attention(%k, %v, %q) attributes {split_kv = 4} : (tensor<1x2x1000x64xf16>, tensor<1x2x1000x64xf16>, tensor<1x8x1x64xf16>) -> tensor<1x8x1x64xf16> {
+  ^bb0(%a: tensor<1x2x1000x64xf16>, %b: tensor<1x2x1000x64xf16>, %c: tensor<1x8x1x64xf16>):
+    %k5 = kg.reshape %a : tensor<1x2x1000x64xf16> -> tensor<1x2x1x1000x64xf16>
+    %kb = kg.broadcast_to %k5 : tensor<1x2x1x1000x64xf16> -> tensor<1x2x4x1000x64xf16>
+    %kh = kg.reshape %kb : tensor<1x2x4x1000x64xf16> -> tensor<1x8x1000x64xf16>
+    %v5 = kg.reshape %b : tensor<1x2x1000x64xf16> -> tensor<1x2x1x1000x64xf16>
+    %vb = kg.broadcast_to %v5 : tensor<1x2x1x1000x64xf16> -> tensor<1x2x4x1000x64xf16>
+    %vh = kg.reshape %vb : tensor<1x2x4x1000x64xf16> -> tensor<1x8x1000x64xf16>
+    %kt = kg.transpose %kh [0, 1, 3, 2] : tensor<1x8x1000x64xf16> -> tensor<1x8x64x1000xf16>
+    %s = kg.matmul %c, %kt : (tensor<1x8x1x64xf16>, tensor<1x8x64x1000xf16>) -> tensor<1x8x1x1000xf16>
+    %x = kg.cast %s {kg.promotion} : tensor<1x8x1x1000xf16> to tensor<1x8x1x1000xf32>
+    %m = kg.reduce max %x dims [3] keepdim : tensor<1x8x1x1000xf32> -> tensor<1x8x1x1xf32>
+    %d = kg.sub %x, %m : (tensor<1x8x1x1000xf32>, tensor<1x8x1x1xf32>) -> tensor<1x8x1x1000xf32>
+    %e = kg.exp %d : tensor<1x8x1x1000xf32>
+    %z = kg.reduce sum %e dims [3] keepdim : tensor<1x8x1x1000xf32> -> tensor<1x8x1x1xf32>
+    %p = kg.div %e, %z : (tensor<1x8x1x1000xf32>, tensor<1x8x1x1xf32>) -> tensor<1x8x1x1000xf32>
+    %ph = kg.cast %p {kg.promotion} : tensor<1x8x1x1000xf32> to tensor<1x8x1x1000xf16>
+    %out = kg.matmul %ph, %vh : (tensor<1x8x1x1000xf16>, tensor<1x8x1000x64xf16>) -> tensor<1x8x1x64xf16>
+    kg.yield %out : tensor<1x8x1x64xf16>
+  }
+  return %o : tensor<1x8x1x64xf16>
+}
+
+// -----
+
 // A gated MLP split in 2: two accumulators, two workspaces; silu(a) * b
 // waits for the sums, in the reduce kernel, which reads nothing else.
 // CHECK-LABEL: func.func @split_k_gated_mlp
@@ -329,6 +387,39 @@ func.func @lora_one_kernel(%x: tensor<3x1000xf16>, %w: tensor<1000x300xf16>, %a:
     kg.yield %r : tensor<3x300xf16>
   }
   return %y : tensor<3x300xf16>
+}
+
+// -----
+
+// The same attention with split_kv = 1 and without packing: one kernel,
+// one program per query head, K and V still read at their key/value head.
+// CHECK-LABEL: func.func @attention_one_kernel
+// CHECK: %[[O:.*]] = kg.kernel @attention_1_attention(%{{.*}}, %{{.*}}, %{{.*}}) attributes {block_m = 1 : i64, block_n = 128 : i64, grid = array<i64: 8, 1, 1>, iteration = array<i64: 1, 2, 4, 1, 1000, 64, 64>, kind = "attention", num_stages = 2 : i64, num_warps = 4 : i64, pack_heads = false, split_kv = 1 : i64
+// CHECK: scf.for %{{.*}} = %c0_i32 to %c1000_i32 step %c128_i32
+// CHECK-NOT: kg.kernel
+// CHECK: return %[[O]] : tensor<1x8x1x64xf16>
+func.func @attention_one_kernel(%q: tensor<1x8x1x64xf16>, %k: tensor<1x2x1000x64xf16>, %v: tensor<1x2x1000x64xf16>) -> tensor<1x8x1x64xf16> {
+  %o = kg.kernel @attention_1_attention(%k, %v, %q) attributes {split_kv = 1, pack_heads = false} : (tensor<1x2x1000x64xf16>, tensor<1x2x1000x64xf16>, tensor<1x8x1x64xf16>) -> tensor<1x8x1x64xf16> {
+  ^bb0(%a: tensor<1x2x1000x64xf16>, %b: tensor<1x2x1000x64xf16>, %c: tensor<1x8x1x64xf16>):
+    %k5 = kg.reshape %a : tensor<1x2x1000x64xf16> -> tensor<1x2x1x1000x64xf16>
+    %kb = kg.broadcast_to %k5 : tensor<1x2x1x1000x64xf16> -> tensor<1x2x4x1000x64xf16>
+    %kh = kg.reshape %kb : tensor<1x2x4x1000x64xf16> -> tensor<1x8x1000x64xf16>
+    %v5 = kg.reshape %b : tensor<1x2x1000x64xf16> -> tensor<1x2x1x1000x64xf16>
+    %vb = kg.broadcast_to %v5 : tensor<1x2x1x1000x64xf16> -> tensor<1x2x4x1000x64xf16>
+    %vh = kg.reshape %vb : tensor<1x2x4x1000x64xf16> -> tensor<1x8x1000x64xf16>
+    %kt = kg.transpose %kh [0, 1, 3, 2] : tensor<1x8x1000x64xf16> -> tensor<1x8x64x1000xf16>
+    %s = kg.matmul %c, %kt : (tensor<1x8x1x64xf16>, tensor<1x8x64x1000xf16>) -> tensor<1x8x1x1000xf16>
+    %x = kg.cast %s {kg.promotion} : tensor<1x8x1x1000xf16> to tensor<1x8x1x1000xf32>
+    %m = kg.reduce max %x dims [3] keepdim : tensor<1x8x1x1000xf32> -> tensor<1x8x1x1xf32>
+    %d = kg.sub %x, %m : (tensor<1x8x1x1000xf32>, tensor<1x8x1x1xf32>) -> tensor<1x8x1x1000xf32>
+    %e = kg.exp %d : tensor<1x8x1x1000xf32>
+    %z = kg.reduce sum %e dims [3] keepdim : tensor<1x8x1x1000xf32> -> tensor<1x8x1x1xf32>
+    %p = kg.div %e, %z : (tensor<1x8x1x1000xf32>, tensor<1x8x1x1xf32>) -> tensor<1x8x1x1000xf32>
+    %ph = kg.cast %p {kg.promotion} : tensor<1x8x1x1000xf32> to tensor<1x8x1x1000xf16>
+    %out = kg.matmul %ph, %vh : (tensor<1x8x1x1000xf16>, tensor<1x8x1000x64xf16>) -> tensor<1x8x1x64xf16>
+    kg.yield %out : tensor<1x8x1x64xf16>
+  }
+  return %o : tensor<1x8x1x64xf16>
 }
 
 // -----

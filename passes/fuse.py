@@ -14,6 +14,7 @@ Argument: `kg-fuse`. Options:
     merge-reductions=BOOL  merge reductions that feed one another
     fold-low-rank=BOOL   add a rank-r product (X A) B to the matmul X W
                          sharing its X, X A riding along its k loop (LoRA)
+    fuse-attention=BOOL  softmax(Q K^T [* scale] [+ mask]) V as one kernel
 
 The decisions are all true by default; kgc.fusion.greedy says which merges
 each governs. A function's ops may also carry `kg.fusion_group = N`: ops of
@@ -45,6 +46,10 @@ back. So:
       (LoRA)                                  =>  one matmul kernel (X A
                                                   accumulated beside X W,
                                                   then r rank-1 updates)
+    matmul(softmax(matmul(Q, K^T) [* scale]
+      [+ mask]), V), any number of keys       =>  one attention kernel
+                                                  (online softmax; see
+                                                  kgc.tiling.attention)
 
 Constants and iotas (values known from their index alone) are copied into
 every kernel that uses them, so a causal mask is computed where it is used.
@@ -100,6 +105,7 @@ class KgFuse(Pass):
     merge_reductions = Option(bool, True, "merge reductions that feed one another")
     fold_low_rank = Option(bool, True, "add a rank-r product (X A) B to the matmul X W "
                                        "sharing its X (LoRA)")
+    fuse_attention = Option(bool, True, "make softmax(Q K^T) V one attention kernel")
 
     def decisions(self) -> FusionDecisions:
         return FusionDecisions(**{name.replace("-", "_"): getattr(self, name.replace("-", "_"))

@@ -30,8 +30,8 @@ from mlir import ir
 
 from kgc.dialects import kg
 from kgc.passes.registry import Option, Pass, PassFailure, register_pass
-from kgc.tiling.kernel_ops import (int_array, is_tiled, kernel_name, kernels_in, replace_with,
-                                   resize_axes, set_int_array, walk_ops)
+from kgc.tiling.kernel_ops import (dot_dims, int_array, is_tiled, kernel_name, kernels_in,
+                                   replace_with, resize_axes, set_int_array, walk_ops)
 from kgc.targets import SUPPORTED_SMS
 
 MIN_DOT = 16
@@ -86,10 +86,10 @@ class KgLegalizeDot(Pass):
     def _legalize_shape(self, kernel: ir.Operation, dot: ir.Operation) -> None:
         a_shape = list(ir.RankedTensorType(dot.operands[0].type).shape)
         b_shape = list(ir.RankedTensorType(dot.operands[1].type).shape)
-        n = len(a_shape)
-        m, k, nn = a_shape[n - 3], a_shape[n - 2], b_shape[n - 1]
+        m_axis, k_axis, n_axis = dot_dims(dot)
+        m, k, nn = a_shape[m_axis], a_shape[k_axis], b_shape[n_axis]
         if k == 1 or m == 1 or nn == 1:
-            self._multiply_and_reduce(dot, reduce_k=k != 1)
+            self._multiply_and_reduce(dot, k_axis if k != 1 else None)
             return
         if min(m, k, nn) >= MIN_DOT:
             return
@@ -103,7 +103,7 @@ class KgLegalizeDot(Pass):
                 f"{MIN_DOT}, and the kernel has no 'tile' and 'iteration' attributes (from "
                 "kg-tile) to grow them by", dot.location)
         grown = list(tile)
-        for axis, size in ((n - 3, m), (n - 2, k), (n - 1, nn)):
+        for axis, size in ((m_axis, m), (k_axis, k), (n_axis, nn)):
             if size < MIN_DOT:
                 if tile[axis] != size or extents[axis] != size:
                     raise PassFailure(
@@ -115,7 +115,7 @@ class KgLegalizeDot(Pass):
             resize_axes(kernel, tile, grown)
             set_int_array(kernel, "tile", grown)
 
-    def _multiply_and_reduce(self, dot: ir.Operation, reduce_k: bool) -> None:
+    def _multiply_and_reduce(self, dot: ir.Operation, k_axis: int | None) -> None:
         a, b, acc = dot.operands
         with ir.InsertionPoint(dot), dot.location:
             af, bf = _cast(a, "f32"), _cast(b, "f32")
@@ -124,12 +124,11 @@ class KgLegalizeDot(Pass):
             product_shape = [max(x, y) for x, y in zip(a_shape, b_shape)]
             f32 = ir.F32Type.get()
             product = kg.mul(ir.RankedTensorType.get(product_shape, f32), af, bf)
-            if reduce_k:
+            if k_axis is not None:
                 reduced_shape = list(product_shape)
-                reduced_shape[-2] = 1
+                reduced_shape[k_axis] = 1
                 product = kg.reduce(ir.RankedTensorType.get(reduced_shape, f32),
-                                    kg.ReduceKind.sum, product, [len(product_shape) - 2],
-                                    keepdim=True)
+                                    kg.ReduceKind.sum, product, [k_axis], keepdim=True)
             total = kg.AddOp(acc.type, acc, product)
         replace_with(dot, total.operation)
 

@@ -43,7 +43,7 @@ from kgc.passes.registry import Pass, PassFailure, register_pass
 from kgc.tiling.generate import COMBINE, INT32_MAX, INT32_MIN, NEUTRAL
 from kgc.tiling.graph_model import node_attrs, reduce_kind
 from kgc.tiling.index_maps import next_power_of_two
-from kgc.tiling.kernel_ops import (enclosing_loop_for_axis, int_array, is_tiled, kernel_name,
+from kgc.tiling.kernel_ops import (dot_dims, enclosing_loop_for_axis, int_array, is_tiled, kernel_name,
                                    kernels_in, replace_with, resize_axes, walk_ops)
 from kgc.tiling.ranges import OffsetRanges
 
@@ -174,7 +174,7 @@ class _KernelPadder:
         op.operands[position] = self._select(op, value, invalid, neutral)
 
     def _guard_dot(self, op: ir.Operation) -> None:
-        k_axis = len(ir.RankedTensorType(op.operands[0].type).shape) - 2
+        _, k_axis, _ = dot_dims(op)
         invalid = self._invalid_axes(op, [k_axis])
         if not invalid:
             return

@@ -43,6 +43,9 @@ Rewrite rules:
                   over k: the matmul accumulators, the sums of an RMSNorm)
           %y... = kg.kernel @k_reduce(%x used by the epilogue..., %p...)
                   (sums the S partials in order, then the epilogue)
+    attention kernel with split_kv = S > 1
+      =>  kg.kernel @k (tiled: each split's output and log-sum-exp, f32)
+          kg.kernel @k_combine (tiled: their combination, the results of @k)
     kg.kernel already in tiled form  =>  unchanged
 
 The knob attributes of a tiled kernel are its whole config, canonical.
@@ -71,7 +74,9 @@ def knob_attributes() -> set[str]:
 
 # Knobs that are pass options (the loop flags are kernel attributes only).
 _OPTION_KNOBS = ("block_m", "block_n", "block_k", "group_m", "block_x", "block_r", "num_warps",
-                 "num_stages", "num_programs", "split_k")
+                 "num_stages", "num_programs", "split_k", "split_kv")
+# Flag knobs that are pass options too: "" leaves them to kgc.
+_OPTION_FLAGS = ("pack_heads",)
 
 
 def kernel_graph(kernel: ir.Operation) -> list[Node]:
@@ -117,10 +122,18 @@ class KgTile(Pass):
                                   "program per tile)")
     split_k = Option(int, 0, "programs sharing a matmul tile's k loop, whose partial sums a "
                              "second kernel adds up (0: kgc chooses, 1: no split)")
+    split_kv = Option(int, 0, "attention: programs that share one query tile's keys, combined "
+                              "by a second kernel (0: kgc chooses, 1: one kernel)")
+    pack_heads = Option(str, "", "attention: true to make the query heads of one key/value "
+                                 "head the rows of a dot, false not to (default: kgc chooses)",
+                        choices=("", "true", "false"))
     kernel = Option(str, "", "apply the knobs to this kernel only (default: every kernel)")
 
-    def _option_knobs(self) -> dict[str, int]:
-        return {name: getattr(self, name) for name in _OPTION_KNOBS if getattr(self, name) != 0}
+    def _option_knobs(self) -> dict:
+        knobs = {name: getattr(self, name) for name in _OPTION_KNOBS if getattr(self, name) != 0}
+        knobs.update({name: getattr(self, name) == "true" for name in _OPTION_FLAGS
+                      if getattr(self, name)})
+        return knobs
 
     def run(self, op: ir.Operation) -> None:
         knobs = self._option_knobs()
@@ -161,6 +174,7 @@ def tile_kernel(kernel: ir.Operation, options: KernelConfig | None = None) -> ir
     plan, outputs = plan_kernel(kernel, options)
     if plan.split is not None:
         return tile_split_kernel(kernel, plan)
+    schedule = schedules()[plan.schedule]
     attributes = {name: kernel.attributes[name] for name in kernel.attributes
                   if name not in knob_attributes()}
     attributes["kind"] = ir.StringAttr.get(plan.kind)
@@ -170,21 +184,30 @@ def tile_kernel(kernel: ir.Operation, options: KernelConfig | None = None) -> ir
     attributes.update(plan.config.to_attributes())
     if plan.scalar_arguments:
         attributes["scalars"] = ir.DenseI64ArrayAttr.get(list(plan.scalar_arguments))
+    partial = schedule.tiled_results(plan)
     with kernel.location, ir.InsertionPoint(kernel):
-        tiled = ir.Operation.create("kg.kernel", results=[r.type for r in kernel.results],
+        result_types = [r.type for r in kernel.results] if partial is None else [
+            ir.RankedTensorType.get(list(shape), ir.Type.parse(element))
+            for shape, element in partial]
+        tiled = ir.Operation.create("kg.kernel", results=result_types,
                                     operands=list(kernel.operands), attributes=attributes,
                                     regions=1)
         buffer_types = [
             ir.MemRefType.get(list(ir.RankedTensorType(t).shape), ir.RankedTensorType(t).element_type)
-            for t in [v.type for v in kernel.operands] + [r.type for r in kernel.results]]
+            for t in [v.type for v in kernel.operands] + result_types]
         block = tiled.regions[0].blocks.append(*buffer_types)
     builder = MlirBuilder(block, list(block.arguments), len(kernel.operands), kernel.location)
     with ir.InsertionPoint(block), kernel.location:
-        schedules()[plan.schedule].generate(plan, builder)
+        schedule.generate(plan, builder)
         ir.Operation.create("kg.yield")
-    for old, new in zip(kernel.results, tiled.results):
+    with ir.InsertionPoint(kernel):
+        results, follow_ups = schedule.follow_up(plan, list(tiled.results), kernel_name(kernel),
+                                                 kernel.location)
+    for old, new in zip(kernel.results, results):
         old.replace_all_uses_with(new)
     kernel.erase()
+    for follow_up in follow_ups:
+        tile_kernel(follow_up)
     return tiled
 
 

@@ -70,7 +70,7 @@ from kgc.op_table import BY_OP_NAME, ELEMENTWISE, ElementwiseOp
 from kgc.passes.registry import Pass, PassFailure, register_pass
 from kgc.tiling.generate import INT32_MAX, INT32_MIN
 from kgc.tiling.graph_model import reduce_kind
-from kgc.tiling.kernel_ops import int_array, is_tiled, kernel_name, kernels_in
+from kgc.tiling.kernel_ops import dot_dims, int_array, is_tiled, kernel_name, kernels_in
 
 _DIVISIBILITY = 16
 _COMBINERS = {"sum": "arith.addf", "max": "arith.maximumf", "min": "arith.minimumf"}
@@ -525,9 +525,9 @@ class _Lowering:
 
     def dot(self, op: ir.Operation) -> None:
         a, b, acc = (self.tile(v) for v in op.operands)
-        n = len(a.sizes)
-        m_axis, k_axis, n_axis = n - 3, n - 2, n - 1
-        if a.axes != (m_axis, k_axis) or b.axes != (k_axis, n_axis) or acc.axes != (m_axis, n_axis):
+        m_axis, k_axis, n_axis = dot_dims(op)
+        if a.axes != tuple(sorted((m_axis, k_axis))) or b.axes != tuple(sorted((k_axis, n_axis))) \
+                or acc.axes != tuple(sorted((m_axis, n_axis))):
             raise PassFailure("tile_dot needs tiles of at least 2 along M, K and N; run "
                               "kg-legalize-dot first", op.location)
         precision = (kg.Precision(ir.IntegerAttr(op.attributes["precision"]).value)
@@ -538,8 +538,17 @@ class _Lowering:
             # f32 accumulation of kg.matmul promises (2^30 would be faster).
             "maxNumImpreciseAcc": ir.IntegerAttr.get(self.i32, 0),
         }
-        result = ir.Operation.create("tt.dot", results=[acc.value.type],
-                                     operands=[a.value, b.value, acc.value], attributes=attributes).result
+        # Tiles keep their axes in iteration order; tt.dot takes [M, K] x
+        # [K, N] -> [M, N], so operands laid out the other way round (dims
+        # naming a later axis first) are transposed around it.
+        a_value = _transposed(a.value) if m_axis > k_axis else a.value
+        b_value = _transposed(b.value) if k_axis > n_axis else b.value
+        acc_value = _transposed(acc.value) if m_axis > n_axis else acc.value
+        result = ir.Operation.create("tt.dot", results=[acc_value.type],
+                                     operands=[a_value, b_value, acc_value],
+                                     attributes=attributes).result
+        if m_axis > n_axis:
+            result = _transposed(result)
         self._define(op.results[0], result, acc.sizes)
 
 
@@ -664,6 +673,15 @@ def _memory_element(element: ir.Type) -> ir.Type:
 
 def _width(element: str) -> int:
     return {"f32": 32, "f16": 16, "bf16": 16}.get(element, 8)
+
+
+def _transposed(value: ir.Value) -> ir.Value:
+    """A 2-D tensor with its axes swapped (tt.trans)."""
+    type_ = ir.RankedTensorType(value.type)
+    rows, columns = type_.shape
+    result = ir.RankedTensorType.get([columns, rows], type_.element_type)
+    return ir.Operation.create("tt.trans", results=[result], operands=[value],
+                               attributes={"order": ir.DenseI32ArrayAttr.get([1, 0])}).result
 
 
 def _arith(name: str, lhs: ir.Value, rhs: ir.Value) -> ir.Value:

@@ -278,23 +278,26 @@ class _Search:
         pool = worker_pool(self.target, self.jobs)
         futures = {}
         for key, module in lowered.items():
-            (kernel,) = module.kernels.values()
-            futures[key] = pool.submit(kernel.asm["ttir"], kernel.options, self.target,
-                                       self.timeout_s)
+            # Most candidates are one kernel; a schedule may make more (a
+            # split-KV attention and the kernel combining its splits).
+            futures[key] = [(kernel, pool.submit(kernel.asm["ttir"], kernel.options, self.target,
+                                                 self.timeout_s))
+                            for kernel in module.kernels.values()]
         compiled = {}
-        for key, future in futures.items():
+        for key, pending in futures.items():
             signature, index = key
             variants = kernels[signature]
-            outcome = future.result().outcome
-            if not isinstance(outcome, Artifact):
+            outcomes = [(kernel, future.result().outcome) for kernel, future in pending]
+            failed = [outcome for _, outcome in outcomes if not isinstance(outcome, Artifact)]
+            if failed:
                 self._row(variants, variants.configs[index], FAILED,
-                          reason=_first_line(outcome.message), progress=progress)
+                          reason=_first_line(failed[0].message), progress=progress)
                 continue
             module = lowered[key]
-            (kernel,) = module.kernels.values()
-            kernel.artifact = outcome
-            kernel.asm = dict(outcome.asm)
-            kernel.shared = outcome.shared
+            for kernel, outcome in outcomes:
+                kernel.artifact = outcome
+                kernel.asm = dict(outcome.asm)
+                kernel.shared = outcome.shared
             module.emitted = "cubin"
             compiled[key] = module
             progress.count("compiled")

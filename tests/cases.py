@@ -43,6 +43,15 @@ class Case:
         return g
 
 
+def _per_query_head(g, t, group: int):
+    """K or V of (B, Hkv, N, D) read by `group` query heads each: (B, Hkv *
+    group, N, D), written as reshape, broadcast_to, reshape."""
+    b, heads, n, d = t.shape
+    t = g.reshape(t, (b, heads, 1, n, d))
+    t = g.broadcast_to(t, (b, heads, group, n, d))
+    return g.reshape(t, (b, heads * group, n, d))
+
+
 def _identifier(name: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in name)
 
@@ -235,6 +244,19 @@ def _fusion_cases():
              [("q", (1, 1, 300, 40), "unit"), ("k", (1, 1, 300, 40), "unit"), ("v", (1, 1, 300, 40), "unit")],
              lambda g, q, k, v: g.matmul(g.softmax(g.matmul(q, g.transpose(k, (0, 1, 3, 2))), dim=-1), v),
              lambda q, k, v: T().softmax(q.float() @ k.float().transpose(-1, -2), -1) @ v.float(),
+             tolerance_scale=4),
+        # Grouped-query decoding: 8 query heads on 2 key/value heads, K and V
+        # broadcast to the query heads; its keys are split over programs and
+        # combined by a second kernel (two kernels and f32 intermediates).
+        Case("attention_decode-1x8x1x1000x64",
+             [("q", (1, 8, 1, 64), "unit"), ("k", (1, 2, 1000, 64), "unit"),
+              ("v", (1, 2, 1000, 64), "unit")],
+             lambda g, q, k, v: g.matmul(
+                 g.softmax(g.mul(g.matmul(q, g.transpose(_per_query_head(g, k, 4), (0, 1, 3, 2))),
+                                 0.125), dim=-1), _per_query_head(g, v, 4)),
+             lambda q, k, v: T().softmax((q.float() @ k.float().repeat_interleave(4, 1)
+                                          .transpose(-1, -2)) * 0.125, -1)
+             @ v.float().repeat_interleave(4, 1),
              tolerance_scale=4),
         Case("bias_gelu_residual-33x200x96",
              [("x", (33, 200), "unit"), ("w", (200, 96), "unit"), ("b", (96,), "any"), ("r", (33, 96), "any")],

@@ -23,7 +23,9 @@ from kgc.pipeline.triton_stage import compile_kernel, compile_kernels, worker_po
 from tests.cases import ALL_CASES
 from tests.tools import console_script
 
-ATTENTION = next(c for c in ALL_CASES if c.name == "attention-2x4x100x64")
+# Two kernels with intermediates between them: split-KV attention and the
+# kernel that combines its splits.
+ATTENTION = next(c for c in ALL_CASES if c.name == "attention_decode-1x8x1x1000x64")
 SOFTMAX = next(c for c in ALL_CASES if c.name == "softmax-17x1000")
 
 # Run in a fresh interpreter: anything that would compile fails loudly.
@@ -93,10 +95,10 @@ def test_pool_compiled_kernels_load_in_a_fresh_process_without_compiling(tmp_pat
     inspected = run_python(INSPECT, str(tmp_path / "out"))
     assert inspected.returncode == 0, inspected.stderr
     loaded = json.loads(inspected.stdout)
-    assert loaded["function"] == "attention_2x4x100x64"
+    assert loaded["function"] == "attention_decode_1x8x1x1000x64"
     assert len(loaded["kernels"]) == 2
     assert loaded["launches"] == [launch.kernel for launch in
-                                  sequential.functions["attention_2x4x100x64"].launches]
+                                  sequential.functions["attention_decode_1x8x1x1000x64"].launches]
     for name, kernel in sequential.kernels.items():
         got = loaded["kernels"][name]
         artifact = kernel.artifact
@@ -105,7 +107,9 @@ def test_pool_compiled_kernels_load_in_a_fresh_process_without_compiling(tmp_pat
         assert got["cubin"] == hashlib.sha256(artifact.cubin).hexdigest()
         assert got["cubin"] == hashlib.sha256(
             (tmp_path / "out" / "kernels" / f"{name}.cubin").read_bytes()).hexdigest()
-        assert got["signature"] == ["*f16"] * len(kernel.arguments)
+        # The attention kernel reads f16 and writes f32 partial results,
+        # which the combining kernel reads.
+        assert got["signature"] == [f"*{a.dtype}" for a in kernel.arguments]
         assert got["grid"] == list(kernel.grid) == list(artifact.options.grid)
         assert got["shared"] == artifact.shared > 0
         assert got["registers"] > 0
@@ -116,7 +120,7 @@ def test_pool_compiled_kernels_load_in_a_fresh_process_without_compiling(tmp_pat
 def test_triton_s_dumps_in_workers_reach_stderr(tmp_path):
     graph_file = tmp_path / "attention.mlir"
     graph_file.write_text(ATTENTION.graph("f16").to_mlir())
-    kernel = "attention_2x4x100x64_1_matmul"
+    kernel = "attention_decode_1x8x1x1000x64_0_attention_combine"
     result = subprocess.run([console_script("kgc"), "compile", str(graph_file), "-o",
                              str(tmp_path / "out"), "-j", "2"], capture_output=True, text=True,
                             timeout=600, env=dict(os.environ, MLIR_ENABLE_DUMP=kernel,
@@ -173,7 +177,7 @@ def test_workers_do_not_run_the_main_script_again(tmp_path):
         "import kgc\n"
         "from tests.cases import ALL_CASES\n"
         "print('script body ran', flush=True)\n"
-        "case = next(c for c in ALL_CASES if c.name == 'attention-2x4x100x64')\n"
+        "case = next(c for c in ALL_CASES if c.name == 'attention_decode-1x8x1x1000x64')\n"
         "graph = kgc.compile(case.graph('f32'), jobs=2)\n"
         "print(len(graph.module.kernels), 'kernels')\n")
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,

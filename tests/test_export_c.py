@@ -24,7 +24,9 @@ from tests.cases import ALL_CASES
 HERE = pathlib.Path(__file__).parent
 CC = shutil.which("gcc") or shutil.which("cc")
 CXX = shutil.which("g++")
-ATTENTION = next(c for c in ALL_CASES if c.name == "attention-2x4x100x64")
+# Two kernels with intermediates between them: split-KV attention and the
+# kernel that combines its splits.
+ATTENTION = next(c for c in ALL_CASES if c.name == "attention_decode-1x8x1x1000x64")
 CUDA_SUCCESS, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_INITIALIZED = 0, 1, 3
 CUDA_ERROR_NO_BINARY_FOR_GPU = 209
 
@@ -95,8 +97,9 @@ def test_arguments_keep_the_names_a_graph_gives_them(attention, attention_export
     assert attention_export.functions == {attention.name: f"kgc_{attention.name}_{attention.name}"}
     assert (f"CUresult kgc_{attention.name}_{attention.name}(CUstream stream, CUdeviceptr q, "
             "CUdeviceptr k, CUdeviceptr v, CUdeviceptr result0, CUdeviceptr workspace);") in header
-    for name in ("q", "k", "v"):
-        assert re.search(rf"\*\s+{name}\s+in\s+f16\[2x4x100x64\] \(argument #\d\): 102400 bytes",
+    for name, shape, size in (("q", "1x8x1x64", 1024), ("k", "1x2x1000x64", 256000),
+                              ("v", "1x2x1000x64", 256000)):
+        assert re.search(rf"\*\s+{name}\s+in\s+f16\[{shape}\] \(argument #\d\): {size} bytes",
                          header)
 
 

@@ -42,7 +42,7 @@ from kgc.diagnostics import KgcError
 from kgc.execution.errors import Fault, TileProgramError, located
 from kgc.execution.memory import TileAccess, View
 from kgc.tiling.graph_model import ELEMENTWISE_OPS
-from kgc.tiling.kernel_ops import int_array, kernel_name
+from kgc.tiling.kernel_ops import dot_dims, int_array, kernel_name
 
 # kg ops whose meaning on a tile is their meaning on a tensor.
 _REFERENCE_OPS = frozenset("kg." + name for name in ELEMENTWISE_OPS | {"reduce", "broadcast_to"})
@@ -430,11 +430,13 @@ class TileProgram:
     def _dot(self, op: ir.Operation) -> _Step:
         torch = self._torch
         a_shape, b_shape, acc_shape = (_shape(v.type) for v in op.operands)
-        m, k, n = a_shape[-3], a_shape[-2], b_shape[-1]
-        expected = ((m, k, 1), (1, k, n), (m, 1, n))
+        rank = len(a_shape)
+        m_axis, k_axis, n_axis = dot_dims(op)
+        m, k, n = a_shape[m_axis], a_shape[k_axis], b_shape[n_axis]
+        spans = ((m_axis, k_axis), (k_axis, n_axis), (m_axis, n_axis))
         shapes = (a_shape, b_shape, acc_shape)
-        if any(len(s) < 3 or tuple(s[-3:]) != e or any(x != 1 for x in s[:-3])
-               for s, e in zip(shapes, expected)):
+        if any(len(s) != rank or any(x != 1 for d, x in enumerate(s) if d not in span)
+               for s, span in zip(shapes, spans)) or b_shape[k_axis] != k:
             raise located(op, f"kernel @{self.name}: kg.tile_dot takes [..., M, K, 1], "
                               f"[..., 1, K, N] and [..., M, 1, N] with leading axes of 1, got "
                               f"{[list(s) for s in shapes]}")
@@ -442,14 +444,21 @@ class TileProgram:
             ir.IntegerAttr(op.attributes["precision"]).value == _TF32_PRECISION
         a, b, acc = (self._operand(op, v) for v in op.operands)
         result = self._slot(op.results[0])
+        # Lanes of a and b as matrices (rows, columns), whatever order their
+        # axes have in the tile.
+        a_t = m_axis > k_axis
+        b_t = k_axis > n_axis
+        c_t = m_axis > n_axis
 
         def dot(frame):
             values = frame.values
-            lhs = values[a].reshape(m, k).to(torch.float32)
-            rhs = values[b].reshape(k, n).to(torch.float32)
+            lhs = values[a].reshape((k, m) if a_t else (m, k)).to(torch.float32)
+            rhs = values[b].reshape((n, k) if b_t else (k, n)).to(torch.float32)
+            lhs, rhs = (lhs.T if a_t else lhs), (rhs.T if b_t else rhs)
             if tf32:
                 lhs, rhs = _round_to_tf32(lhs), _round_to_tf32(rhs)
-            values[result] = values[acc] + (lhs @ rhs).reshape(acc_shape)
+            product = lhs @ rhs
+            values[result] = values[acc] + (product.T if c_t else product).reshape(acc_shape)
         return dot
 
     def _reference(self, op: ir.Operation) -> _Step:

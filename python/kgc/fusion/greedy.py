@@ -9,6 +9,8 @@ matches names the kind; a decision turned off refuses merges of its kind:
 
     P and C both hold a matmul, and the matmuls
       of the two have different k                =>  fold-low-rank
+    P and C together hold a matmul that reads
+      another (softmax(Q K^T) V)                 =>  fuse-attention
     P and C both hold a matmul, no matmul of C
       reads P's values                           =>  merge-siblings
     C holds a matmul that reads a value of P,
@@ -24,6 +26,12 @@ k loop of X W, and the rank-r product (X A) B is added after it
 (kgc.tiling.low_rank); a product whose left operand comes from another
 kernel is made after the loop too.
 
+Before merging, `fuse-attention` gathers each attention pattern (Q K^T,
+its scale and mask, the softmax over keys and the matmul by V:
+kgc.tiling.attention) into one group when that group is one kernel, since
+the merges one at a time that would lead there pass through groups that
+are not (a matmul and a softmax over more keys than one tile holds).
+
 `fold-rms-norm` is the RMSNorm before a matmul (its 1/rms becomes a factor
 of the matmul's epilogue, its sum runs in the k loop), and any reduction
 feeding a matmul operand (a softmax of scores too wide for an epilogue).
@@ -35,7 +43,9 @@ import dataclasses
 
 from kgc.fusion.graph import FusionGraph
 from kgc.fusion.partition import Partition
+from kgc.tiling.attention import find_attention
 from kgc.tiling.graph_model import Node
+from kgc.tiling.plan import Unplannable
 
 FOLD_LOW_RANK = "fold-low-rank"
 MERGE_SIBLINGS = "merge-siblings"
@@ -43,6 +53,7 @@ FOLD_RMS_NORM = "fold-rms-norm"
 FUSE_PROLOGUE = "fuse-prologue"
 FUSE_EPILOGUE = "fuse-epilogue"
 MERGE_REDUCTIONS = "merge-reductions"
+FUSE_ATTENTION = "fuse-attention"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +66,7 @@ class FusionDecisions:
     merge_siblings: bool = True
     merge_reductions: bool = True
     fold_low_rank: bool = True
+    fuse_attention: bool = True
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
@@ -79,6 +91,10 @@ def merge_kind(producer: list[Node], consumer: list[Node]) -> str | None:
     producer_matmuls = [n for n in producer if n.op == "matmul"]
     consumer_matmuls = [n for n in consumer if n.op == "matmul"]
     members = {id(n) for n in producer + consumer}
+    matmuls = {id(n) for n in producer_matmuls + consumer_matmuls}
+    if any(_reaches(operand, matmuls, members) for n in producer_matmuls + consumer_matmuls
+           for operand in n.operands):
+        return FUSE_ATTENTION
     fed = [mm for mm in consumer_matmuls
            if any(_reaches(operand, inside, members) for operand in mm.operands)]
     if producer_matmuls and consumer_matmuls and len(
@@ -129,6 +145,8 @@ def greedy_partition(graph: FusionGraph, decisions: FusionDecisions = FusionDeci
         group_of[id(node)] = graph.position(node)
         groups[graph.position(node)] = [node]
     kinds_made: set[str] = set()
+    if decisions.fuse_attention and _gather_attention(graph, group_of, groups):
+        kinds_made.add(FUSE_ATTENTION)
     changed = True
     while changed:
         changed = False
@@ -154,6 +172,48 @@ def greedy_partition(graph: FusionGraph, decisions: FusionDecisions = FusionDeci
     ordered = sorted(groups.values(), key=lambda g: graph.position(g[-1]))
     origin = str(decisions)
     return GreedyResult(Partition.of_groups(graph, ordered, origin), ordered, frozenset(kinds_made))
+
+
+def _gather_attention(graph: FusionGraph, group_of: dict, groups: dict) -> bool:
+    """Makes each attention pattern among the computed ops one group (its
+    ops from Q K^T to the output), where that group is one kernel. True
+    when one was made."""
+    made = False
+    for node in graph.computed():
+        if id(node) not in group_of or node.op not in ("matmul", "cast"):
+            continue
+        try:
+            pattern = find_attention([node], check_operands=False)
+        except Unplannable:
+            continue
+        # The pattern's output is the last cast of P V inside it.
+        users = graph.users[id(node)]
+        if node.op == "matmul" and len(users) == 1 and users[0].op == "cast" \
+                and id(node) not in graph.escapes:
+            continue
+        core = [n for n in graph.computed() if id(n) in pattern.core]
+        numbers = {group_of[id(n)] for n in core}
+        if any(len(groups[number]) != 1 for number in numbers):
+            continue  # part of it was gathered already
+        if not graph.plannable(core) or _escapes_inside(graph, core, node):
+            continue
+        target = group_of[id(node)]
+        for number in numbers - {target}:
+            del groups[number]
+        for member in core:
+            group_of[id(member)] = target
+        groups[target] = graph.in_program_order(core)
+        made = True
+    return made
+
+
+def _escapes_inside(graph: FusionGraph, core: list[Node], output: Node) -> bool:
+    """True when a value of the pattern other than its output is used
+    outside it: the kernel has one output."""
+    members = {id(n) for n in core}
+    return any(n is not output and (id(n) in graph.escapes or
+                                    any(id(u) not in members for u in graph.users[id(n)]))
+               for n in core)
 
 
 def _creates_cycle(graph: FusionGraph, source: int, target: int, group_of: dict) -> bool:

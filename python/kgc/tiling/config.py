@@ -366,5 +366,59 @@ def _split_k_worth_trying(config: MatmulConfig, extents) -> bool:
             and tiles * config.split_k <= 8 * GPU_PROGRAM_SLOTS)
 
 
+@dataclasses.dataclass(frozen=True)
+class AttentionConfig(KernelConfig):
+    """softmax(Q K^T [* scale] [+ mask]) V as one kernel (flash attention).
+    Programs walk (batch, heads, query tiles of `block_m`); a loop walks
+    the keys (`n`) in steps of `block_n` with a running max, a running sum
+    and an f32 accumulator. `split_kv` programs share the keys of one query
+    tile, each writing a partial result (its output and log-sum-exp) that a
+    second kernel combines (flash-decoding); 1 is one kernel. With grouped
+    query heads (several query heads reading one key/value head, extent
+    `g`), `pack_heads` makes the G query heads of one group the rows of
+    the dot (a decoding query then gives a dot of G rows, not 1); its
+    query tile is then one query."""
+
+    kind: ClassVar[str] = "attention"
+    TILE_AXES: ClassVar[dict[str, str]] = {"block_m": "m", "block_n": "n"}
+    FLAGS: ClassVar[tuple[str, ...]] = ("pack_heads",)
+
+    block_m: int | None = None
+    block_n: int | None = None
+    split_kv: int | None = None
+    pack_heads: bool | None = None
+
+    def _canonical_extra(self, extents, kernel):
+        config = self
+        if self.split_kv is not None:
+            if self.split_kv < 1:
+                raise self._error(kernel, "split_kv", self.split_kv, "a positive integer")
+            # More splits than key tiles would leave programs without keys;
+            # the planner writes the count it uses.
+        if self.pack_heads is not None and extents.get("g", 1) == 1:
+            # Without grouped heads there is nothing to pack.
+            config = dataclasses.replace(config, pack_heads=None)
+        if config.pack_heads:
+            config = dataclasses.replace(config, block_m=None)
+        return config
+
+    @classmethod
+    def _candidates(cls, extents, element):
+        rows = extents.get("m", 1)
+        decode = rows <= 16
+        keys = extents.get("n", 1)
+        return {"block_m": _tile_candidates(16, 128, rows) if not decode else (None,),
+                "block_n": _tile_candidates(32, 128, keys),
+                "num_warps": (4, 8) if not decode else (2, 4),
+                "num_stages": (2, 3),
+                # Splitting the keys pays when few query rows leave SMs idle.
+                "split_kv": (1, 4, 8, 16, 32) if decode else (1,),
+                "pack_heads": (False, True) if extents.get("g", 1) > 1 else (None,)}
+
+    def _worth_trying(self, extents) -> bool:
+        keys = extents.get("n", 1)
+        return (self.split_kv or 1) * (self.block_n or 1) <= max(keys, self.block_n or 1) * 2
+
+
 CONFIG_CLASSES: dict[str, type[KernelConfig]] = {
-    cls.kind: cls for cls in (PointwiseConfig, ReductionConfig, MatmulConfig)}
+    cls.kind: cls for cls in (PointwiseConfig, ReductionConfig, MatmulConfig, AttentionConfig)}

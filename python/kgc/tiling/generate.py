@@ -52,7 +52,8 @@ class Builder:
                     shape: Sequence[int]) -> Any: ...
     def reduce(self, kind: str, x: Any, axes: Sequence[int], element: str,
                shape: Sequence[int]) -> Any: ...
-    def dot(self, a: Any, b: Any, acc: Any, precision: str | None, shape: Sequence[int]) -> Any: ...
+    def dot(self, a: Any, b: Any, acc: Any, precision: str | None, shape: Sequence[int],
+            dims: Sequence[int] | None = None) -> Any: ...  # dims: the (M, K, N) axes
     def mask(self, offsets: Sequence[Any], lower: Sequence[int], upper: Sequence[int],
              shape: Sequence[int]) -> Any: ...
     def lanes(self, offset: Any, axis: int, shape: Sequence[int]) -> Any: ...  # i32 offset + lane
@@ -60,12 +61,12 @@ class Builder:
     def broadcast(self, x: Any, element: str, shape: Sequence[int]) -> Any: ...
 
     @contextlib.contextmanager
-    def loop(self, axis: int | None, extent: int, step: int, inits: Sequence[Any],
+    def loop(self, axis: int | None, extent: int | Any, step: int, inits: Sequence[Any],
              attributes: dict | None = None, start: Any = None, end: Any = None
              ) -> Iterator[Any]:
         """A loop over `axis` (None: over tiles of a persistent program or
         the splits of a split-K kernel) from `start` (a scalar; None: 0) to
-        `end` (a scalar; None: `extent`) carrying `inits`;
+        `end` (a scalar; None: `extent`, a number or a scalar) carrying `inits`;
         yields a LoopBody whose
         `offset` is the loop offset and `carried` the current values. Set
         `body.results` to the values to carry on; after the block

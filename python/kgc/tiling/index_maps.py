@@ -100,10 +100,40 @@ class IndexMap:
         offsets: list = [0] * len(operand_shape)
         for xs, vs in reshape_groups(operand_shape, result_shape):
             if len(xs) > 1:
-                raise NotAffine(
-                    f"reshape {tuple(operand_shape)} -> {tuple(result_shape)} merges dimensions")
+                unmerged = self._unmerged(vs, xs, operand_shape) if len(vs) == 1 else None
+                if unmerged is None:
+                    raise NotAffine(
+                        f"reshape {tuple(operand_shape)} -> {tuple(result_shape)} merges dimensions")
+                for x, row in zip(xs, unmerged):
+                    rows[x] = row
+                continue
             rows[xs[0]], offsets[xs[0]] = self._row_major(vs, result_shape)
         return dataclasses.replace(self, rows=tuple(rows), offsets=tuple(offsets))
+
+    def _unmerged(self, vs: Sequence[int], xs: Sequence[int], operand_shape: Sequence[int]):
+        """The rows of dimensions `xs` merged into the one dimension vs[0],
+        when its row is already their row-major combination: every axis it
+        reads has the coefficient of one of them and an extent within it
+        (a head read at hkv * G + g is key/value head hkv, member g)."""
+        row, offset = self.rows[vs[0]], self.offsets[vs[0]]
+        if offset != 0:
+            return None
+        scales, scale = [], 1
+        for x in reversed(xs):
+            scales.insert(0, scale)
+            scale *= operand_shape[x]
+        parts = [[0] * len(self.extents) for _ in xs]
+        for axis, coefficient in enumerate(row):
+            if coefficient == 0:
+                continue
+            if coefficient not in scales:
+                return None
+            k = scales.index(coefficient)
+            lo, hi = self.windows[axis]
+            if parts[k] != [0] * len(self.extents) or lo != 0 or hi > operand_shape[xs[k]]:
+                return None
+            parts[k][axis] = 1
+        return [tuple(p) for p in parts]
 
     def merged_to(self, operand_shape: Sequence[int], result_shape: Sequence[int]) -> "IndexMap | None":
         """The map of reshape(x) where this is the map of x, when the reshape

@@ -79,6 +79,15 @@ def loop_axis(op: ir.Operation) -> int | None:
     return ir.IntegerAttr(op.attributes[LOOP_AXIS_ATTRIBUTE]).value
 
 
+def dot_dims(op: ir.Operation) -> tuple[int, int, int]:
+    """The axes (M, K, N) of a kg.tile_dot: its `dims`, or the last three."""
+    if "dims" in op.attributes:
+        m, k, n = ir.DenseI64ArrayAttr(op.attributes["dims"])
+        return m, k, n
+    rank = len(ir.RankedTensorType(op.operands[0].type).shape)
+    return rank - 3, rank - 2, rank - 1
+
+
 def enclosing_loop_for_axis(op: ir.Operation, axis: int) -> ir.Operation | None:
     parent = op.parent
     while parent is not None and parent.name != "kg.kernel":

@@ -168,10 +168,11 @@ class MlirBuilder(Builder):
             return kg.reduce(tensor_type(shape, element), kg.ReduceKind[kind], x, list(axes),
                              keepdim=True)
 
-    def dot(self, a, b, acc, precision, shape):
+    def dot(self, a, b, acc, precision, shape, dims=None):
         with self.location:
             return kg.tile_dot(tensor_type(shape, "f32"), a, b, acc,
-                               precision=None if precision is None else kg.Precision[precision])
+                               precision=None if precision is None else kg.Precision[precision],
+                               dims=None if dims is None else ir.DenseI64ArrayAttr.get(list(dims)))
 
     def lanes(self, offset, axis, shape):
         with self.location:
@@ -196,7 +197,10 @@ class MlirBuilder(Builder):
     @contextlib.contextmanager
     def loop(self, axis, extent, step, inits, attributes=None, start=None, end=None):
         lower = self.const(0) if start is None else start
-        upper = self.const(extent) if end is None else end
+        # `extent` is a number, or an i32 scalar for a loop that ends where
+        # the program says (a share of the keys); `end` overrides both.
+        upper = end if end is not None else (
+            self.const(extent) if isinstance(extent, int) else extent)
         stride = self.const(step)
         with ir.InsertionPoint(self.frames[-1][0]), self.location:
             loop = scf.ForOp(lower, upper, stride, list(inits))

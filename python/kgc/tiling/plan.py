@@ -78,6 +78,18 @@ class Schedule:
         """Writes the tile program of `plan` through `builder`."""
         Generator(plan, builder).run()
 
+    def tiled_results(self, plan: KernelPlan) -> list[tuple[tuple[int, ...], str]] | None:
+        """The (shape, element) of each result of the tiled kernel, when they
+        are not the group's outputs (partial results that a follow-up kernel
+        finishes); None: the outputs."""
+        return None
+
+    def follow_up(self, plan: KernelPlan, results: list, name: str, location) -> tuple[list, list]:
+        """Kernels in graph form that finish the tiled kernel's `results`,
+        built at the current insertion point: (the values that stand for
+        the group's outputs, the kernels made). None by default."""
+        return list(results), []
+
 
 class MatmulSchedule(Schedule):
     kind = "matmul"
@@ -537,3 +549,10 @@ class _FactorSplitter:
             return self.k_axis not in axes_of(node, index_map, self.reduce_axes, self.matmul_axes)
         except Unplannable:
             return False
+
+
+# Attention (kgc.tiling.attention) plans a narrower pattern than matmuls: it
+# is tried first. Imported last, as it builds on Schedule.
+from kgc.tiling.attention import AttentionSchedule  # noqa: E402
+
+register_schedule(AttentionSchedule())

@@ -1,0 +1,586 @@
+"""Attention as one kernel: softmax(Q K^T [* scale] [+ mask]) V with an
+online softmax (flash attention), split-KV decoding and grouped query heads.
+
+`find_attention` recognises the pattern in a group of graph ops as kg-fuse
+sees them (after kg-decompose, the softmax is reduce max, sub, exp, reduce
+sum and div, with promotion casts around half-float math):
+
+    S = matmul(Q, Kt)                  Q: [..., M, D], Kt: [..., D, N]
+    X = elementwise(S, inputs...)      scale, additive mask (any inputs
+                                       that broadcast to [..., M, N]), casts
+    P = exp(X - max(X, -1)) / sum(exp(X - max(X, -1)), -1)
+    O = matmul(P, V) [cast]            V: [..., N, E]
+
+Q, Kt and V may be any expressions of views and elementwise ops of the
+kernel's inputs (a transpose of K, the reshape/broadcast_to/reshape that
+gives every query head its key/value head).
+
+`AttentionSchedule` plans it over the iteration axes
+
+    (batch..., [hkv, g], [s], m, n, d, e)
+
+batch: O's leading dimensions, one head dimension split into key/value
+heads `hkv` and the `g` query heads of a group when Q's heads read K and V
+through a broadcast (the head is then hkv * g_extent + g, affine, so K and V
+are read at hkv without the broadcast being made); `s` the key splits
+(`split_kv` > 1); m queries, n keys, d the head dimension of Q and K, e
+that of V. Programs walk batch, heads, s and m tiles; one loop walks n,
+carrying the running max and sum of each query row and the f32 output
+accumulator:
+
+    m' = max(m, rowmax(X));  a = exp(m - m');  p = exp(X - m')
+    l' = l a + rowsum(p);    acc' = acc a + p V
+
+Q K^T is a dot with M = m, K = d, N = n; P V one with M = m, K = n, N = e
+(kg.tile_dot's `dims`). With `pack_heads` the g axis takes the place of m
+in both dots (a query tile of one query, G rows). Keys past the end are
+left to kg-pad-mask, which gives the reductions and the second dot their
+neutral values there, so any key count is exact.
+
+With `split_kv` = S > 1 each program takes a contiguous share of the key
+tiles and writes its output, normalised, and its log-sum-exp as f32
+tensors ([..., M, S, E] and [..., M, S]); a second kernel, in graph form
+and planned like any reduction, combines them:
+
+    w = exp(lse - max(lse, s)); O = sum(w O_s, s) / sum(w, s)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+from kgc.tiling.config import AttentionConfig
+from kgc.tiling.generate import DryBuilder, Generator, Tile
+from kgc.tiling.graph_model import ELEMENTWISE_OPS, VIEW_OPS, Node, topological
+from kgc.tiling.index_maps import BufferView, IndexMap, NotAffine, ceil_div, next_power_of_two
+from kgc.tiling.iteration import KernelPlan, Unplannable, matmul_operand_maps
+from kgc.tiling.plan import Schedule
+
+__all__ = ["AttentionPattern", "AttentionPlan", "AttentionSchedule", "find_attention"]
+
+# The lowest finite f32: the running max starts here rather than at -inf,
+# so that a block of keys all masked to -inf gives exp(-inf - m) = 0 and
+# exp(m - m') = 1, never exp(-inf + inf).
+_LOWEST = -3.4028234663852886e38
+# Smallest normal f32: a split without keys (l = 0, acc = 0) writes 0.
+_TINY = 1.1754943508222875e-38
+_MAX_HEAD_DIM = 256
+_SM_COUNT = 132
+# Queries up to this many are decoding: their keys are worth splitting.
+_DECODE_ROWS = 16
+
+
+# -- recognising the pattern ---------------------------------------------------
+
+
+@dataclasses.dataclass
+class AttentionPattern:
+    scores: Node  # Q @ Kt
+    output_mm: Node  # P @ V
+    logits: Node  # X, the softmax's input (before its promotion casts)
+    output: Node  # the kernel's output: output_mm or casts of it
+    core: frozenset  # ids of the nodes computed from S: X, the softmax, P V, its casts
+    logit_nodes: frozenset  # ids of the nodes between S (included) and X
+
+
+def _strip_casts(node: Node) -> Node:
+    while node.op == "cast":
+        node = node.operands[0]
+    return node
+
+
+def _last_axis_reduce(node: Node, kind: str) -> Node | None:
+    """The operand of `node` when it is a keepdim reduce `kind` over the last
+    dimension (or a cast of one)."""
+    node = _strip_casts(node)
+    if node.op != "reduce" or node.attrs.get("kind") != kind or not node.attrs.get("keepdim"):
+        return None
+    if list(node.attrs["dims"]) != [len(node.shape) - 1]:
+        return None
+    return node.operands[0]
+
+
+def find_attention(outputs: Sequence[Node], check_operands: bool = True) -> AttentionPattern:
+    """The attention pattern computing `outputs`; raises Unplannable saying
+    what does not fit. Without `check_operands`, Q, K, V and the mask may
+    be anything (a fusion looking for the pattern among computed ops)."""
+    if len(outputs) != 1:
+        raise Unplannable("an attention kernel has one output")
+    output = outputs[0]
+    output_mm = _strip_casts(output)
+    if output_mm.op != "matmul":
+        raise Unplannable("the output is not a matmul (P V)")
+    probabilities = output_mm.operands[0]
+    division = _strip_casts(probabilities)
+    if division.op != "div":
+        raise Unplannable("the matmul's left operand is not a softmax (exp / sum)")
+    exponent, total = division.operands
+    summed = _last_axis_reduce(total, "sum")
+    if summed is None or _strip_casts(summed) is not _strip_casts(exponent):
+        raise Unplannable("the softmax does not divide by the sum of its exponentials over keys")
+    exp_node = _strip_casts(exponent)
+    if exp_node.op != "exp":
+        raise Unplannable("the softmax's numerator is not an exp")
+    shifted = _strip_casts(exp_node.operands[0])
+    if shifted.op != "sub":
+        raise Unplannable("the softmax does not subtract the row maximum")
+    x, row_max = shifted.operands
+    maxed = _last_axis_reduce(row_max, "max")
+    if maxed is None or _strip_casts(maxed) is not _strip_casts(x):
+        raise Unplannable("the softmax does not subtract the maximum over keys")
+    logits = _strip_casts(x)
+    # X: elementwise in S and tensors that do not depend on S.
+    scores = None
+    logit_ids: set[int] = set()
+    stack = [logits]
+    while stack:
+        node = stack.pop()
+        if id(node) in logit_ids:
+            continue
+        if node.op == "matmul":
+            if scores is not None and scores is not node:
+                raise Unplannable("the softmax's input holds two matmuls")
+            scores = node
+            logit_ids.add(id(node))
+            continue
+        if not _depends_on_matmul(node):
+            continue
+        if node.op not in ELEMENTWISE_OPS:
+            raise Unplannable(f"kg.{node.op} between Q K^T and the softmax is not elementwise")
+        if node.shape != output_mm.operands[0].shape:
+            raise Unplannable("the softmax's input is not of the scores' shape")
+        logit_ids.add(id(node))
+        stack.extend(node.operands)
+    if scores is None:
+        raise Unplannable("the softmax's input is not computed from a matmul (Q K^T)")
+    if scores.shape != logits.shape:
+        raise Unplannable("Q K^T is broadcast before the softmax")
+    # Everything computed from S on the way to the output: the logits, the
+    # softmax, P V and its casts.
+    core = frozenset(id(n) for n in topological([output]) if n is scores or
+                     any(o is scores for o in topological([n])))
+    if not check_operands:
+        return AttentionPattern(scores, output_mm, logits, output, core, frozenset(logit_ids))
+    for operand in (*scores.operands, output_mm.operands[1]):
+        for node in topological([operand]):
+            if node.op in ("matmul", "reduce"):
+                raise Unplannable(f"Q, K and V of an attention kernel are views and elementwise "
+                                  f"ops of inputs, not kg.{node.op}")
+    for node in topological([logits]):
+        if id(node) not in logit_ids and node.op in ("matmul", "reduce"):
+            raise Unplannable("a mask of an attention kernel holds a reduction")
+    node = output
+    while node is not output_mm:
+        node = node.operands[0]
+    if output_mm.shape[:-2] != scores.shape[:-2] or output_mm.shape[-2] != scores.shape[-2]:
+        raise Unplannable("P V and Q K^T differ in batch or query dimensions")
+    return AttentionPattern(scores, output_mm, logits, output, core, frozenset(logit_ids))
+
+
+def _depends_on_matmul(node: Node) -> bool:
+    return any(n.op == "matmul" for n in topological([node]))
+
+
+def is_attention(order: Sequence[Node]) -> bool:
+    """True when the nodes `order` (producers first, the output last) look
+    like attention: two matmuls, one feeding the other."""
+    matmuls = [n for n in order if n.op == "matmul"]
+    if len(matmuls) != 2:
+        return False
+    try:
+        find_attention([order[-1]])
+    except Unplannable:
+        return False
+    return True
+
+
+# -- planning ----------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class AttentionPlan(KernelPlan):
+    pattern: AttentionPattern | None = None
+    # Iteration axes: rows of the dots (m, or g when heads are packed),
+    # queries, keys, head dims of Q/K and of V, the split (None: no split).
+    row_axis: int = 0
+    m_axis: int = 0
+    n_axis: int = 0
+    d_axis: int = 0
+    e_axis: int = 0
+    g_axis: int | None = None
+    s_axis: int | None = None
+    splits: int = 1
+    chunk: int = 0  # keys per split (a multiple of block_n)
+    scores_map: IndexMap | None = None
+    output_map: IndexMap | None = None
+    v_map: IndexMap | None = None
+
+    def partial_shapes(self) -> list[tuple[tuple[int, ...], str]]:
+        """The kernel's results with split keys: each split's output
+        (normalised) and its log-sum-exp, in f32."""
+        out = self.pattern.output_mm.shape
+        return [(tuple(out[:-1]) + (self.splits, out[-1]), "f32"),
+                (tuple(out[:-1]) + (self.splits,), "f32")]
+
+
+def _group_candidates(order: Sequence[Node], batch: Sequence[int]) -> list[tuple[int, int]]:
+    """(batch dimension, group size) pairs worth splitting: a broadcast in
+    the kernel expands a dimension of 1 to G, and G divides a batch
+    dimension of the output."""
+    sizes = set()
+    for node in order:
+        if node.op == "broadcast_to":
+            source = node.operands[0].shape
+            lead = len(node.shape) - len(source)
+            for k, size in enumerate(node.shape):
+                if size > 1 and (k < lead or source[k - lead] == 1):
+                    sizes.add(size)
+    return [(dim, g) for dim, extent in enumerate(batch) for g in sorted(sizes, reverse=True)
+            if 1 < g < extent and extent % g == 0] + \
+        [(dim, extent) for dim, extent in enumerate(batch) if extent in sizes and extent > 1]
+
+
+def plan_attention(outputs, order, config: AttentionConfig, kernel) -> AttentionPlan:
+    pattern = find_attention(outputs)
+    errors = []
+    batch = pattern.output_mm.shape[:-2]
+    queries = pattern.scores.shape[-2]
+    for split in [None] + _group_candidates(order, batch):
+        # Packing is the default for a decoding query, where K and V are
+        # shared by the group (not when one is given per query head).
+        if split is None:
+            packs = [False]
+        elif config.pack_heads is not None:
+            packs = [config.pack_heads]
+        else:
+            packs = [True, False] if queries == 1 else [False]
+        for pack in packs:
+            try:
+                plan = _plan(pattern, outputs, order, config, kernel, split, pack)
+                # K and V read through the broadcast of heads are affine
+                # only with the head axis split: a dry run of the program
+                # says.
+                AttentionGenerator(plan, DryBuilder()).run()
+                return plan
+            except (Unplannable, NotAffine) as error:
+                errors.append(str(error))
+    raise Unplannable(" | ".join(errors))
+
+
+def _plan(pattern: AttentionPattern, outputs, order, config: AttentionConfig, kernel,
+          group: tuple[int, int] | None, pack: bool) -> AttentionPlan:
+    scores, output_mm = pattern.scores, pattern.output_mm
+    batch = list(output_mm.shape[:-2])
+    m_extent, n_extent = scores.shape[-2], scores.shape[-1]
+    d_extent, e_extent = scores.operands[0].shape[-1], output_mm.shape[-1]
+    if d_extent > _MAX_HEAD_DIM or e_extent > _MAX_HEAD_DIM:
+        raise Unplannable(f"head dimensions {d_extent}, {e_extent} exceed {_MAX_HEAD_DIM}")
+    # Batch axes, one of them split into (key/value heads, group).
+    extents: list[int] = []
+    batch_rows: list[dict[int, int]] = []  # per batch dim: axis -> coefficient
+    g_axis = None
+    for dim, size in enumerate(batch):
+        if group is not None and group[0] == dim:
+            heads, g = size // group[1], group[1]
+            extents += [heads, g]
+            g_axis = len(extents) - 1
+            batch_rows.append({g_axis - 1: g, g_axis: 1})
+        else:
+            extents.append(size)
+            batch_rows.append({len(extents) - 1: 1})
+    g_extent = extents[g_axis] if g_axis is not None else 1
+    knob_extents = {"m": m_extent, "n": n_extent}
+    if g_axis is not None:
+        knob_extents["g"] = g_extent
+    config = config.canonical(knob_extents, kernel)
+    if config.num_programs is not None:
+        raise Unplannable("attention kernels are not persistent (num_programs)")
+    pack = pack and g_axis is not None
+    block_n_default = min(n_extent, 64 if m_extent > 1 or pack else 128)
+    block_n = config.block_n or block_n_default
+    key_tiles = ceil_div(n_extent, block_n)
+    if pack:
+        block_m = 1
+    else:
+        block_m = config.block_m or min(m_extent, 64 if m_extent > 16 else 16)
+        if block_m > m_extent:
+            block_m = m_extent
+        # Few heads of many queries: smaller query tiles keep the SMs busy.
+        while config.block_m is None and block_m > 16 and block_m & (block_m - 1) == 0 and \
+                _product(extents) * ceil_div(m_extent, block_m) < _SM_COUNT:
+            block_m //= 2
+    programs = _product(extents) // (g_extent if pack else 1) * ceil_div(m_extent, block_m)
+    splits = config.split_kv
+    if splits is None:
+        # Flash-decoding: split the keys of decoding queries (a few rows)
+        # when the programs would leave most SMs idle and there are enough
+        # keys to share.
+        splits = 1
+        while m_extent <= _DECODE_ROWS and programs * splits * 2 <= _SM_COUNT \
+                and key_tiles >= splits * 2 * 2:
+            splits *= 2
+    splits = max(1, min(splits, key_tiles))
+    chunk = ceil_div(key_tiles, splits) * block_n
+    splits = ceil_div(n_extent, chunk)
+    s_axis = None
+    if splits > 1:
+        extents.append(splits)
+        s_axis = len(extents) - 1
+    m_axis, n_axis, d_axis, e_axis = range(len(extents), len(extents) + 4)
+    extents += [m_extent, n_extent, d_extent, e_extent]
+    n = len(extents)
+    tile = [1] * n
+    tile[m_axis] = block_m
+    tile[n_axis] = block_n
+    tile[d_axis] = d_extent
+    tile[e_axis] = e_extent
+    if pack:
+        tile[g_axis] = g_extent
+    row_axis = g_axis if pack else m_axis
+
+    def row(coefficients: dict[int, int]) -> tuple[int, ...]:
+        return tuple(coefficients.get(j, 0) for j in range(n))
+
+    whole = tuple((0, e) for e in extents)
+    lead = [row(r) for r in batch_rows]
+    scores_map = IndexMap(tuple(lead + [row({m_axis: 1}), row({n_axis: 1})]),
+                          (0,) * (len(batch) + 2), tuple(extents), whole)
+    output_map = IndexMap(tuple(lead + [row({m_axis: 1}), row({e_axis: 1})]),
+                          (0,) * (len(batch) + 2), tuple(extents), whole)
+    _, v_map = matmul_operand_maps(output_mm, output_map, (m_axis, n_axis, e_axis))
+    maps = {scores: scores_map, output_mm: output_map}
+    program_axes = tuple(a for a in range(n) if a not in (n_axis, d_axis, e_axis)
+                         and ceil_div(extents[a], tile[a]) > 1)
+    warps_default = 4 if (block_m if not pack else next_power_of_two(g_extent)) <= 64 else 8
+    resolved = AttentionConfig(num_warps=config.num_warps or warps_default,
+                               num_stages=config.num_stages or 2,
+                               block_m=None if pack else block_m, block_n=block_n,
+                               split_kv=splits, pack_heads=True if pack else (
+                                   False if g_axis is not None else None))
+    plan = AttentionPlan(
+        "attention", tuple(extents), tuple(tile), program_axes, (n_axis,), list(outputs),
+        [output_map], maps, {}, [], {}, (row_axis, d_axis, n_axis),
+        resolved.canonical(knob_extents, kernel), dict(knob_extents),
+        pattern=pattern, row_axis=row_axis, m_axis=m_axis, n_axis=n_axis, d_axis=d_axis,
+        e_axis=e_axis, g_axis=g_axis, s_axis=s_axis, splits=splits, chunk=chunk,
+        scores_map=scores_map, output_map=output_map, v_map=v_map)
+    return plan
+
+
+def _product(values) -> int:
+    result = 1
+    for v in values:
+        result *= v
+    return result
+
+
+# -- writing the tile program -------------------------------------------------
+
+
+class AttentionGenerator(Generator):
+    plan: AttentionPlan
+
+    def _tile_program(self) -> None:
+        plan, b = self.plan, self.b
+        pattern = plan.pattern
+        rows = frozenset({plan.row_axis})
+        out_axes = frozenset({plan.row_axis, plan.e_axis})
+        with b.hoisted(self.base):
+            m0 = b.constant(_LOWEST, "f32", self._shape(rows))
+            l0 = b.constant(0.0, "f32", self._shape(rows))
+            acc0 = b.constant(0.0, "f32", self._shape(out_axes))
+        start, upper = None, plan.extents[plan.n_axis]
+        if plan.s_axis is not None:
+            start = b.scalar("mul", self.offsets[plan.s_axis], b.const(plan.chunk))
+            upper = b.scalar("min", b.scalar("add", start, b.const(plan.chunk)),
+                             b.const(plan.extents[plan.n_axis]))
+        n_axis = plan.n_axis
+        with b.loop(n_axis, upper, plan.tile[n_axis], [m0, l0, acc0], None, start=start) as body:
+            self.bound.append(n_axis)
+            self.memo.append({})
+            saved = self.offsets[n_axis]
+            self.offsets[n_axis] = body.offset
+            try:
+                body.results = self._step(*body.carried)
+            finally:
+                self.offsets[n_axis] = saved
+                self.memo.pop()
+                self.bound.pop()
+        m_final, l_final, acc = body.finals
+        out_shape = self._shape(out_axes)
+        if plan.s_axis is None:
+            value = b.elementwise("div", [acc, l_final], {}, "f32", out_shape)
+            self._store_value(0, plan.pattern.output.shape, plan.pattern.output.element,
+                              self._cast_value(value, "f32", pattern.output.element, out_axes),
+                              out_axes, plan.output_map)
+            return
+        # Split keys: this split's output, normalised, and its log-sum-exp.
+        tiny = b.constant(_TINY, "f32", self._shape(frozenset()))
+        safe = b.elementwise("maximum", [l_final, tiny], {}, "f32", self._shape(rows))
+        value = b.elementwise("div", [acc, safe], {}, "f32", out_shape)
+        log_sum = b.elementwise("log", [l_final], {}, "f32", self._shape(rows))
+        lse = b.elementwise("add", [m_final, log_sum], {}, "f32", self._shape(rows))
+        (out_shape_full, _), (lse_shape, _) = plan.partial_shapes()
+        lead = list(plan.output_map.rows[:-1])
+        s_row = tuple(1 if j == plan.s_axis else 0 for j in range(self.n))
+        partial_map = dataclasses.replace(
+            plan.output_map, rows=tuple(lead + [s_row, plan.output_map.rows[-1]]),
+            offsets=(0,) * len(out_shape_full))
+        lse_map = dataclasses.replace(plan.output_map, rows=tuple(lead + [s_row]),
+                                      offsets=(0,) * len(lse_shape))
+        self._store_value(0, out_shape_full, "f32", value, out_axes, partial_map)
+        self._store_value(1, lse_shape, "f32", lse, rows, lse_map)
+
+    def _step(self, m_old, l_old, acc):
+        """One block of keys: the online-softmax update."""
+        plan, b = self.plan, self.b
+        pattern = plan.pattern
+        row, n_axis, d_axis, e_axis = plan.row_axis, plan.n_axis, plan.d_axis, plan.e_axis
+        rows = frozenset({row})
+        scores_axes = frozenset({row, n_axis})
+        s_shape = self._shape(scores_axes)
+        q_map, k_map = matmul_operand_maps(pattern.scores, plan.scores_map,
+                                           (plan.m_axis, d_axis, n_axis))
+        q = self.gen(pattern.scores.operands[0], q_map)
+        k = self.gen(pattern.scores.operands[1], k_map)
+        zero = b.constant(0.0, "f32", s_shape)
+        scores = b.dot(self._spread(q, {row, d_axis}), self._spread(k, {d_axis, n_axis}), zero,
+                       pattern.scores.attrs.get("precision"), s_shape, (row, d_axis, n_axis))
+        x = self._logits(pattern.logits, plan.scores_map, Tile(scores, scores_axes, "f32"))
+        x_value = self._spread(x, scores_axes)
+        row_max = b.reduce("max", x_value, [n_axis], "f32", self._shape(rows))
+        m_new = b.elementwise("maximum", [m_old, row_max], {}, "f32", self._shape(rows))
+        alpha = b.elementwise("exp", [b.elementwise("sub", [m_old, m_new], {}, "f32",
+                                                    self._shape(rows))], {}, "f32",
+                              self._shape(rows))
+        shifted = b.elementwise("sub", [x_value, m_new], {}, "f32", s_shape)
+        p = b.elementwise("exp", [shifted], {}, "f32", s_shape)
+        row_sum = b.reduce("sum", p, [n_axis], "f32", self._shape(rows))
+        l_new = b.elementwise("add", [b.elementwise("mul", [l_old, alpha], {}, "f32",
+                                                    self._shape(rows)), row_sum], {}, "f32",
+                              self._shape(rows))
+        out_axes = frozenset({row, e_axis})
+        scaled = b.elementwise("mul", [acc, alpha], {}, "f32", self._shape(out_axes))
+        v = self.gen(pattern.output_mm.operands[1], plan.v_map)
+        p_cast = self._cast_value(p, "f32", v.element, scores_axes)
+        acc_new = b.dot(p_cast, self._spread(v, {n_axis, e_axis}), scaled,
+                        pattern.output_mm.attrs.get("precision"), self._shape(out_axes),
+                        (row, n_axis, e_axis))
+        return [m_new, l_new, acc_new]
+
+    def _spread(self, tile: Tile, axes) -> object:
+        """`tile`'s value laid out over `axes`, broadcast along those it does
+        not vary along (a query shared by the heads of a group)."""
+        target = self._shape(frozenset(axes))
+        shape = self._shape(tile.axes)
+        if shape == target:
+            return tile.value
+        if any(size > 1 and target[a] == 1 for a, size in enumerate(shape)):
+            raise Unplannable("an attention operand varies along an axis its dot does not have")
+        return self.b.broadcast(tile.value, tile.element, target)
+
+    def _cast_value(self, value, source: str, target: str, axes):
+        if source == target:
+            return value
+        return self.b.elementwise("cast", [value], {}, target, self._shape(frozenset(axes)))
+
+    def _logits(self, node: Node, index_map: IndexMap, scores: Tile) -> Tile:
+        """X at `index_map`, computed in f32 from the scores tile (casts
+        between S and X are skipped: the values stay in registers)."""
+        pattern = self.plan.pattern
+        if node is pattern.scores:
+            return scores
+        if id(node) not in pattern.logit_nodes:
+            tile = self.gen(node, index_map)
+            if tile.element != "f32":
+                tile = Tile(self._cast_value(tile.value, tile.element, "f32", tile.axes),
+                            tile.axes, "f32")
+            return tile
+        if node.op == "cast":
+            return self._logits(node.operands[0], index_map, scores)
+        operands = [self._logits(o, index_map.broadcast_from(node.shape, o.shape), scores)
+                    for o in node.operands]
+        axes = frozenset().union(*(t.axes for t in operands))
+        value = self.b.elementwise(node.op, [t.value for t in operands], node.attrs, "f32",
+                                   self._shape(axes))
+        return Tile(value, axes, "f32")
+
+    def _store_value(self, index: int, shape, element: str, value, axes, index_map: IndexMap):
+        strides, offset = BufferView.contiguous(shape).address_map(index_map)
+        store_axes = frozenset(a for a, s in enumerate(strides) if s != 0)
+        if not frozenset(axes) <= store_axes:
+            raise Unplannable(f"output {shape} varies along an axis it is not stored by")
+        if self._shape(frozenset(axes)) != self._shape(store_axes):
+            value = self.b.broadcast(value, element, self._shape(store_axes))
+        sizes = tuple(self.plan.extents[a] if a in store_axes else 1 for a in range(self.n))
+        offsets = [self.offsets[a] if a in store_axes else self.b.const(0) for a in range(self.n)]
+        self.b.store(index, element, value, BufferView(sizes, tuple(strides), offset), offsets,
+                     self._shape(store_axes))
+
+
+# -- the schedule --------------------------------------------------------------
+
+
+class AttentionSchedule(Schedule):
+    kind = "attention"
+    config_class = AttentionConfig
+
+    def match(self, order):
+        return is_attention(order)
+
+    def plan(self, outputs, order, config, kernel):
+        return plan_attention(outputs, order, config, kernel)
+
+    def generate(self, plan, builder):
+        AttentionGenerator(plan, builder).run()
+
+    def tiled_results(self, plan):
+        if plan.splits == 1:
+            return None
+        return plan.partial_shapes()
+
+    def follow_up(self, plan, results, name, location):
+        if plan.splits == 1:
+            return list(results), []
+        return combine_kernel(plan, results, f"{name}_combine", location)
+
+
+def combine_kernel(plan: AttentionPlan, partials, name: str, location):
+    """A kernel in graph form, built at the current insertion point, that
+    combines the splits' outputs by their log-sum-exp: (its results, [it])."""
+    from mlir import ir
+
+    from kgc.dialects import kg
+    from kgc.op_table import ELEMENTWISE
+
+    output = plan.pattern.output
+    f32 = ir.F32Type.get()
+    (partial_shape, _), (lse_shape, _) = plan.partial_shapes()
+    rank = len(lse_shape)
+
+    def tensor(shape, element=f32):
+        return ir.RankedTensorType.get(list(shape), element)
+
+    out_type = tensor(output.shape, ir.Type.parse(output.element))
+    with location:
+        kernel = ir.Operation.create(
+            "kg.kernel", results=[out_type], operands=list(partials),
+            attributes={"sym_name": ir.StringAttr.get(name)}, regions=1)
+        block = kernel.regions[0].blocks.append(*[v.type for v in partials])
+        with ir.InsertionPoint(block):
+            outs, lse = block.arguments
+            row = lse_shape[:-1] + (1,)
+            top = kg.reduce(tensor(row), kg.ReduceKind.max, lse, [rank - 1], keepdim=True)
+            shifted = ELEMENTWISE["sub"].build(tensor(lse_shape), [lse, top])
+            weight = ELEMENTWISE["exp"].build(tensor(lse_shape), [shifted])
+            total = kg.reduce(tensor(row), kg.ReduceKind.sum, weight, [rank - 1], keepdim=True)
+            column = kg.reshape(tensor(lse_shape + (1,)), weight)
+            weighted = ELEMENTWISE["mul"].build(tensor(partial_shape), [outs, column])
+            reduced = tuple(partial_shape[:-2]) + (partial_shape[-1],)
+            summed = kg.reduce(tensor(reduced), kg.ReduceKind.sum, weighted, [rank - 1])
+            result = ELEMENTWISE["div"].build(tensor(reduced), [summed, total])
+            if output.element != "f32":
+                result = ELEMENTWISE["cast"].build(out_type, [result])
+            kg.YieldOp([result])
+    return list(kernel.results), [kernel]

@@ -1,0 +1,91 @@
+"""Attention graphs as users write them, their inputs and their reference.
+
+softmax(Q K^T / sqrt(D) [+ mask]) V over (batch, heads, queries, head dim),
+with grouped query heads written as PyTorch users write them for
+F.scaled_dot_product_attention's enable_gqa: K and V of Hkv heads reshaped
+to (B, Hkv, 1, N, D), broadcast to the G query heads of each group and
+reshaped to (B, Hq, N, D). The mask is an additive float tensor (-inf where
+a query must not see a key) of shape (M, N).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import kgc
+
+
+@dataclasses.dataclass(frozen=True)
+class AttentionShape:
+    batch: int
+    heads: int  # query heads
+    kv_heads: int
+    queries: int
+    keys: int
+    head_dim: int
+    mask: bool = False
+
+    @property
+    def group(self) -> int:
+        return self.heads // self.kv_heads
+
+    def __str__(self) -> str:
+        gqa = f"gqa{self.group}" if self.group > 1 else "mha"
+        return (f"{self.batch}x{self.heads}x{self.queries}x{self.keys}x{self.head_dim}-{gqa}"
+                f"{'-mask' if self.mask else ''}")
+
+
+def attention_graph(shape: AttentionShape, dtype: str, name: str = "attention") -> kgc.Graph:
+    s = shape
+    g = kgc.Graph(name)
+    q = g.input("q", (s.batch, s.heads, s.queries, s.head_dim), dtype)
+    k = g.input("k", (s.batch, s.kv_heads, s.keys, s.head_dim), dtype)
+    v = g.input("v", (s.batch, s.kv_heads, s.keys, s.head_dim), dtype)
+
+    def per_query_head(t):
+        if s.group == 1:
+            return t
+        t = g.reshape(t, (s.batch, s.kv_heads, 1, s.keys, s.head_dim))
+        t = g.broadcast_to(t, (s.batch, s.kv_heads, s.group, s.keys, s.head_dim))
+        return g.reshape(t, (s.batch, s.heads, s.keys, s.head_dim))
+
+    scores = g.matmul(q, g.transpose(per_query_head(k), (0, 1, 3, 2))) * (1 / math.sqrt(s.head_dim))
+    if s.mask:
+        scores = scores + g.input("mask", (s.queries, s.keys), dtype)
+    g.output(g.matmul(g.softmax(scores, dim=-1), per_query_head(v)))
+    return g
+
+
+def attention_inputs(shape: AttentionShape, dtype, device: str, seed: int) -> list:
+    """Fresh random Q, K, V (and a mask hiding about a fifth of the keys
+    from each query, never the first key, so no row is all -inf)."""
+    import torch
+
+    s = shape
+    generator = torch.Generator(device="cpu").manual_seed(seed)
+
+    def randn(*dims):
+        return torch.randn(*dims, generator=generator).to(dtype).to(device)
+
+    tensors = [randn(s.batch, s.heads, s.queries, s.head_dim),
+               randn(s.batch, s.kv_heads, s.keys, s.head_dim),
+               randn(s.batch, s.kv_heads, s.keys, s.head_dim)]
+    if s.mask:
+        hidden = torch.rand(s.queries, s.keys, generator=generator) < 0.2
+        hidden[:, 0] = False
+        tensors.append(torch.where(hidden, float("-inf"), 0.0).to(dtype).to(device))
+    return tensors
+
+
+def attention_reference(q, k, v, mask=None):
+    """The result in f64."""
+    import torch
+
+    group = q.shape[1] // k.shape[1]
+    k = k.double().repeat_interleave(group, 1)
+    v = v.double().repeat_interleave(group, 1)
+    scores = q.double() @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores + mask.double()
+    return torch.softmax(scores, -1) @ v

@@ -1,0 +1,161 @@
+"""Attention as one kernel (kgc.tiling.attention), checked on the CPU.
+
+Each graph goes through kgc's pipeline to the `kg` stage (fused, tiled,
+padded and masked) and its kernels run program by program in torch
+(`kgc.execution`, which also fails on an unmasked lane outside a buffer
+and on an output element no program writes), against softmax(Q K^T) V in
+f64: keys 1, 1000 and 4097 (none a multiple of a key block but 1),
+queries 1, 3 and 17, head dims 64 and 128, with and without grouped heads
+and a mask, with the keys split or not and the heads packed or not.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from mlir import ir
+
+from kgc.execution import run_tiled
+from kgc.pipeline.compiler import compile_module
+from kgc.pipeline.config import GraphConfig
+from kgc.pipeline.pipeline import Pipeline
+from kgc.pipeline.stages import decomposition_pipeline_text
+from kgc.diagnostics import KgcError
+from kgc.tiling.config import AttentionConfig, ConfigError, KernelConfig
+from kgc.tiling.kernel_ops import kernel_name, kernels_in, ops_named
+from kgc.tiling.plan import plan_group
+from kgc.fusion import FusionGraph, propose_partitions
+from tests.attention_graphs import (AttentionShape, attention_graph, attention_inputs,
+                                    attention_reference)
+from tests.cases import TOLERANCES
+
+torch = pytest.importorskip("torch")
+_DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+_KG = ("builtin.module(kgc-cse,kgc-dce,kg-decompose,kgc-cse,kg-fuse{%s},kg-tile{%s},"
+       "kg-legalize-dot,kg-pad-mask,convert-kg-to-ttir)")
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+def _tiled(shape: AttentionShape, dtype: str, fuse: str = "", tile: str = ""):
+    context = ir.Context()
+    module = attention_graph(shape, dtype).build(context)
+    with context:
+        compile_module(module, emit="kg", pipeline=_KG % (fuse, tile))
+    return module
+
+
+def _kinds(module) -> list[str]:
+    return [ir.StringAttr(k.attributes["kind"]).value for k in kernels_in(module)]
+
+
+def _check(shape: AttentionShape, dtype: str, tile: str = "", fuse: str = "") -> list[str]:
+    module = _tiled(shape, dtype, fuse, tile)
+    inputs = attention_inputs(shape, _DTYPES[dtype], "cpu", seed=1)
+    got = run_tiled(module, None, *inputs)
+    want = attention_reference(*inputs)
+    atol, rtol = TOLERANCES[dtype]
+    assert got.shape == want.shape and got.dtype == _DTYPES[dtype]
+    torch.testing.assert_close(got.double(), want, atol=atol, rtol=rtol)
+    return _kinds(module)
+
+
+# keys x queries, head dims, grouped heads and masks taking turns.
+SHAPES = [AttentionShape(1, 4 if (n + m) % 2 else 2, 2, m, n, 64 if m != 3 else 128, mask=n > 1 and m != 1)
+          for n in (1, 1000, 4097) for m in (1, 3, 17)]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_attention_is_one_kernel_and_exact(shape):
+    kinds = _check(shape, "f32")
+    assert kinds[0] == "attention"
+    # A few (decoding) queries over many keys split them: a second kernel
+    # combines the splits.
+    assert kinds[1:] == (["reduction"] if shape.queries <= 16 and shape.keys >= 1000 else [])
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("shape", [AttentionShape(1, 8, 2, 1, 1000, 128),
+                                   AttentionShape(2, 2, 2, 17, 1000, 64, mask=True)], ids=str)
+def test_attention_in_half_floats(shape, dtype):
+    _check(shape, dtype)
+
+
+@pytest.mark.parametrize("tile", ["split-kv=1", "split-kv=4", "split-kv=32", "pack-heads=true",
+                                  "pack-heads=false", "split-kv=8 pack-heads=false block-n=32",
+                                  "block-m=16 block-n=128", "split-kv=3"])
+def test_attention_knobs_keep_it_exact(tile):
+    shape = AttentionShape(1, 8, 2, 3 if "block-m" in tile else 1, 4097, 64, mask=True)
+    kinds = _check(shape, "f32", tile=tile)
+    split = "split-kv=1" not in tile
+    assert kinds == (["attention", "reduction"] if split else ["attention"])
+
+
+def test_split_kv_and_packing_are_kernel_attributes():
+    module = _tiled(AttentionShape(1, 32, 8, 1, 4096, 128), "f16", tile="split-kv=8")
+    attention, combine = kernels_in(module)
+    assert ir.IntegerAttr(attention.attributes["split_kv"]).value == 8
+    assert ir.BoolAttr(attention.attributes["pack_heads"]).value
+    # 8 key/value heads x 8 splits, the 4 query heads of a group in one
+    # program; the combination: one program per query head.
+    assert list(ir.DenseI64ArrayAttr(attention.attributes["grid"])) == [64, 1, 1]
+    assert kernel_name(combine) == kernel_name(attention) + "_combine"
+    # Each split's output and log-sum-exp, in f32.
+    assert [str(r.type) for r in attention.results] == ["tensor<1x32x1x8x128xf32>",
+                                                        "tensor<1x32x1x8xf32>"]
+
+
+def test_without_the_attention_fusion_the_kernels_are_the_unfused_ones():
+    kinds = _check(AttentionShape(1, 2, 2, 17, 1000, 64), "f32", fuse="fuse-attention=false")
+    assert "attention" not in kinds and len(kinds) == 2
+
+
+def test_bad_knob_values_are_errors_naming_the_knob():
+    with pytest.raises(KgcError, match="attention kernel @attention_0_attention: split_kv = -1 is "
+                                       "not legal; split_kv must be a positive integer"):
+        _tiled(AttentionShape(1, 2, 2, 1, 100, 64), "f32", tile="kernel=attention_0_attention "
+                                                              "split-kv=-1")
+    with pytest.raises(ConfigError, match="split_kv = 0 is not legal"):
+        AttentionConfig(split_kv=0).canonical({"m": 1, "n": 100})
+
+
+def _decode_outputs(shape: AttentionShape):
+    context = ir.Context()
+    module = attention_graph(shape, "f16").build(context)
+    with context:
+        Pipeline.parse(decomposition_pipeline_text()).run(module)
+        graph = FusionGraph.of_function(ops_named(module, "func.func")[0])
+        (partition, *_) = propose_partitions(graph)
+        (group,) = partition.groups_in(graph)
+        return graph.isolated_outputs(group), context
+
+
+def test_search_space_offers_split_kv_and_packing_for_decoding():
+    outputs, _ = _decode_outputs(AttentionShape(1, 32, 8, 1, 4096, 128))
+    plan = plan_group(outputs)
+    assert plan.kind == "attention" and plan.knob_extents == {"m": 1, "n": 4096, "g": 4}
+    space = AttentionConfig.space(plan.knob_extents, "f16")
+    assert {c.split_kv for c in space} == {1, 4, 8, 16, 32}
+    assert {c.pack_heads for c in space} == {False, True}
+    for config in space[::7]:
+        assert plan_group(outputs, config).config.split_kv <= config.split_kv
+    # Many queries: no split is offered, nor packing without grouped heads.
+    prefill = AttentionConfig.space({"m": 128, "n": 128}, "f16")
+    assert {c.split_kv for c in prefill} == {1} and {c.pack_heads for c in prefill} == {None}
+
+
+def test_graph_config_carries_attention_knobs():
+    config = GraphConfig("attention", None, {"attention_0_attention": AttentionConfig(
+        block_n=32, split_kv=4, pack_heads=False)})
+    again = GraphConfig.load(config.to_json())
+    assert again == config
+    assert json.loads(config.to_json())["kernels"]["attention_0_attention"] == {
+        "kind": "attention", "block_n": 32, "split_kv": 4, "pack_heads": False}
+    assert KernelConfig.from_json('{"kind": "attention", "split_kv": 2}') == AttentionConfig(split_kv=2)
