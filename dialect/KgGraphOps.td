@@ -427,7 +427,8 @@ def Kg_KernelOp : Kg_Op<"kernel", [IsolatedFromAbove, SingleBlock,
     `num_stages` positive. `num_programs` (positive) makes the kernel
     persistent: that many programs walk its tiles. `warp_specialize` and
     `flatten` ask Triton to
-    warp-specialize or flatten a matmul's k loop. Which values suit a
+    warp-specialize or flatten a matmul's k loop. `tma` reads a matmul's
+    operands (and writes its results) through TMA tensor descriptors. Which values suit a
     kernel's extents (a power of two, or the whole axis) `kg-tile` checks.
 
     Example:
@@ -448,7 +449,8 @@ def Kg_KernelOp : Kg_Op<"kernel", [IsolatedFromAbove, SingleBlock,
                        OptionalAttr<I64Attr>:$num_warps, OptionalAttr<I64Attr>:$num_stages,
                        OptionalAttr<I64Attr>:$num_programs,
                        OptionalAttr<BoolAttr>:$warp_specialize,
-                       OptionalAttr<BoolAttr>:$flatten);
+                       OptionalAttr<BoolAttr>:$flatten,
+                       OptionalAttr<BoolAttr>:$tma);
   let results = (outs Variadic<Kg_Tensor>:$outputs);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name `(` $inputs `)` attr-dict-with-keyword `:` "

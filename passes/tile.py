@@ -8,6 +8,9 @@ kgc.tiling.config), 0 leaving a knob to kgc:
     block-x, block-r   reduction: kept rows per program, reduced tile
     num-warps, num-stages
     num-programs       persistent programs, each looping over tiles
+    tma                matmul: copy operand tiles (and results) through TMA
+                       tensor descriptors (kgc.tiling.tma); false leaves it
+                       to the kernel's attribute
     kernel=NAME        apply the knobs to kernel @NAME only
 
     kgc-opt graph.mlir --kg-tile='block-m=64 num-warps=8'
@@ -29,7 +32,8 @@ Rewrite rules:
                                           num_warps, num_stages, block_*} {
           ^bb0(%x_buf: memref..., %y_buf: memref...):
             kg.program_id, memref.reinterpret_cast views of the buffers,
-            kg.tile_load, kg ops on tiles, kg.reduce, kg.tile_dot,
+            kg.tile_load (marked tma: the k loop's operand tiles of a
+            matmul whose tma knob is on), kg ops on tiles, kg.reduce, kg.tile_dot,
             scf.for loops over looped axes (marked kg.axis = N),
             kg.tile_store of every result
             kg.yield
@@ -105,10 +109,15 @@ class KgTile(Pass):
     num_stages = Option(int, 0, "software pipeline stages (0: kgc chooses)")
     num_programs = Option(int, 0, "persistent programs that loop over the tiles (0: one "
                                   "program per tile)")
+    tma = Option(bool, False, "read a matmul's k-loop operands and write its results through "
+                              "TMA tensor descriptors")
     kernel = Option(str, "", "apply the knobs to this kernel only (default: every kernel)")
 
     def _option_knobs(self) -> dict[str, int]:
-        return {name: getattr(self, name) for name in _OPTION_KNOBS if getattr(self, name) != 0}
+        knobs = {name: getattr(self, name) for name in _OPTION_KNOBS if getattr(self, name) != 0}
+        if self.tma:
+            knobs["tma"] = True
+        return knobs
 
     def run(self, op: ir.Operation) -> None:
         knobs = self._option_knobs()

@@ -32,7 +32,7 @@ import dataclasses
 from typing import ClassVar, Sequence
 
 from kgc.tiling import plan_cache
-from kgc.tiling.config import (KernelConfig, MatmulConfig, PointwiseConfig,
+from kgc.tiling.config import (ConfigError, KernelConfig, MatmulConfig, PointwiseConfig,
                                ReductionConfig)
 from kgc.tiling.generate import Builder, DryBuilder, Generator
 from kgc.tiling.graph_model import SUPPORTED_OPS, Node, topological
@@ -179,7 +179,12 @@ def plan_group(outputs: Sequence[Node], config: KernelConfig | None = None,
         programs = min(plan.config.num_programs, plan.num_programs())
         plan.persistent_programs = programs
         plan.config = dataclasses.replace(plan.config, num_programs=programs)
-    schedule.generate(plan, DryBuilder())
+    try:
+        schedule.generate(plan, DryBuilder())
+    except ConfigError as error:
+        # A knob the generator found illegal for this kernel's buffers (tma).
+        where = f"{schedule.kind} kernel @{kernel}" if kernel else f"{schedule.kind} kernel"
+        raise ConfigError(f"{where}: {error}") from None
     plan_cache.remember(cache_key, plan)
     return plan
 
@@ -450,11 +455,14 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel) -> Kerne
     warps_default = 8 if len(matmuls) * block_m * block_n >= 128 * 256 else 4
     stages_default = (4 if block_m * block_n <= 128 * 64 else 3) if loop_axes else 1
     # The loop flags apply to the k loop; without one they change nothing.
-    flags = {name: getattr(config, name) if loop_axes else None for name in MatmulConfig.FLAGS}
+    flags = {name: getattr(config, name) if loop_axes else None
+             for name in MatmulConfig.LOOP_FLAGS}
     resolved = MatmulConfig(num_warps=_knob(config.num_warps, warps_default),
                             num_programs=config.num_programs,
                             num_stages=_knob(config.num_stages, stages_default),
                             block_m=block_m, block_n=block_n, block_k=block_k, group_m=group_m,
+                            # Off is the default: written only when on.
+                            tma=True if config.tma else None,
                             **flags)
     plan = _finish("matmul", outputs, order, extents, tile, program_axes, loop_axes, seeds,
                    reduce_axes, expansions, axes, resolved, knob_extents, kernel)
