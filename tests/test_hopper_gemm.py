@@ -293,3 +293,19 @@ def test_fp8_dot_below_sm89_is_refused_clearly():
     with pytest.raises(kgc.KgcError, match=r"error: kg.matmul uses f8E4M3FN, which Triton "
                                            r"supports on sm_89 and newer; the target is sm_80"):
         compiled(scaled_fp8(64, 64, 64), target=80)
+
+
+def test_c_export_of_a_tma_gemm_reserves_its_descriptor_scratch(tmp_path):
+    from kgc.export import export_module
+
+    graph = kgc.compile(gemm(256, 512, 256), target="sm_90",
+                        config=config_for(gemm(256, 512, 256), MatmulConfig(tma=True)))
+    (kernel,) = graph.module.kernels.values()
+    per_program = kernel.artifact.metadata["global_scratch_size"]
+    assert per_program >= 3 * 128
+    exported = export_module(graph.module, tmp_path, "tma_gemm")
+    programs = kernel.grid[0] * kernel.grid[1] * kernel.grid[2]
+    # No intermediates: the workspace is the scratch of the kernel's programs.
+    assert exported.workspace_bytes["gemm"] >= programs * per_program
+    source = (tmp_path / "tma_gemm.c").read_text()
+    assert "kgc_global_scratch = workspace +" in source
