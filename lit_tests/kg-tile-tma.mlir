@@ -118,3 +118,23 @@ func.func @narrow_result(%a: tensor<64x256xf16>, %w: tensor<17x256xf16>) -> tens
   }
   return %y : tensor<64x17xf16>
 }
+
+// -----
+
+// 8-bit float dots: each k step's products (64 here, at most 128) are summed
+// by the tensor cores and then added into the f32 accumulator; with 0,
+// Triton 3.6 would widen both operands to f16 on sm_90 instead of using
+// 8-bit wgmma. Descriptors copy the 8-bit tiles as any others.
+// TTIR-LABEL: module @fp8_0
+// TTIR: "tt.make_tensor_descriptor"(%arg0, {{.*}} -> !tt.tensordesc<tensor<64x64xf8E4M3FN>>
+// TTIR: "tt.dot"({{.*}}) {inputPrecision = 2 : i32, maxNumImpreciseAcc = 64 : i32} : (tensor<64x64xf8E4M3FN>, tensor<64x64xf8E4M3FN>, tensor<64x64xf32>) -> tensor<64x64xf32>
+// OFF-LABEL: module @fp8_0
+// OFF: "tt.dot"({{.*}}) {inputPrecision = 2 : i32, maxNumImpreciseAcc = 64 : i32}
+func.func @fp8(%a: tensor<64x256xf8E4M3FN>, %b: tensor<256x64xf8E4M3FN>) -> tensor<64x64xf32> {
+  %y = kg.kernel @fp8_0(%a, %b) attributes {block_k = 64} : (tensor<64x256xf8E4M3FN>, tensor<256x64xf8E4M3FN>) -> tensor<64x64xf32> {
+  ^bb0(%x: tensor<64x256xf8E4M3FN>, %w: tensor<256x64xf8E4M3FN>):
+    %m = kg.matmul %x, %w : (tensor<64x256xf8E4M3FN>, tensor<256x64xf8E4M3FN>) -> tensor<64x64xf32>
+    kg.yield %m : tensor<64x64xf32>
+  }
+  return %y : tensor<64x64xf32>
+}

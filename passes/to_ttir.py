@@ -35,7 +35,9 @@ Rewrite rules:
     kg.tile_mask                        =>  arith.cmpi of ranges, arith.andi
     kg.reduce                           =>  tt.reduce per axis (arith combiner)
     kg.tile_dot                         =>  tt.dot (inputPrecision from precision;
-                                            8-bit floats accumulated precisely)
+                                            8-bit float products summed by the
+                                            tensor cores over one k step of at
+                                            most 128, then added into f32)
     kg elementwise ops                  =>  arith / math ops, libdevice through
                                             tt.extern_elementwise (tanh, erf, pow),
                                             as the op's row in kgc.op_table says
@@ -617,9 +619,7 @@ class _Lowering:
                      if "precision" in op.attributes else kg.Precision.ieee)
         attributes = {
             "inputPrecision": ir.IntegerAttr.get(self.i32, _INPUT_PRECISION[precision]),
-            # 0: 8-bit float products are added into f32 after every MMA, as the
-            # f32 accumulation of kg.matmul promises (2^30 would be faster).
-            "maxNumImpreciseAcc": ir.IntegerAttr.get(self.i32, 0),
+            "maxNumImpreciseAcc": ir.IntegerAttr.get(self.i32, _imprecise_products(a)),
         }
         result = ir.Operation.create("tt.dot", results=[acc.value.type],
                                      operands=[a.value, b.value, acc.value], attributes=attributes).result
@@ -695,6 +695,24 @@ class _Math:
             return self.cast(self.cast(value, source, self.f32), self.f32, target)
         name = "arith.extf" if _width(t) > _width(s) else "arith.truncf"
         return ir.Operation.create(name, results=[result_type], operands=[value]).result
+
+
+# Products of 8-bit floats that Hopper's tensor cores may sum among
+# themselves (with their narrower internal accumulator) before the sum is
+# added into the f32 accumulator: one k step of at most 128, the promotion
+# interval of cuBLAS's precise FP8 mode and DeepSeek-V3's FP8 GEMMs.
+_FLOAT8_PROMOTION = 128
+
+
+def _imprecise_products(a: _Lowered) -> int:
+    """tt.dot's maxNumImpreciseAcc for a dot of `a`: 0 (no products summed
+    outside f32) except for 8-bit floats, where Triton 3.6 on sm_90 takes 0
+    to mean no 8-bit wgmma at all (it widens both operands to f16 for
+    mma.sync), so each k step's products (at most 128) are summed by the
+    tensor core and added into f32 after it. Other targets ignore it."""
+    if str(a.element) not in _FLOAT8:
+        return 0
+    return min(a.sizes[len(a.sizes) - 2], _FLOAT8_PROMOTION)
 
 
 def _buffer_view(shape: Sequence[int], view: _View) -> BufferView:

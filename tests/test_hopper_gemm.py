@@ -309,3 +309,19 @@ def test_c_export_of_a_tma_gemm_reserves_its_descriptor_scratch(tmp_path):
     assert exported.workspace_bytes["gemm"] >= programs * per_program
     source = (tmp_path / "tma_gemm.c").read_text()
     assert "kgc_global_scratch = workspace +" in source
+
+
+@pytest.mark.parametrize("tma_on", [False, True])
+def test_scaled_fp8_matmul_uses_8bit_wgmma_on_sm90(tma_on):
+    config = MatmulConfig(block_m=128, block_n=128, block_k=128, num_warps=8, num_stages=3,
+                          tma=True if tma_on else None)
+    _, result = compiled(scaled_fp8(1024, 1024, 1024), config, emit="cubin")
+    (kernel,) = result.kernels.values()
+    assert "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3" in kernel.asm["ptx"]
+    assert "mma.sync" not in kernel.asm["ptx"]
+
+
+def test_scaled_fp8_matmul_compiles_for_sm89():
+    _, result = compiled(scaled_fp8(256, 512, 256), emit="cubin", target=89)
+    (kernel,) = result.kernels.values()
+    assert "e4m3" in kernel.asm["ptx"] and kernel.asm["cubin"]
