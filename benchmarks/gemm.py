@@ -6,7 +6,7 @@ In one process on one GPU, for C = A @ B of size^3 in f16 and in bf16:
 kgc's default compile, kgc after superoptimize (empty cache), kgc with a
 handful of explicit matmul configs (TMA descriptors on and off, persistent
 programs, 3 to 5 stages, 128x256x64 tiles with 8 warps, warp
-specialization), cuBLAS (torch.mm) and torch.compile max-autotune (no CUDA
+specialization, a persistent tile loop flattened with its k loop), cuBLAS (torch.mm) and torch.compile max-autotune (no CUDA
 graphs). Then FP8: A, B in float8_e4m3fn with per-tensor f32 scales and a
 bf16 result, as one kgc kernel (scales in the epilogue; B row-major, and B
 column-major read through a transpose) against torch._scaled_mm (which
@@ -55,6 +55,9 @@ CONFIGS = {
     "128x256x64 w8 s3 tma persistent": MatmulConfig(
         block_m=128, block_n=256, block_k=64, num_warps=8, num_stages=3, tma=True,
         num_programs=PERSISTENT_PROGRAMS),
+    "128x256x64 w8 s3 tma persistent flattened": MatmulConfig(
+        block_m=128, block_n=256, block_k=64, num_warps=8, num_stages=3, tma=True,
+        num_programs=PERSISTENT_PROGRAMS, flatten=True),
     "128x128x64 w4 s4 persistent": MatmulConfig(
         block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=4,
         num_programs=PERSISTENT_PROGRAMS),

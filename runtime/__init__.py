@@ -264,8 +264,9 @@ class CompiledGraph:
         for launcher, grid_x, grid_y, grid_z, handle, packed, enter, exit_, operands, scalars \
                 in bound:
             if launcher.global_scratch_size and not launcher.profile_scratch_size:
-                launches.append((_scratch_launch(launcher, handle, device), (grid_x, grid_y, grid_z),
-                                 (packed, None, enter, exit_), operands, scalars))
+                launches.append((_scratch_launch(launcher, handle, device),
+                                 (grid_x, grid_y, grid_z), (packed, None, enter, exit_), operands,
+                                 scalars))
             elif launcher.profile_scratch_size:
                 launches.append((launcher, (grid_x, grid_y, grid_z),
                                  (handle, packed, None, enter, exit_), operands, scalars))

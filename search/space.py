@@ -77,13 +77,13 @@ def _widest_input(kernel: ir.Operation) -> str:
 
 def configs_to_try(default: KernelConfig, space: list[KernelConfig], count: int | None,
                    seed: str, seeds: list[KernelConfig] = ()) -> list[KernelConfig]:
-    """`default`, the `seeds` that `space` holds, the default's neighbours
-    in `space` (one knob changed), then a seeded sample of the rest,
-    `count` in all (None: all)."""
+    """`default`, the `seeds` (legal configs known to do well, which may
+    set knobs that `space` leaves alone), the default's neighbours in
+    `space` (one knob changed), then a seeded sample of the rest, `count`
+    in all (None: all)."""
     chosen: dict[KernelConfig, None] = {default: None}
     given = default.to_dict()
-    members = set(space)
-    first = [c for c in seeds if c in members]
+    first = list(seeds)
     neighbours = [c for c in space
                   if sum(given.get(k) != v for k, v in c.to_dict().items()) == 1]
     rest = [c for c in space if c not in chosen and c not in neighbours and c not in first]
@@ -156,7 +156,7 @@ def variant_space(module_text: str, function: str, effort: str = "default",
                 default = plan.config
                 element = _widest_input(kernel)
                 space = _legal(kernel, config_class.space(plan.knob_extents, element), target)
-                seeds = config_class.seeds(plan.knob_extents, element)
+                seeds = _legal(kernel, config_class.seeds(plan.knob_extents, element), target)
                 kernels[signature] = KernelVariants(
                     signature, kernel_name(kernel), plan.kind,
                     str(kernel_forms.launch_form(kernel)), str(kernel_forms.inline_form(kernel)),

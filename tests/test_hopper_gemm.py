@@ -34,7 +34,8 @@ def gemm(m: int, k: int, n: int, dtype: str = "f16", transposed_b: bool = False,
     lead = () if batch is None else (batch,)
     a = g.input("a", lead + (m, k), dtype)
     if transposed_b:
-        b = g.transpose(g.input("w", lead + (n, k), dtype), list(range(len(lead))) + [len(lead) + 1, len(lead)])
+        order = list(range(len(lead))) + [len(lead) + 1, len(lead)]
+        b = g.transpose(g.input("w", lead + (n, k), dtype), order)
     else:
         b = g.input("b", lead + (k, n), dtype)
     g.output(g.matmul(a, b))
@@ -215,7 +216,11 @@ def test_big_gemm_space_has_hopper_configs():
                                     num_warps=8, num_stages=stages, tma=True,
                                     num_programs=programs) in space
     seeds = MatmulConfig.seeds(extents, "f16")
-    assert seeds and set(seeds) <= space
+    # The seeds are in the space, but for the warp-specialized and flattened
+    # ones (flags the space leaves to the seeds).
+    assert {c for c in seeds if not (c.warp_specialize or c.flatten)} <= space
+    assert sum(bool(c.warp_specialize and c.tma) for c in seeds) == 3
+    assert sum(bool(c.flatten and c.tma and c.num_programs) for c in seeds) == 3
     assert seeds[0] == MatmulConfig(block_m=128, block_n=256, block_k=64, group_m=8,
                                     num_warps=8, num_stages=3, tma=True)
     # Small GEMMs have no seeds, and no persistent config with fewer tiles
@@ -247,6 +252,7 @@ def test_search_offers_tma_only_where_legal():
     _, unaligned = variant_space(_module_text(gemm(1024, 4097, 1024)), "gemm", "high", 90)
     (kernel,) = [v for v in unaligned.values() if v.kind == "matmul"]
     assert kernel.configs and not any(c.tma for c in kernel.configs)
+    assert not any(c.warp_specialize for c in kernel.configs)  # its seeds need tma
     # Below sm_90 Triton would turn the descriptors back into pointers.
     _, ampere = variant_space(_module_text(gemm(1024, 1024, 1024)), "gemm", "high", 80)
     (kernel,) = [v for v in ampere.values() if v.kind == "matmul"]
@@ -325,3 +331,39 @@ def test_scaled_fp8_matmul_compiles_for_sm89():
     _, result = compiled(scaled_fp8(256, 512, 256), emit="cubin", target=89)
     (kernel,) = result.kernels.values()
     assert "e4m3" in kernel.asm["ptx"] and kernel.asm["cubin"]
+
+
+def test_kernels_with_global_scratch_get_it_from_torch_per_launch():
+    from types import SimpleNamespace
+
+    from kgc.runtime import _scratch_launch
+
+    calls = []
+    launcher = SimpleNamespace(global_scratch_size=384, global_scratch_align=128, num_ctas=1,
+                               launch_cooperative_grid=False, launch_pdl=False,
+                               launch=lambda *args: calls.append(args))
+    # The device is where torch allocates: the CPU stands in for a GPU here.
+    launch = _scratch_launch(launcher, "handle", "cpu")
+    launch(4, 2, 1, "stream", "packed", None, "enter", "exit", 0x1000, 0x2000)
+    launch(4, 2, 1, "stream", "packed", None, "enter", "exit", 0x1000, 0x2000)
+    (first, second) = calls
+    assert first[:7] == (4, 2, 1, "stream", "handle", False, False)
+    assert first[8:] == (None, "packed", None, "enter", "exit", 0x1000, 0x2000)
+    assert isinstance(first[7], int) and first[7] != 0  # the scratch, fresh each launch
+    with pytest.raises(kgc.KgcError, match="global scratch aligned to 1024 bytes"):
+        _scratch_launch(SimpleNamespace(**{**vars(launcher), "global_scratch_align": 1024}),
+                        "handle", "cpu")
+
+
+def test_flatten_of_a_persistent_matmul_flattens_its_tile_loop():
+    # Triton fuses a loop with the loops nested in it: in a persistent
+    # program the flag belongs on the tile loop, around the k loop.
+    config = MatmulConfig(block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=3,
+                          tma=True, num_programs=PERSISTENT_PROGRAMS, flatten=True)
+    _, result = compiled(gemm(4096, 512, 2048), config, emit="cubin")
+    (kernel,) = result.kernels.values()
+    loop_ends = [line.strip() for line in kernel.asm["ttir"].splitlines()
+                 if line.strip().startswith("}")]
+    assert "} {tt.flatten}" in loop_ends and loop_ends.count("} {tt.flatten}") == 1
+    # Flattened: one loop left in Triton's GPU IR.
+    assert kernel.asm["ttgir"].count("scf.for") == 1

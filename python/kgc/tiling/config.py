@@ -351,7 +351,8 @@ class MatmulConfig(KernelConfig):
         Hopper configs of Triton's matmul tutorials (128x256 and 256x128
         tiles with 8 warps, 128x128 with 4 or 8; 3 to 5 stages; grouped
         tile order), each with TMA descriptors, persistent, both or
-        neither."""
+        neither; then three warp-specialized with TMA, and three persistent
+        with TMA whose tile loop Triton flattens with the k loop."""
         if extents.get("m", 0) < 1024 or extents.get("n", 0) < 1024 or extents.get("k", 0) < 256:
             return []
         block_k = 128 if _bits(element) <= 8 else 64
@@ -365,6 +366,17 @@ class MatmulConfig(KernelConfig):
                              num_programs=PERSISTENT_PROGRAMS if persistent else None)
                 if config._worth_trying(extents):
                     seeds.setdefault(config.canonical(extents), None)
+        # Triton 3.6 warp-specializes k loops of descriptor loads on sm_90,
+        # and flattens a persistent program's tile loop with its k loop.
+        for block_m, block_n, warps, stages in tiles[:2] + tiles[4:5]:
+            seeds.setdefault(cls(block_m=block_m, block_n=block_n, block_k=block_k, group_m=8,
+                                 num_warps=warps, num_stages=stages, tma=True,
+                                 warp_specialize=True).canonical(extents), None)
+            flattened = cls(block_m=block_m, block_n=block_n, block_k=block_k, group_m=8,
+                            num_warps=warps, num_stages=stages, tma=True, flatten=True,
+                            num_programs=PERSISTENT_PROGRAMS)
+            if flattened._worth_trying(extents):
+                seeds.setdefault(flattened.canonical(extents), None)
         return list(seeds)
 
 

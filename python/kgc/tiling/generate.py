@@ -23,8 +23,8 @@ from kgc.tiling import tma
 from kgc.tiling.config import ConfigError
 from kgc.tiling.graph_model import ELEMENTWISE_OPS, Node
 from kgc.tiling.index_maps import BufferView, IndexMap, NotAffine
-from kgc.tiling.iteration import (KernelPlan, Unplannable, axes_of, is_affine_reshape, leaf_view,
-                                  matmul_operand_maps, operand_maps, reduce_input_map)
+from kgc.tiling.iteration import (TILE_LOOP, KernelPlan, Unplannable, axes_of, is_affine_reshape,
+                                  leaf_view, matmul_operand_maps, operand_maps, reduce_input_map)
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 NEUTRAL = {"sum": 0.0, "max": float("-inf"), "min": float("inf")}
@@ -150,6 +150,7 @@ class Generator:
             self.offsets[axis] = zero
         programs = self.plan.grid()[0]
         with self.b.loop(None, self.plan.num_programs(), programs, [],
+                         self.plan.loop_attributes.get(TILE_LOOP),
                          start=self.b.program_id(0)) as body:
             self.bound.append(None)
             self.memo.append({})
@@ -457,8 +458,8 @@ class Generator:
             raise Unplannable("a view starts before its buffer")
         load_view = BufferView(tuple(sizes), tuple(s if s else 0 for s in strides), offset)
         bulk = self._tma_load(source, load_view, axes)
-        value = self.b.load(source.input_index, source.element, load_view, offsets, self._shape(axes),
-                            **({"tma": True} if bulk else {}))
+        value = self.b.load(source.input_index, source.element, load_view, offsets,
+                            self._shape(axes), **({"tma": True} if bulk else {}))
         return Tile(value, axes, source.element)
 
     def _tma_load(self, source: Node, view: BufferView, axes: frozenset) -> bool:

@@ -37,8 +37,8 @@ from kgc.tiling.config import (ConfigError, KernelConfig, MatmulConfig, Pointwis
 from kgc.tiling.generate import Builder, DryBuilder, Generator
 from kgc.tiling.graph_model import SUPPORTED_OPS, Node, topological
 from kgc.tiling.index_maps import IndexMap, ceil_div, next_power_of_two, product
-from kgc.tiling.iteration import (Expansion, KernelPlan, Unplannable, axes_of, infer_maps,
-                                  matmul_operand_maps, reduce_input_map)
+from kgc.tiling.iteration import (TILE_LOOP, Expansion, KernelPlan, Unplannable, axes_of,
+                                  infer_maps, matmul_operand_maps, reduce_input_map)
 
 __all__ = ["KernelPlan", "Schedule", "Unplannable", "kernel_kind", "plan_group",
            "register_schedule", "schedule_for", "schedules"]
@@ -467,6 +467,11 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel) -> Kerne
     plan = _finish("matmul", outputs, order, extents, tile, program_axes, loop_axes, seeds,
                    reduce_axes, expansions, axes, resolved, knob_extents, kernel)
     k_loop = {f"tt.{name}": True for name, value in flags.items() if value}
+    if config.num_programs is not None and k_loop.pop("tt.flatten", None):
+        # Triton flattens a loop with the loops nested in it: in a persistent
+        # program that is the tile loop, so that the next tile's loads start
+        # during this tile's epilogue.
+        plan.loop_attributes[TILE_LOOP] = {"tt.flatten": True}
     if k_loop:
         plan.loop_attributes[k_axis] = k_loop
     return plan
