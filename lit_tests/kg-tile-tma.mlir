@@ -8,6 +8,11 @@
 // RUN: not kgc-opt %s --split-input-file --kg-tile='tma=true' --kg-legalize-dot --kg-pad-mask --convert-kg-to-ttir 2>/dev/null | FileCheck %s --check-prefix=TTIR
 // RUN: kgc-opt %s --split-input-file --kg-tile --kg-legalize-dot --kg-pad-mask --convert-kg-to-ttir | FileCheck %s --check-prefix=OFF
 // RUN: not kgc-opt %s --split-input-file --kg-tile='tma=true' 2>&1 | FileCheck %s --check-prefix=ERROR
+// RUN: not kgc-opt %s --split-input-file --kg-tile='tma=true' --kg-legalize-dot='target=80' 2>&1 | FileCheck %s --check-prefix=SM80
+
+// Below sm_90 there is no tensor memory accelerator: kg-legalize-dot, which
+// knows the target, refuses the knob before Triton would fail on it.
+// SM80: error: kernel @gemm_0: tma = true needs sm_90 or newer, which have a tensor memory accelerator; the target is sm_80
 
 // TILE-LABEL: func.func @gemm
 // TILE: kg.kernel @gemm_0

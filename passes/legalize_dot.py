@@ -18,6 +18,9 @@ kg-pad-mask then pads and masks. With a: [.., M, K, 1], b: [.., 1, K, N]:
     tile_dot on 8-bit floats below sm_89, or on two different 8-bit floats
                                         =>  tile_dot on f16 casts of both
     tile_dot on f16, bf16, 8-bit floats =>  unchanged
+    kernel with tma below sm_90         =>  error (no tensor memory accelerator;
+                                            Triton 3.6 cannot lower descriptors
+                                            made on the device there)
     kernel with warp_specialize below sm_100, unless it has tma on sm_90
                                         =>  error (Triton 3.6 warp-specializes
                                             loops of pointer loads on sm_100
@@ -42,6 +45,8 @@ MIN_DOT = 16
 WARP_SPECIALIZE_SM = 100
 # The first SM on which it warp-specializes loops of TMA descriptor loads.
 WARP_SPECIALIZE_TMA_SM = 90
+# The first SM with a tensor memory accelerator.
+TMA_SM = 90
 _FLOAT8 = ("f8E4M3FN", "f8E5M2")
 
 
@@ -61,6 +66,10 @@ class KgLegalizeDot(Pass):
     def _legalize_kernel(self, kernel: ir.Operation) -> None:
         flag = kernel.attributes["warp_specialize"] if "warp_specialize" in kernel.attributes else None
         tma = "tma" in kernel.attributes and ir.BoolAttr(kernel.attributes["tma"]).value
+        if tma and self.target < TMA_SM:
+            raise PassFailure(f"kernel @{kernel_name(kernel)}: tma = true needs sm_{TMA_SM} or "
+                              f"newer, which have a tensor memory accelerator; the target is "
+                              f"sm_{self.target}", kernel.location)
         lowest = WARP_SPECIALIZE_TMA_SM if tma else WARP_SPECIALIZE_SM
         if flag is not None and ir.BoolAttr(flag).value and self.target < lowest:
             raise PassFailure(f"kernel @{kernel_name(kernel)}: warp_specialize needs "

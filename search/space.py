@@ -18,8 +18,7 @@ the kernel's signature, up to the effort's count (all of them at effort
 
 Configs a kernel cannot take are never offered: `tma` where an operand's
 layout rules TMA out (kgc.tiling.tma: strides that are not multiples of 16
-bytes) or below sm_90 (where Triton turns descriptors back into pointer
-loads).
+bytes) or below sm_90 (no tensor memory accelerator).
 """
 
 from __future__ import annotations
@@ -36,14 +35,12 @@ from kgc.pipeline.pipeline import Pipeline
 from kgc.pipeline.config import GraphConfig
 from kgc.pipeline.stages import decomposition_pipeline_text
 from kgc.search import kernels as kernel_forms
+from kgc.passes.legalize_dot import TMA_SM
 from kgc.passes.registry import PassFailure
 from kgc.tiling.config import KernelConfig, MatmulConfig
 from kgc.tiling.kernel_ops import kernel_name, kernels_in, ops_named
 
 EFFORT_CONFIGS = {"low": 8, "default": 48, "high": None}
-# The first SM with a tensor memory accelerator (Triton rewrites descriptor
-# loads into pointer loads below it).
-TMA_SM = 90
 
 
 @dataclasses.dataclass

@@ -179,6 +179,13 @@ def test_tma_refusal_rules():
     assert tma.layout((1, 0, 64)) == [2, 0]
 
 
+@pytest.mark.parametrize("target", [80, 89])
+def test_tma_below_sm90_is_refused_before_triton(target):
+    with pytest.raises(kgc.KgcError, match=rf"kernel @gemm_0_matmul: tma = true needs sm_90 or "
+                                           rf"newer, .*; the target is sm_{target}"):
+        compiled(gemm(256, 512, 256), MatmulConfig(tma=True), target=target)
+
+
 def test_warp_specialize_with_tma_compiles_for_sm90():
     config = MatmulConfig(block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=3,
                           tma=True, warp_specialize=True)
@@ -253,7 +260,7 @@ def test_search_offers_tma_only_where_legal():
     (kernel,) = [v for v in unaligned.values() if v.kind == "matmul"]
     assert kernel.configs and not any(c.tma for c in kernel.configs)
     assert not any(c.warp_specialize for c in kernel.configs)  # its seeds need tma
-    # Below sm_90 Triton would turn the descriptors back into pointers.
+    # Below sm_90 there is no TMA: the knob would be an error there.
     _, ampere = variant_space(_module_text(gemm(1024, 1024, 1024)), "gemm", "high", 80)
     (kernel,) = [v for v in ampere.values() if v.kind == "matmul"]
     assert not any(c.tma for c in kernel.configs)
