@@ -6,8 +6,6 @@ TTIR for sm_90."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from mlir import ir
 
