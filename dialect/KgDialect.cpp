@@ -166,6 +166,41 @@ LogicalResult verifyTileAccess(Operation *op, MemRefType buffer,
   return success();
 }
 
+/// What a bulk tensor copy (TMA) needs of the buffer it reads or writes:
+/// one dimension of unit stride, and the other strides and the offset in
+/// multiples of 16 bytes (Triton's tensor descriptors and the hardware's
+/// tensor maps take no other layout).
+LogicalResult verifyTmaBuffer(Operation *op, MemRefType buffer,
+                              StringRef bufferName) {
+  SmallVector<int64_t> strides;
+  int64_t offset = 0;
+  if (failed(buffer.getStridesAndOffset(strides, offset)))
+    return op->emitOpError() << "tma needs a strided " << bufferName << ", got "
+                             << buffer;
+  int64_t bytes = buffer.getElementTypeBitWidth() / 8;
+  bool unit = false;
+  for (int64_t stride : strides) {
+    if (stride == 1 && !unit) {
+      unit = true;
+      continue;
+    }
+    if (stride != 0 && (stride * bytes) % 16 != 0)
+      return op->emitOpError()
+             << "tma needs the strides of " << bufferName << " " << buffer
+             << " other than its unit stride to be multiples of 16 bytes; "
+             << stride << " elements are " << stride * bytes << " bytes";
+  }
+  if (!unit)
+    return op->emitOpError() << "tma needs a dimension of unit stride in "
+                             << bufferName << " " << buffer;
+  if ((offset * bytes) % 16 != 0)
+    return op->emitOpError() << "tma needs the offset of " << bufferName << " "
+                             << buffer << " to be a multiple of 16 bytes; "
+                             << offset << " elements are " << offset * bytes
+                             << " bytes";
+  return success();
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -718,13 +753,23 @@ LogicalResult TileRangeOp::verify() {
 }
 
 LogicalResult TileLoadOp::verify() {
-  return verifyTileAccess(*this, getSrc().getType(), getResult().getType(),
-                          getOffsets().size(), "src");
+  if (failed(verifyTileAccess(*this, getSrc().getType(), getResult().getType(),
+                              getOffsets().size(), "src")))
+    return failure();
+  if (!getTma())
+    return success();
+  if (getMask() && getPadding() && getPadding()->convertToDouble() != 0.0)
+    return emitOpError() << "a masked tma load reads zeros outside its buffer; "
+                            "its padding must be 0, got "
+                         << getPadding()->convertToDouble();
+  return verifyTmaBuffer(*this, getSrc().getType(), "src");
 }
 
 LogicalResult TileStoreOp::verify() {
-  return verifyTileAccess(*this, getDst().getType(), getValue().getType(),
-                          getOffsets().size(), "dst");
+  if (failed(verifyTileAccess(*this, getDst().getType(), getValue().getType(),
+                              getOffsets().size(), "dst")))
+    return failure();
+  return getTma() ? verifyTmaBuffer(*this, getDst().getType(), "dst") : success();
 }
 
 LogicalResult TileMaskOp::verify() {

@@ -571,7 +571,8 @@ def Kg_KernelOp : Kg_Op<"kernel", [IsolatedFromAbove, SingleBlock,
     shares a matmul's k loop out between that many programs per tile: kg-tile
     makes the kernel a partials kernel and a reduce kernel. `warp_specialize`
     and `flatten` ask Triton to
-    warp-specialize or flatten a matmul's k loop. Attention kernels take
+    warp-specialize or flatten a matmul's k loop. `tma` reads a matmul's
+    operands (and writes its results) through TMA tensor descriptors. Attention kernels take
     `block_m` (queries), `block_n` (keys), `split_kv` (positive: programs
     that share one row's keys, each writing a partial result that a second
     kernel combines; 1 is one kernel) and `pack_heads` (the query heads of
@@ -599,7 +600,8 @@ def Kg_KernelOp : Kg_Op<"kernel", [IsolatedFromAbove, SingleBlock,
                        OptionalAttr<BoolAttr>:$warp_specialize,
                        OptionalAttr<BoolAttr>:$flatten,
                        OptionalAttr<I64Attr>:$split_kv,
-                       OptionalAttr<BoolAttr>:$pack_heads);
+                       OptionalAttr<BoolAttr>:$pack_heads,
+                       OptionalAttr<BoolAttr>:$tma);
   let results = (outs Variadic<Kg_Tensor>:$outputs);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name `(` $inputs `)` attr-dict-with-keyword `:` "

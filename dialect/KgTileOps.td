@@ -90,15 +90,24 @@ def Kg_TileLoadOp : Kg_Op<"tile_load", [AttrSizedOperandSegments,
     partial tiles need and picks the padding that their consumers can
     ignore (0 before a sum or a dot, -inf before a max).
 
+    `tma` asks for the tile to be read by the tensor memory accelerator
+    (Hopper's bulk tensor copy, through a Triton tensor descriptor), which
+    fills lanes outside the buffer with zeros: kg-tile sets it on a
+    matmul's operand loads when the kernel's `tma` knob is on. It needs a
+    buffer whose smallest nonzero stride is 1 and whose other strides and
+    offset are multiples of 16 bytes; a masked `tma` load's padding is 0.
+
     Example:
 
     ```mlir
     %t = kg.tile_load %x[%row, %c0] mask %m padding 0.0 : memref<17x1000xf32> -> tensor<16x1024xf32>
+    %a = kg.tile_load %w[%row, %k] {tma} : memref<256x512xf16> -> tensor<128x64xf16>
     ```
   }];
   let arguments = (ins Arg<Kg_Buffer, "the buffer read", [MemRead]>:$src,
                        Variadic<I32>:$offsets, Optional<Kg_MaskTile>:$mask,
-                       OptionalAttr<F64Attr>:$padding);
+                       OptionalAttr<F64Attr>:$padding,
+                       UnitAttr:$tma);
   let results = (outs Kg_Tensor:$result);
   let assemblyFormat = "$src `[` $offsets `]` (`mask` $mask^)? "
                        "(`padding` $padding^)? attr-dict `:` type($src) "
@@ -114,17 +123,22 @@ def Kg_TileStoreOp : Kg_Op<"tile_store", [AttrSizedOperandSegments,
   let description = [{
     Writes `value` into `dst` with its first element at `offsets` (one i32
     per buffer dimension). Lanes whose `mask` is false are not written.
-    Without a mask every lane must lie inside the buffer.
+    Without a mask every lane must lie inside the buffer. `tma` asks for a
+    bulk tensor store through a Triton tensor descriptor, which drops the
+    lanes outside the buffer; its buffer rules are those of
+    `kg.tile_load`'s `tma`.
 
     Example:
 
     ```mlir
     kg.tile_store %t, %out[%row, %c0] mask %m : tensor<16x1024xf16>, memref<17x1000xf16>
+    kg.tile_store %c, %y[%row, %col] {tma} : tensor<128x128xf16>, memref<256x256xf16>
     ```
   }];
   let arguments = (ins Kg_Tensor:$value,
                        Arg<Kg_Buffer, "the buffer written", [MemWrite]>:$dst,
-                       Variadic<I32>:$offsets, Optional<Kg_MaskTile>:$mask);
+                       Variadic<I32>:$offsets, Optional<Kg_MaskTile>:$mask,
+                       UnitAttr:$tma);
   let assemblyFormat = "$value `,` $dst `[` $offsets `]` (`mask` $mask^)? "
                        "attr-dict `:` type($value) `,` type($dst)";
   let hasVerifier = 1;

@@ -953,6 +953,69 @@ func.func @tile_load_offsets(%a: tensor<16x16xf32>) -> tensor<16x16xf32> {
 
 // -----
 
+// tma: the rows of a 17x9 f16 buffer are 18 bytes apart, and a tensor
+// map's strides are multiples of 16 bytes.
+func.func @tile_load_tma_stride(%a: tensor<17x9xf16>) -> tensor<17x9xf16> {
+  %y = kg.kernel @k(%a) : (tensor<17x9xf16>) -> tensor<17x9xf16> {
+  ^bb0(%x: memref<17x9xf16>, %out: memref<17x9xf16>):
+    %c0 = arith.constant 0 : i32
+    // expected-error @+1 {{tma needs the strides of src 'memref<17x9xf16>' other than its unit stride to be multiples of 16 bytes; 9 elements are 18 bytes}}
+    %t = kg.tile_load %x[%c0, %c0] {tma} : memref<17x9xf16> -> tensor<16x8xf16>
+    kg.yield
+  }
+  return %y : tensor<17x9xf16>
+}
+
+// -----
+
+// tma: a view that starts 4 halves (8 bytes) into its buffer.
+func.func @tile_load_tma_offset(%a: tensor<16x64xf16>) -> tensor<16x64xf16> {
+  %y = kg.kernel @k(%a) : (tensor<16x64xf16>) -> tensor<16x64xf16> {
+  ^bb0(%x: memref<16x64xf16>, %out: memref<16x64xf16>):
+    %c0 = arith.constant 0 : i32
+    %v = memref.reinterpret_cast %x to offset: [4], sizes: [16, 32], strides: [64, 1] : memref<16x64xf16> to memref<16x32xf16, strided<[64, 1], offset: 4>>
+    // expected-error @+1 {{tma needs the offset of src 'memref<16x32xf16, strided<[64, 1], offset: 4>>' to be a multiple of 16 bytes; 4 elements are 8 bytes}}
+    %t = kg.tile_load %v[%c0, %c0] {tma} : memref<16x32xf16, strided<[64, 1], offset: 4>> -> tensor<16x32xf16>
+    kg.yield
+  }
+  return %y : tensor<16x64xf16>
+}
+
+// -----
+
+// tma: a view without a contiguous dimension (every eighth column: its
+// strides are multiples of 16 bytes, but none is 1).
+func.func @tile_store_tma_contiguous(%a: tensor<16x64xf16>) -> tensor<16x64xf16> {
+  %y = kg.kernel @k(%a) : (tensor<16x64xf16>) -> tensor<16x64xf16> {
+  ^bb0(%x: memref<16x64xf16>, %out: memref<16x64xf16>):
+    %c0 = arith.constant 0 : i32
+    %t = kg.tile_load %x[%c0, %c0] : memref<16x64xf16> -> tensor<16x8xf16>
+    %v = memref.reinterpret_cast %out to offset: [0], sizes: [16, 8], strides: [64, 8] : memref<16x64xf16> to memref<16x8xf16, strided<[64, 8]>>
+    // expected-error @+1 {{tma needs a dimension of unit stride in dst 'memref<16x8xf16, strided<[64, 8]>>'}}
+    kg.tile_store %t, %v[%c0, %c0] {tma} : tensor<16x8xf16>, memref<16x8xf16, strided<[64, 8]>>
+    kg.yield
+  }
+  return %y : tensor<16x64xf16>
+}
+
+// -----
+
+// tma: TMA fills the lanes outside the buffer with zeros, so a masked tma
+// load cannot promise another padding.
+func.func @tile_load_tma_padding(%a: tensor<16x64xf16>) -> tensor<16x64xf16> {
+  %y = kg.kernel @k(%a) : (tensor<16x64xf16>) -> tensor<16x64xf16> {
+  ^bb0(%x: memref<16x64xf16>, %out: memref<16x64xf16>):
+    %c0 = arith.constant 0 : i32
+    %m = kg.tile_mask [%c0, %c0] lower [0, 0] upper [16, 64] : tensor<16x64xi1>
+    // expected-error @+1 {{a masked tma load reads zeros outside its buffer; its padding must be 0, got -INF}}
+    %t = kg.tile_load %x[%c0, %c0] mask %m padding 0xFFF0000000000000 {tma} : memref<16x64xf16> -> tensor<16x64xf16>
+    kg.yield
+  }
+  return %y : tensor<16x64xf16>
+}
+
+// -----
+
 // tile_load: the tile has the rank of the buffer.
 func.func @tile_load_rank(%a: tensor<16x16xf32>) -> tensor<16x16xf32> {
   %y = kg.kernel @k(%a) : (tensor<16x16xf32>) -> tensor<16x16xf32> {

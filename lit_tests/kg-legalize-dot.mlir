@@ -190,13 +190,29 @@ func.func @too_small(%a: tensor<100x64xf16>, %b: tensor<64x64xf16>) -> tensor<10
 
 // A matmul whose k loop asks for warp specialization: Triton 3.6 does it
 // for loops of pointer loads from sm_100 on, and fails on sm_90 (TMA
-// descriptors, which kgc does not make, are its way there).
+// descriptors are its way there: see the next case).
 // SM100-LABEL: func.func @warp_specialized
 // SM100: kg.tile_dot
 // SM100: } {kg.axis = 1 : i64, tt.warp_specialize}
 func.func @warp_specialized(%a: tensor<64x256xf16>, %b: tensor<256x64xf16>) -> tensor<64x64xf16> {
-  // expected-error @+1 {{kernel @ws_0: warp_specialize needs sm_100 or newer, where Triton warp-specializes loops of pointer loads; the target is sm_90}}
+  // expected-error @+1 {{kernel @ws_0: warp_specialize needs sm_100 or newer, where Triton warp-specializes loops of pointer loads, or tma = true on sm_90 or newer; the target is sm_90 and the kernel has no tma}}
   %y = kg.kernel @ws_0(%a, %b) attributes {block_k = 64, warp_specialize = true} : (tensor<64x256xf16>, tensor<256x64xf16>) -> tensor<64x64xf16> {
+  ^bb0(%x: tensor<64x256xf16>, %w: tensor<256x64xf16>):
+    %m = kg.matmul %x, %w : (tensor<64x256xf16>, tensor<256x64xf16>) -> tensor<64x64xf16>
+    kg.yield %m : tensor<64x64xf16>
+  }
+  return %y : tensor<64x64xf16>
+}
+
+// -----
+
+// With tma = true the k loop reads through TMA descriptors, which Triton
+// 3.6 warp-specializes on sm_90: the flag stays on the loop.
+// CHECK-LABEL: func.func @warp_specialized_tma
+// CHECK: kg.tile_dot
+// CHECK: } {kg.axis = 1 : i64, tt.warp_specialize}
+func.func @warp_specialized_tma(%a: tensor<64x256xf16>, %b: tensor<256x64xf16>) -> tensor<64x64xf16> {
+  %y = kg.kernel @ws_tma_0(%a, %b) attributes {block_k = 64, warp_specialize = true, tma = true} : (tensor<64x256xf16>, tensor<256x64xf16>) -> tensor<64x64xf16> {
   ^bb0(%x: tensor<64x256xf16>, %w: tensor<256x64xf16>):
     %m = kg.matmul %x, %w : (tensor<64x256xf16>, tensor<256x64xf16>) -> tensor<64x64xf16>
     kg.yield %m : tensor<64x64xf16>

@@ -18,10 +18,15 @@ kg-pad-mask then pads and masks. With a: [.., M, K, 1], b: [.., 1, K, N]:
     tile_dot on 8-bit floats below sm_89, or on two different 8-bit floats
                                         =>  tile_dot on f16 casts of both
     tile_dot on f16, bf16, 8-bit floats =>  unchanged
-    kernel with warp_specialize below sm_100
+    kernel with tma below sm_90         =>  error (no tensor memory accelerator;
+                                            Triton 3.6 cannot lower descriptors
+                                            made on the device there)
+    kernel with warp_specialize below sm_100, unless it has tma on sm_90
                                         =>  error (Triton 3.6 warp-specializes
                                             loops of pointer loads on sm_100
-                                            and newer; on sm_90 it fails)
+                                            and newer, and on sm_90 loops of
+                                            TMA descriptor loads; on sm_90 it
+                                            fails with pointer loads)
 """
 
 from __future__ import annotations
@@ -38,6 +43,10 @@ MIN_DOT = 16
 # The first SM on which Triton warp-specializes kgc's loops (pointer loads,
 # no TMA descriptors).
 WARP_SPECIALIZE_SM = 100
+# The first SM on which it warp-specializes loops of TMA descriptor loads.
+WARP_SPECIALIZE_TMA_SM = 90
+# The first SM with a tensor memory accelerator.
+TMA_SM = 90
 _FLOAT8 = ("f8E4M3FN", "f8E5M2")
 
 
@@ -56,10 +65,18 @@ class KgLegalizeDot(Pass):
 
     def _legalize_kernel(self, kernel: ir.Operation) -> None:
         flag = kernel.attributes["warp_specialize"] if "warp_specialize" in kernel.attributes else None
-        if flag is not None and ir.BoolAttr(flag).value and self.target < WARP_SPECIALIZE_SM:
+        tma = "tma" in kernel.attributes and ir.BoolAttr(kernel.attributes["tma"]).value
+        if tma and self.target < TMA_SM:
+            raise PassFailure(f"kernel @{kernel_name(kernel)}: tma = true needs sm_{TMA_SM} or "
+                              f"newer, which have a tensor memory accelerator; the target is "
+                              f"sm_{self.target}", kernel.location)
+        lowest = WARP_SPECIALIZE_TMA_SM if tma else WARP_SPECIALIZE_SM
+        if flag is not None and ir.BoolAttr(flag).value and self.target < lowest:
             raise PassFailure(f"kernel @{kernel_name(kernel)}: warp_specialize needs "
                               f"sm_{WARP_SPECIALIZE_SM} or newer, where Triton warp-specializes "
-                              f"loops of pointer loads; the target is sm_{self.target}",
+                              f"loops of pointer loads, or tma = true on sm_"
+                              f"{WARP_SPECIALIZE_TMA_SM} or newer; the target is sm_{self.target}"
+                              + ("" if tma else " and the kernel has no tma"),
                               kernel.location)
         for dot in [o for o in walk_ops(kernel) if o.name == "kg.tile_dot"]:
             dot = self._legalize_types(dot)

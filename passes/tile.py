@@ -11,6 +11,9 @@ kgc.tiling.config), 0 leaving a knob to kgc:
     split-k            matmul: programs sharing each tile's k loop; the
                        kernel becomes a partials kernel and a reduce kernel
                        (kgc.tiling.split_k)
+    tma                matmul: copy operand tiles (and results) through TMA
+                       tensor descriptors (kgc.tiling.tma); false leaves it
+                       to the kernel's attribute
     kernel=NAME        apply the knobs to kernel @NAME only
 
     kgc-opt graph.mlir --kg-tile='block-m=64 num-warps=8'
@@ -32,7 +35,8 @@ Rewrite rules:
                                           num_warps, num_stages, block_*} {
           ^bb0(%x_buf: memref..., %y_buf: memref...):
             kg.program_id, memref.reinterpret_cast views of the buffers,
-            kg.tile_load, kg ops on tiles, kg.reduce, kg.tile_dot,
+            kg.tile_load (marked tma: the k loop's operand tiles of a
+            matmul whose tma knob is on), kg ops on tiles, kg.reduce, kg.tile_dot,
             scf.for loops over looped axes (marked kg.axis = N),
             kg.tile_store of every result
             kg.yield
@@ -127,12 +131,16 @@ class KgTile(Pass):
     pack_heads = Option(str, "", "attention: true to make the query heads of one key/value "
                                  "head the rows of a dot, false not to (default: kgc chooses)",
                         choices=("", "true", "false"))
+    tma = Option(bool, False, "read a matmul's k-loop operands and write its results through "
+                              "TMA tensor descriptors")
     kernel = Option(str, "", "apply the knobs to this kernel only (default: every kernel)")
 
     def _option_knobs(self) -> dict:
         knobs = {name: getattr(self, name) for name in _OPTION_KNOBS if getattr(self, name) != 0}
         knobs.update({name: getattr(self, name) == "true" for name in _OPTION_FLAGS
                       if getattr(self, name)})
+        if self.tma:
+            knobs["tma"] = True
         return knobs
 
     def run(self, op: ir.Operation) -> None:

@@ -23,10 +23,21 @@ Rewrite rules:
                                               sum of (%o_d + tt.make_range) * stride_d),
                                               %m, splat(p)
     kg.tile_store                       =>  tt.store
+    kg.tile_load %v[%o] {tma} (mask %m padding 0)
+                                        =>  tt.descriptor_load (tt.make_tensor_descriptor
+                                              %base, view sizes, view strides at the
+                                              function's entry)[%o], the bounds mask
+                                              dropped (TMA fills lanes outside with 0);
+                                              tt.trans when the view's contiguous
+                                              axis is not the tile's last
+    kg.tile_store {tma}                 =>  tt.descriptor_store likewise (TMA drops
+                                              lanes outside the buffer)
     kg.tile_mask                        =>  arith.cmpi of ranges, arith.andi
     kg.reduce                           =>  tt.reduce per axis (arith combiner)
     kg.tile_dot                         =>  tt.dot (inputPrecision from precision;
-                                            8-bit floats accumulated precisely)
+                                            8-bit float products summed by the
+                                            tensor cores over one k step of at
+                                            most 128, then added into f32)
     kg elementwise ops                  =>  arith / math ops, libdevice through
                                             tt.extern_elementwise (tanh, erf, pow),
                                             as the op's row in kgc.op_table says
@@ -68,7 +79,9 @@ from mlir import ir
 from kgc.dialects import kg
 from kgc.op_table import BY_OP_NAME, ELEMENTWISE, ElementwiseOp
 from kgc.passes.registry import Pass, PassFailure, register_pass
+from kgc.tiling import tma
 from kgc.tiling.generate import INT32_MAX, INT32_MIN
+from kgc.tiling.index_maps import BufferView
 from kgc.tiling.graph_model import reduce_kind
 from kgc.tiling.kernel_ops import dot_dims, int_array, is_tiled, kernel_name, kernels_in
 
@@ -131,6 +144,7 @@ def _lower_kernel(kernel: ir.Operation, top: ir.Operation) -> None:
         entry = function.regions[0].blocks.append(*argument_types)
         lowering = _Lowering({arg: entry.arguments[i] for i, arg in enumerate(body.arguments)},
                              list(entry.arguments)[len(pointer_types):])
+        lowering.entry = entry
         with ir.InsertionPoint(entry):
             lowering.block(body)
             ir.Operation.create("tt.return")
@@ -176,6 +190,9 @@ class _Lowering:
         self.scalars = scalars  # the tt.func's i32 arguments
         self.i32 = ir.IntegerType.get_signless(32)
         self.i1 = ir.IntegerType.get_signless(1)
+        self.entry: ir.Block | None = None  # the tt.func's entry block
+        self.descriptors: dict = {}  # (view, block shape) -> tt.make_tensor_descriptor
+        self._descriptor_point: ir.InsertionPoint | None = None  # where descriptors go
 
     # -- structure --------------------------------------------------------------
 
@@ -355,6 +372,9 @@ class _Lowering:
         return _arith("arith.addi", splat, lanes)
 
     def load(self, op: ir.Operation) -> None:
+        if "tma" in op.attributes:
+            self._descriptor_load(op)
+            return
         tile_load = op.opview
         view, offsets = tile_load.src, list(tile_load.offsets)
         result_type = ir.RankedTensorType(op.results[0].type)
@@ -389,6 +409,9 @@ class _Lowering:
         ).result
 
     def store(self, op: ir.Operation) -> None:
+        if "tma" in op.attributes:
+            self._descriptor_store(op)
+            return
         tile_store = op.opview
         value, view, offsets = tile_store.value, tile_store.dst, list(tile_store.offsets)
         value_type = ir.RankedTensorType(value.type)
@@ -414,6 +437,112 @@ class _Lowering:
             self._define(op.results[0], self._range(offset, sizes[axis]), sizes)
         else:
             self.values[op.results[0]] = _Lowered(offset, (), sizes, self.i32)
+
+    # -- bulk tensor copies (TMA) -------------------------------------------------
+
+    def _descriptor(self, op: ir.Operation, view_value: ir.Value, sizes: Sequence[int],
+                    element: ir.Type) -> tuple[ir.Value, list[int]]:
+        """(the tensor descriptor of `view_value` for boxes of `sizes`, the
+        axes it describes, outermost first), made once at the function's
+        entry."""
+        view = self.views[view_value]
+        shape = list(ir.MemRefType(view_value.type).shape)
+        axes = tma.layout(view.strides)
+        key = (view_value, tuple(sizes))
+        if key not in self.descriptors:
+            reason = tma.refusal(_buffer_view(shape, view), str(element), sizes)
+            if reason is not None:
+                raise PassFailure(f"a tma access cannot be copied by TMA: {reason}", op.location)
+            i64 = ir.IntegerType.get_signless(64)
+            block = ir.RankedTensorType.get([sizes[a] for a in axes], element)
+            descriptor_type = ir.Type.parse(f"!tt.tensordesc<{block}>")
+            if self._descriptor_point is None:
+                # Before the entry's first op, in the order they are made.
+                self._descriptor_point = ir.InsertionPoint.at_block_begin(self.entry)
+            with self._descriptor_point, op.location:
+                base = view.base
+                if view.offset:
+                    base = ir.Operation.create("tt.addptr", results=[base.type], operands=[
+                        base, self._scalar_i32(view.offset)]).result
+                extents = [self._scalar_i32(shape[a]) for a in axes]
+                strides = [ir.Operation.create("arith.constant", results=[i64], attributes={
+                    "value": ir.IntegerAttr.get(i64, view.strides[a])}).result for a in axes]
+                self.descriptors[key] = ir.Operation.create(
+                    "tt.make_tensor_descriptor", results=[descriptor_type],
+                    operands=[base, *extents, *strides]).result
+        return self.descriptors[key], axes
+
+    def _check_bounds_mask(self, op: ir.Operation, mask: ir.Value | None, offsets, sizes) -> None:
+        """A tma access may carry only the mask of the lanes inside its
+        buffer (kg-pad-mask's), which TMA applies by itself."""
+        if mask is None:
+            return
+        owner = mask.owner
+        if not isinstance(owner, ir.Block) and owner.name == "kg.tile_mask" \
+                and list(owner.operands) == list(offsets):
+            lower = list(ir.DenseI64ArrayAttr(owner.attributes["lower"]))
+            upper = list(ir.DenseI64ArrayAttr(owner.attributes["upper"]))
+            if all(lo in (0, INT32_MIN) and hi in (size, INT32_MAX)
+                   for lo, hi, size in zip(lower, upper, sizes)):
+                return
+        raise PassFailure("a tma access may be masked only by the bounds of its buffer (TMA "
+                          "applies those by itself)", op.location)
+
+    def _descriptor_layout(self, axes: Sequence[int], sizes: Sequence[int]):
+        """(the tile axes a descriptor copy holds, in its order; the
+        permutation that puts them in axis order, None when they are)."""
+        held = [a for a in axes if sizes[a] > 1]
+        if not held:
+            # tma.refusal keeps single lanes off TMA (a box under 16 bytes).
+            raise PassFailure("a tma access of a single lane")
+        order = sorted(range(len(held)), key=lambda i: held[i])
+        return held, (None if order == list(range(len(held))) else order)
+
+    def _descriptor_load(self, op: ir.Operation) -> None:
+        tile_load = op.opview
+        view, offsets = tile_load.src, list(tile_load.offsets)
+        result_type = ir.RankedTensorType(op.results[0].type)
+        sizes, element = tuple(result_type.shape), result_type.element_type
+        buffer_sizes = list(ir.MemRefType(view.type).shape)
+        self._check_bounds_mask(op, tile_load.mask, offsets, buffer_sizes)
+        if tile_load.mask is not None and "padding" in op.attributes and \
+                ir.FloatAttr(op.attributes["padding"]).value != 0.0:
+            raise PassFailure("a masked tma load reads zeros outside its buffer; its padding "
+                              "must be 0", op.location)
+        descriptor, axes = self._descriptor(op, view, sizes, element)
+        held, order = self._descriptor_layout(axes, sizes)
+        loaded_type = self._compact_type(sizes, tuple(held), element)
+        loaded = ir.Operation.create(
+            "tt.descriptor_load", results=[loaded_type],
+            operands=[descriptor, *[self.values[offsets[a]] for a in axes]],
+            attributes={"cache": ir.IntegerAttr.get(self.i32, 1),
+                        "evict": ir.IntegerAttr.get(self.i32, 1)}).result
+        if order is not None:
+            loaded = ir.Operation.create(
+                "tt.trans", results=[self._compact_type(sizes, tuple(sorted(held)), element)],
+                operands=[loaded], attributes={"order": ir.DenseI32ArrayAttr.get(order)}).result
+        self._define(op.results[0], loaded, sizes)
+
+    def _descriptor_store(self, op: ir.Operation) -> None:
+        tile_store = op.opview
+        value, view, offsets = tile_store.value, tile_store.dst, list(tile_store.offsets)
+        value_type = ir.RankedTensorType(value.type)
+        sizes, element = tuple(value_type.shape), value_type.element_type
+        buffer_sizes = list(ir.MemRefType(view.type).shape)
+        self._check_bounds_mask(op, tile_store.mask, offsets, buffer_sizes)
+        descriptor, axes = self._descriptor(op, view, sizes, element)
+        held, order = self._descriptor_layout(axes, sizes)
+        lowered = self.tile(value)
+        stored = self.expand(lowered, tuple(sorted(held)), sizes)
+        if order is not None:
+            inverse = [0] * len(order)
+            for position, source in enumerate(order):
+                inverse[source] = position
+            stored = ir.Operation.create(
+                "tt.trans", results=[ir.RankedTensorType.get([sizes[a] for a in held], element)],
+                operands=[stored], attributes={"order": ir.DenseI32ArrayAttr.get(inverse)}).result
+        ir.Operation.create("tt.descriptor_store",
+                            operands=[descriptor, stored, *[self.values[offsets[a]] for a in axes]])
 
     def mask(self, op: ir.Operation) -> None:
         type_ = ir.RankedTensorType(op.results[0].type)
@@ -534,9 +663,7 @@ class _Lowering:
                      if "precision" in op.attributes else kg.Precision.ieee)
         attributes = {
             "inputPrecision": ir.IntegerAttr.get(self.i32, _INPUT_PRECISION[precision]),
-            # 0: 8-bit float products are added into f32 after every MMA, as the
-            # f32 accumulation of kg.matmul promises (2^30 would be faster).
-            "maxNumImpreciseAcc": ir.IntegerAttr.get(self.i32, 0),
+            "maxNumImpreciseAcc": ir.IntegerAttr.get(self.i32, _imprecise_products(a)),
         }
         # Tiles keep their axes in iteration order; tt.dot takes [M, K] x
         # [K, N] -> [M, N], so operands laid out the other way round (dims
@@ -669,6 +796,27 @@ def _is_bool(element: ir.Type) -> bool:
 def _memory_element(element: ir.Type) -> ir.Type:
     """The type an element has in memory: i1 is stored as a byte (torch.bool)."""
     return ir.IntegerType.get_signless(8) if _is_bool(element) else element
+
+# Products of 8-bit floats that Hopper's tensor cores may sum among
+# themselves (with their narrower internal accumulator) before the sum is
+# added into the f32 accumulator: one k step of at most 128, the promotion
+# interval of cuBLAS's precise FP8 mode and DeepSeek-V3's FP8 GEMMs.
+_FLOAT8_PROMOTION = 128
+
+
+def _imprecise_products(a: _Lowered) -> int:
+    """tt.dot's maxNumImpreciseAcc for a dot of `a`: 0 (no products summed
+    outside f32) except for 8-bit floats, where Triton 3.6 on sm_90 takes 0
+    to mean no 8-bit wgmma at all (it widens both operands to f16 for
+    mma.sync), so each k step's products (at most 128) are summed by the
+    tensor core and added into f32 after it. Other targets ignore it."""
+    if str(a.element) not in _FLOAT8:
+        return 0
+    return min(a.sizes[len(a.sizes) - 2], _FLOAT8_PROMOTION)
+
+
+def _buffer_view(shape: Sequence[int], view: _View) -> BufferView:
+    return BufferView(tuple(shape), tuple(view.strides), view.offset)
 
 
 def _width(element: str) -> int:

@@ -23,6 +23,13 @@ contiguous and aligned, or that overlaps an argument, is refused.
 
 Results and intermediates are fresh tensors (or the `out=` buffers); the
 kernels run in order on the current stream of the arguments' device.
+
+A kernel that asks for global scratch memory (Triton's `global_scratch_size`
+metadata: the TMA descriptors that matmuls with the `tma` knob build on the
+device, 128 bytes each per program) gets a fresh torch allocation of that
+many bytes per program with every launch, passed as the launcher's scratch
+argument, so that no process-wide allocator (`triton.set_allocator`) is
+needed and calls on several streams never share one.
 """
 
 from __future__ import annotations
@@ -199,6 +206,11 @@ class CompiledGraph:
         stream = self._current_stream(device)
         for (launcher, grid_x, grid_y, grid_z, handle, packed, enter, exit_, operands,
              scalars) in bound:
+            if launcher.global_scratch_size and not launcher.profile_scratch_size:
+                _scratch_launch(launcher, handle, device)(
+                    grid_x, grid_y, grid_z, stream, packed, None, enter, exit_,
+                    *[buffers[i].data_ptr() for i in operands], *scalars)
+                continue
             launcher(grid_x, grid_y, grid_z, stream, handle, packed, None, enter, exit_,
                      *[buffers[i].data_ptr() for i in operands], *scalars)
 
@@ -253,7 +265,11 @@ class CompiledGraph:
         launches = []
         for launcher, grid_x, grid_y, grid_z, handle, packed, enter, exit_, operands, scalars \
                 in bound:
-            if launcher.global_scratch_size or launcher.profile_scratch_size:
+            if launcher.global_scratch_size and not launcher.profile_scratch_size:
+                launches.append((_scratch_launch(launcher, handle, device),
+                                 (grid_x, grid_y, grid_z), (packed, None, enter, exit_), operands,
+                                 scalars))
+            elif launcher.profile_scratch_size:
                 launches.append((launcher, (grid_x, grid_y, grid_z),
                                  (handle, packed, None, enter, exit_), operands, scalars))
             else:
@@ -428,6 +444,35 @@ def _load(artifact, device: int, limits: dict, active):
                        f"{metadata.num_warps * 32} threads per program, the loaded kernel allows "
                        f"{max_threads}")
     return launcher, handle, make_backend(metadata.target).pack_metadata(metadata)
+
+
+# The alignment of torch's CUDA allocations (its caching allocator rounds
+# every block to 512 bytes), which a kernel's scratch alignment must divide.
+_TORCH_ALIGNMENT = 512
+
+
+def _scratch_launch(launcher, handle, device: int):
+    """Triton's launch function for a kernel that needs global scratch
+    memory, called as `(grid_x, grid_y, grid_z, stream, packed metadata,
+    launch metadata, enter hook, exit hook, *arguments)`: each call takes
+    the kernel's scratch (its size per program times the programs) from
+    torch on `device`, on the current stream, and passes it."""
+    import torch
+
+    size, align = launcher.global_scratch_size, launcher.global_scratch_align
+    if _TORCH_ALIGNMENT % max(align, 1):
+        raise KgcError(f"a kernel asks for global scratch aligned to {align} bytes; torch's "
+                       f"allocations are aligned to {_TORCH_ALIGNMENT}")
+    launch, empty, uint8 = launcher.launch, torch.empty, torch.uint8
+    cooperative, pdl, ctas = launcher.launch_cooperative_grid, launcher.launch_pdl, \
+        launcher.num_ctas
+
+    def launch_with_scratch(grid_x, grid_y, grid_z, stream, *rest):
+        scratch = empty(grid_x * grid_y * grid_z * ctas * size, dtype=uint8, device=device)
+        launch(grid_x, grid_y, grid_z, stream, handle, cooperative, pdl, scratch.data_ptr(), None,
+               *rest)
+
+    return launch_with_scratch
 
 
 class _LaunchSignature:

@@ -9,9 +9,16 @@ sum of its kernels' best times. So the search grows with the sum of the
 choices, not their product.
 
 How many configs of a kernel are tried is the effort: its default config
-(kgc's heuristic choice) first, then every config one knob away from it,
-then a sample of the rest drawn with a seed of the kernel's signature, up
-to the effort's count (all of them at effort "high").
+(kgc's heuristic choice) first, then the seeds of its kind
+(`KernelConfig.seeds`: the configs known to do well on such kernels, such
+as Triton's Hopper matmul configs for big GEMMs), then every config one
+knob away from the default, then a sample of the rest drawn with a seed of
+the kernel's signature, up to the effort's count (all of them at effort
+"high").
+
+Configs a kernel cannot take are never offered: `tma` where an operand's
+layout rules TMA out (kgc.tiling.tma: strides that are not multiples of 16
+bytes) or below sm_90 (no tensor memory accelerator).
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from kgc.pipeline.pipeline import Pipeline
 from kgc.pipeline.config import GraphConfig
 from kgc.pipeline.stages import decomposition_pipeline_text
 from kgc.search import kernels as kernel_forms
+from kgc.passes.legalize_dot import TMA_SM
 from kgc.passes.registry import PassFailure
 from kgc.tiling.config import KernelConfig, MatmulConfig
 from kgc.tiling.kernel_ops import kernel_name, kernels_in, ops_named
@@ -75,26 +83,53 @@ def _can_split_k(kernel: ir.Operation) -> bool:
 
 
 def configs_to_try(default: KernelConfig, space: list[KernelConfig], count: int | None,
-                   seed: str) -> list[KernelConfig]:
-    """`default`, its neighbours in `space` (one knob changed), then a
-    seeded sample of the rest, `count` in all (None: all)."""
+                   seed: str, seeds: list[KernelConfig] = ()) -> list[KernelConfig]:
+    """`default`, the `seeds` (legal configs known to do well, which may
+    set knobs that `space` leaves alone), the default's neighbours in
+    `space` (one knob changed), then a seeded sample of the rest, `count`
+    in all (None: all)."""
     chosen: dict[KernelConfig, None] = {default: None}
     given = default.to_dict()
+    first = list(seeds)
     neighbours = [c for c in space
                   if sum(given.get(k) != v for k, v in c.to_dict().items()) == 1]
-    rest = [c for c in space if c not in chosen and c not in neighbours]
+    rest = [c for c in space if c not in chosen and c not in neighbours and c not in first]
     random.Random(seed).shuffle(rest)
-    for config in neighbours + rest:
+    for config in first + neighbours + rest:
         if count is not None and len(chosen) >= count:
             break
         chosen.setdefault(config, None)
     return list(chosen)
 
 
-def variant_space(module_text: str, function: str, effort: str = "default"
+def _takes_tma(kernel: ir.Operation, target: int | None) -> bool:
+    """Whether `kernel` (graph form) can be tiled with the `tma` knob on
+    for `target` (None: any target from sm_90)."""
+    if target is not None and target < TMA_SM:
+        return False
+    try:
+        plan_kernel(kernel, MatmulConfig(tma=True))
+    except PassFailure:
+        return False
+    return True
+
+
+def _legal(kernel: ir.Operation, space: list[KernelConfig], target: int | None
+           ) -> list[KernelConfig]:
+    """`space` without the configs that `kernel` cannot take."""
+    if any(getattr(c, "tma", None) for c in space) and not _takes_tma(kernel, target):
+        space = [c for c in space if not getattr(c, "tma", None)]
+    if any(getattr(c, "split_k", None) for c in space) and not _can_split_k(kernel):
+        space = [c for c in space if not getattr(c, "split_k", None)]
+    return space
+
+
+def variant_space(module_text: str, function: str, effort: str = "default",
+                  target: int | None = None
                   ) -> tuple[list[PartitionVariant], dict[str, KernelVariants]]:
     """The partitions of `function` in `module_text` (a kernel graph before
-    fusion) and the kernels they make, with the configs to try."""
+    fusion) and the kernels they make, with the configs to try on `target`
+    (an SM version; None: no config is left out for its target)."""
     if effort not in EFFORT_CONFIGS:
         raise KgcError(f"effort must be one of {', '.join(EFFORT_CONFIGS)}, got {effort!r}")
     count = EFFORT_CONFIGS[effort]
@@ -128,13 +163,13 @@ def variant_space(module_text: str, function: str, effort: str = "default"
                 plan, _ = plan_kernel(kernel)
                 config_class = type(plan.config)
                 default = plan.config
-                space = config_class.space(plan.knob_extents, _widest_input(kernel))
-                if any(getattr(c, "split_k", None) for c in space) and not _can_split_k(kernel):
-                    space = [c for c in space if not getattr(c, "split_k", None)]
+                element = _widest_input(kernel)
+                space = _legal(kernel, config_class.space(plan.knob_extents, element), target)
+                seeds = _legal(kernel, config_class.seeds(plan.knob_extents, element), target)
                 kernels[signature] = KernelVariants(
                     signature, kernel_name(kernel), plan.kind,
                     str(kernel_forms.launch_form(kernel)), str(kernel_forms.inline_form(kernel)),
-                    default, configs_to_try(default, space, count, signature))
+                    default, configs_to_try(default, space, count, signature, seeds))
         variants.append(PartitionVariant(str(partition), partition.origin, made))
     return variants, kernels
 

@@ -198,7 +198,8 @@ class _Search:
         return self.budget_s is not None and time.monotonic() - self.started > self.budget_s
 
     def run(self):
-        partitions, kernels = variant_space(self.text, self.function, self.effort)
+        partitions, kernels = variant_space(self.text, self.function, self.effort,
+                                             self.target)
         for variants in kernels.values():
             extra = [c for c in self.extra_configs.get(variants.kind, [])
                      if c not in variants.configs]

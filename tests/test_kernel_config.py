@@ -172,7 +172,7 @@ def test_every_config_of_a_space_plans():
 def test_each_kind_has_its_config():
     assert set(CONFIG_CLASSES) == {"pointwise", "reduction", "matmul", "attention"}
     assert MatmulConfig.knobs() == ("num_warps", "num_stages", "num_programs", "block_m", "block_n",
-                                    "block_k", "group_m", "warp_specialize", "flatten", "split_k")
+                                    "block_k", "group_m", "warp_specialize", "flatten", "split_k", "tma")
 
 
 def test_num_programs_makes_a_persistent_kernel_of_at_most_one_program_per_tile():

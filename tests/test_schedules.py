@@ -30,7 +30,7 @@ FROM_TILING_AFTER_FUSION = FROM_TILING.replace("kg-tile", "kg-decompose,kg-fuse,
 
 
 # Triton 3.6 warp-specializes loops of pointer loads on sm_100 and newer;
-# on sm_90 it needs TMA descriptors, which kgc does not make yet.
+# on sm_90 it needs TMA descriptors (the tma knob: tests/test_hopper_gemm.py).
 @pytest.mark.parametrize("flags,attributes,target", [
     ("flatten = true", "{tt.flatten}", "sm_90"),
     ("warp_specialize = true", "{tt.warp_specialize}", "sm_100"),

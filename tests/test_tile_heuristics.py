@@ -78,6 +78,8 @@ EXPECTED = {
                                         (1, 1, 1)),
     "kg-legalize-dot:ws_0": ("matmul", dict(block_m=64, block_n=64, block_k=64, group_m=1,
                                             num_warps=4, num_stages=4), (1, 1, 1)),
+    "kg-legalize-dot:ws_tma_0": ("matmul", dict(block_m=64, block_n=64, block_k=64, group_m=1,
+                                                num_warps=4, num_stages=4), (1, 1, 1)),
 }
 
 

@@ -24,6 +24,7 @@ the axes that the tile knobs tile):
   tile, `kgc.tiling.split_k`) is a positive integer; 1 is no split and is
   written as unset; the planner lowers it to the count of splits that each
   get k steps.
+* flags (`warp_specialize`, `flatten`, `tma` of matmuls) are true or false.
 
 An illegal value raises `ConfigError`, naming the kernel, the knob, the
 value and the legal values; nothing is clamped silently. Two configs that
@@ -31,7 +32,8 @@ give the same kernel have equal canonical forms.
 
 `space(extents, element)` lists the configs a tuner should try for a
 kernel of those extents and element type: finite, canonical, without
-duplicates.
+duplicates. `seeds(extents, element)` names a few of them known to do
+well on such kernels, which a tuner tries first.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ from typing import Any, ClassVar, Mapping
 from kgc.tiling.index_maps import ceil_div, next_power_of_two
 
 WARPS = (1, 2, 4, 8, 16, 32)
+# Persistent programs a config may ask for: one per SM of an H100 or H200.
+PERSISTENT_PROGRAMS = 132
 
 
 class ConfigError(ValueError):
@@ -71,7 +75,7 @@ class KernelConfig:
     kind: ClassVar[str] = ""
     # tile knob -> the name of the axis it tiles (a key of the extents)
     TILE_AXES: ClassVar[dict[str, str]] = {}
-    # knobs of the kernel's loops (flags, not sizes)
+    # knobs that are flags (true or false), not sizes
     FLAGS: ClassVar[tuple[str, ...]] = ()
 
     num_warps: int | None = None
@@ -218,6 +222,12 @@ class KernelConfig:
     def _worth_trying(self, extents: Mapping[str, int]) -> bool:
         return True
 
+    @classmethod
+    def seeds(cls, extents: Mapping[str, int], element: str) -> list["KernelConfig"]:
+        """Configs of `space` known to do well on kernels of these extents,
+        canonical, best guess first (none by default)."""
+        return []
+
 
 def _tile_candidates(low: int, high: int, extent: int | None) -> tuple:
     """Powers of two from `low` to `high`, none beyond the one that covers
@@ -286,11 +296,15 @@ class MatmulConfig(KernelConfig):
     `warp_specialize` and `flatten` are passed to that loop for Triton
     (`tt.warp_specialize`, `tt.flatten`). `split_k` shares the k loop out
     between that many programs per tile, whose f32 partial results a
-    second kernel sums before the epilogue (`kgc.tiling.split_k`)."""
+    second kernel sums before the epilogue (`kgc.tiling.split_k`). `tma`
+    reads the operand tiles of the k loop, and writes the results, through
+    TMA tensor descriptors (`kgc.tiling.tma` says where that is legal)."""
 
     kind: ClassVar[str] = "matmul"
     TILE_AXES: ClassVar[dict[str, str]] = {"block_m": "m", "block_n": "n", "block_k": "k"}
-    FLAGS: ClassVar[tuple[str, ...]] = ("warp_specialize", "flatten")
+    FLAGS: ClassVar[tuple[str, ...]] = ("warp_specialize", "flatten", "tma")
+    # The flags that go on the k loop for Triton (tt.<name>).
+    LOOP_FLAGS: ClassVar[tuple[str, ...]] = ("warp_specialize", "flatten")
 
     block_m: int | None = None
     block_n: int | None = None
@@ -299,6 +313,7 @@ class MatmulConfig(KernelConfig):
     warp_specialize: bool | None = None
     flatten: bool | None = None
     split_k: int | None = None
+    tma: bool | None = None
 
     def _canonical_extra(self, extents, kernel):
         if self.split_k is not None:
@@ -324,7 +339,8 @@ class MatmulConfig(KernelConfig):
                 "block_k": _tile_candidates(32 if narrow else 16, 256 if narrow else 128,
                                             extents.get("k")),
                 "group_m": (1, 8), "num_warps": (4, 8), "num_stages": (2, 3, 4, 5),
-                "split_k": (None,) + _split_k_candidates(extents, element)}
+                "split_k": (None,) + _split_k_candidates(extents, element),
+                "tma": (None, True), "num_programs": (None, PERSISTENT_PROGRAMS)}
 
     def _worth_trying(self, extents) -> bool:
         accumulator = self.block_m * self.block_n
@@ -334,8 +350,54 @@ class MatmulConfig(KernelConfig):
             return False
         if self.split_k is not None and not _split_k_worth_trying(self, extents):
             return False
+        # A split is for grids too small to fill the GPU, where persistent
+        # programs have nothing to walk; with TMA it is not tried (untested).
+        if self.split_k is not None and (self.tma or self.num_programs is not None):
+            return False
         looped = self.block_k < extents["k"]
-        return looped or self.num_stages == 2
+        if not looped and self.num_stages != 2:
+            return False
+        tiles = ceil_div(extents["m"], self.block_m) * ceil_div(extents["n"], self.block_n)
+        # Persistent programs pay off when there are more tiles than SMs;
+        # bulk copies for tiles of at least 64x64, where a copy engine
+        # transfer replaces enough address arithmetic.
+        if self.num_programs is not None and tiles <= self.num_programs:
+            return False
+        return not self.tma or accumulator >= 64 * 64
+
+    @classmethod
+    def seeds(cls, extents, element):
+        """For GEMMs of at least 1024 x 1024 outputs and a k loop: the
+        Hopper configs of Triton's matmul tutorials (128x256 and 256x128
+        tiles with 8 warps, 128x128 with 4 or 8; 3 to 5 stages; grouped
+        tile order), each with TMA descriptors, persistent, both or
+        neither; then three warp-specialized with TMA, and three persistent
+        with TMA whose tile loop Triton flattens with the k loop."""
+        if extents.get("m", 0) < 1024 or extents.get("n", 0) < 1024 or extents.get("k", 0) < 256:
+            return []
+        block_k = 128 if _bits(element) <= 8 else 64
+        tiles = [(128, 256, 8, 3), (256, 128, 8, 3), (128, 256, 8, 4), (128, 128, 8, 4),
+                 (128, 128, 4, 4), (128, 128, 4, 5)]
+        seeds: dict[KernelConfig, None] = {}
+        for tma, persistent in ((True, False), (True, True), (None, False), (None, True)):
+            for block_m, block_n, warps, stages in tiles:
+                config = cls(block_m=block_m, block_n=block_n, block_k=block_k, group_m=8,
+                             num_warps=warps, num_stages=stages, tma=tma,
+                             num_programs=PERSISTENT_PROGRAMS if persistent else None)
+                if config._worth_trying(extents):
+                    seeds.setdefault(config.canonical(extents), None)
+        # Triton 3.6 warp-specializes k loops of descriptor loads on sm_90,
+        # and flattens a persistent program's tile loop with its k loop.
+        for block_m, block_n, warps, stages in tiles[:2] + tiles[4:5]:
+            seeds.setdefault(cls(block_m=block_m, block_n=block_n, block_k=block_k, group_m=8,
+                                 num_warps=warps, num_stages=stages, tma=True,
+                                 warp_specialize=True).canonical(extents), None)
+            flattened = cls(block_m=block_m, block_n=block_n, block_k=block_k, group_m=8,
+                            num_warps=warps, num_stages=stages, tma=True, flatten=True,
+                            num_programs=PERSISTENT_PROGRAMS)
+            if flattened._worth_trying(extents):
+                seeds.setdefault(flattened.canonical(extents), None)
+        return list(seeds)
 
 
 # Splits the search tries for a matmul that cannot fill the GPU with tiles.

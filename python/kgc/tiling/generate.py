@@ -19,10 +19,12 @@ import contextlib
 import dataclasses
 from typing import Any, Iterator, Sequence
 
+from kgc.tiling import tma
+from kgc.tiling.config import ConfigError
 from kgc.tiling.graph_model import ELEMENTWISE_OPS, Node
 from kgc.tiling.index_maps import BufferView, IndexMap, NotAffine
-from kgc.tiling.iteration import (KernelPlan, Unplannable, axes_of, is_affine_reshape, leaf_view,
-                                  matmul_operand_maps, operand_maps, reduce_input_map)
+from kgc.tiling.iteration import (TILE_LOOP, KernelPlan, Unplannable, axes_of, is_affine_reshape,
+                                  leaf_view, matmul_operand_maps, operand_maps, reduce_input_map)
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 NEUTRAL = {"sum": 0.0, "max": float("-inf"), "min": float("inf")}
@@ -43,10 +45,11 @@ class Builder:
     def scalar_argument(self, index: int) -> Any: ...  # the plan's scalar_arguments[index]
     def const(self, value: int) -> Any: ...
     def scalar(self, op: str, lhs: Any, rhs: Any) -> Any: ...  # add sub mul div rem min
+    # `tma`: copy the tile with the tensor memory accelerator (kgc.tiling.tma).
     def load(self, input_index: int, element: str, view: BufferView, offsets: Sequence[Any],
-             shape: Sequence[int]) -> Any: ...
+             shape: Sequence[int], tma: bool = False) -> Any: ...
     def store(self, output_index: int, element: str, value: Any, view: BufferView,
-              offsets: Sequence[Any], shape: Sequence[int]) -> None: ...
+              offsets: Sequence[Any], shape: Sequence[int], tma: bool = False) -> None: ...
     def constant(self, value: float, element: str, shape: Sequence[int]) -> Any: ...
     def elementwise(self, op: str, operands: Sequence[Any], attrs: dict, element: str,
                     shape: Sequence[int]) -> Any: ...
@@ -97,8 +100,8 @@ class DryBuilder(Builder):
     def scalar_argument(self, index): return None
     def const(self, value): return None
     def scalar(self, op, lhs, rhs): return None
-    def load(self, *args): return None
-    def store(self, *args): return None
+    def load(self, *args, **kwargs): return None
+    def store(self, *args, **kwargs): return None
     def constant(self, *args): return None
     def elementwise(self, *args): return None
     def reduce(self, *args): return None
@@ -152,6 +155,7 @@ class Generator:
             self.offsets[axis] = zero
         programs = self.plan.grid()[0]
         with self.b.loop(None, self.plan.num_programs(), programs, [],
+                         self.plan.loop_attributes.get(TILE_LOOP),
                          start=self.b.program_id(0)) as body:
             self.bound.append(None)
             self.memo.append({})
@@ -509,8 +513,25 @@ class Generator:
         if offset < 0:
             raise Unplannable("a view starts before its buffer")
         load_view = BufferView(tuple(sizes), tuple(s if s else 0 for s in strides), offset)
-        value = self.b.load(source.input_index, source.element, load_view, offsets, self._shape(axes))
+        bulk = self._tma_load(source, load_view, axes)
+        value = self.b.load(source.input_index, source.element, load_view, offsets,
+                            self._shape(axes), **({"tma": True} if bulk else {}))
         return Tile(value, axes, source.element)
+
+    def _tma_load(self, source: Node, view: BufferView, axes: frozenset) -> bool:
+        """Whether a load goes through a TMA descriptor: with the `tma` knob,
+        every operand tile of a matmul's k loop (a tile that varies along
+        k) does, and one that cannot is a ConfigError."""
+        if not getattr(self.plan.config, "tma", None) or self.plan.kind != "matmul":
+            return False
+        if self.plan.matmul_axes[1] not in axes:
+            return False
+        reason = tma.refusal(view, source.element, self._shape(axes))
+        if reason is not None:
+            raise ConfigError(f"tma = true is not legal: input #{source.input_index} "
+                              f"({source.element} {list(source.shape)}) cannot be read by TMA: "
+                              f"{reason}; leave tma unset for this kernel")
+        return True
 
     def _concat(self, node: Node, index_map: IndexMap, axes: frozenset) -> Tile:
         dim = node.attrs["dim"]
@@ -550,4 +571,9 @@ class Generator:
         sizes = tuple(self.plan.extents[a] if a in store_axes else 1 for a in range(self.n))
         offsets = [self.offsets[a] if a in store_axes else self.b.const(0) for a in range(self.n)]
         view = BufferView(sizes, tuple(strides), offset)
-        self.b.store(index, output.element, value, view, offsets, self._shape(store_axes))
+        # With the `tma` knob, results go out through TMA descriptors where
+        # their layout allows it, and through pointers elsewhere.
+        tma_store = (getattr(self.plan.config, "tma", None) and self.plan.kind == "matmul"
+                     and tma.refusal(view, output.element, self._shape(store_axes)) is None)
+        self.b.store(index, output.element, value, view, offsets, self._shape(store_axes),
+                     **({"tma": True} if tma_store else {}))

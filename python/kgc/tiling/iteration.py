@@ -24,6 +24,10 @@ class Unplannable(Exception):
     """These ops cannot be one kernel; the message says why."""
 
 
+# The key of `KernelPlan.loop_attributes` for a persistent program's tile loop.
+TILE_LOOP = "tiles"
+
+
 @dataclasses.dataclass
 class Expansion:
     """A matmul as the generator computes it: `core_a @ core_b`, times the
@@ -54,7 +58,8 @@ class KernelPlan:
     # "k", "x", "r"), for `KernelConfig.canonical` and `space`.
     knob_extents: dict = dataclasses.field(default_factory=dict)
     # Attributes of the loop over an axis, for Triton's pipeliner
-    # (`tt.num_stages`: int, `tt.flatten`, `tt.warp_specialize`: flags).
+    # (`tt.num_stages`: int, `tt.flatten`, `tt.warp_specialize`: flags);
+    # under TILE_LOOP, those of a persistent program's loop over its tiles.
     loop_attributes: dict = dataclasses.field(default_factory=dict)
     # The program axes each grid dimension (x, y, z) walks, outermost first;
     # empty: grid x walks every program axis.

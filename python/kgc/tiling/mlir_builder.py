@@ -130,15 +130,20 @@ class MlirBuilder(Builder):
             self._views[key] = self._prelude(make)
         return self._views[key]
 
-    def load(self, input_index, element, view, offsets, shape):
+    def load(self, input_index, element, view, offsets, shape, tma=False):
         source = self._view(input_index, element, view)
         with self.location:
-            return kg.tile_load(tensor_type(shape, element), source, list(offsets))
+            loaded = kg.tile_load(tensor_type(shape, element), source, list(offsets))
+            if tma:
+                loaded.owner.attributes["tma"] = ir.UnitAttr.get()
+            return loaded
 
-    def store(self, output_index, element, value, view, offsets, shape):
+    def store(self, output_index, element, value, view, offsets, shape, tma=False):
         target = self._view(self.num_inputs + output_index, element, view)
         with self.location:
-            kg.TileStoreOp(value, target, list(offsets))
+            stored = kg.TileStoreOp(value, target, list(offsets))
+            if tma:
+                stored.operation.attributes["tma"] = ir.UnitAttr.get()
 
     # -- tiles --------------------------------------------------------------------
 

@@ -32,13 +32,13 @@ import dataclasses
 from typing import ClassVar, Sequence
 
 from kgc.tiling import low_rank, plan_cache, split_k
-from kgc.tiling.config import (KernelConfig, MatmulConfig, PointwiseConfig,
+from kgc.tiling.config import (ConfigError, KernelConfig, MatmulConfig, PointwiseConfig,
                                ReductionConfig)
 from kgc.tiling.generate import Builder, DryBuilder, Generator
 from kgc.tiling.graph_model import SUPPORTED_OPS, Node, topological
 from kgc.tiling.index_maps import IndexMap, ceil_div, next_power_of_two, product
-from kgc.tiling.iteration import (Expansion, KernelPlan, Unplannable, axes_of, infer_maps,
-                                  matmul_operand_maps, reduce_input_map)
+from kgc.tiling.iteration import (TILE_LOOP, Expansion, KernelPlan, Unplannable, axes_of,
+                                  infer_maps, matmul_operand_maps, reduce_input_map)
 
 __all__ = ["KernelPlan", "Schedule", "Unplannable", "kernel_kind", "plan_group",
            "register_schedule", "schedule_for", "schedules"]
@@ -191,7 +191,12 @@ def plan_group(outputs: Sequence[Node], config: KernelConfig | None = None,
         programs = min(plan.config.num_programs, plan.num_programs())
         plan.persistent_programs = programs
         plan.config = dataclasses.replace(plan.config, num_programs=programs)
-    schedule.generate(plan, DryBuilder())
+    try:
+        schedule.generate(plan, DryBuilder())
+    except ConfigError as error:
+        # A knob the generator found illegal for this kernel's buffers (tma).
+        where = f"{schedule.kind} kernel @{kernel}" if kernel else f"{schedule.kind} kernel"
+        raise ConfigError(f"{where}: {error}") from None
     plan_cache.remember(cache_key, plan)
     return plan
 
@@ -477,17 +482,25 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel) -> Kerne
     warps_default = 8 if len(matmuls) * block_m * block_n >= 128 * 256 else 4
     stages_default = (4 if block_m * block_n <= 128 * 64 else 3) if loop_axes else 1
     # The loop flags apply to the k loop; without one they change nothing.
-    flags = {name: getattr(config, name) if loop_axes else None for name in MatmulConfig.FLAGS}
+    flags = {name: getattr(config, name) if loop_axes else None
+             for name in MatmulConfig.LOOP_FLAGS}
     resolved = MatmulConfig(num_warps=_knob(config.num_warps, warps_default),
                             num_programs=config.num_programs,
                             num_stages=_knob(config.num_stages, stages_default),
                             block_m=block_m, block_n=block_n, block_k=block_k, group_m=group_m,
+                            # Off is the default: written only when on.
+                            tma=True if config.tma else None,
                             **flags, **({"split_k": splits} if splits > 1 else {}))
     plan = _finish("matmul", outputs, order, extents, tile, program_axes, loop_axes, seeds,
                    reduce_axes, expansions, axes, resolved, knob_extents, kernel, products)
     if splits > 1:
         split_k.attach(plan, splits, kernel)
     k_loop = {f"tt.{name}": True for name, value in flags.items() if value}
+    if config.num_programs is not None and k_loop.pop("tt.flatten", None):
+        # Triton flattens a loop with the loops nested in it: in a persistent
+        # program that is the tile loop, so that the next tile's loads start
+        # during this tile's epilogue.
+        plan.loop_attributes[TILE_LOOP] = {"tt.flatten": True}
     if k_loop:
         plan.loop_attributes[k_axis] = k_loop
     return plan

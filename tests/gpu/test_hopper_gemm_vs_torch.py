@@ -1,0 +1,145 @@
+"""Hopper GEMM schedules and FP8 matmul run against torch: TMA descriptors
+(f16, bf16; shapes that are not tile multiples), persistent grouped tiles,
+warp specialization, and e4m3 matmul with per-tensor scales."""
+
+import pytest
+
+import kgc
+from kgc.tiling.config import PERSISTENT_PROGRAMS, MatmulConfig
+from tests.test_hopper_gemm import config_for, gemm, scaled_fp8
+
+torch = pytest.importorskip("torch")
+
+pytestmark = pytest.mark.gpu
+
+DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16}
+TOLERANCE = {"f16": 2e-3, "bf16": 1.6e-2}
+
+
+def hopper() -> bool:
+    return torch.cuda.get_device_capability() >= (9, 0)
+
+
+def fp8_dots() -> bool:
+    return torch.cuda.get_device_capability() >= (8, 9)
+
+
+def check_gemm(result, a, b, dtype: str) -> None:
+    expected = a.double() @ b.double()
+    error = (result.double() - expected).abs().max().item()
+    bound = TOLERANCE[dtype] * (1 + expected.abs().max().item())
+    assert error <= bound, f"max error {error:.3g} > {bound:.3g}"
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("m,k,n", [(1, 4104, 4104), (3, 1032, 264), (17, 4104, 1032),
+                                   (1000, 4104, 1032), (2048, 2048, 2048)])
+def test_tma_gemm_matches_torch(m, k, n, dtype):
+    if not hopper():
+        pytest.skip("TMA descriptors need sm_90")
+    graph = gemm(m, k, n, dtype)
+    compiled = kgc.compile(graph, config=config_for(graph, MatmulConfig(tma=True)))
+    a = torch.randn(m, k, device="cuda", dtype=DTYPES[dtype])
+    b = torch.randn(k, n, device="cuda", dtype=DTYPES[dtype])
+    check_gemm(compiled.run(a, b, poison=True), a, b, dtype)
+    check_gemm(compiled(a, b), a, b, dtype)  # the bound fast path, scratch included
+
+
+@pytest.mark.parametrize("config", [
+    MatmulConfig(block_m=128, block_n=256, block_k=64, num_warps=8, num_stages=3, tma=True),
+    MatmulConfig(block_m=256, block_n=128, block_k=64, num_warps=8, num_stages=4, tma=True),
+    MatmulConfig(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=5, tma=True,
+                 num_programs=PERSISTENT_PROGRAMS),
+    MatmulConfig(block_m=128, block_n=256, block_k=64, num_warps=8, num_stages=3, tma=True,
+                 num_programs=PERSISTENT_PROGRAMS, group_m=8),
+    MatmulConfig(block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=3, tma=True,
+                 warp_specialize=True),
+    MatmulConfig(block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=4,
+                 num_programs=PERSISTENT_PROGRAMS),
+], ids=lambda c: c.to_json())
+def test_hopper_configs_match_torch(config):
+    if not hopper():
+        pytest.skip("TMA descriptors need sm_90")
+    graph = gemm(1000, 4104, 3080, "f16")
+    compiled = kgc.compile(graph, config=config_for(graph, config))
+    a = torch.randn(1000, 4104, device="cuda", dtype=torch.float16)
+    b = torch.randn(4104, 3080, device="cuda", dtype=torch.float16)
+    check_gemm(compiled.run(a, b, poison=True), a, b, "f16")
+
+
+def test_tma_reads_a_transposed_weight():
+    if not hopper():
+        pytest.skip("TMA descriptors need sm_90")
+    graph = gemm(17, 1032, 264, "bf16", transposed_b=True)
+    compiled = kgc.compile(graph, config=config_for(graph, MatmulConfig(tma=True)))
+    a = torch.randn(17, 1032, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(264, 1032, device="cuda", dtype=torch.bfloat16)
+    check_gemm(compiled.run(a, w, poison=True), a, w.t(), "bf16")
+
+
+def test_tma_gemm_replays_in_a_cuda_graph():
+    if not hopper():
+        pytest.skip("TMA descriptors need sm_90")
+    graph = gemm(256, 512, 256)
+    compiled = kgc.compile(graph, config=config_for(graph, MatmulConfig(tma=True)))
+    a = torch.randn(256, 512, device="cuda", dtype=torch.float16)
+    b = torch.randn(512, 256, device="cuda", dtype=torch.float16)
+    captured = compiled.cuda_graph(a, b)
+    a2, b2 = torch.randn_like(a), torch.randn_like(b)
+    check_gemm(captured(a2, b2), a2, b2, "f16")
+
+
+def _fp8_inputs(m, k, n, seed=0):
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    a = (torch.randn(m, k, device="cuda", generator=generator) / 2).to(torch.float8_e4m3fn)
+    b = (torch.randn(k, n, device="cuda", generator=generator) / 2).to(torch.float8_e4m3fn)
+    scale_a = torch.rand(1, device="cuda", generator=generator) + 0.5
+    scale_b = torch.rand(1, device="cuda", generator=generator) + 0.5
+    return a, b, scale_a, scale_b
+
+
+def check_fp8(result, a, b, scale_a, scale_b, out_dtype) -> None:
+    expected = (a.double() @ b.double()) * scale_a.double() * scale_b.double()
+    assert result.dtype == out_dtype
+    error = (result.double() - expected).abs().max().item()
+    # One rounding to the 8 (bf16) or 11 (f16) bit result, f32 sums.
+    bound = (1.6e-2 if out_dtype == torch.bfloat16 else 2e-3) * (1 + expected.abs().max().item())
+    assert error <= bound, f"max error {error:.3g} > {bound:.3g}"
+
+
+@pytest.mark.parametrize("out", ["bf16", "f16"])
+@pytest.mark.parametrize("m,k,n", [(1, 4096, 4096), (3, 1024, 272), (17, 4096, 1040),
+                                   (1000, 4096, 1040), (2048, 2048, 2048)])
+@pytest.mark.parametrize("tma", [False, True])
+def test_scaled_fp8_matmul_matches_torch(m, k, n, out, tma):
+    if not fp8_dots() or (tma and not hopper()):
+        pytest.skip("8-bit float dots need sm_89 (TMA sm_90)")
+    graph = scaled_fp8(m, k, n, out)
+    config = MatmulConfig(block_k=128, tma=True) if tma else None
+    compiled = kgc.compile(graph, config=None if config is None else config_for(graph, config))
+    assert len(compiled.module.kernels) == 1
+    a, b, scale_a, scale_b = _fp8_inputs(m, k, n)
+    check_fp8(compiled.run(a, b, scale_a, scale_b, poison=True), a, b, scale_a, scale_b,
+              DTYPES[out])
+
+
+def test_scaled_fp8_matmul_is_close_to_scaled_mm():
+    if not fp8_dots():
+        pytest.skip("8-bit float dots need sm_89")
+    a, b, scale_a, scale_b = _fp8_inputs(512, 1024, 768, seed=1)
+    compiled = kgc.compile(scaled_fp8(512, 1024, 768))
+    ours = compiled(a, b, scale_a, scale_b)
+    # _scaled_mm takes B column-major.
+    theirs = torch._scaled_mm(a, b.t().contiguous().t(), scale_a=scale_a, scale_b=scale_b,
+                              out_dtype=torch.bfloat16)
+    torch.testing.assert_close(ours, theirs, atol=2e-2, rtol=1.6e-2)
+
+
+def test_scaled_fp8_matmul_refuses_other_dtypes():
+    if not fp8_dots():
+        pytest.skip("8-bit float dots need sm_89")
+    compiled = kgc.compile(scaled_fp8(64, 64, 64))
+    a, b, scale_a, scale_b = _fp8_inputs(64, 64, 64)
+    with pytest.raises(kgc.KgcError, match=r"argument #0 \(a\) must have dtype "
+                                           r"torch.float8_e4m3fn"):
+        compiled(a.half(), b, scale_a, scale_b)

@@ -1,0 +1,374 @@
+"""Hopper GEMM schedules and FP8 matmul without a GPU: the `tma` knob (TMA
+tensor descriptors), persistent grouped tiles, deeper pipelines and warp
+specialization in the search space, FP8 with per-tensor scales as one
+kernel; numerics through the CPU executor, and Triton 3.6 compiling the
+TTIR for sm_90."""
+
+from __future__ import annotations
+
+import pytest
+from mlir import ir
+
+import kgc
+import kgc.reference
+from kgc.execution import run_tiled
+from kgc.pipeline.compiler import compile_module
+from kgc.pipeline.config import GraphConfig
+from kgc.search.space import configs_to_try, variant_space
+from kgc.tiling import tma
+from kgc.tiling.config import PERSISTENT_PROGRAMS, ConfigError, KernelConfig, MatmulConfig
+from kgc.tiling.index_maps import BufferView
+from kgc.tiling.kernel_ops import kernels_in
+from tests.comparison import assert_as_accurate_as_eager
+
+torch = pytest.importorskip("torch")
+
+
+def gemm(m: int, k: int, n: int, dtype: str = "f16", transposed_b: bool = False,
+         batch: int | None = None) -> kgc.Graph:
+    """C = A @ B; B given as [N, K] and read through a transpose when
+    `transposed_b` (a linear layer's weight)."""
+    g = kgc.Graph("gemm")
+    lead = () if batch is None else (batch,)
+    a = g.input("a", lead + (m, k), dtype)
+    if transposed_b:
+        order = list(range(len(lead))) + [len(lead) + 1, len(lead)]
+        b = g.transpose(g.input("w", lead + (n, k), dtype), order)
+    else:
+        b = g.input("b", lead + (k, n), dtype)
+    g.output(g.matmul(a, b))
+    return g
+
+
+def scaled_fp8(m: int, k: int, n: int, out: str = "bf16", scalar_scales: bool = False
+               ) -> kgc.Graph:
+    """out(scale_a * scale_b * (A @ B)) with A, B in e4m3: per-tensor
+    scales as 1-element f32 inputs, or as Python floats."""
+    g = kgc.Graph("fp8_gemm")
+    a = g.input("a", (m, k), "f8e4m3")
+    b = g.input("b", (k, n), "f8e4m3")
+    product = g.matmul(a, b)
+    if scalar_scales:
+        scaled = g.mul(g.mul(product, 0.5), 1.5)
+    else:
+        scaled = g.mul(g.mul(product, g.input("scale_a", (1,), "f32")),
+                       g.input("scale_b", (1,), "f32"))
+    g.output(g.cast(scaled, out))
+    return g
+
+
+def config_for(graph: kgc.Graph, config: MatmulConfig) -> GraphConfig:
+    """A GraphConfig setting `config` on the one kernel of `graph`."""
+    context = ir.Context()
+    module = graph.build(context)
+    with context:
+        GraphConfig(graph.name).fuse(module)
+        (kernel,) = kernels_in(module)
+        name = ir.StringAttr(kernel.attributes["sym_name"]).value
+    return GraphConfig(graph.name, None, {name: config})
+
+
+def compiled(graph: kgc.Graph, config: MatmulConfig | None = None, emit: str = "ttir",
+             target: int = 90):
+    context = ir.Context()
+    module = graph.build(context)
+    with context:
+        result = compile_module(module, emit=emit, target=target,
+                                config=None if config is None else config_for(graph, config))
+    return module, result
+
+
+def random_inputs(graph: kgc.Graph, seed: int = 0) -> list:
+    generator = torch.Generator().manual_seed(seed)
+    dtypes = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
+              "f8e4m3": torch.float8_e4m3fn}
+    inputs = []
+    for tensor in graph.inputs:
+        values = torch.randn(tensor.shape, generator=generator)
+        if tuple(tensor.shape) == (1,):
+            values = values.abs() + 0.5  # a scale
+        inputs.append(values.to(dtypes[tensor.dtype]))
+    return inputs
+
+
+# -- the tma knob ---------------------------------------------------------------
+
+
+def test_tma_is_a_matmul_flag_that_round_trips():
+    config = MatmulConfig(block_m=128, tma=True)
+    assert "tma" in MatmulConfig.FLAGS and "tma" not in MatmulConfig.LOOP_FLAGS
+    assert KernelConfig.from_json(config.to_json()) == config
+    with pytest.raises(ConfigError, match="tma = 1 is not legal; tma must be true or false"):
+        MatmulConfig(tma=1).canonical({"m": 64, "n": 64, "k": 64}, "k0")
+
+
+def test_default_kernels_have_no_descriptors():
+    _, result = compiled(gemm(256, 512, 256))
+    (kernel,) = result.kernels.values()
+    assert "tt.make_tensor_descriptor" not in kernel.asm["ttir"]
+    assert "tma" not in result.stages["kg"]
+
+
+@pytest.mark.parametrize("m,k,n,transposed_b,batch", [
+    (1, 4096, 4096, False, None),
+    (3, 512, 256, False, None),
+    (17, 1032, 264, False, None),
+    (1000, 4104, 1032, False, None),
+    (256, 512, 256, True, None),
+    (100, 264, 96, False, 3),
+])
+def test_tma_gemm_compiles_for_sm90_with_descriptors(m, k, n, transposed_b, batch):
+    graph = gemm(m, k, n, transposed_b=transposed_b, batch=batch)
+    _, result = compiled(graph, MatmulConfig(tma=True), emit="cubin")
+    (kernel,) = result.kernels.values()
+    ttir = kernel.asm["ttir"]
+    # Both operands of the k loop through descriptors, the result too.
+    assert ttir.count("tt.make_tensor_descriptor") == 3, ttir
+    assert ttir.count("tt.descriptor_load") == 2 and ttir.count("tt.descriptor_store") == 1
+    assert ("tt.trans" in ttir) == transposed_b
+    assert "tt.load" not in ttir
+    # Device-side descriptors live in global scratch, 128 bytes each per program.
+    assert kernel.artifact.metadata["global_scratch_size"] >= 3 * 128
+    assert kernel.asm["cubin"]
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_tma_gemm_runs_tiled_like_torch(dtype):
+    graph = gemm(17, 264, 40, dtype)
+    module, _ = compiled(graph, MatmulConfig(block_m=16, block_n=16, block_k=32, tma=True),
+                         emit="kg")
+    assert "{tma}" in str(module)
+    inputs = random_inputs(graph)
+    result = run_tiled(module, None, *inputs)
+    built = graph.build()
+    assert_as_accurate_as_eager(result, kgc.reference.evaluate(built, None, inputs),
+                                kgc.reference.evaluate(built, None, inputs, exact=True))
+
+
+def test_tma_refuses_unaligned_strides_with_the_operand_named():
+    # K = 4097 f16: A's rows are 8194 bytes apart, not a multiple of 16.
+    with pytest.raises(kgc.KgcError, match=r"matmul kernel @gemm_0_matmul: tma = true is not "
+                                           r"legal: input #0 \(f16 \[17, 4097\]\) cannot be read "
+                                           r"by TMA: its stride along axis 0 is 4097 elements of "
+                                           r"f16, 8194 bytes, not a multiple of 16"):
+        compiled(gemm(17, 4097, 64), MatmulConfig(tma=True))
+
+
+def test_tma_stores_through_pointers_where_the_result_is_unaligned():
+    # B transposed ([N, K], K aligned) reads by TMA; C's rows of N = 17
+    # halves are 34 bytes apart: the result is stored through pointers.
+    _, result = compiled(gemm(64, 256, 17, transposed_b=True), MatmulConfig(tma=True),
+                         emit="cubin")
+    (kernel,) = result.kernels.values()
+    ttir = kernel.asm["ttir"]
+    assert ttir.count("tt.descriptor_load") == 2
+    assert "tt.descriptor_store" not in ttir and "tt.store" in ttir
+
+
+def test_tma_refusal_rules():
+    view = BufferView((64, 128, 1), (128, 1, 0), 0)
+    assert tma.refusal(view, "f16", (64, 64, 1)) is None
+    assert "not a multiple of 16" in tma.refusal(BufferView((64, 9), (9, 1), 0), "f16", (64, 8))
+    assert "no dimension is contiguous" in tma.refusal(BufferView((64, 64), (128, 2), 0), "f16",
+                                                       (64, 64))
+    assert "starts 4 elements" in tma.refusal(BufferView((64, 128), (128, 1), 4), "f16", (64, 64))
+    assert "at most 256" in tma.refusal(view, "f16", (512, 64, 1))
+    assert "at least 16" in tma.refusal(BufferView((64, 8), (8, 1), 0), "f16", (64, 4))
+    assert tma.layout((1, 0, 64)) == [2, 0]
+
+
+@pytest.mark.parametrize("target", [80, 89])
+def test_tma_below_sm90_is_refused_before_triton(target):
+    with pytest.raises(kgc.KgcError, match=rf"kernel @gemm_0_matmul: tma = true needs sm_90 or "
+                                           rf"newer, .*; the target is sm_{target}"):
+        compiled(gemm(256, 512, 256), MatmulConfig(tma=True), target=target)
+
+
+def test_warp_specialize_with_tma_compiles_for_sm90():
+    config = MatmulConfig(block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=3,
+                          tma=True, warp_specialize=True)
+    _, result = compiled(gemm(512, 1024, 512), config, emit="cubin")
+    (kernel,) = result.kernels.values()
+    assert "tt.warp_specialize" in kernel.asm["ttir"]
+    assert "ttg.warp_specialize" in kernel.asm["ttgir"]
+
+
+def test_warp_specialize_without_tma_is_still_refused_on_sm90():
+    with pytest.raises(kgc.KgcError, match="warp_specialize needs sm_100 or newer.*the kernel "
+                                           "has no tma"):
+        compiled(gemm(512, 1024, 512), MatmulConfig(warp_specialize=True))
+
+
+def test_persistent_tma_gemm_compiles():
+    config = MatmulConfig(block_m=128, block_n=256, block_k=64, num_warps=8, num_stages=3,
+                          group_m=8, tma=True, num_programs=PERSISTENT_PROGRAMS)
+    _, result = compiled(gemm(4096, 512, 2048), config, emit="cubin")
+    (kernel,) = result.kernels.values()
+    assert kernel.grid == (PERSISTENT_PROGRAMS, 1, 1)
+    assert kernel.asm["ttir"].count("tt.make_tensor_descriptor") == 3
+
+
+# -- the search space -----------------------------------------------------------
+
+
+def test_big_gemm_space_has_hopper_configs():
+    extents = {"m": 4096, "n": 4096, "k": 4096}
+    space = set(MatmulConfig.space(extents, "f16"))
+    for block_m, block_n in ((128, 256), (256, 128)):
+        for stages in (3, 4, 5):
+            for programs in (None, PERSISTENT_PROGRAMS):
+                assert MatmulConfig(block_m=block_m, block_n=block_n, block_k=64, group_m=8,
+                                    num_warps=8, num_stages=stages, tma=True,
+                                    num_programs=programs) in space
+    seeds = MatmulConfig.seeds(extents, "f16")
+    # The seeds are in the space, but for the warp-specialized and flattened
+    # ones (flags the space leaves to the seeds).
+    assert {c for c in seeds if not (c.warp_specialize or c.flatten)} <= space
+    assert sum(bool(c.warp_specialize and c.tma) for c in seeds) == 3
+    assert sum(bool(c.flatten and c.tma and c.num_programs) for c in seeds) == 3
+    assert seeds[0] == MatmulConfig(block_m=128, block_n=256, block_k=64, group_m=8,
+                                    num_warps=8, num_stages=3, tma=True)
+    # Small GEMMs have no seeds, and no persistent config with fewer tiles
+    # than programs.
+    small = {"m": 64, "n": 256, "k": 256}
+    assert MatmulConfig.seeds(small, "f16") == []
+    assert not any(c.num_programs for c in MatmulConfig.space(small, "f16"))
+
+
+def test_seeds_are_tried_right_after_the_default():
+    extents = {"m": 4096, "n": 4096, "k": 4096}
+    space = MatmulConfig.space(extents, "f16")
+    seeds = MatmulConfig.seeds(extents, "f16")
+    default = MatmulConfig(block_m=128, block_n=128, block_k=64, group_m=8, num_warps=4,
+                           num_stages=3)
+    chosen = configs_to_try(default, space, 48, "signature", seeds)
+    assert chosen[0] == default and chosen[1:1 + len(seeds)] == seeds
+
+
+def _module_text(graph: kgc.Graph) -> str:
+    return str(graph.build(ir.Context()))
+
+
+def test_search_offers_tma_only_where_legal():
+    _, aligned = variant_space(_module_text(gemm(1024, 1024, 1024)), "gemm", "high", 90)
+    (kernel,) = [v for v in aligned.values() if v.kind == "matmul"]
+    assert any(c.tma for c in kernel.configs)
+    # K = 4097: A's rows are not 16-byte aligned.
+    _, unaligned = variant_space(_module_text(gemm(1024, 4097, 1024)), "gemm", "high", 90)
+    (kernel,) = [v for v in unaligned.values() if v.kind == "matmul"]
+    assert kernel.configs and not any(c.tma for c in kernel.configs)
+    assert not any(c.warp_specialize for c in kernel.configs)  # its seeds need tma
+    # Below sm_90 there is no TMA: the knob would be an error there.
+    _, ampere = variant_space(_module_text(gemm(1024, 1024, 1024)), "gemm", "high", 80)
+    (kernel,) = [v for v in ampere.values() if v.kind == "matmul"]
+    assert not any(c.tma for c in kernel.configs)
+
+
+# -- FP8 with per-tensor scales -------------------------------------------------
+
+
+@pytest.mark.parametrize("scalar_scales", [False, True])
+@pytest.mark.parametrize("out", ["bf16", "f16"])
+def test_scaled_fp8_matmul_is_one_kernel_with_an_f8_dot(out, scalar_scales):
+    graph = scaled_fp8(1000, 512, 264, out, scalar_scales)
+    _, result = compiled(graph, emit="cubin")
+    (kernel,) = result.kernels.values()
+    ttir = kernel.asm["ttir"]
+    dots = [line for line in ttir.splitlines() if "tt.dot" in line]
+    assert len(dots) == 1 and "f8E4M3FN" in dots[0], dots
+    assert kernel.asm["cubin"]
+
+
+def test_scaled_fp8_matmul_with_tma_compiles_for_sm90():
+    graph = scaled_fp8(1000, 512, 272)
+    _, result = compiled(graph, MatmulConfig(block_k=128, tma=True), emit="cubin")
+    (kernel,) = result.kernels.values()
+    assert kernel.asm["ttir"].count("tt.descriptor_load") == 2
+    assert kernel.asm["cubin"]
+
+
+@pytest.mark.parametrize("m", [1, 3, 17])
+def test_scaled_fp8_matmul_runs_tiled_like_torch(m):
+    graph = scaled_fp8(m, 96, 40)
+    context = ir.Context()
+    module = graph.build(context)
+    with context:
+        compile_module(module, emit="kg")
+    a, b, scale_a, scale_b = random_inputs(graph, seed=m)
+    result = run_tiled(module, None, a, b, scale_a, scale_b)
+    expected = ((a.float() @ b.float()) * scale_a * scale_b).to(torch.bfloat16)
+    torch.testing.assert_close(result.float(), expected.float(), atol=2e-2, rtol=1.6e-2)
+
+
+def test_fp8_dot_below_sm89_is_refused_clearly():
+    with pytest.raises(kgc.KgcError, match=r"error: kg.matmul uses f8E4M3FN, which Triton "
+                                           r"supports on sm_89 and newer; the target is sm_80"):
+        compiled(scaled_fp8(64, 64, 64), target=80)
+
+
+def test_c_export_of_a_tma_gemm_reserves_its_descriptor_scratch(tmp_path):
+    from kgc.export import export_module
+
+    graph = kgc.compile(gemm(256, 512, 256), target="sm_90",
+                        config=config_for(gemm(256, 512, 256), MatmulConfig(tma=True)))
+    (kernel,) = graph.module.kernels.values()
+    per_program = kernel.artifact.metadata["global_scratch_size"]
+    assert per_program >= 3 * 128
+    exported = export_module(graph.module, tmp_path, "tma_gemm")
+    programs = kernel.grid[0] * kernel.grid[1] * kernel.grid[2]
+    # No intermediates: the workspace is the scratch of the kernel's programs.
+    assert exported.workspace_bytes["gemm"] >= programs * per_program
+    source = (tmp_path / "tma_gemm.c").read_text()
+    assert "kgc_global_scratch = workspace +" in source
+
+
+@pytest.mark.parametrize("tma_on", [False, True])
+def test_scaled_fp8_matmul_uses_8bit_wgmma_on_sm90(tma_on):
+    config = MatmulConfig(block_m=128, block_n=128, block_k=128, num_warps=8, num_stages=3,
+                          tma=True if tma_on else None)
+    _, result = compiled(scaled_fp8(1024, 1024, 1024), config, emit="cubin")
+    (kernel,) = result.kernels.values()
+    assert "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3" in kernel.asm["ptx"]
+    assert "mma.sync" not in kernel.asm["ptx"]
+
+
+def test_scaled_fp8_matmul_compiles_for_sm89():
+    _, result = compiled(scaled_fp8(256, 512, 256), emit="cubin", target=89)
+    (kernel,) = result.kernels.values()
+    assert "e4m3" in kernel.asm["ptx"] and kernel.asm["cubin"]
+
+
+def test_kernels_with_global_scratch_get_it_from_torch_per_launch():
+    from types import SimpleNamespace
+
+    from kgc.runtime import _scratch_launch
+
+    calls = []
+    launcher = SimpleNamespace(global_scratch_size=384, global_scratch_align=128, num_ctas=1,
+                               launch_cooperative_grid=False, launch_pdl=False,
+                               launch=lambda *args: calls.append(args))
+    # The device is where torch allocates: the CPU stands in for a GPU here.
+    launch = _scratch_launch(launcher, "handle", "cpu")
+    launch(4, 2, 1, "stream", "packed", None, "enter", "exit", 0x1000, 0x2000)
+    launch(4, 2, 1, "stream", "packed", None, "enter", "exit", 0x1000, 0x2000)
+    (first, second) = calls
+    assert first[:7] == (4, 2, 1, "stream", "handle", False, False)
+    assert first[8:] == (None, "packed", None, "enter", "exit", 0x1000, 0x2000)
+    assert isinstance(first[7], int) and first[7] != 0  # the scratch, fresh each launch
+    with pytest.raises(kgc.KgcError, match="global scratch aligned to 1024 bytes"):
+        _scratch_launch(SimpleNamespace(**{**vars(launcher), "global_scratch_align": 1024}),
+                        "handle", "cpu")
+
+
+def test_flatten_of_a_persistent_matmul_flattens_its_tile_loop():
+    # Triton fuses a loop with the loops nested in it: in a persistent
+    # program the flag belongs on the tile loop, around the k loop.
+    config = MatmulConfig(block_m=128, block_n=128, block_k=64, num_warps=4, num_stages=3,
+                          tma=True, num_programs=PERSISTENT_PROGRAMS, flatten=True)
+    _, result = compiled(gemm(4096, 512, 2048), config, emit="cubin")
+    (kernel,) = result.kernels.values()
+    loop_ends = [line.strip() for line in kernel.asm["ttir"].splitlines()
+                 if line.strip().startswith("}")]
+    assert "} {tt.flatten}" in loop_ends and loop_ends.count("} {tt.flatten}") == 1
+    # Flattened: one loop left in Triton's GPU IR.
+    assert kernel.asm["ttgir"].count("scf.for") == 1
