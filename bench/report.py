@@ -42,6 +42,7 @@ class Row:
     kgc_status: str = OK
     kgc_kernels: int | None = None
     kgc_cached: bool | None = None  # the choice came from the search cache
+    kgc_search_s: float | None = None  # superoptimize's wall time (the cache's look-up when cached)
 
     @property
     def best_torch(self) -> tuple[str, float] | None:
@@ -83,7 +84,7 @@ class Row:
             "bytes": self.bytes, "flops": self.flops, "floor_us": self.floor_us,
             "times_us": dict(self.times_us), "errors": dict(self.errors),
             "kgc_status": self.kgc_status, "kgc_kernels": self.kgc_kernels,
-            "kgc_cached": self.kgc_cached,
+            "kgc_cached": self.kgc_cached, "kgc_search_s": self.kgc_search_s,
             "best_torch": None if best is None else {"runner": best[0], "time_us": best[1]},
             "speedup": self.speedup, "percent_of_floor": self.percent_of_floor,
             "target": {"speedup": self.target.speedup, "floor_ratio": self.target.floor_ratio,

@@ -103,16 +103,26 @@ def _run_kgc(workload: Workload, row: Row, inputs, eager_result, effort: str, re
         return
     row.kgc_kernels = len(compiled.kernels())
     report = getattr(compiled, "report", None)
-    row.kgc_cached = None if report is None else bool(report.cached)
+    if report is not None:
+        row.kgc_cached, row.kgc_search_s = bool(report.cached), report.wall_s
     if eager_result is None:
         row.kgc_status = FAILED
         row.errors[KGC] = "not checked: eager PyTorch gave no result to check it against"
         return
-    wrong = check(graph, inputs, result, eager_result)
+    try:
+        wrong = check(graph, inputs, result, eager_result)
+    except Exception as error:  # the reference cannot evaluate it: unchecked, so not timed
+        _LOG.debug("checking %s failed", workload.name, exc_info=True)
+        row.kgc_status, row.errors[KGC] = FAILED, f"not checked: {first_line(error)}"
+        return
     if wrong is not None:
         row.kgc_status, row.errors[KGC] = WRONG, f"differs from eager, not timed: {wrong}"
         return
-    row.times_us[KGC] = timing.time_gpu(lambda: compiled(*inputs), reps)
+    try:
+        row.times_us[KGC] = timing.time_gpu(lambda: compiled(*inputs), reps)
+    except Exception as error:
+        row.kgc_status, row.errors[KGC] = FAILED, f"kgc failed while timed: {first_line(error)}"
+        return
     row.kgc_status = OK
 
 

@@ -356,3 +356,30 @@ def test_loop_reports_a_torch_contender_that_fails(monkeypatch, loop_on_cpu):
     (row,) = run_bench([_small("lora")], reps=5, progress=False, device="cpu").rows
     assert row.kgc_status == OK and set(row.times_us) == {"kgc", "eager", "torch.compile"}
     assert row.errors == {"max-autotune": "RuntimeError: no kernel for this"}
+
+
+def test_loop_without_an_eager_result_does_not_time_kgc(monkeypatch, loop_on_cpu):
+    import dataclasses
+
+    from kgc.bench import runners
+    from kgc.bench.run import run_bench
+
+    def broken(*inputs):
+        raise RuntimeError("no such kernel")
+
+    workload = dataclasses.replace(_small("softmax"), reference=broken)
+    monkeypatch.setattr(runners, "make_kgc",
+                        lambda workload, effort, reps, verbose: _Evaluated(workload))
+    (row,) = run_bench([workload], reps=5, progress=False, device="cpu").rows
+    assert row.kgc_status == FAILED and row.times_us == {} and loop_on_cpu == []
+    assert row.errors == {
+        "kgc": "not checked: eager PyTorch gave no result to check it against",
+        "eager": "RuntimeError: no such kernel", "torch.compile": "RuntimeError: no such kernel",
+        "max-autotune": "RuntimeError: no such kernel"}
+
+
+def test_bench_with_a_json_path_in_a_missing_folder(tmp_path):
+    missing = tmp_path / "no" / "bench.json"
+    done = _kgc("bench", "--workloads", "softmax", "--json", str(missing))
+    assert done.returncode == 1
+    assert done.stderr.strip() == f"kgc: error: --json: the folder of '{missing}' does not exist"
