@@ -141,8 +141,9 @@ class BenchResult:
                          for i, (h, w) in enumerate(zip(headers, widths)))]
         out += ["  ".join(c.ljust(w) if i == 0 else c.rjust(w)
                           for i, (c, w) in enumerate(zip(cells, widths))) for cells in lines]
+        met = sum(row.target_met is True for row in self.rows)
         out.append(f"times in us (GPU time per call, median); speedup: best torch / kgc; "
-                   f"% floor: floor / kgc")
+                   f"% floor: floor / kgc; targets met: {met} of {len(self.rows)}")
         for row in self.rows:
             for runner, reason in row.errors.items():
                 out.append(f"  {row.workload}: {LABELS[runner]}: {reason}")
@@ -157,6 +158,7 @@ class BenchResult:
         import matplotlib.pyplot as plt
 
         series = [*RUNNERS, "floor"]
+        tallest = 1.0
         width = 0.8 / len(series)
         figure, axes = plt.subplots(figsize=(max(6.0, 1.3 * len(self.rows) + 2), 4.5))
         for index, name in enumerate(series):
@@ -169,13 +171,16 @@ class BenchResult:
                 heights.append(value / best[1])
                 positions.append(position + (index - (len(series) - 1) / 2) * width)
             axes.bar(positions, heights, width, label=LABELS.get(name, name))
+            tallest = max([tallest, *heights])
+        kgc_offset = -(len(series) - 1) / 2 * width  # kgc's slot, where its bar is missing
         for position, row in enumerate(self.rows):
             if row.kgc_status != OK:
-                axes.annotate(f"kgc {row.kgc_status}", (position, 0.05), ha="center",
-                              rotation=90, fontsize=8, color="red")
+                axes.annotate(f"kgc {row.kgc_status}", (position + kgc_offset, 0.05),
+                              ha="center", va="bottom", rotation=90, fontsize=8, color="red")
         axes.axhline(1.0, color="gray", linewidth=0.8, linestyle="--")
         axes.set_xticks(range(len(self.rows)), [row.workload for row in self.rows],
                         rotation=30, ha="right")
+        axes.set_ylim(0, tallest * 1.3)  # room for the legend above the bars
         axes.set_ylabel("time / best torch (lower is faster)")
         axes.set_title(f"kgc bench on {self.device}")
         axes.legend(fontsize=8, ncols=3)

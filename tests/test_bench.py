@@ -212,7 +212,8 @@ def test_table():
                  errors={"kgc": "kgc failed: no FP8 lowering",
                          "max-autotune": "BackendCompilerFailed: boom"}),
             _row("lora", times={"eager": 30.0}, status=WRONG,
-                 errors={"kgc": "differs from eager, not timed: off"})]
+                 errors={"kgc": "differs from eager, not timed: off"}),
+            _row("add-relu-mul", times={"kgc": 21.0, "eager": 40.0})]
     lines = _result(rows).table().splitlines()
     header = lines[0].split()
     assert header[:5] == ["workload", "kgc", "eager", "torch.compile", "max-autotune"]
@@ -223,6 +224,8 @@ def test_table():
     fp8 = lines[2].split()
     assert fp8[:5] == ["gemm-fp8", "failed", "100.0", "101.0", "failed"] and fp8[-1] == "NO"
     assert lines[3].split()[:2] == ["lora", "WRONG"]
+    assert lines[4].split()[-1] == "yes"
+    assert lines[5].endswith("targets met: 1 of 4")
     text = "\n".join(lines)
     assert "gemm-fp8: kgc: kgc failed: no FP8 lowering" in text
     assert "gemm-fp8: max-autotune-no-cudagraphs: BackendCompilerFailed: boom" in text
