@@ -51,7 +51,7 @@ def measure_peaks(fp8: bool, reps: int) -> DevicePeaks:
     source = torch.empty(COPY_BYTES, dtype=torch.uint8, device="cuda")
     source.random_(0, 256)
     destination = torch.empty_like(source)
-    copy_us = time_gpu(lambda: destination.copy_(source), reps)
+    copy_us = time_gpu(lambda _: destination.copy_(source), reps)
     del source, destination
     bandwidth = 2 * COPY_BYTES / (copy_us * 1e-6)
 
@@ -59,13 +59,13 @@ def measure_peaks(fp8: bool, reps: int) -> DevicePeaks:
     a = torch.randn(side, side, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(side, side, device="cuda", dtype=torch.bfloat16)
     out = torch.empty_like(a)
-    mm_us = time_gpu(lambda: torch.mm(a, b, out=out), reps)
+    mm_us = time_gpu(lambda _: torch.mm(a, b, out=out), reps)
     peaks = {"bf16": 2 * side**3 / (mm_us * 1e-6)}
     if fp8:
         a8, b8 = a.to(torch.float8_e4m3fn), b.t().contiguous().to(torch.float8_e4m3fn).t()
         one = torch.ones((), device="cuda")
         try:
-            fp8_us = time_gpu(lambda: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one,
+            fp8_us = time_gpu(lambda _: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one,
                                                        out_dtype=torch.bfloat16), reps)
             peaks[PEAK_FP8] = 2 * side**3 / (fp8_us * 1e-6)
         except RuntimeError as error:  # no FP8 tensor cores (before sm_89)

@@ -94,6 +94,14 @@ def test_the_check_rejects_a_wrong_result():
     assert check(graph, inputs, shifted, expected) is not None
 
 
+@pytest.mark.parametrize("nbytes,sets", [(16_800_000, 7), (50_600_000, 3), (201_000_000, 1),
+                                          (1000, 16), (0, 16)])
+def test_input_sets_hold_twice_the_l2_cache(nbytes, sets):
+    from kgc.bench.timing import input_sets
+
+    assert input_sets(nbytes, 50 * 2**20) == sets
+
+
 def test_random_inputs_differ_by_seed_and_repeat_with_it():
     workload = CATALOGUE["lora"].small()
     first, again, other = (_small_inputs(workload, s) for s in (1, 1, 2))
@@ -326,7 +334,13 @@ def loop_on_cpu(monkeypatch):
     timed = []
     monkeypatch.setattr(floor, "measure_peaks",
                         lambda fp8, reps: DevicePeaks(3e12, {"bf16": 800e12}))
-    monkeypatch.setattr(timing, "time_gpu", lambda fn, reps: (timed.append(fn), 10.0)[1])
+    def time_gpu(fn, reps, rotations=1):
+        for index in range(rotations):
+            fn(index)
+        timed.append(fn)
+        return 10.0
+
+    monkeypatch.setattr(timing, "time_gpu", time_gpu)
     monkeypatch.setattr(runners, "make_torch", lambda workload, runner: workload.reference)
     return timed
 
