@@ -61,6 +61,11 @@ def make_torch(workload: Workload, runner: str) -> Callable:
 
     if runner == EAGER:
         return workload.reference
+    # Dynamo keeps compiled code on the function's code object: without a
+    # reset, one mode could run what another compiled, and a workload
+    # sharing its torch code with an earlier one (the GEMMs) would count
+    # against the recompile limit.
+    torch._dynamo.reset()
     if runner == INDUCTOR:
         return torch.compile(workload.reference)
     if runner == MAX_AUTOTUNE:
