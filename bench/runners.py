@@ -47,7 +47,8 @@ def make_kgc(workload: Workload, effort: str, reps: int, verbose: bool):
         compiled = superoptimize(workload.build(), effort=effort, profile_iters=reps,
                                  verbose=verbose)
     except KgcError as error:
-        raise Unavailable("; ".join(str(d) for d in error.diagnostics)) from None
+        raise Unavailable("; ".join((f"{d.location}: " if d.location else "") + d.message
+                                    for d in error.diagnostics)) from None
     except Exception as error:  # a failure of the compiler is this row's result, not the run's
         _LOG.debug("kgc failed on %s", workload.name, exc_info=True)
         raise Unavailable(f"kgc failed: {first_line(error)}") from None

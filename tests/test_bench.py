@@ -422,3 +422,35 @@ def test_bench_with_a_json_path_in_a_missing_folder(tmp_path):
     done = _kgc("bench", "--workloads", "softmax", "--json", str(missing))
     assert done.returncode == 1
     assert done.stderr.strip() == f"kgc: error: --json: the folder of '{missing}' does not exist"
+
+
+@pytest.mark.parametrize("error,reason", [
+    (KgcError("matmul: no lowering for f8E4M3FN"), "matmul: no lowering for f8E4M3FN"),
+    (RuntimeError("Triton failed\nline two"), "kgc failed: RuntimeError: Triton failed"),
+])
+def test_a_kgc_failure_becomes_the_rows_reason(monkeypatch, error, reason):
+    import kgc.api
+    from kgc.bench import runners
+
+    seen = {}
+
+    def superoptimize(graph, **options):
+        seen.update(options, name=graph.name)
+        raise error
+
+    monkeypatch.setattr(kgc.api, "superoptimize", superoptimize)
+    with pytest.raises(runners.Unavailable) as caught:
+        runners.make_kgc(CATALOGUE["gemm-fp8"], "low", 50, verbose=False)
+    assert str(caught.value) == reason
+    assert seen == {"effort": "low", "profile_iters": 50, "verbose": False, "name": "gemm_fp8"}
+
+
+def test_torch_contenders():
+    from kgc.bench import runners
+
+    workload = CATALOGUE["softmax"]
+    assert runners.make_torch(workload, "eager") is workload.reference
+    for runner in ("torch.compile", "max-autotune"):
+        assert callable(runners.make_torch(workload, runner))
+    with pytest.raises(ValueError, match="unknown torch runner 'jit'"):
+        runners.make_torch(workload, "jit")
