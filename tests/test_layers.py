@@ -8,7 +8,8 @@
     kgc.runtime, kgc.export   running compiled graphs: launching them from
                  Python, or writing them as C that launches them without it
     kgc.search   superoptimize
-    kgc.api, kgc.tools   the front ends (Python API; kgc and kgc-opt)
+    kgc.api, kgc.bench, kgc.tools   the front ends (Python API; the
+                 benchmark against torch; kgc and kgc-opt)
     kgc.torch    the PyTorch front end (torch.compile backend, explain)
 
 Every import counts, also one inside a function: a lazy import is still a
@@ -24,7 +25,7 @@ import kgc  # noqa: F401  (so that the layers import as in use)
 
 # Bottom to top; packages of one layer may import each other.
 LAYERS = [("kgc",), ("kgc.passes",), ("kgc.pipeline",), ("kgc.runtime", "kgc.export"),
-          ("kgc.search",), ("kgc.api", "kgc.tools"), ("kgc.torch",)]
+          ("kgc.search",), ("kgc.api", "kgc.bench", "kgc.tools"), ("kgc.torch",)]
 SOURCE = pathlib.Path(__file__).resolve().parent.parent
 
 

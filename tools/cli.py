@@ -4,6 +4,8 @@
                 [--emit kg|ttir|ttgir|llir|ptx|cubin|c] [--config FILE] [-j JOBS]
     kgc tune [GRAPH.mlir] [--effort low|default|high] [--budget S]
              [--save-config FILE] [-o DIR]
+    kgc bench [--quick] [--workloads NAME,...] [--json FILE] [--chart FILE]
+              [--effort low|default|high] [--reps N]
 
 `compile` compiles every function of GRAPH (by default the built-in RMSNorm
 + MatMul example) and writes each stage of each kernel, its artifact record
@@ -12,6 +14,9 @@ compiling); no GPU is needed. `--emit c` writes instead DIR/<graph>.h and
 DIR/<graph>.c, which run the graph from C through the CUDA driver API
 (kgc.export). `tune` searches the graph's variants on this
 machine's GPU (kgc.search) and prints every candidate's time and status.
+`bench` times kgc (after superoptimize) against eager PyTorch and
+torch.compile on a catalogue of workloads on this machine's GPU
+(kgc.bench), and prints a table; it exits 1 when kgc fails a workload.
 Errors are printed as `file:line:col: error: ...` and the
 exit status is 1.
 """
@@ -66,7 +71,31 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--save-config", help="write the chosen config (JSON) to this file")
     tune.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     tune.add_argument("-o", "--output", help="also write the chosen kernels' stages here")
+    bench = commands.add_parser(
+        "bench", help="time kgc against eager PyTorch and torch.compile on a catalogue of "
+                      "workloads on this machine's GPU, with each one's floor")
+    bench.add_argument("--quick", action="store_true",
+                       help="a few small workloads, low effort and fewer repetitions")
+    bench.add_argument("--workloads", type=_names,
+                       help="comma-separated workloads to run (default: all; with --quick, "
+                            "the quick ones)")
+    bench.add_argument("--list", action="store_true", help="list the workloads and exit")
+    bench.add_argument("--json", help="write the results as JSON to this file")
+    bench.add_argument("--chart", help="write a PNG bar chart of the results to this file")
+    bench.add_argument("--effort", choices=("low", "default", "high"),
+                       help="superoptimize's effort (default: default; low with --quick)")
+    bench.add_argument("--reps", type=_positive,
+                       help="calls each median is taken over (default 1000; 200 with --quick)")
+    bench.add_argument("--seed", type=int, help="seed of the random inputs (default: fresh)")
+    bench.add_argument("--no-progress", action="store_true", help="no progress bars")
     return parser
+
+
+def _names(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"expected comma-separated workload names, got '{text}'")
+    return names
 
 
 def _positive(text: str) -> int:
@@ -173,6 +202,62 @@ def tune_command(args) -> int:
     return 0
 
 
+def bench_command(args) -> int:
+    import logging
+
+    from kgc.bench.workloads import CATALOGUE, select
+
+    if args.list:
+        for workload in CATALOGUE.values():
+            print(f"{workload.name:16} {workload.kind:7} {'quick ' if workload.quick else '':6}"
+                  f"{workload.title}")
+        return 0
+    workloads = select(args.workloads, args.quick)  # a bad name is refused before CUDA is asked
+    for path, what in ((args.json, "--json"), (args.chart, "--chart")):
+        if path is not None and not pathlib.Path(path).parent.resolve().is_dir():
+            raise KgcError(f"{what}: the folder of '{path}' does not exist")
+    from kgc.runtime import cuda_available
+
+    if not cuda_available():
+        raise KgcError("bench times kernels on a GPU: it needs a CUDA device, and torch sees none")
+    if args.chart is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise KgcError("--chart needs matplotlib: pip install 'kgc[bench]'") from None
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    from kgc.bench.run import run_bench
+
+    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s")
+    effort = args.effort or ("low" if args.quick else "default")
+    reps = args.reps or (200 if args.quick else 1000)
+    started = time.perf_counter()
+    with logging_redirect_tqdm():
+        result = run_bench(workloads, effort=effort, reps=reps, quick=args.quick, seed=args.seed,
+                           progress=not args.no_progress)
+    peaks = result.peaks
+    print(f"kgc bench on {result.device}: copy {peaks['copy_GB_per_s']:.0f} GB/s, matmul "
+          + ", ".join(f"{k} {v:.0f} TFLOPS" for k, v in peaks["matmul_TFLOPS"].items())
+          + f"; effort {effort}, {reps} reps, seed {result.settings['seed']}, "
+          f"{time.perf_counter() - started:.0f} s")
+    print(result.table())
+    for path, write, what in ((args.json, result.write_json, "results"),
+                              (args.chart, result.write_chart, "chart")):
+        if path is not None:
+            try:
+                write(path)
+            except OSError as error:
+                raise KgcError(f"cannot write '{path}': {error.strerror}") from None
+            print(f"wrote the {what} to {path}")
+    failed = result.failed
+    if failed:
+        print(f"kgc: {len(failed)} workload(s) failed: "
+              + ", ".join(f"{row.workload} ({row.kgc_status})" for row in failed), file=sys.stderr)
+        return 1
+    return 0
+
+
 def run(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -180,6 +265,8 @@ def run(argv: list[str]) -> int:
             return compile_command(args)
         if args.command == "tune":
             return tune_command(args)
+        if args.command == "bench":
+            return bench_command(args)
     except KgcError as error:
         for diagnostic in error.diagnostics:
             text = str(diagnostic)

@@ -1,0 +1,19 @@
+"""`kgc bench`: kgc against PyTorch on a catalogue of workloads, on one GPU.
+
+    result = kgc.bench.run_bench(kgc.bench.select(["softmax"], quick=False))
+    print(result.table()); result.write_json("bench.json"); result.write_chart("bench.png")
+
+The package owns the benchmark and nothing else, one module per piece:
+`workloads` (the catalogue: each workload as a kgc graph and as torch code,
+its inputs, bytes, flops and target), `floor` (the device's copy bandwidth
+and matmul peaks, measured in the run), `timing` (GPU time per call from
+CUDA-graph replays), `runners` (kgc after superoptimize, eager,
+torch.compile, max-autotune), `check` (kgc's result against eager before
+timing), `report` (table, JSON, PNG chart) and `run` (the loop).
+"""
+
+from kgc.bench.report import BenchResult, Row
+from kgc.bench.run import run_bench
+from kgc.bench.workloads import CATALOGUE, Target, Workload, select
+
+__all__ = ["BenchResult", "CATALOGUE", "Row", "Target", "Workload", "run_bench", "select"]

@@ -1,0 +1,74 @@
+"""The contenders of `kgc bench`, each a way to make a callable of a
+workload's inputs.
+
+- kgc: the workload's graph through `kgc.superoptimize` with the on-disk
+  cache (the first run searches, later runs load the choice);
+- eager: the workload's torch code as written;
+- torch.compile with the default mode, and with
+  "max-autotune-no-cudagraphs" (its own Triton and cuBLAS choices, timed
+  without CUDA graphs of its own as the bench captures every contender in
+  one the same way).
+
+A contender that cannot be made raises `Unavailable` with the reason,
+which the bench reports in the workload's row.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+from kgc.bench.workloads import Workload
+
+_LOG = logging.getLogger(__name__)
+KGC, EAGER, INDUCTOR, MAX_AUTOTUNE = "kgc", "eager", "torch.compile", "max-autotune"
+TORCH_RUNNERS = (EAGER, INDUCTOR, MAX_AUTOTUNE)
+RUNNERS = (KGC, *TORCH_RUNNERS)
+LABELS = {KGC: "kgc", EAGER: "eager", INDUCTOR: "torch.compile",
+          MAX_AUTOTUNE: "max-autotune-no-cudagraphs"}
+
+
+class Unavailable(Exception):
+    """A contender could not be made or run; the message says why."""
+
+
+def first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text.splitlines()[0]}" if text else type(error).__name__
+
+
+def make_kgc(workload: Workload, effort: str, reps: int, verbose: bool):
+    """The workload's graph after superoptimize (cache on, each candidate
+    timed over about `reps` calls), with the search's `.report`."""
+    from kgc.api import superoptimize
+    from kgc.diagnostics import KgcError
+
+    try:
+        compiled = superoptimize(workload.build(), effort=effort, profile_iters=reps,
+                                 verbose=verbose)
+    except KgcError as error:
+        raise Unavailable("; ".join((f"{d.location}: " if d.location else "") + d.message
+                                    for d in error.diagnostics)) from None
+    except Exception as error:  # a failure of the compiler is this row's result, not the run's
+        _LOG.debug("kgc failed on %s", workload.name, exc_info=True)
+        raise Unavailable(f"kgc failed: {first_line(error)}") from None
+    return compiled
+
+
+def make_torch(workload: Workload, runner: str) -> Callable:
+    """The workload's torch code for `runner` (eager or a torch.compile
+    mode); compiling happens on the first call."""
+    import torch
+
+    if runner == EAGER:
+        return workload.reference
+    # Dynamo keeps compiled code on the function's code object: without a
+    # reset, one mode could run what another compiled, and a workload
+    # sharing its torch code with an earlier one (the GEMMs) would count
+    # against the recompile limit.
+    torch._dynamo.reset()
+    if runner == INDUCTOR:
+        return torch.compile(workload.reference)
+    if runner == MAX_AUTOTUNE:
+        return torch.compile(workload.reference, mode="max-autotune-no-cudagraphs")
+    raise ValueError(f"unknown torch runner {runner!r}")
