@@ -44,9 +44,9 @@ def _torch():
     return torch
 
 
-def _positions(shape, dim, dtype):
+def _positions(shape, dim, dtype, device):
     torch = _torch()
-    index = torch.arange(shape[dim], dtype=torch.int64)
+    index = torch.arange(shape[dim], dtype=torch.int64, device=device)
     view = [1] * len(shape)
     view[dim] = shape[dim]
     return index.reshape(view).expand(shape).to(dtype)
@@ -114,13 +114,13 @@ def _positions_cases():
     return [
         IntCase("arange_i64", [("n", "i64")],
                 lambda g, s, n: n + g.arange(5, 5 + s[0]),
-                lambda s, n: n + torch().arange(5, 5 + s[0], dtype=torch().int64)),
+                lambda s, n: n + torch().arange(5, 5 + s[0], dtype=torch().int64, device=n.device)),
         IntCase("iota_f32_scaled", [("x", "f32")],
                 lambda g, s, x: x * g.iota(s, -1, "f32", start=-2),
-                lambda s, x: x * (_positions(s, -1, torch().float32) - 2)),
+                lambda s, x: x * (_positions(s, -1, torch().float32, x.device) - 2)),
         IntCase("iota_i32_rows", [("a", "i32")],
                 lambda g, s, a: a + g.iota(s, 0, "i32"),
-                lambda s, a: a + _positions(s, 0, torch().int32), rank=2),
+                lambda s, a: a + _positions(s, 0, torch().int32, a.device), rank=2),
     ]
 
 

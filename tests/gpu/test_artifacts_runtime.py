@@ -43,11 +43,12 @@ print(json.dumps({"launches": len(graph.function.launches), "max_error": max(err
 
 
 def test_a_graph_compiled_in_workers_runs_in_a_fresh_process(tmp_path):
-    kgc.compile(ATTENTION.graph("f16"), output_dir=tmp_path, jobs=2)
+    compiled = kgc.compile(ATTENTION.graph("f16"), output_dir=tmp_path, jobs=2)
     result = subprocess.run([sys.executable, "-c", RUN_AND_COMPARE, str(tmp_path), ATTENTION.name],
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["launches"] == 2
+    # The loaded graph launches what the compile made, all of it.
+    assert json.loads(result.stdout)["launches"] == len(compiled.function.launches) >= 1
 
 
 @pytest.fixture(scope="module")
