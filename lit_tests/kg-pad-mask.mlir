@@ -218,6 +218,30 @@ func.func @integer_sum(%i: tensor<17x1000xi32>) -> tensor<17x1xf32> {
 
 // -----
 
+// A dot's 8-bit float operands whose padding is not 0 (exp(0) is 1) get
+// zeros selected into their lanes past the end of K; kg.constant has no
+// 8-bit float type, so the zero is an f32 constant cast to the operand's.
+// CHECK-LABEL: func.func @fp8_fill
+// CHECK: %[[Z:.*]] = kg.constant 0.000000e+00 : tensor<1x1x1xf32>
+// CHECK: %[[Q:.*]] = kg.cast %[[Z]] : tensor<1x1x1xf32> to tensor<1x1x1xf8E4M3FN>
+// CHECK: %[[A:.*]] = kg.tile_select %{{.*}}, %{{.*}}, %[[Q]] : (tensor<1x64x1xi1>, tensor<16x64x1xf8E4M3FN>, tensor<1x1x1xf8E4M3FN>) -> tensor<16x64x1xf8E4M3FN>
+// CHECK: kg.tile_select
+// CHECK: kg.tile_dot %[[A]]
+func.func @fp8_fill(%x: tensor<16x100xf32>, %w: tensor<100x16xf32>) -> tensor<16x16xf32> {
+  %y = kg.kernel @fp8_fill_0(%x, %w) attributes {block_m = 16, block_n = 16, block_k = 64, group_m = 1, num_warps = 4, num_stages = 1} : (tensor<16x100xf32>, tensor<100x16xf32>) -> tensor<16x16xf32> {
+  ^bb0(%a: tensor<16x100xf32>, %b: tensor<100x16xf32>):
+    %ea = kg.exp %a : tensor<16x100xf32>
+    %qa = kg.cast %ea : tensor<16x100xf32> to tensor<16x100xf8E4M3FN>
+    %eb = kg.exp %b : tensor<100x16xf32>
+    %qb = kg.cast %eb : tensor<100x16xf32> to tensor<100x16xf8E4M3FN>
+    %m = kg.matmul %qa, %qb : (tensor<16x100xf8E4M3FN>, tensor<100x16xf8E4M3FN>) -> tensor<16x16xf32>
+    kg.yield %m : tensor<16x16xf32>
+  }
+  return %y : tensor<16x16xf32>
+}
+
+// -----
+
 // A tile neither a power of two nor the whole axis cannot be padded: its
 // padding lanes would overlap the next tile.
 func.func @bad_tile(%x: tensor<300xf32>) -> tensor<300xf32> {

@@ -48,6 +48,7 @@ from kgc.tiling.kernel_ops import (dot_dims, enclosing_loop_for_axis, int_array,
 from kgc.tiling.ranges import OffsetRanges
 
 PADDED_ATTRIBUTE = "padded"
+_FLOAT8 = ("f8E4M3FN", "f8E5M2")
 
 
 @register_pass
@@ -202,7 +203,14 @@ class _KernelPadder:
             shape[axis] = self.padded[axis]
         with ir.InsertionPoint(op), op.location:
             mask = kg.tile_mask(ir.RankedTensorType.get(shape, self.i1), offsets, lower, upper)
-            constant = kg.constant(ir.RankedTensorType.get([1] * n, type_.element_type), fill)
+            element = type_.element_type
+            if str(element) in _FLOAT8:
+                # A constant has no 8-bit float type: the fill is made in f32
+                # (which holds it exactly) and cast.
+                wide = kg.constant(ir.RankedTensorType.get([1] * n, ir.F32Type.get()), fill)
+                constant = kg.cast(ir.RankedTensorType.get([1] * n, element), wide)
+            else:
+                constant = kg.constant(ir.RankedTensorType.get([1] * n, element), fill)
             return kg.tile_select(type_, mask, value, constant)
 
     def _zero_i32(self) -> ir.Value:

@@ -80,6 +80,21 @@ EXPECTED = {
                                             num_warps=4, num_stages=4), (1, 1, 1)),
     "kg-legalize-dot:ws_tma_0": ("matmul", dict(block_m=64, block_n=64, block_k=64, group_m=1,
                                                 num_warps=4, num_stages=4), (1, 1, 1)),
+
+    "kg-pad-mask:masked_max_0": ("reduction", dict(block_x=4, block_r=1000, num_warps=8,
+                                                   num_stages=1), (5, 1, 1)),
+    "kg-pad-mask:integer_max_0": ("reduction", dict(block_x=4, block_r=1000, num_warps=8,
+                                                    num_stages=1), (5, 1, 1)),
+    "kg-pad-mask:integer_sum_0": ("reduction", dict(block_x=4, block_r=1000, num_warps=8,
+                                                    num_stages=1), (5, 1, 1)),
+    "kg-pad-mask:fp8_fill_0": ("matmul", dict(block_m=16, block_n=16, block_k=64, group_m=1,
+                                              num_warps=4, num_stages=4), (1, 1, 1)),
+    "convert-kg-to-ttir:causal_softmax_0": ("reduction", dict(block_x=17, block_r=17, num_warps=4,
+                                                              num_stages=1), (1, 1, 1)),
+    "convert-kg-to-ttir:integers_0": ("pointwise", dict(block_n=1000, num_warps=4, num_stages=1),
+                                      (1, 1, 1)),
+    "convert-kg-to-ttir:casts_and_logic_0": ("pointwise", dict(block_n=1000, num_warps=4,
+                                                               num_stages=1), (1, 1, 1)),
 }
 
 
