@@ -80,7 +80,6 @@ EXPECTED = {
                                             num_warps=4, num_stages=4), (1, 1, 1)),
     "kg-legalize-dot:ws_tma_0": ("matmul", dict(block_m=64, block_n=64, block_k=64, group_m=1,
                                                 num_warps=4, num_stages=4), (1, 1, 1)),
-
     "kg-pad-mask:masked_max_0": ("reduction", dict(block_x=4, block_r=1000, num_warps=8,
                                                    num_stages=1), (5, 1, 1)),
     "kg-pad-mask:integer_max_0": ("reduction", dict(block_x=4, block_r=1000, num_warps=8,
