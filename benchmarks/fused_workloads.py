@@ -63,6 +63,37 @@ def _bias_gelu_torch(x, w, b, r):
     return torch.nn.functional.gelu(x @ w + b, approximate="tanh") + r
 
 
+def _causal(g, x):
+    """where(row >= col, x, -inf): the mask is two iotas and a comparison,
+    fused into the kernel of what it masks."""
+    rows, cols = x.shape[-2], x.shape[-1]
+    keep = g.ge(g.iota((rows, 1), 0, "i32"), g.iota((1, cols), 1, "i32"))
+    return g.where(keep, x, float("-inf"))
+
+
+_TRIL = {}
+
+
+def _causal_torch(x):
+    # As a model keeps it: a bool buffer made once (not timed), read each call.
+    shape = tuple(x.shape[-2:])
+    if shape not in _TRIL:
+        _TRIL[shape] = torch.ones(shape, dtype=torch.bool, device=x.device).tril()
+    return x.masked_fill(~_TRIL[shape], float("-inf"))
+
+
+def _causal_softmax(g, x):
+    return g.softmax(_causal(g, x), dim=-1)
+
+
+def _causal_scores(g, q, k):
+    return _causal(g, g.mul(g.matmul(q, g.t(k)), 1 / math.sqrt(q.shape[-1])))
+
+
+def _causal_scores_torch(q, k):
+    return _causal_torch((q @ k.t()) * (1 / math.sqrt(q.shape[-1])))
+
+
 WORKLOADS = {
     # name: (kgc builder, torch function, [(shape, dtype)], atol)
     "rmsnorm_matmul_16x4096x6144_f16": (
@@ -82,6 +113,10 @@ WORKLOADS = {
     "bias_gelu_residual_2048x1024x4096_bf16": (
         _bias_gelu, _bias_gelu_torch,
         [((2048, 1024), "bf16"), ((1024, 4096), "bf16"), ((4096,), "bf16"), ((2048, 4096), "bf16")], 0.5),
+    "causal_softmax_4096x4096_f16": (
+        _causal_softmax, lambda x: torch.softmax(_causal_torch(x), -1), [((4096, 4096), "f16")], 1e-3),
+    "causal_scores_2048x2048x128_f16": (
+        _causal_scores, _causal_scores_torch, [((2048, 128), "f16"), ((2048, 128), "f16")], 1e-1),
 }
 
 _DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
@@ -99,7 +134,9 @@ def run(name: str) -> dict:
               .to(_DTYPES[dtype]) for shape, dtype in specs]
     expected = reference(*inputs)
     got = compiled(*inputs)
-    error = (got.float() - expected.float()).abs().max().item()
+    # Infinities (a causal mask's -inf) must match exactly; NaN never does.
+    same_infinity = torch.isinf(expected.float()) & (got.float() == expected.float())
+    error = (got.float() - expected.float()).abs().masked_fill(same_infinity, 0).max().item()
     if not error <= atol:
         raise AssertionError(f"{name}: kgc differs from eager by {error} (allowed {atol})")
     compiled_torch = torch.compile(reference)

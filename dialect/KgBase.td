@@ -41,11 +41,28 @@ def Kg_Float : AnyTypeOf<[F32, F16, BF16], "f32, f16 or bf16">;
 // 8-bit floats: storage and matmul inputs only.
 def Kg_Float8 : AnyTypeOf<[F8E4M3FN, F8E5M2], "f8E4M3FN or f8E5M2">;
 
+// Integers: positions, indices, counts. Signless in MLIR, signed in kgc's
+// semantics (torch.int32, torch.int64); arithmetic wraps around.
+def Kg_Int : AnyTypeOf<[I32, I64], "i32 or i64">;
+
+// Types of integer and float arithmetic (add, sub, mul, maximum, minimum,
+// neg, abs).
+def Kg_Numeric : AnyTypeOf<[F32, F16, BF16, I32, I64],
+                           "f32, f16, bf16, i32 or i64">;
+
+// Types a comparison, a select or a constant take: every element type but
+// the 8-bit floats. i1 is torch.bool.
+def Kg_Value : AnyTypeOf<[F32, F16, BF16, I1, I32, I64],
+                         "f32, f16, bf16, i1, i32 or i64">;
+
 // Every element type a kg tensor may hold.
-def Kg_Element : AnyTypeOf<[F32, F16, BF16, F8E4M3FN, F8E5M2],
-                           "f32, f16, bf16, f8E4M3FN or f8E5M2">;
+def Kg_Element : AnyTypeOf<[F32, F16, BF16, F8E4M3FN, F8E5M2, I1, I32, I64],
+                           "f32, f16, bf16, f8E4M3FN, f8E5M2, i1, i32 or i64">;
 
 def Kg_FloatTensor : StaticShapeTensorOf<[Kg_Float]>;
+def Kg_NumericTensor : StaticShapeTensorOf<[Kg_Numeric]>;
+def Kg_ValueTensor : StaticShapeTensorOf<[Kg_Value]>;
+def Kg_BoolTensor : StaticShapeTensorOf<[I1]>;
 def Kg_Tensor : StaticShapeTensorOf<[Kg_Element]>;
 
 // Tiles are tensors too; masks are tensors of i1.
@@ -71,6 +88,18 @@ def Kg_ReduceKind : I32EnumAttr<"ReduceKind", "the combiner of a reduction", [
       I32EnumAttrCase<"max", 1>,
       I32EnumAttrCase<"min", 2>,
       I32EnumAttrCase<"mean", 3>
+    ]> {
+  let cppNamespace = "::kgc::kg";
+}
+
+def Kg_ComparePredicate : I32EnumAttr<"ComparePredicate",
+    "how kg.cmp compares its operands", [
+      I32EnumAttrCase<"eq", 0>,
+      I32EnumAttrCase<"ne", 1>,
+      I32EnumAttrCase<"lt", 2>,
+      I32EnumAttrCase<"le", 3>,
+      I32EnumAttrCase<"gt", 4>,
+      I32EnumAttrCase<"ge", 5>
     ]> {
   let cppNamespace = "::kgc::kg";
 }

@@ -18,6 +18,7 @@
 #include "llvm/ADT/SmallSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <cmath>
 #include <optional>
 
 using namespace mlir;
@@ -90,6 +91,11 @@ LogicalResult verifyDotOperandTypes(Operation *op, Type a, Type b,
                                     std::optional<Precision> precision) {
   Type ea = cast<ShapedType>(a).getElementType();
   Type eb = cast<ShapedType>(b).getElementType();
+  if (!isa<FloatType>(ea) || !isa<FloatType>(eb))
+    return op->emitOpError()
+           << "multiplies floats only (f32, f16, bf16, f8E4M3FN, f8E5M2), "
+              "got a "
+           << a << " and b " << b << "; cast integer and i1 operands first";
   if (ea != eb && !(isFloat8(ea) && isFloat8(eb)))
     return op->emitOpError()
            << "operands must share an element type (the two 8-bit floats "
@@ -187,6 +193,7 @@ KG_RESULT_TYPE_OF_X(SigmoidOp)
 KG_RESULT_TYPE_OF_X(TanhOp)
 KG_RESULT_TYPE_OF_X(SquareOp)
 KG_RESULT_TYPE_OF_X(ReciprocalOp)
+KG_RESULT_TYPE_OF_X(LogicalNotOp)
 KG_RESULT_TYPE_OF_X(GeluOp)
 KG_RESULT_TYPE_OF_X(ClampOp)
 KG_RESULT_TYPE_OF_X(SoftmaxOp)
@@ -203,8 +210,10 @@ LogicalResult ClampOp::verify() {
   return success();
 }
 
-/// Shared by every binary op.
-static LogicalResult verifyBinary(Operation *op) {
+/// Shared by every binary op and kg.cmp: the operands share an element
+/// type and broadcast; the result has the broadcast shape and `element`
+/// (the operands' element type when null).
+static LogicalResult verifyBinary(Operation *op, Type element = {}) {
   RankedTensorType lhs = tensorType(op->getOperand(0));
   RankedTensorType rhs = tensorType(op->getOperand(1));
   RankedTensorType out = tensorType(op->getResult(0));
@@ -219,7 +228,8 @@ static LogicalResult verifyBinary(Operation *op) {
     return op->emitOpError()
            << "operands are not broadcast-compatible: lhs " << lhs << " and rhs "
            << rhs << " differ in dimension " << badDim;
-  auto expected = RankedTensorType::get(*shape, lhs.getElementType());
+  auto expected =
+      RankedTensorType::get(*shape, element ? element : lhs.getElementType());
   if (out != expected)
     return op->emitOpError() << "result type " << out
                              << " must be the broadcast type " << expected
@@ -234,13 +244,84 @@ LogicalResult DivOp::verify() { return verifyBinary(*this); }
 LogicalResult MaximumOp::verify() { return verifyBinary(*this); }
 LogicalResult MinimumOp::verify() { return verifyBinary(*this); }
 LogicalResult PowOp::verify() { return verifyBinary(*this); }
+LogicalResult LogicalAndOp::verify() { return verifyBinary(*this); }
+LogicalResult LogicalOrOp::verify() { return verifyBinary(*this); }
+LogicalResult LogicalXorOp::verify() { return verifyBinary(*this); }
+
+LogicalResult CmpOp::verify() {
+  return verifyBinary(*this, IntegerType::get(getContext(), 1));
+}
+
+LogicalResult SelectOp::verify() {
+  RankedTensorType cond = getCond().getType();
+  RankedTensorType t = getTrueValue().getType(), f = getFalseValue().getType();
+  RankedTensorType out = getOut().getType();
+  if (t.getElementType() != f.getElementType())
+    return emitOpError() << "true_value " << t << " and false_value " << f
+                         << " must share an element type";
+  int64_t badDim = 0;
+  FailureOr<SmallVector<int64_t>> values =
+      broadcastShapes(t.getShape(), f.getShape(), badDim);
+  FailureOr<SmallVector<int64_t>> shape =
+      succeeded(values) ? broadcastShapes(cond.getShape(), *values, badDim)
+                        : values;
+  if (failed(shape))
+    return emitOpError() << "operands are not broadcast-compatible: cond "
+                         << cond << ", true_value " << t << " and false_value "
+                         << f << " differ in dimension " << badDim;
+  auto expected = RankedTensorType::get(*shape, t.getElementType());
+  if (out != expected)
+    return emitOpError() << "result type " << out
+                         << " must be the broadcast type " << expected
+                         << " of cond " << cond << ", true_value " << t
+                         << " and false_value " << f;
+  return success();
+}
+
+LogicalResult IotaOp::verify() {
+  RankedTensorType out = getOut().getType();
+  int64_t dim = getDim(), start = getStart();
+  if (out.getRank() == 0)
+    return emitOpError() << "result " << out
+                         << " must have at least one dimension to count along";
+  if (dim < 0 || dim >= out.getRank())
+    return emitOpError() << "dim " << dim << " is out of range for result "
+                         << out << " (rank " << out.getRank() << ")";
+  int64_t count = out.getDimSize(dim);
+  // Positions are computed in i32 except for an i64 result, whose start
+  // is added in i64 from a constant (an f64 attribute: exact to 2^53).
+  bool wide = out.getElementType().isInteger(64);
+  int64_t limit = int64_t(1) << 53;
+  int64_t lo = wide ? -limit : INT32_MIN, hi = wide ? limit : INT32_MAX;
+  if (start < lo || (count > 0 && start > hi - (count - 1)))
+    return emitOpError() << "counts from " << start << " over " << count
+                         << " elements of dimension " << dim << ", beyond the "
+                         << (wide ? "range of 2^53 (i64)" : "i32 range")
+                         << ", for result " << out;
+  return success();
+}
 
 LogicalResult ConstantOp::verify() {
   Type element = getOut().getType().getElementType();
-  auto floatType = cast<FloatType>(element);
   APFloat value = getValue();
   if (value.isNaN())
     return emitOpError() << "value must not be NaN";
+  if (auto integer = dyn_cast<IntegerType>(element)) {
+    double number = value.convertToDouble();
+    unsigned width = integer.getWidth();
+    // i1 holds 0 and 1; wider integers are signed. 2^53 bounds the whole
+    // numbers an f64 holds exactly.
+    double lo = width == 1 ? 0.0 : std::max(-9007199254740992.0, -std::ldexp(1.0, width - 1));
+    double hi = width == 1 ? 1.0 : std::min(9007199254740992.0, std::ldexp(1.0, width - 1) - 1);
+    if (value.isInfinity() || number != std::trunc(number) || number < lo ||
+        number > hi)
+      return emitOpError() << "value " << number << " is not "
+                           << (width == 1 ? "0 or 1" : "a whole number")
+                           << " in the range of the element type " << element
+                           << (width == 1 ? "" : " (and within 2^53)");
+    return success();
+  }
+  auto floatType = cast<FloatType>(element);
   if (value.isInfinity())
     return success();
   bool losesInfo = false;
@@ -616,6 +697,22 @@ LogicalResult ScalarArgOp::verify() {
   if (index < 0 || index >= count)
     return emitOpError() << "index " << index << " is not below the kernel's "
                          << count << " scalar arguments (its scalars attribute)";
+  return success();
+}
+
+LogicalResult TileRangeOp::verify() {
+  if (failed(verifyInTiledKernel(*this)))
+    return failure();
+  RankedTensorType result = getResult().getType();
+  int64_t axis = getAxis();
+  if (axis < 0 || axis >= result.getRank())
+    return emitOpError() << "axis " << axis << " is out of range for result "
+                         << result << " (rank " << result.getRank() << ")";
+  for (int64_t d = 0; d < result.getRank(); ++d)
+    if (d != axis && result.getDimSize(d) != 1)
+      return emitOpError() << "result " << result << " varies along axis "
+                           << axis << " only: dimension " << d
+                           << " must have size 1";
   return success();
 }
 

@@ -34,18 +34,53 @@ class Kg_UnaryOp<string mnemonic, string formula, list<Trait> traits = []>
   let assemblyFormat = "$x attr-dict `:` type($x)";
 }
 
+// A unary op on floats and integers alike. Integer results wrap around as
+// torch's do (the negation of the most negative value is itself).
+class Kg_NumericUnaryOp<string mnemonic, string formula>
+    : Kg_ElementwiseOp<mnemonic, [Pure, InferTypeOpAdaptor]> {
+  let summary = "elementwise " # formula;
+  let description = "Computes `" # formula # "` for every element of `x`, "
+    # "a tensor of floats or of integers. The result has the type of `x`. "
+    # "Half-precision inputs are computed in f32 and rounded once; integers "
+    # "are computed in their own type and wrap around.\n\n"
+    # "Example:\n\n```mlir\n%y = kg." # mnemonic
+    # " %x : tensor<16x128xf16>\n%p = kg." # mnemonic
+    # " %i : tensor<128xi32>\n```";
+  let arguments = (ins Kg_NumericTensor:$x);
+  let results = (outs Kg_NumericTensor:$out);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+}
+
 def Kg_ExpOp : Kg_UnaryOp<"exp", "exp(x)">;
 def Kg_LogOp : Kg_UnaryOp<"log", "log(x)">;
 def Kg_SqrtOp : Kg_UnaryOp<"sqrt", "sqrt(x)">;
 def Kg_RsqrtOp : Kg_UnaryOp<"rsqrt", "1 / sqrt(x)">;
-def Kg_NegOp : Kg_UnaryOp<"neg", "-x">;
-def Kg_AbsOp : Kg_UnaryOp<"abs", "|x|">;
+def Kg_NegOp : Kg_NumericUnaryOp<"neg", "-x">;
+def Kg_AbsOp : Kg_NumericUnaryOp<"abs", "|x|">;
 def Kg_ReluOp : Kg_UnaryOp<"relu", "max(x, 0)">;
 def Kg_SiluOp : Kg_UnaryOp<"silu", "x * sigmoid(x)">;
 def Kg_SigmoidOp : Kg_UnaryOp<"sigmoid", "1 / (1 + exp(-x))">;
 def Kg_TanhOp : Kg_UnaryOp<"tanh", "tanh(x)">;
 def Kg_SquareOp : Kg_UnaryOp<"square", "x * x">;
 def Kg_ReciprocalOp : Kg_UnaryOp<"reciprocal", "1 / x">;
+
+def Kg_LogicalNotOp : Kg_ElementwiseOp<"logical_not", [Pure, InferTypeOpAdaptor]> {
+  let summary = "elementwise boolean negation";
+  let description = [{
+    Computes `!x` for every element of the boolean (i1) tensor `x`, as
+    `torch.logical_not` does on a bool tensor. The result has the type of
+    `x`; other element types are refused (compare them first).
+
+    Example:
+
+    ```mlir
+    %n = kg.logical_not %mask : tensor<16x128xi1>
+    ```
+  }];
+  let arguments = (ins Kg_BoolTensor:$x);
+  let results = (outs Kg_BoolTensor:$out);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+}
 
 def Kg_GeluOp : Kg_ElementwiseOp<"gelu", [Pure, InferTypeOpAdaptor]> {
   let summary = "elementwise Gaussian error linear unit";
@@ -98,31 +133,127 @@ def Kg_ClampOp : Kg_ElementwiseOp<"clamp", [Pure, InferTypeOpAdaptor]> {
 
 // Binary ops broadcast their operands as numpy does: shapes are aligned at
 // the trailing dimension and a dimension of 1 stretches to the other size.
-class Kg_BinaryOp<string mnemonic, string formula, list<Trait> traits = []>
+// `Tensor` is the constraint of the operands and the result: floats for
+// the math ops, floats and integers for the arithmetic that positions and
+// indices need, i1 for the logical ops.
+class Kg_BinaryOp<string mnemonic, string formula, list<Trait> traits = [],
+                  TypeConstraint Tensor = Kg_FloatTensor,
+                  string types = "f32, f16 or bf16", string example = "f32">
     : Kg_ElementwiseOp<mnemonic, !listconcat(traits, [Pure])> {
   let summary = "elementwise " # formula # " with broadcasting";
   let description = "Computes `" # formula # "` elementwise after "
     # "broadcasting `lhs` and `rhs` to a common shape as numpy does "
     # "(trailing dimensions aligned, a dimension of 1 stretches). Both "
-    # "operands and the result share one element type; the result has the "
-    # "broadcast shape.\n\n"
+    # "operands and the result share one element type ("
+    # types # "); the result has the broadcast shape. Integers "
+    # "are computed in their own type and wrap around.\n\n"
     # "Example:\n\n```mlir\n%y = kg." # mnemonic
-    # " %a, %b : (tensor<16x128xf32>, tensor<128xf32>) -> tensor<16x128xf32>"
-    # "\n```";
-  let arguments = (ins Kg_FloatTensor:$lhs, Kg_FloatTensor:$rhs);
-  let results = (outs Kg_FloatTensor:$out);
+    # " %a, %b : (tensor<16x128x" # example # ">, tensor<128x" # example
+    # ">) -> tensor<16x128x" # example # ">\n```";
+  let arguments = (ins Tensor:$lhs, Tensor:$rhs);
+  let results = (outs Tensor:$out);
   let assemblyFormat =
       "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 
-def Kg_AddOp : Kg_BinaryOp<"add", "lhs + rhs", [Commutative]>;
-def Kg_SubOp : Kg_BinaryOp<"sub", "lhs - rhs">;
-def Kg_MulOp : Kg_BinaryOp<"mul", "lhs * rhs", [Commutative]>;
+def Kg_AddOp : Kg_BinaryOp<"add", "lhs + rhs", [Commutative], Kg_NumericTensor,
+                           "f32, f16, bf16, i32 or i64">;
+def Kg_SubOp : Kg_BinaryOp<"sub", "lhs - rhs", [], Kg_NumericTensor,
+                           "f32, f16, bf16, i32 or i64">;
+def Kg_MulOp : Kg_BinaryOp<"mul", "lhs * rhs", [Commutative], Kg_NumericTensor,
+                           "f32, f16, bf16, i32 or i64">;
 def Kg_DivOp : Kg_BinaryOp<"div", "lhs / rhs">;
-def Kg_MaximumOp : Kg_BinaryOp<"maximum", "max(lhs, rhs)", [Commutative]>;
-def Kg_MinimumOp : Kg_BinaryOp<"minimum", "min(lhs, rhs)", [Commutative]>;
+def Kg_MaximumOp : Kg_BinaryOp<"maximum", "max(lhs, rhs)", [Commutative],
+                               Kg_NumericTensor, "f32, f16, bf16, i32 or i64">;
+def Kg_MinimumOp : Kg_BinaryOp<"minimum", "min(lhs, rhs)", [Commutative],
+                               Kg_NumericTensor, "f32, f16, bf16, i32 or i64">;
 def Kg_PowOp : Kg_BinaryOp<"pow", "lhs ^ rhs">;
+def Kg_LogicalAndOp : Kg_BinaryOp<"logical_and", "lhs && rhs", [Commutative],
+                                  Kg_BoolTensor, "i1", "i1">;
+def Kg_LogicalOrOp : Kg_BinaryOp<"logical_or", "lhs || rhs", [Commutative],
+                                 Kg_BoolTensor, "i1", "i1">;
+def Kg_LogicalXorOp : Kg_BinaryOp<"logical_xor", "lhs != rhs", [Commutative],
+                                  Kg_BoolTensor, "i1", "i1">;
+
+//===----------------------------------------------------------------------===//
+// Comparisons and selects
+//===----------------------------------------------------------------------===//
+
+def Kg_CmpOp : Kg_ElementwiseOp<"cmp", [Pure]> {
+  let summary = "elementwise comparison with broadcasting, giving i1";
+  let description = [{
+    Compares `lhs` and `rhs` elementwise with `predicate` (`eq`, `ne`,
+    `lt`, `le`, `gt`, `ge`) after broadcasting them as the binary ops do,
+    as `torch.eq`, `torch.lt`, ... do. The operands share an element type
+    (f32, f16, bf16, i1, i32 or i64); the result is a tensor of i1 of the
+    broadcast shape. Floats compare as IEEE values: a NaN is unequal to
+    everything, so `ne` holds and every other predicate fails. Integers
+    compare as signed values, i1 as `false < true`.
+
+    Example:
+
+    ```mlir
+    %m = kg.cmp ge %rows, %cols : (tensor<128x1xi32>, tensor<1x128xi32>) -> tensor<128x128xi1>
+    %p = kg.cmp lt %x, %zero : (tensor<16x128xf16>, tensor<f16>) -> tensor<16x128xi1>
+    ```
+  }];
+  let arguments = (ins Kg_ValueTensor:$lhs, Kg_ValueTensor:$rhs,
+                       Kg_ComparePredicate:$predicate);
+  let results = (outs Kg_BoolTensor:$out);
+  let assemblyFormat = "$predicate $lhs `,` $rhs attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Kg_SelectOp : Kg_ElementwiseOp<"select", [Pure]> {
+  let summary = "elementwise choice between two tensors by a boolean tensor";
+  let description = [{
+    Element `i` of the result is `true_value[i]` where `cond[i]` holds and
+    `false_value[i]` elsewhere, after broadcasting the three operands to a
+    common shape as numpy does: `torch.where(cond, true_value,
+    false_value)`. `cond` is a tensor of i1; the two values share an
+    element type (f32, f16, bf16, i1, i32 or i64), which the result has.
+    A causal mask is a select of a score and -inf by a comparison of two
+    iotas.
+
+    Example:
+
+    ```mlir
+    %y = kg.select %mask, %scores, %ninf : (tensor<128x128xi1>, tensor<128x128xf32>, tensor<f32>) -> tensor<128x128xf32>
+    ```
+  }];
+  let arguments = (ins Kg_BoolTensor:$cond, Kg_ValueTensor:$true_value,
+                       Kg_ValueTensor:$false_value);
+  let results = (outs Kg_ValueTensor:$out);
+  let assemblyFormat = "$cond `,` $true_value `,` $false_value attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Kg_IotaOp : Kg_Op<"iota", [Pure]> {
+  let summary = "a tensor whose elements count along one dimension";
+  let description = [{
+    Element `i` of the result holds `start + i[dim]`: the positions along
+    dimension `dim` (in `[0, rank)`), the same in every other dimension,
+    as `torch.arange(start, start + n)` broadcast along the others does.
+    The element type is an integer (i32, i64) or a float (f32, f16, bf16;
+    the count is rounded to it once, as a cast would). `start` defaults
+    to 0. Every value from `start` to `start + n - 1` must fit i32, or for
+    an i64 result lie within 2^53 (the start is held exactly by an f64).
+
+    Example:
+
+    ```mlir
+    %rows = kg.iota dim 0 : tensor<128x1xi32>
+    %pos = kg.iota dim 1 start 64 : tensor<4x256xi64>
+    ```
+  }];
+  let arguments = (ins I64Attr:$dim, DefaultValuedAttr<I64Attr, "0">:$start);
+  let results = (outs Kg_NumericTensor:$out);
+  let assemblyFormat = "`dim` $dim (`start` $start^)? attr-dict `:` type($out)";
+  let hasVerifier = 1;
+}
 
 //===----------------------------------------------------------------------===//
 // Constants and casts
@@ -133,18 +264,22 @@ def Kg_ConstantOp : Kg_Op<"constant", [Pure]> {
   let description = [{
     Produces a tensor of the result type with every element equal to
     `value`. A rank-0 tensor is a scalar that binary ops broadcast.
-    The value must be finite in the element type unless it is an infinity
-    itself.
+    For a float type the value must be finite in the type unless it is an
+    infinity itself; for an integer type (i32, i64) it must be a whole
+    number in the type's range (exactly held by an f64: within 2^53), and
+    for i1 it is 0 (false) or 1 (true).
 
     Example:
 
     ```mlir
     %eps = kg.constant 1.0e-06 : tensor<f32>
     %ones = kg.constant 1.0 : tensor<16x128xf16>
+    %seven = kg.constant 7.0 : tensor<i32>
+    %yes = kg.constant 1.0 : tensor<i1>
     ```
   }];
   let arguments = (ins F64Attr:$value);
-  let results = (outs Kg_FloatTensor:$out);
+  let results = (outs Kg_ValueTensor:$out);
   let assemblyFormat = "$value attr-dict `:` type($out)";
   let hasVerifier = 1;
 }
@@ -152,15 +287,22 @@ def Kg_ConstantOp : Kg_Op<"constant", [Pure]> {
 def Kg_CastOp : Kg_ElementwiseOp<"cast", [Pure]> {
   let summary = "element type conversion";
   let description = [{
-    Converts every element of `x` to the result's element type, rounding to
-    nearest even. The shape does not change. Values beyond the finite range
-    of an 8-bit result type are outside the contract: Triton saturates them
-    where torch gives NaN.
+    Converts every element of `x` to the result's element type, as torch's
+    `Tensor.to(dtype)` does. The shape does not change. Between floats and
+    from integers to floats it rounds to nearest even; from floats to
+    integers it truncates toward zero; from i1, false is 0 and true is 1;
+    to i1, a value is true when it is not zero; between integers it
+    sign-extends or keeps the low bits. Values beyond the finite range of
+    an 8-bit result type, and floats (NaN included) outside the range of
+    an integer result type, are outside the contract: Triton saturates
+    them where torch gives NaN or an unspecified value.
 
     Example:
 
     ```mlir
     %h = kg.cast %x : tensor<16x128xf32> to tensor<16x128xf16>
+    %f = kg.cast %mask : tensor<16x128xi1> to tensor<16x128xf32>
+    %i = kg.cast %pos : tensor<128xi32> to tensor<128xi64>
     ```
   }];
   let arguments = (ins Kg_Tensor:$x);

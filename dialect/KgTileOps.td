@@ -56,6 +56,26 @@ def Kg_ScalarArgOp : Kg_Op<"scalar_arg", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Kg_TileRangeOp : Kg_Op<"tile_range", [Pure]> {
+  let summary = "the positions of a tile's lanes along one axis";
+  let description = [{
+    Lane `l` of the result holds `offset + l[axis]`: the index along
+    iteration axis `axis` of each lane of a tile whose first lane sits at
+    `offset`. Every dimension of the result but `axis` has size 1. It is
+    the tile form of `kg.iota`, as `tl.arange` plus an offset is in Triton.
+
+    Example:
+
+    ```mlir
+    %cols = kg.tile_range %col axis 1 : tensor<1x128xi32>
+    ```
+  }];
+  let arguments = (ins I32:$offset, I64Attr:$axis);
+  let results = (outs StaticShapeTensorOf<[I32]>:$result);
+  let assemblyFormat = "$offset `axis` $axis attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
 def Kg_TileLoadOp : Kg_Op<"tile_load", [AttrSizedOperandSegments,
     OptionalTypesMatchWith<"mask is a tensor of i1 with the shape of the tile", "result", "mask",
         "::mlir::cast<::mlir::RankedTensorType>($_self).clone("

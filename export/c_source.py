@@ -58,10 +58,9 @@ import pathlib
 import re
 
 from kgc.diagnostics import KgcError
+from kgc.element_types import ELEMENT_BYTES
 from kgc.pipeline.compiler import CompiledModule, Function, make_output_folder
 
-# Bytes per element of each kg element type.
-ELEMENT_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "f8E4M3FN": 1, "f8E5M2": 1}
 # What the kernels assume of every tensor's address (tt.divisibility = 16).
 TENSOR_ALIGNMENT = 16
 # Where each intermediate starts in the workspace: cuMemAlloc's alignment,

@@ -234,3 +234,151 @@ func.func @scalar_arguments(%x: tensor<9x8xf32>) -> tensor<9x8xf32> {
   }
   return %y : tensor<9x8xf32>
 }
+
+// -----
+
+// A causal mask fuses into the softmax's kernel: the two iotas become
+// ranges of lanes (the row's is this program's row, block_x = 1, a splat
+// of tt.get_program_id; the columns' a tt.make_range), compared with
+// arith.cmpi sge, and the select is an arith.select of the loaded scores
+// and -inf. One tt.func computes the masked softmax.
+// CHECK-LABEL: func.func @causal_softmax
+// CHECK: kg.launch @causal_softmax_0
+// CHECK: module @causal_softmax_0 {
+// CHECK: %[[PID:.*]] = "tt.get_program_id"() {axis = 0 : i32} : () -> i32
+// CHECK: %[[COLS:.*]] = "tt.make_range"() {end = 32 : i32, start = 0 : i32} : () -> tensor<32xi32>
+// CHECK: %[[ROWS:.*]] = "tt.splat"(%[[PID]]) : (i32) -> tensor<32xi32>
+// CHECK: %[[KEEP:.*]] = arith.cmpi sge, %[[ROWS]], %[[COLS]] : tensor<32xi32>
+// CHECK: %[[S:.*]] = "tt.load"
+// CHECK: %[[NINF:.*]] = "tt.splat"(%{{.*}}) : (f32) -> tensor<32xf32>
+// CHECK: arith.select %[[KEEP]], %[[S]], %[[NINF]] : tensor<32xi1>, tensor<32xf32>
+// CHECK: arith.maximumf
+// CHECK: math.exp
+// CHECK: arith.addf
+// CHECK: arith.divf
+// CHECK: "tt.store"
+// CHECK-NOT: "tt.func"
+func.func @causal_softmax(%s: tensor<17x17xf32>) -> tensor<17x17xf32> {
+  %y = kg.kernel @causal_softmax_0(%s) attributes {block_x = 1, block_r = 17, num_warps = 4, num_stages = 1} : (tensor<17x17xf32>) -> tensor<17x17xf32> {
+  ^bb0(%x: tensor<17x17xf32>):
+    %rows = kg.iota dim 0 : tensor<17x1xi32>
+    %cols = kg.iota dim 1 : tensor<1x17xi32>
+    %keep = kg.cmp ge %rows, %cols : (tensor<17x1xi32>, tensor<1x17xi32>) -> tensor<17x17xi1>
+    %ninf = kg.constant 0xFFF0000000000000 : tensor<f32>
+    %masked = kg.select %keep, %x, %ninf : (tensor<17x17xi1>, tensor<17x17xf32>, tensor<f32>) -> tensor<17x17xf32>
+    %max = kg.reduce max %masked dims [1] keepdim : tensor<17x17xf32> -> tensor<17x1xf32>
+    %shifted = kg.sub %masked, %max : (tensor<17x17xf32>, tensor<17x1xf32>) -> tensor<17x17xf32>
+    %e = kg.exp %shifted : tensor<17x17xf32>
+    %sum = kg.reduce sum %e dims [1] keepdim : tensor<17x17xf32> -> tensor<17x1xf32>
+    %p = kg.div %e, %sum : (tensor<17x17xf32>, tensor<17x1xf32>) -> tensor<17x17xf32>
+    kg.yield %p : tensor<17x17xf32>
+  }
+  return %y : tensor<17x17xf32>
+}
+
+// -----
+
+// Integer arithmetic takes arith's integer ops (addi, subi, muli, maxsi,
+// minsi; neg is 0 - x, abs math.absi), an i64 iota is an i32 range
+// extended and offset by its start, and integer casts sign-extend or
+// truncate. i32 and i64 buffers are read and written as they are: only i1
+// goes through bytes, so no pointer is bitcast here.
+// CHECK-LABEL: func.func @integers
+// CHECK: ^bb0(%{{.*}}: !tt.ptr<i32>, %{{.*}}: !tt.ptr<i32>, %{{.*}}: !tt.ptr<i64>, %{{.*}}: !tt.ptr<i32>, %{{.*}}: !tt.ptr<i64>):
+// CHECK-NOT: tt.bitcast
+// CHECK: "tt.load"({{.*}}) {{.*}} : (tensor<1024x!tt.ptr<i32>>, tensor<1024xi1>, tensor<1024xi32>) -> tensor<1024xi32>
+// CHECK: %[[SUM:.*]] = arith.addi %{{.*}}, %{{.*}} : tensor<1024xi32>
+// CHECK: %[[DIFF:.*]] = arith.subi %[[SUM]], %{{.*}} : tensor<1024xi32>
+// CHECK: %[[PROD:.*]] = arith.muli %[[DIFF]], %{{.*}} : tensor<1024xi32>
+// CHECK: %[[HI:.*]] = arith.maxsi %[[PROD]], %{{.*}} : tensor<1024xi32>
+// CHECK: %[[LO:.*]] = arith.minsi %[[HI]], %{{.*}} : tensor<1024xi32>
+// CHECK: %[[ZERO:.*]] = arith.constant dense<0> : tensor<1024xi32>
+// CHECK: %[[NEG:.*]] = arith.subi %[[ZERO]], %[[LO]] : tensor<1024xi32>
+// CHECK: %[[ABS:.*]] = math.absi %[[NEG]] : tensor<1024xi32>
+// CHECK: arith.extsi %[[ABS]] : tensor<1024xi32> to tensor<1024xi64>
+// CHECK: %[[LANES:.*]] = "tt.make_range"() {end = 1024 : i32, start = 0 : i32} : () -> tensor<1024xi32>
+// CHECK: %[[WIDE:.*]] = arith.extsi %[[LANES]] : tensor<1024xi32> to tensor<1024xi64>
+// CHECK: arith.addi %[[WIDE]], %{{.*}} : tensor<1024xi64>
+// CHECK: arith.trunci %{{.*}} : tensor<1024xi64> to tensor<1024xi32>
+// CHECK: "tt.store"({{.*}}) {{.*}} : (tensor<1024x!tt.ptr<i32>>, tensor<1024xi32>, tensor<1024xi1>) -> ()
+// CHECK: "tt.store"({{.*}}) {{.*}} : (tensor<1024x!tt.ptr<i64>>, tensor<1024xi64>, tensor<1024xi1>) -> ()
+func.func @integers(%i: tensor<1000xi32>, %j: tensor<1000xi32>, %w: tensor<1000xi64>) -> (tensor<1000xi32>, tensor<1000xi64>) {
+  %y:2 = kg.kernel @integers_0(%i, %j, %w) attributes {block_m = 1, block_n = 1024, num_warps = 4, num_stages = 1} : (tensor<1000xi32>, tensor<1000xi32>, tensor<1000xi64>) -> (tensor<1000xi32>, tensor<1000xi64>) {
+  ^bb0(%a: tensor<1000xi32>, %b: tensor<1000xi32>, %c: tensor<1000xi64>):
+    %s = kg.add %a, %b : (tensor<1000xi32>, tensor<1000xi32>) -> tensor<1000xi32>
+    %d = kg.sub %s, %a : (tensor<1000xi32>, tensor<1000xi32>) -> tensor<1000xi32>
+    %m = kg.mul %d, %b : (tensor<1000xi32>, tensor<1000xi32>) -> tensor<1000xi32>
+    %hi = kg.maximum %m, %a : (tensor<1000xi32>, tensor<1000xi32>) -> tensor<1000xi32>
+    %lo = kg.minimum %hi, %b : (tensor<1000xi32>, tensor<1000xi32>) -> tensor<1000xi32>
+    %n = kg.neg %lo : tensor<1000xi32>
+    %abs = kg.abs %n : tensor<1000xi32>
+    %pos = kg.iota dim 0 start 5 : tensor<1000xi64>
+    %wide = kg.cast %abs : tensor<1000xi32> to tensor<1000xi64>
+    %sum = kg.add %wide, %pos : (tensor<1000xi64>, tensor<1000xi64>) -> tensor<1000xi64>
+    %t = kg.add %sum, %c : (tensor<1000xi64>, tensor<1000xi64>) -> tensor<1000xi64>
+    %narrow = kg.cast %t : tensor<1000xi64> to tensor<1000xi32>
+    kg.yield %narrow, %t : tensor<1000xi32>, tensor<1000xi64>
+  }
+  return %y#0, %y#1 : tensor<1000xi32>, tensor<1000xi64>
+}
+
+// -----
+
+// Comparisons: floats with arith.cmpf, ordered (olt) except ne, which is
+// unordered (une) so that NaN != NaN holds as in torch; i1 compares
+// unsigned (ule: false < true). Logical ops are andi/ori/xori (not: xori
+// with true). Casts follow torch: f16 -> i1 is x != 0 (cmpf une), i1 ->
+// f32 uitofp (0 or 1), i32 -> f32 sitofp, f16 -> i32 fptosi (toward
+// zero), i32 -> i1 cmpi ne 0, i1 -> i32 extui. An i1 buffer is a
+// !tt.ptr<i1> argument (torch.bool, Triton's *i1) read and written as
+// bytes: the pointer is bitcast to i8, a load is compared with 0, a store
+// is extended to i8 first.
+// CHECK-LABEL: func.func @casts_and_logic
+// CHECK: ^bb0(%[[X:.*]]: !tt.ptr<f16>, %[[I:.*]]: !tt.ptr<i32>, %[[B:.*]]: !tt.ptr<i1>, %[[OB:.*]]: !tt.ptr<i1>, %{{.*}}: !tt.ptr<f32>, %{{.*}}: !tt.ptr<i32>):
+// CHECK: %[[XS:.*]] = "tt.load"
+// CHECK: %[[NEG:.*]] = arith.cmpf olt, %[[XS]], %{{.*}} : tensor<1024xf16>
+// CHECK: "tt.bitcast"(%[[B]]) : (!tt.ptr<i1>) -> !tt.ptr<i8>
+// CHECK: %[[BYTES:.*]] = "tt.load"({{.*}}) {{.*}} : (tensor<1024x!tt.ptr<i8>>, tensor<1024xi1>, tensor<1024xi8>) -> tensor<1024xi8>
+// CHECK: %[[BS:.*]] = arith.cmpi ne, %[[BYTES]], %{{.*}} : tensor<1024xi8>
+// CHECK: %[[AND:.*]] = arith.andi %[[NEG]], %[[BS]] : tensor<1024xi1>
+// CHECK: %[[NAN:.*]] = arith.cmpf une, %[[XS]], %[[XS]] : tensor<1024xf16>
+// CHECK: %[[OR:.*]] = arith.ori %[[AND]], %[[NAN]] : tensor<1024xi1>
+// CHECK: %[[LE:.*]] = arith.cmpi ule, %[[BS]], %[[NEG]] : tensor<1024xi1>
+// CHECK: %[[XOR:.*]] = arith.xori %[[OR]], %[[LE]] : tensor<1024xi1>
+// CHECK: %[[TRUE:.*]] = arith.constant dense<true> : tensor<1024xi1>
+// CHECK: %[[NOT:.*]] = arith.xori %[[XOR]], %[[TRUE]] : tensor<1024xi1>
+// CHECK: %[[NZ:.*]] = arith.cmpf une, %[[XS]], %{{.*}} : tensor<1024xf16>
+// CHECK: %[[BOTH:.*]] = arith.andi %[[NOT]], %[[NZ]] : tensor<1024xi1>
+// CHECK: "tt.bitcast"(%[[OB]]) : (!tt.ptr<i1>) -> !tt.ptr<i8>
+// CHECK: %[[STORED:.*]] = arith.extui %[[BOTH]] : tensor<1024xi1> to tensor<1024xi8>
+// CHECK: "tt.store"(%{{.*}}, %[[STORED]], %{{.*}}) {{.*}} : (tensor<1024x!tt.ptr<i8>>, tensor<1024xi8>, tensor<1024xi1>) -> ()
+// CHECK: arith.uitofp %[[BOTH]] : tensor<1024xi1> to tensor<1024xf32>
+// CHECK: %[[IS:.*]] = "tt.load"({{.*}}) {{.*}} -> tensor<1024xi32>
+// CHECK: arith.sitofp %[[IS]] : tensor<1024xi32> to tensor<1024xf32>
+// CHECK: arith.fptosi %[[XS]] : tensor<1024xf16> to tensor<1024xi32>
+// CHECK: %[[IB:.*]] = arith.cmpi ne, %[[IS]], %{{.*}} : tensor<1024xi32>
+// CHECK: arith.extui %[[IB]] : tensor<1024xi1> to tensor<1024xi32>
+func.func @casts_and_logic(%x: tensor<1000xf16>, %i: tensor<1000xi32>, %b: tensor<1000xi1>) -> (tensor<1000xi1>, tensor<1000xf32>, tensor<1000xi32>) {
+  %y:3 = kg.kernel @casts_and_logic_0(%x, %i, %b) attributes {block_m = 1, block_n = 1024, num_warps = 4, num_stages = 1} : (tensor<1000xf16>, tensor<1000xi32>, tensor<1000xi1>) -> (tensor<1000xi1>, tensor<1000xf32>, tensor<1000xi32>) {
+  ^bb0(%xs: tensor<1000xf16>, %is: tensor<1000xi32>, %bs: tensor<1000xi1>):
+    %zero = kg.constant 0.0 : tensor<f16>
+    %neg = kg.cmp lt %xs, %zero : (tensor<1000xf16>, tensor<f16>) -> tensor<1000xi1>
+    %nan = kg.cmp ne %xs, %xs : (tensor<1000xf16>, tensor<1000xf16>) -> tensor<1000xi1>
+    %le = kg.cmp le %bs, %neg : (tensor<1000xi1>, tensor<1000xi1>) -> tensor<1000xi1>
+    %and = kg.logical_and %neg, %bs : (tensor<1000xi1>, tensor<1000xi1>) -> tensor<1000xi1>
+    %or = kg.logical_or %and, %nan : (tensor<1000xi1>, tensor<1000xi1>) -> tensor<1000xi1>
+    %xor = kg.logical_xor %or, %le : (tensor<1000xi1>, tensor<1000xi1>) -> tensor<1000xi1>
+    %not = kg.logical_not %xor : tensor<1000xi1>
+    %nz = kg.cast %xs : tensor<1000xf16> to tensor<1000xi1>
+    %both = kg.logical_and %not, %nz : (tensor<1000xi1>, tensor<1000xi1>) -> tensor<1000xi1>
+    %f = kg.cast %both : tensor<1000xi1> to tensor<1000xf32>
+    %fi = kg.cast %is : tensor<1000xi32> to tensor<1000xf32>
+    %sum = kg.add %f, %fi : (tensor<1000xf32>, tensor<1000xf32>) -> tensor<1000xf32>
+    %trunc = kg.cast %xs : tensor<1000xf16> to tensor<1000xi32>
+    %ib = kg.cast %is : tensor<1000xi32> to tensor<1000xi1>
+    %one = kg.cast %ib : tensor<1000xi1> to tensor<1000xi32>
+    %r = kg.add %trunc, %one : (tensor<1000xi32>, tensor<1000xi32>) -> tensor<1000xi32>
+    kg.yield %both, %sum, %r : tensor<1000xi1>, tensor<1000xf32>, tensor<1000xi32>
+  }
+  return %y#0, %y#1, %y#2 : tensor<1000xi1>, tensor<1000xf32>, tensor<1000xi32>
+}

@@ -78,11 +78,218 @@ func.func @binary_element_types(%a: tensor<4xf32>, %b: tensor<4xf16>) -> tensor<
 
 // -----
 
-// Binary operands are f32, f16 or bf16.
+// Arithmetic operands are f32, f16, bf16, i32 or i64.
 func.func @binary_f8(%a: tensor<4xf8E5M2>, %b: tensor<4xf8E5M2>) -> tensor<4xf8E5M2> {
-  // expected-error @+1 {{operand #0 must be statically shaped tensor of f32, f16 or bf16 values}}
+  // expected-error @+1 {{'kg.mul' op operand #0 must be statically shaped tensor of f32, f16, bf16, i32 or i64 values, but got 'tensor<4xf8E5M2>'}}
   %0 = kg.mul %a, %b : (tensor<4xf8E5M2>, tensor<4xf8E5M2>) -> tensor<4xf8E5M2>
   return %0 : tensor<4xf8E5M2>
+}
+
+// -----
+
+// Math binary ops (div, pow) take floats only.
+func.func @div_integer(%a: tensor<4xi32>, %b: tensor<4xi32>) -> tensor<4xi32> {
+  // expected-error @+1 {{'kg.div' op operand #0 must be statically shaped tensor of f32, f16 or bf16 values, but got 'tensor<4xi32>'}}
+  %0 = kg.div %a, %b : (tensor<4xi32>, tensor<4xi32>) -> tensor<4xi32>
+  return %0 : tensor<4xi32>
+}
+
+// -----
+
+// Math unary ops take floats only.
+func.func @exp_integer(%x: tensor<4xi64>) -> tensor<4xi64> {
+  // expected-error @+1 {{'kg.exp' op operand #0 must be statically shaped tensor of f32, f16 or bf16 values, but got 'tensor<4xi64>'}}
+  %0 = kg.exp %x : tensor<4xi64>
+  return %0 : tensor<4xi64>
+}
+
+// -----
+
+// Arithmetic takes no booleans: combine them with the logical ops.
+func.func @add_bool(%a: tensor<4xi1>, %b: tensor<4xi1>) -> tensor<4xi1> {
+  // expected-error @+1 {{'kg.add' op operand #0 must be statically shaped tensor of f32, f16, bf16, i32 or i64 values, but got 'tensor<4xi1>'}}
+  %0 = kg.add %a, %b : (tensor<4xi1>, tensor<4xi1>) -> tensor<4xi1>
+  return %0 : tensor<4xi1>
+}
+
+// -----
+
+// Logical ops take i1 only.
+func.func @logical_and_integer(%a: tensor<4xi32>, %b: tensor<4xi32>) -> tensor<4xi32> {
+  // expected-error @+1 {{'kg.logical_and' op operand #0 must be statically shaped tensor of 1-bit signless integer values, but got 'tensor<4xi32>'}}
+  %0 = kg.logical_and %a, %b : (tensor<4xi32>, tensor<4xi32>) -> tensor<4xi32>
+  return %0 : tensor<4xi32>
+}
+
+// -----
+
+// logical_not takes i1 only.
+func.func @logical_not_float(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'kg.logical_not' op operand #0 must be statically shaped tensor of 1-bit signless integer values, but got 'tensor<4xf32>'}}
+  %0 = kg.logical_not %x : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// cmp operands share an element type.
+func.func @cmp_mixed(%a: tensor<4xi32>, %b: tensor<4xf32>) -> tensor<4xi1> {
+  // expected-error @+1 {{operands must share an element type, got lhs 'tensor<4xi32>' and rhs 'tensor<4xf32>'}}
+  %0 = kg.cmp lt %a, %b : (tensor<4xi32>, tensor<4xf32>) -> tensor<4xi1>
+  return %0 : tensor<4xi1>
+}
+
+// -----
+
+// cmp gives i1 of the broadcast shape.
+func.func @cmp_result(%a: tensor<4x1xi32>, %b: tensor<1x8xi32>) -> tensor<4x8xi32> {
+  // expected-error @+1 {{result #0 must be statically shaped tensor of 1-bit signless integer values, but got 'tensor<4x8xi32>'}}
+  %0 = kg.cmp ge %a, %b : (tensor<4x1xi32>, tensor<1x8xi32>) -> tensor<4x8xi32>
+  return %0 : tensor<4x8xi32>
+}
+
+// -----
+
+// cmp's result shape is the broadcast shape.
+func.func @cmp_shape(%a: tensor<4x1xi32>, %b: tensor<1x8xi32>) -> tensor<4x4xi1> {
+  // expected-error @+1 {{result type 'tensor<4x4xi1>' must be the broadcast type 'tensor<4x8xi1>' of lhs 'tensor<4x1xi32>' and rhs 'tensor<1x8xi32>'}}
+  %0 = kg.cmp ge %a, %b : (tensor<4x1xi32>, tensor<1x8xi32>) -> tensor<4x4xi1>
+  return %0 : tensor<4x4xi1>
+}
+
+// -----
+
+// cmp knows six predicates.
+func.func @cmp_predicate(%a: tensor<4xi32>, %b: tensor<4xi32>) -> tensor<4xi1> {
+  // expected-error @+1 {{expected string or keyword containing one of the following enum values for attribute 'predicate' [eq, ne, lt, le, gt, ge]}}
+  %0 = kg.cmp ult %a, %b : (tensor<4xi32>, tensor<4xi32>) -> tensor<4xi1>
+  return %0 : tensor<4xi1>
+}
+
+// -----
+
+// select's condition is i1.
+func.func @select_condition(%c: tensor<4xf32>, %a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'kg.select' op operand #0 must be statically shaped tensor of 1-bit signless integer values, but got 'tensor<4xf32>'}}
+  %0 = kg.select %c, %a, %b : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// select's values share an element type.
+func.func @select_values(%c: tensor<4xi1>, %a: tensor<4xf32>, %b: tensor<4xf16>) -> tensor<4xf32> {
+  // expected-error @+1 {{true_value 'tensor<4xf32>' and false_value 'tensor<4xf16>' must share an element type}}
+  %0 = kg.select %c, %a, %b : (tensor<4xi1>, tensor<4xf32>, tensor<4xf16>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// select's three operands broadcast together.
+func.func @select_broadcast(%c: tensor<4x3xi1>, %a: tensor<4x8xf32>, %b: tensor<f32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{operands are not broadcast-compatible: cond 'tensor<4x3xi1>', true_value 'tensor<4x8xf32>' and false_value 'tensor<f32>' differ in dimension -1}}
+  %0 = kg.select %c, %a, %b : (tensor<4x3xi1>, tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+// select's result has the broadcast shape.
+func.func @select_result(%c: tensor<4x1xi1>, %a: tensor<1x8xf32>, %b: tensor<f32>) -> tensor<4x1xf32> {
+  // expected-error @+1 {{result type 'tensor<4x1xf32>' must be the broadcast type 'tensor<4x8xf32>'}}
+  %0 = kg.select %c, %a, %b : (tensor<4x1xi1>, tensor<1x8xf32>, tensor<f32>) -> tensor<4x1xf32>
+  return %0 : tensor<4x1xf32>
+}
+
+// -----
+
+// iota counts along a dimension of its result.
+func.func @iota_dim() -> tensor<4x8xi32> {
+  // expected-error @+1 {{dim 2 is out of range for result 'tensor<4x8xi32>' (rank 2)}}
+  %0 = kg.iota dim 2 : tensor<4x8xi32>
+  return %0 : tensor<4x8xi32>
+}
+
+// -----
+
+// iota needs a dimension.
+func.func @iota_scalar() -> tensor<i32> {
+  // expected-error @+1 {{result 'tensor<i32>' must have at least one dimension to count along}}
+  %0 = kg.iota dim 0 : tensor<i32>
+  return %0 : tensor<i32>
+}
+
+// -----
+
+// iota's values fit i32 unless its result is i64.
+func.func @iota_range() -> tensor<8xi32> {
+  // expected-error @+1 {{counts from 2147483645 over 8 elements of dimension 0, beyond the i32 range, for result 'tensor<8xi32>'}}
+  %0 = kg.iota dim 0 start 2147483645 : tensor<8xi32>
+  return %0 : tensor<8xi32>
+}
+
+// -----
+
+// An i64 iota counts within 2^53.
+func.func @iota_range_i64() -> tensor<8xi64> {
+  // expected-error @+1 {{counts from 9007199254740990 over 8 elements of dimension 0, beyond the range of 2^53 (i64), for result 'tensor<8xi64>'}}
+  %0 = kg.iota dim 0 start 9007199254740990 : tensor<8xi64>
+  return %0 : tensor<8xi64>
+}
+
+// -----
+
+// iota gives numbers, not booleans.
+func.func @iota_bool() -> tensor<8xi1> {
+  // expected-error @+1 {{result #0 must be statically shaped tensor of f32, f16, bf16, i32 or i64 values, but got 'tensor<8xi1>'}}
+  %0 = kg.iota dim 0 : tensor<8xi1>
+  return %0 : tensor<8xi1>
+}
+
+// -----
+
+// An integer constant is a whole number.
+func.func @constant_fraction() -> tensor<4xi32> {
+  // expected-error @+1 {{value 1.500000e+00 is not a whole number in the range of the element type 'i32' (and within 2^53)}}
+  %0 = kg.constant 1.5 : tensor<4xi32>
+  return %0 : tensor<4xi32>
+}
+
+// -----
+
+// An integer constant fits its type.
+func.func @constant_integer_range() -> tensor<4xi32> {
+  // expected-error @+1 {{value 4.294967e+09 is not a whole number in the range of the element type 'i32'}}
+  %0 = kg.constant 4294967296.0 : tensor<4xi32>
+  return %0 : tensor<4xi32>
+}
+
+// -----
+
+// A boolean constant is 0 or 1.
+func.func @constant_bool() -> tensor<4xi1> {
+  // expected-error @+1 {{value 2.000000e+00 is not 0 or 1 in the range of the element type 'i1'}}
+  %0 = kg.constant 2.0 : tensor<4xi1>
+  return %0 : tensor<4xi1>
+}
+
+// -----
+
+// matmul multiplies floats: integers are cast first.
+func.func @matmul_integer(%a: tensor<16x16xi32>, %b: tensor<16x16xi32>) -> tensor<16x16xf32> {
+  // expected-error @+1 {{multiplies floats only (f32, f16, bf16, f8E4M3FN, f8E5M2), got a 'tensor<16x16xi32>' and b 'tensor<16x16xi32>'; cast integer and i1 operands first}}
+  %0 = kg.matmul %a, %b : (tensor<16x16xi32>, tensor<16x16xi32>) -> tensor<16x16xf32>
+  return %0 : tensor<16x16xf32>
+}
+
+// -----
+
+// Reductions take floats only.
+func.func @reduce_integer(%x: tensor<4x8xi32>) -> tensor<4xi32> {
+  // expected-error @+1 {{'kg.reduce' op operand #0 must be statically shaped tensor of f32, f16 or bf16 values, but got 'tensor<4x8xi32>'}}
+  %0 = kg.reduce sum %x dims [1] : tensor<4x8xi32> -> tensor<4xi32>
+  return %0 : tensor<4xi32>
 }
 
 // -----
@@ -118,9 +325,9 @@ func.func @constant_overflow() -> tensor<f16> {
 
 // -----
 
-// A constant is a tensor of f32, f16 or bf16.
+// A constant is a tensor of f32, f16, bf16, i1, i32 or i64.
 func.func @constant_f8() -> tensor<4xf8E4M3FN> {
-  // expected-error @+1 {{result #0 must be statically shaped tensor of f32, f16 or bf16 values}}
+  // expected-error @+1 {{result #0 must be statically shaped tensor of f32, f16, bf16, i1, i32 or i64 values}}
   %0 = kg.constant 1.0 : tensor<4xf8E4M3FN>
   return %0 : tensor<4xf8E4M3FN>
 }
@@ -137,10 +344,10 @@ func.func @cast_shape(%x: tensor<4x8xf32>) -> tensor<8x4xf16> {
 // -----
 
 // cast converts between kg element types only.
-func.func @cast_integer(%x: tensor<4xf32>) -> tensor<4xi32> {
-  // expected-error @+1 {{result #0 must be statically shaped tensor of f32, f16, bf16, f8E4M3FN or f8E5M2 values}}
-  %0 = kg.cast %x : tensor<4xf32> to tensor<4xi32>
-  return %0 : tensor<4xi32>
+func.func @cast_i16(%x: tensor<4xf32>) -> tensor<4xi16> {
+  // expected-error @+1 {{result #0 must be statically shaped tensor of f32, f16, bf16, f8E4M3FN, f8E5M2, i1, i32 or i64 values}}
+  %0 = kg.cast %x : tensor<4xf32> to tensor<4xi16>
+  return %0 : tensor<4xi16>
 }
 
 // -----
@@ -1350,4 +1557,42 @@ func.func @launch_callee(%a: tensor<4xf32>) -> tensor<4xf32> {
   // expected-error @+1 {{callee @missing must name a module that holds the kernel's tt.func}}
   %y = kg.launch @missing(%a) grid [4, 1, 1] num_warps 4 num_stages 1 : (tensor<4xf32>) -> tensor<4xf32>
   return %y : tensor<4xf32>
+}
+
+// -----
+
+// tile_range varies along its axis only.
+func.func @tile_range_shape(%a: tensor<16x16xf32>) -> tensor<16x16xf32> {
+  %y = kg.kernel @k(%a) : (tensor<16x16xf32>) -> tensor<16x16xf32> {
+  ^bb0(%x: memref<16x16xf32>, %out: memref<16x16xf32>):
+    %c0 = arith.constant 0 : i32
+    // expected-error @+1 {{result 'tensor<16x16xi32>' varies along axis 1 only: dimension 0 must have size 1}}
+    %r = kg.tile_range %c0 axis 1 : tensor<16x16xi32>
+    kg.yield
+  }
+  return %y : tensor<16x16xf32>
+}
+
+// -----
+
+// tile_range's axis is a dimension of its result.
+func.func @tile_range_axis(%a: tensor<16x16xf32>) -> tensor<16x16xf32> {
+  %y = kg.kernel @k(%a) : (tensor<16x16xf32>) -> tensor<16x16xf32> {
+  ^bb0(%x: memref<16x16xf32>, %out: memref<16x16xf32>):
+    %c0 = arith.constant 0 : i32
+    // expected-error @+1 {{axis 2 is out of range for result 'tensor<1x16xi32>' (rank 2)}}
+    %r = kg.tile_range %c0 axis 2 : tensor<1x16xi32>
+    kg.yield
+  }
+  return %y : tensor<16x16xf32>
+}
+
+// -----
+
+// tile_range is only valid inside a tiled kernel.
+func.func @tile_range_outside_kernel() -> tensor<16xi32> {
+  %c0 = arith.constant 0 : i32
+  // expected-error @+1 {{is a tile op and must be inside the body of a tiled kg.kernel}}
+  %r = kg.tile_range %c0 axis 0 : tensor<16xi32>
+  return %r : tensor<16xi32>
 }

@@ -437,6 +437,58 @@ func.func @views_and_constants_f16(%x: tensor<4x32xf16>, %y: tensor<4x16xf16>) -
   return %b, %s, %k : tensor<2x128xf16>, tensor<4x16xf16>, tensor<4x16xf16>
 }
 
+// ---------------------------------------------------------------------------
+// integers and booleans
+// ---------------------------------------------------------------------------
+
+// Integer arithmetic is exact in its own type: nothing is promoted to f32,
+// and no kg.cast appears.
+// CHECK-LABEL: func.func @integer_math
+// CHECK-NOT: kg.cast
+// CHECK: kg.add %{{.*}}, %{{.*}} : (tensor<4x8xi32>, tensor<4x8xi32>) -> tensor<4x8xi32>
+// CHECK: kg.mul %{{.*}}, %{{.*}} : (tensor<4x8xi32>, tensor<4x8xi32>) -> tensor<4x8xi32>
+// CHECK: kg.neg %{{.*}} : tensor<4x8xi32>
+// CHECK-NOT: kg.cast
+// CHECK: return
+func.func @integer_math(%a: tensor<4x8xi32>, %b: tensor<4x8xi32>) -> tensor<4x8xi32> {
+  %s = kg.add %a, %b : (tensor<4x8xi32>, tensor<4x8xi32>) -> tensor<4x8xi32>
+  %m = kg.mul %s, %b : (tensor<4x8xi32>, tensor<4x8xi32>) -> tensor<4x8xi32>
+  %n = kg.neg %m : tensor<4x8xi32>
+  return %n : tensor<4x8xi32>
+}
+
+// A comparison and a select of f16 values are exact in f16 (they round
+// nothing): they stay on f16 operands, unpromoted, and the iota and the
+// logical op are left as they are.
+// CHECK-LABEL: func.func @compare_select_half
+// CHECK-NOT: kg.cast
+// CHECK: kg.iota dim 1 : tensor<4x8xi32>
+// CHECK: kg.cmp lt %{{.*}}, %{{.*}} : (tensor<4x8xf16>, tensor<4x8xf16>) -> tensor<4x8xi1>
+// CHECK: kg.logical_not %{{.*}} : tensor<4x8xi1>
+// CHECK: kg.select %{{.*}}, %{{.*}}, %{{.*}} : (tensor<4x8xi1>, tensor<4x8xf16>, tensor<4x8xf16>) -> tensor<4x8xf16>
+// CHECK-NOT: kg.cast
+// CHECK: return
+func.func @compare_select_half(%x: tensor<4x8xf16>, %y: tensor<4x8xf16>) -> (tensor<4x8xf16>, tensor<4x8xi32>) {
+  %i = kg.iota dim 1 : tensor<4x8xi32>
+  %c = kg.cmp lt %x, %y : (tensor<4x8xf16>, tensor<4x8xf16>) -> tensor<4x8xi1>
+  %n = kg.logical_not %c : tensor<4x8xi1>
+  %r = kg.select %n, %x, %y : (tensor<4x8xi1>, tensor<4x8xf16>, tensor<4x8xf16>) -> tensor<4x8xf16>
+  return %r, %i : tensor<4x8xf16>, tensor<4x8xi32>
+}
+
+// An f16 add beside them is still computed in f32: promotion follows the
+// result's type, and the select's f16 operand comes from it.
+// CHECK-LABEL: func.func @half_add_then_select
+// CHECK: %[[A:.*]] = kg.cast %{{.*}} {kg.promotion} : tensor<4x8xf16> to tensor<4x8xf32>
+// CHECK: kg.add %[[A]], %{{.*}} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK: %[[H:.*]] = kg.cast %{{.*}} {kg.promotion} : tensor<4x8xf32> to tensor<4x8xf16>
+// CHECK: kg.select %{{.*}}, %[[H]], %{{.*}} : (tensor<4x8xi1>, tensor<4x8xf16>, tensor<4x8xf16>) -> tensor<4x8xf16>
+func.func @half_add_then_select(%x: tensor<4x8xf16>, %m: tensor<4x8xi1>) -> tensor<4x8xf16> {
+  %s = kg.add %x, %x : (tensor<4x8xf16>, tensor<4x8xf16>) -> tensor<4x8xf16>
+  %r = kg.select %m, %s, %x : (tensor<4x8xi1>, tensor<4x8xf16>, tensor<4x8xf16>) -> tensor<4x8xf16>
+  return %r : tensor<4x8xf16>
+}
+
 // A tiled kernel's body is a tile program, past the point where ops are
 // decomposed or promoted: its f16 exp and softmax are left as written.
 // CHECK-LABEL: func.func @tiled_kernel

@@ -222,6 +222,52 @@ func.func @promotions_f16(%x: tensor<16x128xf16>, %b: tensor<128xf16>) -> tensor
   return %r : tensor<16x128xf16>
 }
 
+// ---------------------------------------------------------------------------
+// Masks: iotas, comparisons and selects fuse like elementwise ops
+// ---------------------------------------------------------------------------
+
+// A causal mask is part of its softmax's kernel: the iotas are copied in,
+// like constants, and the comparison and the select sit before the max.
+// CHECK-LABEL: func.func @causal_softmax(
+// CHECK-NEXT: kg.kernel @causal_softmax_0_reduction(%{{.*}}) : (tensor<64x64xf16>) -> tensor<64x64xf16> {
+// CHECK-NEXT: ^bb0(%[[X:.*]]: tensor<64x64xf16>):
+// CHECK-NEXT: %[[R:.*]] = kg.iota dim 0 : tensor<64x1xi32>
+// CHECK-NEXT: %[[C:.*]] = kg.iota dim 1 : tensor<1x64xi32>
+// CHECK-NEXT: %[[NINF:.*]] = kg.constant 0xFFF0000000000000 : tensor<f16>
+// CHECK-NEXT: %[[KEEP:.*]] = kg.cmp ge %[[R]], %[[C]]
+// CHECK-NEXT: %[[M:.*]] = kg.select %[[KEEP]], %[[X]], %[[NINF]]
+// CHECK-NEXT: kg.cast %[[M]] {kg.promotion}
+// CHECK-NEXT: kg.reduce max
+// CHECK-NOT: kg.kernel
+// CHECK: return
+func.func @causal_softmax(%x: tensor<64x64xf16>) -> tensor<64x64xf16> {
+  %rows = kg.iota dim 0 : tensor<64x1xi32>
+  %cols = kg.iota dim 1 : tensor<1x64xi32>
+  %keep = kg.cmp ge %rows, %cols : (tensor<64x1xi32>, tensor<1x64xi32>) -> tensor<64x64xi1>
+  %ninf = kg.constant 0xFFF0000000000000 : tensor<f16>
+  %m = kg.select %keep, %x, %ninf : (tensor<64x64xi1>, tensor<64x64xf16>, tensor<f16>) -> tensor<64x64xf16>
+  %p = kg.softmax %m dim 1 : tensor<64x64xf16>
+  return %p : tensor<64x64xf16>
+}
+
+// An iota read by two kernels is copied into each, not computed once and
+// passed as a kernel input.
+// CHECK-LABEL: func.func @shared_positions(
+// CHECK-SAME: %[[A:.*]]: tensor<64xf32>, %[[B:.*]]: tensor<64x64xf32>)
+// CHECK-NEXT: kg.kernel @shared_positions_0_pointwise(%[[A]]) : (tensor<64xf32>) -> tensor<64xf32> {
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: kg.iota dim 0 : tensor<64xf32>
+// CHECK: kg.kernel @shared_positions_1_reduction(%[[B]]) : (tensor<64x64xf32>) -> tensor<64xf32> {
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: kg.iota dim 0 : tensor<64xf32>
+func.func @shared_positions(%a: tensor<64xf32>, %b: tensor<64x64xf32>) -> (tensor<64xf32>, tensor<64xf32>) {
+  %pos = kg.iota dim 0 : tensor<64xf32>
+  %s = kg.add %a, %pos : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>
+  %t = kg.mul %b, %pos : (tensor<64x64xf32>, tensor<64xf32>) -> tensor<64x64xf32>
+  %r = kg.reduce sum %t dims [1] : tensor<64x64xf32> -> tensor<64xf32>
+  return %s, %r : tensor<64xf32>, tensor<64xf32>
+}
+
 // PRIMITIVE INPUT
 // ---------------------------------------------------------------------------
 // From here on the input is primitive: kg-fuse alone.

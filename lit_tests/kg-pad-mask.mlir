@@ -155,6 +155,69 @@ func.func @second_grid_axis(%x: tensor<17xf32>) -> tensor<17xf32> {
 
 // -----
 
+// A boolean mask is loaded with the padding its lanes can hold: the max
+// it feeds wants -inf, which no i1 holds, so the mask pads false (0). The
+// select then picks -inf in the padding lanes, the neutral of the max, so
+// no select is added before the reduction.
+// CHECK-LABEL: func.func @masked_max
+// CHECK: %[[K:.*]] = kg.tile_load %{{.*}} mask %{{.*}} padding 0.000000e+00 : memref<17x1000xi1, strided<[1000, 1]>> -> tensor<4x1024xi1>
+// CHECK: %[[X:.*]] = kg.tile_load %{{.*}} mask %{{.*}} padding 0xFFF0000000000000 : memref<17x1000xf32, strided<[1000, 1]>> -> tensor<4x1024xf32>
+// CHECK: %[[M:.*]] = kg.select %[[K]], %[[X]], %{{.*}}
+// CHECK-NOT: kg.tile_select
+// CHECK: kg.reduce max %[[M]] dims [1]
+func.func @masked_max(%x: tensor<17x1000xf32>, %keep: tensor<17x1000xi1>) -> tensor<17x1xf32> {
+  %y = kg.kernel @masked_max_0(%x, %keep) attributes {block_x = 4, block_r = 1000, num_warps = 8, num_stages = 1} : (tensor<17x1000xf32>, tensor<17x1000xi1>) -> tensor<17x1xf32> {
+  ^bb0(%a: tensor<17x1000xf32>, %k: tensor<17x1000xi1>):
+    %ninf = kg.constant 0xFFF0000000000000 : tensor<f32>
+    %m = kg.select %k, %a, %ninf : (tensor<17x1000xi1>, tensor<17x1000xf32>, tensor<f32>) -> tensor<17x1000xf32>
+    %r = kg.reduce max %m dims [1] keepdim : tensor<17x1000xf32> -> tensor<17x1xf32>
+    kg.yield %r : tensor<17x1xf32>
+  }
+  return %y : tensor<17x1xf32>
+}
+
+// -----
+
+// Integers hold whole numbers only: an i32 load whose values reach a max
+// (through a cast) pads with 0, not -inf, and the max gets -inf selected
+// into its lanes past the end of the row.
+// CHECK-LABEL: func.func @integer_max
+// CHECK: %[[I:.*]] = kg.tile_load %{{.*}} mask %{{.*}} padding 0.000000e+00 : memref<17x1000xi32, strided<[1000, 1]>> -> tensor<4x1024xi32>
+// CHECK: %[[F:.*]] = kg.cast %[[I]] : tensor<4x1024xi32> to tensor<4x1024xf32>
+// CHECK: %[[NINF:.*]] = kg.constant 0xFFF0000000000000 : tensor<1x1xf32>
+// CHECK: %[[SAFE:.*]] = kg.tile_select %{{.*}}, %[[F]], %[[NINF]]
+// CHECK: kg.reduce max %[[SAFE]] dims [1]
+func.func @integer_max(%i: tensor<17x1000xi32>) -> tensor<17x1xf32> {
+  %y = kg.kernel @integer_max_0(%i) attributes {block_x = 4, block_r = 1000, num_warps = 8, num_stages = 1} : (tensor<17x1000xi32>) -> tensor<17x1xf32> {
+  ^bb0(%a: tensor<17x1000xi32>):
+    %f = kg.cast %a : tensor<17x1000xi32> to tensor<17x1000xf32>
+    %r = kg.reduce max %f dims [1] keepdim : tensor<17x1000xf32> -> tensor<17x1xf32>
+    kg.yield %r : tensor<17x1xf32>
+  }
+  return %y : tensor<17x1xf32>
+}
+
+// -----
+
+// The padding 0 of an i32 load survives its cast to f32 as 0.0, the
+// neutral of a sum: nothing is selected before the reduction.
+// CHECK-LABEL: func.func @integer_sum
+// CHECK: %[[I:.*]] = kg.tile_load %{{.*}} mask %{{.*}} padding 0.000000e+00 : memref<17x1000xi32, strided<[1000, 1]>> -> tensor<4x1024xi32>
+// CHECK: %[[F:.*]] = kg.cast %[[I]]
+// CHECK-NOT: kg.tile_select
+// CHECK: kg.reduce sum %[[F]] dims [1]
+func.func @integer_sum(%i: tensor<17x1000xi32>) -> tensor<17x1xf32> {
+  %y = kg.kernel @integer_sum_0(%i) attributes {block_x = 4, block_r = 1000, num_warps = 8, num_stages = 1} : (tensor<17x1000xi32>) -> tensor<17x1xf32> {
+  ^bb0(%a: tensor<17x1000xi32>):
+    %f = kg.cast %a : tensor<17x1000xi32> to tensor<17x1000xf32>
+    %r = kg.reduce sum %f dims [1] keepdim : tensor<17x1000xf32> -> tensor<17x1xf32>
+    kg.yield %r : tensor<17x1xf32>
+  }
+  return %y : tensor<17x1xf32>
+}
+
+// -----
+
 // A tile neither a power of two nor the whole axis cannot be padded: its
 // padding lanes would overlap the next tile.
 func.func @bad_tile(%x: tensor<300xf32>) -> tensor<300xf32> {

@@ -78,6 +78,62 @@ func.func @constants_and_casts(%x: tensor<4x8xf32>, %q: tensor<4x8xf8E4M3FN>) ->
   return %b : tensor<4x8xbf16>
 }
 
+// CHECK-LABEL: func.func @integers_and_booleans
+func.func @integers_and_booleans(%x: tensor<16x16xf16>, %n: tensor<16xi64>, %b: tensor<16x16xi1>) -> (tensor<16x16xf16>, tensor<16xi64>, tensor<16x16xi1>) {
+  // CHECK: kg.iota dim 0 : tensor<16x1xi32>
+  %rows = kg.iota dim 0 : tensor<16x1xi32>
+  // A start of 0 is the default and prints elided.
+  // CHECK: kg.iota dim 1 : tensor<1x16xi32>
+  %cols = kg.iota dim 1 start 0 : tensor<1x16xi32>
+  // CHECK: kg.iota dim 0 start 64 : tensor<16xi64>
+  %pos = kg.iota dim 0 start 64 : tensor<16xi64>
+  // CHECK: kg.iota dim 1 start -3 : tensor<2x16xf32>
+  %fpos = kg.iota dim 1 start -3 : tensor<2x16xf32>
+  // CHECK: kg.cmp ge %{{.*}}, %{{.*}} : (tensor<16x1xi32>, tensor<1x16xi32>) -> tensor<16x16xi1>
+  %causal = kg.cmp ge %rows, %cols : (tensor<16x1xi32>, tensor<1x16xi32>) -> tensor<16x16xi1>
+  %zero = kg.constant 0.0 : tensor<f16>
+  // CHECK: kg.cmp ne %{{.*}}, %{{.*}} : (tensor<16x16xf16>, tensor<f16>) -> tensor<16x16xi1>
+  %nonzero = kg.cmp ne %x, %zero : (tensor<16x16xf16>, tensor<f16>) -> tensor<16x16xi1>
+  // CHECK: kg.logical_and %{{.*}}, %{{.*}} : (tensor<16x16xi1>, tensor<16x16xi1>) -> tensor<16x16xi1>
+  %both = kg.logical_and %causal, %nonzero : (tensor<16x16xi1>, tensor<16x16xi1>) -> tensor<16x16xi1>
+  // CHECK: kg.logical_or
+  %either = kg.logical_or %both, %b : (tensor<16x16xi1>, tensor<16x16xi1>) -> tensor<16x16xi1>
+  // CHECK: kg.logical_xor
+  %one = kg.logical_xor %either, %b : (tensor<16x16xi1>, tensor<16x16xi1>) -> tensor<16x16xi1>
+  // CHECK: kg.logical_not %{{.*}} : tensor<16x16xi1>
+  %not = kg.logical_not %one : tensor<16x16xi1>
+  // CHECK: kg.constant 0xFFF0000000000000 : tensor<f16>
+  %ninf = kg.constant 0xFFF0000000000000 : tensor<f16>
+  // CHECK: kg.select %{{.*}}, %{{.*}}, %{{.*}} : (tensor<16x16xi1>, tensor<16x16xf16>, tensor<f16>) -> tensor<16x16xf16>
+  %masked = kg.select %not, %x, %ninf : (tensor<16x16xi1>, tensor<16x16xf16>, tensor<f16>) -> tensor<16x16xf16>
+  // CHECK: kg.constant 7.000000e+00 : tensor<i64>
+  %seven = kg.constant 7.0 : tensor<i64>
+  // CHECK: kg.add %{{.*}}, %{{.*}} : (tensor<16xi64>, tensor<i64>) -> tensor<16xi64>
+  %s = kg.add %n, %seven : (tensor<16xi64>, tensor<i64>) -> tensor<16xi64>
+  // CHECK: kg.sub
+  %d = kg.sub %s, %pos : (tensor<16xi64>, tensor<16xi64>) -> tensor<16xi64>
+  // CHECK: kg.mul
+  %m = kg.mul %d, %d : (tensor<16xi64>, tensor<16xi64>) -> tensor<16xi64>
+  // CHECK: kg.maximum
+  %hi = kg.maximum %m, %n : (tensor<16xi64>, tensor<16xi64>) -> tensor<16xi64>
+  // CHECK: kg.minimum
+  %lo = kg.minimum %hi, %s : (tensor<16xi64>, tensor<16xi64>) -> tensor<16xi64>
+  // CHECK: kg.neg %{{.*}} : tensor<16xi64>
+  %neg = kg.neg %lo : tensor<16xi64>
+  // CHECK: kg.abs %{{.*}} : tensor<16xi64>
+  %abs = kg.abs %neg : tensor<16xi64>
+  // CHECK: kg.constant 1.000000e+00 : tensor<i1>
+  %true = kg.constant 1.0 : tensor<i1>
+  // CHECK: kg.cast %{{.*}} : tensor<16x16xi1> to tensor<16x16xf32>
+  %f = kg.cast %not : tensor<16x16xi1> to tensor<16x16xf32>
+  // CHECK: kg.cast %{{.*}} : tensor<16x16xf32> to tensor<16x16xi32>
+  %i = kg.cast %f : tensor<16x16xf32> to tensor<16x16xi32>
+  // CHECK: kg.cast %{{.*}} : tensor<16x16xi32> to tensor<16x16xi1>
+  %back = kg.cast %i : tensor<16x16xi32> to tensor<16x16xi1>
+  %both2 = kg.logical_and %back, %true : (tensor<16x16xi1>, tensor<i1>) -> tensor<16x16xi1>
+  return %masked, %abs, %both2 : tensor<16x16xf16>, tensor<16xi64>, tensor<16x16xi1>
+}
+
 // CHECK-LABEL: func.func @matmuls
 func.func @matmuls(%a: tensor<16x64xf16>, %b: tensor<64x32xf16>, %x: tensor<8x16x64xf32>, %y: tensor<64x32xf32>,
                    %p: tensor<2x1x16x64xf8E4M3FN>, %q: tensor<3x64x32xf8E5M2>) -> tensor<16x32xf16> {
@@ -168,6 +224,8 @@ func.func @kernel_tiled_form(%a: tensor<17x1000xf32>, %w: tensor<1000x64xf16>) -
     %wt = kg.tile_load %wv[%c0, %c0, %c0] : memref<17x1000x64xf16, strided<[0, 64, 1]>> -> tensor<1x32x64xf16>
     %a16 = kg.cast %t : tensor<16x32x1xf32> to tensor<16x32x1xf16>
     %acc0 = kg.constant 0.0 : tensor<16x1x64xf32>
+    // CHECK: kg.tile_range %{{.*}} axis 2 : tensor<1x1x64xi32>
+    %lanes = kg.tile_range %row axis 2 : tensor<1x1x64xi32>
     // CHECK: kg.tile_dot %{{.*}}, %{{.*}}, %{{.*}} : (tensor<16x32x1xf16>, tensor<1x32x64xf16>, tensor<16x1x64xf32>) -> tensor<16x1x64xf32>
     %acc = kg.tile_dot %a16, %wt, %acc0 : (tensor<16x32x1xf16>, tensor<1x32x64xf16>, tensor<16x1x64xf32>) -> tensor<16x1x64xf32>
     %zero = kg.constant 0.0 : tensor<1x1x1xf32>

@@ -21,6 +21,8 @@ Rewrite rules (`f(x)` is `kg.cast` of f16/bf16 `x` to f32, f32 `x` itself;
     kg.cast x : T to T            =>  x
     matmul, f32 elementwise ops, views, constants
                                   =>  unchanged
+    ops on integers and i1, comparisons and selects (exact in any type),
+    iotas                         =>  unchanged
 
 Tiled kernels are left alone. The casts this pass adds are marked
 `kg.promotion`; inside a kernel, kg-fuse drops a round trip f32 -> f16 -> f32

@@ -46,8 +46,9 @@ back. So:
                                                   accumulated beside X W,
                                                   then r rank-1 updates)
 
-Constants are copied into every kernel that uses them. Values used outside
-their group become kernel results. Ops that are not fused (the return, a
+Constants and iotas (values known from their index alone) are copied into
+every kernel that uses them, so a causal mask is computed where it is used.
+Values used outside their group become kernel results. Ops that are not fused (the return, a
 kg.kernel already there) stay in place: each kernel goes after the kernels
 it reads and before the first such op that reads it, and no group both
 feeds such an op and reads its result. Inside a kernel, the f32 -> f16 -> f32
@@ -76,7 +77,7 @@ from kgc.fusion.graph import function_name
 from kgc.fusion.partition import anchors, dependency_order, group_reads
 from kgc.passes.decompose import PROMOTION_ATTRIBUTE
 from kgc.passes.registry import Option, Pass, PassFailure, register_pass
-from kgc.tiling.graph_model import Node
+from kgc.tiling.graph_model import SOURCE_OPS, Node
 from kgc.tiling.kernel_ops import ops_named
 from kgc.tiling.plan import Unplannable
 
@@ -218,7 +219,7 @@ def _build_kernel(name: str, group: list[Node], outputs: list[Node], before: ir.
     constants: list[Node] = []
     for node in group:
         for operand in node.operands:
-            if operand.op == "constant" and id(operand) not in members:
+            if operand.op in SOURCE_OPS and id(operand) not in members:
                 if all(c is not operand for c in constants):
                     constants.append(operand)
             elif id(operand) not in members:

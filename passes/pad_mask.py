@@ -22,9 +22,11 @@ end of an axis of 1000. This pass:
 offsets provably keep every lane inside (from the grid, the loop bounds and
 the offset arithmetic) stay unmasked. The padding `p` is the neutral value
 of the first reduction or dot the loaded value flows into: 0 for sums and
-dots, -inf for max, +inf for min, 0 otherwise. Where that padding survives
-the ops between the load and the reduction (exp(-inf) is 0, the neutral of
-a sum), no select is needed.
+dots, -inf for max, +inf for min, 0 otherwise. A tile of integers or of i1
+holds that value only when its type does (a whole number; 0 or 1 for i1)
+and 0 (false) otherwise. Where that padding survives the ops between the
+load and the reduction (exp(-inf) is 0, the neutral of a sum; a select by
+a mask padded false picks its false value), no select is needed.
 
 Kernels already padded (marked `padded`) are left alone.
 """
@@ -39,7 +41,7 @@ from kgc.dialects import kg
 from kgc.op_table import BY_OP_NAME
 from kgc.passes.registry import Pass, PassFailure, register_pass
 from kgc.tiling.generate import COMBINE, INT32_MAX, INT32_MIN, NEUTRAL
-from kgc.tiling.graph_model import reduce_kind
+from kgc.tiling.graph_model import node_attrs, reduce_kind
 from kgc.tiling.index_maps import next_power_of_two
 from kgc.tiling.kernel_ops import (enclosing_loop_for_axis, int_array, is_tiled, kernel_name,
                                    kernels_in, replace_with, resize_axes, walk_ops)
@@ -132,8 +134,9 @@ class _KernelPadder:
                 mask = bounds if existing is None else ir.Operation.create(
                     "arith.andi", results=[bounds.type], operands=[existing, bounds]).result
             if is_load:
+                padding = _held_padding(tile_type.element_type, _consumer_neutral(op.results[0]))
                 masked = kg.TileLoadOp(op.results[0].type, view, offsets, mask=mask,
-                                       padding=_consumer_neutral(op.results[0]))
+                                       padding=padding)
             else:
                 masked = kg.TileStoreOp(access.value, view, offsets, mask=mask)
         replace_with(op, masked.operation, keep_attributes=True)
@@ -209,6 +212,19 @@ class _KernelPadder:
                     "arith.constant", results=[self.i32],
                     attributes={"value": ir.IntegerAttr.get(self.i32, 0)}).result
         return self._zero
+
+
+def _held_padding(element: ir.Type, wanted: float) -> float:
+    """`wanted` when a lane of `element` holds it, else 0: integers hold
+    whole numbers in their range, i1 holds 0 and 1, floats hold anything."""
+    if not isinstance(element, ir.IntegerType):
+        return wanted
+    if element.width == 1:
+        return wanted if wanted in (0.0, 1.0) else 0.0
+    bound = 2.0 ** (element.width - 1)
+    if math.isfinite(wanted) and wanted == int(wanted) and -bound <= wanted < bound:
+        return wanted
+    return 0.0
 
 
 def _finite(value) -> bool:
@@ -289,8 +305,9 @@ def _pad_value(value: ir.Value, axes: list[int]) -> float | None:
         operands = [_pad_value(o, axes) for o in owner.operands]
         if any(o is None for o in operands):
             return None
+        attributes = node_attrs(owner) if row.attributes else {}
         try:
-            result = row.on_scalars(*operands)
+            result = row.on_scalars(*operands, **{a: attributes[a] for a in row.attributes})
         except (ValueError, ZeroDivisionError, OverflowError):
             return None
         return None if math.isnan(result) else float(result)

@@ -30,7 +30,24 @@ Rewrite rules:
     kg elementwise ops                  =>  arith / math ops, libdevice through
                                             tt.extern_elementwise (tanh, erf, pow),
                                             as the op's row in kgc.op_table says
-    kg.tile_select                      =>  arith.select
+    kg.tile_select, kg.select/where     =>  arith.select
+    kg.cmp(pred) %a, %b                 =>  arith.cmpf (floats: oeq une olt ole ogt oge)
+                                            or arith.cmpi (integers: eq ne slt sle sgt
+                                            sge; i1: eq ne ult ule ugt uge)
+    kg.add/sub/mul/maximum/minimum on
+      integers                          =>  arith.addi/subi/muli/maxsi/minsi
+    kg.logical_and/or/xor/not           =>  arith.andi/ori/xori (not: xori with true)
+    kg.cast(x) between element types    =>  arith.extf/truncf, tt.fp_to_fp (8-bit),
+                                            arith.sitofp (int -> float), arith.fptosi
+                                            (float -> int, toward zero), arith.uitofp
+                                            (i1 -> float), arith.extui (i1 -> int),
+                                            arith.cmpf une / arith.cmpi ne with 0
+                                            (-> i1), arith.extsi/trunci (int -> int)
+    kg.tile_range %o axis a             =>  tt.splat %o + tt.make_range
+    i1 buffers                          =>  !tt.ptr<i1> arguments read and written as
+                                            i8 (tt.bitcast of the pointer, arith.cmpi ne
+                                            after a load, arith.extui before a store),
+                                            as Triton stores torch.bool
     kg.broadcast_to, unit axes          =>  tt.expand_dims / tt.broadcast / tt.splat
 
 Tiles of the kg program have one axis per iteration axis, many of size 1.
@@ -293,7 +310,7 @@ class _Lowering:
                   element: ir.Type):
         """(pointer value, axes) addressing a tile of `sizes` at `offsets`."""
         view = self.views[view_value]
-        pointer_type = ir.Type.parse(f"!tt.ptr<{element}>")
+        pointer_type = ir.Type.parse(f"!tt.ptr<{_memory_element(element)}>")
         axes = tuple(a for a, s in enumerate(sizes) if s > 1)
         # The scalar part: the view offset and the offsets of unit axes.
         scalar = None
@@ -307,6 +324,8 @@ class _Lowering:
                 term = _arith("arith.muli", term, self._scalar_i32(stride))
             scalar = term if scalar is None else _arith("arith.addi", scalar, term)
         base = view.base
+        if _is_bool(element):
+            base = ir.Operation.create("tt.bitcast", results=[pointer_type], operands=[base]).result
         if scalar is not None:
             base = ir.Operation.create("tt.addptr", results=[pointer_type],
                                        operands=[base, scalar]).result
@@ -347,7 +366,7 @@ class _Lowering:
         if masked:
             mask = self.expand(self.tile(tile_load.mask), axes, sizes)
             padding = ir.FloatAttr(op.attributes["padding"]).value if "padding" in op.attributes else 0.0
-            other = self._constant(padding, sizes, axes, element)
+            other = self._constant(padding, sizes, axes, _memory_element(element))
             operands += [mask, other]
         attributes = {
             # tt.load's operands: ptr, mask, other.
@@ -356,9 +375,18 @@ class _Lowering:
             "evict": ir.IntegerAttr.get(self.i32, 1),
             "isVolatile": ir.BoolAttr.get(False),
         }
-        loaded = ir.Operation.create("tt.load", results=[self._compact_type(sizes, axes, element)],
+        loaded = ir.Operation.create("tt.load", results=[self._compact_type(sizes, axes, _memory_element(element))],
                                      operands=operands, attributes=attributes).result
+        if _is_bool(element):
+            zero = self._constant(0, sizes, axes, _memory_element(element))
+            loaded = self._compare_integers(loaded, zero, _CMPI["ne"], sizes, axes)
         self._define(op.results[0], loaded, sizes)
+
+    def _compare_integers(self, lhs: ir.Value, rhs: ir.Value, predicate: int, sizes, axes) -> ir.Value:
+        return ir.Operation.create(
+            "arith.cmpi", results=[self._compact_type(sizes, axes, self.i1)], operands=[lhs, rhs],
+            attributes={"predicate": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), predicate)}
+        ).result
 
     def store(self, op: ir.Operation) -> None:
         tile_store = op.opview
@@ -366,11 +394,26 @@ class _Lowering:
         value_type = ir.RankedTensorType(value.type)
         sizes = tuple(value_type.shape)
         pointers, axes = self._pointers(view, offsets, sizes, value_type.element_type)
-        operands = [pointers, self.expand(self.tile(value), axes, sizes)]
+        stored = self.expand(self.tile(value), axes, sizes)
+        if _is_bool(value_type.element_type):
+            stored = ir.Operation.create(
+                "arith.extui", results=[self._compact_type(sizes, axes, _memory_element(self.i1))],
+                operands=[stored]).result
+        operands = [pointers, stored]
         if tile_store.mask is not None:
             operands.append(self.expand(self.tile(tile_store.mask), axes, sizes))
         ir.Operation.create("tt.store", operands=operands, attributes={
             "cache": ir.IntegerAttr.get(self.i32, 1), "evict": ir.IntegerAttr.get(self.i32, 1)})
+
+    def tile_range(self, op: ir.Operation) -> None:
+        type_ = ir.RankedTensorType(op.results[0].type)
+        sizes = tuple(type_.shape)
+        axis = ir.IntegerAttr(op.attributes["axis"]).value
+        offset = self.values[op.operands[0]]
+        if sizes[axis] > 1:
+            self._define(op.results[0], self._range(offset, sizes[axis]), sizes)
+        else:
+            self.values[op.results[0]] = _Lowered(offset, (), sizes, self.i32)
 
     def mask(self, op: ir.Operation) -> None:
         type_ = ir.RankedTensorType(op.results[0].type)
@@ -422,7 +465,8 @@ class _Lowering:
         math_ = _Math(self, sizes, axes, element)
         lowering = row.lowering
         if lowering.kind == "arith":
-            result = math_.op(lowering.name, values)
+            operand_element = ir.RankedTensorType(op.operands[0].type).element_type
+            result = math_.op(lowering.arith_op(isinstance(operand_element, ir.IntegerType)), values)
         elif lowering.kind == "math":
             result = math_.in_f32(lambda *vs: math_.op(lowering.name, list(vs)), *values)
         elif lowering.kind == "libdevice":
@@ -556,6 +600,8 @@ class _Math:
     def cast(self, value: ir.Value, source: ir.Type, target: ir.Type) -> ir.Value:
         if source == target:
             return value
+        if isinstance(source, ir.IntegerType) or isinstance(target, ir.IntegerType):
+            return self._integer_cast(value, source, target)
         s, t = str(source), str(target)
         result_type = self._type(target)
         if s in _FLOAT8 or t in _FLOAT8:
@@ -568,6 +614,52 @@ class _Math:
             return self.cast(self.cast(value, source, self.f32), self.f32, target)
         name = "arith.extf" if _width(t) > _width(s) else "arith.truncf"
         return ir.Operation.create(name, results=[result_type], operands=[value]).result
+
+
+    def _integer_cast(self, value: ir.Value, source: ir.Type, target: ir.Type) -> ir.Value:
+        """Casts with an integer or i1 side, with torch's semantics: floats
+        truncate toward zero, i1 is 0 or 1, and a value is true when it is
+        not zero."""
+        s, t = str(source), str(target)
+        result_type = self._type(target)
+        if s in _FLOAT8:  # through f32, which holds every 8-bit float exactly
+            return self.cast(self.cast(value, source, self.f32), self.f32, target)
+        if t in _FLOAT8:
+            return self.cast(self.cast(value, source, self.f32), self.f32, target)
+        if _is_bool(target):
+            zero = self.const(0.0, source)
+            if isinstance(source, ir.IntegerType):
+                return self.lowering._compare_integers(value, zero, _CMPI["ne"], self.sizes, self.axes)
+            return ir.Operation.create(
+                "arith.cmpf", results=[result_type], operands=[value, zero],
+                attributes={"predicate": ir.IntegerAttr.get(ir.IntegerType.get_signless(64),
+                                                            _CMPF["ne"])}).result
+        if not isinstance(source, ir.IntegerType):
+            name = "arith.fptosi"
+        elif not isinstance(target, ir.IntegerType):
+            name = "arith.uitofp" if _is_bool(source) else "arith.sitofp"
+        elif _is_bool(source):
+            name = "arith.extui"
+        else:
+            name = "arith.extsi" if target.width > source.width else "arith.trunci"
+        return ir.Operation.create(name, results=[result_type], operands=[value]).result
+
+
+# kg.cmp predicates -> arith.cmpf / arith.cmpi predicates. Float comparisons
+# are ordered (false when either side is NaN) except ne, which holds then,
+# as in torch; i1 compares unsigned (false < true).
+_CMPF = {"eq": 1, "ne": 13, "lt": 4, "le": 5, "gt": 2, "ge": 3}  # oeq une olt ole ogt oge
+_CMPI = {"eq": 0, "ne": 1, "lt": 2, "le": 3, "gt": 4, "ge": 5}  # eq ne slt sle sgt sge
+_CMPI_UNSIGNED = {"eq": 0, "ne": 1, "lt": 6, "le": 7, "gt": 8, "ge": 9}  # eq ne ult ule ugt uge
+
+
+def _is_bool(element: ir.Type) -> bool:
+    return isinstance(element, ir.IntegerType) and element.width == 1
+
+
+def _memory_element(element: ir.Type) -> ir.Type:
+    """The type an element has in memory: i1 is stored as a byte (torch.bool)."""
+    return ir.IntegerType.get_signless(8) if _is_bool(element) else element
 
 
 def _width(element: str) -> int:
@@ -610,8 +702,40 @@ def _lower_cast(math_: _Math, values, op: ir.Operation) -> ir.Value:
 
 @_lowers("neg")
 def _lower_neg(math_: _Math, values, op: ir.Operation) -> ir.Value:
+    if isinstance(math_.element, ir.IntegerType):
+        return math_.op("arith.subi", [math_.const(0), values[0]])
     # Triton has no arith.negf; x * -1 also keeps the sign of zero.
     return math_.op("arith.mulf", [values[0], math_.const(-1.0)])
+
+
+@_lowers("abs")
+def _lower_abs(math_: _Math, values, op: ir.Operation) -> ir.Value:
+    if isinstance(math_.element, ir.IntegerType):
+        return math_.op("math.absi", [values[0]])
+    return math_.in_f32(lambda v: math_.op("math.absf", [v]), values[0])
+
+
+@_lowers("logical_not")
+def _lower_logical_not(math_: _Math, values, op: ir.Operation) -> ir.Value:
+    return math_.op("arith.xori", [values[0], math_.const(1)])
+
+
+@_lowers("cmp")
+def _lower_cmp(math_: _Math, values, op: ir.Operation) -> ir.Value:
+    operand = ir.RankedTensorType(op.operands[0].type).element_type
+    predicate = str(kg.ComparePredicate(ir.IntegerAttr(op.attributes["predicate"]).value))
+    i64 = ir.IntegerType.get_signless(64)
+    if isinstance(operand, ir.IntegerType):
+        name, code = "arith.cmpi", (_CMPI_UNSIGNED if operand.width == 1 else _CMPI)[predicate]
+    else:
+        name, code = "arith.cmpf", _CMPF[predicate]
+    return ir.Operation.create(name, results=[math_._type(math_.element)], operands=values,
+                               attributes={"predicate": ir.IntegerAttr.get(i64, code)}).result
+
+
+@_lowers("select")
+def _lower_select(math_: _Math, values, op: ir.Operation) -> ir.Value:
+    return ir.Operation.create("arith.select", results=[values[1].type], operands=values).result
 
 
 @_lowers("relu")
@@ -676,6 +800,7 @@ _HANDLERS = {
     "kg.tile_load": _Lowering.load,
     "kg.tile_store": _Lowering.store,
     "kg.tile_mask": _Lowering.mask,
+    "kg.tile_range": _Lowering.tile_range,
     "kg.tile_select": _Lowering.select,
     "kg.tile_dot": _Lowering.dot,
     "kg.reduce": _Lowering.reduce,

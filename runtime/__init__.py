@@ -30,6 +30,7 @@ from __future__ import annotations
 import pathlib
 
 from kgc.diagnostics import KgcError
+from kgc.element_types import poison as poison_value
 from kgc.element_types import torch_dtype
 
 _ALIGNMENT = 16
@@ -98,7 +99,8 @@ class CompiledGraph:
         it has several). `out` gives the result buffers (a tensor, or a
         sequence of one per result) that the kernels write into. With
         `poison`, results and intermediates start as NaN (or the 8-bit
-        type's NaN), so that an element no kernel writes shows up."""
+        type's NaN; the most negative value for integers, True for
+        booleans), so that an element no kernel writes shows up."""
         import torch
 
         function = self.function
@@ -191,9 +193,9 @@ class CompiledGraph:
             if buffers[index] is None:
                 buffers[index] = torch.empty(shape, dtype=dtype, device=device)
                 if poison:
-                    buffers[index].fill_(float("nan"))
+                    buffers[index].fill_(poison_value(dtype))
             elif poison:
-                buffers[index].fill_(float("nan"))
+                buffers[index].fill_(poison_value(dtype))
         stream = self._current_stream(device)
         for (launcher, grid_x, grid_y, grid_z, handle, packed, enter, exit_, operands,
              scalars) in bound:

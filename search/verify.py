@@ -8,7 +8,10 @@ largest error to the exact result is at most twice eager PyTorch's plus a
 floor of a few units of the dtype's precision, and it gives inf or NaN
 only where the exact result has them. So a candidate is held to what the
 reference framework itself achieves, whatever the dtype and the length of
-its reductions, and a wrong index, mask or reduction cannot pass.
+its reductions, and a wrong index, mask or reduction cannot pass. Integer
+and boolean results (i32, i64, i1) must equal the reference exactly;
+their random inputs are small non-zero integers of either sign and fair
+coin flips.
 """
 
 from __future__ import annotations
@@ -30,7 +33,15 @@ def random_inputs(specs: Sequence[tuple[tuple[int, ...], str]], seed: int, devic
     generator = torch.Generator(device="cpu").manual_seed(seed)
     tensors = []
     for shape, element in specs:
-        values = torch.randn(shape, generator=generator, dtype=torch.float32) * 0.5
+        if element == "i1":
+            values = torch.rand(shape, generator=generator) < 0.5
+        elif element in ("i32", "i64"):
+            # Small and never zero, so that products, positions and
+            # comparisons of them stay meaningful.
+            values = torch.randint(1, 64, shape, generator=generator)
+            values = values * (torch.randint(0, 2, shape, generator=generator) * 2 - 1)
+        else:
+            values = torch.randn(shape, generator=generator, dtype=torch.float32) * 0.5
         tensors.append(values.to(torch_dtype(element)).to(device))
     return tensors
 
@@ -47,6 +58,12 @@ def mismatch(results: Sequence, eager: Sequence, exact: Sequence) -> str | None:
             return f"result #{index} has shape {tuple(got.shape)}, expected {tuple(ideal.shape)}"
         if got.dtype != rounded.dtype:
             return f"result #{index} is {got.dtype}, expected {rounded.dtype}"
+        if not got.dtype.is_floating_point:
+            # Integers and booleans have one right answer.
+            wrong = (got.to(ideal.device) != ideal.to(got.dtype)).sum().item()
+            if wrong:
+                return f"result #{index} differs from the reference in {wrong} elements"
+            continue
         got = got.double()
         finite = torch.isfinite(ideal)
         if not torch.isfinite(got[finite]).all():

@@ -7,6 +7,7 @@ about as close to the exact result as eager is: within twice eager's
 largest error, plus a floor of a few units of the dtype's precision
 (relative to the result's magnitude). Where the exact result is inf or NaN
 only the shape and dtype are checked; where it is finite, kgc's must be.
+Integer and boolean results must equal eager's exactly.
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ def assert_as_accurate_as_eager(results, eager, exact, who: str = "kgc") -> None
     assert len(results) == len(eager) == len(exact)
     for got, rounded, ideal in zip(results, eager, exact, strict=True):
         assert got.shape == ideal.shape and got.dtype == rounded.dtype
+        if not got.dtype.is_floating_point:
+            assert torch.equal(got.to(rounded.device), rounded), \
+                f"{who} differs from eager in {(got.to(rounded.device) != rounded).sum().item()} elements"
+            continue
         finite = torch.isfinite(ideal)
         got = got.to(ideal.device)
         assert torch.isfinite(got.double()[finite]).all(), \

@@ -331,7 +331,7 @@ ERROR_CASES = [
      ["sub: operands are not broadcast-compatible: lhs (3, 1, 8) f32 and rhs (2, 4, 8) f32 "
       "differ in dimension -3"]),
     ("binary_fp8", lambda g: g.input("q", (8,), "f8e5m2") + 1.0,
-     ["add: lhs (8,) f8e5m2 must be f32, f16 or bf16"]),
+     ["add: lhs (8,) f8e5m2 must be f32, f16, bf16, i32 or i64"]),
     ("binary_scalar_overflow", lambda g: g.input("h", (4, 8), "f16") * 1e5,
      ["mul: scalar rhs 100000.0 overflows f16, the dtype of lhs (4, 8) f16"]),
     ("binary_two_scalars", lambda g: g.div(1.0, 2.0),
@@ -341,7 +341,7 @@ ERROR_CASES = [
     ("constant_overflow", lambda g: g.constant(70000.0, (2, 3), "f16"),
      ["constant: value 70000.0 overflows f16", "(2, 3)"]),
     ("constant_fp8", lambda g: g.constant(1.0, (2,), "f8e4m3"),
-     ["constant: dtype f8e4m3 of a constant (2,) must be f32, f16 or bf16"]),
+     ["constant: dtype f8e4m3 of a constant (2,) must be f32, f16, bf16, i1, i32 or i64"]),
     ("constant_negative_shape", lambda g: g.constant(1.0, (2, -3), "f32"),
      ["constant: shape (2, -3) has a negative dimension"]),
     ("cast_unknown_dtype", lambda g: g.cast(_f32(g, "x", (4,)), "int8"),
@@ -612,3 +612,31 @@ def test_text_round_trips_through_kgc_opt():
                             text=True, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == text.strip()
+
+
+def test_origin_names_the_source_of_the_ops_recorded_under_it():
+    g = kgc.Graph("named")
+    x = g.input("x", (4, 8), "f32")
+    with g.origin("aten.relu.default:relu"):
+        y = g.relu(x)
+        with g.origin("aten.exp.default:exp"):
+            z = g.exp(y)
+        w = g.neg(z)
+    g.output(g.abs(w))
+    text = g.build().get_asm(enable_debug_info=True)
+    relu, exp, neg, absolute = (next(line for line in text.splitlines() if f"kg.{op} " in line)
+                                for op in ("relu", "exp", "neg", "abs"))
+    aliases = {line.split(" = ")[0]: line.split(" = ", 1)[1] for line in text.splitlines()
+               if line.startswith("#loc")}
+
+    def location(line):
+        alias = line.rsplit("loc(", 1)[1].rstrip(")")
+        return aliases.get(alias, alias)
+
+    assert location(relu).startswith('loc("aten.relu.default:relu"(')
+    assert location(exp).startswith('loc("aten.exp.default:exp"(')
+    assert location(neg).startswith('loc("aten.relu.default:relu"(')  # the outer origin again
+    assert not location(absolute).startswith('loc("aten')  # outside: the Python line only
+    with pytest.raises(kgc.GraphError, match="origin: name must be a string"):
+        with g.origin(3):
+            pass

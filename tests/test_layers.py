@@ -9,6 +9,7 @@
                  Python, or writing them as C that launches them without it
     kgc.search   superoptimize
     kgc.api, kgc.tools   the front ends (Python API; kgc and kgc-opt)
+    kgc.torch    the PyTorch front end (torch.compile backend, explain)
 
 Every import counts, also one inside a function: a lazy import is still a
 dependency. `kgc/__init__.py` is the facade that re-exports the front end.
@@ -23,7 +24,7 @@ import kgc  # noqa: F401  (so that the layers import as in use)
 
 # Bottom to top; packages of one layer may import each other.
 LAYERS = [("kgc",), ("kgc.passes",), ("kgc.pipeline",), ("kgc.runtime", "kgc.export"),
-          ("kgc.search",), ("kgc.api", "kgc.tools")]
+          ("kgc.search",), ("kgc.api", "kgc.tools"), ("kgc.torch",)]
 SOURCE = pathlib.Path(__file__).resolve().parent.parent
 
 

@@ -48,7 +48,7 @@ def test_rows_match_the_generated_op_classes(name):
     row = ELEMENTWISE[name]
     assert row.op_class.OPERATION_NAME == f"kg.{name}"
     assert getattr(kg, row.op_class.__name__) is row.op_class
-    assert row.arity in (1, 2)
+    assert row.arity in (1, 2, 3)
     for attribute in row.attributes:
         assert isinstance(getattr(row.op_class, attribute), property)
 
@@ -133,17 +133,47 @@ def test_graph_methods_come_with_the_op_summary():
     assert kgc.Graph.add.__name__ == "add"
 
 
+def _operands_of(row, torch):
+    """Two-element operands of the types the op takes: f16 floats, bools
+    for the logical ops, a bool condition first for select."""
+    halves = torch.tensor([0.5, 2.0], dtype=torch.float16)
+    bools = torch.tensor([True, False])
+    if row.operand_types == "bool":
+        return [bools] * row.arity, torch.bool
+    if row.name == "select":
+        return [bools, halves, -halves], torch.float16
+    return [halves] * row.arity, torch.float16
+
+
 @pytest.mark.parametrize("name", sorted(n for n, r in ELEMENTWISE.items() if not r.attributes))
 def test_reference_entry_point_runs_each_op(name):
     torch = pytest.importorskip("torch")
     row = ELEMENTWISE[name]
-    operands = [torch.tensor([0.5, 2.0], dtype=torch.float16)] * row.arity
-    result = reference.elementwise(name, *operands, dtype=torch.float16)
-    assert result.dtype == torch.float16
-    expected = row.reference(*(x.float() for x in operands)).to(torch.float16)
+    operands, dtype = _operands_of(row, torch)
+    result = reference.elementwise(name, *operands, dtype=dtype)
+    assert result.dtype == dtype
+    expected = row.reference(*(x.float() if x.is_floating_point() else x
+                               for x in operands)).to(dtype)
     assert torch.equal(result, expected)
-    exact = reference.elementwise(f"kg.{name}", *operands, dtype=torch.float16, exact=True)
-    assert exact.dtype == torch.float64
+    exact = reference.elementwise(f"kg.{name}", *operands, dtype=dtype, exact=True)
+    # Floats stay unrounded in f64; booleans are exact as they are.
+    assert exact.dtype == (torch.float64 if dtype.is_floating_point else dtype)
+
+
+def test_integer_ops_compute_in_their_own_dtype():
+    torch = pytest.importorskip("torch")
+    # 2^31 - 1 + 1 wraps in i32, as torch's int32 does; a float detour
+    # would round 2^24 + 1 away.
+    big = torch.tensor([2**31 - 1, 2**24 + 1], dtype=torch.int32)
+    one = torch.tensor([1, 1], dtype=torch.int32)
+    assert torch.equal(reference.elementwise("add", big, one, dtype=torch.int32),
+                       torch.tensor([-(2**31), 2**24 + 2], dtype=torch.int32))
+    exact = reference.elementwise("add", big, one, dtype=torch.int32, exact=True)
+    assert exact.dtype == torch.int32
+    wide = torch.tensor([2**53 + 1], dtype=torch.int64)
+    assert reference.elementwise("cast", wide, dtype=torch.int32).item() == 1
+    assert reference.elementwise("cmp", big, one, dtype=torch.bool, predicate="gt").tolist() == \
+        [True, True]
 
 
 def test_reference_entry_point_rejects_other_ops():

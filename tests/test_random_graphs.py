@@ -62,7 +62,7 @@ class _Builder:
         g, draw = self.graph, self.draw
         kind = draw(st.sampled_from(("unary", "positive", "binary", "scalar", "clamp", "reduce",
                                      "softmax", "norm", "matmul", "transpose", "reshape",
-                                     "broadcast", "concat", "slice", "cast")))
+                                     "broadcast", "concat", "slice", "cast", "mask")))
         # Rank-0 results (full reductions) stay as outputs and binary operands.
         x = self.pick(lambda t: self.floating(t) and t.ndim >= 1)
         if x is None:
@@ -119,9 +119,33 @@ class _Builder:
                 sizes.append(count)
                 strides.append(stride)
             result = g.slice(x, offsets, sizes, strides)
+        elif kind == "mask":
+            result = self._mask(x)
         else:
             result = g.cast(x, draw(st.sampled_from(FLOATS)))
         self.tensors.append(result)
+
+    def _mask(self, x):
+        """where(mask, x, fill): a mask of positions (an iota against a
+        limit, or row against column: a causal mask) or of x's sign. A sign
+        mask fills 0, so that values a rounding apart from 0 stay close."""
+        draw, g = self.draw, self.graph
+        dim = draw(st.integers(0, x.ndim - 1))
+        form = draw(st.sampled_from(("limit", "causal", "sign")))
+        fill = draw(st.sampled_from((0.0, -2.0)))
+        if form == "limit":
+            positions = g.iota(x.shape, dim, draw(st.sampled_from(("i32", "i64"))))
+            keep = g.cmp(draw(st.sampled_from(("lt", "le", "gt", "ge", "eq", "ne"))), positions,
+                         draw(st.integers(0, x.shape[dim])))
+        elif form == "causal" and x.ndim >= 2:
+            rows = [1] * x.ndim
+            cols = [1] * x.ndim
+            rows[-2], cols[-1] = x.shape[-2], x.shape[-1]
+            keep = g.ge(g.iota(rows, -2, "i32"), g.iota(cols, -1, "i32"))
+            keep = keep & g.ne(g.iota(cols, -1, "i32"), 1) if draw(st.booleans()) else keep
+        else:
+            keep, fill = g.gt(x, 0.0), 0.0
+        return g.where(keep, x, fill)
 
     def _matmul(self, a):
         draw, g = self.draw, self.graph

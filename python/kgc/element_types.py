@@ -1,7 +1,7 @@
 """The element types of kg tensors and the torch dtypes that hold them.
 
 MLIR spells them as its types print (`f32`, `f16`, `bf16`, `f8E4M3FN`,
-`f8E5M2`); every layer that makes or checks torch tensors (the reference
+`f8E5M2`, `i1`, `i32`, `i64`); every layer that makes or checks torch tensors (the reference
 interpreter, the CPU executor, the runtime, the search) maps them here.
 """
 
@@ -13,7 +13,32 @@ TORCH_DTYPE_NAMES = {
     "bf16": "bfloat16",
     "f8E4M3FN": "float8_e4m3fn",
     "f8E5M2": "float8_e5m2",
+    "i1": "bool",
+    "i32": "int32",
+    "i64": "int64",
 }
+
+# Bytes per element in memory (i1 is a byte, as torch.bool).
+ELEMENT_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "f8E4M3FN": 1, "f8E5M2": 1,
+                 "i1": 1, "i32": 4, "i64": 8}
+
+
+def poison(dtype) -> float | int | bool:
+    """What a result buffer of torch `dtype` holds before a kernel writes
+    it, so that an element no kernel writes shows: NaN for floats (the
+    8-bit floats' own NaN), the most negative value for integers, True for
+    booleans."""
+    import torch
+
+    if dtype.is_floating_point:
+        return float("nan")
+    return True if dtype == torch.bool else torch.iinfo(dtype).min
+
+
+def is_integer(element: str) -> bool:
+    """Whether the kg element type named `element` is an integer or i1,
+    whose results compare exactly."""
+    return element in ("i1", "i32", "i64")
 
 
 def torch_dtype(element: str):

@@ -27,6 +27,7 @@ code.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import math
@@ -64,6 +65,20 @@ class GraphError(ValueError):
 _FLOAT_DTYPES = ("f32", "f16", "bf16")
 # 8-bit floats are only stored, cast, viewed and multiplied by matmul.
 _FLOAT8_DTYPES = ("f8e4m3", "f8e5m2")
+# Integers (torch.int32, torch.int64) and booleans (torch.bool): positions,
+# indices and masks, for comparisons, selects, integer arithmetic and casts.
+_INT_DTYPES = ("i32", "i64")
+_BOOL_DTYPE = "i1"
+
+# The dtypes each class of elementwise op takes (the op table's
+# operand_types), and how an error names them.
+_OPERAND_DTYPES = {
+    "float": (_FLOAT_DTYPES, "f32, f16 or bf16; 8-bit floats are only for matmul, cast and "
+                             "the view ops"),
+    "numeric": (_FLOAT_DTYPES + _INT_DTYPES, "f32, f16, bf16, i32 or i64"),
+    "bool": ((_BOOL_DTYPE,), "i1 (bool); compare other dtypes first"),
+    "value": (_FLOAT_DTYPES + _INT_DTYPES + (_BOOL_DTYPE,), "f32, f16, bf16, i1, i32 or i64"),
+}
 
 _MLIR_ELEMENT_TYPES: dict[str, Callable[[], ir.Type]] = {
     "f32": ir.F32Type.get,
@@ -71,6 +86,9 @@ _MLIR_ELEMENT_TYPES: dict[str, Callable[[], ir.Type]] = {
     "bf16": ir.BF16Type.get,
     "f8e4m3": ir.Float8E4M3FNType.get,
     "f8e5m2": ir.Float8E5M2Type.get,
+    "i1": lambda: ir.IntegerType.get_signless(1),
+    "i32": lambda: ir.IntegerType.get_signless(32),
+    "i64": lambda: ir.IntegerType.get_signless(64),
 }
 
 # Spellings users bring from MLIR, numpy and torch (torch dtypes print as
@@ -81,6 +99,9 @@ _DTYPE_SPELLINGS = {
     "bf16": "bf16", "bfloat16": "bf16",
     "f8e4m3": "f8e4m3", "f8e4m3fn": "f8e4m3", "float8_e4m3fn": "f8e4m3",
     "f8e5m2": "f8e5m2", "float8_e5m2": "f8e5m2",
+    "i1": "i1", "bool": "i1",
+    "i32": "i32", "int32": "i32", "int": "i32",
+    "i64": "i64", "int64": "i64", "long": "i64",
 }
 
 # The smallest magnitude that rounds to infinity, with round-to-nearest-even,
@@ -140,10 +161,11 @@ def _caller_position() -> _SourcePosition:
     return frame.f_code.co_filename, frame.f_lineno or 0, column
 
 
-def _mlir_location(position: _SourcePosition) -> ir.Location:
-    if position is None:
-        return ir.Location.unknown()
-    return ir.Location.file(*position)
+def _mlir_location(position: _SourcePosition, origin: str | None = None) -> ir.Location:
+    """The file location of `position`; inside a NameLoc `origin` when the
+    op was recorded under `Graph.origin`."""
+    location = ir.Location.unknown() if position is None else ir.Location.file(*position)
+    return location if origin is None else ir.Location.name(origin, childLoc=location)
 
 
 # --------------------------------------------------------------------------
@@ -212,6 +234,20 @@ class Tensor:
 
     def __neg__(self) -> Tensor:
         return self.graph.neg(self)
+
+    # Booleans: `&`, `|`, `^`, `~` as on torch.bool tensors. (`==` and `<`
+    # stay Python's: tensors compare by identity; use g.eq, g.lt, ...)
+    def __and__(self, other: Tensor) -> Tensor:
+        return self.graph.logical_and(self, other)
+
+    def __or__(self, other: Tensor) -> Tensor:
+        return self.graph.logical_or(self, other)
+
+    def __xor__(self, other: Tensor) -> Tensor:
+        return self.graph.logical_xor(self, other)
+
+    def __invert__(self) -> Tensor:
+        return self.graph.logical_not(self)
 
     def __matmul__(self, other: Tensor) -> Tensor:
         return self.graph.matmul(self, other)
@@ -318,10 +354,38 @@ def _broadcast_shapes(lhs: tuple[int, ...], rhs: tuple[int, ...]) -> tuple[int, 
     return tuple(r if l == 1 else l for l, r in zip(padded_lhs, padded_rhs))
 
 
+# Whole numbers a constant of each integer dtype holds: its range, within
+# the 2^53 that the constant's f64 value holds exactly.
+_INTEGER_RANGES = {"i1": (0, 1), "i32": (-(2**31), 2**31 - 1), "i64": (-(2**53), 2**53)}
+
+
+def _broadcastable(shapes: Sequence[tuple[int, ...]]) -> bool:
+    """Whether numpy broadcasts the shapes together."""
+    rank = max(len(s) for s in shapes)
+    for i in range(1, rank + 1):
+        sizes = {s[-i] for s in shapes if len(s) >= i} - {1}
+        if len(sizes) > 1:
+            return False
+    return True
+
+
 def _overflows(value: float, dtype: str) -> bool:
     """Whether a constant of `dtype` cannot hold `value` (infinities and NaN
-    are held as themselves)."""
+    are held as themselves by floats; integers hold only whole numbers of
+    their range)."""
+    if dtype in _INTEGER_RANGES:
+        low, high = _INTEGER_RANGES[dtype]
+        return not (math.isfinite(value) and value == int(value) and low <= value <= high)
     return math.isfinite(value) and abs(value) >= _OVERFLOW_THRESHOLDS[dtype]
+
+
+def _require(op: str, role: str, tensor: "Tensor", operand_types: str) -> None:
+    """`tensor` has a dtype of the class `operand_types` of the op table."""
+    if operand_types == "any":
+        return
+    dtypes, description = _OPERAND_DTYPES[operand_types]
+    if tensor.dtype not in dtypes:
+        raise GraphError(f"{op}: {role} {_describe(tensor)} must be {description}")
 
 
 def _as_float(op: str, what: str, value: object) -> float:
@@ -355,6 +419,8 @@ class Graph:
         self._outputs: list[Tensor] = []
         self._defined_at = _caller_position()
         self._output_at: _SourcePosition = None
+        self._origin: str | None = None
+        self._origins: dict[Tensor, str] = {}
 
     def __repr__(self) -> str:
         return (f"Graph({self.name!r}: {len(self._inputs)} inputs, "
@@ -389,6 +455,20 @@ class Graph:
         self._outputs.extend(tensors)
         self._output_at = _caller_position()
 
+    @contextlib.contextmanager
+    def origin(self, name: str):
+        """Ops recorded inside the block carry `name` in their location (a
+        NameLoc around the Python line), so that the kernels kg-fuse makes
+        can be traced back to what the ops were made from: a front end
+        names the source op (`with g.origin("aten.mm:mm_1"): ...`)."""
+        if not isinstance(name, str):
+            raise GraphError(f"origin: name must be a string, got {name!r}")
+        outer, self._origin = self._origin, name
+        try:
+            yield
+        finally:
+            self._origin = outer
+
     # -- emission -----------------------------------------------------------
 
     def build(self, context: ir.Context | None = None) -> ir.Operation:
@@ -411,7 +491,7 @@ class Graph:
             values: dict[Tensor, ir.Value] = dict(zip(self._inputs, entry.arguments))
             with ir.InsertionPoint(entry):
                 for op in self._ops:
-                    with _mlir_location(op.result._defined_at):
+                    with _mlir_location(op.result._defined_at, self._origins.get(op.result)):
                         values[op.result] = op.emit([values[t] for t in op.operands],
                                                     _tensor_type(op.result))
                 func.ReturnOp([values[t] for t in self._outputs],
@@ -460,26 +540,119 @@ class Graph:
 
     # -- constants and casts -------------------------------------------------
 
-    def constant(self, value: Scalar, shape: Sequence[int], dtype: object) -> Tensor:
+    def constant(self, value: Scalar | bool, shape: Sequence[int], dtype: object) -> Tensor:
         """A tensor with every element equal to `value`; shape () is a
-        scalar that binary ops broadcast."""
+        scalar that binary ops broadcast. Integer dtypes take whole numbers,
+        i1 takes True, False, 1 or 0."""
         shape = _static_shape("constant", "shape", shape)
         dtype = _dtype_name("constant", dtype)
-        if dtype not in _FLOAT_DTYPES:
+        if dtype not in _OPERAND_DTYPES["value"][0]:
             raise GraphError(f"constant: dtype {dtype} of a constant {shape} must be "
-                             "f32, f16 or bf16; cast to an 8-bit float afterwards")
-        number = _as_float("constant", "value", value)
+                             "f32, f16, bf16, i1, i32 or i64; cast to an 8-bit float afterwards")
+        number = _as_float("constant", "value", int(value) if isinstance(value, bool) else value)
         if _overflows(number, dtype):
             raise GraphError(f"constant: value {value!r} overflows {dtype} (constant of "
                              f"shape {shape})")
         return self._constant(number, shape, dtype)
 
     def cast(self, x: Tensor, dtype: object) -> Tensor:
-        """Converts the elements to `dtype`, rounding to nearest even."""
+        """Converts the elements to `dtype` as torch's Tensor.to does:
+        floats round to nearest even, floats to integers truncate toward
+        zero, bools are 0 and 1, and a value becomes True when not zero."""
         x = self._tensor("cast", "x", x)
         dtype = _dtype_name("cast", dtype)
         return self._record((x,), x.shape, dtype,
                             lambda values, out: kg.cast(out, values[0]))
+
+    # -- comparisons, selects, positions --------------------------------------
+
+    def cmp(self, predicate: str, lhs: Tensor | Scalar, rhs: Tensor | Scalar) -> Tensor:
+        """`lhs <predicate> rhs` elementwise ("eq", "ne", "lt", "le", "gt",
+        "ge"), broadcasting, as an i1 (bool) tensor; a Python number on one
+        side becomes a constant of the other side's dtype."""
+        if predicate not in ("eq", "ne", "lt", "le", "gt", "ge"):
+            raise GraphError(f"cmp: predicate must be one of eq, ne, lt, le, gt, ge, got "
+                             f"{predicate!r}")
+        attribute = kg.ComparePredicate[predicate]
+        return self._broadcasting(ELEMENTWISE["cmp"], "cmp", {"lhs": lhs, "rhs": rhs},
+                                  result_dtype=_BOOL_DTYPE,
+                                  emit=lambda values, out: kg.cmp(out, *values, attribute))
+
+    def eq(self, lhs: Tensor | Scalar, rhs: Tensor | Scalar) -> Tensor:
+        """lhs == rhs elementwise, as a bool tensor (torch.eq)."""
+        return self.cmp("eq", lhs, rhs)
+
+    def ne(self, lhs: Tensor | Scalar, rhs: Tensor | Scalar) -> Tensor:
+        """lhs != rhs elementwise, as a bool tensor (torch.ne)."""
+        return self.cmp("ne", lhs, rhs)
+
+    def lt(self, lhs: Tensor | Scalar, rhs: Tensor | Scalar) -> Tensor:
+        """lhs < rhs elementwise, as a bool tensor (torch.lt)."""
+        return self.cmp("lt", lhs, rhs)
+
+    def le(self, lhs: Tensor | Scalar, rhs: Tensor | Scalar) -> Tensor:
+        """lhs <= rhs elementwise, as a bool tensor (torch.le)."""
+        return self.cmp("le", lhs, rhs)
+
+    def gt(self, lhs: Tensor | Scalar, rhs: Tensor | Scalar) -> Tensor:
+        """lhs > rhs elementwise, as a bool tensor (torch.gt)."""
+        return self.cmp("gt", lhs, rhs)
+
+    def ge(self, lhs: Tensor | Scalar, rhs: Tensor | Scalar) -> Tensor:
+        """lhs >= rhs elementwise, as a bool tensor (torch.ge)."""
+        return self.cmp("ge", lhs, rhs)
+
+    def select(self, cond: Tensor, true_value: Tensor | Scalar,
+               false_value: Tensor | Scalar) -> Tensor:
+        """true_value where cond holds, false_value elsewhere, broadcasting
+        all three (torch.where); a Python number on one side becomes a
+        constant of the other side's dtype (float("-inf") for a causal
+        mask)."""
+        cond = self._tensor("select", "cond", cond)
+        _require("select", "cond", cond, "bool")
+        return self._broadcasting(ELEMENTWISE["select"], "select",
+                                  {"cond": cond, "true_value": true_value,
+                                   "false_value": false_value},
+                                  result_dtype=None,
+                                  emit=lambda values, out: kg.select(out, *values))
+
+    def where(self, cond: Tensor, true_value: Tensor | Scalar,
+              false_value: Tensor | Scalar) -> Tensor:
+        """torch.where(cond, true_value, false_value): `select`."""
+        return self.select(cond, true_value, false_value)
+
+    def masked_fill(self, x: Tensor, mask: Tensor, value: Scalar) -> Tensor:
+        """x with `value` where mask holds (torch.Tensor.masked_fill)."""
+        return self.select(mask, value, x)
+
+    def iota(self, shape: Sequence[int], dim: int, dtype: object = "i64",
+             start: int = 0) -> Tensor:
+        """A tensor of `shape` whose elements are start + their index along
+        `dim` (negative dims count from the end)."""
+        shape = _static_shape("iota", "shape", shape)
+        dtype = _dtype_name("iota", dtype)
+        if dtype not in _OPERAND_DTYPES["numeric"][0]:
+            raise GraphError(f"iota: dtype {dtype} must be f32, f16, bf16, i32 or i64 "
+                             f"(iota of shape {shape})")
+        if not shape:
+            raise GraphError("iota: shape () has no dimension to count along")
+        index = _as_int("iota", "dim", dim)
+        if not -len(shape) <= index < len(shape):
+            raise GraphError(f"iota: dim {index} is out of range for shape {shape} "
+                             f"(rank {len(shape)})")
+        index %= len(shape)
+        first = _as_int("iota", "start", start)
+        return self._record((), shape, dtype, lambda _, out: kg.iota(out, index, start=first))
+
+    def arange(self, start: int, end: int | None = None, dtype: object = "i64") -> Tensor:
+        """torch.arange(start, end) with a step of 1, or arange(end) from 0:
+        a 1-D iota."""
+        if end is None:
+            start, end = 0, start
+        first, last = _as_int("arange", "start", start), _as_int("arange", "end", end)
+        if last < first:
+            raise GraphError(f"arange: end {last} is below start {first}")
+        return self.iota((last - first,), 0, dtype=dtype, start=first)
 
     # -- matmul -------------------------------------------------------------
 
@@ -496,6 +669,10 @@ class Graph:
         if precision not in (None, "ieee", "tf32"):
             raise GraphError(f"matmul: precision must be None, 'ieee' or 'tf32', got {precision!r} "
                              f"for a {_describe(a)} and b {_describe(b)}")
+        for role, operand in (("a", a), ("b", b)):
+            if operand.dtype not in _FLOAT_DTYPES + _FLOAT8_DTYPES:
+                raise GraphError(f"matmul: {role} {_describe(operand)} must be a float (f32, f16, "
+                                 "bf16, f8e4m3 or f8e5m2); cast integer and i1 operands first")
         both_float8 = a.dtype in _FLOAT8_DTYPES and b.dtype in _FLOAT8_DTYPES
         if out_dtype is None:
             result_dtype = "f32" if both_float8 else a.dtype
@@ -697,6 +874,8 @@ class Graph:
         result = Tensor(self, shape, dtype, None, _caller_position())
         _verify(operands, result, emit)
         self._ops.append(_Op(operands, result, emit))
+        if self._origin is not None:
+            self._origins[result] = self._origin
         return result
 
     def _constant(self, value: float, shape: tuple[int, ...], dtype: str) -> Tensor:
@@ -705,41 +884,64 @@ class Graph:
     def _unary(self, row: ElementwiseOp, x: Tensor) -> Tensor:
         op = row.name
         x = self._tensor(op, "x", x)
-        _require_float(op, "x", x)
+        _require(op, "x", x, row.operand_types)
         return self._record((x,), x.shape, x.dtype,
                             lambda values, out: row.build(out, values))
 
     def _binary(self, row: ElementwiseOp, lhs: Tensor | Scalar, rhs: Tensor | Scalar) -> Tensor:
         """A broadcasting binary op; a Python number on one side becomes a
-        rank-0 constant of the other side's dtype. The constant is recorded
-        only once nothing else can fail, so a failed call adds no op."""
-        op = row.name
-        if _is_scalar(lhs) and _is_scalar(rhs):
-            raise GraphError(f"{op}: needs at least one Tensor operand, got {lhs!r} and {rhs!r}")
+        rank-0 constant of the other side's dtype."""
+        return self._broadcasting(row, row.name, {"lhs": lhs, "rhs": rhs}, result_dtype=None,
+                                  emit=lambda values, out: row.build(out, values))
+
+    def _broadcasting(self, row: ElementwiseOp, op: str, given: dict[str, object],
+                      result_dtype: str | None, emit: _Emitter) -> Tensor:
+        """An op whose operands broadcast together (binary ops, cmp,
+        select); a Python number among the values becomes a rank-0 constant
+        of the dtype of the values that are tensors (the last two operands;
+        a select's cond must be a tensor). The result has `result_dtype`, or
+        the values' dtype when None. Constants are recorded only once
+        nothing else can fail, so a failed call adds no op."""
+        values = list(given)[-2:]
+        if all(_is_scalar(given[role]) for role in values):
+            raise GraphError(f"{op}: needs at least one Tensor operand among "
+                             f"{' and '.join(values)}, got "
+                             f"{' and '.join(repr(given[r]) for r in values)}")
         operands: dict[str, Tensor | float] = {}
-        for role, value in (("lhs", lhs), ("rhs", rhs)):
-            if _is_scalar(value):
+        for role, value in given.items():
+            if role in values and _is_scalar(value):
                 operands[role] = _as_float(op, f"scalar {role}", value)
             else:
                 operands[role] = self._tensor(op, role, value)
-                _require_float(op, role, operands[role])
-        for role, other in (("lhs", "rhs"), ("rhs", "lhs")):
+                if role in values:
+                    _require(op, role, operands[role], row.operand_types)
+        for role in values:
             if isinstance(operands[role], float):
+                other = next(r for r in values if r != role)
                 tensor = operands[other]
                 if _overflows(operands[role], tensor.dtype):
-                    raise GraphError(f"{op}: scalar {role} {operands[role]!r} overflows "
+                    kind = ("is not a whole number in the range of"
+                            if tensor.dtype in _INTEGER_RANGES else "overflows")
+                    raise GraphError(f"{op}: scalar {role} {operands[role]!r} {kind} "
                                      f"{tensor.dtype}, the dtype of {other} {_describe(tensor)}")
-        left, right = operands["lhs"], operands["rhs"]
-        if not (isinstance(left, Tensor) and isinstance(right, Tensor)):
-            # A constant of the tensor's dtype broadcasts to any shape: this
+        tensors = [operands[r] for r in values if isinstance(operands[r], Tensor)]
+        dtype = tensors[0].dtype
+        shapes = [t.shape for t in operands.values() if isinstance(t, Tensor)]
+        if len(tensors) < len(values) and not _broadcastable(shapes):
+            # Checked here, before a constant is recorded for the number.
+            raise GraphError(f"{op}: operands are not broadcast-compatible: " + ", ".join(
+                f"{role} {_describe(t)}" for role, t in operands.items() if isinstance(t, Tensor)))
+        if len(tensors) < len(values):
+            # A constant of the tensors' dtype broadcasts to any shape: this
             # op verifies, so the constant may be recorded first.
-            dtype = left.dtype if isinstance(left, Tensor) else right.dtype
-            if isinstance(left, float):
-                left = self._constant(left, (), dtype)
-            if isinstance(right, float):
-                right = self._constant(right, (), dtype)
-        return self._record((left, right), _broadcast_shapes(left.shape, right.shape),
-                            left.dtype, lambda values, out: row.build(out, values))
+            for role in values:
+                if isinstance(operands[role], float):
+                    operands[role] = self._constant(operands[role], (), dtype)
+        ordered = tuple(operands[role] for role in given)
+        shape: tuple[int, ...] = ()
+        for tensor in ordered:
+            shape = _broadcast_shapes(shape, tensor.shape)
+        return self._record(ordered, shape, result_dtype or dtype, emit)
 
     def _reduce(self, kind: str, x: Tensor, dims: int | Sequence[int], keepdim: bool) -> Tensor:
         x = self._tensor(kind, "x", x)

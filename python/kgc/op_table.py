@@ -13,7 +13,16 @@ adds what the dialect cannot say, one `ElementwiseOp` per op:
 * `on_scalars`: the op on Python floats, with which `kg-pad-mask` follows
   a known padding value through it (None: the padding is then unknown);
 * `promote_half`: whether `kg-decompose` computes it in f32 for f16 and
-  bf16 operands.
+  bf16 operands;
+* `operand_types`: the element types its operands take ("float": f32, f16,
+  bf16; "numeric": those and i32, i64; "bool": i1; "value": every type but
+  the 8-bit floats; "any"), which the graph API checks before the verifier
+  does, to name the rule in its own words.
+
+Integer (i32, i64) and boolean (i1) tensors compute in their own type:
+the reference never widens them to a float, kg-decompose never promotes
+them, and an "arith" lowering names the op for integer operands beside the
+one for floats (`arith.addf` / `arith.addi`).
 
 Importing the module fails when the dialect has an elementwise op that the
 table lacks, or the table an op the dialect does not mark, so adding an
@@ -47,14 +56,26 @@ class Lowering:
     "libdevice": the CUDA libdevice function `name` (through
     tt.extern_elementwise) on f32 copies, rounded back once;
     "custom": a function that convert-kg-to-ttir registers for the op.
+
+    `integer` is the arith op for integer and i1 operands of an "arith"
+    lowering (empty: the op takes floats only).
     """
 
     kind: str
     name: str = ""
+    integer: str = ""
+
+    def arith_op(self, element_is_integer: bool) -> str:
+        """The arith op for operands of an integer or a float type."""
+        name = self.integer if element_is_integer else self.name
+        if not name:
+            raise ValueError(f"{self.name or self.kind} has no lowering for "
+                             f"{'integer' if element_is_integer else 'float'} operands")
+        return name
 
 
-def _arith(name: str) -> Lowering:
-    return Lowering("arith", name)
+def _arith(name: str, integer: str = "") -> Lowering:
+    return Lowering("arith", name, integer)
 
 
 def _math(name: str) -> Lowering:
@@ -85,6 +106,7 @@ class ElementwiseOp:
     # The op converts to its result's element type (kg.cast): the reference
     # rounds its result even where every other op keeps it unrounded.
     converts: bool = False
+    operand_types: str = "float"  # see the module docstring
 
     @property
     def arity(self) -> int:
@@ -115,18 +137,35 @@ def _functional():
     return _torch().nn.functional
 
 
+def _compare(a, b, predicate: str):
+    return getattr(_torch(), predicate)(a, b)
+
+
+_SCALAR_COMPARISONS = {
+    "eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
+    "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
+}
+
+
+def _cast_reference(x):
+    # Floats go through f32 as torch's own .to() chain would; integers and
+    # booleans convert directly, exactly.
+    return x.to(_torch().float32) if x.is_floating_point() else x
+
+
 # The behaviour of each op, by mnemonic: (reference, lowering, on_scalars,
-# promote_half[, "converts"]). Rows are checked against the dialect's list
-# below.
+# promote_half[, flags...]), where a flag is "converts" or an operand type
+# ("numeric", "bool", "value", "any"; "float" when none is given). Rows are
+# checked against the dialect's list below.
 _ROWS: dict[str, tuple] = {
     # Unary math.
     "exp": (lambda x: _torch().exp(x), _math("math.exp"), math.exp, True),
     "log": (lambda x: _torch().log(x), _math("math.log"), math.log, True),
     "sqrt": (lambda x: _torch().sqrt(x), _math("math.sqrt"), math.sqrt, True),
     "rsqrt": (lambda x: _torch().rsqrt(x), _math("math.rsqrt"), lambda x: 1 / math.sqrt(x), True),
-    "abs": (lambda x: _torch().abs(x), _math("math.absf"), abs, True),
+    "abs": (lambda x: _torch().abs(x), _CUSTOM, abs, True, "numeric"),
     "tanh": (lambda x: _torch().tanh(x), _libdevice("__nv_tanhf"), math.tanh, True),
-    "neg": (lambda x: _torch().neg(x), _CUSTOM, lambda x: -x, True),
+    "neg": (lambda x: _torch().neg(x), _CUSTOM, lambda x: -x, True, "numeric"),
     "relu": (lambda x: _torch().relu(x), _CUSTOM, lambda x: max(x, 0.0), True),
     "square": (lambda x: _torch().square(x), _CUSTOM, lambda x: x * x, True),
     "reciprocal": (lambda x: _torch().reciprocal(x), _CUSTOM, lambda x: 1 / x, True),
@@ -136,17 +175,39 @@ _ROWS: dict[str, tuple] = {
              None, True),
     "clamp": (lambda x, min, max: _torch().clamp(x, min=min, max=max), _CUSTOM, None, True),
     # Binary, broadcasting.
-    "add": (lambda a, b: _torch().add(a, b), _arith("arith.addf"), lambda a, b: a + b, True),
-    "sub": (lambda a, b: _torch().sub(a, b), _arith("arith.subf"), lambda a, b: a - b, True),
-    "mul": (lambda a, b: _torch().mul(a, b), _arith("arith.mulf"), lambda a, b: a * b, True),
+    "add": (lambda a, b: _torch().add(a, b), _arith("arith.addf", "arith.addi"),
+            lambda a, b: a + b, True, "numeric"),
+    "sub": (lambda a, b: _torch().sub(a, b), _arith("arith.subf", "arith.subi"),
+            lambda a, b: a - b, True, "numeric"),
+    "mul": (lambda a, b: _torch().mul(a, b), _arith("arith.mulf", "arith.muli"),
+            lambda a, b: a * b, True, "numeric"),
     "div": (lambda a, b: _torch().div(a, b), _arith("arith.divf"), lambda a, b: a / b, True),
-    "maximum": (lambda a, b: _torch().maximum(a, b), _arith("arith.maximumf"), max, True),
-    "minimum": (lambda a, b: _torch().minimum(a, b), _arith("arith.minimumf"), min, True),
+    "maximum": (lambda a, b: _torch().maximum(a, b), _arith("arith.maximumf", "arith.maxsi"),
+                max, True, "numeric"),
+    "minimum": (lambda a, b: _torch().minimum(a, b), _arith("arith.minimumf", "arith.minsi"),
+                min, True, "numeric"),
     "pow": (lambda a, b: _torch().pow(a, b), _libdevice("__nv_powf"), None, True),
-    # Conversion: goes through f32 as torch's own .to() chain would; the value
-    # does not change, so padding passes through unchanged.
-    "cast": (lambda x: x.to(_torch().float32), _CUSTOM, lambda x: x, False, "converts"),
+    # Booleans. Padding follows them as 0.0 / 1.0.
+    "logical_and": (lambda a, b: _torch().logical_and(a, b), _arith("", "arith.andi"),
+                    lambda a, b: float(bool(a) and bool(b)), False, "bool"),
+    "logical_or": (lambda a, b: _torch().logical_or(a, b), _arith("", "arith.ori"),
+                   lambda a, b: float(bool(a) or bool(b)), False, "bool"),
+    "logical_xor": (lambda a, b: _torch().logical_xor(a, b), _arith("", "arith.xori"),
+                    lambda a, b: float(bool(a) != bool(b)), False, "bool"),
+    "logical_not": (lambda x: _torch().logical_not(x), _CUSTOM, lambda x: float(not x), False,
+                    "bool"),
+    # Comparisons and selects compute exactly in the operands' own type.
+    "cmp": (_compare, _CUSTOM,
+            lambda a, b, predicate: float(_SCALAR_COMPARISONS[predicate](a, b)), False, "value"),
+    "select": (lambda c, a, b: _torch().where(c, a, b), _CUSTOM,
+               lambda c, a, b: a if c else b, False, "value"),
+    # Conversion: the value does not change for padding that the target
+    # type holds (0, 1, and whole numbers for integers).
+    "cast": (_cast_reference, _CUSTOM, lambda x: x, False, "converts", "any"),
 }
+
+
+_OPERAND_TYPES = ("float", "numeric", "bool", "value", "any")
 
 
 def _build_table() -> dict[str, ElementwiseOp]:
@@ -163,11 +224,13 @@ def _build_table() -> dict[str, ElementwiseOp]:
     table = {}
     for name, (class_name, operands, attributes, summary) in sorted(dialect.items()):
         reference, lowering, on_scalars, promote_half, *flags = _ROWS[name]
+        types = [flag for flag in flags if flag in _OPERAND_TYPES]
         table[name] = ElementwiseOp(
             name=name, op_name=f"kg.{name}", op_class=getattr(kg, class_name),
             operands=tuple(operands), attributes=tuple(attributes), summary=summary,
             reference=reference, lowering=lowering, on_scalars=on_scalars,
-            promote_half=promote_half, converts="converts" in flags)
+            promote_half=promote_half, converts="converts" in flags,
+            operand_types=types[0] if types else "float")
     return table
 
 

@@ -6,8 +6,10 @@ Runs the kg ops of a function one by one with torch, as eager PyTorch
 would: each op computes in f32 (f16, bf16 and the 8-bit floats are
 widened first) and rounds its result to its own element type. With
 `exact=True` every op computes in f64 and keeps its result unrounded; only
-the graph's own kg.cast ops round. Works on any device torch supports, the
-CPU included, and needs no compilation.
+the graph's own kg.cast ops round. Integer and boolean tensors are never
+widened: their ops compute in their own dtype (integers wrap around as
+torch's do), in both modes. Works on any device torch supports, the CPU
+included, and needs no compilation.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ def evaluate(module: ir.Operation, function: str | None, inputs: Sequence, exact
             raise KgcError("name the function to evaluate")
         function = next(iter(functions))
     body = functions[function].regions[0].blocks[0]
-    values = dict(zip(body.arguments, [x.double() if exact else x for x in inputs]))
+    values = dict(zip(body.arguments, [_widen(x, exact) for x in inputs]))
     device = inputs[0].device if inputs else "cpu"
     for op in body.operations:
         op = op.operation
@@ -44,6 +46,21 @@ def evaluate(module: ir.Operation, function: str | None, inputs: Sequence, exact
             return results[0] if len(results) == 1 else results
         values[op.results[0]] = _evaluate_op(op, [values[v] for v in op.operands], exact, device)
     raise KgcError(f"@{function} has no return")
+
+
+def _widen(x, exact: bool):
+    """An input as `evaluate` holds it: floats in f64 when exact."""
+    return x.double() if exact and x.is_floating_point() else x
+
+
+def _settle(result, dtype, exact: bool):
+    """An op's result: rounded to `dtype`, or kept unrounded in f64 when
+    exact (integer and boolean results are exact in their own dtype)."""
+    import torch
+
+    if exact and dtype.is_floating_point:
+        return result.to(torch.float64)
+    return result.to(dtype)
 
 
 def evaluate_op(op: ir.Operation, operands: Sequence, exact: bool = False):
@@ -66,11 +83,11 @@ def elementwise(name: str, *operands, dtype, exact: bool = False, **attributes):
     if row is None:
         raise KgcError(f"{name} is not an elementwise kg op")
     compute = torch.float64 if exact else torch.float32
-    result = row.reference(*(x.to(compute) for x in operands), **attributes)
+    result = row.reference(*(x.to(compute) if x.is_floating_point() else x for x in operands),
+                           **attributes)
     if row.converts:
-        rounded = result.to(dtype)
-        return rounded.double() if exact else rounded
-    return result if exact else result.to(dtype)
+        return _settle(result.to(dtype), dtype, exact)
+    return _settle(result, dtype, exact)
 
 
 def _evaluate_op(op: ir.Operation, args: list, exact: bool, device):
@@ -87,7 +104,18 @@ def _evaluate_op(op: ir.Operation, args: list, exact: bool, device):
     wide = [a.to(compute) for a in args]
     if name == "constant":
         shape = ir.RankedTensorType(op.results[0].type).shape
+        if not out_dtype.is_floating_point:
+            return torch.full(list(shape), int(attrs["value"]), dtype=out_dtype, device=device)
         result = torch.full(list(shape), attrs["value"], dtype=compute, device=device)
+    elif name == "iota":
+        shape = list(ir.RankedTensorType(op.results[0].type).shape)
+        dim, start = attrs["dim"], attrs["start"]
+        # Counted in i64 and converted once, as torch.arange(...).to(dtype).
+        positions = torch.arange(start, start + shape[dim], dtype=torch.int64, device=device)
+        view = [1] * len(shape)
+        view[dim] = shape[dim]
+        return _settle(positions.reshape(view).expand(shape).contiguous().to(out_dtype),
+                       out_dtype, exact)
     elif name == "matmul":
         result = torch.matmul(wide[0], wide[1])
     elif name == "reduce":

@@ -19,6 +19,7 @@ Semantics, op by op:
                                are not written; unmasked lanes outside the
                                buffer are errors
     kg.tile_mask               lower[d] <= offsets[d] + lane[d] < upper[d]
+    kg.tile_range              offset + lane[axis], in i32
     kg.tile_select             torch.where, broadcasting
     kg.tile_dot                acc + a @ b in f32 (operands rounded to
                                TF32 first under precision = tf32)
@@ -186,6 +187,8 @@ class TileProgram:
             return self._store(op)
         if name == "kg.tile_mask":
             return self._mask(op)
+        if name == "kg.tile_range":
+            return self._tile_range(op)
         if name == "kg.tile_select":
             return self._select(op)
         if name == "kg.tile_dot":
@@ -407,6 +410,22 @@ class TileProgram:
                 inside = along if inside is None else inside & along
             values[result] = everywhere if inside is None else inside.expand(shape)
         return mask
+
+    def _tile_range(self, op: ir.Operation) -> _Step:
+        torch = self._torch
+        shape = _shape(op.results[0].type)
+        axis = ir.IntegerAttr(op.attributes["axis"]).value
+        lanes = torch.arange(shape[axis], dtype=torch.int32).reshape(shape)
+        offset, result = self._operand(op, op.operands[0]), self._slot(op.results[0])
+
+        def tile_range(frame):
+            values = frame.values
+            start = values[offset]
+            if start + shape[axis] - 1 > 2**31 - 1:
+                raise Fault(f"kg.tile_range from {start} over {shape[axis]} lanes passes the "
+                            "i32 range (the GPU would wrap)")
+            values[result] = lanes + start
+        return tile_range
 
     def _dot(self, op: ir.Operation) -> _Step:
         torch = self._torch

@@ -9,6 +9,7 @@ from typing import Sequence
 from mlir import ir
 
 from kgc.diagnostics import KgcError
+from kgc.element_types import poison
 from kgc.execution.errors import located
 from kgc.execution.program import TileProgram
 from kgc.tiling.kernel_ops import is_tiled, kernel_name
@@ -102,7 +103,7 @@ def run_kernel(kernel: ir.Operation, inputs: Sequence) -> list:
         _check_buffer(kernel, index, tuple(type_.shape), dtype, arguments[index].type)
         count = math.prod(type_.shape)
         device = inputs[0].device if inputs else "cpu"
-        buffers.append(torch.full((count,), math.nan, dtype=dtype, device=device))
+        buffers.append(torch.full((count,), poison(dtype), dtype=dtype, device=device))
         written.append(torch.zeros(count, dtype=torch.bool, device=device))
     program.run(buffers, written)
     outputs = []

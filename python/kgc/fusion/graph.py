@@ -15,7 +15,7 @@ import dataclasses
 from mlir import ir
 
 from kgc.tiling import plan_cache
-from kgc.tiling.graph_model import Node, nodes_from_ops
+from kgc.tiling.graph_model import SOURCE_OPS, Node, nodes_from_ops
 from kgc.tiling.kernel_ops import walk_ops
 from kgc.tiling.plan import KernelPlan, Unplannable, plan_group
 
@@ -116,9 +116,9 @@ class FusionGraph:
         return live
 
     def is_computed(self, node: Node) -> bool:
-        """Kernels compute the live nodes, but not constants (which are
-        copied into their users) unless a constant is itself returned."""
-        return id(node) in self.live and (node.op != "constant" or id(node) in self.escapes)
+        """Kernels compute the live nodes, but not constants and iotas
+        (which are copied into their users) unless one is itself returned."""
+        return id(node) in self.live and (node.op not in SOURCE_OPS or id(node) in self.escapes)
 
     def computed(self) -> list[Node]:
         return [n for n in self.nodes if self.is_computed(n)]
@@ -143,7 +143,7 @@ class FusionGraph:
         input_index: dict[int, int] = {}
         for node in group:
             for operand in node.operands:
-                if id(operand) not in members and operand.op != "constant":
+                if id(operand) not in members and operand.op not in SOURCE_OPS:
                     input_index.setdefault(id(operand), len(input_index))
         copies: dict[int, Node] = {}
 
@@ -152,7 +152,7 @@ class FusionGraph:
                 return copies[id(node)]
             # Without their MLIR values and locations, the copies (and plans
             # made of them) can outlive the function's IR and context.
-            if id(node) in members or node.op == "constant":
+            if id(node) in members or node.op in SOURCE_OPS:
                 result = dataclasses.replace(node, operands=[copy(o) for o in node.operands],
                                              value=None, location=None)
             else:

@@ -28,7 +28,7 @@ from typing import Iterable
 from mlir import ir
 
 from kgc.fusion.graph import FusionGraph
-from kgc.tiling.graph_model import Node
+from kgc.tiling.graph_model import SOURCE_OPS, Node
 from kgc.tiling.plan import Unplannable
 
 GROUP_SEPARATOR = ";"
@@ -107,8 +107,8 @@ class Partition:
                         f"{len(graph.nodes)} fusable ops (0 to {len(graph.nodes) - 1})")
                 node = graph.nodes[position]
                 if not graph.is_computed(node):
-                    why = ("a constant, which is copied into every kernel that uses it"
-                           if node.op == "constant" and id(node) in graph.live else
+                    why = (f"a {node.op}, which is copied into every kernel that uses it"
+                           if node.op in SOURCE_OPS and id(node) in graph.live else
                            "dead: nothing returned depends on it")
                     raise InvalidPartition(f"{where}: {graph.describe(node)} is {why}; leave it "
                                            "out of the partition", node.location)

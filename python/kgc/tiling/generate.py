@@ -55,6 +55,7 @@ class Builder:
     def dot(self, a: Any, b: Any, acc: Any, precision: str | None, shape: Sequence[int]) -> Any: ...
     def mask(self, offsets: Sequence[Any], lower: Sequence[int], upper: Sequence[int],
              shape: Sequence[int]) -> Any: ...
+    def lanes(self, offset: Any, axis: int, shape: Sequence[int]) -> Any: ...  # i32 offset + lane
     def select(self, mask: Any, a: Any, b: Any, element: str, shape: Sequence[int]) -> Any: ...
     def broadcast(self, x: Any, element: str, shape: Sequence[int]) -> Any: ...
 
@@ -102,6 +103,7 @@ class DryBuilder(Builder):
     def reduce(self, *args): return None
     def dot(self, *args): return None
     def mask(self, *args): return None
+    def lanes(self, *args): return None
     def select(self, *args): return None
     def broadcast(self, *args): return None
 
@@ -412,6 +414,8 @@ class Generator:
         if op == "constant":
             return Tile(self.b.constant(node.attrs["value"], node.element, self._shape(frozenset())),
                         frozenset(), node.element)
+        if op == "iota":
+            return self._iota(node, index_map, axes)
         if op == "reshape" and not is_affine_reshape(node, index_map):
             leaf = leaf_view(node)
             if leaf is None:
@@ -453,6 +457,40 @@ class Generator:
                                        self._shape(axes))
             return Tile(value, axes, node.element)
         raise Unplannable(f"kg.{op} has no tile form")
+
+    def _iota(self, node: Node, index_map: IndexMap, axes: frozenset) -> Tile:
+        """start + the index along `dim`, which is affine in the iteration:
+        sum of coefficient * (tile offset + lane) over the axes it varies
+        along, plus the map's offset. Positions are i32 (the iteration's
+        extents are) and an i64 result adds its start in i64."""
+        dim, start = node.attrs["dim"], node.attrs["start"]
+        row, shift = index_map.rows[dim], index_map.offsets[dim]
+        position, position_axes = None, frozenset()
+        for axis in sorted(axes):
+            lanes_shape = self._shape(frozenset({axis}))
+            term = self.b.lanes(self.offsets[axis], axis, lanes_shape)
+            if row[axis] != 1:
+                factor = self.b.constant(float(row[axis]), "i32", self._shape(frozenset()))
+                term = self.b.elementwise("mul", [term, factor], {}, "i32", lanes_shape)
+            position_axes = position_axes | {axis}
+            position = term if position is None else self.b.elementwise(
+                "add", [position, term], {}, "i32", self._shape(position_axes))
+        wide = node.element == "i64"
+        count = "i64" if wide else "i32"
+        base = float(shift + (start if not wide else 0))
+        if position is None:
+            value = self.b.constant(float(shift + start), node.element, self._shape(frozenset()))
+            return Tile(value, frozenset(), node.element)
+        shape = self._shape(position_axes)
+        if base:
+            offset = self.b.constant(base, "i32", self._shape(frozenset()))
+            position = self.b.elementwise("add", [position, offset], {}, "i32", shape)
+        if node.element != "i32":
+            position = self.b.elementwise("cast", [position], {}, node.element, shape)
+        if wide and start:
+            offset = self.b.constant(float(start), count, self._shape(frozenset()))
+            position = self.b.elementwise("add", [position, offset], {}, count, shape)
+        return Tile(position, position_axes, node.element)
 
     def _load(self, source: Node, view: BufferView, index_map: IndexMap, axes: frozenset) -> Tile:
         strides, offset = view.address_map(index_map)

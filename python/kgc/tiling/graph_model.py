@@ -20,7 +20,10 @@ from kgc.op_table import ELEMENTWISE
 # which have no operand and tile like one.
 ELEMENTWISE_OPS = frozenset(ELEMENTWISE) | {"constant"}
 VIEW_OPS = frozenset("transpose reshape broadcast_to slice concat".split())
-SUPPORTED_OPS = ELEMENTWISE_OPS | VIEW_OPS | {"reduce", "matmul"}
+# Ops without operands whose value at an index is known from the index
+# alone: copied into every kernel that reads them, never a kernel's input.
+SOURCE_OPS = frozenset({"constant", "iota"})
+SUPPORTED_OPS = ELEMENTWISE_OPS | VIEW_OPS | SOURCE_OPS | {"reduce", "matmul"}
 
 
 @dataclasses.dataclass(eq=False)
@@ -30,7 +33,7 @@ class Node:
     op: str
     operands: list["Node"]
     shape: tuple[int, ...]
-    element: str  # "f32", "f16", "bf16", "f8E4M3FN" or "f8E5M2"
+    element: str  # "f32", "f16", "bf16", "f8E4M3FN", "f8E5M2", "i1", "i32" or "i64"
     attrs: dict
     value: ir.Value | None = None
     location: ir.Location | None = None
@@ -85,6 +88,11 @@ def node_attrs(op: ir.Operation) -> dict:
         out["dim"] = ir.IntegerAttr(attributes["dim"]).value
     elif name == "constant":
         out["value"] = _float(attributes["value"])
+    elif name == "iota":
+        out["dim"] = ir.IntegerAttr(attributes["dim"]).value
+        out["start"] = ir.IntegerAttr(attributes["start"]).value if "start" in attributes else 0
+    elif name == "cmp":
+        out["predicate"] = _enum_text(attributes, "predicate", None)
     elif name == "clamp":
         out["min"] = _float(attributes["min"]) if "min" in attributes else None
         out["max"] = _float(attributes["max"]) if "max" in attributes else None
@@ -103,7 +111,7 @@ def _enum_text(attributes, name: str, default):
 
     value = ir.IntegerAttr(attributes[name]).value
     enum = {"approximate": kg.GeluApproximation, "precision": kg.Precision,
-            "kind": kg.ReduceKind}[name]
+            "kind": kg.ReduceKind, "predicate": kg.ComparePredicate}[name]
     return str(enum(value))
 
 

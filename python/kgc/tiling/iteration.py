@@ -16,7 +16,7 @@ import dataclasses
 from typing import Sequence
 
 from kgc.tiling.config import KernelConfig
-from kgc.tiling.graph_model import ELEMENTWISE_OPS, Node
+from kgc.tiling.graph_model import ELEMENTWISE_OPS, SOURCE_OPS, Node
 from kgc.tiling.index_maps import BufferView, IndexMap, NotAffine, ceil_div, product
 
 
@@ -124,7 +124,7 @@ def operand_maps(node: Node, index_map: IndexMap, reduce_axes: dict,
     """The map of each operand of `node` when `node` is read at `index_map`
     (None where it cannot be derived here)."""
     op = node.op
-    if op == "constant" or op == "input":
+    if op in SOURCE_OPS or op == "input":
         return []
     if op in ELEMENTWISE_OPS:
         return [index_map.broadcast_from(node.shape, o.shape) for o in node.operands]
@@ -298,6 +298,9 @@ def axes_of(node: Node, index_map: IndexMap, reduce_axes: dict | None = None,
     op = node.op
     if op == "constant":
         result = frozenset()
+    elif op == "iota":
+        # The positions along `dim`: they vary where that index does.
+        result = frozenset(a for a, c in enumerate(index_map.rows[node.attrs["dim"]]) if c != 0)
     elif op == "input":
         strides, _ = BufferView.contiguous(node.shape).address_map(index_map)
         result = frozenset(a for a, s in enumerate(strides) if s != 0)

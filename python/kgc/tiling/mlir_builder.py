@@ -158,6 +158,8 @@ class MlirBuilder(Builder):
             approximate = attributes["approximate"]
             attributes["approximate"] = (None if approximate == "none"
                                          else kg.GeluApproximation[approximate])
+        if attributes.get("predicate") is not None:
+            attributes["predicate"] = kg.ComparePredicate[attributes["predicate"]]
         with self.location:
             return ELEMENTWISE[op].build(tensor_type(shape, element), operands, **attributes)
 
@@ -170,6 +172,10 @@ class MlirBuilder(Builder):
         with self.location:
             return kg.tile_dot(tensor_type(shape, "f32"), a, b, acc,
                                precision=None if precision is None else kg.Precision[precision])
+
+    def lanes(self, offset, axis, shape):
+        with self.location:
+            return kg.TileRangeOp(tensor_type(shape, "i32"), offset, axis).result
 
     def mask(self, offsets, lower, upper, shape):
         i1 = ir.IntegerType.get_signless(1)

@@ -1,0 +1,315 @@
+"""The TorchDynamo backend "kgc": `torch.compile(model, backend="kgc")`.
+
+torch finds it through the `torch_dynamo_backends` entry point (see
+pyproject.toml), so `import kgc` is not needed. For each graph Dynamo
+captures:
+
+1. Without a CUDA device, or when the graph needs autograd (grad mode on and
+   an input that requires grad), the graph runs in PyTorch as captured, with
+   one warning (`KgcFallbackWarning`) saying why.
+2. Otherwise AOTAutograd traces it to aten ops with torch's core ATen
+   decompositions, except the ops kg has whole (softmax, log_softmax,
+   layer_norm, the fused attention ops), so that they reach kgc as one op
+   each.
+3. `kgc.torch.partition` cuts the aten graph into the parts kgc computes and
+   the rest; each part becomes a kernel graph (`kgc.torch.convert`), compiled
+   with `kgc.compile` (mode "default") or `kgc.superoptimize` (mode
+   "max-autotune"), once per distinct graph in a process; the rest stays
+   aten ops that PyTorch runs.
+
+Options: `torch.compile(m, backend="kgc", mode="max-autotune")` or
+`options={"mode": "max-autotune"}`.
+
+Dims torch marks dynamic (a growing KV cache, a varying batch) reach the
+backend as symbols. A partition whose ops keep such a dim's elements apart
+(a batch, rows of a matmul) is compiled per power-of-two bucket of it and
+runs on inputs padded to the bucket (`kgc.torch.buckets`); an op that
+reduces, contracts, slices or joins along a dynamic dim (attention over a
+growing KV cache, its concatenation) stays with PyTorch, the reason naming
+the symbol. Either way a decode loop compiles a bounded number of kernel
+graphs however many lengths it sees, and no result depends on the padding.
+
+A part that kgc fails to compile runs in PyTorch, with a warning naming it;
+a new shape never fails.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.fx
+
+from kgc.diagnostics import KgcError
+from kgc.torch.buckets import BucketedPartition, bucket_of, is_symbolic
+from kgc.torch.convert import (ConvertedGraph, KgcFallbackWarning, Unsupported, convert_graph,
+                               op_name)
+from kgc.torch.partition import plan_partitions
+
+__all__ = ["Backend", "CompiledPartition", "GraphReport", "KgcFallbackWarning", "backend",
+           "reports"]
+
+aten = torch.ops.aten
+MODES = ("default", "max-autotune")
+
+
+def decompositions() -> dict:
+    """torch's core ATen decompositions, less the ops kg has as one op."""
+    from torch._decomp import core_aten_decompositions
+
+    table = dict(core_aten_decompositions())
+    # The CPU's fused attention op too: the CUDA ones are not decomposed
+    # either, so attention reaches the converter as one op on every device.
+    for op in (aten._softmax.default, aten._log_softmax.default, aten.softmax.int,
+               aten.log_softmax.int, aten.native_layer_norm.default,
+               aten._scaled_dot_product_flash_attention_for_cpu.default):
+        table.pop(op, None)
+    return table
+
+
+@dataclasses.dataclass
+class PartitionReport:
+    name: str
+    ops: list[str]  # `aten.mm.default:mm_1`, in graph order
+    kernels: list[str]  # names of the kgc kernels its graph launches (when compiled)
+    kernel_ops: dict[str, list[str]]  # kernel -> the ops it computes (explain)
+    fallback_reason: str | None = None  # set when kgc failed to compile it
+
+
+@dataclasses.dataclass
+class GraphReport:
+    """What the backend did with one graph Dynamo captured."""
+
+    partitions: list[PartitionReport]
+    fallbacks: list[tuple[str, str]]  # (op, why PyTorch computes it)
+    views: list[str] = dataclasses.field(default_factory=list)  # views PyTorch does for free
+    whole_graph_reason: str | None = None  # the whole graph runs in PyTorch
+
+    @property
+    def kernel_count(self) -> int:
+        return sum(len(p.kernels) for p in self.partitions if p.fallback_reason is None)
+
+    @property
+    def fallback_count(self) -> int:
+        return len(self.fallbacks)
+
+
+class CompiledPartition(torch.nn.Module):
+    """One partition of the aten graph, run by kgc: a callable that takes
+    the partition's inputs and returns its results as the partition's FX
+    submodule does."""
+
+    def __init__(self, converted: ConvertedGraph, run: Callable):
+        super().__init__()
+        self.converted = converted
+        self.run = run
+
+    def forward(self, *arguments):
+        results = self.run(*(arguments[i] for i in self.converted.tensor_inputs))
+        if not isinstance(results, tuple):
+            results = (results,)
+        ordered = tuple(results[i] for i in self.converted.result_index)
+        return ordered[0] if self.converted.single_result else ordered
+
+
+_CACHE_LOCK = threading.Lock()
+_COMPILED: dict[tuple[str, str], Any] = {}
+
+
+def compile_kernel_graph(graph, mode: str):
+    """kgc's compile of a converted partition, once per distinct graph text
+    and mode in this process (superoptimize keeps its own cache across
+    processes)."""
+    import kgc
+
+    key = (graph.to_mlir(), mode)
+    with _CACHE_LOCK:
+        if key not in _COMPILED:
+            _COMPILED[key] = (kgc.superoptimize(graph) if mode == "max-autotune"
+                              else kgc.compile(graph))
+        return _COMPILED[key]
+
+
+def _kernel_names(compiled) -> list[str]:
+    kernels = getattr(compiled, "kernels", None)
+    return [kernel.name for kernel in kernels()] if callable(kernels) else []
+
+
+class Backend:
+    """A kgc backend for `torch.compile`. `backend` is the one registered
+    under the name "kgc"; tests make others that compile kernel graphs their
+    own way (`compile_graph(graph, mode) -> callable on tensors`), that
+    partition graphs on CPU tensors (`devices=None`), or that only describe
+    the partitions and their kernels and leave them to PyTorch
+    (`run_kernels=False`, `describe_kernels=True`: explain)."""
+
+    def __init__(self, compile_graph: Callable = compile_kernel_graph,
+                 devices: tuple[str, ...] | None = ("cuda",),
+                 require_cuda: bool = True, describe_kernels: bool = False,
+                 run_kernels: bool = True):
+        self.compile_graph = compile_graph
+        self.run_kernels = run_kernels
+        self.devices = devices
+        self.require_cuda = require_cuda
+        self.describe_kernels = describe_kernels
+        self.reports: list[GraphReport] = []
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs, *, mode: str | None = None,
+                 options: dict | None = None):
+        mode = _resolve_mode(mode, options)
+        reason = self._whole_graph_reason(example_inputs)
+        if reason is not None:
+            warnings.warn(f"kgc: {reason}; the graph runs in PyTorch", KgcFallbackWarning,
+                          stacklevel=2)
+            self.reports.append(GraphReport([], [], whole_graph_reason=reason))
+            return gm.forward
+        from torch._dynamo.backends.common import aot_autograd
+        from torch._functorch.aot_autograd import make_boxed_func
+
+        def compile_aten(aten_module: torch.fx.GraphModule, inputs):
+            return make_boxed_func(self.compile_aten(aten_module, mode))
+
+        return aot_autograd(fw_compiler=compile_aten, decompositions=decompositions)(
+            gm, example_inputs)
+
+    def _whole_graph_reason(self, example_inputs) -> str | None:
+        if self.require_cuda and not torch.cuda.is_available():
+            return "no CUDA device is available (kgc kernels run on CUDA GPUs)"
+        if torch.is_grad_enabled() and any(
+                isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs):
+            return ("the graph needs autograd (grad mode is on and an input requires grad); "
+                    "kgc compiles inference graphs: call the model under torch.no_grad() or "
+                    "torch.inference_mode()")
+        return None
+
+    def compile_aten(self, module: torch.fx.GraphModule, mode: str = "default"):
+        """The aten graph with its supported partitions replaced by kgc
+        kernel graphs; returns a callable on the graph's flat inputs."""
+        plan = plan_partitions(module, self.devices)
+        report = GraphReport([], [(f"{op_name(n)}:{n.name}", why)
+                                  for n, why in plan.fallbacks.items()],
+                             [f"{op_name(n)}:{n.name}" for n in plan.views])
+        self.reports.append(report)
+        if not plan.partitions:
+            return module.forward
+        from torch.fx.passes.utils.fuser_utils import fuse_by_partitions
+
+        fused = fuse_by_partitions(module, [dict.fromkeys(p) for p in plan.partitions],
+                                   prefix="kgc_partition_")
+        for name, submodule in list(fused.named_children()):
+            if not name.startswith("kgc_partition_"):
+                continue
+            graph_name = f"kgc_{len(report.partitions)}"
+            try:
+                if is_symbolic(submodule):
+                    partition, converted = self._bucketed(submodule, graph_name, mode, report)
+                else:
+                    converted = convert_graph(submodule, graph_name)
+                    partition = None
+                    if self.run_kernels:
+                        partition = CompiledPartition(
+                            converted, self.compile_graph(converted.graph, mode))
+            except (Unsupported, KgcError) as error:
+                ops = [f"{op_name(n)}:{n.name}" for n in submodule.graph.nodes
+                       if n.op == "call_function"]
+                warnings.warn(f"kgc: partition {graph_name} ({len(ops)} ops) runs in PyTorch: "
+                              f"{error}", KgcFallbackWarning, stacklevel=2)
+                report.partitions.append(PartitionReport(graph_name, ops, [], {}, str(error)))
+                continue
+            kernel_ops = _kernel_ops(converted.graph) if self.describe_kernels else {}
+            kernels = [] if isinstance(partition, BucketedPartition) else \
+                _kernel_names(partition.run) if partition is not None else list(kernel_ops)
+            report.partitions.append(PartitionReport(graph_name, converted.ops, kernels,
+                                                     kernel_ops))
+            if isinstance(partition, BucketedPartition):
+                partition.report = report.partitions[-1]
+            if partition is not None:
+                setattr(fused, name, partition)
+        fused.recompile()
+        return fused.forward
+
+
+    def _bucketed(self, submodule, graph_name: str, mode: str, report: GraphReport):
+        """A partition with dynamic extents, compiled per bucket on use; it
+        is converted here at the bucket of its example sizes, so that what
+        cannot convert falls back now."""
+
+        def record(compiled):
+            if partition.report is not None:
+                for kernel in _kernel_names(compiled):
+                    if kernel not in partition.report.kernels:
+                        partition.report.kernels.append(kernel)
+
+        partition = BucketedPartition(submodule, graph_name, self.compile_graph, mode, record)
+        hints = {}
+        for symbol, (index, dim) in partition.sources.items():
+            value = partition.placeholders[index].meta["val"]
+            size = value if dim is None else value.shape[dim]
+            hints[symbol] = bucket_of(size.node.hint)
+        converted = partition.convert(hints)
+        return (partition if self.run_kernels else None), converted
+
+
+def _kernel_ops(graph) -> dict[str, list[str]]:
+    """kernel name -> the aten ops (by origin) whose kg ops kg-fuse put in
+    it: the graph cut into kernels as kgc's default pipeline cuts it."""
+    from mlir import ir
+
+    from kgc.pipeline import Pipeline
+    from kgc.pipeline.stages import fusion_pipeline_text
+
+    module = graph.build()
+    with module.context:
+        Pipeline.parse(fusion_pipeline_text()).run(module)
+    kernels: dict[str, list[str]] = {}
+
+    def origin(location) -> str | None:
+        # Graph.origin's NameLoc: loc("aten.mm.default:mm_1"(<file location>)).
+        text = str(location)
+        if not text.startswith('loc("') or '"(' not in text:
+            return None
+        return text[5:text.index('"(')]
+
+    for op in module.regions[0].blocks[0].operations:
+        for inner in op.regions[0].blocks[0].operations:
+            if inner.operation.name != "kg.kernel":
+                continue
+            name = ir.StringAttr(inner.attributes["sym_name"]).value
+            seen: list[str] = []
+            for body_op in inner.regions[0].blocks[0].operations:
+                if body_op.operation.name == "kg.constant":
+                    continue  # shared by the ops CSE merged them for
+                found = origin(body_op.location)
+                if found is not None and found not in seen:
+                    seen.append(found)
+            kernels[name] = seen
+    return kernels
+
+
+def _resolve_mode(mode: str | None, options: dict | None) -> str:
+    options = dict(options or {})
+    chosen = options.pop("mode", None) or mode or "default"
+    if options:
+        raise KgcError(f"kgc backend: unknown options {', '.join(sorted(options))} "
+                       "(it takes mode)")
+    if chosen not in MODES:
+        raise KgcError(f"kgc backend: unknown mode {chosen!r}; choose one of {', '.join(MODES)}")
+    return chosen
+
+
+_DEFAULT = Backend()
+
+
+def backend(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None = None,
+            options: dict | None = None):
+    """The "kgc" backend of `torch.compile`."""
+    return _DEFAULT(gm, example_inputs, mode=mode, options=options)
+
+
+def reports() -> list[GraphReport]:
+    """What the "kgc" backend did with each graph it was given, in order."""
+    return _DEFAULT.reports

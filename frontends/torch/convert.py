@@ -1,0 +1,836 @@
+"""aten ops of an FX graph as kg ops: the table of converters.
+
+    CONVERTERS[aten.mm.default](context, node, {"input": a, "mat2": b})
+
+Each row of `CONVERTERS` maps an aten overload to a function that records
+the op on a `kgc.Graph` from its arguments, bound by name as the op's schema
+names them (tensors already converted to `kgc.Tensor`s, everything else as
+the Python value the FX node holds), and returns the kg tensor (or a tuple of
+them for an op of several results, None where kgc does not compute one). A
+converter raises `Unsupported` with the reason when kgc cannot compute the
+op as torch does (an argument it has no form for, a dtype kg lacks); the op
+then stays with PyTorch. `unsupported_reason(node)` asks the same question of
+one node without a graph at hand: it converts the node alone, on inputs of
+its operands' shapes and dtypes, so that what the partitioner accepts is
+exactly what the converter builds.
+
+Semantics follow eager PyTorch's: half-precision math is computed in f32 and
+rounded once per op (kg does the same for its elementwise ops); where a
+torch op does several steps in f32 before rounding (log_softmax, var,
+scalars that the tensor's dtype cannot hold) the converter casts to f32,
+does the steps and casts back once.
+
+Ops that need integer or boolean tensors (comparisons, where, arange) have a
+row each that records the op once `kgc.Graph` has it, and until then reports
+that it is not supported by kgc yet.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import math
+import operator
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.fx
+from torch.fx.operator_schemas import normalize_function
+
+from kgc.graph import Graph, GraphError, Tensor
+
+__all__ = ["CONVERTERS", "ConvertedGraph", "KgcFallbackWarning", "Unsupported", "convert_graph",
+           "is_compute", "size_bindings", "static_shape", "unsupported_reason"]
+
+aten = torch.ops.aten
+prims = torch.ops.prims
+
+
+class Unsupported(Exception):
+    """An op kgc does not compute; the message says why."""
+
+
+class KgcFallbackWarning(UserWarning):
+    """A graph, or part of one, that runs in PyTorch instead of kgc."""
+
+
+# torch dtype -> kg element type, for the dtypes kg tensors hold.
+_KG_DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
+# Ops that only rename or re-lay out elements: they never make a partition
+# worth a kernel on their own, and PyTorch does them without copying.
+_LAYOUT_OPS: set = set()
+
+
+@dataclasses.dataclass
+class Context:
+    """The graph being recorded and the node being converted."""
+
+    graph: Graph
+    node: torch.fx.Node
+
+    @property
+    def value(self):
+        """The node's example value (a FakeTensor, or a tuple of them)."""
+        return self.node.meta.get("val")
+
+    @property
+    def out_dtype(self) -> str:
+        value = self.value
+        if isinstance(value, (tuple, list)):
+            value = value[0]
+        return kg_dtype(value.dtype, f"result of {op_name(self.node)}")
+
+    @property
+    def out_shape(self) -> tuple[int, ...]:
+        value = self.value
+        if isinstance(value, (tuple, list)):
+            value = value[0]
+        return static_shape(value.shape, f"result of {op_name(self.node)}")
+
+
+Converter = Callable[[Context, dict[str, Any]], Any]
+CONVERTERS: dict[Any, Converter] = {}
+
+
+def converts(*targets, layout: bool = False):
+    """Registers a converter for aten overloads `targets`; `layout` marks
+    ops that move no data by themselves (views, copies, casts of a dtype to
+    itself)."""
+    def register(function: Converter) -> Converter:
+        for target in targets:
+            CONVERTERS[target] = function
+            if layout:
+                _LAYOUT_OPS.add(target)
+        return function
+    return register
+
+
+def op_name(node: torch.fx.Node) -> str:
+    """`aten.mm.default`, as explain prints an op."""
+    target = node.target
+    if isinstance(target, torch._ops.OpOverload):
+        return f"{target.namespace}.{target._opname}.{target._overloadname}"
+    return getattr(target, "__name__", str(target))
+
+
+def kg_dtype(dtype: torch.dtype, what: str) -> str:
+    if dtype in _KG_DTYPES:
+        return _KG_DTYPES[dtype]
+    if dtype in (torch.bool, torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8):
+        raise Unsupported(f"{what} is {dtype}: integer and boolean tensors are not supported "
+                          "by kgc yet")
+    raise Unsupported(f"{what} is {dtype}: kg tensors hold f32, f16 and bf16")
+
+
+# Values of the symbolic sizes while a graph is converted for one bucket of
+# them (kgc.torch.buckets): symbol -> int. None: symbolic sizes are refused.
+_SIZES: contextvars.ContextVar[dict | None] = contextvars.ContextVar("kgc_torch_sizes",
+                                                                    default=None)
+
+
+@contextlib.contextmanager
+def size_bindings(sizes: dict):
+    """Converts with each symbolic size that is a bare symbol of `sizes`
+    taken as its value there."""
+    token = _SIZES.set(sizes)
+    try:
+        yield
+    finally:
+        _SIZES.reset(token)
+
+
+def _bound_size(d, what: str) -> int:
+    """The int a SymInt stands for: a constant, or a bare symbol bound by
+    `size_bindings`. Reading it never makes torch specialize the graph (no
+    guard is added): that would recompile it for every new value."""
+    from torch.fx.experimental.symbolic_shapes import is_concrete_int
+
+    if is_concrete_int(d):
+        return int(d)
+    sizes = _SIZES.get()
+    expression = d.node.expr
+    if sizes is not None and expression in sizes:
+        return sizes[expression]
+    raise Unsupported(f"{what} has dynamic extent {d} (marked dynamic by torch); kgc kernels "
+                      "take static shapes, or buckets of a dynamic extent that each op keeps "
+                      "apart")
+
+
+def static_shape(shape, what: str) -> tuple[int, ...]:
+    """The dims as ints (symbolic ones as `size_bindings` gives them)."""
+    return tuple(_bound_size(d, what) if isinstance(d, torch.SymInt) else d for d in shape)
+
+
+def _static_value(value, what: str):
+    """A Python int/float/bool, or a list of them, from an FX argument (a
+    symbolic size as `size_bindings` gives it)."""
+    if isinstance(value, (list, tuple)):
+        return type(value)(_static_value(v, what) for v in value)
+    if isinstance(value, torch.SymInt):
+        return _bound_size(value, what)
+    if isinstance(value, (torch.SymFloat, torch.SymBool)):
+        raise Unsupported(f"{what} {value} is symbolic; kgc kernels take static values")
+    return value
+
+
+# --------------------------------------------------------------------------
+# Helpers shared by the converters
+# --------------------------------------------------------------------------
+
+
+def _cast(graph: Graph, x: Tensor, dtype: str) -> Tensor:
+    return x if x.dtype == dtype else graph.cast(x, dtype)
+
+
+def _exact_in(value: float, dtype: str) -> bool:
+    """Whether `value` is held exactly by a kg constant of `dtype`."""
+    torch_dtype = {v: k for k, v in _KG_DTYPES.items()}[dtype]
+    if not math.isfinite(value):
+        return True
+    return torch.tensor(value, dtype=torch.float64).to(torch_dtype).double().item() == value
+
+
+def _number(value, what: str) -> float:
+    value = _static_value(value, what)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise Unsupported(f"{what} {value!r} is not a real number")
+    return float(value)
+
+
+def _binary(ctx: Context, kind: str, lhs, rhs, alpha=1) -> Tensor:
+    """`lhs <kind> alpha * rhs` with torch's promotion: tensors are cast to
+    the result dtype; a Python number the result dtype cannot hold exactly
+    (and alpha) is applied in f32, as torch's f32 op math does, and the
+    result rounded once."""
+    graph, dtype = ctx.graph, ctx.out_dtype
+    method = getattr(graph, kind)
+    operands = []
+    exact = True
+    for role, value in (("lhs", lhs), ("rhs", rhs)):
+        if isinstance(value, Tensor):
+            operands.append(_cast(graph, value, dtype))
+        else:
+            number = _number(value, f"{op_name(ctx.node)} {role}")
+            operands.append(number)
+            exact = exact and _exact_in(number, dtype)
+    alpha = _number(alpha, f"{op_name(ctx.node)} alpha")
+    if exact and alpha == 1:
+        return method(*operands)
+    wide = [graph.cast(v, "f32") if isinstance(v, Tensor) and dtype != "f32" else v
+            for v in operands]
+    if alpha != 1:
+        wide[1] = graph.mul(wide[1], alpha) if isinstance(wide[1], Tensor) else wide[1] * alpha
+    if not any(isinstance(v, Tensor) for v in wide):
+        raise Unsupported(f"{op_name(ctx.node)} has no tensor operand")
+    return _cast(graph, method(*wide), dtype)
+
+
+def _dims(dim, rank: int, what: str) -> list[int]:
+    """Reduced dimensions: None or [] means all of them, as torch reads it."""
+    dim = _static_value(dim, what)
+    if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
+        return list(range(rank))
+    if isinstance(dim, int):
+        dim = [dim]
+    return [d % rank if rank else 0 for d in dim]
+
+
+def _as_shape(ctx: Context, x: Tensor) -> Tensor:
+    """x reshaped to the node's result shape (squeeze, unsqueeze, view)."""
+    shape = ctx.out_shape
+    return x if x.shape == shape else ctx.graph.reshape(x, shape)
+
+
+# --------------------------------------------------------------------------
+# Elementwise
+# --------------------------------------------------------------------------
+
+for _kind, _targets in {
+    "add": (aten.add.Tensor, aten.add.Scalar),
+    "sub": (aten.sub.Tensor, aten.sub.Scalar),
+}.items():
+    def _make(kind):
+        def convert(ctx, a):
+            return _binary(ctx, kind, a["input"], a["other"], a.get("alpha", 1))
+        return convert
+    converts(*_targets)(_make(_kind))
+
+for _kind, _targets in {
+    "mul": (aten.mul.Tensor, aten.mul.Scalar),
+    "div": (aten.div.Tensor, aten.div.Scalar),
+    "maximum": (aten.maximum.default,),
+    "minimum": (aten.minimum.default,),
+}.items():
+    def _make(kind):
+        def convert(ctx, a):
+            return _binary(ctx, kind, a["input"], a["other"])
+        return convert
+    converts(*_targets)(_make(_kind))
+
+
+@converts(aten.rsub.Scalar, aten.rsub.Tensor)
+def _rsub(ctx, a):
+    if a.get("alpha", 1) != 1:
+        raise Unsupported(f"{op_name(ctx.node)} with alpha {a['alpha']!r}")
+    return _binary(ctx, "sub", a["other"], a["input"])
+
+
+for _kind, _targets in {
+    "neg": (aten.neg.default,), "relu": (aten.relu.default,),
+    "sigmoid": (aten.sigmoid.default,), "tanh": (aten.tanh.default,),
+    "exp": (aten.exp.default,), "log": (aten.log.default,), "sqrt": (aten.sqrt.default,),
+    "rsqrt": (aten.rsqrt.default,), "abs": (aten.abs.default,),
+    "reciprocal": (aten.reciprocal.default,), "silu": (aten.silu.default,),
+}.items():
+    def _make(kind):
+        def convert(ctx, a):
+            x = a["input"]
+            _require_tensor(ctx, x)
+            return getattr(ctx.graph, kind)(_cast(ctx.graph, x, ctx.out_dtype))
+        return convert
+    converts(*_targets)(_make(_kind))
+
+
+def _require_tensor(ctx: Context, x) -> None:
+    if not isinstance(x, Tensor):
+        raise Unsupported(f"{op_name(ctx.node)} of {x!r}: needs a tensor")
+
+
+@converts(aten.gelu.default)
+def _gelu(ctx, a):
+    return ctx.graph.gelu(a["input"], approximate=a.get("approximate", "none"))
+
+
+@converts(aten.clamp.default)
+def _clamp(ctx, a):
+    low, high = a.get("min"), a.get("max")
+    return ctx.graph.clamp(a["input"],
+                           None if low is None else _number(low, "clamp min"),
+                           None if high is None else _number(high, "clamp max"))
+
+
+# torch's pow by these exponents is the dedicated op (its CUDA kernel
+# special-cases them the same way).
+_POWERS = {2.0: "square", 0.5: "sqrt", -0.5: "rsqrt", -1.0: "reciprocal", 1.0: None}
+
+
+@converts(aten.pow.Tensor_Scalar)
+def _pow_scalar(ctx, a):
+    x, exponent = a["input"], _number(a["exponent"], "pow exponent")
+    x = _cast(ctx.graph, x, ctx.out_dtype)
+    if exponent in _POWERS:
+        kind = _POWERS[exponent]
+        return x if kind is None else getattr(ctx.graph, kind)(x)
+    return _binary(ctx, "pow", x, exponent)
+
+
+@converts(aten.pow.Tensor_Tensor)
+def _pow_tensor(ctx, a):
+    return _binary(ctx, "pow", a["input"], a["exponent"])
+
+
+# --------------------------------------------------------------------------
+# Matmuls
+# --------------------------------------------------------------------------
+
+
+@converts(aten.mm.default, aten.bmm.default, aten.matmul.default)
+def _mm(ctx, a):
+    other = a.get("mat2", a.get("other"))
+    return ctx.graph.matmul(a["input"], other)
+
+
+@converts(aten.addmm.default)
+def _addmm(ctx, a):
+    graph = ctx.graph
+    product = graph.matmul(a["mat1"], a["mat2"])
+    beta, alpha = _number(a.get("beta", 1), "addmm beta"), _number(a.get("alpha", 1), "addmm alpha")
+    if alpha != 1:
+        product = graph.mul(product, alpha)
+    bias = a["input"]
+    if beta == 0:
+        return product
+    if beta != 1:
+        bias = graph.mul(bias, beta)
+    return graph.add(product, bias)
+
+
+# --------------------------------------------------------------------------
+# Reductions and normalizations
+# --------------------------------------------------------------------------
+
+
+def _reduction(kind: str):
+    def convert(ctx, a):
+        x = a["input"]
+        dims = _dims(a.get("dim"), x.ndim, f"{op_name(ctx.node)} dim")
+        if a.get("dtype") is not None:
+            x = _cast(ctx.graph, x, kg_dtype(a["dtype"], f"{op_name(ctx.node)} dtype"))
+        if not x.ndim:
+            return x
+        result = getattr(ctx.graph, kind)(x, dims, keepdim=bool(a.get("keepdim", False)))
+        return _cast(ctx.graph, result, ctx.out_dtype)
+    return convert
+
+
+converts(aten.sum.dim_IntList, aten.sum.default)(_reduction("sum"))
+converts(aten.mean.dim, aten.mean.default)(_reduction("mean"))
+converts(aten.amax.default)(_reduction("max"))
+converts(aten.amin.default)(_reduction("min"))
+
+
+@converts(aten.var.correction, aten.var.dim)
+def _var(ctx, a):
+    graph, x = ctx.graph, a["input"]
+    dims = _dims(a.get("dim"), x.ndim, "var dim")
+    correction = a.get("correction")
+    if correction is None:
+        correction = 1 if a.get("unbiased", True) else 0
+    count = math.prod(x.shape[d] for d in dims)
+    divisor = count - _number(correction, "var correction")
+    if divisor <= 0:
+        raise Unsupported(f"var over {count} elements with correction {correction}")
+    wide = _cast(graph, x, "f32")
+    centered = graph.sub(wide, graph.mean(wide, dims, keepdim=True))
+    total = graph.sum(graph.square(centered), dims, keepdim=bool(a.get("keepdim", False)))
+    return _cast(graph, graph.div(total, divisor), ctx.out_dtype)
+
+
+@converts(aten._softmax.default, aten.softmax.int)
+def _softmax(ctx, a):
+    x = _cast(ctx.graph, a["input"], ctx.out_dtype)
+    return ctx.graph.softmax(x, a["dim"])
+
+
+@converts(aten._log_softmax.default, aten.log_softmax.int)
+def _log_softmax(ctx, a):
+    graph = ctx.graph
+    x = _cast(graph, a["input"], "f32")
+    dim = a["dim"]
+    shifted = graph.sub(x, graph.max(x, dim, keepdim=True))
+    result = graph.sub(shifted, graph.log(graph.sum(graph.exp(shifted), dim, keepdim=True)))
+    return _cast(graph, result, ctx.out_dtype)
+
+
+def _first_result_only(ctx: Context, names: str) -> None:
+    """Ops of several results convert when only the first is used (the
+    others, such as a norm's saved statistics, are for autograd)."""
+    for user in ctx.node.users:
+        if user.target is not operator.getitem or user.args[1] != 0:
+            raise Unsupported(f"{op_name(ctx.node)}: its {names} are used; kgc computes only "
+                              "its first result")
+
+
+@converts(aten.native_layer_norm.default)
+def _layer_norm(ctx, a):
+    _first_result_only(ctx, "mean and rstd")
+    x = a["input"]
+    shape = tuple(_static_value(a["normalized_shape"], "normalized_shape"))
+    result = ctx.graph.layer_norm(x, a.get("weight"), a.get("bias"), eps=a["eps"],
+                                  normalized_shape=shape)
+    return (result, None, None)
+
+
+@converts(aten.rms_norm.default)
+def _rms_norm(ctx, a):
+    x = a["input"]
+    shape = tuple(_static_value(a["normalized_shape"], "normalized_shape"))
+    eps = a.get("eps")
+    if eps is None:
+        eps = torch.finfo({v: k for k, v in _KG_DTYPES.items()}[x.dtype]).eps
+    return ctx.graph.rms_norm(x, a.get("weight"), eps=eps, normalized_shape=shape)
+
+
+# --------------------------------------------------------------------------
+# Attention: matmul, softmax, matmul
+# --------------------------------------------------------------------------
+
+
+def _attention(graph: Graph, q: Tensor, k: Tensor, v: Tensor, mask, is_causal: bool,
+               scale, dropout: float) -> Tensor:
+    """softmax(q @ k^T * scale + mask) @ v, the scores in f32 as the fused
+    kernels keep them; the probabilities in the inputs' dtype, as the fused
+    kernels feed them to the second matmul."""
+    if dropout:
+        raise Unsupported(f"attention with dropout {dropout}")
+    if is_causal:
+        raise Unsupported("attention with is_causal needs iota and where, which are not "
+                          "supported by kgc yet; pass the causal mask as a tensor")
+    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
+        raise Unsupported("attention on tensors of rank other than 4")
+    if q.shape[1] != k.shape[1]:
+        raise Unsupported(f"attention with {q.shape[1]} query heads over {k.shape[1]} key "
+                          "heads (enable_gqa); broadcast K and V over the query heads first")
+    head = q.shape[-1]
+    scale = 1.0 / math.sqrt(head) if scale is None else _number(scale, "attention scale")
+    scores = graph.matmul(q, graph.transpose(k, (0, 1, 3, 2)), out_dtype="f32")
+    scores = graph.mul(scores, scale)
+    if isinstance(mask, Tensor):
+        scores = graph.add(scores, _cast(graph, mask, "f32"))
+    elif mask is not None:
+        raise Unsupported(f"attention mask {mask!r}")
+    probabilities = _cast(graph, graph.softmax(scores, -1), q.dtype)
+    return graph.matmul(probabilities, v)
+
+
+@converts(aten._scaled_dot_product_flash_attention.default)
+def _flash_attention(ctx, a):
+    _first_result_only(ctx, "logsumexp and philox state")
+    out = _attention(ctx.graph, a["query"], a["key"], a["value"], None, a.get("is_causal"),
+                     a.get("scale"), a.get("dropout_p", 0.0))
+    return (out,) + (None,) * 8
+
+
+@converts(aten._scaled_dot_product_efficient_attention.default,
+          aten._scaled_dot_product_cudnn_attention.default)
+def _biased_attention(ctx, a):
+    _first_result_only(ctx, "logsumexp and philox state")
+    out = _attention(ctx.graph, a["query"], a["key"], a["value"], a.get("attn_bias"),
+                     a.get("is_causal"), a.get("scale"), a.get("dropout_p", 0.0))
+    return (out,) + (None,) * 8
+
+
+@converts(aten._scaled_dot_product_flash_attention_for_cpu.default)
+def _cpu_attention(ctx, a):
+    _first_result_only(ctx, "logsumexp")
+    out = _attention(ctx.graph, a["query"], a["key"], a["value"], a.get("attn_mask"),
+                     a.get("is_causal"), a.get("scale"), a.get("dropout_p", 0.0))
+    return (out, None)
+
+
+@converts(aten.scaled_dot_product_attention.default)
+def _sdpa(ctx, a):
+    if a.get("enable_gqa"):
+        raise Unsupported("scaled_dot_product_attention with enable_gqa; broadcast K and V "
+                          "over the query heads first")
+    return _attention(ctx.graph, a["query"], a["key"], a["value"], a.get("attn_mask"),
+                      a.get("is_causal"), a.get("scale"), a.get("dropout_p", 0.0))
+
+
+# --------------------------------------------------------------------------
+# Views, copies, casts and constants
+# --------------------------------------------------------------------------
+
+
+@converts(aten.view.default, aten._unsafe_view.default, aten.reshape.default,
+          aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default,
+          layout=True)
+def _reshape(ctx, a):
+    return _as_shape(ctx, a["input"])
+
+
+@converts(aten.permute.default, layout=True)
+def _permute(ctx, a):
+    x = a["input"]
+    perm = [d % x.ndim for d in _static_value(a["dims"], "permute dims")]
+    return x if perm == list(range(x.ndim)) else ctx.graph.transpose(x, perm)
+
+
+@converts(aten.t.default, aten.transpose.int, layout=True)
+def _transpose(ctx, a):
+    x = a["input"]
+    if x.ndim < 2 and "dim0" not in a:
+        return x
+    perm = list(range(x.ndim))
+    first, second = (a["dim0"] % x.ndim, a["dim1"] % x.ndim) if "dim0" in a else (0, 1)
+    perm[first], perm[second] = perm[second], perm[first]
+    return x if perm == list(range(x.ndim)) else ctx.graph.transpose(x, perm)
+
+
+@converts(aten.expand.default, layout=True)
+def _expand(ctx, a):
+    x, shape = a["input"], ctx.out_shape
+    return x if x.shape == shape else ctx.graph.broadcast_to(x, shape)
+
+
+@converts(aten.slice.Tensor, layout=True)
+def _slice(ctx, a):
+    x = a["input"]
+    dim = _static_value(a.get("dim", 0), "slice dim") % x.ndim
+    size = x.shape[dim]
+    start, step = _static_value(a.get("start"), "slice start"), a.get("step", 1)
+    start = 0 if start is None else start
+    start = max(0, min(size, start + size if start < 0 else start))
+    count = ctx.out_shape[dim]
+    if count == size:
+        return x
+    if count == 0:
+        raise Unsupported("slice of no elements")
+    offsets = [0] * x.ndim
+    offsets[dim] = start
+    strides = [1] * x.ndim
+    strides[dim] = _static_value(step, "slice step")
+    return ctx.graph.slice(x, offsets, ctx.out_shape, strides)
+
+
+@converts(aten.select.int, layout=True)
+def _select(ctx, a):
+    x = a["input"]
+    dim = a["dim"] % x.ndim
+    index = a["index"] % x.shape[dim]
+    offsets, sizes = [0] * x.ndim, list(x.shape)
+    offsets[dim], sizes[dim] = index, 1
+    return _as_shape(ctx, ctx.graph.slice(x, offsets, sizes))
+
+
+# An empty tensor (an empty KV cache before the first step) is no input of a
+# kernel graph: kgc kernels need an element in every tensor. Concatenation
+# leaves it out; any other op on one stays with PyTorch.
+EMPTY = "empty tensor"
+
+
+@converts(aten.cat.default)
+def _cat(ctx, a):
+    tensors = [t for t in a["tensors"] if t is not EMPTY]
+    if not tensors or not all(isinstance(t, Tensor) for t in tensors):
+        raise Unsupported("cat of values that are not tensors")
+    dtype = ctx.out_dtype
+    tensors = [_cast(ctx.graph, t, dtype) for t in tensors]
+    if len(tensors) == 1:
+        return tensors[0]
+    return ctx.graph.concat(tensors, a.get("dim", 0))
+
+
+@converts(aten.clone.default, aten.alias.default, aten.lift_fresh_copy.default,
+          aten.contiguous.default, layout=True)
+def _copy(ctx, a):
+    return a["input"]
+
+
+@converts(aten._to_copy.default, prims.convert_element_type.default, layout=True)
+def _to_copy(ctx, a):
+    x = a.get("input", a.get("a"))
+    device = a.get("device")
+    if device is not None and torch.device(device) != ctx.value.device:
+        raise Unsupported(f"copy to device {device}")
+    return _cast(ctx.graph, x, ctx.out_dtype)
+
+
+@converts(aten.full.default, aten.scalar_tensor.default)
+def _full(ctx, a):
+    value = _number(a.get("fill_value", a.get("s")), f"{op_name(ctx.node)} value")
+    return ctx.graph.constant(value, ctx.out_shape, ctx.out_dtype)
+
+
+@converts(aten.full_like.default, aten.zeros_like.default, aten.ones_like.default)
+def _full_like(ctx, a):
+    value = {aten.zeros_like.default: 0.0, aten.ones_like.default: 1.0}.get(ctx.node.target)
+    if value is None:
+        value = _number(a["fill_value"], "full_like value")
+    return ctx.graph.constant(value, ctx.out_shape, ctx.out_dtype)
+
+
+# --------------------------------------------------------------------------
+# Integer and boolean ops: a row each, recorded once kgc.Graph has the op
+# --------------------------------------------------------------------------
+
+
+def _graph_op(graph: Graph, name: str, node: torch.fx.Node):
+    method = getattr(graph, name, None)
+    if method is None:
+        raise Unsupported(f"{op_name(node)} is not supported by kgc yet")
+    return method
+
+
+for _kind, _targets in {
+    "eq": (aten.eq.Tensor, aten.eq.Scalar), "ne": (aten.ne.Tensor, aten.ne.Scalar),
+    "lt": (aten.lt.Tensor, aten.lt.Scalar), "le": (aten.le.Tensor, aten.le.Scalar),
+    "gt": (aten.gt.Tensor, aten.gt.Scalar), "ge": (aten.ge.Tensor, aten.ge.Scalar),
+    "logical_and": (aten.logical_and.default,), "logical_or": (aten.logical_or.default,),
+}.items():
+    def _make(kind):
+        def convert(ctx, a):
+            return _graph_op(ctx.graph, kind, ctx.node)(a["input"], a["other"])
+        return convert
+    converts(*_targets)(_make(_kind))
+
+
+@converts(aten.logical_not.default)
+def _logical_not(ctx, a):
+    return _graph_op(ctx.graph, "logical_not", ctx.node)(a["input"])
+
+
+@converts(aten.where.self)
+def _where(ctx, a):
+    return _graph_op(ctx.graph, "where", ctx.node)(a["condition"], a["input"], a["other"])
+
+
+@converts(aten.arange.start_step, aten.arange.default, prims.iota.default)
+def _arange(ctx, a):
+    iota = _graph_op(ctx.graph, "iota", ctx.node)
+    (length,) = ctx.out_shape
+    start, step = _static_value(a.get("start", 0), "start"), _static_value(a.get("step", 1), "step")
+    return iota(length, start=start, step=step, dtype=ctx.out_dtype)
+
+
+# --------------------------------------------------------------------------
+# Nodes
+# --------------------------------------------------------------------------
+
+
+def is_compute(node: torch.fx.Node) -> bool:
+    """Whether the node computes (a kernel is worth making for it): not a
+    view, copy or same-dtype cast, nor a getitem of a result."""
+    if node.target is operator.getitem or node.target in _LAYOUT_OPS:
+        if node.target in (aten._to_copy.default, prims.convert_element_type.default):
+            source = node.args[0]
+            return (isinstance(source, torch.fx.Node) and "val" in source.meta
+                    and source.meta["val"].dtype != node.meta["val"].dtype)
+        return False
+    return True
+
+
+def _bind(node: torch.fx.Node, values: dict[torch.fx.Node, Any]) -> dict[str, Any]:
+    """The node's arguments by schema name, FX nodes replaced by `values`."""
+    args = torch.fx.node.map_arg(node.args, lambda n: values[n])
+    kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: values[n])
+    bound = normalize_function(node.target, args, kwargs, normalize_to_only_use_kwargs=True)
+    if bound is None:
+        raise Unsupported(f"{op_name(node)}: its arguments do not match its schema")
+    named = dict(bound.kwargs)
+    if "self" in named:
+        named["input"] = named.pop("self")
+    return named
+
+
+def _check_tensors(node: torch.fx.Node) -> None:
+    """Every tensor the node reads and makes has a kg dtype and static
+    shape."""
+    for index, argument in enumerate(node.all_input_nodes):
+        value = argument.meta.get("val")
+        if isinstance(value, torch.Tensor):
+            kg_dtype(value.dtype, f"operand #{index} ({argument.name})")
+            shape = static_shape(value.shape, f"operand #{index} ({argument.name})")
+            if 0 in shape and node.target is not aten.cat.default:
+                raise Unsupported(f"operand #{index} ({argument.name}) is empty {shape}")
+        elif isinstance(value, torch.SymInt):
+            _bound_size(value, f"operand {argument.name}")
+        elif isinstance(value, torch.SymFloat):
+            raise Unsupported(f"operand {argument.name} is a symbolic float")
+    value = node.meta.get("val")
+    results = value if isinstance(value, (tuple, list)) else (value,)
+    first = results[0] if results else None
+    if not isinstance(first, torch.Tensor):
+        raise Unsupported("its result is not a tensor")
+    kg_dtype(first.dtype, "its result")
+    if 0 in static_shape(first.shape, "its result"):
+        raise Unsupported(f"its result is empty {tuple(first.shape)}")
+
+
+def convert_node(graph: Graph, node: torch.fx.Node, values: dict[torch.fx.Node, Any]):
+    """Records `node` on `graph`; `values` holds the converted operands."""
+    if node.target is operator.getitem:
+        source, index = node.args
+        converted = values[source]
+        if not isinstance(converted, tuple) or converted[index] is None:
+            raise Unsupported(f"result #{index} of {op_name(source)} is not computed by kgc")
+        return converted[index]
+    converter = CONVERTERS.get(node.target)
+    if converter is None:
+        raise Unsupported(f"{op_name(node)} is not supported by kgc yet")
+    _check_tensors(node)
+    try:
+        with graph.origin(f"{op_name(node)}:{node.name}"):
+            return converter(Context(graph, node), _bind(node, values))
+    except GraphError as error:
+        raise Unsupported(str(error)) from None
+    except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError) as error:
+        raise Unsupported(f"{op_name(node)}: {type(error).__name__}: {error}") from None
+
+
+def unsupported_reason(node: torch.fx.Node) -> str | None:
+    """Why kgc cannot compute `node` (None when it can): the node is
+    converted alone, on graph inputs of its operands' shapes and dtypes."""
+    if node.op != "call_function":
+        return f"{node.op} nodes stay with PyTorch"
+    if node.target is operator.getitem:
+        source = node.args[0]
+        if not isinstance(source, torch.fx.Node) or source.target not in CONVERTERS \
+                or node.args[1] != 0:
+            return f"result #{node.args[1]} of {op_name(source)} is not computed by kgc"
+        return unsupported_reason(source)
+    if node.target not in CONVERTERS:
+        return f"{op_name(node)} is not supported by kgc yet"
+    graph = Graph("check")
+    values: dict[torch.fx.Node, Any] = {}
+    try:
+        _check_tensors(node)
+        for index, argument in enumerate(node.all_input_nodes):
+            value = argument.meta["val"]
+            values[argument] = _operand(graph, f"x{index}", value, argument.name)
+        convert_node(graph, node, values)
+    except Unsupported as error:
+        return str(error)
+    return None
+
+
+@dataclasses.dataclass
+class ConvertedGraph:
+    """A partition as a kernel graph: `graph` takes the partition's tensor
+    inputs (positions `tensor_inputs` among its inputs; the others are
+    sizes) in order and returns distinct kg tensors; result i of the
+    partition is graph output `result_index[i]`, and `ops` names the aten
+    nodes converted, in order."""
+
+    graph: Graph
+    result_index: list[int]
+    ops: list[str]
+    single_result: bool
+    tensor_inputs: list[int]
+
+
+def convert_graph(module: torch.fx.GraphModule, name: str) -> ConvertedGraph:
+    """The kernel graph `name` of a partition's FX graph (placeholders for
+    its inputs, an output node for its results)."""
+    graph = Graph(name)
+    values: dict[torch.fx.Node, Any] = {}
+    ops: list[str] = []
+    results: Sequence = ()
+    single = False
+    tensor_inputs: list[int] = []
+    placeholders = 0
+    for node in module.graph.nodes:
+        if node.op == "placeholder":
+            value = node.meta["val"]
+            placeholders += 1
+            values[node] = _operand(graph, _input_name(node.name, len(values)), value, node.name)
+            if isinstance(values[node], Tensor):
+                tensor_inputs.append(placeholders - 1)
+        elif node.op == "call_function":
+            values[node] = convert_node(graph, node, values)
+            if node.target is not operator.getitem:
+                ops.append(f"{op_name(node)}:{node.name}")
+        elif node.op == "output":
+            single = not isinstance(node.args[0], (tuple, list))
+            results = [node.args[0]] if single else list(node.args[0])
+        else:
+            raise Unsupported(f"{node.op} node {node.name} in a partition")
+    outputs: list[Tensor] = []
+    index: list[int] = []
+    for result in results:
+        tensor = values[result]
+        if not isinstance(tensor, Tensor):
+            raise Unsupported(f"partition result {result.name} is not a tensor")
+        if tensor not in outputs:
+            outputs.append(tensor)
+        index.append(outputs.index(tensor))
+    graph.output(*outputs)
+    return ConvertedGraph(graph, index, ops, single, tensor_inputs)
+
+
+def _operand(graph: Graph, name: str, value, what: str):
+    """A graph input for a tensor; a size stays the SymInt views take as an
+    argument, and an empty tensor is EMPTY."""
+    if not isinstance(value, torch.Tensor):
+        return value
+    shape = static_shape(value.shape, what)
+    if 0 in shape:
+        return EMPTY
+    return graph.input(name, shape, kg_dtype(value.dtype, what))
+
+
+def _input_name(name: str, position: int) -> str:
+    cleaned = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+    return cleaned if cleaned and not cleaned[0].isdigit() else f"arg{position}_{cleaned}"

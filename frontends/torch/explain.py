@@ -1,0 +1,74 @@
+"""`kgc.explain(model, *example_inputs)`: which ops go into which kgc kernel,
+and which stay with PyTorch and why.
+
+It captures the model as `torch.compile(model, backend="kgc")` would, on the
+given inputs and under the caller's grad mode, partitions and converts every
+graph as the backend does, and cuts each kernel graph into kernels with
+kgc's default pipeline up to kg-fuse, without compiling them (no GPU needed;
+tensors on any device count as they would on a CUDA one; partitions with
+dynamic extents are shown at the bucket of the example's sizes). It prints the
+report and returns it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from kgc.torch.backend import Backend, GraphReport
+
+__all__ = ["Explanation", "explain"]
+
+
+@dataclasses.dataclass
+class Explanation:
+    graphs: list[GraphReport]
+
+    @property
+    def kernel_count(self) -> int:
+        return sum(len(p.kernel_ops) for g in self.graphs for p in g.partitions
+                   if p.fallback_reason is None)
+
+    @property
+    def fallback_count(self) -> int:
+        return sum(g.fallback_count for g in self.graphs)
+
+    def __str__(self) -> str:
+        lines = [f"kgc: {len(self.graphs)} graph(s), {self.kernel_count} kgc kernel(s), "
+                 f"{self.fallback_count} op(s) left to PyTorch"]
+        for number, graph in enumerate(self.graphs):
+            lines.append(f"graph {number}:")
+            if graph.whole_graph_reason:
+                lines.append(f"  runs in PyTorch: {graph.whole_graph_reason}")
+                continue
+            for partition in graph.partitions:
+                if partition.fallback_reason is not None:
+                    lines.append(f"  {partition.name}: runs in PyTorch: "
+                                 f"{partition.fallback_reason}")
+                    lines.extend(f"    {op}" for op in partition.ops)
+                    continue
+                lines.append(f"  {partition.name}: {len(partition.ops)} op(s) in "
+                             f"{len(partition.kernel_ops)} kernel(s)")
+                for kernel, ops in partition.kernel_ops.items():
+                    lines.append(f"    kernel {kernel}: {', '.join(ops)}")
+            if graph.fallbacks:
+                lines.append("  left to PyTorch:")
+                lines.extend(f"    {op}: {why}" for op, why in graph.fallbacks)
+            if graph.views:
+                lines.append(f"  views PyTorch does without a kernel: {', '.join(graph.views)}")
+        return "\n".join(lines)
+
+
+def explain(model, *example_inputs, print_report: bool = True) -> Explanation:
+    """Explains what `torch.compile(model, backend="kgc")` does with `model`
+    on `example_inputs`; prints the report (unless `print_report=False`) and
+    returns it."""
+    recorder = Backend(devices=None, require_cuda=False, describe_kernels=True,
+                       run_kernels=False)
+    compiled = torch.compile(model, backend=recorder)
+    compiled(*example_inputs)
+    explanation = Explanation(list(recorder.reports))
+    if print_report:
+        print(explanation)
+    return explanation

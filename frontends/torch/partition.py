@@ -1,0 +1,147 @@
+"""Which nodes of an aten FX graph kgc computes, grouped into partitions.
+
+    plan = plan_partitions(gm)
+    plan.partitions       # lists of nodes, each to become one kernel graph
+    plan.fallbacks        # node -> why PyTorch keeps it
+
+A node is supported when `kgc.torch.convert` converts it (the check converts
+it alone on inputs of its operands' types). torch's
+`CapabilityBasedPartitioner` groups connected supported nodes into
+partitions without cycles. Then each partition is trimmed:
+
+* a view, copy or same-dtype cast whose operands all come from outside the
+  partition and whose users are all outside it is given back to PyTorch,
+  where it costs nothing, instead of becoming a copy kernel (or a result
+  that aliases an input);
+* a view, copy or cast that only produces a result of the partition is
+  given back too: PyTorch applies it to kgc's result without a kernel;
+* a partition left with no computing op (only views) is dropped.
+
+Ops over dynamic extents are supported when they can run padded to a bucket
+of them (`kgc.torch.buckets`); they are checked at the extents' example
+values.
+
+Trimming repeats until nothing changes. Removing such a node cannot make a
+cycle: its operands come from outside the partition, or it has no user
+inside it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+
+import torch
+import torch.fx
+from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+from torch.fx.passes.operator_support import OperatorSupportBase
+
+from kgc.torch.buckets import bucket_reason, symbols_of
+from kgc.torch.convert import is_compute, size_bindings, unsupported_reason
+
+__all__ = ["KgcSupport", "PartitionPlan", "plan_partitions"]
+
+
+class KgcSupport(OperatorSupportBase):
+    """torch's operator-support interface over kgc's converters; the reason
+    of each refusal is kept for `kgc.explain`."""
+
+    def __init__(self, devices: tuple[str, ...] | None = ("cuda",)):
+        self.devices = devices
+        self.reasons: dict[torch.fx.Node, str] = {}
+        self._answers: dict[torch.fx.Node, bool] = {}
+
+    def is_node_supported(self, submodules, node: torch.fx.Node) -> bool:
+        if node in self._answers:
+            return self._answers[node]
+        reason = bucket_reason(node) if node.op == "call_function" else None
+        if reason is None:
+            # Dynamic extents are checked at their example values: each
+            # bucket converts the same ops.
+            with size_bindings(_hints(node)):
+                reason = unsupported_reason(node)
+        if reason is None and self.devices is not None:
+            value = node.meta.get("val")
+            value = value[0] if isinstance(value, (tuple, list)) else value
+            if isinstance(value, torch.Tensor) and value.device.type not in self.devices:
+                reason = (f"its tensors are on {value.device.type}; kgc kernels run on "
+                          f"{' and '.join(self.devices)} devices")
+        if reason is not None and node.op == "call_function":
+            self.reasons[node] = reason
+        self._answers[node] = reason is None
+        return reason is None
+
+
+def _hints(node: torch.fx.Node) -> dict:
+    """symbol -> the example value torch traced it with."""
+    hints = {}
+    if not symbols_of(node):
+        return hints
+    for source in [*node.all_input_nodes, node]:
+        value = source.meta.get("val")
+        values = value if isinstance(value, (tuple, list)) else (value,)
+        for item in values:
+            sizes = item.shape if isinstance(item, torch.Tensor) else (
+                (item,) if isinstance(item, torch.SymInt) else ())
+            for d in sizes:
+                if isinstance(d, torch.SymInt) and d.node.expr.is_Symbol:
+                    hints[d.node.expr] = d.node.hint
+    return hints
+
+
+@dataclasses.dataclass
+class PartitionPlan:
+    partitions: list[list[torch.fx.Node]]
+    # Tensor ops PyTorch computes, with why (getitems of their results and
+    # the arithmetic of symbolic sizes are not counted).
+    fallbacks: dict[torch.fx.Node, str]
+    # Views and copies given back to PyTorch, which does them without a kernel.
+    views: list[torch.fx.Node]
+
+
+def plan_partitions(module: torch.fx.GraphModule,
+                    devices: tuple[str, ...] | None = ("cuda",)) -> PartitionPlan:
+    support = KgcSupport(devices)
+    partitioner = CapabilityBasedPartitioner(module, support, allows_single_node_partition=True)
+    proposed = partitioner.propose_partitions()
+    order = {node: index for index, node in enumerate(module.graph.nodes)}
+    partitions = []
+    fallbacks = {node: why for node, why in support.reasons.items() if _counts(node)}
+    views = []
+    for partition in proposed:
+        nodes = set(partition.nodes)
+        _trim(nodes)
+        views.extend(set(partition.nodes) - nodes)
+        if not any(is_compute(node) for node in nodes):
+            views.extend(nodes)
+            continue
+        partitions.append(sorted(nodes, key=order.__getitem__))
+    partitions.sort(key=lambda nodes: order[nodes[0]])
+    views.sort(key=order.__getitem__)
+    return PartitionPlan(partitions, fallbacks, views)
+
+
+def _counts(node: torch.fx.Node) -> bool:
+    """Whether a node PyTorch keeps is a tensor op worth reporting."""
+    if node.target is operator.getitem:
+        return False
+    value = node.meta.get("val")
+    value = value[0] if isinstance(value, (tuple, list)) and value else value
+    return isinstance(value, torch.Tensor)
+
+
+def _trim(nodes: set) -> None:
+    changed = True
+    while changed:
+        changed = False
+        for node in list(nodes):
+            if is_compute(node):
+                continue
+            inputs_outside = all(n not in nodes for n in node.all_input_nodes)
+            users_inside = [u for u in node.users if u in nodes]
+            users_outside = len(users_inside) < len(node.users)
+            # A getitem that yields a result stays: its producer computes it.
+            trailing = not users_inside and node.target is not operator.getitem
+            if (inputs_outside and users_outside) or trailing:
+                nodes.discard(node)
+                changed = True

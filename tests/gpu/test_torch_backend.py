@@ -1,0 +1,161 @@
+"""`torch.compile(model, backend="kgc")` on the GPU, against eager PyTorch.
+
+An MLP block, and a Llama-style decoder block in plain torch (RMSNorm,
+rotary embedding, GQA attention through SDPA, gated SiLU MLP) in f16 and
+bf16, batch 1 and 8, one query (decode, with a KV cache) and 128 (prefill,
+with an additive causal mask). Each result must be as accurate as eager's
+against the block run in f64; every op of the block must run in kgc kernels.
+The kernel and fallback counts are printed (`pytest -s`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import kgc.torch  # noqa: E402
+from kgc.torch.backend import Backend, compile_kernel_graph  # noqa: E402
+from tests.comparison import assert_as_accurate_as_eager  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _llama():
+    spec = importlib.util.spec_from_file_location("llama_block",
+                                                  REPO / "examples" / "llama_block.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def _exact(module, inputs):
+    """The module run in f64 on f64 copies of the inputs."""
+    import copy
+
+    wide = copy.deepcopy(module).double()
+    with torch.no_grad():
+        return wide(*[None if x is None else x.double() for x in inputs])
+
+
+def _as_dtype(results, dtype):
+    if isinstance(results, tuple):
+        return tuple(r.to(dtype) for r in results)
+    return results.to(dtype)
+
+
+def _compile_and_check(module, inputs, dtype, **compile_options):
+    first = len(kgc.torch.reports())
+    with torch.no_grad():
+        eager = module(*inputs)
+        compiled = torch.compile(module, backend="kgc", **compile_options)
+        results = compiled(*inputs)
+        results = compiled(*inputs)  # the second call runs what the first compiled
+    exact = _exact(module, inputs)
+    assert_as_accurate_as_eager(results, eager, exact)
+    reports = kgc.torch.reports()[first:]
+    kernels = sum(r.kernel_count for r in reports)
+    fallbacks = [op for r in reports for op, _ in r.fallbacks]
+    print(f"\n{len(reports)} graph(s), {kernels} kgc kernel(s), {len(fallbacks)} fallback op(s): "
+          f"{', '.join(fallbacks) or 'none'}")
+    return reports
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_mlp_block(dtype):
+    torch.manual_seed(0)
+    block = torch.nn.Sequential(
+        torch.nn.LayerNorm(384), torch.nn.Linear(384, 1000), torch.nn.GELU(),
+        torch.nn.Linear(1000, 384)).to(dtype).cuda().eval()
+    x = torch.randn(17, 384, dtype=dtype, device="cuda")
+    reports = _compile_and_check(block, (x,), dtype)
+    assert all(not r.fallbacks and r.kernel_count for r in reports)
+
+
+@pytest.mark.parametrize("seq", [1, 128], ids=["decode", "prefill"])
+@pytest.mark.parametrize("batch", [1, 8])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
+def test_llama_decoder_block(dtype, batch, seq):
+    llama = _llama()
+    torch.manual_seed(0)
+    block = llama.LlamaBlock(hidden=512, heads=8, kv_heads=2, mlp=1376).to(dtype).cuda().eval()
+    inputs = block.example_inputs(batch=batch, seq=seq, past=17 if seq == 1 else 0)
+    inputs = inputs if inputs[-1] is not None else inputs[:-1]
+    reports = _compile_and_check(block, inputs, dtype)
+    # Every op of the block runs in kgc kernels: nothing is left to PyTorch
+    # but views it does without a kernel.
+    assert all(not r.fallbacks for r in reports), [r.fallbacks for r in reports]
+    assert sum(r.kernel_count for r in reports) > 0
+
+
+def test_max_autotune_mode_searches_and_matches():
+    torch.manual_seed(0)
+    block = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.SiLU(),
+                                torch.nn.Linear(512, 256)).half().cuda().eval()
+    x = torch.randn(8, 256, dtype=torch.float16, device="cuda")
+    reports = _compile_and_check(block, (x,), torch.float16,
+                                 options={"mode": "max-autotune"})
+    assert all(not r.fallbacks and r.kernel_count for r in reports)
+
+
+def test_64_decode_steps_compile_a_bounded_number_of_kernel_graphs():
+    llama = _llama()
+    torch.manual_seed(0)
+    block = llama.LlamaBlock(hidden=512, heads=8, kv_heads=2, mlp=1376).half().cuda().eval()
+    compiled_graphs = []
+
+    def counting(graph, mode):
+        compiled_graphs.append(graph.name)
+        return compile_kernel_graph(graph, mode)
+
+    backend = Backend(compile_graph=counting)
+    step = torch.compile(block, backend=backend)
+    x, cos, sin, past_k, past_v, _ = block.example_inputs(batch=1, seq=1, past=5)
+    with torch.no_grad():
+        for _ in range(64):
+            eager = block(x, cos, sin, past_k, past_v)
+            results = step(x, cos, sin, past_k, past_v)
+            for got, want in zip(results, eager):
+                torch.testing.assert_close(got, want, atol=2e-2, rtol=2e-2)
+            x, past_k, past_v = eager
+    print(f"\n64 decode steps: {len(backend.reports)} graph(s), "
+          f"{len(compiled_graphs)} kernel graph(s) compiled, "
+          f"{sum(r.kernel_count for r in backend.reports)} kgc kernel(s)")
+    # One graph for the first length and one with the length dynamic,
+    # each compiling its partitions once: the count does not grow with
+    # the steps.
+    assert len(backend.reports) <= 2
+    assert len(compiled_graphs) == sum(len(r.partitions) for r in backend.reports) <= 8
+
+
+def test_a_varying_batch_runs_in_buckets():
+    torch.manual_seed(0)
+    block = torch.nn.Sequential(torch.nn.Linear(256, 700), torch.nn.GELU(),
+                                torch.nn.Linear(700, 256)).half().cuda().eval()
+    compiled_graphs = []
+
+    def counting(graph, mode):
+        compiled_graphs.append(graph.name)
+        return compile_kernel_graph(graph, mode)
+
+    backend = Backend(compile_graph=counting)
+    run = torch.compile(block, backend=backend)
+    with torch.no_grad():
+        for batch in (1, 3, 5, 17, 2, 9, 33, 30, 6):
+            x = torch.randn(batch, 256, dtype=torch.float16, device="cuda")
+            torch.testing.assert_close(run(x), block(x), atol=2e-2, rtol=2e-2)
+    assert not backend.reports[-1].fallbacks
+    bucketed = [name for name in compiled_graphs if "_b" in name]
+    assert len(bucketed) == len(set(bucketed)) <= 6, compiled_graphs

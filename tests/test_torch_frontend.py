@@ -1,0 +1,450 @@
+"""The PyTorch front end without a GPU: aten ops to kg text (checked with
+FileCheck), partitioning around ops kgc lacks, the fallbacks and their
+warnings, explain, the entry point, and a decode loop whose KV cache grows.
+
+Kernel graphs are "compiled" here into `kgc.reference.evaluate` of their
+module, so a compiled model runs end to end on the CPU and its results are
+checked against eager PyTorch's.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import operator
+import pathlib
+import shutil
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import kgc
+from kgc import reference
+from kgc.torch import Backend, KgcFallbackWarning
+from kgc.torch.backend import _resolve_mode
+from kgc.diagnostics import KgcError
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+def _load_example(name: str):
+    spec = importlib.util.spec_from_file_location(name, REPO / "examples" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+class ReferenceBackend(Backend):
+    """The kgc backend with kernel graphs evaluated by kgc.reference on the
+    CPU; `texts` holds the kg text of every graph compiled."""
+
+    def __init__(self):
+        super().__init__(compile_graph=self._compile, devices=None, require_cuda=False)
+        self.texts: list[str] = []
+
+    def _compile(self, graph, mode):
+        module = graph.build()
+        self.texts.append(str(module))
+        name = graph.name
+
+        def run(*tensors):
+            return reference.evaluate(module, name, list(tensors))
+        return run
+
+
+def _filecheck(text: str, checks: str) -> None:
+    tool = shutil.which("filecheck", path=str(pathlib.Path(sys.executable).parent))
+    assert tool is not None, "filecheck is a test dependency"
+    with open(_tmp_path() / "checks.txt", "w") as handle:
+        handle.write(checks)
+    result = subprocess.run([tool, str(_tmp_path() / "checks.txt")], input=text, text=True,
+                            capture_output=True)
+    assert result.returncode == 0, f"{result.stderr}\n--- input ---\n{text}"
+
+
+_TMP: list[pathlib.Path] = []
+
+
+def _tmp_path() -> pathlib.Path:
+    return _TMP[-1]
+
+
+@pytest.fixture(autouse=True)
+def tmp_for_filecheck(tmp_path):
+    _TMP.append(tmp_path)
+    yield
+    _TMP.pop()
+
+
+def _tolerance(dtype):
+    return {torch.float32: (2e-5, 2e-5), torch.float16: (1e-2, 1e-2),
+            torch.bfloat16: (5e-2, 5e-2)}[dtype]
+
+
+def _assert_close(actual, expected):
+    if isinstance(expected, (tuple, list)):
+        for a, e in zip(actual, expected):
+            _assert_close(a, e)
+        return
+    atol, rtol = _tolerance(expected.dtype)
+    assert actual.dtype == expected.dtype
+    torch.testing.assert_close(actual, expected, atol=atol, rtol=rtol)
+
+
+def _randn(*shape, dtype=torch.float32, seed=[0]):
+    seed[0] += 1
+    generator = torch.Generator().manual_seed(seed[0])
+    return torch.randn(*shape, generator=generator, dtype=torch.float32).to(dtype)
+
+
+def _run(function, *inputs):
+    backend = ReferenceBackend()
+    with torch.no_grad():
+        expected = function(*inputs)
+        actual = torch.compile(function, backend=backend, fullgraph=True)(*inputs)
+    _assert_close(actual, expected)
+    return backend
+
+
+# (id, function, input shapes (dtype f32 unless given), FileCheck lines)
+W = _randn(5, 17)
+B = _randn(5)
+CASES = [
+    ("linear", lambda x: F.linear(x, W, B), [(3, 17)],
+     "CHECK: kg.transpose\nCHECK: kg.matmul\nCHECK: kg.add"),
+    ("linear_3d", lambda x: F.linear(x, W), [(2, 3, 17)],
+     "CHECK: kg.reshape {{.*}} -> tensor<6x17xf32>\nCHECK: kg.matmul\n"
+     "CHECK-NOT: kg.reshape"),
+    ("matmul_broadcast", lambda a, b: torch.matmul(a, b) * 2, [(2, 3, 17), (17, 4)],
+     "CHECK: kg.matmul\nCHECK: kg.mul"),
+    ("bmm", lambda a, b: torch.bmm(a, b).relu(), [(2, 3, 17), (2, 17, 4)],
+     "CHECK: kg.matmul {{.*}} tensor<2x3x4xf32>\nCHECK: kg.relu"),
+    ("mm", lambda a, b: a.mm(b).neg(), [(3, 17), (17, 4)], "CHECK: kg.matmul\nCHECK: kg.neg"),
+    ("addmm", lambda c, a, b: torch.addmm(c, a, b, beta=0.5, alpha=2.0), [(4,), (3, 17), (17, 4)],
+     "CHECK: kg.matmul\nCHECK: kg.mul\nCHECK: kg.mul\nCHECK: kg.add"),
+    ("arithmetic", lambda x, y: ((x + y) * 3 - 1) / (y.abs() + 2), [(3, 17), (17,)],
+     "CHECK: kg.add\nCHECK: kg.mul\nCHECK: kg.sub\nCHECK: kg.abs\nCHECK: kg.div"),
+    ("scalar_not_held_by_half", lambda x: x * 0.1, [((4, 17), torch.float16)],
+     "CHECK: kg.cast {{.*}} to tensor<4x17xf32>\nCHECK: kg.constant 1.000000e-01\n"
+     "CHECK: kg.mul\nCHECK: kg.cast {{.*}} to tensor<4x17xf16>"),
+    ("alpha", lambda x, y: torch.add(x, y, alpha=2), [(3, 5), (3, 5)],
+     "CHECK: kg.mul\nCHECK: kg.add"),
+    ("pow", lambda x: x.pow(2) + x.abs().pow(0.5) + x.pow(3.0), [(3, 17)],
+     "CHECK: kg.square\nCHECK: kg.sqrt\nCHECK: kg.pow"),
+    ("unary", lambda x: torch.exp(x).rsqrt() + torch.sigmoid(x) + torch.tanh(x) + x.relu().sqrt(),
+     [(3, 17)], "CHECK: kg.exp\nCHECK: kg.rsqrt\nCHECK: kg.sigmoid\nCHECK: kg.tanh\n"
+                "CHECK: kg.relu\nCHECK: kg.sqrt"),
+    ("gelu_silu", lambda x: F.gelu(x) + F.gelu(x, approximate="tanh") * F.silu(x), [(3, 17)],
+     "CHECK: kg.gelu\nCHECK: kg.gelu {{.*}}tanh"),
+    ("softmax", lambda x: torch.softmax(x, -1), [((3, 17), torch.float16)],
+     "CHECK: kg.softmax {{.*}} tensor<3x17xf16>"),
+    ("log_softmax", lambda x: torch.log_softmax(x, 1), [(3, 17)],
+     "CHECK: kg.reduce max\nCHECK: kg.exp\nCHECK: kg.reduce sum\nCHECK: kg.log"),
+    ("layer_norm", lambda x, w, b: F.layer_norm(x, (17,), w, b), [(3, 17), (17,), (17,)],
+     "CHECK: kg.layer_norm"),
+    ("rms_norm", lambda x, w: F.rms_norm(x, (17,), w, eps=1e-6), [(3, 17), (17,)],
+     "CHECK: kg.square\nCHECK: kg.reduce mean\nCHECK: kg.rsqrt\nCHECK: kg.mul"),
+    ("reductions", lambda x: x.mean(-1) + x.sum(-1) + x.amax(-1) + x.var(-1), [(3, 17)],
+     "CHECK: kg.reduce mean\nCHECK: kg.reduce sum\nCHECK: kg.reduce max\nCHECK: kg.div"),
+    ("views", lambda x: (x.transpose(0, 1).permute(1, 0).reshape(17, 3).view(3, 17)
+                         .unsqueeze(0).squeeze(0) * 2), [(3, 17)],
+     "CHECK: kg.transpose\nCHECK: kg.mul"),
+    ("expand", lambda x, y: x.expand(2, 3, 17) * y, [(1, 17), (2, 3, 17)],
+     "CHECK: kg.broadcast_to {{.*}} -> tensor<2x3x17xf32>\nCHECK: kg.mul"),
+    ("slice_cat", lambda x: torch.cat((-x[..., 9:], x[..., :9]), dim=-1) * 2, [(3, 18)],
+     "CHECK: kg.slice\nCHECK: kg.neg\nCHECK: kg.slice\nCHECK: kg.concat\nCHECK: kg.mul"),
+    ("clone_contiguous", lambda x: x.t().contiguous().clone() + 1, [(3, 17)],
+     "CHECK: kg.transpose\nCHECK: kg.add"),
+    ("dtype_conversion", lambda x: (x.float() * 2).to(torch.bfloat16), [((3, 17), torch.float16)],
+     "CHECK: kg.cast {{.*}} to tensor<3x17xf32>\nCHECK: kg.mul\n"
+     "CHECK: kg.cast {{.*}} to tensor<3x17xbf16>"),
+    ("attention", lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+     [(2, 3, 5, 16), (2, 3, 7, 16), (2, 3, 7, 16), (5, 7)],
+     "CHECK: kg.matmul {{.*}} -> tensor<2x3x5x7xf32>\nCHECK: kg.softmax\nCHECK: kg.matmul"),
+]
+
+
+def _inputs(specs):
+    tensors = []
+    for spec in specs:
+        shape, dtype = (spec, torch.float32) if isinstance(spec[0], int) else spec
+        tensors.append(_randn(*shape, dtype=dtype))
+    return tensors
+
+
+@pytest.mark.parametrize("name,function,specs,checks", CASES, ids=[c[0] for c in CASES])
+def test_every_supported_op_converts(name, function, specs, checks):
+    backend = _run(function, *_inputs(specs))
+    (report,) = backend.reports
+    assert len(report.partitions) == 1, report
+    assert not report.fallbacks
+    (text,) = backend.texts
+    _filecheck(text, checks)
+
+
+def test_an_unsupported_op_in_the_middle_splits_the_graph():
+    w1, w2 = _randn(17, 8), _randn(8, 8)
+
+    def function(x):
+        y = torch.relu(x @ w1)
+        y = torch.sort(y, dim=-1).values  # kgc has no sort
+        return torch.sigmoid(y @ w2) * 2
+
+    backend = _run(function, _randn(5, 17))
+    (report,) = backend.reports
+    assert len(report.partitions) == 2
+    assert [p.ops[0].split(":")[0] for p in report.partitions] == ["aten.mm.default"] * 2
+    reasons = dict(report.fallbacks)
+    (sort,) = [op for op in reasons if op.startswith("aten.sort")]
+    assert "not supported by kgc yet" in reasons[sort]
+
+
+def test_integer_tensors_fall_back_as_not_supported_yet():
+    def function(x, index):
+        return (x * 2).sum(-1) + (index + 1).float()
+
+    backend = _run(function, _randn(4, 17), torch.arange(4))
+    (report,) = backend.reports
+    reasons = " ".join(why for _, why in report.fallbacks)
+    assert "torch.int64" in reasons and "not supported by kgc yet" in reasons
+
+
+def test_causal_attention_falls_back_until_kgc_has_where():
+    def function(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True) * 2
+
+    backend = _run(function, *(_randn(1, 2, 5, 16) for _ in range(3)))
+    reasons = " ".join(why for _, why in backend.reports[0].fallbacks)
+    assert "not supported by kgc yet" in reasons
+
+
+def test_without_cuda_the_default_backend_warns_and_runs_pytorch():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device")
+    x = _randn(3, 17)
+    with pytest.warns(KgcFallbackWarning, match="no CUDA device"):
+        result = torch.compile(lambda t: torch.relu(t) * 2, backend="kgc")(x)
+    torch.testing.assert_close(result, torch.relu(x) * 2)
+
+
+def test_a_graph_that_needs_autograd_runs_pytorch_with_one_warning():
+    w = torch.randn(17, 4, requires_grad=True)
+    x = _randn(3, 17)
+    backend = ReferenceBackend()
+    compiled = torch.compile(lambda t: (t @ w).relu(), backend=backend)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = compiled(x)
+        compiled(x)
+    ours = [w for w in caught if issubclass(w.category, KgcFallbackWarning)]
+    assert len(ours) == 1 and "needs autograd" in str(ours[0].message)
+    result.sum().backward()
+    torch.testing.assert_close(w.grad, (x.t() @ ((x @ w) > 0).float()).detach())
+    assert not backend.texts
+
+
+def test_modes_are_checked():
+    assert _resolve_mode(None, {"mode": "max-autotune"}) == "max-autotune"
+    assert _resolve_mode("max-autotune", None) == "max-autotune"
+    assert _resolve_mode(None, None) == "default"
+    with pytest.raises(KgcError, match="unknown mode 'fastest'"):
+        _resolve_mode("fastest", None)
+    with pytest.raises(KgcError, match="unknown options tile"):
+        _resolve_mode(None, {"tile": 64})
+
+
+def test_the_entry_point_names_the_backend_without_importing_kgc():
+    code = ("import sys, torch._dynamo; print('kgc' in torch._dynamo.list_backends(), "
+            "'kgc' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            cwd=REPO / "tests")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "False"]
+
+
+def _small_block(dtype=torch.float32):
+    llama = _load_example("llama_block")
+    torch.manual_seed(0)
+    block = llama.LlamaBlock(hidden=64, heads=4, kv_heads=2, mlp=96).to(dtype).eval()
+    return block
+
+
+def test_explain_names_each_kernels_ops_and_each_fallback(capsys):
+    block = _small_block()
+    inputs = block.example_inputs(batch=2, seq=3, past=5)
+    with torch.no_grad():
+        explanation = kgc.explain(block, *inputs)
+    printed = capsys.readouterr().out
+    assert printed.strip() == str(explanation)
+    assert explanation.kernel_count >= 2
+    kernel_lines = [line for line in printed.splitlines() if line.strip().startswith("kernel ")]
+    assert len(kernel_lines) == explanation.kernel_count
+    assert any("aten.mm.default" in line for line in kernel_lines)
+    assert any("aten.silu.default" in line or "aten.sigmoid.default" in line
+               for line in kernel_lines)
+
+
+@pytest.mark.parametrize("seq,past", [(1, 5), (4, 5), (4, 0)])
+def test_the_decoder_block_runs_every_op_in_kgc(seq, past):
+    # past 0: the cache is empty before the first step, and concatenation
+    # leaves it out of the kernel graph.
+    block = _small_block()
+    inputs = block.example_inputs(batch=2, seq=seq, past=past)
+    backend = ReferenceBackend()
+    with torch.no_grad():
+        expected = block(*inputs)
+        actual = torch.compile(block, backend=backend)(*inputs)
+    _assert_close(actual, expected)
+    (report,) = backend.reports
+    assert not report.fallbacks, report.fallbacks
+    assert len(report.partitions) == 1
+
+
+def test_64_decode_steps_with_a_growing_cache_compile_a_bounded_number_of_graphs():
+    block = _small_block()
+    backend = ReferenceBackend()
+    compiled = torch.compile(block, backend=backend)
+    x, cos, sin, past_k, past_v, _ = block.example_inputs(batch=1, seq=1, past=3)
+    with torch.no_grad():
+        for step in range(64):
+            expected = block(x, cos, sin, past_k, past_v)
+            out, k, v = compiled(x, cos, sin, past_k, past_v)
+            _assert_close((out, k, v), expected)
+            x, past_k, past_v = out, k, v
+    # One graph for the first length, one with the length dynamic, each
+    # compiling its partitions once: the count does not grow with the steps.
+    assert len(backend.reports) <= 2
+    assert 1 <= len(backend.texts) == sum(len(r.partitions) for r in backend.reports) <= 8
+    dynamic = backend.reports[-1]
+    assert any("dynamic" in why for _, why in dynamic.fallbacks)
+    assert dynamic.partitions, "the projections and the MLP stay in kgc"
+
+
+def _attention_graph(target, arguments, kwargs, shapes):
+    """An FX graph of one fused attention op as AOTAutograd traces it on a
+    CUDA device (these ops have meta kernels, so no GPU is needed to build
+    it), its first result returned."""
+    graph = torch.fx.Graph()
+    nodes = []
+    for name, shape in zip("qkvm", shapes):
+        node = graph.placeholder(name)
+        node.meta["val"] = torch.empty(shape, device="meta")
+        nodes.append(node)
+    tensors = {"q": nodes[0], "k": nodes[1], "v": nodes[2], "m": nodes[3] if len(nodes) > 3 else None}
+    args = tuple(tensors.get(a, a) if isinstance(a, str) else a for a in arguments)
+    node = graph.call_function(target, args, kwargs)
+    node.meta["val"] = target(*[a.meta["val"] if isinstance(a, torch.fx.Node) else a for a in args],
+                              **kwargs)
+    first = graph.call_function(operator.getitem, (node, 0))
+    first.meta["val"] = node.meta["val"][0]
+    graph.output(first)
+    return torch.fx.GraphModule(torch.nn.Module(), graph), node
+
+
+aten = torch.ops.aten
+SHAPES = [(2, 3, 5, 16), (2, 3, 7, 16), (2, 3, 7, 16), (2, 3, 5, 7)]
+FUSED_ATTENTION = [
+    ("flash", aten._scaled_dot_product_flash_attention.default, ("q", "k", "v", 0.0, False),
+     {"scale": 0.3}, False),
+    ("efficient", aten._scaled_dot_product_efficient_attention.default,
+     ("q", "k", "v", "m", False, 0.0, False), {"scale": 0.3}, True),
+    ("cudnn", aten._scaled_dot_product_cudnn_attention.default,
+     ("q", "k", "v", "m", False, 0.0, False), {"scale": 0.3}, True),
+]
+
+
+@pytest.mark.parametrize("name,target,arguments,kwargs,masked", FUSED_ATTENTION,
+                         ids=[c[0] for c in FUSED_ATTENTION])
+def test_the_fused_attention_ops_of_cuda_convert(name, target, arguments, kwargs, masked):
+    from kgc.torch import convert_graph, unsupported_reason
+
+    shapes = SHAPES if masked else SHAPES[:3]
+    module, node = _attention_graph(target, arguments, kwargs, shapes)
+    assert unsupported_reason(node) is None
+    converted = convert_graph(module, "attention")
+    _filecheck(converted.graph.to_mlir(),
+               "CHECK: kg.matmul {{.*}} -> tensor<2x3x5x7xf32>\nCHECK: kg.mul\n"
+               + ("CHECK: kg.add\n" if masked else "") + "CHECK: kg.softmax\nCHECK: kg.matmul")
+    inputs = [_randn(*shape) for shape in shapes]
+    expected = F.scaled_dot_product_attention(*inputs[:3], attn_mask=inputs[3] if masked else None,
+                                              scale=0.3)
+    actual = reference.evaluate(converted.graph.build(), "attention", inputs)
+    torch.testing.assert_close(actual, expected, atol=2e-5, rtol=2e-5)
+
+
+def test_causal_fused_attention_is_refused_with_its_reason():
+    from kgc.torch import unsupported_reason
+
+    module, node = _attention_graph(aten._scaled_dot_product_flash_attention.default,
+                                    ("q", "k", "v", 0.0, True), {}, SHAPES[:3])
+    assert "is_causal" in unsupported_reason(node)
+
+
+def test_a_varying_batch_compiles_once_per_power_of_two_bucket():
+    w1, w2, gamma = _randn(17, 40), _randn(40, 17), _randn(17)
+
+    def mlp(x):
+        h = F.rms_norm(x, (17,), gamma, eps=1e-6)
+        return x + F.silu(h @ w1) @ w2
+
+    backend = ReferenceBackend()
+    compiled = torch.compile(mlp, backend=backend)
+    with torch.no_grad():
+        for batch in (1, 3, 2, 5, 17, 7, 16, 9, 30, 4, 12, 31):
+            x = _randn(batch, 17)
+            _assert_close(compiled(x), mlp(x))
+    dynamic = backend.reports[-1]
+    assert not dynamic.fallbacks, dynamic.fallbacks
+    assert len(dynamic.partitions) == 1
+    # Static graphs for the first batches, then one graph with the batch
+    # dynamic: its buckets 2, 4, 8, 16 and 32 are each compiled once.
+    buckets = [text for text in backend.texts if "_b" in text.split("func.func @")[1][:20]]
+    assert sorted(int(t.split("func.func @")[1].split("(")[0].rsplit("_b", 1)[1])
+                  for t in buckets) == [2, 4, 8, 16, 32]
+
+
+def test_ops_along_a_dynamic_dim_stay_with_pytorch():
+    def attend(q, k, v):
+        scores = torch.softmax(q @ k.transpose(-1, -2), dim=-1)  # over the dynamic length
+        return (scores @ v) * 2
+
+    backend = ReferenceBackend()
+    compiled = torch.compile(attend, backend=backend)
+    q = _randn(4, 16)
+    with torch.no_grad():
+        for length in (3, 5, 9, 12):
+            k, v = _randn(length, 16), _randn(length, 16)
+            _assert_close(compiled(q, k, v), attend(q, k, v))
+    reasons = [why for _, why in backend.reports[-1].fallbacks]
+    assert any("along dynamic extent" in why or "reduces over dynamic extent" in why
+               for why in reasons), reasons
+
+
+def test_a_partition_kgc_fails_to_compile_runs_in_pytorch_with_a_warning():
+    w = _randn(17, 9)
+
+    class FailingBackend(ReferenceBackend):
+        def _compile(self, graph, mode):
+            raise KgcError(f"@{graph.name}: no kernel for this graph")
+
+    backend = FailingBackend()
+    compiled = torch.compile(lambda x: torch.relu(x @ w) * 2, backend=backend)
+    with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for batch in (3, 5, 9):  # static, then a dynamic batch in buckets
+            x = _randn(batch, 17)
+            _assert_close(compiled(x), torch.relu(x @ w) * 2)
+    messages = [str(w.message) for w in caught if issubclass(w.category, KgcFallbackWarning)]
+    assert any(m.startswith("kgc: partition kgc_0 (3 ops) runs in PyTorch") and "no kernel" in m
+               for m in messages), messages
+    assert any("at sizes" in m for m in messages), messages
