@@ -201,6 +201,22 @@ def test_lora_of_one_row_splits_each_matmul():
                      "lora_3_pointwise"]
 
 
+def batched_bias_relu(m, k, n, dtype):
+    g = kgc.Graph("bmm")
+    x = g.input("x", (2, m, k), dtype)
+    w = g.input("w", (2, k, n), dtype)
+    b = g.input("b", (n,), dtype)
+    g.output(g.relu(g.add(g.matmul(x, w), b)))
+    return g, lambda x, w, b: torch.relu(x.float() @ w.float() + b.float())
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_a_batched_matmul_splits_per_batch_and_tile(dtype):
+    module = check(batched_bias_relu, 3, 1000, 50, dtype, 4)
+    partials, _ = kernels_in(module)
+    assert [str(r.type) for r in partials.results] == ["tensor<4x2x3x50xf32>"]
+
+
 def test_the_split_index_is_a_grid_dimension_and_chunks_are_k_steps():
     graph, _, _ = inputs_for(gemv, 3, 4097, 300, "f16")
     module = split_module(graph, 3)

@@ -28,7 +28,7 @@ import dataclasses
 
 from kgc.tiling.generate import INT32_MAX, INT32_MIN, Tile
 from kgc.tiling.graph_model import Node
-from kgc.tiling.index_maps import BufferView, IndexMap
+from kgc.tiling.index_maps import IndexMap
 from kgc.tiling.iteration import Unplannable, leaf_view
 
 __all__ = ["LowRankProduct", "classify", "pinned_side", "product_tile", "side_seed"]

@@ -33,9 +33,10 @@ and no result varies along k; `attach` raises Unplannable otherwise.
 from __future__ import annotations
 
 import dataclasses
+
 from kgc.tiling.config import ConfigError, MatmulConfig
 from kgc.tiling.generate import COMBINE, NEUTRAL, DryBuilder, Generator, Tile
-from kgc.tiling.graph_model import Node
+from kgc.tiling.graph_model import Node, topological
 from kgc.tiling.index_maps import BufferView, ceil_div, next_power_of_two
 from kgc.tiling.iteration import KernelPlan, Unplannable
 from kgc.tiling.low_rank import pinned_side
@@ -108,8 +109,6 @@ def attach(plan: KernelPlan, count: int, kernel: str | None) -> None:
 
 
 def _input_count(plan: KernelPlan) -> int:
-    from kgc.tiling.graph_model import topological
-
     return 1 + max((n.input_index for n in topological(plan.outputs) if n.is_input), default=-1)
 
 
