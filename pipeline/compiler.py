@@ -262,6 +262,7 @@ def compile_module(module: ir.Operation, *, target: int = 90, pipeline: str | No
     if jobs < 1:
         raise KgcError(f"jobs must be at least 1, got {jobs}")
     _check_target(module, target)
+    _check_signatures(module)
     if config is not None:
         if pipeline is not None:
             raise KgcError("give a config or a pipeline, not both: a config sets the choices of "
@@ -296,6 +297,22 @@ def compile_module(module: ir.Operation, *, target: int = 90, pipeline: str | No
 
 # Element types that Triton converts only on newer GPUs: type -> first SM.
 _NEEDS_SM = {"f8E4M3FN": 89}
+
+
+def _check_signatures(module: ir.Operation) -> None:
+    """Rejects, before any work, a graph function that takes or returns
+    something other than a tensor: the runtime passes tensors only."""
+    for op in module.regions[0].blocks[0].operations:
+        op = op.operation
+        if op.name != "func.func":
+            continue
+        name = ir.StringAttr(op.attributes["sym_name"]).value
+        function_type = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
+        for kind, types in (("argument", function_type.inputs), ("result", function_type.results)):
+            for index, type_ in enumerate(types):
+                if not isinstance(type_, ir.RankedTensorType):
+                    raise error_at(op, f"func @{name}: {kind} #{index} has type {type_}; "
+                                       "kgc functions take and return ranked tensors")
 
 
 def _check_target(module: ir.Operation, target: int) -> None:

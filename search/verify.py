@@ -64,7 +64,9 @@ def mismatch(results: Sequence, eager: Sequence, exact: Sequence) -> str | None:
             if wrong:
                 return f"result #{index} differs from the reference in {wrong} elements"
             continue
-        got = got.double()
+        # The exact reference may live elsewhere (large graphs are evaluated
+        # on the CPU); compare where it is.
+        got, rounded = got.to(ideal.device).double(), rounded.to(ideal.device)
         finite = torch.isfinite(ideal)
         if not torch.isfinite(got[finite]).all():
             return f"result #{index} has inf or NaN where the reference is finite"

@@ -236,3 +236,19 @@ def test_kg_fuse_on_kgc_cse_lit_input(tmp_path):
                  cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "@reuse_across_nesting_0_pointwise" in result.stdout
+
+
+@pytest.mark.parametrize("signature,what", [
+    ("(%x: tensor<4xf32>, %i: index) -> tensor<4xf32>", "argument #1 has type index"),
+    ("(%x: tensor<4xf32>) -> (tensor<4xf32>, i32)", "result #1 has type i32"),
+])
+def test_a_function_of_non_tensors_is_refused_by_kgc_compile(tmp_path, signature, what):
+    # The runtime passes tensors only: an index or scalar in the signature
+    # is refused with the function's location before any pass runs.
+    returns = "%y : tensor<4xf32>" if "i32" not in signature else "%y, %c : tensor<4xf32>, i32"
+    constant = "" if "i32" not in signature else "  %c = arith.constant 1 : i32\n"
+    (tmp_path / "bad.mlir").write_text(
+        f"func.func @f{signature} {{\n{constant}"
+        f"  %y = kg.exp %x : tensor<4xf32>\n  return {returns}\n}}\n")
+    result = run("kgc", "compile", "bad.mlir", "-o", "out", cwd=tmp_path)
+    assert_clean_failure(result, f"bad.mlir:1:1: error: func @f: {what}")
