@@ -65,7 +65,7 @@ def knob_attributes() -> set[str]:
 # Knobs that are pass options (the loop flags are kernel attributes only).
 _OPTION_KNOBS = ("block_m", "block_n", "block_k", "group_m", "block_x", "block_r", "num_warps",
                  "num_stages", "num_programs", "split_kv")
-# Flag knobs that are pass options too: "" leaves them to kgc.
+# Flag knobs that are pass options too: "auto" leaves them to kgc.
 _OPTION_FLAGS = ("pack_heads",)
 
 
@@ -112,15 +112,15 @@ class KgTile(Pass):
                                   "program per tile)")
     split_kv = Option(int, 0, "attention: programs that share one query tile's keys, combined "
                               "by a second kernel (0: kgc chooses, 1: one kernel)")
-    pack_heads = Option(str, "", "attention: true to make the query heads of one key/value "
-                                 "head the rows of a dot, false not to (default: kgc chooses)",
-                        choices=("", "true", "false"))
+    pack_heads = Option(str, "auto", "attention: true to make the query heads of one key/value "
+                                     "head the rows of a dot, false not to, auto: kgc chooses",
+                        choices=("auto", "true", "false"))
     kernel = Option(str, "", "apply the knobs to this kernel only (default: every kernel)")
 
     def _option_knobs(self) -> dict:
         knobs = {name: getattr(self, name) for name in _OPTION_KNOBS if getattr(self, name) != 0}
         knobs.update({name: getattr(self, name) == "true" for name in _OPTION_FLAGS
-                      if getattr(self, name)})
+                      if getattr(self, name) != "auto"})
         return knobs
 
     def run(self, op: ir.Operation) -> None:
