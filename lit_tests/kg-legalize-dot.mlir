@@ -17,7 +17,7 @@
 // CHECK: kg.tile_dot %{{.*}}, %{{.*}}, %{{.*}} {dims = array<i64: 1, 3, 2>} : (tensor<1x16x1x64x1xf16>, tensor<1x1x32x64x1xf16>, tensor<1x16x32x1x1xf32>) -> tensor<1x16x32x1x1xf32>
 // CHECK: kg.tile_dot %{{.*}}, %{{.*}}, %{{.*}} {dims = array<i64: 1, 2, 4>} : (tensor<1x16x32x1x1xf16>, tensor<1x1x32x1x64xf16>, tensor<1x16x1x1x64xf32>) -> tensor<1x16x1x1x64xf32>
 func.func @attention_rows(%q: tensor<2x3x64xf16>, %k: tensor<2x100x64xf16>, %v: tensor<2x100x64xf16>) -> tensor<2x3x64xf16> {
-  %o = kg.kernel @attention_rows_0(%k, %q, %v) attributes {split_kv = 1, block_n = 32} : (tensor<2x100x64xf16>, tensor<2x3x64xf16>, tensor<2x100x64xf16>) -> tensor<2x3x64xf16> {
+  %o = kg.kernel @attention_rows_0(%k, %q, %v) attributes {block_m = 3, block_n = 32, split_kv = 1, num_warps = 4, num_stages = 2} : (tensor<2x100x64xf16>, tensor<2x3x64xf16>, tensor<2x100x64xf16>) -> tensor<2x3x64xf16> {
   ^bb0(%a: tensor<2x100x64xf16>, %b: tensor<2x3x64xf16>, %c: tensor<2x100x64xf16>):
     %kt = kg.transpose %a [0, 2, 1] : tensor<2x100x64xf16> -> tensor<2x64x100xf16>
     %s = kg.matmul %b, %kt : (tensor<2x3x64xf16>, tensor<2x64x100xf16>) -> tensor<2x3x100xf16>
@@ -45,7 +45,7 @@ func.func @attention_rows(%q: tensor<2x3x64xf16>, %k: tensor<2x100x64xf16>, %v: 
 // CHECK: kg.mul %{{.*}}, %{{.*}} : (tensor<1x1x32x1x1xf32>, tensor<1x1x32x1x64xf32>) -> tensor<1x1x32x1x64xf32>
 // CHECK-NEXT: kg.reduce sum %{{.*}} dims [2] keepdim : tensor<1x1x32x1x64xf32> -> tensor<1x1x1x1x64xf32>
 func.func @attention_matvec(%q: tensor<2x1x64xf16>, %k: tensor<2x100x64xf16>, %v: tensor<2x100x64xf16>) -> tensor<2x1x64xf16> {
-  %o = kg.kernel @attention_matvec_0(%k, %q, %v) attributes {split_kv = 1, block_n = 32} : (tensor<2x100x64xf16>, tensor<2x1x64xf16>, tensor<2x100x64xf16>) -> tensor<2x1x64xf16> {
+  %o = kg.kernel @attention_matvec_0(%k, %q, %v) attributes {block_m = 1, block_n = 32, split_kv = 1, num_warps = 4, num_stages = 2} : (tensor<2x100x64xf16>, tensor<2x1x64xf16>, tensor<2x100x64xf16>) -> tensor<2x1x64xf16> {
   ^bb0(%a: tensor<2x100x64xf16>, %b: tensor<2x1x64xf16>, %c: tensor<2x100x64xf16>):
     %kt = kg.transpose %a [0, 2, 1] : tensor<2x100x64xf16> -> tensor<2x64x100xf16>
     %s = kg.matmul %b, %kt : (tensor<2x1x64xf16>, tensor<2x64x100xf16>) -> tensor<2x1x100xf16>

@@ -67,3 +67,10 @@ func.func @two_kernels(%x: tensor<17x1000xf32>) -> (tensor<17x1000xf32>, tensor<
   }
   return %y, %s : tensor<17x1000xf32>, tensor<17x1xf32>
 }
+
+// The attention knobs are options too; on a graph without attention kernels
+// they apply to nothing, and pack-heads takes true, false or auto.
+// RUN: not kgc-opt %s --kg-tile='split-kv=4' 2>&1 | FileCheck %s --check-prefix=NO-ATTENTION
+// RUN: not kgc-opt %s --kg-tile='pack-heads=maybe' 2>&1 | FileCheck %s --check-prefix=BAD-FLAG
+// NO-ATTENTION: kg-tile-options.mlir:57:1: error: kg-tile: option split-kv applies to no kernel: only attention kernels have it
+// BAD-FLAG: kgc-opt: error: option 'pack-heads' of pass 'kg-tile' must be one of auto, true, false; got 'maybe'

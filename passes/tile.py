@@ -79,7 +79,7 @@ def knob_attributes() -> set[str]:
 # Knobs that are pass options (the loop flags are kernel attributes only).
 _OPTION_KNOBS = ("block_m", "block_n", "block_k", "group_m", "block_x", "block_r", "num_warps",
                  "num_stages", "num_programs", "split_k", "split_kv")
-# Flag knobs that are pass options too: "" leaves them to kgc.
+# Flag knobs that are pass options too: "auto" leaves them to kgc.
 _OPTION_FLAGS = ("pack_heads",)
 
 
@@ -128,9 +128,9 @@ class KgTile(Pass):
                              "second kernel adds up (0: kgc chooses, 1: no split)")
     split_kv = Option(int, 0, "attention: programs that share one query tile's keys, combined "
                               "by a second kernel (0: kgc chooses, 1: one kernel)")
-    pack_heads = Option(str, "", "attention: true to make the query heads of one key/value "
-                                 "head the rows of a dot, false not to (default: kgc chooses)",
-                        choices=("", "true", "false"))
+    pack_heads = Option(str, "auto", "attention: true to make the query heads of one key/value "
+                                     "head the rows of a dot, false not to, auto: kgc chooses",
+                        choices=("auto", "true", "false"))
     tma = Option(bool, False, "read a matmul's k-loop operands and write its results through "
                               "TMA tensor descriptors")
     kernel = Option(str, "", "apply the knobs to this kernel only (default: every kernel)")
@@ -138,7 +138,7 @@ class KgTile(Pass):
     def _option_knobs(self) -> dict:
         knobs = {name: getattr(self, name) for name in _OPTION_KNOBS if getattr(self, name) != 0}
         knobs.update({name: getattr(self, name) == "true" for name in _OPTION_FLAGS
-                      if getattr(self, name)})
+                      if getattr(self, name) != "auto"})
         if self.tma:
             knobs["tma"] = True
         return knobs

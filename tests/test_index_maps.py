@@ -101,6 +101,23 @@ def test_merging_dimensions_is_not_affine():
         IndexMap.identity((51, 5)).reshaped_from((51, 5), (3, 17, 5))
 
 
+def test_a_merge_read_at_its_own_row_major_combination_is_affine():
+    # The 8 query heads of grouped attention, iterated as (kv head 2, member
+    # 4): head = 4 * kv + member. K broadcast to them through (2, 4) -> 8 is
+    # read at kv and member, then member is dropped by the broadcast.
+    heads = IndexMap.identity((2, 4, 7)).merged_to((2, 4, 7), (8, 7))
+    assert heads.rows == ((4, 1, 0), (0, 0, 1))
+    split = heads.reshaped_from((8, 7), (2, 4, 7))
+    assert split.rows == ((1, 0, 0), (0, 1, 0), (0, 0, 1))
+    x = numbered((2, 4, 7))
+    assert torch.equal(read(x, split), read(x.reshape(8, 7), heads))
+    # A combination the dimensions cannot be read from stays NotAffine: an
+    # axis of 5 along a dimension of 4.
+    wide = IndexMap.identity((2, 5, 7)).merged_to((2, 5, 7), (10, 7))
+    with pytest.raises(NotAffine, match="merges dimensions"):
+        wide.reshaped_from((8, 7), (2, 4, 7))
+
+
 def test_a_merged_map_reads_the_merged_value():
     x = numbered((3, 17, 5))
     merged = IndexMap.identity((3, 17, 5)).merged_to((3, 17, 5), (51, 5))

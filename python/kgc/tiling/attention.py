@@ -52,7 +52,7 @@ from typing import Sequence
 
 from kgc.tiling.config import AttentionConfig
 from kgc.tiling.generate import DryBuilder, Generator, Tile
-from kgc.tiling.graph_model import ELEMENTWISE_OPS, VIEW_OPS, Node, topological
+from kgc.tiling.graph_model import ELEMENTWISE_OPS, Node, topological
 from kgc.tiling.index_maps import BufferView, IndexMap, NotAffine, ceil_div, next_power_of_two
 from kgc.tiling.iteration import KernelPlan, Unplannable, matmul_operand_maps
 from kgc.tiling.plan import Schedule
@@ -170,9 +170,6 @@ def find_attention(outputs: Sequence[Node], check_operands: bool = True) -> Atte
     for node in topological([logits]):
         if id(node) not in logit_ids and node.op in ("matmul", "reduce"):
             raise Unplannable("a mask of an attention kernel holds a reduction")
-    node = output
-    while node is not output_mm:
-        node = node.operands[0]
     if output_mm.shape[:-2] != scores.shape[:-2] or output_mm.shape[-2] != scores.shape[-2]:
         raise Unplannable("P V and Q K^T differ in batch or query dimensions")
     return AttentionPattern(scores, output_mm, logits, output, core, frozenset(logit_ids))
@@ -257,7 +254,7 @@ def plan_attention(outputs, order, config: AttentionConfig, kernel) -> Attention
             packs = [True, False] if queries == 1 else [False]
         for pack in packs:
             try:
-                plan = _plan(pattern, outputs, order, config, kernel, split, pack)
+                plan = _plan(pattern, outputs, config, kernel, split, pack)
                 # K and V read through the broadcast of heads are affine
                 # only with the head axis split: a dry run of the program
                 # says.
@@ -268,7 +265,7 @@ def plan_attention(outputs, order, config: AttentionConfig, kernel) -> Attention
     raise Unplannable(" | ".join(errors))
 
 
-def _plan(pattern: AttentionPattern, outputs, order, config: AttentionConfig, kernel,
+def _plan(pattern: AttentionPattern, outputs, config: AttentionConfig, kernel,
           group: tuple[int, int] | None, pack: bool) -> AttentionPlan:
     scores, output_mm = pattern.scores, pattern.output_mm
     batch = list(output_mm.shape[:-2])
