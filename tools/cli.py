@@ -121,6 +121,9 @@ def compile_command(args) -> int:
     started = time.perf_counter()
     with ir.Context() as context:
         context.allow_unregistered_dialects = True
+        # No MLIR worker threads: they would run Python callbacks (passes,
+        # diagnostic handlers) without the GIL.
+        context.enable_multithreading(False)
         module, stem = _read_graph(args.graph, context)
         target = parse_target(args.target)
         # Refused before compiling: a folder that cannot be written.

@@ -163,6 +163,10 @@ def _process_chunk(text: str, source_name: str, args, pipeline: Pipeline,
     diagnostics: list[Diagnostic] = []
     with ir.Context() as context:
         context.allow_unregistered_dialects = args.allow_unregistered_dialect
+        # MLIR's worker threads (parallel verification of functions) would
+        # call the Python diagnostic handler below without the GIL; kgc's
+        # passes are Python and gain nothing from them.
+        context.enable_multithreading(False)
 
         def keep(diagnostic) -> bool:
             diagnostics.append(from_mlir(diagnostic))
