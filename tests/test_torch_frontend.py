@@ -397,12 +397,15 @@ def test_explain_names_each_kernels_ops_and_each_fallback(capsys):
                for line in kernel_lines)
 
 
-@pytest.mark.parametrize("seq,past", [(1, 5), (4, 5), (4, 0)])
-def test_the_decoder_block_runs_every_op_in_kgc(seq, past):
+@pytest.mark.parametrize("seq,past,mask_tensor", [(1, 5, True), (4, 5, True), (4, 0, True),
+                                                  (4, 0, False)])
+def test_the_decoder_block_runs_every_op_in_kgc(seq, past, mask_tensor):
     # past 0: the cache is empty before the first step, and concatenation
-    # leaves it out of the kernel graph.
+    # leaves it out of the kernel graph. Without a mask tensor the prefill
+    # attends with is_causal.
     block = _small_block()
-    inputs = block.example_inputs(batch=2, seq=seq, past=past)
+    inputs = block.example_inputs(batch=2, seq=seq, past=past, mask_tensor=mask_tensor)
+    inputs = inputs if inputs[-1] is not None else inputs[:-1]
     backend = ReferenceBackend()
     with torch.no_grad():
         expected = block(*inputs)
@@ -413,8 +416,9 @@ def test_the_decoder_block_runs_every_op_in_kgc(seq, past):
     assert len(report.partitions) == 1
 
 
-@pytest.mark.parametrize("seq,past", [(1, 17), (128, 0)], ids=["decode", "prefill"])
-def test_the_decoder_blocks_kernel_graphs_compile_for_sm_90(seq, past):
+@pytest.mark.parametrize("seq,past,mask_tensor", [(1, 17, True), (128, 0, True), (128, 0, False)],
+                         ids=["decode", "prefill", "prefill_is_causal"])
+def test_the_decoder_blocks_kernel_graphs_compile_for_sm_90(seq, past, mask_tensor):
     # The block of the GPU test, f16: every kernel graph the backend makes
     # is compiled through Triton for sm_90 (no GPU needed) and run by
     # kgc.reference, so a graph kgc cannot compile fails here, not only on
@@ -422,7 +426,7 @@ def test_the_decoder_blocks_kernel_graphs_compile_for_sm_90(seq, past):
     llama = _load_example("llama_block")
     torch.manual_seed(0)
     block = llama.LlamaBlock(hidden=512, heads=8, kv_heads=2, mlp=1376).half().eval()
-    inputs = block.example_inputs(batch=1, seq=seq, past=past)
+    inputs = block.example_inputs(batch=1, seq=seq, past=past, mask_tensor=mask_tensor)
     inputs = inputs if inputs[-1] is not None else inputs[:-1]
     kernels = []
 
