@@ -397,16 +397,18 @@ def test_explain_names_each_kernels_ops_and_each_fallback(capsys):
                for line in kernel_lines)
 
 
-@pytest.mark.parametrize("seq,past,mask_tensor", [(1, 5, True), (4, 5, True), (4, 0, True),
-                                                  (4, 0, False)])
-def test_the_decoder_block_runs_every_op_in_kgc(seq, past, mask_tensor):
+@pytest.mark.parametrize("seq,past,mask_tensor,dtype", [
+    (1, 5, True, torch.float32), (4, 5, True, torch.float32), (4, 0, True, torch.float32),
+    (4, 0, False, torch.float32), (1, 5, True, torch.float16), (7, 0, False, torch.float16)])
+def test_the_decoder_block_runs_every_op_in_kgc(seq, past, mask_tensor, dtype):
     # past 0: the cache is empty before the first step, and concatenation
     # leaves it out of the kernel graph. Without a mask tensor the prefill
-    # attends with is_causal.
-    block = _small_block()
+    # attends with is_causal. The kernels run on the CPU executor of tile
+    # programs, as kgc tiles them for a GPU.
+    block = _small_block(dtype)
     inputs = block.example_inputs(batch=2, seq=seq, past=past, mask_tensor=mask_tensor)
     inputs = inputs if inputs[-1] is not None else inputs[:-1]
-    backend = ReferenceBackend()
+    backend = TiledBackend()
     with torch.no_grad():
         expected = block(*inputs)
         actual = torch.compile(block, backend=backend)(*inputs)
@@ -414,6 +416,7 @@ def test_the_decoder_block_runs_every_op_in_kgc(seq, past, mask_tensor):
     (report,) = backend.reports
     assert not report.fallbacks, report.fallbacks
     assert len(report.partitions) == 1
+    assert "attention" in backend.kinds[0], backend.kinds
 
 
 @pytest.mark.parametrize("seq,past,mask_tensor", [(1, 17, True), (128, 0, True), (128, 0, False)],
