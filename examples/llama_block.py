@@ -9,7 +9,9 @@ RMSNorm, rotary embedding (cos and sin precomputed for the positions, given
 as inputs), grouped-query attention through scaled_dot_product_attention
 with K and V broadcast over the query heads, a gated SiLU MLP, and a KV cache
 that grows by concatenation. The causal mask of a prefill is an additive
-tensor (0 where a query may look, -inf elsewhere); a decode step needs none.
+tensor (0 where a query may look, -inf elsewhere), or, for a prefill without
+cached positions, none: attention is then `is_causal`. A decode step needs
+none.
 """
 
 from __future__ import annotations
@@ -79,18 +81,24 @@ class LlamaBlock(nn.Module):
         k = torch.cat((past_k, k), dim=2)
         v = torch.cat((past_v, v), dim=2)
         times = self.heads // self.kv_heads
+        causal = mask is None and seq > 1
+        if causal and past_k.shape[2]:
+            raise ValueError("a prefill after cached positions needs its causal mask as a "
+                             "tensor: is_causal aligns the first query with the first key")
         attention = F.scaled_dot_product_attention(q, repeat_kv(k, times), repeat_kv(v, times),
-                                                   attn_mask=mask)
+                                                   attn_mask=mask, is_causal=causal)
         attention = attention.transpose(1, 2).reshape(batch, seq, self.heads * self.head_dim)
         x = x + self.o_proj(attention)
         h = self.post_norm(x)
         x = x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
         return x, k, v
 
-    def example_inputs(self, batch: int, seq: int, past: int, seed: int = 0):
+    def example_inputs(self, batch: int, seq: int, past: int, seed: int = 0,
+                       mask_tensor: bool = True):
         """Random inputs of the block's dtype and device: x, the rotary cos and
         sin of positions past..past+seq, a KV cache of `past` positions, and the
-        causal mask (None for one query)."""
+        causal mask (None for one query, or without `mask_tensor`: the block
+        then attends with is_causal)."""
         weight = self.q_proj.weight
         dtype, device = weight.dtype, weight.device
         generator = torch.Generator(device="cpu").manual_seed(seed)
@@ -109,7 +117,7 @@ class LlamaBlock(nn.Module):
         past_k = random(batch, self.kv_heads, past, self.head_dim)
         past_v = random(batch, self.kv_heads, past, self.head_dim)
         mask = None
-        if seq > 1:
+        if seq > 1 and mask_tensor:
             rows = torch.arange(seq)[:, None] + past
             columns = torch.arange(past + seq)[None, :]
             mask = torch.zeros(seq, past + seq, dtype=torch.float32)

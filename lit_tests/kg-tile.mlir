@@ -209,6 +209,45 @@ func.func @concat(%a: tensor<17x3xf32>, %b: tensor<17x100xf32>) -> tensor<17x103
 
 // -----
 
+// A query rotated by a concat (rotate_half of a rotary embedding) does not
+// vary along the key loop of attention: its tile is made once, above the
+// loop, and the concat's mask bounds only the concatenated axis, taking no
+// loop offset (none is in scope there).
+// CHECK-LABEL: func.func @attention_rotated_query
+// CHECK: %[[HALF:.*]] = kg.tile_mask [%c0_i32, %c0_i32, %c0_i32, %c0_i32, %c0_i32, %c0_i32, %c0_i32] lower [{{.*}}, 0, -2147483648] upper [{{.*}}, 32, 2147483647] : tensor<1x1x1x1x1x64x1xi1>
+// CHECK: %[[Q:.*]] = kg.tile_select %[[HALF]]
+// CHECK: scf.for %[[KEY:.*]] = %c0_i32 to %c100_i32
+// CHECK: kg.tile_dot %[[Q]], %{{.*}}
+func.func @attention_rotated_query(%q: tensor<1x8x1x64xf16>, %k: tensor<1x2x100x64xf16>, %v: tensor<1x2x100x64xf16>) -> tensor<1x8x1x64xf16> {
+  %o = kg.kernel @rotated_0(%k, %v, %q) attributes {split_kv = 1, pack_heads = false} : (tensor<1x2x100x64xf16>, tensor<1x2x100x64xf16>, tensor<1x8x1x64xf16>) -> tensor<1x8x1x64xf16> {
+  ^bb0(%a: tensor<1x2x100x64xf16>, %b: tensor<1x2x100x64xf16>, %c: tensor<1x8x1x64xf16>):
+    %hi = kg.slice %c offsets [0, 0, 0, 32] strides [1, 1, 1, 1] : tensor<1x8x1x64xf16> -> tensor<1x8x1x32xf16>
+    %lo = kg.slice %c offsets [0, 0, 0, 0] strides [1, 1, 1, 1] : tensor<1x8x1x64xf16> -> tensor<1x8x1x32xf16>
+    %neg = kg.neg %hi : tensor<1x8x1x32xf16>
+    %qr = kg.concat %neg, %lo dim 3 : (tensor<1x8x1x32xf16>, tensor<1x8x1x32xf16>) -> tensor<1x8x1x64xf16>
+    %k5 = kg.reshape %a : tensor<1x2x100x64xf16> -> tensor<1x2x1x100x64xf16>
+    %kb = kg.broadcast_to %k5 : tensor<1x2x1x100x64xf16> -> tensor<1x2x4x100x64xf16>
+    %kh = kg.reshape %kb : tensor<1x2x4x100x64xf16> -> tensor<1x8x100x64xf16>
+    %v5 = kg.reshape %b : tensor<1x2x100x64xf16> -> tensor<1x2x1x100x64xf16>
+    %vb = kg.broadcast_to %v5 : tensor<1x2x1x100x64xf16> -> tensor<1x2x4x100x64xf16>
+    %vh = kg.reshape %vb : tensor<1x2x4x100x64xf16> -> tensor<1x8x100x64xf16>
+    %kt = kg.transpose %kh [0, 1, 3, 2] : tensor<1x8x100x64xf16> -> tensor<1x8x64x100xf16>
+    %s = kg.matmul %qr, %kt : (tensor<1x8x1x64xf16>, tensor<1x8x64x100xf16>) -> tensor<1x8x1x100xf16>
+    %x = kg.cast %s {kg.promotion} : tensor<1x8x1x100xf16> to tensor<1x8x1x100xf32>
+    %m = kg.reduce max %x dims [3] keepdim : tensor<1x8x1x100xf32> -> tensor<1x8x1x1xf32>
+    %d = kg.sub %x, %m : (tensor<1x8x1x100xf32>, tensor<1x8x1x1xf32>) -> tensor<1x8x1x100xf32>
+    %e = kg.exp %d : tensor<1x8x1x100xf32>
+    %z = kg.reduce sum %e dims [3] keepdim : tensor<1x8x1x100xf32> -> tensor<1x8x1x1xf32>
+    %p = kg.div %e, %z : (tensor<1x8x1x100xf32>, tensor<1x8x1x1xf32>) -> tensor<1x8x1x100xf32>
+    %ph = kg.cast %p {kg.promotion} : tensor<1x8x1x100xf32> to tensor<1x8x1x100xf16>
+    %out = kg.matmul %ph, %vh : (tensor<1x8x1x100xf16>, tensor<1x8x100x64xf16>) -> tensor<1x8x1x64xf16>
+    kg.yield %out : tensor<1x8x1x64xf16>
+  }
+  return %o : tensor<1x8x1x64xf16>
+}
+
+// -----
+
 // Split-K (split_k = 4): the RMSNorm + MatMul kernel becomes a partials
 // kernel, whose programs walk the tiles (grid x) and the 4 splits (grid y),
 // each summing its chunk of k (256 of 1000: the last stops at 1000) into the

@@ -350,7 +350,7 @@ class _Search:
                 choice, choice_time = variant, total
         if choice is None:
             raise KgcError(f"superoptimize: no variant of @{self.function} compiled and passed "
-                           "the check against torch; see the report's reasons")
+                           f"the check against torch; first reasons: {self._first_reasons()}")
         return GraphConfig(self.function, choice.partition,
                            {name: kernels[signature].configs[best[signature][0]]
                             for name, signature in choice.kernels})
@@ -390,6 +390,19 @@ class _Search:
         graph.report = SearchReport(self.rows, self.partition_rows, times[0], times[1],
                                     time.monotonic() - self.started)
         return graph
+
+    def _first_reasons(self, count: int = 3) -> str:
+        """The first distinct reasons candidates were turned down for, those
+        of kgc's own configs first: what a user can act on when none passed."""
+        rows = sorted((r for r in self.rows if r.reason), key=lambda r: not r.default)
+        reasons: dict[str, str] = {}
+        for row in rows:
+            if row.reason not in reasons:
+                reasons[row.reason] = (f"{row.kernel}{' (default config)' if row.default else ''} "
+                                       f"{row.status}: {row.reason}")
+            if len(reasons) == count:
+                break
+        return "; ".join(reasons.values()) or "none recorded"
 
     def _row(self, variants: KernelVariants, config, status, time_us=None, reason="",
              device=None, progress=None) -> None:

@@ -212,7 +212,7 @@ class Backend:
                     partition = None
                     if self.run_kernels:
                         partition = CompiledPartition(
-                            converted, self.compile_graph(converted.graph, mode))
+                            converted, self._compile_graph(converted.graph, mode))
             except (Unsupported, KgcError) as error:
                 ops = [f"{op_name(n)}:{n.name}" for n in submodule.graph.nodes
                        if n.op == "call_function"]
@@ -233,6 +233,16 @@ class Backend:
         return fused.forward
 
 
+    def _compile_graph(self, graph, mode: str):
+        """`compile_graph` on real tensors: AOTAutograd calls the backend
+        under its FakeTensorMode, where every tensor made is a fake one, and
+        kgc's search (max-autotune) runs candidates on real inputs to check
+        and time them."""
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+        with unset_fake_temporarily():
+            return self.compile_graph(graph, mode)
+
     def _bucketed(self, submodule, graph_name: str, mode: str, report: GraphReport):
         """A partition with dynamic extents, compiled per bucket on use; it
         is converted here at the bucket of its example sizes, so that what
@@ -244,7 +254,7 @@ class Backend:
                     if kernel not in partition.report.kernels:
                         partition.report.kernels.append(kernel)
 
-        partition = BucketedPartition(submodule, graph_name, self.compile_graph, mode, record)
+        partition = BucketedPartition(submodule, graph_name, self._compile_graph, mode, record)
         hints = {}
         for symbol, (index, dim) in partition.sources.items():
             value = partition.placeholders[index].meta["val"]

@@ -20,9 +20,13 @@ torch op does several steps in f32 before rounding (log_softmax, var,
 scalars that the tensor's dtype cannot hold) the converter casts to f32,
 does the steps and casts back once.
 
-Ops that need integer or boolean tensors (comparisons, where, arange) have a
-row each that records the op once `kgc.Graph` has it, and until then reports
-that it is not supported by kgc yet.
+Integer and boolean tensors (positions, masks) convert too: comparisons,
+where/masked_fill, the logical ops, arange and casts between any two dtypes.
+Where kg wants one operand type and torch promotes (a comparison of an int64
+tensor with a float one, where over f16 and f32), the operands are cast to
+torch's promoted dtype first. Causal attention (`is_causal`) and boolean
+attention masks become an additive f32 mask built from iota, cmp and select,
+which the attention kernel computes from its indices.
 """
 
 from __future__ import annotations
@@ -57,7 +61,9 @@ class KgcFallbackWarning(UserWarning):
 
 
 # torch dtype -> kg element type, for the dtypes kg tensors hold.
-_KG_DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
+_KG_DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16",
+              torch.bool: "i1", torch.int32: "i32", torch.int64: "i64"}
+_FLOATS = ("f32", "f16", "bf16")
 # Ops that only rename or re-lay out elements: they never make a partition
 # worth a kernel on their own, and PyTorch does them without copying.
 _LAYOUT_OPS: set = set()
@@ -118,10 +124,8 @@ def op_name(node: torch.fx.Node) -> str:
 def kg_dtype(dtype: torch.dtype, what: str) -> str:
     if dtype in _KG_DTYPES:
         return _KG_DTYPES[dtype]
-    if dtype in (torch.bool, torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8):
-        raise Unsupported(f"{what} is {dtype}: integer and boolean tensors are not supported "
-                          "by kgc yet")
-    raise Unsupported(f"{what} is {dtype}: kg tensors hold f32, f16 and bf16")
+    raise Unsupported(f"{what} is {dtype}: kg tensors hold f32, f16, bf16, bool, int32 and "
+                      "int64")
 
 
 # Values of the symbolic sizes while a graph is converted for one bucket of
@@ -218,8 +222,9 @@ def _binary(ctx: Context, kind: str, lhs, rhs, alpha=1) -> Tensor:
     alpha = _number(alpha, f"{op_name(ctx.node)} alpha")
     if exact and alpha == 1:
         return method(*operands)
-    wide = [graph.cast(v, "f32") if isinstance(v, Tensor) and dtype != "f32" else v
-            for v in operands]
+    # Integers are exact in their own dtype: only half floats widen.
+    wide_dtype = "f32" if dtype in _FLOATS else dtype
+    wide = [_cast(graph, v, wide_dtype) if isinstance(v, Tensor) else v for v in operands]
     if alpha != 1:
         wide[1] = graph.mul(wide[1], alpha) if isinstance(wide[1], Tensor) else wide[1] * alpha
     if not any(isinstance(v, Tensor) for v in wide):
@@ -368,6 +373,9 @@ def _reduction(kind: str):
         dims = _dims(a.get("dim"), x.ndim, f"{op_name(ctx.node)} dim")
         if a.get("dtype") is not None:
             x = _cast(ctx.graph, x, kg_dtype(a["dtype"], f"{op_name(ctx.node)} dtype"))
+        elif kind == "sum" and x.dtype not in _FLOATS:
+            # torch sums bools and integers as int64.
+            x = _cast(ctx.graph, x, ctx.out_dtype)
         if not x.ndim:
             return x
         result = getattr(ctx.graph, kind)(x, dims, keepdim=bool(a.get("keepdim", False)))
@@ -449,25 +457,39 @@ def _rms_norm(ctx, a):
 
 
 def _attention(graph: Graph, q: Tensor, k: Tensor, v: Tensor, mask, is_causal: bool,
-               scale, dropout: float) -> Tensor:
+               scale, dropout: float, enable_gqa: bool = False) -> Tensor:
+    # The fused ops pass enable_gqa=True: torch calls them with fewer
+    # key/value heads than query heads only for grouped-query attention.
     """softmax(q @ k^T * scale + mask) @ v, the scores in f32 as the fused
     kernels keep them; the probabilities in the inputs' dtype, as the fused
-    kernels feed them to the second matmul."""
+    kernels feed them to the second matmul. A boolean mask (True: the key
+    takes part) and `is_causal` become an additive f32 mask of 0 and -inf,
+    the causal one computed from positions (iota, cmp, select), so that
+    the attention kernel makes it from its indices instead of reading it."""
     if dropout:
         raise Unsupported(f"attention with dropout {dropout}")
-    if is_causal:
-        raise Unsupported("attention with is_causal needs iota and where, which are not "
-                          "supported by kgc yet; pass the causal mask as a tensor")
     if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
         raise Unsupported("attention on tensors of rank other than 4")
     if q.shape[1] != k.shape[1]:
-        raise Unsupported(f"attention with {q.shape[1]} query heads over {k.shape[1]} key "
-                          "heads (enable_gqa); broadcast K and V over the query heads first")
+        if not enable_gqa or q.shape[1] % k.shape[1] or k.shape[1] != v.shape[1]:
+            raise Unsupported(f"attention with {q.shape[1]} query heads over {k.shape[1]} key "
+                              "heads without enable_gqa; broadcast K and V over the query heads "
+                              "first")
+        k, v = (_repeat_heads(graph, t, q.shape[1] // t.shape[1]) for t in (k, v))
     head = q.shape[-1]
     scale = 1.0 / math.sqrt(head) if scale is None else _number(scale, "attention scale")
     scores = graph.matmul(q, graph.transpose(k, (0, 1, 3, 2)), out_dtype="f32")
     scores = graph.mul(scores, scale)
+    queries, keys = scores.shape[-2:]
+    if is_causal:
+        if mask is not None:
+            raise Unsupported("attention with both is_causal and a mask")
+        # torch's causal mask is aligned to the top left: query i sees keys
+        # 0..i.
+        mask = graph.ge(graph.iota((queries, 1), 0, "i32"), graph.iota((1, keys), 1, "i32"))
     if isinstance(mask, Tensor):
+        if mask.dtype == "i1":
+            mask = graph.where(mask, graph.constant(0.0, (), "f32"), float("-inf"))
         scores = graph.add(scores, _cast(graph, mask, "f32"))
     elif mask is not None:
         raise Unsupported(f"attention mask {mask!r}")
@@ -475,11 +497,22 @@ def _attention(graph: Graph, q: Tensor, k: Tensor, v: Tensor, mask, is_causal: b
     return graph.matmul(probabilities, v)
 
 
+def _repeat_heads(graph: Graph, x: Tensor, times: int) -> Tensor:
+    """(batch, heads, length, dim) -> (batch, heads * times, length, dim),
+    query head h reading key/value head h // times (enable_gqa's
+    repeat_interleave), through a broadcast the attention kernel reads at
+    the key/value head without making it."""
+    batch, heads, length, dim = x.shape
+    wide = graph.broadcast_to(graph.reshape(x, (batch, heads, 1, length, dim)),
+                              (batch, heads, times, length, dim))
+    return graph.reshape(wide, (batch, heads * times, length, dim))
+
+
 @converts(aten._scaled_dot_product_flash_attention.default)
 def _flash_attention(ctx, a):
     _first_result_only(ctx, "logsumexp and philox state")
     out = _attention(ctx.graph, a["query"], a["key"], a["value"], None, a.get("is_causal"),
-                     a.get("scale"), a.get("dropout_p", 0.0))
+                     a.get("scale"), a.get("dropout_p", 0.0), enable_gqa=True)
     return (out,) + (None,) * 8
 
 
@@ -488,7 +521,8 @@ def _flash_attention(ctx, a):
 def _biased_attention(ctx, a):
     _first_result_only(ctx, "logsumexp and philox state")
     out = _attention(ctx.graph, a["query"], a["key"], a["value"], a.get("attn_bias"),
-                     a.get("is_causal"), a.get("scale"), a.get("dropout_p", 0.0))
+                     a.get("is_causal"), a.get("scale"), a.get("dropout_p", 0.0),
+                     enable_gqa=True)
     return (out,) + (None,) * 8
 
 
@@ -496,17 +530,16 @@ def _biased_attention(ctx, a):
 def _cpu_attention(ctx, a):
     _first_result_only(ctx, "logsumexp")
     out = _attention(ctx.graph, a["query"], a["key"], a["value"], a.get("attn_mask"),
-                     a.get("is_causal"), a.get("scale"), a.get("dropout_p", 0.0))
+                     a.get("is_causal"), a.get("scale"), a.get("dropout_p", 0.0),
+                     enable_gqa=True)
     return (out, None)
 
 
 @converts(aten.scaled_dot_product_attention.default)
 def _sdpa(ctx, a):
-    if a.get("enable_gqa"):
-        raise Unsupported("scaled_dot_product_attention with enable_gqa; broadcast K and V "
-                          "over the query heads first")
     return _attention(ctx.graph, a["query"], a["key"], a["value"], a.get("attn_mask"),
-                      a.get("is_causal"), a.get("scale"), a.get("dropout_p", 0.0))
+                      a.get("is_causal"), a.get("scale"), a.get("dropout_p", 0.0),
+                      bool(a.get("enable_gqa", False)))
 
 
 # --------------------------------------------------------------------------
@@ -610,59 +643,160 @@ def _to_copy(ctx, a):
 
 @converts(aten.full.default, aten.scalar_tensor.default)
 def _full(ctx, a):
-    value = _number(a.get("fill_value", a.get("s")), f"{op_name(ctx.node)} value")
+    value = _fill_value(a.get("fill_value", a.get("s")), f"{op_name(ctx.node)} value")
     return ctx.graph.constant(value, ctx.out_shape, ctx.out_dtype)
+
+
+def _fill_value(value, what: str) -> float:
+    """A constant's value: a real number, or a bool (a mask's)."""
+    value = _static_value(value, what)
+    return float(value) if isinstance(value, bool) else _number(value, what)
 
 
 @converts(aten.full_like.default, aten.zeros_like.default, aten.ones_like.default)
 def _full_like(ctx, a):
     value = {aten.zeros_like.default: 0.0, aten.ones_like.default: 1.0}.get(ctx.node.target)
     if value is None:
-        value = _number(a["fill_value"], "full_like value")
+        value = _fill_value(a["fill_value"], "full_like value")
     return ctx.graph.constant(value, ctx.out_shape, ctx.out_dtype)
 
 
 # --------------------------------------------------------------------------
-# Integer and boolean ops: a row each, recorded once kgc.Graph has the op
+# Integer and boolean ops: comparisons, selects, logical ops, positions
 # --------------------------------------------------------------------------
 
 
-def _graph_op(graph: Graph, name: str, node: torch.fx.Node):
-    method = getattr(graph, name, None)
-    if method is None:
-        raise Unsupported(f"{op_name(node)} is not supported by kgc yet")
-    return method
+def _torch_dtype(dtype: str) -> torch.dtype:
+    return {v: k for k, v in _KG_DTYPES.items()}[dtype]
+
+
+def _promoted(ctx: Context, values) -> str:
+    """torch's result dtype of an op on `values` (tensors and Python
+    numbers), as kg needs its operands of one dtype."""
+    probes = [torch.empty((1,), dtype=_torch_dtype(v.dtype)) if isinstance(v, Tensor)
+              else _static_value(v, op_name(ctx.node)) for v in values]
+    if not any(isinstance(p, torch.Tensor) for p in probes):
+        raise Unsupported(f"{op_name(ctx.node)} has no tensor operand")
+    result = probes[0]
+    for probe in probes[1:]:
+        result = torch.empty((1,), dtype=torch.result_type(result, probe))
+    return kg_dtype(result.dtype, f"{op_name(ctx.node)} operands")
+
+
+def _operands_as(ctx: Context, values, dtype: str) -> list:
+    """Tensors cast to `dtype`; Python numbers as kg takes them (bools as
+    0 and 1)."""
+    operands = []
+    for value in values:
+        if isinstance(value, Tensor):
+            operands.append(_cast(ctx.graph, value, dtype))
+        else:
+            value = _static_value(value, op_name(ctx.node))
+            if not isinstance(value, (bool, int, float)):
+                raise Unsupported(f"{op_name(ctx.node)} of {value!r}")
+            operands.append(float(value))
+    return operands
 
 
 for _kind, _targets in {
     "eq": (aten.eq.Tensor, aten.eq.Scalar), "ne": (aten.ne.Tensor, aten.ne.Scalar),
     "lt": (aten.lt.Tensor, aten.lt.Scalar), "le": (aten.le.Tensor, aten.le.Scalar),
     "gt": (aten.gt.Tensor, aten.gt.Scalar), "ge": (aten.ge.Tensor, aten.ge.Scalar),
-    "logical_and": (aten.logical_and.default,), "logical_or": (aten.logical_or.default,),
 }.items():
     def _make(kind):
         def convert(ctx, a):
-            return _graph_op(ctx.graph, kind, ctx.node)(a["input"], a["other"])
+            values = (a["input"], a["other"])
+            return getattr(ctx.graph, kind)(*_operands_as(ctx, values, _promoted(ctx, values)))
+        return convert
+    converts(*_targets)(_make(_kind))
+
+
+def _as_bool(ctx: Context, x) -> Tensor:
+    """torch's truth of a tensor: not zero."""
+    _require_tensor(ctx, x)
+    return _cast(ctx.graph, x, "i1")
+
+
+for _kind, _targets in {
+    "logical_and": (aten.logical_and.default,), "logical_or": (aten.logical_or.default,),
+    "logical_xor": (aten.logical_xor.default,),
+}.items():
+    def _make(kind):
+        def convert(ctx, a):
+            result = getattr(ctx.graph, kind)(_as_bool(ctx, a["input"]),
+                                              _as_bool(ctx, a["other"]))
+            return _cast(ctx.graph, result, ctx.out_dtype)
         return convert
     converts(*_targets)(_make(_kind))
 
 
 @converts(aten.logical_not.default)
 def _logical_not(ctx, a):
-    return _graph_op(ctx.graph, "logical_not", ctx.node)(a["input"])
+    return _cast(ctx.graph, ctx.graph.logical_not(_as_bool(ctx, a["input"])), ctx.out_dtype)
 
 
-@converts(aten.where.self)
+# `&`, `|`, `^` and `~` of bool tensors are torch's bitwise ops: logical
+# ones on bools. Integer bit operations have no kg op.
+for _kind, _targets in {
+    "logical_and": (aten.bitwise_and.Tensor,), "logical_or": (aten.bitwise_or.Tensor,),
+    "logical_xor": (aten.bitwise_xor.Tensor,), "logical_not": (aten.bitwise_not.default,),
+    "bitwise_scalar": (aten.bitwise_and.Scalar, aten.bitwise_or.Scalar,
+                       aten.bitwise_xor.Scalar),
+}.items():
+    def _make(kind):
+        def convert(ctx, a):
+            values = [a["input"]] + ([a["other"]] if "other" in a else [])
+            if kind == "bitwise_scalar" or any(not isinstance(v, Tensor) or v.dtype != "i1"
+                                               for v in values):
+                raise Unsupported(f"{op_name(ctx.node)} of integers or with a number: kg has "
+                                  "no bitwise ops")
+            return getattr(ctx.graph, kind)(*values)
+        return convert
+    converts(*_targets)(_make(_kind))
+
+
+@converts(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar)
 def _where(ctx, a):
-    return _graph_op(ctx.graph, "where", ctx.node)(a["condition"], a["input"], a["other"])
+    values = (a["input"], a["other"])
+    true_value, false_value = _operands_as(ctx, values, ctx.out_dtype)
+    if not any(isinstance(v, Tensor) for v in (true_value, false_value)):
+        # Two numbers: one of them as a constant of the result's dtype.
+        true_value = ctx.graph.constant(true_value, (), ctx.out_dtype)
+    return _as_shape(ctx, ctx.graph.where(_as_bool(ctx, a["condition"]), true_value,
+                                          false_value))
 
 
-@converts(aten.arange.start_step, aten.arange.default, prims.iota.default)
+@converts(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
+def _masked_fill(ctx, a):
+    value = a["value"]
+    if isinstance(value, Tensor):
+        if value.shape != ():
+            raise Unsupported(f"masked_fill with a value of shape {value.shape}")
+        value = _cast(ctx.graph, value, ctx.out_dtype)
+    else:
+        (value,) = _operands_as(ctx, (value,), ctx.out_dtype)
+    x = _cast(ctx.graph, a["input"], ctx.out_dtype)
+    return _as_shape(ctx, ctx.graph.where(_as_bool(ctx, a["mask"]), value, x))
+
+
+@converts(aten.arange.start_step, aten.arange.start, aten.arange.default, prims.iota.default)
 def _arange(ctx, a):
-    iota = _graph_op(ctx.graph, "iota", ctx.node)
+    graph = ctx.graph
     (length,) = ctx.out_shape
-    start, step = _static_value(a.get("start", 0), "start"), _static_value(a.get("step", 1), "step")
-    return iota(length, start=start, step=step, dtype=ctx.out_dtype)
+    start = _static_value(a.get("start", 0), "arange start")
+    step = _static_value(a.get("step", 1), "arange step")
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (start, step)):
+        raise Unsupported(f"{op_name(ctx.node)} with start {start!r} and step {step!r}: kgc "
+                          "counts in whole numbers")
+    dtype = ctx.out_dtype
+    if dtype == "i1":
+        raise Unsupported(f"{op_name(ctx.node)} of bools")
+    if step == 1:
+        return graph.iota((length,), 0, dtype, start=start)
+    # start + i * step, in int64 as torch computes integer ranges, then the
+    # result's dtype.
+    positions = graph.add(graph.mul(graph.iota((length,), 0, "i64"), float(step)), float(start))
+    return _cast(graph, positions, dtype)
 
 
 # --------------------------------------------------------------------------

@@ -71,6 +71,20 @@ def test_a_wrong_candidate_is_rejected_and_never_chosen(tmp_path):
     assert all(config.to_json() in defaults for config in result.config.kernels.values())
 
 
+def _corrupt_all(candidate, results):
+    return tuple(r + 1 for r in results)
+
+
+def test_when_no_candidate_passes_the_error_quotes_the_first_reasons():
+    with pytest.raises(kgc.KgcError) as caught:
+        kgc.superoptimize(small_mlp(), cache=False, tamper=_corrupt_all, **QUICK)
+    message = str(caught.value)
+    assert "no variant of @small_mlp compiled and passed" in message
+    # kgc's own config comes first, with what was wrong with its results.
+    assert "first reasons: " in message and "(default config) rejected: result #0 is off by" \
+        in message.split("first reasons: ")[1].split(";")[0]
+
+
 def test_a_candidate_over_the_shared_memory_limit_is_skipped_without_running(tmp_path):
     huge = MatmulConfig(block_m=128, block_n=256, block_k=128, group_m=1, num_warps=8,
                         num_stages=6)

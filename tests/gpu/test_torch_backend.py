@@ -3,8 +3,9 @@
 An MLP block, and a Llama-style decoder block in plain torch (RMSNorm,
 rotary embedding, GQA attention through SDPA, gated SiLU MLP) in f16 and
 bf16, batch 1 and 8, one query (decode, with a KV cache) and 128 (prefill,
-with an additive causal mask). Each result must be as accurate as eager's
-against the block run in f64; every op of the block must run in kgc kernels.
+with an additive causal mask, or is_causal). Each result must be as accurate
+as eager's against the block run in f64; every op of the block must run in
+kgc kernels.
 The kernel and fallback counts are printed (`pytest -s`).
 """
 
@@ -84,14 +85,16 @@ def test_mlp_block(dtype):
     assert all(not r.fallbacks and r.kernel_count for r in reports)
 
 
-@pytest.mark.parametrize("seq", [1, 128], ids=["decode", "prefill"])
+@pytest.mark.parametrize("seq,mask_tensor", [(1, True), (128, True), (128, False)],
+                         ids=["decode", "prefill", "prefill_is_causal"])
 @pytest.mark.parametrize("batch", [1, 8])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
-def test_llama_decoder_block(dtype, batch, seq):
+def test_llama_decoder_block(dtype, batch, seq, mask_tensor):
     llama = _llama()
     torch.manual_seed(0)
     block = llama.LlamaBlock(hidden=512, heads=8, kv_heads=2, mlp=1376).to(dtype).cuda().eval()
-    inputs = block.example_inputs(batch=batch, seq=seq, past=17 if seq == 1 else 0)
+    inputs = block.example_inputs(batch=batch, seq=seq, past=17 if seq == 1 else 0,
+                                  mask_tensor=mask_tensor)
     inputs = inputs if inputs[-1] is not None else inputs[:-1]
     reports = _compile_and_check(block, inputs, dtype)
     # Every op of the block runs in kgc kernels: nothing is left to PyTorch

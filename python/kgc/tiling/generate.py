@@ -551,7 +551,11 @@ class Generator:
             lower = [INT32_MIN] * self.n
             upper = [INT32_MAX] * self.n
             lower[axis], upper[axis] = lo, hi
-            mask = self.b.mask([self.offsets[a] for a in range(self.n)], lower, upper,
+            # Only `axis` is bounded: the other offsets are 0, never a loop's
+            # offset, which is out of scope where a tile that does not vary
+            # along its axis is hoisted (Q of attention, above the key loop).
+            mask = self.b.mask([self.offsets[a] if a == axis else self.b.const(0)
+                                for a in range(self.n)], lower, upper,
                                self._shape(frozenset({axis})))
             result_axes |= tile.axes | {axis}
             value = self.b.select(mask, tile.value, result.value, node.element,
