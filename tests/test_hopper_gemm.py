@@ -58,12 +58,14 @@ def scaled_fp8(m: int, k: int, n: int, out: str = "bf16", scalar_scales: bool = 
 
 
 def config_for(graph: kgc.Graph, config: MatmulConfig) -> GraphConfig:
-    """A GraphConfig setting `config` on the one kernel of `graph`."""
+    """A GraphConfig setting `config` on the matmul kernel of `graph`."""
     context = ir.Context()
     module = graph.build(context)
     with context:
         GraphConfig(graph.name).fuse(module)
-        (kernel,) = kernels_in(module)
+        # At M = 1 the scales are a pointwise kernel of their own.
+        (kernel,) = [k for k in kernels_in(module)
+                     if "matmul" in ir.StringAttr(k.attributes["sym_name"]).value]
         name = ir.StringAttr(kernel.attributes["sym_name"]).value
     return GraphConfig(graph.name, None, {name: config})
 
