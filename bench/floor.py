@@ -97,9 +97,9 @@ class DevicePeaks:
                                          for kind, rates in self.matmul_probes.items()}}
 
 
-def describe(peaks: dict) -> str:
-    """`DevicePeaks.to_dict()` as one line of the table's header: each peak
-    with the probes it is the best of."""
+def describe(peaks: dict, separator: str = "; ") -> str:
+    """`DevicePeaks.to_dict()` as text for the table's header: each peak
+    with the probes it is the best of, `separator` between peaks."""
     def best_of(value: float, probes: dict, unit: str) -> str:
         if len(probes) < 2:
             return f"{value:.0f} {unit}" + (f" ({next(iter(probes))})" if probes else "")
@@ -110,7 +110,7 @@ def describe(peaks: dict) -> str:
     for kind, value in peaks["matmul_TFLOPS"].items():
         probes = peaks.get("matmul_probes_TFLOPS", {}).get(kind, {})
         parts.append(f"{kind} matmul {best_of(value, probes, 'TFLOPS')}")
-    return "; ".join(parts)
+    return separator.join(parts)
 
 
 # -- the probes ------------------------------------------------------------------

@@ -135,7 +135,7 @@ class BenchResult:
                 f"{settings['reps']} reps, seed {settings['seed']}")
         if wall_s is not None:
             line += f", {wall_s:.0f} s"
-        return line + "\nfloor from " + describe(self.peaks)
+        return line + "\nfloor from\n  " + describe(self.peaks, "\n  ")
 
     def table(self) -> str:
         """The rows as text: us per contender, kgc's speedup over the best
@@ -177,10 +177,10 @@ class BenchResult:
                 out.append(f"  {row.workload}: {LABELS[runner]}: {reason}")
         compiled = [row for row in self.rows if row.compile_s]
         if compiled:
-            out.append("torch first call (compile) in s: " + "; ".join(
-                f"{row.workload} " + ", ".join(f"{LABELS[r] if r != 'max-autotune' else r} "
-                                               f"{s:.1f}" for r, s in row.compile_s.items())
-                for row in compiled))
+            out.append("torch.compile's first call (its compile), s:")
+            out += [f"  {row.workload}: " + ", ".join(
+                f"{LABELS[r] if r != 'max-autotune' else r} {s:.1f}"
+                for r, s in row.compile_s.items()) for row in compiled]
         return "\n".join(out)
 
     def write_chart(self, path) -> None:

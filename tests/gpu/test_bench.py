@@ -21,7 +21,7 @@ def test_bench_quick_on_softmax(tmp_path):
     first = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
     assert first.returncode == 0, first.stderr
     assert "softmax" in first.stdout and "speedup" in first.stdout
-    assert "floor from memory" in first.stdout and "(best of copy 1 GiB" in first.stdout
+    assert "floor from\n  memory " in first.stdout and "(best of copy 1 GiB" in first.stdout
     data = json.loads(results.read_text())
     (row,) = data["rows"]
     assert row["workload"] == "softmax" and row["kgc_status"] == "ok"
