@@ -60,3 +60,26 @@ def test_peaks_are_the_best_of_every_probe():
     for kind, rates in peaks.matmul_probes.items():
         assert peaks.matmul_flops_per_s[kind] == max(rates.values()) > 1e13
     assert ("fp8" in peaks.matmul_flops_per_s) is fp8
+
+
+@pytest.mark.gpu
+def test_fp8_workload_with_column_major_b_matches_scaled_mm():
+    """The FP8 workload's graph, compiled by kgc, on the same memory that
+    torch._scaled_mm reads as column-major B (shapes off the tiles; M only
+    needs no multiple of 16), passes the bench's check against it."""
+    import torch
+
+    import kgc
+    from kgc.bench.check import check
+    from kgc.bench.workloads import _fp8_gemm_workload
+
+    if torch.cuda.get_device_capability() < (8, 9):
+        pytest.skip("FP8 tensor cores need sm_89 or newer")
+    workload = _fp8_gemm_workload(272, 512, 400)
+    graph = workload.build()
+    inputs = workload.make_inputs("cuda", torch.Generator().manual_seed(11))
+    torch_inputs = workload.torch_layout(inputs)
+    assert torch_inputs[1].data_ptr() == inputs[1].data_ptr()  # a view: no copy
+    ours = kgc.compile(graph)(*inputs)
+    theirs = workload.reference(*torch_inputs)
+    assert check(graph, inputs, ours, theirs) is None
