@@ -110,8 +110,8 @@ def _setup_line(row: Row) -> str:
     if row.kgc_search_s is None:
         kgc = "kgc no search time"
     else:
-        kgc = (f"kgc search {row.kgc_search_s:.1f} s "
-               f"({'from the cache' if row.kgc_cached else 'searched'})")
+        source = {True: " (from the cache)", False: " (searched)", None: ""}[row.kgc_cached]
+        kgc = f"kgc search {row.kgc_search_s:.1f} s{source}"
     return f"{row.workload}: {kgc}" + "".join(
         f", {LABELS[r]} first call {s:.1f} s" for r, s in row.compile_s.items())
 
