@@ -5,11 +5,12 @@
 
 The package owns the benchmark and nothing else, one module per piece:
 `workloads` (the catalogue: each workload as a kgc graph and as torch code,
-its inputs, bytes, flops and target), `floor` (the device's copy bandwidth
-and matmul peaks, measured in the run), `timing` (GPU time per call from
-CUDA-graph replays), `runners` (kgc after superoptimize, eager,
-torch.compile, max-autotune), `check` (kgc's result against eager before
-timing), `report` (table, JSON, PNG chart) and `run` (the loop).
+its inputs, bytes, flops and target), `floor` (the device's memory
+bandwidth and matmul peaks, each the best of a few probes measured in the
+run), `timing` (GPU time per call from CUDA-graph replays), `runners` (kgc
+after superoptimize, eager, torch.compile, max-autotune), `check` (kgc's
+result against eager before timing), `report` (header, table, JSON, PNG
+chart) and `run` (the loop).
 """
 
 from kgc.bench.report import BenchResult, Row

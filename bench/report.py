@@ -11,8 +11,13 @@ follows from them is computed here and nowhere else:
     target met   speedup >= the workload's target, and for the targets
                  that bound it, kgc time <= floor_ratio * floor
 
+It also says where a run's minutes went: kgc's search time per workload
+and whether its choice came from the cache, and each torch.compile mode's
+compile time (its first call), so that a run that outgrows a host's time
+limit shows its long pole.
+
 `BenchResult.to_dict()` is the JSON (`SCHEMA_VERSION` names its layout),
-`table()` the text and `write_chart(path)` the PNG.
+`header()` and `table()` the text and `write_chart(path)` the PNG.
 """
 
 from __future__ import annotations
@@ -21,10 +26,13 @@ import dataclasses
 import json
 import pathlib
 
+from kgc.bench.floor import describe
 from kgc.bench.runners import KGC, LABELS, RUNNERS, TORCH_RUNNERS
 from kgc.bench.workloads import Target
 
-SCHEMA_VERSION = 1
+# 2: the peaks are the best of several probes ("memory_GB_per_s" and each
+# probe's rate, where 1 had "copy_GB_per_s"); rows have "compile_s".
+SCHEMA_VERSION = 2
 OK, FAILED, WRONG = "ok", "failed", "wrong"
 
 
@@ -42,7 +50,11 @@ class Row:
     kgc_status: str = OK
     kgc_kernels: int | None = None
     kgc_cached: bool | None = None  # the choice came from the search cache
-    kgc_search_s: float | None = None  # superoptimize's wall time (the cache's look-up when cached)
+    # superoptimize's wall time, seconds (the cache's look-up and loading
+    # the kernels when cached)
+    kgc_search_s: float | None = None
+    # A torch contender's first call (its compile for torch.compile), seconds.
+    compile_s: dict[str, float] = dataclasses.field(default_factory=dict)
 
     @property
     def best_torch(self) -> tuple[str, float] | None:
@@ -85,6 +97,7 @@ class Row:
             "times_us": dict(self.times_us), "errors": dict(self.errors),
             "kgc_status": self.kgc_status, "kgc_kernels": self.kgc_kernels,
             "kgc_cached": self.kgc_cached, "kgc_search_s": self.kgc_search_s,
+            "compile_s": dict(self.compile_s),
             "best_torch": None if best is None else {"runner": best[0], "time_us": best[1]},
             "speedup": self.speedup, "percent_of_floor": self.percent_of_floor,
             "target": {"speedup": self.target.speedup, "floor_ratio": self.target.floor_ratio,
@@ -113,12 +126,26 @@ class BenchResult:
     def write_json(self, path) -> None:
         pathlib.Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
 
+    def header(self, wall_s: float | None = None) -> str:
+        """What the table was measured on and with: the device, the peaks
+        the floors come from and the probes each is the best of, the
+        settings, and the run's wall time when given."""
+        settings = self.settings
+        line = (f"kgc bench on {self.device}: effort {settings['effort']}, "
+                f"{settings['reps']} reps, seed {settings['seed']}")
+        if wall_s is not None:
+            line += f", {wall_s:.0f} s"
+        return line + "\nfloor from\n  " + describe(self.peaks, "\n  ")
+
     def table(self) -> str:
         """The rows as text: us per contender, kgc's speedup over the best
-        torch, % of floor, the target and whether it is met; then the
-        reasons of every missing time."""
+        torch, % of floor, the target and whether it is met, and kgc's
+        search time ("cached": its choice came from the cache); then the
+        reasons of every missing time and each torch.compile mode's compile
+        time."""
         headers = ["workload", *(LABELS[r] if r != "max-autotune" else "max-autotune"
-                                 for r in RUNNERS), "floor", "speedup", "% floor", "target", "met"]
+                                 for r in RUNNERS), "floor", "speedup", "% floor", "target", "met",
+                   "kgc search"]
         lines = []
         for row in self.rows:
             cells = [row.workload]
@@ -134,7 +161,8 @@ class BenchResult:
             cells += [f"{row.floor_us:.1f}",
                       "-" if speedup is None else f"{speedup:.2f}x",
                       "-" if percent is None else f"{percent:.0f}%",
-                      row.target.describe(), {True: "yes", False: "NO", None: "-"}[met]]
+                      row.target.describe(), {True: "yes", False: "NO", None: "-"}[met],
+                      _search_cell(row)]
             lines.append(cells)
         widths = [max(len(str(c)) for c in column) for column in zip(headers, *lines)]
         out = ["  ".join(h.ljust(w) if i == 0 else h.rjust(w)
@@ -147,6 +175,12 @@ class BenchResult:
         for row in self.rows:
             for runner, reason in row.errors.items():
                 out.append(f"  {row.workload}: {LABELS[runner]}: {reason}")
+        compiled = [row for row in self.rows if row.compile_s]
+        if compiled:
+            out.append("torch.compile's first call (its compile), s:")
+            out += [f"  {row.workload}: " + ", ".join(
+                f"{LABELS[r] if r != 'max-autotune' else r} {s:.1f}"
+                for r, s in row.compile_s.items()) for row in compiled]
         return "\n".join(out)
 
     def write_chart(self, path) -> None:
@@ -187,3 +221,10 @@ class BenchResult:
         figure.tight_layout()
         figure.savefig(path, format="png", dpi=120)
         plt.close(figure)
+
+
+def _search_cell(row: Row) -> str:
+    """kgc's search time, "cached" when its choice came from the cache."""
+    if row.kgc_search_s is None:
+        return "-"
+    return f"{row.kgc_search_s:.1f}s" + (" cached" if row.kgc_cached else "")

@@ -13,7 +13,7 @@ import torch
 
 from kgc.bench import report as report_module
 from kgc.bench.check import check
-from kgc.bench.floor import DevicePeaks
+from kgc.bench.floor import MIB, DevicePeaks, describe, matmul_probes, memory_probes
 from kgc.bench.report import FAILED, OK, WRONG, BenchResult, Row
 from kgc.bench.workloads import CATALOGUE, COMPUTE, MEMORY, Target, select
 from kgc.diagnostics import KgcError
@@ -109,13 +109,53 @@ def test_random_inputs_differ_by_seed_and_repeat_with_it():
     assert not any(torch.equal(a, b) for a, b in zip(first, other))
 
 
-def test_fp8_gemm_reference_takes_b_column_major():
-    workload = CATALOGUE["gemm-fp8"].small()
-    a, b, scale_a, scale_b = _small_inputs(workload)
+def test_fp8_gemm_kgc_and_torch_read_the_same_column_major_b():
+    """kgc's graph takes B as bt = B^T row-major ([N, K]); _scaled_mm gets
+    bt.t(), B column-major: a view of the same memory, no copy."""
+    workload = CATALOGUE["gemm-fp8"]
+    assert [(s.name, s.shape) for s in workload.inputs[:2]] == [
+        ("a", (4096, 4096)), ("bt", (4096, 4096))]
+    small = workload.small()
+    assert [s.shape for s in small.inputs[:2]] == [(17, 64), (33, 64)]
+    a, bt, scale_a, scale_b = _small_inputs(small)
     assert scale_a.shape == () and scale_a > 0 and scale_b > 0
-    laid_out = workload.torch_layout([a, b, scale_a, scale_b])
-    assert torch.equal(laid_out[1].float(), b.float())
-    assert laid_out[1].stride() == (1, b.shape[0])
+    laid_out = small.torch_layout([a, bt, scale_a, scale_b])
+    b = laid_out[1]
+    assert b.shape == (64, 33) and b.stride() == (1, 64)
+    assert b.data_ptr() == bt.data_ptr() and b.untyped_storage().nbytes() == bt.nbytes
+    assert torch.equal(b.float(), bt.float().t())
+    # The graph reads B through a transpose of its input, folded into the
+    # matmul's loads: one kernel.
+    from kgc.pipeline.compiler import compile_module
+
+    graph = small.build()
+    module = graph.build()
+    with module.context:
+        compiled = compile_module(module, target=90, emit="ttir")
+    assert len(compiled.functions[graph.name].launches) == 1
+
+
+def test_fp8_gemm_under_the_hopper_tma_config_runs_8bit_wgmma():
+    """The bench's FP8 graph (B column-major) under the config that ran
+    within 0.75x of _scaled_mm (128x256x128, TMA, persistent) compiles for
+    sm_90 to e4m3 wgmma fed by TMA tensor loads (no GPU needed: PTX)."""
+    from kgc.pipeline.compiler import compile_module
+    from kgc.pipeline.config import GraphConfig
+    from kgc.tiling.config import PERSISTENT_PROGRAMS, MatmulConfig
+
+    graph = CATALOGUE["gemm-fp8"].build()
+    module = graph.build()
+    with module.context:
+        (kernel,) = compile_module(module, target=90, emit="ttir").kernels
+    config = MatmulConfig(block_m=128, block_n=256, block_k=128, num_warps=8, num_stages=3,
+                          tma=True, num_programs=PERSISTENT_PROGRAMS)
+    module = graph.build()
+    with module.context:
+        compiled = compile_module(module, target=90, emit="ptx",
+                                  config=GraphConfig(graph.name, None, {kernel: config}))
+    (ptx,) = (k.asm["ptx"] for k in compiled.kernels.values())
+    assert "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3" in ptx
+    assert "cp.async.bulk.tensor" in ptx
 
 
 # H100 numbers from one run: copy 2.95e12 B/s, bf16 matmul 787e12 flop/s, and
@@ -143,6 +183,101 @@ def test_floor_is_the_larger_bound_and_fp8_uses_its_own_peak():
     softmax = CATALOGUE["softmax"]
     assert softmax.kind == MEMORY and softmax.flops == 0
     assert peaks.floor_us(softmax) == pytest.approx(2 * 4096 * 4096 * 2 / 3e12 * 1e6)
+
+
+def test_peaks_are_the_best_probe_of_each_kind():
+    peaks = DevicePeaks.from_probes(
+        {"copy 1 GiB": 2.43e12, "add 3x256 MiB": 2.95e12, "sum 1 GiB": 2.9e12},
+        {"bf16": {"8192^3": 719e12, "6144^3": 760e12}, "fp8": {}})
+    assert peaks.memory_bytes_per_s == 2.95e12
+    assert peaks.matmul_flops_per_s == {"bf16": 760e12}  # no fp8 probe ran: bf16 bounds it
+    data = peaks.to_dict()
+    assert data["memory_GB_per_s"] == pytest.approx(2950)
+    assert data["memory_probes_GB_per_s"] == pytest.approx(
+        {"copy 1 GiB": 2430, "add 3x256 MiB": 2950, "sum 1 GiB": 2900})
+    assert data["matmul_probes_TFLOPS"] == {"bf16": pytest.approx({"8192^3": 719, "6144^3": 760})}
+    assert describe(data) == ("memory 2950 GB/s (best of copy 1 GiB 2430, add 3x256 MiB 2950, "
+                              "sum 1 GiB 2900); bf16 matmul 760 TFLOPS (best of 8192^3 719, "
+                              "6144^3 760)")
+    with pytest.raises(ValueError, match="at least one probe"):
+        DevicePeaks.from_probes({}, {"bf16": {"8192^3": 1e12}})
+
+
+def _probe_calls(probes):
+    return {probe.name: probe.make("cpu") for probe in probes}
+
+
+def test_memory_probes_count_the_bytes_they_move():
+    """Each probe, on small CPU buffers: it computes what it says, and its
+    work is the bytes of the buffers it reads and writes."""
+    calls = _probe_calls(memory_probes(copy_bytes=4 * MIB, add_buffer_bytes=MIB,
+                                       sum_bytes=2 * MIB))
+    assert list(calls) == ["copy 4 MiB", "add 3x1 MiB", "sum 2 MiB"]
+    copy, add, total = calls.values()
+    destination = copy.fn(0)
+    assert destination.nbytes == 4 * MIB and copy.work == 8 * MIB
+    assert destination.float().std() > 50  # random bytes copied, not zeros
+    c = add.fn(0)
+    assert add.work == 3 * MIB and c.nbytes == MIB and c.abs().max() > 0
+    result = total.fn(0)
+    assert total.work == 2 * MIB + 4 and result.shape == ()
+    # The closures compute from their own buffers: calling again is the same.
+    assert torch.equal(add.fn(1), c) and torch.equal(total.fn(1), result)
+
+
+def test_matmul_probes_count_their_flops():
+    calls = _probe_calls(matmul_probes("bf16", ((64, 32, 16), (8, 8, 8))))
+    assert list(calls) == ["64x32x16", "8^3"]
+    rectangular, cube = calls.values()
+    assert rectangular.work == 2 * 64 * 32 * 16 and cube.work == 2 * 8**3
+    product = rectangular.fn(0)
+    assert product.shape == (64, 32) and product.dtype == torch.bfloat16
+
+
+def test_measure_peaks_takes_the_fastest_probe(caplog):
+    """measure_peaks on CPU with a stand-in timer (us per probe by its
+    work): every probe runs, the rate is work / time, the best one wins,
+    and a probe that fails is left out with a warning."""
+    from kgc.bench import floor
+
+    times_us = {8 * MIB: 10.0, 3 * MIB: 2.0, 2 * MIB + 4: 1.0}
+    seen_reps = []
+
+    def timer(fn, reps):
+        seen_reps.append(reps)
+        fn(0)
+        work = next(w for w, call in calls.items() if call is fn)
+        return times_us[work] if work in times_us else 100.0
+
+    calls = {}
+
+    def recording(probes):
+        wrapped = []
+        for probe in probes:
+            def make(device, probe=probe):
+                call = probe.make(device)
+                calls[call.work] = call.fn
+                return call
+            wrapped.append(floor.Probe(probe.name, make))
+        return wrapped
+
+    def broken(device):
+        raise RuntimeError("CUDA out of memory\ndetails")
+
+    memory = recording(memory_probes(4 * MIB, MIB, 2 * MIB)) + [floor.Probe("huge", broken)]
+    original = floor.matmul_probes
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(floor, "matmul_probes",
+                      lambda kind, shapes: recording(original(kind, shapes)))
+        with caplog.at_level("WARNING"):
+            peaks = floor.measure_peaks(False, reps=1000, device="cpu", timer=timer,
+                                        memory=memory, matmul_shapes=((8, 8, 8),))
+    assert set(peaks.memory_probes) == {"copy 4 MiB", "add 3x1 MiB", "sum 2 MiB"}
+    assert peaks.memory_bytes_per_s == pytest.approx((2 * MIB + 4) / 1e-6)  # the sum: 1 us
+    assert peaks.memory_probes["copy 4 MiB"] == pytest.approx(8 * MIB / 10e-6)
+    assert peaks.matmul_flops_per_s == {"bf16": pytest.approx(2 * 8**3 / 100e-6)}
+    assert seen_reps and set(seen_reps) == {floor.PROBE_REPS}
+    assert "probe huge failed: CUDA out of memory" in caplog.text
 
 
 def test_targets_of_the_catalogue():
@@ -186,7 +321,8 @@ def _row(name="softmax", times=None, status=OK, errors=None, floor=20.0):
 
 def _result(rows):
     return BenchResult("NVIDIA H100 80GB HBM3",
-                       {"copy_GB_per_s": 2950.0, "matmul_TFLOPS": {"bf16": 787.0}},
+                       DevicePeaks.from_probes({"copy 1 GiB": 2.43e12, "add 3x256 MiB": 2.95e12},
+                                               {"bf16": {"8192^3": 787e12}}).to_dict(),
                        {"effort": "low", "reps": 10, "quick": True, "seed": 7,
                         "versions": {"kgc": "0.1.0"}}, rows)
 
@@ -222,26 +358,42 @@ def test_table():
             _row("lora", times={"eager": 30.0}, status=WRONG,
                  errors={"kgc": "differs from eager, not timed: off"}),
             _row("add-relu-mul", times={"kgc": 21.0, "eager": 40.0})]
+    rows[0].kgc_search_s, rows[0].kgc_cached = 41.23, False
+    rows[0].compile_s = {"torch.compile": 3.04, "max-autotune": 61.5}
+    rows[3].kgc_search_s, rows[3].kgc_cached = 0.31, True
     lines = _result(rows).table().splitlines()
     header = lines[0].split()
     assert header[:5] == ["workload", "kgc", "eager", "torch.compile", "max-autotune"]
-    assert header[5:] == ["floor", "speedup", "%", "floor", "target", "met"]
+    assert header[5:] == ["floor", "speedup", "%", "floor", "target", "met", "kgc", "search"]
     softmax = lines[1].split()
     assert softmax[:6] == ["softmax", "25.0", "60.0", "45.0", "40.0", "20.0"]
-    assert softmax[6:9] == ["1.60x", "80%", ">="] and softmax[-1] == "NO"
+    assert softmax[6:9] == ["1.60x", "80%", ">="] and softmax[-2:] == ["NO", "41.2s"]
     fp8 = lines[2].split()
-    assert fp8[:5] == ["gemm-fp8", "failed", "100.0", "101.0", "failed"] and fp8[-1] == "NO"
+    assert fp8[:5] == ["gemm-fp8", "failed", "100.0", "101.0", "failed"]
+    assert fp8[-2:] == ["NO", "-"]
     assert lines[3].split()[:2] == ["lora", "WRONG"]
-    assert lines[4].split()[-1] == "yes"
+    assert lines[4].split()[-3:] == ["yes", "0.3s", "cached"]
     assert lines[5].endswith("targets met: 1 of 4")
     text = "\n".join(lines)
     assert "gemm-fp8: kgc: kgc failed: no FP8 lowering" in text
     assert "gemm-fp8: max-autotune-no-cudagraphs: BackendCompilerFailed: boom" in text
+    assert lines[-2:] == ["torch.compile's first call (its compile), s:",
+                          "  softmax: torch.compile 3.0, max-autotune 61.5"]
+
+
+def test_header_says_what_the_floor_was_measured_with():
+    header = _result([_row(times={"kgc": 22.0})]).header(54.4).splitlines()
+    assert header == [
+        "kgc bench on NVIDIA H100 80GB HBM3: effort low, 10 reps, seed 7, 54 s",
+        "floor from",
+        "  memory 2950 GB/s (best of copy 1 GiB 2430, add 3x256 MiB 2950)",
+        "  bf16 matmul 787 TFLOPS (8192^3)"]
 
 
 def test_json(tmp_path):
     rows = [_row(times={"kgc": 22.0, "eager": 60.0, "torch.compile": 45.0}),
             _row("gemm-fp8", times={"eager": 100.0}, status=FAILED, errors={"kgc": "why"})]
+    rows[0].kgc_cached, rows[0].compile_s = True, {"max-autotune": 61.5}
     path = tmp_path / "bench.json"
     _result(rows).write_json(path)
     data = json.loads(path.read_text())
@@ -257,6 +409,10 @@ def test_json(tmp_path):
     assert softmax["target"] == {"speedup": 1.05, "floor_ratio": 1.15, "text": ">= 1.05x, <= 1.15x floor"}
     assert softmax["target_met"] is True and softmax["kind"] == "memory"
     assert softmax["bytes"] == 4096 * 4096 * 2 * 2 and softmax["flops"] == 0
+    assert softmax["compile_s"] == {"max-autotune": 61.5} and softmax["kgc_cached"] is True
+    assert data["peaks"]["memory_GB_per_s"] == pytest.approx(2950)
+    assert data["peaks"]["memory_probes_GB_per_s"] == pytest.approx(
+        {"copy 1 GiB": 2430, "add 3x256 MiB": 2950})
     assert fp8["kgc_status"] == "failed" and fp8["errors"] == {"kgc": "why"}
     assert fp8["speedup"] is None and fp8["target_met"] is False
 
@@ -376,6 +532,37 @@ def test_loop_checks_kgc_before_timing_it(monkeypatch, loop_on_cpu):
     assert len(loop_on_cpu) == 1 + 3 * 3
     assert [r.workload for r in result.failed] == ["softmax", "layer-norm"]
     assert result.settings["seed"] == 3 and result.settings["effort"] == "low"
+    # Where the time went: kgc's search (failed or not) and each compile mode's first call.
+    for row in result.rows:
+        assert row.kgc_search_s is not None and row.kgc_search_s >= 0
+        assert row.kgc_cached is None  # the stand-in has no search report
+        assert set(row.compile_s) == {"torch.compile", "max-autotune"}
+
+
+def test_loop_reports_the_search_time_and_the_cache(monkeypatch, loop_on_cpu, capsys):
+    import time
+
+    from kgc.bench import runners
+    from kgc.bench.run import run_bench
+
+    class Report:
+        cached = True
+
+    def make_kgc(workload, effort, reps, verbose):
+        time.sleep(0.05)
+        compiled = _Evaluated(workload)
+        compiled.report = Report()
+        return compiled
+
+    monkeypatch.setattr(runners, "make_kgc", make_kgc)
+    (row,) = run_bench([_small("softmax")], reps=5, progress=True, device="cpu").rows
+    assert row.kgc_cached is True and row.kgc_search_s >= 0.05
+    assert row.to_dict()["kgc_cached"] is True
+    line = next(line for line in capsys.readouterr().err.splitlines()
+                if line.startswith("softmax: "))
+    assert line.startswith(f"softmax: kgc search {row.kgc_search_s:.1f} s (from the cache), "
+                           "torch.compile first call ")
+    assert ", max-autotune-no-cudagraphs first call " in line
 
 
 def test_loop_reports_a_torch_contender_that_fails(monkeypatch, loop_on_cpu):

@@ -239,11 +239,7 @@ def bench_command(args) -> int:
     with logging_redirect_tqdm():
         result = run_bench(workloads, effort=effort, reps=reps, quick=args.quick, seed=args.seed,
                            progress=not args.no_progress)
-    peaks = result.peaks
-    print(f"kgc bench on {result.device}: copy {peaks['copy_GB_per_s']:.0f} GB/s, matmul "
-          + ", ".join(f"{k} {v:.0f} TFLOPS" for k, v in peaks["matmul_TFLOPS"].items())
-          + f"; effort {effort}, {reps} reps, seed {result.settings['seed']}, "
-          f"{time.perf_counter() - started:.0f} s")
+    print(result.header(time.perf_counter() - started))
     print(result.table())
     for path, write, what in ((args.json, result.write_json, "results"),
                               (args.chart, result.write_chart, "chart")):
