@@ -53,6 +53,10 @@ class Row:
     # superoptimize's wall time, seconds (the cache's look-up and loading
     # the kernels when cached)
     kgc_search_s: float | None = None
+    # kgc's choice (a GraphConfig as JSON data) and the search's report
+    # (every candidate's status, time and device), to explain a row later.
+    kgc_config: dict | None = None
+    kgc_search: dict | None = None
     # A torch contender's first call (its compile for torch.compile), seconds.
     compile_s: dict[str, float] = dataclasses.field(default_factory=dict)
 
@@ -97,6 +101,7 @@ class Row:
             "times_us": dict(self.times_us), "errors": dict(self.errors),
             "kgc_status": self.kgc_status, "kgc_kernels": self.kgc_kernels,
             "kgc_cached": self.kgc_cached, "kgc_search_s": self.kgc_search_s,
+            "kgc_config": self.kgc_config, "kgc_search": self.kgc_search,
             "compile_s": dict(self.compile_s),
             "best_torch": None if best is None else {"runner": best[0], "time_us": best[1]},
             "speedup": self.speedup, "percent_of_floor": self.percent_of_floor,

@@ -132,6 +132,10 @@ def _run_kgc(workload: Workload, row: Row, sets: list, eager_result, effort: str
     report = getattr(compiled, "report", None)
     if report is not None:
         row.kgc_cached = bool(report.cached)
+        row.kgc_search = report.to_dict()
+    config = getattr(compiled, "config", None)
+    if config is not None:
+        row.kgc_config = config.to_dict()
     try:
         result = compiled(*inputs)
     except Exception as error:  # a kernel the driver refuses fails this row only

@@ -548,16 +548,26 @@ def test_loop_reports_the_search_time_and_the_cache(monkeypatch, loop_on_cpu, ca
     class Report:
         cached = True
 
+        def to_dict(self):
+            return {"cached": True, "chosen_us": 4.5}
+
+    class Config:
+        def to_dict(self):
+            return {"format": "kgc-config-1", "kernels": {"softmax_0": {"block_x": 4}}}
+
     def make_kgc(workload, effort, reps, verbose):
         time.sleep(0.05)
         compiled = _Evaluated(workload)
-        compiled.report = Report()
+        compiled.report, compiled.config = Report(), Config()
         return compiled
 
     monkeypatch.setattr(runners, "make_kgc", make_kgc)
     (row,) = run_bench([_small("softmax")], reps=5, progress=True, device="cpu").rows
     assert row.kgc_cached is True and row.kgc_search_s >= 0.05
     assert row.to_dict()["kgc_cached"] is True
+    # The choice and the search's report go into the JSON, to explain a row.
+    assert row.to_dict()["kgc_config"]["kernels"] == {"softmax_0": {"block_x": 4}}
+    assert row.to_dict()["kgc_search"] == {"cached": True, "chosen_us": 4.5}
     line = next(line for line in capsys.readouterr().err.splitlines()
                 if line.startswith("softmax: "))
     assert line.startswith(f"softmax: kgc search {row.kgc_search_s:.1f} s (from the cache), "
