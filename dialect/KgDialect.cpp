@@ -74,6 +74,19 @@ FailureOr<SmallVector<int64_t>> broadcastShapes(ArrayRef<int64_t> lhs,
   return out;
 }
 
+/// The broadcast of a select's three operand shapes (condition or mask,
+/// true value, false value), or the first dimension where they disagree.
+FailureOr<SmallVector<int64_t>> broadcastSelectShapes(RankedTensorType cond,
+                                                      RankedTensorType t,
+                                                      RankedTensorType f,
+                                                      int64_t &badDim) {
+  FailureOr<SmallVector<int64_t>> values =
+      broadcastShapes(t.getShape(), f.getShape(), badDim);
+  if (failed(values))
+    return failure();
+  return broadcastShapes(cond.getShape(), *values, badDim);
+}
+
 /// The kernel a tile op lives in, or an error when it is not in the body of
 /// a tiled kernel.
 LogicalResult verifyInTiledKernel(Operation *op) {
@@ -295,11 +308,8 @@ LogicalResult SelectOp::verify() {
     return emitOpError() << "true_value " << t << " and false_value " << f
                          << " must share an element type";
   int64_t badDim = 0;
-  FailureOr<SmallVector<int64_t>> values =
-      broadcastShapes(t.getShape(), f.getShape(), badDim);
   FailureOr<SmallVector<int64_t>> shape =
-      succeeded(values) ? broadcastShapes(cond.getShape(), *values, badDim)
-                        : values;
+      broadcastSelectShapes(cond, t, f, badDim);
   if (failed(shape))
     return emitOpError() << "operands are not broadcast-compatible: cond "
                          << cond << ", true_value " << t << " and false_value "
@@ -853,11 +863,8 @@ LogicalResult TileSelectOp::verify() {
     return emitOpError() << "true_value " << t << " and false_value " << f
                          << " must share an element type";
   int64_t badDim = 0;
-  FailureOr<SmallVector<int64_t>> values =
-      broadcastShapes(t.getShape(), f.getShape(), badDim);
   FailureOr<SmallVector<int64_t>> shape =
-      succeeded(values) ? broadcastShapes(mask.getShape(), *values, badDim)
-                        : values;
+      broadcastSelectShapes(mask, t, f, badDim);
   if (failed(shape))
     return emitOpError() << "mask " << mask << ", true_value " << t
                          << " and false_value " << f
