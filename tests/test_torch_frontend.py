@@ -9,7 +9,6 @@ checked against eager PyTorch's.
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import operator
 import pathlib
@@ -27,15 +26,9 @@ from kgc import reference
 from kgc.torch import Backend, KgcFallbackWarning
 from kgc.torch.backend import _resolve_mode
 from kgc.diagnostics import KgcError
+from tests.examples import load_example
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-
-
-def _load_example(name: str):
-    spec = importlib.util.spec_from_file_location(name, REPO / "examples" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(autouse=True)
@@ -376,7 +369,7 @@ def test_the_entry_point_names_the_backend_without_importing_kgc():
 
 
 def _small_block(dtype=torch.float32):
-    llama = _load_example("llama_block")
+    llama = load_example("llama_block")
     torch.manual_seed(0)
     block = llama.LlamaBlock(hidden=64, heads=4, kv_heads=2, mlp=96).to(dtype).eval()
     return block
@@ -426,7 +419,7 @@ def test_the_decoder_blocks_kernel_graphs_compile_for_sm_90(seq, past, mask_tens
     # is compiled through Triton for sm_90 (no GPU needed) and run by
     # kgc.reference, so a graph kgc cannot compile fails here, not only on
     # a GPU (a rotated query once did, inside the attention kernel).
-    llama = _load_example("llama_block")
+    llama = load_example("llama_block")
     torch.manual_seed(0)
     block = llama.LlamaBlock(hidden=512, heads=8, kv_heads=2, mlp=1376).half().eval()
     inputs = block.example_inputs(batch=1, seq=seq, past=past, mask_tensor=mask_tensor)

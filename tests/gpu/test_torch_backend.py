@@ -11,9 +11,6 @@ The kernel and fallback counts are printed (`pytest -s`).
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
-
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -21,18 +18,9 @@ torch = pytest.importorskip("torch")
 import kgc.torch  # noqa: E402
 from kgc.torch.backend import Backend, compile_kernel_graph  # noqa: E402
 from tests.comparison import assert_as_accurate_as_eager  # noqa: E402
+from tests.examples import load_example  # noqa: E402
 
 pytestmark = pytest.mark.gpu
-
-REPO = pathlib.Path(__file__).resolve().parents[2]
-
-
-def _llama():
-    spec = importlib.util.spec_from_file_location("llama_block",
-                                                  REPO / "examples" / "llama_block.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(autouse=True)
@@ -90,7 +78,7 @@ def test_mlp_block(dtype):
 @pytest.mark.parametrize("batch", [1, 8])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
 def test_llama_decoder_block(dtype, batch, seq, mask_tensor):
-    llama = _llama()
+    llama = load_example("llama_block")
     torch.manual_seed(0)
     block = llama.LlamaBlock(hidden=512, heads=8, kv_heads=2, mlp=1376).to(dtype).cuda().eval()
     inputs = block.example_inputs(batch=batch, seq=seq, past=17 if seq == 1 else 0,
@@ -114,7 +102,7 @@ def test_max_autotune_mode_searches_and_matches():
 
 
 def test_64_decode_steps_compile_a_bounded_number_of_kernel_graphs():
-    llama = _llama()
+    llama = load_example("llama_block")
     torch.manual_seed(0)
     block = llama.LlamaBlock(hidden=512, heads=8, kv_heads=2, mlp=1376).half().cuda().eval()
     compiled_graphs = []
