@@ -2,6 +2,7 @@
 torch.compile's default, side by side.
 
     python benchmarks/torch_backend.py [--no-autotune] [--past 1024] [--json out.json]
+                                       [--gpu-time] [--only decode]
 
 The block (examples/llama_block.py: hidden 4096, 32 heads, 8 KV heads, head
 dim 128, MLP 11008, f16) runs a decode step (one query over a KV cache of
@@ -14,6 +15,11 @@ its kernels from Python). Every compiled result is checked against eager
 before it is timed. Times are medians of triton.testing.do_bench after its
 warm-up, all ways of a row in one process; the kgc rows also print the
 number of kgc kernels per call and the ops left to PyTorch.
+
+`--gpu-time` adds, for every way, what separates the GPU's work from the
+host's: the sum of the step's kernel times from torch.profiler, and the
+step's time when captured whole in one CUDA graph and replayed (no host
+launches at all). A call slower than its graph replay is host-bound.
 """
 
 from __future__ import annotations
@@ -51,12 +57,52 @@ def _time(function) -> float:
     return triton.testing.do_bench(function, warmup=50, rep=300, return_mode="median")
 
 
+def _kernel_us(function, steps: int = 20) -> float:
+    """The GPU time of one call of `function` in microseconds: the sum of the
+    durations of the kernels (and copies) it runs, from torch.profiler."""
+    from torch.profiler import ProfilerActivity, profile
+
+    function()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as profiler:
+        for _ in range(steps):
+            function()
+        torch.cuda.synchronize()
+    total = 0.0
+    for event in profiler.events():
+        if event.device_type == torch.autograd.DeviceType.CUDA:
+            total += event.device_time
+    return total / steps
+
+
+def _graph_ms(function) -> float | None:
+    """The call captured once in a CUDA graph, its replays timed (ms); None
+    when the call cannot be captured."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    try:
+        with torch.cuda.stream(stream):
+            for _ in range(3):
+                function()
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            function()
+    except Exception as error:  # noqa: BLE001  (reported in the table)
+        print(f"  (not capturable: {str(error).splitlines()[0][:100]})")
+        return None
+    return _time(graph.replay)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--past", type=int, default=1024, help="KV cache length of a decode step")
     parser.add_argument("--no-autotune", action="store_true",
                         help="leave out backend kgc with mode max-autotune (a search per graph)")
     parser.add_argument("--json", help="write the table here")
+    parser.add_argument("--gpu-time", action="store_true",
+                        help="also the kernels' GPU time per call and the CUDA-graph replay time")
+    parser.add_argument("--only", choices=("decode", "prefill"), help="one phase only")
     arguments = parser.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("this benchmark needs a CUDA GPU")
@@ -75,13 +121,15 @@ def main() -> None:
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, f16, CUDA graphs off; "
           "median ms")
     print(f"{'case':<24}" + "".join(f"{name:>18}" for name, _ in ways) + "   kgc kernels, fallbacks")
-    for phase, seq, past in (("decode", 1, arguments.past), ("prefill", 128, 0)):
+    phases = [p for p in (("decode", 1, arguments.past), ("prefill", 128, 0))
+              if arguments.only in (None, p[0])]
+    for phase, seq, past in phases:
         for batch in (1, 8):
             inputs = block.example_inputs(batch=batch, seq=seq, past=past)
             if inputs[-1] is None:
                 inputs = inputs[:-1]
             case = f"{phase} b{batch} s{seq} kv{past + seq}"
-            times, counts = {}, ""
+            times, counts, gpu = {}, "", {}
             with torch.no_grad():
                 eager = block(*inputs)
                 for name, options in ways:
@@ -90,6 +138,9 @@ def main() -> None:
                     run = block if options is None else torch.compile(block, **options)
                     _check(f"{case} {name}", run(*inputs), eager, dtype)
                     times[name] = _time(lambda: run(*inputs))
+                    if arguments.gpu_time:
+                        gpu[name] = {"kernels_us": _kernel_us(lambda: run(*inputs)),
+                                     "graph_ms": _graph_ms(lambda: run(*inputs))}
                     reports = kgc.torch.reports()[first:]
                     if name == "kgc":
                         kernels = sum(r.kernel_count for r in reports)
@@ -97,7 +148,11 @@ def main() -> None:
                         counts = f"{kernels}, {len(fallbacks)} ({', '.join(fallbacks) or '-'})"
             print(f"{case:<24}" + "".join(f"{times[name]:>18.4f}" for name, _ in ways)
                   + f"   {counts}", flush=True)
-            rows.append({"case": case, "ms": times, "kgc": counts})
+            for name, parts in gpu.items():
+                graph = "-" if parts["graph_ms"] is None else f"{parts['graph_ms']:.4f} ms"
+                print(f"  {name:<18} kernels {parts['kernels_us'] / 1e3:.4f} ms per call, "
+                      f"one CUDA graph {graph}", flush=True)
+            rows.append({"case": case, "ms": times, "kgc": counts, "gpu": gpu})
     if arguments.json:
         pathlib.Path(arguments.json).write_text(json.dumps(rows, indent=2))
 
