@@ -36,14 +36,14 @@ func.func @attention_rows(%q: tensor<2x3x64xf16>, %k: tensor<2x100x64xf16>, %v: 
 
 // -----
 
-// One decoding query: both dots are products summed over their own K axis
-// (the head dimension, axis 3, then the keys, axis 2).
+// One decoding query (M = 1) of f16: both dots grow to 16 rows along the
+// query axis (1), which they share. The K and V tiles, which do not span
+// it, keep their 1 there.
 // CHECK-LABEL: func.func @attention_matvec
-// CHECK-NOT: kg.tile_dot
-// CHECK: kg.mul %{{.*}}, %{{.*}} : (tensor<1x1x1x64x1xf32>, tensor<1x1x32x64x1xf32>) -> tensor<1x1x32x64x1xf32>
-// CHECK-NEXT: kg.reduce sum %{{.*}} dims [3] keepdim : tensor<1x1x32x64x1xf32> -> tensor<1x1x32x1x1xf32>
-// CHECK: kg.mul %{{.*}}, %{{.*}} : (tensor<1x1x32x1x1xf32>, tensor<1x1x32x1x64xf32>) -> tensor<1x1x32x1x64xf32>
-// CHECK-NEXT: kg.reduce sum %{{.*}} dims [2] keepdim : tensor<1x1x32x1x64xf32> -> tensor<1x1x1x1x64xf32>
+// CHECK: tile = array<i64: 1, 16, 32, 64, 64>
+// CHECK-NOT: kg.reduce sum %{{.*}} dims [3]
+// CHECK: kg.tile_dot %{{.*}}, %{{.*}}, %{{.*}} {dims = array<i64: 1, 3, 2>} : (tensor<1x16x1x64x1xf16>, tensor<1x1x32x64x1xf16>, tensor<1x16x32x1x1xf32>) -> tensor<1x16x32x1x1xf32>
+// CHECK: kg.tile_dot %{{.*}}, %{{.*}}, %{{.*}} {dims = array<i64: 1, 2, 4>} : (tensor<1x16x32x1x1xf16>, tensor<1x1x32x1x64xf16>, tensor<1x16x1x1x64xf32>) -> tensor<1x16x1x1x64xf32>
 func.func @attention_matvec(%q: tensor<2x1x64xf16>, %k: tensor<2x100x64xf16>, %v: tensor<2x100x64xf16>) -> tensor<2x1x64xf16> {
   %o = kg.kernel @attention_matvec_0(%k, %q, %v) attributes {block_m = 1, block_n = 32, split_kv = 1, num_warps = 4, num_stages = 2} : (tensor<2x100x64xf16>, tensor<2x1x64xf16>, tensor<2x100x64xf16>) -> tensor<2x1x64xf16> {
   ^bb0(%a: tensor<2x100x64xf16>, %b: tensor<2x1x64xf16>, %c: tensor<2x100x64xf16>):
@@ -64,15 +64,14 @@ func.func @attention_matvec(%q: tensor<2x1x64xf16>, %k: tensor<2x100x64xf16>, %v
 
 // -----
 
-// A matrix-vector product (M = 1): multiply and sum over K in f32 instead
-// of a dot (tl.dot needs M >= 16).
+// A matrix-vector product (M = 1) of f16: a dot on rows grown to 16 (the
+// row of x read again, masked beyond the first), so that Triton pipelines
+// the loads of its k loop. W's tile keeps its 1 along M.
 // CHECK-LABEL: func.func @matvec
-// CHECK-NOT: kg.tile_dot
-// CHECK: %[[A:.*]] = kg.cast %{{.*}} : tensor<1x64x1xf16> to tensor<1x64x1xf32>
-// CHECK: %[[B:.*]] = kg.cast %{{.*}} : tensor<1x64x64xf16> to tensor<1x64x64xf32>
-// CHECK: %[[P:.*]] = kg.mul %[[A]], %[[B]] : (tensor<1x64x1xf32>, tensor<1x64x64xf32>) -> tensor<1x64x64xf32>
-// CHECK: %[[S:.*]] = kg.reduce sum %[[P]] dims [1] keepdim : tensor<1x64x64xf32> -> tensor<1x1x64xf32>
-// CHECK: kg.add %{{.*}}, %[[S]] : (tensor<1x1x64xf32>, tensor<1x1x64xf32>) -> tensor<1x1x64xf32>
+// CHECK: tile = array<i64: 16, 64, 64>
+// CHECK-NOT: kg.reduce
+// CHECK: kg.tile_dot %{{.*}}, %{{.*}}, %{{.*}} : (tensor<16x64x1xf16>, tensor<1x64x64xf16>, tensor<16x1x64xf32>) -> tensor<16x1x64xf32>
+// CHECK: kg.tile_store %{{.*}} : tensor<16x1x64xf16>
 func.func @matvec(%a: tensor<1x1000xf16>, %b: tensor<1000x300xf16>) -> tensor<1x300xf16> {
   %y = kg.kernel @matvec_0(%a, %b) attributes {block_m = 1, block_n = 64, block_k = 64, group_m = 8, num_warps = 4, num_stages = 4} : (tensor<1x1000xf16>, tensor<1000x300xf16>) -> tensor<1x300xf16> {
   ^bb0(%x: tensor<1x1000xf16>, %w: tensor<1000x300xf16>):
@@ -80,6 +79,24 @@ func.func @matvec(%a: tensor<1x1000xf16>, %b: tensor<1000x300xf16>) -> tensor<1x
     kg.yield %m : tensor<1x300xf16>
   }
   return %y : tensor<1x300xf16>
+}
+
+// -----
+
+// An exact f32 matrix-vector product has no tensor cores to hide 15 grown
+// rows in: it multiplies and sums over K in f32 instead of a dot.
+// CHECK-LABEL: func.func @matvec_f32
+// CHECK-NOT: kg.tile_dot
+// CHECK: %[[P:.*]] = kg.mul %{{.*}}, %{{.*}} : (tensor<1x64x1xf32>, tensor<1x64x64xf32>) -> tensor<1x64x64xf32>
+// CHECK: %[[S:.*]] = kg.reduce sum %[[P]] dims [1] keepdim : tensor<1x64x64xf32> -> tensor<1x1x64xf32>
+// CHECK: kg.add %{{.*}}, %[[S]] : (tensor<1x1x64xf32>, tensor<1x1x64xf32>) -> tensor<1x1x64xf32>
+func.func @matvec_f32(%a: tensor<1x1000xf32>, %b: tensor<1000x300xf32>) -> tensor<1x300xf32> {
+  %y = kg.kernel @matvec_f32_0(%a, %b) attributes {block_m = 1, block_n = 64, block_k = 64, group_m = 8, num_warps = 4, num_stages = 4} : (tensor<1x1000xf32>, tensor<1000x300xf32>) -> tensor<1x300xf32> {
+  ^bb0(%x: tensor<1x1000xf32>, %w: tensor<1000x300xf32>):
+    %m = kg.matmul %x, %w : (tensor<1x1000xf32>, tensor<1000x300xf32>) -> tensor<1x300xf32>
+    kg.yield %m : tensor<1x300xf32>
+  }
+  return %y : tensor<1x300xf32>
 }
 
 // -----

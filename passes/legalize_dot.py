@@ -7,13 +7,22 @@ Runs after kg-tile and before kg-pad-mask, since it may grow tiles that
 kg-pad-mask then pads and masks. With a: [.., M, K, 1], b: [.., 1, K, N]:
 
     tile_dot a, b, acc with K = 1       =>  acc + f32(a) * f32(b)
-    tile_dot a, b, acc with M = 1 or N = 1 (a matrix-vector product)
-                                        =>  acc + reduce sum over K of
+    tile_dot a, b, acc on f32 without tf32, with M = 1 or N = 1 (a
+    matrix-vector product)              =>  acc + reduce sum over K of
                                             f32(a) * f32(b)
-    tile_dot with M, N or K in [2, 16)  =>  the same dot on tiles grown to 16
+    tile_dot with M, N or K in [1, 16)  =>  the same dot on tiles grown to 16
                                             along that axis (the tile covers
                                             the whole axis, so the new lanes
                                             fall outside it and get masked)
+
+A matrix-vector product of 16-bit or 8-bit floats (or f32 under tf32) stays
+a dot on a tile grown to 16 rows: the rows it adds cost tensor-core work a
+memory-bound product does not notice, and Triton software-pipelines the
+loads of a dot's k loop (num_stages), which it does not do for a loop of
+multiplies and sums. Measured on an H100 (benchmarks/NOTES.md, "Decode"):
+a decoder block's M = 1 projections ran 3x faster as grown dots. An exact
+f32 dot has no tensor cores to hide the added rows in, so it keeps the
+multiply and sum.
     tile_dot on f32 without precision   =>  precision = ieee (exact, as torch)
     tile_dot on 8-bit floats below sm_89, or on two different 8-bit floats
                                         =>  tile_dot on f16 casts of both
@@ -36,7 +45,8 @@ from mlir import ir
 from kgc.dialects import kg
 from kgc.passes.registry import Option, Pass, PassFailure, register_pass
 from kgc.tiling.kernel_ops import (dot_dims, int_array, is_tiled, kernel_name, kernels_in,
-                                   replace_with, resize_axes, set_int_array, walk_ops)
+                                   replace_with, resize_axes, set_int_array, tensor_values,
+                                   walk_ops)
 from kgc.targets import SUPPORTED_SMS
 
 MIN_DOT = 16
@@ -105,8 +115,11 @@ class KgLegalizeDot(Pass):
         b_shape = list(ir.RankedTensorType(dot.operands[1].type).shape)
         m_axis, k_axis, n_axis = dot_dims(dot)
         m, k, nn = a_shape[m_axis], a_shape[k_axis], b_shape[n_axis]
-        if k == 1 or m == 1 or nn == 1:
-            self._multiply_and_reduce(dot, k_axis if k != 1 else None)
+        if k == 1:
+            self._multiply_and_reduce(dot, None)
+            return
+        if (m == 1 or nn == 1) and not _on_tensor_cores(dot):
+            self._multiply_and_reduce(dot, k_axis)
             return
         if min(m, k, nn) >= MIN_DOT:
             return
@@ -120,6 +133,7 @@ class KgLegalizeDot(Pass):
                 f"{MIN_DOT}, and the kernel has no 'tile' and 'iteration' attributes (from "
                 "kg-tile) to grow them by", dot.location)
         grown = list(tile)
+        unit_axes = []
         for axis, size in ((m_axis, m), (k_axis, k), (n_axis, nn)):
             if size < MIN_DOT:
                 if tile[axis] != size or extents[axis] != size:
@@ -128,9 +142,38 @@ class KgLegalizeDot(Pass):
                         f"does not cover the axis ({extents[axis]}); choose a tile of at least "
                         f"{MIN_DOT} there", dot.location)
                 grown[axis] = MIN_DOT
-        if grown != tile:
-            resize_axes(kernel, tile, grown)
-            set_int_array(kernel, "tile", grown)
+                if size == 1:
+                    unit_axes.append(axis)
+        if grown == tile:
+            return
+        # An axis of 2 to 15 shows in the sizes of the tiles that span it;
+        # one of extent 1 does not (a tile that spans it and one broadcast
+        # along it both have size 1 there), so it grows in every tile but
+        # those a dot's operand that must not span it is made of (b of
+        # [.., 1, K, N] along m, a along n; every dot of the kernel, as an
+        # attention kernel's two share their rows). A broadcast tile grown along
+        # such an axis reads its one row again and the masked lanes beyond
+        # it; only lane 0 is ever stored.
+        plain = [grown[d] if d not in unit_axes else tile[d] for d in range(len(tile))]
+        if plain != tile:
+            resize_axes(kernel, tile, plain)
+        for axis in unit_axes:
+            keep = _not_spanning(kernel, axis)
+            for value in list(tensor_values(kernel)):
+                type_ = ir.RankedTensorType(value.type)
+                shape = list(type_.shape)
+                if shape[axis] == 1 and value not in keep:
+                    shape[axis] = MIN_DOT
+                    value.set_type(ir.RankedTensorType.get(shape, type_.element_type))
+        set_int_array(kernel, "tile", grown)
+        if unit_axes:
+            try:
+                kernel.verify()
+            except ir.MLIRError as error:
+                raise PassFailure(
+                    f"kernel @{kernel_name(kernel)}: growing its dot of {m}x{k}x{nn} to "
+                    f"{MIN_DOT} along an axis of extent 1 left the kernel invalid: "
+                    f"{str(error).splitlines()[0]}", dot.location) from None
 
     def _multiply_and_reduce(self, dot: ir.Operation, k_axis: int | None) -> None:
         a, b, acc = dot.operands
@@ -148,6 +191,48 @@ class KgLegalizeDot(Pass):
                                     kg.ReduceKind.sum, product, [k_axis], keepdim=True)
             total = kg.AddOp(acc.type, acc, product)
         replace_with(dot, total.operation)
+
+
+def _not_spanning(kernel: ir.Operation, axis: int) -> set:
+    """The values that the operands of the kernel's dots that must not span
+    `axis` are computed from: b where `axis` is a dot's m, a where it is
+    its n."""
+    keep: set = set()
+    for dot in walk_ops(kernel):
+        if dot.name != "kg.tile_dot":
+            continue
+        m_axis, _, n_axis = dot_dims(dot)
+        if axis == m_axis:
+            keep |= _backward_slice(dot.operands[1])
+        if axis == n_axis:
+            keep |= _backward_slice(dot.operands[0])
+    return keep
+
+
+def _backward_slice(value: ir.Value) -> set:
+    """`value` and every value of the kernel it is computed from."""
+    seen, stack = set(), [value]
+    while stack:
+        current = stack.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        owner = current.owner
+        if isinstance(owner, ir.Block):
+            continue  # a block argument: a kernel operand or a loop-carried value
+        for operand in owner.operands:
+            stack.append(operand)
+    return seen
+
+
+def _on_tensor_cores(dot: ir.Operation) -> bool:
+    """Whether Triton runs this (type-legal) dot on tensor cores: 16-bit and
+    8-bit floats, and f32 under tf32."""
+    element = str(ir.RankedTensorType(dot.operands[0].type).element_type)
+    if element != "f32":
+        return True
+    return "precision" in dot.attributes and \
+        kg.Precision(ir.IntegerAttr(dot.attributes["precision"]).value) == kg.Precision.tf32
 
 
 def _cast(value: ir.Value, element: str) -> ir.Value:

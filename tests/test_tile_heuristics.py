@@ -45,6 +45,9 @@ KERNELS = _kernels_without_knobs()
 EXPECTED = {
     "kg-legalize-dot:matvec_0": ("matmul", dict(block_m=1, block_n=64, block_k=64, group_m=1,
                                                 num_warps=4, num_stages=4), (5, 1, 1)),
+    "kg-legalize-dot:matvec_f32_0": ("matmul", dict(block_m=1, block_n=64, block_k=32,
+                                                    group_m=1, num_warps=4, num_stages=4),
+                                     (5, 1, 1)),
     "kg-legalize-dot:outer_0": ("matmul", dict(block_m=40, block_n=24, block_k=1, group_m=1,
                                                num_warps=4, num_stages=1), (1, 1, 1)),
     "kg-legalize-dot:small_m_0": ("matmul", dict(block_m=8, block_n=48, block_k=64, group_m=1,
