@@ -314,10 +314,13 @@ def test_the_example_launches_as_triton_would(mock_cuda, example, tmp_path):
     assert mock_cuda.mock_loads() == len({k.artifact.hash for k in compiled.module.kernels.values()})
     for launch in range(len(compiled.function.launches)):
         mock_cuda.mock_set_param_count(launch, len(launch_operands(compiled, launch)) + 2)
-    assert call(library, symbol, stream, pointers, 0) == CUDA_SUCCESS
+    # The example's k loop is split: its partial sums live in the workspace.
+    workspace, size = 0x9000_0000, exported.workspace_bytes[compiled.name]
+    assert size > 0
+    assert call(library, symbol, stream, pointers, workspace) == CUDA_SUCCESS
     check_launches(mock_cuda, compiled.module, compiled.function,
                    {i: p for i, p in enumerate(pointers[:3])}
-                   | {compiled.function.results[0]: pointers[3]}, 0, 0, stream)
+                   | {compiled.function.results[0]: pointers[3]}, workspace, size, stream)
     assert library.kgc_rmsnorm_matmul_unload() == CUDA_SUCCESS
     assert mock_cuda.mock_unloads() == mock_cuda.mock_loads()
     assert call(library, symbol, stream, pointers, 0) == CUDA_ERROR_NOT_INITIALIZED

@@ -13,6 +13,7 @@ import kgc
 from kgc.execution import run_tiled
 from kgc.pipeline.compiler import compile_module
 from kgc.pipeline.config import GraphConfig
+from kgc.tiling.config import MatmulConfig
 from kgc.tiling.kernel_ops import kernel_name, kernels_in
 from tests.test_split_k import TOLERANCE, inputs_for, lora
 
@@ -71,8 +72,13 @@ def test_a_rank_r_product_reads_its_left_operand_from_another_kernel():
 
 
 def test_lora_compiles_for_sm90_as_one_kernel():
+    # Its 64 tiles leave SMs idle: kgc splits the one kernel's k loop.
     graph, _, _ = inputs_for(lora, 16, 4096, 4096, "f16")
     compiled = kgc.compile(graph, target="sm_90")
+    assert [launch.kernel for launch in compiled.function.launches] == [
+        "lora_0_matmul_partials", "lora_0_matmul_reduce"]
+    unsplit = GraphConfig("lora", None, {"lora_0_matmul": MatmulConfig(split_k=1)})
+    compiled = kgc.compile(graph, target="sm_90", config=unsplit)
     assert [launch.kernel for launch in compiled.function.launches] == ["lora_0_matmul"]
 
 
@@ -85,8 +91,9 @@ def test_a_rank_wider_than_the_n_tile_stays_out_of_the_k_loop():
     with context:
         compile_module(module, emit="kg")
         kernels = kernels_in(module)
+        # (The second kernel's k loop is split: f32 partials, then the sum.)
         assert [str(r.type) for k in kernels for r in k.results] == [
-            "tensor<16x128xf16>", "tensor<16x4096xf16>"]
+            "tensor<16x128xf16>", "tensor<4x16x4096xf32>", "tensor<16x4096xf16>"]
 
 
 def test_block_n_below_the_rank_is_refused():

@@ -118,7 +118,7 @@ def test_a_config_round_trips_through_json_and_compiles_its_partition():
     config = GraphConfig("rmsnorm_matmul", "0,1,2,4,6,7,8,9,10,11;12",
                          {"rmsnorm_matmul_1_matmul": MatmulConfig(block_m=16, block_n=128,
                                                                   block_k=128, num_warps=4,
-                                                                  num_stages=3)})
+                                                                  num_stages=3, split_k=1)})
     assert GraphConfig.load(config.to_json()) == config
     graph = kgc.compile(headline(), target="sm_90", config=config.to_json())
     assert [k.name for k in graph.kernels()] == ["rmsnorm_matmul_0_reduction",
@@ -145,7 +145,8 @@ def test_bad_configs_get_clear_errors(config, message):
 
 def test_kgc_compile_takes_a_config_file(tmp_path):
     config = GraphConfig("rmsnorm_matmul", None,
-                         {"rmsnorm_matmul_0_matmul": MatmulConfig(block_n=128, num_stages=3)})
+                         {"rmsnorm_matmul_0_matmul": MatmulConfig(block_n=128, num_stages=3,
+                                                                  split_k=1)})
     path = tmp_path / "config.json"
     path.write_text(config.to_json())
     out = tmp_path / "out"

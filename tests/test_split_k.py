@@ -277,7 +277,8 @@ def test_split_k_round_trips_through_json():
                                      {"m": 1, "n": 4096, "k": 4096}])
 def test_the_space_offers_split_k_for_skinny_matmuls(extents):
     space = MatmulConfig.space(extents, "f16")
-    assert {c.split_k for c in space} == {None, 2, 4, 8, 16}
+    # None leaves the split to kgc, 1 asks for none (where kgc would split).
+    assert {c.split_k for c in space} == {None, 1, 2, 4, 8, 16}
     for config in space:
         if config.split_k:
             # Only where the tiles of the config leave SMs idle.
@@ -353,3 +354,53 @@ def test_kgc_opt_refuses_a_negative_split():
     error = result.stderr.decode()
     assert "split_k = -1 is not legal; split_k must be a positive integer" in error
     assert "Traceback" not in error
+
+
+# -- the split kgc chooses itself (split_k left unset) ----------------------------
+
+
+@pytest.mark.parametrize("m,k,n,splits", [
+    (1, 4096, 4096, 4),     # a decode step's projection: 64 tiles of 64 columns
+    (1, 4096, 1024, 16),    # its K/V projection: 16 tiles
+    (1, 11008, 4096, 4),    # its MLP down projection
+    (16, 4096, 6144, 2),    # the headline RMSNorm + MatMul: 96 tiles
+    (1, 4096, 11008, 1),    # 172 tiles already fill 132 SMs
+    (1, 1000, 300, 1),      # 0.6 MB of operands: a second launch costs more
+    (4096, 4096, 4096, 1),  # a square GEMM has tiles to spare
+])
+def test_kgc_splits_skinny_matmuls_that_cannot_fill_the_gpu(m, k, n, splits):
+    graph, _, _ = inputs_for(gemv, m, k, n, "f16")
+    context = ir.Context()
+    module = graph.build(context)
+    with context:
+        compile_module(module, emit="kg")
+        kernels = kernels_in(module)
+        names = [kernel_name(kernel) for kernel in kernels]
+        if splits == 1:
+            assert names == ["gemv_0_matmul"]
+            return
+        assert names == ["gemv_0_matmul_partials", "gemv_0_matmul_reduce"]
+        assert int_array(kernels[0], "grid")[1] == splits
+        # Asking for no split keeps one kernel.
+        unsplit = graph.build(context)
+        compile_module(unsplit, emit="kg",
+                       config=GraphConfig("gemv", None, {"gemv_0_matmul": MatmulConfig(split_k=1)}))
+        assert [kernel_name(kernel) for kernel in kernels_in(unsplit)] == ["gemv_0_matmul"]
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_kgc_s_own_split_of_one_row_matches_torch(dtype):
+    # 1 x 4097 x 1024: 8 MB of operands in 16 tiles, split 16 ways by kgc,
+    # the row grown to a dot of 16 rows; k not a multiple of the k step.
+    graph, reference, tensors = inputs_for(gemv, 1, 4097, 1024, dtype)
+    context = ir.Context()
+    module = graph.build(context)
+    with context:
+        compile_module(module, emit="kg")
+    assert [kernel_name(k) for k in kernels_in(module)] == ["gemv_0_matmul_partials",
+                                                           "gemv_0_matmul_reduce"]
+    got = run_tiled(module, None, *tensors)
+    atol, rtol = TOLERANCE[dtype]
+    scale = (4097 / 256) ** 0.5
+    torch.testing.assert_close(got.float(), reference(*tensors).float(), atol=atol * scale * 4,
+                               rtol=rtol * 4)

@@ -210,7 +210,7 @@ class KernelConfig:
         candidates = cls._candidates(extents, element)
         for values in itertools.product(*candidates.values()):
             config = cls(**dict(zip(candidates, values)))
-            if not config._worth_trying(extents):
+            if not config._worth_trying(extents, element):
                 continue
             seen.setdefault(config.canonical(extents), None)
         return list(seen)
@@ -219,7 +219,7 @@ class KernelConfig:
     def _candidates(cls, extents: Mapping[str, int], element: str) -> dict[str, tuple]:
         raise NotImplementedError
 
-    def _worth_trying(self, extents: Mapping[str, int]) -> bool:
+    def _worth_trying(self, extents: Mapping[str, int], element: str | None = None) -> bool:
         return True
 
     @classmethod
@@ -259,7 +259,7 @@ class PointwiseConfig(KernelConfig):
                 "block_n": _tile_candidates(64, 4096, extents.get("n")),
                 "num_warps": (1, 2, 4, 8), "num_stages": (1,)}
 
-    def _worth_trying(self, extents) -> bool:
+    def _worth_trying(self, extents, element: str | None = None) -> bool:
         return (self.block_m or 1) * self.block_n <= 16384
 
 
@@ -281,7 +281,7 @@ class ReductionConfig(KernelConfig):
                 "block_r": _tile_candidates(256, 8192, extents.get("r")),
                 "num_warps": (1, 2, 4, 8, 16), "num_stages": (1, 2, 3)}
 
-    def _worth_trying(self, extents) -> bool:
+    def _worth_trying(self, extents, element: str | None = None) -> bool:
         looped = self.block_r < extents["r"]
         # A loop is pipelined by its stages; a single tile has none to pipeline.
         if not looped and self.num_stages != 1:
@@ -316,12 +316,10 @@ class MatmulConfig(KernelConfig):
     tma: bool | None = None
 
     def _canonical_extra(self, extents, kernel):
-        if self.split_k is not None:
-            if self.split_k < 1:
-                raise self._error(kernel, "split_k", self.split_k, "a positive integer")
-            if self.split_k == 1:
-                # One split is the plain kernel.
-                return dataclasses.replace(self, split_k=None)._canonical_extra(extents, kernel)
+        # None leaves the split to kgc (kgc.tiling.split_k.default_count);
+        # 1 asks for none.
+        if self.split_k is not None and self.split_k < 1:
+            raise self._error(kernel, "split_k", self.split_k, "a positive integer")
         if self.group_m is None:
             return self
         if not _is_power_of_two(self.group_m):
@@ -339,15 +337,19 @@ class MatmulConfig(KernelConfig):
                 "block_k": _tile_candidates(32 if narrow else 16, 256 if narrow else 128,
                                             extents.get("k")),
                 "group_m": (1, 8), "num_warps": (4, 8), "num_stages": (2, 3, 4, 5),
-                "split_k": (None,) + _split_k_candidates(extents, element),
+                "split_k": (None, 1) + _split_k_candidates(extents, element),
                 "tma": (None, True), "num_programs": (None, PERSISTENT_PROGRAMS)}
 
-    def _worth_trying(self, extents) -> bool:
+    def _worth_trying(self, extents, element: str | None = None) -> bool:
         accumulator = self.block_m * self.block_n
         # Registers: one f32 accumulator of up to 128x256 lanes; 8 warps only
         # for accumulators of at least 128x128.
         if accumulator > 128 * 256 or (self.num_warps == 8 and accumulator < 128 * 128):
             return False
+        if self.split_k == 1:
+            # No split is worth a try only where kgc would split by itself.
+            return element is not None and _kgc_splits(self, extents, element) and \
+                dataclasses.replace(self, split_k=None)._worth_trying(extents, element)
         if self.split_k is not None and not _split_k_worth_trying(self, extents):
             return False
         # A split is for grids too small to fill the GPU, where persistent
@@ -384,7 +386,7 @@ class MatmulConfig(KernelConfig):
                 config = cls(block_m=block_m, block_n=block_n, block_k=block_k, group_m=8,
                              num_warps=warps, num_stages=stages, tma=tma,
                              num_programs=PERSISTENT_PROGRAMS if persistent else None)
-                if config._worth_trying(extents):
+                if config._worth_trying(extents, element):
                     seeds.setdefault(config.canonical(extents), None)
         # Triton 3.6 warp-specializes k loops of descriptor loads on sm_90,
         # and flattens a persistent program's tile loop with its k loop.
@@ -395,7 +397,7 @@ class MatmulConfig(KernelConfig):
             flattened = cls(block_m=block_m, block_n=block_n, block_k=block_k, group_m=8,
                             num_warps=warps, num_stages=stages, tma=True, flatten=True,
                             num_programs=PERSISTENT_PROGRAMS)
-            if flattened._worth_trying(extents):
+            if flattened._worth_trying(extents, element):
                 seeds.setdefault(flattened.canonical(extents), None)
         return list(seeds)
 
@@ -405,6 +407,45 @@ SPLIT_K_VALUES = (2, 4, 8, 16)
 # Streaming multiprocessors of the GPUs kgc tunes for (H100 SXM: 132): a
 # grid of fewer programs leaves some idle.
 GPU_PROGRAM_SLOTS = 132
+
+
+# kgc splits on its own only where the operands take longer to stream than
+# the split costs: a second launch and the partials written and read back
+# (about 3 us on an H100, which streams 8 MiB in that time).
+DEFAULT_MIN_BYTES = 8 << 20
+# The most splits kgc chooses on its own, and the fewest k steps it leaves
+# each split (a shorter loop cannot fill its software pipeline).
+DEFAULT_MAX_SPLITS = 16
+DEFAULT_MIN_STEPS = 4
+
+
+def default_split_k(tiles: int, batch: int, m: int, n: int, k: int, block_k: int,
+                  element_bits: int, program_slots: int) -> int:
+    """The splits kgc gives a matmul kernel whose `split_k` is left to it:
+    enough that its `tiles` (batch x m x n tiles) times the splits fill the
+    GPU's `program_slots` once, for a kernel that streams at least
+    DEFAULT_MIN_BYTES of operands; with every split at least
+    DEFAULT_MIN_STEPS k steps, and the f32 partials (written and read once)
+    at most a quarter of the operands' bytes. 1 (no split) otherwise."""
+    operand_bytes = batch * (m * k + k * n) * element_bits // 8
+    if tiles >= program_slots or operand_bytes < DEFAULT_MIN_BYTES:
+        return 1
+    steps = ceil_div(k, block_k)
+    count = 1
+    while (tiles * count < program_slots and count * 2 <= DEFAULT_MAX_SPLITS
+           and steps >= DEFAULT_MIN_STEPS * count * 2
+           and 2 * 4 * count * 2 * batch * m * n <= operand_bytes // 4):
+        count *= 2
+    return count
+
+
+def _kgc_splits(config: MatmulConfig, extents, element: str) -> bool:
+    """Whether kgc would split this config's kernel by itself (split_k
+    None), at one batch."""
+    m, n, k = extents.get("m", 1), extents["n"], extents["k"]
+    tiles = ceil_div(m, config.block_m or m) * ceil_div(n, config.block_n)
+    return config.block_k < k and default_split_k(tiles, 1, m, n, k, config.block_k,
+                                                  _bits(element), GPU_PROGRAM_SLOTS) > 1
 
 
 def _split_k_candidates(extents, element: str) -> tuple[int, ...]:
@@ -477,7 +518,7 @@ class AttentionConfig(KernelConfig):
                 "split_kv": (1, 4, 8, 16, 32) if decode else (1,),
                 "pack_heads": (False, True) if extents.get("g", 1) > 1 else (None,)}
 
-    def _worth_trying(self, extents) -> bool:
+    def _worth_trying(self, extents, element: str | None = None) -> bool:
         keys = extents.get("n", 1)
         return (self.split_kv or 1) * (self.block_n or 1) <= max(keys, self.block_n or 1) * 2
 

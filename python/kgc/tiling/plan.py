@@ -33,7 +33,7 @@ from typing import ClassVar, Sequence
 
 from kgc.tiling import low_rank, plan_cache, split_k
 from kgc.tiling.config import (ConfigError, KernelConfig, MatmulConfig, PointwiseConfig,
-                               ReductionConfig)
+                               ReductionConfig, default_split_k)
 from kgc.tiling.generate import Builder, DryBuilder, Generator
 from kgc.tiling.graph_model import SUPPORTED_OPS, Node, topological
 from kgc.tiling.index_maps import IndexMap, ceil_div, next_power_of_two, product
@@ -463,7 +463,16 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel) -> Kerne
         block_n = _knob(config.block_n, default_n)
     block_k = _knob(config.block_k, min(default_k, k_extent))
     group_m = _knob(config.group_m, 8)
-    splits = split_k.split_count(config.split_k, k_extent, block_k)
+    tiles = product(batch) * ceil_div(m_extent, block_m) * ceil_div(n_extent, block_n)
+    # split_k left to kgc (None): split a kernel whose tiles leave SMs idle,
+    # unless it is persistent or reads through TMA (a choice for big tiles).
+    chosen = config.split_k is None
+    if chosen:
+        splits = 1 if config.num_programs is not None or config.tma or block_k >= k_extent \
+            else default_split_k(tiles, product(batch), m_extent, n_extent, k_extent,
+                                 block_k, element_bits, _SM_COUNT)
+    else:
+        splits = split_k.split_count(config.split_k, k_extent, block_k)
     tile = [1] * nb + [block_m, block_k, block_n]
     expansions = {mm: _expand_matmul(mm, maps, axes, reduce_axes)
                   for mm in matmuls + side_matmuls + list(products)}
@@ -494,7 +503,14 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel) -> Kerne
     plan = _finish("matmul", outputs, order, extents, tile, program_axes, loop_axes, seeds,
                    reduce_axes, expansions, axes, resolved, knob_extents, kernel, products)
     if splits > 1:
-        split_k.attach(plan, splits, kernel)
+        try:
+            split_k.attach(plan, splits, kernel)
+        except (Unplannable, ConfigError):
+            if not chosen:
+                raise
+            # kgc's own split, where this kernel cannot be split: none.
+            plan.split = None
+            plan.config = dataclasses.replace(plan.config, split_k=None)
     k_loop = {f"tt.{name}": True for name, value in flags.items() if value}
     if config.num_programs is not None and k_loop.pop("tt.flatten", None):
         # Triton flattens a loop with the loops nested in it: in a persistent
