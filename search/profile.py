@@ -8,7 +8,10 @@ exactly in f64 (`kgc.reference.evaluate`); then for each candidate, in
 order: skipped without running when its compiled resources exceed the
 device's (shared memory, registers, threads); run with its results
 poisoned (NaN), rejected when they do not match the reference
-(`verify.mismatch`); else timed with `measure.time_replayed`.
+(`verify.mismatch`); else timed with `measure.time_rotated` over enough
+copies of the inputs that they do not stay in the L2 cache from one call to
+the next (`measure.input_sets`): a kernel is timed reading memory, as it
+runs in a model, not the L2 cache its previous call filled.
 
 `run_trials` spreads trials over GPUs of one model, one worker process per
 device (each pinned to its device); with one device the trials run in this
@@ -62,7 +65,7 @@ def run_trial(trial: KernelTrial, settings: TrialSettings) -> list[Outcome]:
     from kgc.reference import evaluate
     from kgc.runtime import CompiledGraph
     from kgc.search.verify import mismatch, random_inputs
-    from kgc.search.measure import time_replayed
+    from kgc.search.measure import input_sets, l2_bytes, time_rotated
     from triton.runtime.driver import driver
 
     local = torch.cuda.current_device()
@@ -81,6 +84,7 @@ def run_trial(trial: KernelTrial, settings: TrialSettings) -> list[Outcome]:
         eager = _as_tuple(evaluate(module, trial.function, inputs))
         exact = _as_tuple(evaluate(module, trial.function, inputs, exact=True))
     outcomes = []
+    input_copies = None  # made for the first candidate timed
     for candidate, compiled in trial.candidates:
         reasons = [k.artifact.exceeds(limits) for k in compiled.kernels.values()]
         reason = next((r for r in reasons if r), None)
@@ -100,9 +104,13 @@ def run_trial(trial: KernelTrial, settings: TrialSettings) -> list[Outcome]:
         if wrong is not None:
             outcomes.append(Outcome(candidate, REJECTED, reason=wrong, device=device))
             continue
-        outs = [torch.empty_like(r) for r in results]
-        elapsed = time_replayed(lambda: graph.run(*inputs, out=outs), settings.warmup_iters,
-                                settings.profile_iters)
+        if input_copies is None:
+            footprint = sum(t.nbytes for t in inputs) + sum(r.nbytes for r in results)
+            input_copies = [inputs] + [[t.clone() for t in inputs]
+                                       for _ in range(input_sets(footprint, l2_bytes(local)) - 1)]
+        outs = [[torch.empty_like(r) for r in results] for _ in input_copies]
+        elapsed = time_rotated(lambda i: graph.run(*input_copies[i], out=outs[i]),
+                               len(input_copies), settings.warmup_iters, settings.profile_iters)
         outcomes.append(Outcome(candidate, TIMED, elapsed, device=device))
     return outcomes
 
