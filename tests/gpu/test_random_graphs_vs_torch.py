@@ -6,7 +6,7 @@ in torch as eager PyTorch would, and op by op in f64 without rounding;
 """
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, note, settings
 
 import kgc
 import kgc.reference
@@ -25,6 +25,8 @@ _DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
                                  HealthCheck.filter_too_much])
 @given(graphs(safe=True))
 def test_random_graph_matches_torch(graph):
+    # A failure shows the graph, so that it can be compiled again alone.
+    note(graph.to_mlir())
     compiled = kgc.compile(graph)
     generator = torch.Generator().manual_seed(0)
     inputs = [torch.randn(t.shape, generator=generator).to(_DTYPES[t.dtype]).cuda()
