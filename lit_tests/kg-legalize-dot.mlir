@@ -101,6 +101,33 @@ func.func @matvec_f32(%a: tensor<1x1000xf32>, %b: tensor<1000x300xf32>) -> tenso
 
 // -----
 
+// One key: Q K^T has N = 1 along the keys axis, which the softmax reduces
+// over, so it is not grown (its grown lanes would join the reduction): the
+// product is summed over the head dimension instead. P V has K = 1.
+// CHECK-LABEL: func.func @attention_one_key
+// CHECK-NOT: kg.tile_dot
+// CHECK: kg.mul %{{.*}}, %{{.*}} : (tensor<1x3x1x64x1xf32>, tensor<1x1x1x64x1xf32>) -> tensor<1x3x1x64x1xf32>
+// CHECK-NEXT: kg.reduce sum %{{.*}} dims [3] keepdim : tensor<1x3x1x64x1xf32> -> tensor<1x3x1x1x1xf32>
+func.func @attention_one_key(%q: tensor<2x3x64xf16>, %k: tensor<2x1x64xf16>, %v: tensor<2x1x64xf16>) -> tensor<2x3x64xf16> {
+  %o = kg.kernel @attention_one_key_0(%k, %q, %v) attributes {block_m = 3, block_n = 1, split_kv = 1, num_warps = 4, num_stages = 2} : (tensor<2x1x64xf16>, tensor<2x3x64xf16>, tensor<2x1x64xf16>) -> tensor<2x3x64xf16> {
+  ^bb0(%a: tensor<2x1x64xf16>, %b: tensor<2x3x64xf16>, %c: tensor<2x1x64xf16>):
+    %kt = kg.transpose %a [0, 2, 1] : tensor<2x1x64xf16> -> tensor<2x64x1xf16>
+    %s = kg.matmul %b, %kt : (tensor<2x3x64xf16>, tensor<2x64x1xf16>) -> tensor<2x3x1xf16>
+    %x = kg.cast %s {kg.promotion} : tensor<2x3x1xf16> to tensor<2x3x1xf32>
+    %m = kg.reduce max %x dims [2] keepdim : tensor<2x3x1xf32> -> tensor<2x3x1xf32>
+    %d = kg.sub %x, %m : (tensor<2x3x1xf32>, tensor<2x3x1xf32>) -> tensor<2x3x1xf32>
+    %e = kg.exp %d : tensor<2x3x1xf32>
+    %z = kg.reduce sum %e dims [2] keepdim : tensor<2x3x1xf32> -> tensor<2x3x1xf32>
+    %p = kg.div %e, %z : (tensor<2x3x1xf32>, tensor<2x3x1xf32>) -> tensor<2x3x1xf32>
+    %ph = kg.cast %p {kg.promotion} : tensor<2x3x1xf32> to tensor<2x3x1xf16>
+    %out = kg.matmul %ph, %c : (tensor<2x3x1xf16>, tensor<2x1x64xf16>) -> tensor<2x3x64xf16>
+    kg.yield %out : tensor<2x3x64xf16>
+  }
+  return %o : tensor<2x3x64xf16>
+}
+
+// -----
+
 // K = 1: an outer product, exact as a broadcast multiply.
 // CHECK-LABEL: func.func @outer
 // CHECK-NOT: kg.tile_dot

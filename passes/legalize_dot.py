@@ -7,8 +7,10 @@ Runs after kg-tile and before kg-pad-mask, since it may grow tiles that
 kg-pad-mask then pads and masks. With a: [.., M, K, 1], b: [.., 1, K, N]:
 
     tile_dot a, b, acc with K = 1       =>  acc + f32(a) * f32(b)
-    tile_dot a, b, acc on f32 without tf32, with M = 1 or N = 1 (a
-    matrix-vector product)              =>  acc + reduce sum over K of
+    tile_dot a, b, acc with M = 1 or N = 1 (a matrix-vector product) on
+    f32 without tf32, or along an axis the kernel reduces over (keys of
+    one position in attention)
+                                        =>  acc + reduce sum over K of
                                             f32(a) * f32(b)
     tile_dot with M, N or K in [1, 16)  =>  the same dot on tiles grown to 16
                                             along that axis (the tile covers
@@ -118,7 +120,8 @@ class KgLegalizeDot(Pass):
         if k == 1:
             self._multiply_and_reduce(dot, None)
             return
-        if (m == 1 or nn == 1) and not _on_tensor_cores(dot):
+        unit = [axis for axis, size in ((m_axis, m), (n_axis, nn)) if size == 1]
+        if unit and (not _on_tensor_cores(dot) or any(_reduced(kernel, a) for a in unit)):
             self._multiply_and_reduce(dot, k_axis)
             return
         if min(m, k, nn) >= MIN_DOT:
@@ -191,6 +194,18 @@ class KgLegalizeDot(Pass):
                                     kg.ReduceKind.sum, product, [k_axis], keepdim=True)
             total = kg.AddOp(acc.type, acc, product)
         replace_with(dot, total.operation)
+
+
+def _reduced(kernel: ir.Operation, axis: int) -> bool:
+    """Whether an op of the kernel sums or reduces over `axis` (a dot's k, a
+    kg.reduce's dims): growing an axis of extent 1 is kept to axes whose
+    grown lanes no reduction has to leave out."""
+    for op in walk_ops(kernel):
+        if op.name == "kg.tile_dot" and dot_dims(op)[1] == axis:
+            return True
+        if op.name == "kg.reduce" and axis in int_array(op, "dims"):
+            return True
+    return False
 
 
 def _not_spanning(kernel: ir.Operation, axis: int) -> set:

@@ -19,7 +19,9 @@ pytestmark = pytest.mark.gpu
 def test_lora_one_kernel_matches_torch(dtype, m, k, n, rank):
     graph, reference = lora(m, k, n, dtype, rank=rank)
     compiled = kgc.compile(graph)
-    assert len(compiled.function.launches) == 1
+    # One kernel, or its k loop split by kgc: partials, then their sum.
+    launched = [launch.kernel for launch in compiled.function.launches]
+    assert launched in (["lora_0_matmul"], ["lora_0_matmul_partials", "lora_0_matmul_reduce"])
     inputs = _inputs(graph, dtype, seed=rank)
     got = compiled.run(*inputs, poison=True)
     atol, rtol = TOLERANCE[dtype]
