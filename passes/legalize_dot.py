@@ -17,14 +17,6 @@ kg-pad-mask then pads and masks. With a: [.., M, K, 1], b: [.., 1, K, N]:
                                             the whole axis, so the new lanes
                                             fall outside it and get masked)
 
-A matrix-vector product of 16-bit or 8-bit floats (or f32 under tf32) stays
-a dot on a tile grown to 16 rows: the rows it adds cost tensor-core work a
-memory-bound product does not notice, and Triton software-pipelines the
-loads of a dot's k loop (num_stages), which it does not do for a loop of
-multiplies and sums. Measured on an H100 (benchmarks/NOTES.md, "Decode"):
-a decoder block's M = 1 projections ran 3x faster as grown dots. An exact
-f32 dot has no tensor cores to hide the added rows in, so it keeps the
-multiply and sum.
     tile_dot on f32 without precision   =>  precision = ieee (exact, as torch)
     tile_dot on 8-bit floats below sm_89, or on two different 8-bit floats
                                         =>  tile_dot on f16 casts of both
@@ -38,6 +30,15 @@ multiply and sum.
                                             and newer, and on sm_90 loops of
                                             TMA descriptor loads; on sm_90 it
                                             fails with pointer loads)
+
+A matrix-vector product of 16-bit or 8-bit floats (or f32 under tf32) stays
+a dot on a tile grown to 16 rows: the rows it adds cost tensor-core work a
+memory-bound product does not notice, and Triton software-pipelines the
+loads of a dot's k loop (num_stages), which it does not do for a loop of
+multiplies and sums. On an H100 a decoder block's one-row projections took
+a third of their time once grown (and split over k; benchmarks/NOTES.md,
+"Decode"). An exact f32 dot has no tensor cores to hide the added rows in,
+so it keeps the multiply and sum.
 """
 
 from __future__ import annotations
