@@ -13,17 +13,13 @@ copies of the inputs that they do not stay in the L2 cache from one call to
 the next (`measure.input_sets`): a kernel is timed reading memory, as it
 runs in a model, not the L2 cache its previous call filled.
 
-`run_trials` spreads trials over GPUs of one model, one worker process per
-device (each pinned to its device); with one device the trials run in this
-process.
+`run_trials` runs trials on one GPU in order, or shares their candidates
+out between several GPUs of one model (`kgc.search.devices`).
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
-import multiprocessing
-import os
 import secrets
 from typing import Callable, Sequence
 
@@ -53,24 +49,32 @@ class TrialSettings:
     profile_iters: int = 1000
     seed: int | None = None  # None: fresh inputs for every trial
     # A test hook: (candidate id, results) -> results, applied before the
-    # check, to plant a wrong candidate. It must be picklable for several GPUs.
+    # check, to plant a wrong candidate.
     tamper: Callable | None = None
 
 
-def run_trial(trial: KernelTrial, settings: TrialSettings) -> list[Outcome]:
+@dataclasses.dataclass
+class Reference:
+    """What a kernel's candidates are checked and timed against on one GPU:
+    fresh random inputs, the reference results (eager rounding and exact),
+    and copies of the inputs to time with (`measure.input_sets`)."""
+
+    inputs: list
+    eager: tuple
+    exact: tuple
+    input_copies: list | None = None  # made when the first candidate is timed
+
+
+def make_reference(trial: KernelTrial, settings: TrialSettings) -> Reference:
+    """The reference of `trial`'s kernel on the current GPU."""
     import torch
     from mlir import ir
 
     import kgc  # noqa: F401  (registers the dialect)
     from kgc.reference import evaluate
-    from kgc.runtime import CompiledGraph
-    from kgc.search.verify import mismatch, random_inputs
-    from kgc.search.measure import input_sets, l2_bytes, time_rotated
-    from triton.runtime.driver import driver
+    from kgc.search.verify import random_inputs
 
     local = torch.cuda.current_device()
-    limits = driver.active.utils.get_device_properties(local)
-    device = getattr(_pin_device, "device", local)
     seed = settings.seed if settings.seed is not None else secrets.randbits(31)
     with ir.Context() as context:
         context.allow_unregistered_dialects = True
@@ -83,35 +87,56 @@ def run_trial(trial: KernelTrial, settings: TrialSettings) -> list[Outcome]:
         inputs = random_inputs(specs, seed, f"cuda:{local}")
         eager = _as_tuple(evaluate(module, trial.function, inputs))
         exact = _as_tuple(evaluate(module, trial.function, inputs, exact=True))
+    return Reference(inputs, eager, exact)
+
+
+def run_trial(trial: KernelTrial, settings: TrialSettings,
+              reference: Reference | None = None) -> list[Outcome]:
+    """Checks and times `trial`'s candidates on the current GPU, against
+    `reference` (made here when not given; a caller running one kernel's
+    candidates in several parts passes the one it made)."""
+    import torch
+
+    from kgc.runtime import CompiledGraph
+    from kgc.search.verify import mismatch
+    from kgc.search.measure import input_sets, l2_bytes, time_rotated
+    from triton.runtime.driver import driver
+
+    local = torch.cuda.current_device()
+    limits = driver.active.utils.get_device_properties(local)
+    if reference is None:
+        reference = make_reference(trial, settings)
+    inputs, eager, exact = reference.inputs, reference.eager, reference.exact
     outcomes = []
-    input_copies = None  # made for the first candidate timed
     for candidate, compiled in trial.candidates:
         reasons = [k.artifact.exceeds(limits) for k in compiled.kernels.values()]
         reason = next((r for r in reasons if r), None)
         if reason is not None:
-            outcomes.append(Outcome(candidate, SKIPPED, reason=reason, device=device))
+            outcomes.append(Outcome(candidate, SKIPPED, reason=reason, device=local))
             continue
         graph = CompiledGraph(compiled, trial.function)
         try:
             results = _as_tuple(graph.run(*inputs, poison=True))
         except Exception as error:  # a launch the driver refuses is this candidate's failure
             outcomes.append(Outcome(candidate, REJECTED, reason=f"failed to run: {error}",
-                                    device=device))
+                                    device=local))
             continue
         if settings.tamper is not None:
             results = _as_tuple(settings.tamper(candidate, results))
         wrong = mismatch(results, eager, exact)
         if wrong is not None:
-            outcomes.append(Outcome(candidate, REJECTED, reason=wrong, device=device))
+            outcomes.append(Outcome(candidate, REJECTED, reason=wrong, device=local))
             continue
-        if input_copies is None:
+        if reference.input_copies is None:
             footprint = sum(t.nbytes for t in inputs) + sum(r.nbytes for r in results)
-            input_copies = [inputs] + [[t.clone() for t in inputs]
-                                       for _ in range(input_sets(footprint, l2_bytes(local)) - 1)]
-        outs = [[torch.empty_like(r) for r in results] for _ in input_copies]
-        elapsed = time_rotated(lambda i: graph.run(*input_copies[i], out=outs[i]),
-                               len(input_copies), settings.warmup_iters, settings.profile_iters)
-        outcomes.append(Outcome(candidate, TIMED, elapsed, device=device))
+            reference.input_copies = [inputs] + [
+                [t.clone() for t in inputs]
+                for _ in range(input_sets(footprint, l2_bytes(local)) - 1)]
+        copies = reference.input_copies
+        outs = [[torch.empty_like(r) for r in results] for _ in copies]
+        elapsed = time_rotated(lambda i: graph.run(*copies[i], out=outs[i]), len(copies),
+                               settings.warmup_iters, settings.profile_iters)
+        outcomes.append(Outcome(candidate, TIMED, elapsed, device=local))
     return outcomes
 
 
@@ -130,50 +155,34 @@ def run_trials(trials: Sequence[KernelTrial], settings: TrialSettings,
                on_done: Callable[[KernelTrial, list[Outcome]], None] | None = None
                ) -> dict[str, list[Outcome]]:
     """Outcomes of every trial by signature, using `devices` (default: every
-    visible GPU; they must be of one model, so that times compare)."""
+    visible GPU; they must be of one model, so that times compare). With
+    several, `kgc.search.devices` shares the candidates out between them;
+    `on_done` is then called once per part of a trial, with its outcomes."""
     devices = list(visible_devices() if devices is None else devices)
     if not devices:
         from kgc.diagnostics import KgcError
 
         raise KgcError("timing candidates needs a CUDA device; none is visible")
-    results: dict[str, list[Outcome]] = {}
-    if len(devices) == 1:
-        import torch
+    if len(devices) > 1:
+        from triton.runtime.driver import driver
 
-        with torch.cuda.device(devices[0]):
-            for trial in trials:
-                results[trial.signature] = run_trial(trial, settings)
-                if on_done:
-                    on_done(trial, results[trial.signature])
-        return results
-    _check_one_model(devices)
-    context = multiprocessing.get_context("spawn")
-    queue = context.Queue()
-    for device in devices:
-        queue.put(device)
-    with concurrent.futures.ProcessPoolExecutor(len(devices), mp_context=context,
-                                                initializer=_pin_device,
-                                                initargs=(queue,)) as pool:
-        futures = {pool.submit(run_trial, trial, settings): trial for trial in trials}
-        for future in concurrent.futures.as_completed(futures):
-            trial = futures[future]
-            results[trial.signature] = future.result()
+        from kgc.search.devices import run_on_devices
+
+        check_one_model(devices)
+        driver.active.utils  # Triton's driver, made once here, not by two workers at once
+        return run_on_devices(trials, settings, devices, on_done)
+    import torch
+
+    results: dict[str, list[Outcome]] = {}
+    with torch.cuda.device(devices[0]):
+        for trial in trials:
+            results[trial.signature] = run_trial(trial, settings)
             if on_done:
                 on_done(trial, results[trial.signature])
     return results
 
 
-def _pin_device(queue) -> None:
-    """A worker's start: it takes one device and sees only that one."""
-    device = queue.get()
-    os.environ["CUDA_VISIBLE_DEVICES"] = str(device)
-    import torch
-
-    torch.cuda.set_device(0)
-    _pin_device.device = device
-
-
-def _check_one_model(devices: Sequence[int]) -> None:
+def check_one_model(devices: Sequence[int]) -> None:
     import torch
 
     from kgc.diagnostics import KgcError
