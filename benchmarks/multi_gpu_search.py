@@ -71,6 +71,7 @@ def _search(name: str) -> dict:
     return {"graph": name, "gpus": torch.cuda.device_count(), "wall_s": wall,
             "per_device": per_device, "chosen_us": report.chosen_us,
             "default_us": report.default_us, "counts": report.counts(),
+            "phases_s": report.phases_s,
             "config": compiled.config.to_json() if compiled.config is not None else None}
 
 
@@ -129,8 +130,9 @@ def main() -> None:
                "choice_times_us": times}
         rows.append(row)
         print(f"{name}: {every['gpus']} GPUs {every['wall_s']:.1f} s "
-              f"(candidates per GPU {every['per_device']}), one GPU {one['wall_s']:.1f} s "
-              f"(per GPU {one['per_device']}); speed-up {one['wall_s'] / every['wall_s']:.2f}x; "
+              f"(candidates per GPU {every['per_device']}, phases {every['phases_s']}), "
+              f"one GPU {one['wall_s']:.1f} s (per GPU {one['per_device']}, phases "
+              f"{one['phases_s']}); speed-up {one['wall_s'] / every['wall_s']:.2f}x; "
               f"chosen {every['chosen_us']:.2f} us vs {one['chosen_us']:.2f} us; "
               + ("same choice" if same else
                  f"choices differ: {times['every']:.2f} us vs {times['one']:.2f} us on GPU 0 "

@@ -30,6 +30,7 @@ something no slower than the default compile.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -78,6 +79,9 @@ class SearchReport:
     default_us: float | None
     wall_s: float
     cached: bool = False
+    # Seconds spent lowering to TTIR, compiling to cubin, and checking and
+    # timing on the GPUs (where a search's wall time goes).
+    phases_s: dict = dataclasses.field(default_factory=dict)
 
     def counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -193,6 +197,7 @@ class _Search:
         self.jobs, self.timeout_s, self.settings = jobs, timeout_s, settings
         self.devices, self.budget_s, self.verbose, self.started = devices, budget_s, verbose, started
         self.rows: list[CandidateRow] = []
+        self.phases_s: dict[str, float] = {}
 
     def over_budget(self) -> bool:
         return self.budget_s is not None and time.monotonic() - self.started > self.budget_s
@@ -224,11 +229,23 @@ class _Search:
         return self._finish(chosen, partitions, kernels, best)
 
     def _measure(self, kernels, selection, best, progress) -> None:
-        candidates = self._lower(kernels, selection, progress)
-        compiled = self._compile(kernels, candidates, progress)
-        for signature, (index, time_us) in self._profile(kernels, compiled, progress).items():
+        with self._phase("lower"):
+            candidates = self._lower(kernels, selection, progress)
+        with self._phase("compile"):
+            compiled = self._compile(kernels, candidates, progress)
+        with self._phase("profile"):
+            timed = self._profile(kernels, compiled, progress)
+        for signature, (index, time_us) in timed.items():
             if signature not in best or time_us < best[signature][1]:
                 best[signature] = (index, time_us)
+
+    @contextlib.contextmanager
+    def _phase(self, name: str):
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.phases_s[name] = self.phases_s.get(name, 0.0) + time.monotonic() - started
 
     def _promising(self, partitions, best) -> set[str]:
         """The kernels of the partitions whose default configs come within
@@ -388,7 +405,8 @@ class _Search:
                       "search's choice (%s us); keeping it", times[1], times[0])
         graph.config = config
         graph.report = SearchReport(self.rows, self.partition_rows, times[0], times[1],
-                                    time.monotonic() - self.started)
+                                    time.monotonic() - self.started,
+                                    phases_s={k: round(v, 3) for k, v in self.phases_s.items()})
         return graph
 
     def _first_reasons(self, count: int = 3) -> str:
