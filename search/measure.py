@@ -78,9 +78,11 @@ def time_rotated(fn: Callable[[int], object], sets: int, warmup_iters: int = 16,
     calls = max(sets, min(MAX_CALLS_PER_REPLAY, math.ceil(replay_us / max(once, 1e-3))))
     calls = math.ceil(calls / sets) * sets
     graph = torch.cuda.CUDAGraph()
-    # Thread-local capture: another thread's work on another GPU (the
-    # search times on several at once) neither breaks nor joins it.
-    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+    # Captured on this call's own stream (torch.cuda.graph's default one is
+    # shared by every thread, on the device that first made it), thread-
+    # locally: another thread's work on another GPU (the search times on
+    # several at once) neither breaks nor joins the capture.
+    with torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local"):
         for index in range(calls):
             fn(index % sets)
     replays = max(10, profile_iters // calls)
