@@ -18,6 +18,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import tempfile
 import time
 
 _CHILD = "--child"
@@ -102,8 +103,12 @@ def _run_child(args: list[str], one_gpu: bool) -> object:
     env = dict(os.environ)
     if one_gpu:
         env["CUDA_VISIBLE_DEVICES"] = "0"
-    result = subprocess.run([sys.executable, __file__, _CHILD, *args], env=env,
-                            capture_output=True, text=True, timeout=900)
+    # Each search compiles from nothing: with Triton's disk cache shared, the
+    # second search of a graph would find the first one's cubins.
+    with tempfile.TemporaryDirectory(prefix="triton-cache-") as cache:
+        env["TRITON_CACHE_DIR"] = cache
+        result = subprocess.run([sys.executable, __file__, _CHILD, *args], env=env,
+                                capture_output=True, text=True, timeout=900)
     if result.returncode != 0:
         raise SystemExit(f"{' '.join(args)} failed:\n{result.stderr[-3000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])
