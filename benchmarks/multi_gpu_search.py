@@ -4,10 +4,12 @@
 
 For the headline graph (RMSNorm + MatMul, X 16x4096, W 4096x6144 f16) and a
 graph of four kernels, runs the search twice, each in a fresh process with
-the cache off: once with every GPU visible (one timing worker per GPU) and
-once with `CUDA_VISIBLE_DEVICES=0`. Prints the wall times, the candidates
-each GPU timed, the configs chosen, and the two choices timed side by side
-on GPU 0 (the multi-GPU choice may be at most 2% slower where they differ).
+kgc's cache off and an empty Triton cache (so both compile every
+candidate): once with every GPU visible (one timing worker per GPU) and
+once with `CUDA_VISIBLE_DEVICES=0`. Prints the wall times and where they
+went (lowering, compiling, checking and timing), the candidates each GPU
+timed, the configs chosen, and the two choices timed side by side on GPU 0
+(the multi-GPU choice may be at most 2% slower where they differ).
 """
 
 from __future__ import annotations
