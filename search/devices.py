@@ -66,6 +66,8 @@ def run_on_devices(trials: Sequence[KernelTrial], settings: TrialSettings,
     each part, never from two threads at once. `runner`, `reference` and
     `pin` are `run_trial`, `make_reference` and a device context, which
     tests replace."""
+    if len(set(devices)) != len(devices):
+        raise ValueError(f"devices must be distinct, got {list(devices)}")
     work: "queue.SimpleQueue[KernelTrial]" = queue.SimpleQueue()
     for part in parts_of(trials, len(devices)):
         work.put(part)

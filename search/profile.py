@@ -158,7 +158,9 @@ def run_trials(trials: Sequence[KernelTrial], settings: TrialSettings,
     visible GPU; they must be of one model, so that times compare). With
     several, `kgc.search.devices` shares the candidates out between them;
     `on_done` is then called once per part of a trial, with its outcomes."""
-    devices = list(visible_devices() if devices is None else devices)
+    # A GPU named twice is one: two candidates timed on it at once would
+    # disturb each other's times.
+    devices = list(dict.fromkeys(visible_devices() if devices is None else devices))
     if not devices:
         from kgc.diagnostics import KgcError
 

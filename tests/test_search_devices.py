@@ -118,3 +118,8 @@ def test_parts_are_small_enough_to_share_and_keep_their_order():
     assert all(p.signature == p.candidates[0][0].split(":")[0] for p in parts)
     # One candidate in all is one part.
     assert [len(p.candidates) for p in parts_of([trial("one", 1)], 4)] == [1]
+
+
+def test_a_device_named_twice_is_refused():
+    with pytest.raises(ValueError, match="distinct"):
+        run([trial("k", 4)], [0, 0], Recorder())
