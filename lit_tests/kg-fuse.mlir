@@ -379,6 +379,34 @@ func.func @shared_positions(%a: tensor<64xf32>, %b: tensor<64x64xf32>) -> (tenso
   return %s, %r : tensor<64xf32>, tensor<64xf32>
 }
 
+// An RMSNorm read by two matmuls of one row (a decode step's q and k
+// projections). Folded into the first, it would be a result of that kernel
+// too, needed whole before the dot: two loops over k, which cannot be split
+// (split-K), and the matmul's 64 tiles would leave most SMs idle. The norm
+// stays a reduction kernel, and each matmul a kernel kgc can split.
+// CHECK-LABEL: func.func @shared_norm_skinny(
+// CHECK: %[[N:.*]] = kg.kernel @shared_norm_skinny_0_reduction(%arg0, %arg1) : (tensor<1x4096xf16>, tensor<4096xf16>) -> tensor<1x4096xf16>
+// CHECK: kg.kernel @shared_norm_skinny_1_matmul(%[[N]], %arg2)
+// CHECK: kg.kernel @shared_norm_skinny_2_matmul(%[[N]], %arg3)
+func.func @shared_norm_skinny(%x: tensor<1x4096xf16>, %gamma: tensor<4096xf16>, %wq: tensor<4096x4096xf16>, %wk: tensor<4096x1024xf16>) -> (tensor<1x4096xf16>, tensor<1x1024xf16>) {
+  %n = kg.rms_norm %x weight %gamma normalized_shape [4096] eps 1.0e-6 : (tensor<1x4096xf16>, tensor<4096xf16>) -> tensor<1x4096xf16>
+  %q = kg.matmul %n, %wq : (tensor<1x4096xf16>, tensor<4096x4096xf16>) -> tensor<1x4096xf16>
+  %k = kg.matmul %n, %wk : (tensor<1x4096xf16>, tensor<4096x1024xf16>) -> tensor<1x1024xf16>
+  return %q, %k : tensor<1x4096xf16>, tensor<1x1024xf16>
+}
+
+// The same at 256 columns: 256 KB of weights, which kgc does not split, so
+// the norm folds into the first matmul, which also returns it for the second.
+// CHECK-LABEL: func.func @shared_norm_small(
+// CHECK: %[[Q:.*]]:2 = kg.kernel @shared_norm_small_0_matmul(%arg0, %arg1, %arg2) : (tensor<1x256xf16>, tensor<256xf16>, tensor<256x256xf16>) -> (tensor<1x256xf16>, tensor<1x256xf16>)
+// CHECK: kg.kernel @shared_norm_small_1_matmul(%[[Q]]#0, %arg3)
+func.func @shared_norm_small(%x: tensor<1x256xf16>, %gamma: tensor<256xf16>, %wq: tensor<256x256xf16>, %wk: tensor<256x64xf16>) -> (tensor<1x256xf16>, tensor<1x64xf16>) {
+  %n = kg.rms_norm %x weight %gamma normalized_shape [256] eps 1.0e-6 : (tensor<1x256xf16>, tensor<256xf16>) -> tensor<1x256xf16>
+  %q = kg.matmul %n, %wq : (tensor<1x256xf16>, tensor<256x256xf16>) -> tensor<1x256xf16>
+  %k = kg.matmul %n, %wk : (tensor<1x256xf16>, tensor<256x64xf16>) -> tensor<1x64xf16>
+  return %q, %k : tensor<1x256xf16>, tensor<1x64xf16>
+}
+
 // PRIMITIVE INPUT
 // ---------------------------------------------------------------------------
 // From here on the input is primitive: kg-fuse alone.

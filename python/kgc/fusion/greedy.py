@@ -35,6 +35,11 @@ are not (a matmul and a softmax over more keys than one tile holds).
 `fold-rms-norm` is the RMSNorm before a matmul (its 1/rms becomes a factor
 of the matmul's epilogue, its sum runs in the k loop), and any reduction
 feeding a matmul operand (a softmax of scores too wide for an epilogue).
+A fold (or prologue) is not made where it would cost the matmul the split
+over k kgc gives it alone (`kgc.tiling.config.default_split_k`): a norm
+that rounds x / rms before the weight must be whole before the dot, which
+makes the kernel two loops over k that cannot be split, and a skinny
+matmul then runs on too few programs.
 """
 
 from __future__ import annotations
@@ -162,6 +167,9 @@ def greedy_partition(graph: FusionGraph, decisions: FusionDecisions = FusionDeci
                 merged = graph.in_program_order(groups[source] + groups[target])
                 if _creates_cycle(graph, source, target, group_of) or not graph.plannable(merged):
                     continue
+                if kind in (FOLD_RMS_NORM, FUSE_PROLOGUE) and \
+                        _costs_the_split(graph, groups[target], merged):
+                    continue
                 for node in groups[source]:
                     group_of[id(node)] = target
                 groups[target] = merged
@@ -205,6 +213,19 @@ def _gather_attention(graph: FusionGraph, group_of: dict, groups: dict) -> bool:
         groups[target] = graph.in_program_order(core)
         made = True
     return made
+
+
+def _costs_the_split(graph: FusionGraph, consumer: list[Node], merged: list[Node]) -> bool:
+    """Whether folding a producer into the matmul group `consumer` would
+    take away the split over k that kgc gives the matmul alone: a norm
+    that must be whole before the dot (one that rounds x / rms before the
+    weight) makes a kernel of two phases over k, which cannot be split, and
+    a skinny matmul that cannot fill the GPU loses more than the fold
+    saves (one small reduction kernel)."""
+    try:
+        return graph.plan(consumer).split is not None and graph.plan(merged).split is None
+    except Unplannable:
+        return False
 
 
 def _escapes_inside(graph: FusionGraph, core: list[Node], output: Node) -> bool:
