@@ -25,6 +25,7 @@ from kgc.bench.check import check
 from kgc.bench.report import FAILED, OK, WRONG, BenchResult, Row
 from kgc.bench.runners import EAGER, KGC, LABELS, TORCH_RUNNERS, Unavailable, first_line
 from kgc.bench.workloads import PEAK_FP8, Workload
+from kgc.search.measure import l2_bytes
 
 _LOG = logging.getLogger(__name__)
 
@@ -66,9 +67,9 @@ def _run_workload(workload: Workload, peaks, effort: str, reps: int, seed: int, 
     generator = torch.Generator(device="cpu").manual_seed(seed)
     # Enough sets of inputs that the timed calls read memory, not L2 (see
     # kgc.bench.timing); the first is the one checked.
-    l2_bytes = torch.cuda.get_device_properties(device).L2_cache_size if device == "cuda" else 0
+    l2 = l2_bytes(device) if device == "cuda" else 0
     sets = [workload.make_inputs(device, generator)
-            for _ in range(timing.input_sets(workload.bytes, l2_bytes))]
+            for _ in range(timing.input_sets(workload.bytes, l2))]
     torch_sets = [workload.torch_layout(s) if workload.torch_layout else s for s in sets]
     inputs, torch_inputs = sets[0], torch_sets[0]
 
