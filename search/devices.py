@@ -11,11 +11,10 @@ every part of that kernel it takes against it.
 
 Threads rather than processes: a worker process would start Python, import
 torch, Triton and MLIR, create a CUDA context and load every candidate's
-cubin again, which took longer than the timing it saved (benchmarks/NOTES.md,
-"Superoptimize on two GPUs"); in one process the workers share what is
-loaded, and the GIL is free while a GPU runs (its timing replays CUDA
-graphs and waits on events). CUDA graphs are captured per thread
-(`measure.time_rotated` captures with thread-local error mode), so one
+cubin again; in one process the workers share what is loaded, nothing is
+pickled to them, and the GIL is free while a GPU runs (its timing replays
+CUDA graphs and waits on events). Each timing captures its CUDA graph on a
+stream of its own in thread-local mode (`measure.time_rotated`), so one
 worker's capture is not disturbed by another's allocations.
 
 A worker's error stops the others at their next part and is raised here.

@@ -37,9 +37,9 @@ of the matmul's epilogue, its sum runs in the k loop), and any reduction
 feeding a matmul operand (a softmax of scores too wide for an epilogue).
 A fold (or prologue) is not made where it would cost the matmul the split
 over k kgc gives it alone (`kgc.tiling.config.default_split_k`): a norm
-that rounds x / rms before the weight must be whole before the dot, which
-makes the kernel two loops over k that cannot be split, and a skinny
-matmul then runs on too few programs.
+whose normalized x is also a result of the kernel (other matmuls read it)
+must be whole before the dot, which makes the kernel two loops over k that
+cannot be split, and a skinny matmul then runs on too few programs.
 """
 
 from __future__ import annotations
@@ -218,9 +218,9 @@ def _gather_attention(graph: FusionGraph, group_of: dict, groups: dict) -> bool:
 def _costs_the_split(graph: FusionGraph, consumer: list[Node], merged: list[Node]) -> bool:
     """Whether folding a producer into the matmul group `consumer` would
     take away the split over k that kgc gives the matmul alone: a norm
-    that must be whole before the dot (one that rounds x / rms before the
-    weight) makes a kernel of two phases over k, which cannot be split, and
-    a skinny matmul that cannot fill the GPU loses more than the fold
+    that must be whole before the dot (its normalized x a result of the
+    kernel too) makes a kernel of two phases over k, which cannot be split,
+    and a skinny matmul that cannot fill the GPU loses more than the fold
     saves (one small reduction kernel)."""
     try:
         return graph.plan(consumer).split is not None and graph.plan(merged).split is None
