@@ -8,7 +8,26 @@
 // RUN: kgc-opt %s --kg-decompose --kg-fuse | FileCheck %s
 // The attention kernels of the first part without the attention fusion:
 // RUN: kgc-opt %s --kg-decompose --kg-fuse='fuse-attention=false' | FileCheck %s --check-prefix=NOATT
-// The second part, from the line `// PRIMITIVE INPUT`, is made of primitives
+// The second part, from the line `// A gated MLP of one row whose projections come back as (1, 1, N), as a
+// module's (batch, sequence, features) do. The reshape adds a dimension of
+// size 1 and reads the matmuls' own elements, so silu(g) * u is the
+// epilogue of one kernel of both matmuls, as it is for 8 rows; a one-row
+// matmul seen through such a view once stopped every fusion after it.
+// CHECK-LABEL: func.func @one_row_gated_through_a_view(
+// CHECK: %[[K:.*]] = kg.kernel @one_row_gated_through_a_view_0_matmul(%arg0, %arg1, %arg2) : (tensor<1x256xf16>, tensor<256x512xf16>, tensor<256x512xf16>) -> tensor<1x1x512xf16>
+// CHECK-NOT: kg.kernel
+// CHECK: return %[[K]]
+func.func @one_row_gated_through_a_view(%x: tensor<1x256xf16>, %wg: tensor<256x512xf16>, %wu: tensor<256x512xf16>) -> tensor<1x1x512xf16> {
+  %g = kg.matmul %x, %wg : (tensor<1x256xf16>, tensor<256x512xf16>) -> tensor<1x512xf16>
+  %u = kg.matmul %x, %wu : (tensor<1x256xf16>, tensor<256x512xf16>) -> tensor<1x512xf16>
+  %g3 = kg.reshape %g : tensor<1x512xf16> -> tensor<1x1x512xf16>
+  %u3 = kg.reshape %u : tensor<1x512xf16> -> tensor<1x1x512xf16>
+  %s = kg.silu %g3 : tensor<1x1x512xf16>
+  %p = kg.mul %s, %u3 : (tensor<1x1x512xf16>, tensor<1x1x512xf16>) -> tensor<1x1x512xf16>
+  return %p : tensor<1x1x512xf16>
+}
+
+// PRIMITIVE INPUT`, is made of primitives
 // already and runs through kg-fuse alone:
 // RUN: sed -n '/^\/\/ PRIMITIVE INPUT$/,$p' %s | kgc-opt --kg-fuse | FileCheck %s --check-prefix=PRIM
 

@@ -281,12 +281,11 @@ def test_scaled_fp8_matmul_is_one_kernel_with_an_f8_dot(out, scalar_scales):
     assert kernel.asm["cubin"]
 
 
-def test_scaled_fp8_matmul_of_one_row_runs_its_scales_in_a_second_kernel():
-    # Not yet one kernel at M = 1: the epilogue reads the [1, N] product
-    # through a broadcast map (size-1 rows read at 0), which the generator
-    # does not recognize as the matmul's own map.
+def test_scaled_fp8_matmul_of_one_row_is_one_kernel():
+    # The epilogue reads the [1, N] product through a broadcast map (its
+    # one row read at 0), which reads the matmul's own elements.
     _, result = compiled(scaled_fp8(1, 512, 256))
-    assert list(result.kernels) == ["fp8_gemm_0_matmul", "fp8_gemm_1_pointwise"]
+    assert list(result.kernels) == ["fp8_gemm_0_matmul"]
 
 
 def test_scaled_fp8_matmul_with_tma_compiles_for_sm90():

@@ -160,10 +160,6 @@ def test_rmsnorm_matmul_split_k_sums_the_squares_in_the_splits(m, k, n, split, d
 @pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
 def test_gated_mlp_split_k_applies_silu_after_the_sum(m, k, n, dtype):
     module = check(gated_mlp, m, k, n, dtype, 4)
-    if m == 1:
-        # One row is not fused into one gated kernel today: each matmul is
-        # split on its own, and the product is a pointwise kernel.
-        return
     partials, reduce = kernels_in(module)
     # Two accumulators, two workspaces; the reduce kernel reads only them.
     assert len(partials.results) == 2
@@ -178,7 +174,7 @@ def test_bias_activation_and_residual_run_after_the_sum(dtype):
     assert len(reduce.operands) == 3
 
 
-@pytest.mark.parametrize("m,k,n", [(3, 4097, 50), (17, 1000, 300)])
+@pytest.mark.parametrize("m,k,n", [(1, 4097, 50), (3, 4097, 50), (17, 1000, 300)])
 @pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
 def test_lora_splits_as_one_kernel_with_its_side_dot(m, k, n, dtype):
     # X W and X A ride one k loop; the partials of both are summed, then
@@ -189,16 +185,6 @@ def test_lora_splits_as_one_kernel_with_its_side_dot(m, k, n, dtype):
         [f"tensor<4x{m}x{n}xf32>", f"tensor<4x{m}x16xf32>"])
     # The reduce kernel reads B and the two workspaces.
     assert len(reduce.operands) == 3
-
-
-def test_lora_of_one_row_splits_each_matmul():
-    # One row is not fused into one kernel today (as for the gated MLP):
-    # X W and X A split on their own; (X A) B, of k = 16, stays whole.
-    module = check(lora, 1, 4097, 50, "f16", 4)
-    names = [kernel_name(k) for k in kernels_in(module)]
-    assert names == ["lora_0_matmul_partials", "lora_0_matmul_reduce",
-                     "lora_1_matmul_partials", "lora_1_matmul_reduce", "lora_2_matmul",
-                     "lora_3_pointwise"]
 
 
 def batched_bias_relu(m, k, n, dtype):

@@ -394,6 +394,13 @@ class Generator:
         return tuple(self.plan.tile[a] if a in axes else 1 for a in range(self.n))
 
     def gen(self, node: Node, index_map: IndexMap) -> Tile:
+        if node.op == "matmul":
+            natural = self.plan.maps.get(node)
+            # A view that only drops or adds dimensions of size 1 reads the
+            # matmul's own elements: one accumulator, one tile.
+            if natural is not None and index_map != natural and \
+                    index_map.reads_like(natural, node.shape):
+                index_map = natural
         key = (id(node), index_map)
         for memo in reversed(self.memo):
             if key in memo:
@@ -567,7 +574,10 @@ class Generator:
         tile = self.gen(output, index_map)
         strides, offset = BufferView.contiguous(output.shape).address_map(index_map)
         store_axes = frozenset(a for a, s in enumerate(strides) if s != 0)
-        if not tile.axes <= store_axes:
+        # An axis of extent 1 has one point: a tile along it is stored whole
+        # by a view that does not read it (a matmul's one row kept as a
+        # dimension of size 1).
+        if any(self.plan.extents[a] != 1 for a in tile.axes - store_axes):
             raise Unplannable(f"output {output.shape} varies along an axis it is not stored by")
         value = tile.value
         if self._shape(tile.axes) != self._shape(store_axes):

@@ -59,6 +59,26 @@ class IndexMap:
             return nonzero[0]
         return None
 
+    def reads_like(self, other: "IndexMap", shape: Sequence[int]) -> bool:
+        """Whether this map and `other` read the same element of a value of
+        `shape` at every point of the iteration space. Their rows may differ
+        for a dimension of size 1 that both read at 0: a view writes it as a
+        row of zeros, the value's own map as an axis of extent 1."""
+        if self.extents != other.extents or self.windows != other.windows:
+            return False
+        for k, size in enumerate(shape):
+            if self.rows[k] == other.rows[k] and self.offsets[k] == other.offsets[k]:
+                continue
+            if size != 1 or not (self._reads_zero(k) and other._reads_zero(k)):
+                return False
+        return True
+
+    def _reads_zero(self, k: int) -> bool:
+        """Whether row k is 0 at every point: no offset, and only axes of
+        extent 1 (always 0) read."""
+        return self.offsets[k] == 0 and all(
+            c == 0 or self.extents[j] == 1 for j, c in enumerate(self.rows[k]))
+
     # -- views, from a value's map to its operand's map -------------------
 
     def broadcast_from(self, result_shape: Sequence[int], operand_shape: Sequence[int]) -> "IndexMap":
