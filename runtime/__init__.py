@@ -21,8 +21,14 @@ into a fresh tensor first: results are right for every argument, and fast
 for dense aligned ones. `out=` buffers are never copied: one that is not
 contiguous and aligned, or that overlaps an argument, is refused.
 
-Results and intermediates are fresh tensors (or the `out=` buffers); the
-kernels run in order on the current stream of the arguments' device.
+Results are fresh tensors (or the `out=` buffers). The intermediates, the
+buffers that kernels pass to one another and the caller never sees, live
+in one workspace allocated per call, each at an offset planned once
+(`_workspace_plan`), so that a call of many kernels costs one allocation
+for them instead of one each: torch's allocator is the larger part of a
+small graph's host time. The kernels run in order on the current stream of
+the arguments' device, on which the workspace is freed when the call
+returns, as any torch temporary is.
 
 A kernel that asks for global scratch memory (Triton's `global_scratch_size`
 metadata: the TMA descriptors that matmuls with the `tma` knob build on the
@@ -196,12 +202,16 @@ class CompiledGraph:
         bound = self._bound.get(device)
         if bound is None:
             bound = self._bind(device)
+        workspace = torch.empty(self._workspace_bytes, dtype=torch.uint8, device=device)
         for index, shape, dtype in self._fresh:
             if buffers[index] is None:
-                buffers[index] = torch.empty(shape, dtype=dtype, device=device)
-                if poison:
-                    buffers[index].fill_(poison_value(dtype))
-            elif poison:
+                offset = self._offsets.get(index)
+                if offset is None:
+                    buffers[index] = torch.empty(shape, dtype=dtype, device=device)
+                else:
+                    size = shape.numel() * dtype.itemsize
+                    buffers[index] = workspace[offset:offset + size].view(dtype).view(shape)
+            if poison:
                 buffers[index].fill_(poison_value(dtype))
         stream = self._current_stream(device)
         for (launcher, grid_x, grid_y, grid_z, handle, packed, enter, exit_, operands,
@@ -252,8 +262,15 @@ class CompiledGraph:
         import torch
 
         specs = self._specs if self._specs is not None else self._make_specs()
-        fresh, results = self._fresh, tuple(self.function.results)
+        results = tuple(self.function.results)
         count, size = len(specs), len(self.function.buffers)
+        fresh_results = [(index, shape, dtype) for index, shape, dtype in self._fresh
+                         if index not in self._offsets]
+        workspace_bytes, offsets = self._workspace_bytes, tuple(self._offsets.items())
+        uint8 = torch.uint8
+        # Parameters are tensors whose type only tells autograd to track them:
+        # the torch backend passes a module's weights as they are.
+        plain = (torch.Tensor, torch.nn.Parameter)
         # The current device's index without torch.cuda.current_device()'s
         # checks, which cost as much as the rest of the call's.
         tensor_type, empty, current = torch.Tensor, torch.empty, torch._C._cuda_getDevice
@@ -262,23 +279,35 @@ class CompiledGraph:
         results_are_fresh = all(index >= count for index in results)
         stream_of = self._current_stream
         single = len(results) == 1
-        launches = []
-        for launcher, grid_x, grid_y, grid_z, handle, packed, enter, exit_, operands, scalars \
-                in bound:
-            if launcher.global_scratch_size and not launcher.profile_scratch_size:
-                launches.append((_scratch_launch(launcher, handle, device),
-                                 (grid_x, grid_y, grid_z), (packed, None, enter, exit_), operands,
-                                 scalars))
-            elif launcher.profile_scratch_size:
-                launches.append((launcher, (grid_x, grid_y, grid_z),
-                                 (handle, packed, None, enter, exit_), operands, scalars))
-            else:
-                launches.append((launcher.launch, (grid_x, grid_y, grid_z),
-                                 (handle, launcher.launch_cooperative_grid, launcher.launch_pdl,
-                                  None, None, packed, None, enter, exit_), operands, scalars))
+
+        def launch_list(hooked: bool) -> list:
+            """Each kernel's launch function and its fixed arguments; without
+            `hooked`, the launch hooks are left out (None): an empty chain
+            of them is still a Python call before and after every launch."""
+            launches = []
+            for launcher, grid_x, grid_y, grid_z, handle, packed, enter, exit_, operands, \
+                    scalars in bound:
+                if not hooked:
+                    enter = exit_ = None
+                if launcher.global_scratch_size and not launcher.profile_scratch_size:
+                    launches.append((_scratch_launch(launcher, handle, device),
+                                     (grid_x, grid_y, grid_z), (packed, None, enter, exit_),
+                                     operands, scalars))
+                elif launcher.profile_scratch_size:
+                    launches.append((launcher, (grid_x, grid_y, grid_z),
+                                     (handle, packed, None, enter, exit_), operands, scalars))
+                else:
+                    launches.append((launcher.launch, (grid_x, grid_y, grid_z),
+                                     (handle, launcher.launch_cooperative_grid,
+                                      launcher.launch_pdl, None, None, packed, None, enter,
+                                      exit_), operands, scalars))
+            return launches
+
+        hooked_launches, bare_launches = launch_list(True), launch_list(False)
+        hooks = [hook for entry in bound[:1] for hook in entry[6:8]]
 
         def usable(tensor, shape, dtype) -> bool:
-            return (type(tensor) is tensor_type and tensor.dtype is dtype
+            return (type(tensor) in plain and tensor.dtype is dtype
                     and tensor.shape == shape and tensor.get_device() == device
                     and tensor.is_contiguous() and not tensor.data_ptr() % _ALIGNMENT)
 
@@ -299,11 +328,18 @@ class CompiledGraph:
                             any(_overlap(tensor, argument) for argument in tensors):
                         return None
                     buffers[index] = tensor
-            for index, shape, dtype in fresh:
+            for index, shape, dtype in fresh_results:
                 if buffers[index] is None:
                     buffers[index] = empty(shape, dtype=dtype, device=device)
-            pointers = [buffer.data_ptr() for buffer in buffers]
+            pointers = [0 if buffer is None else buffer.data_ptr() for buffer in buffers]
+            if offsets:
+                workspace = empty(workspace_bytes, dtype=uint8, device=device)
+                base = workspace.data_ptr()
+                for index, offset in offsets:
+                    pointers[index] = base + offset
             stream = stream_of(device)
+            # Hooks added after the first call (a profiler's) still run.
+            launches = hooked_launches if any(map(_hooked, hooks)) else bare_launches
             for launch, grid, fixed, operands, scalars in launches:
                 launch(*grid, stream, *fixed, *[pointers[i] for i in operands], *scalars)
             if out is not None:
@@ -322,6 +358,8 @@ class CompiledGraph:
                        for b in function.buffers[:function.num_arguments]]
         self._fresh = [(i, torch.Size(b.shape), torch_dtype(b.dtype))
                        for i, b in enumerate(function.buffers) if i >= function.num_arguments]
+        self._offsets, self._workspace_bytes = _workspace_plan(self._fresh,
+                                                               set(function.results))
         return self._specs
 
     def _mismatch(self, what: str, tensor, spec) -> KgcError:
@@ -421,6 +459,12 @@ class CapturedGraph:
         return self.replay()
 
 
+def _hooked(hook) -> bool:
+    """Whether a launch hook does anything: Triton's hooks are chains of
+    calls (`triton.knobs.HookChain`), empty unless a tool adds one."""
+    return hook is not None and getattr(hook, "calls", True) != []
+
+
 def _load(artifact, device: int, limits: dict, active):
     """(launcher, function handle, packed metadata) of `artifact` on the
     current device, which is `device`."""
@@ -444,6 +488,27 @@ def _load(artifact, device: int, limits: dict, active):
                        f"{metadata.num_warps * 32} threads per program, the loaded kernel allows "
                        f"{max_threads}")
     return launcher, handle, make_backend(metadata.target).pack_metadata(metadata)
+
+
+# Where each intermediate starts in the workspace: a multiple of 256 bytes,
+# as torch's own allocations are at least, which covers what kernels assume
+# of a pointer (16 bytes) and keeps every buffer's rows on whole cache lines.
+_WORKSPACE_ALIGNMENT = 256
+
+
+def _workspace_plan(fresh: list, results: set[int]) -> tuple[dict[int, int], int]:
+    """({buffer number: byte offset in the workspace}, workspace bytes) for
+    the fresh buffers that are not results. Every intermediate keeps its
+    own bytes (no two share them, even where their lifetimes do not
+    overlap), so the workspace holds what a tensor per intermediate held."""
+    offsets, end = {}, 0
+    for index, shape, dtype in fresh:
+        if index in results:
+            continue
+        offsets[index] = end
+        size = shape.numel() * dtype.itemsize
+        end += -(-size // _WORKSPACE_ALIGNMENT) * _WORKSPACE_ALIGNMENT
+    return offsets, end
 
 
 # The alignment of torch's CUDA allocations (its caching allocator rounds

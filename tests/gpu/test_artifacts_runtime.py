@@ -155,3 +155,62 @@ def test_registers_read_from_the_cubin_are_the_drivers(rms_norm):
         artifact.entry, artifact.cubin, artifact.shared, device)
     assert artifact.resources["registers"] == registers
     assert artifact.resources["local_memory"] == spills * 4
+
+
+def test_parameters_take_the_fast_path(rms_norm, monkeypatch):
+    # The torch backend passes a module's weights as nn.Parameter: they are
+    # dense tensors, and must not send every call down the checking path.
+    x, w = inputs()
+    rms_norm(x, w)  # binds the kernels
+    monkeypatch.setattr(rms_norm, "run", lambda *a, **k: pytest.fail("took the slow path"))
+    close(rms_norm(x, torch.nn.Parameter(w, requires_grad=False)), reference(x, w))
+
+
+@pytest.fixture(scope="module")
+def split_matvec():
+    graph = kgc.Graph("split_matvec")
+    x = graph.input("x", (1, 4097), "f16")
+    w = graph.input("w", (4097, 2048), "f16")
+    graph.output(graph.matmul(x, w))
+    return kgc.compile(graph)
+
+
+@pytest.mark.parametrize("poison", [False, True])
+def test_intermediates_share_one_allocation_per_call(split_matvec, poison):
+    function = split_matvec.function
+    intermediates = len(function.buffers) - function.num_arguments - len(function.results)
+    assert len(function.launches) >= 2 and intermediates >= 1  # partials, then their sum
+    x = torch.randn(1, 4097, device="cuda", dtype=torch.float16)
+    w = torch.randn(4097, 2048, device="cuda", dtype=torch.float16) * 0.02
+    split_matvec(x, w)
+
+    def call():
+        return split_matvec.run(x, w, poison=True) if poison else split_matvec(x, w)
+
+    before = torch.cuda.memory_stats()["allocation.all.allocated"]
+    got = call()
+    allocations = torch.cuda.memory_stats()["allocation.all.allocated"] - before
+    assert allocations == len(function.results) + 1  # the results, and one workspace
+    torch.testing.assert_close(got.float(), (x.float() @ w.float()), atol=2e-2, rtol=2e-2)
+
+
+def test_launch_hooks_added_after_the_first_call_still_run(rms_norm):
+    # Without hooks the fast path leaves them out of its launches; a tool
+    # that adds one later (a profiler) must still see every launch.
+    from triton import knobs
+
+    x, w = inputs()
+    rms_norm(x, w)
+    seen = []
+
+    def hook(metadata):
+        seen.append(metadata)
+
+    knobs.runtime.launch_enter_hook.add(hook)
+    try:
+        close(rms_norm(x, w), reference(x, w))
+    finally:
+        knobs.runtime.launch_enter_hook.remove(hook)
+    assert len(seen) == len(rms_norm.function.launches)
+    rms_norm(x, w)
+    assert len(seen) == len(rms_norm.function.launches)

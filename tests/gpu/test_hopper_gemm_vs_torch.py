@@ -117,13 +117,11 @@ def test_scaled_fp8_matmul_matches_torch(m, k, n, out, tma):
     graph = scaled_fp8(m, k, n, out)
     config = MatmulConfig(block_k=128, tma=True) if tma else None
     compiled = kgc.compile(graph, config=None if config is None else config_for(graph, config))
-    # At M = 1 the scales still run as a second kernel: the generator does
-    # not yet see that the epilogue's map of the [1, N] product (a broadcast
-    # row) is the matmul's own. (A kernel whose k loop kgc splits is two:
-    # its partials and their sum.)
+    # The scales are the matmul's epilogue at every M, one row included. (A
+    # kernel whose k loop kgc splits is two: its partials and their sum.)
     fused = {name.removesuffix("_partials").removesuffix("_reduce")
              for name in compiled.module.kernels}
-    assert len(fused) == (1 if m > 1 else 2), sorted(compiled.module.kernels)
+    assert len(fused) == 1, sorted(compiled.module.kernels)
     a, b, scale_a, scale_b = _fp8_inputs(m, k, n)
     check_fp8(compiled.run(a, b, scale_a, scale_b, poison=True), a, b, scale_a, scale_b,
               DTYPES[out])
