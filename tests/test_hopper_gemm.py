@@ -63,7 +63,6 @@ def config_for(graph: kgc.Graph, config: MatmulConfig) -> GraphConfig:
     module = graph.build(context)
     with context:
         GraphConfig(graph.name).fuse(module)
-        # At M = 1 the scales are a pointwise kernel of their own.
         (kernel,) = [k for k in kernels_in(module)
                      if "matmul" in ir.StringAttr(k.attributes["sym_name"]).value]
         name = ir.StringAttr(kernel.attributes["sym_name"]).value
