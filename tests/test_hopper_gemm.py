@@ -236,6 +236,20 @@ def test_big_gemm_space_has_hopper_configs():
     assert not any(c.num_programs for c in MatmulConfig.space(small, "f16"))
 
 
+@pytest.mark.parametrize("m,n", [(1, 11008), (8, 11008), (16, 6144)])
+def test_skinny_matmuls_are_seeded_with_deep_k_steps_and_no_split(m, n):
+    extents = {"m": m, "n": n, "k": 4096}
+    seeds = MatmulConfig.seeds(extents, "f16")
+    assert [(c.block_n, c.block_k, c.num_stages) for c in seeds] == [(128, 128, 4), (64, 128, 4)]
+    for config in seeds:
+        # No split: split_k = 1 where kgc would split, unset where it would not.
+        assert config.split_k in (1, None)
+        assert config._worth_trying(extents, "f16")
+    # Too few weights to stream, or too many rows: not skinny.
+    assert MatmulConfig.seeds({"m": 16, "n": 256, "k": 4096}, "f16") == []
+    assert all(c.block_m >= 128 for c in MatmulConfig.seeds({"m": 2048, "n": n, "k": 4096}, "f16"))
+
+
 def test_seeds_are_tried_right_after_the_default():
     extents = {"m": 4096, "n": 4096, "k": 4096}
     space = MatmulConfig.space(extents, "f16")

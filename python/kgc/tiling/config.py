@@ -375,6 +375,8 @@ class MatmulConfig(KernelConfig):
         tile order), each with TMA descriptors, persistent, both or
         neither; then three warp-specialized with TMA, and three persistent
         with TMA whose tile loop Triton flattens with the k loop."""
+        if _streams_weights(extents, element):
+            return _skinny_seeds(cls, extents, element)
         if extents.get("m", 0) < 1024 or extents.get("n", 0) < 1024 or extents.get("k", 0) < 256:
             return []
         block_k = 128 if _bits(element) <= 8 else 64
@@ -400,6 +402,38 @@ class MatmulConfig(KernelConfig):
             if flattened._worth_trying(extents, element):
                 seeds.setdefault(flattened.canonical(extents), None)
         return list(seeds)
+
+
+# Rows of a matmul that streams its weights: one tile of rows, whose
+# time is the time to read the other operand.
+SKINNY_ROWS = 16
+
+
+def _streams_weights(extents, element: str) -> bool:
+    """A product of at most SKINNY_ROWS rows over at least DEFAULT_MIN_BYTES
+    of weights (a decode step's projections, RMSNorm+MatMul of 16 rows)."""
+    m, n, k = extents.get("m", 1), extents.get("n", 0), extents.get("k", 0)
+    return m <= SKINNY_ROWS and k * n * _bits(element) // 8 >= DEFAULT_MIN_BYTES
+
+
+def _skinny_seeds(cls, extents, element: str) -> list:
+    """Deeper k steps without kgc's split, the configs that read the weights
+    fastest on an H100 (benchmarks/NOTES.md, "Skinny matmuls alone": at
+    16x4096x6144, 1x4096x11008 and 8x4096x11008 the better of these two
+    came within 0.5% of the best of 32 configs, and 4-8% ahead of kgc's
+    default): a 128-deep k step over 128 or 64 columns, 4 stages, 4 warps.
+    Where kgc would not split, split_k stays unset, which is the same
+    kernel."""
+    block_m = min(SKINNY_ROWS, next_power_of_two(extents.get("m", 1)))
+    seeds: dict[KernelConfig, None] = {}
+    for block_n in (128, 64):
+        config = cls(block_m=block_m, block_n=block_n, block_k=128, group_m=1, num_warps=4,
+                     num_stages=4)
+        if _kgc_splits(config, extents, element):
+            config = dataclasses.replace(config, split_k=1)
+        if config._worth_trying(extents, element):
+            seeds.setdefault(config.canonical(extents), None)
+    return list(seeds)
 
 
 # Splits the search tries for a matmul that cannot fill the GPU with tiles.
