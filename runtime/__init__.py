@@ -45,6 +45,7 @@ import pathlib
 from kgc.diagnostics import KgcError
 from kgc.element_types import poison as poison_value
 from kgc.element_types import torch_dtype
+from kgc.tiling.index_maps import ceil_div
 
 _ALIGNMENT = 16
 _NO_DEVICE = -2  # no tensor seen yet (get_device() is -1 for a CPU tensor)
@@ -202,7 +203,8 @@ class CompiledGraph:
         bound = self._bound.get(device)
         if bound is None:
             bound = self._bind(device)
-        workspace = torch.empty(self._workspace_bytes, dtype=torch.uint8, device=device)
+        workspace = torch.empty(self._workspace_bytes, dtype=torch.uint8, device=device) \
+            if self._offsets else None
         for index, shape, dtype in self._fresh:
             if buffers[index] is None:
                 offset = self._offsets.get(index)
@@ -304,7 +306,8 @@ class CompiledGraph:
             return launches
 
         hooked_launches, bare_launches = launch_list(True), launch_list(False)
-        hooks = [hook for entry in bound[:1] for hook in entry[6:8]]
+        # Every launch was bound with the same two hook chains (Triton's knobs).
+        hooks = bound[0][6:8] if bound else ()
 
         def usable(tensor, shape, dtype) -> bool:
             return (type(tensor) in plain and tensor.dtype is dtype
@@ -507,7 +510,7 @@ def _workspace_plan(fresh: list, results: set[int]) -> tuple[dict[int, int], int
             continue
         offsets[index] = end
         size = shape.numel() * dtype.itemsize
-        end += -(-size // _WORKSPACE_ALIGNMENT) * _WORKSPACE_ALIGNMENT
+        end += ceil_div(size, _WORKSPACE_ALIGNMENT) * _WORKSPACE_ALIGNMENT
     return offsets, end
 
 
