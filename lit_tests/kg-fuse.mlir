@@ -27,6 +27,31 @@ func.func @one_row_gated_through_a_view(%x: tensor<1x256xf16>, %wg: tensor<256x5
   return %p : tensor<1x1x512xf16>
 }
 
+// A one-row matmul broadcast to four rows is not such a view: the exp
+// iterates over four rows, and the matmul's one row is read at each, so
+// it is not the matmul's own map; the matmul keeps a kernel of its own.
+// CHECK-LABEL: func.func @one_row_broadcast_to_rows(
+// CHECK: %[[Y:.*]] = kg.kernel @one_row_broadcast_to_rows_0_matmul(%arg0, %arg1) : (tensor<1x256xf16>, tensor<256x64xf16>) -> tensor<1x64xf16>
+// CHECK: kg.kernel @one_row_broadcast_to_rows_1_pointwise(%[[Y]]) : (tensor<1x64xf16>) -> tensor<4x64xf16>
+func.func @one_row_broadcast_to_rows(%x: tensor<1x256xf16>, %w: tensor<256x64xf16>) -> tensor<4x64xf16> {
+  %y = kg.matmul %x, %w : (tensor<1x256xf16>, tensor<256x64xf16>) -> tensor<1x64xf16>
+  %b = kg.broadcast_to %y : tensor<1x64xf16> -> tensor<4x64xf16>
+  %e = kg.exp %b : tensor<4x64xf16>
+  return %e : tensor<4x64xf16>
+}
+
+// Nor is a slice of a matmul's columns: it reads the matmul at an offset,
+// which is not its own map either.
+// CHECK-LABEL: func.func @matmul_sliced(
+// CHECK: %[[Y:.*]] = kg.kernel @matmul_sliced_0_matmul(%arg0, %arg1) : (tensor<16x256xf16>, tensor<256x64xf16>) -> tensor<16x64xf16>
+// CHECK: kg.kernel @matmul_sliced_1_pointwise(%[[Y]]) : (tensor<16x64xf16>) -> tensor<16x32xf16>
+func.func @matmul_sliced(%x: tensor<16x256xf16>, %w: tensor<256x64xf16>) -> tensor<16x32xf16> {
+  %y = kg.matmul %x, %w : (tensor<16x256xf16>, tensor<256x64xf16>) -> tensor<16x64xf16>
+  %s = kg.slice %y offsets [0, 32] strides [1, 1] : tensor<16x64xf16> -> tensor<16x32xf16>
+  %e = kg.exp %s : tensor<16x32xf16>
+  return %e : tensor<16x32xf16>
+}
+
 // PRIMITIVE INPUT`, is made of primitives
 // already and runs through kg-fuse alone:
 // RUN: sed -n '/^\/\/ PRIMITIVE INPUT$/,$p' %s | kgc-opt --kg-fuse | FileCheck %s --check-prefix=PRIM
