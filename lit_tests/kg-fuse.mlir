@@ -291,6 +291,46 @@ func.func @attention_gqa_decode(%q: tensor<1x8x1x128xf16>, %k: tensor<1x2x4096x1
   return %o : tensor<1x8x1x128xf16>
 }
 
+// The same decode written with the 4 query heads of a group as the rows of
+// one matmul per key/value head, and the result reshaped back to the
+// queries' (1, 8, 1, 128): the reshape keeps the head dimension and the
+// row-major order, so the attention kernel stores its result (no copy
+// kernel after it).
+// CHECK-LABEL: func.func @attention_packed_heads_reshaped(
+// CHECK-NEXT: %[[O:.*]] = kg.kernel @attention_packed_heads_reshaped_0_attention({{.*}}) -> tensor<1x8x1x128xf16> {
+// CHECK: kg.matmul
+// CHECK: kg.matmul
+// CHECK-NEXT: kg.reshape %{{.*}} : tensor<2x4x128xf16> -> tensor<1x8x1x128xf16>
+// CHECK-NEXT: kg.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: return %[[O]]
+func.func @attention_packed_heads_reshaped(%q: tensor<1x8x1x128xf16>, %k: tensor<1x2x4096x128xf16>, %v: tensor<1x2x4096x128xf16>) -> tensor<1x8x1x128xf16> {
+  %qg = kg.reshape %q : tensor<1x8x1x128xf16> -> tensor<2x4x128xf16>
+  %k3 = kg.reshape %k : tensor<1x2x4096x128xf16> -> tensor<2x4096x128xf16>
+  %v3 = kg.reshape %v : tensor<1x2x4096x128xf16> -> tensor<2x4096x128xf16>
+  %kt = kg.transpose %k3 [0, 2, 1] : tensor<2x4096x128xf16> -> tensor<2x128x4096xf16>
+  %s = kg.matmul %qg, %kt : (tensor<2x4x128xf16>, tensor<2x128x4096xf16>) -> tensor<2x4x4096xf16>
+  %p = kg.softmax %s dim 2 : tensor<2x4x4096xf16>
+  %o = kg.matmul %p, %v3 : (tensor<2x4x4096xf16>, tensor<2x4096x128xf16>) -> tensor<2x4x128xf16>
+  %r = kg.reshape %o : tensor<2x4x128xf16> -> tensor<1x8x1x128xf16>
+  return %r : tensor<1x8x1x128xf16>
+}
+
+// A reshape that merges the head dimension into the heads is left out of
+// the attention kernel: the kernel combining split keys reads its partials
+// per head row, so the result is copied by a kernel of its own.
+// CHECK-LABEL: func.func @attention_heads_merged(
+// CHECK-NEXT: %[[O:.*]] = kg.kernel @attention_heads_merged_0_attention({{.*}}) -> tensor<2x4x128xf16> {
+// CHECK: kg.kernel @attention_heads_merged_1_pointwise(%[[O]]) : (tensor<2x4x128xf16>) -> tensor<2x512xf16>
+func.func @attention_heads_merged(%q: tensor<2x4x128xf16>, %k: tensor<2x4096x128xf16>, %v: tensor<2x4096x128xf16>) -> tensor<2x512xf16> {
+  %kt = kg.transpose %k [0, 2, 1] : tensor<2x4096x128xf16> -> tensor<2x128x4096xf16>
+  %s = kg.matmul %q, %kt : (tensor<2x4x128xf16>, tensor<2x128x4096xf16>) -> tensor<2x4x4096xf16>
+  %p = kg.softmax %s dim 2 : tensor<2x4x4096xf16>
+  %o = kg.matmul %p, %v : (tensor<2x4x4096xf16>, tensor<2x4096x128xf16>) -> tensor<2x4x128xf16>
+  %r = kg.reshape %o : tensor<2x4x128xf16> -> tensor<2x512xf16>
+  return %r : tensor<2x512xf16>
+}
+
 // Not attention: the softmax runs over the queries (dim 0), not over the
 // keys each query weighs, so no online softmax over key blocks computes it.
 // CHECK-LABEL: func.func @softmax_over_queries(

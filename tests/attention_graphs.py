@@ -57,6 +57,23 @@ def attention_graph(shape: AttentionShape, dtype: str, name: str = "attention") 
     return g
 
 
+def packed_decode_graph(shape: AttentionShape, dtype: str, name: str = "decode") -> kgc.Graph:
+    """Decoding written with the query heads of a group as the rows of one
+    matmul ([Hkv, G, D] against each key/value head), and the result
+    reshaped back to the queries' [B, H, M, D]: no broadcast of K and V."""
+    s = shape
+    g = kgc.Graph(name)
+    q = g.input("q", (s.batch, s.heads, s.queries, s.head_dim), dtype)
+    k = g.input("k", (s.batch, s.kv_heads, s.keys, s.head_dim), dtype)
+    v = g.input("v", (s.batch, s.kv_heads, s.keys, s.head_dim), dtype)
+    rows = (s.batch * s.kv_heads, s.group * s.queries, s.head_dim)
+    keys = (s.batch * s.kv_heads, s.keys, s.head_dim)
+    scores = g.matmul(g.reshape(q, rows), g.transpose(g.reshape(k, keys), (0, 2, 1)))
+    weights = g.softmax(scores * (1 / math.sqrt(s.head_dim)), dim=-1)
+    g.output(g.reshape(g.matmul(weights, g.reshape(v, keys)), q.shape))
+    return g
+
+
 def attention_inputs(shape: AttentionShape, dtype, device: str, seed: int) -> list:
     """Fresh random Q, K, V (and a mask hiding about a fifth of the keys
     from each query, never the first key, so no row is all -inf)."""

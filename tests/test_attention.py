@@ -27,7 +27,7 @@ from kgc.tiling.kernel_ops import kernel_name, kernels_in, ops_named
 from kgc.tiling.plan import plan_group
 from kgc.fusion import FusionGraph, propose_partitions
 from tests.attention_graphs import (AttentionShape, attention_graph, attention_inputs,
-                                    attention_reference)
+                                    attention_reference, packed_decode_graph)
 from tests.cases import TOLERANCES
 
 torch = pytest.importorskip("torch")
@@ -44,9 +44,10 @@ def one_torch_thread():
     torch.set_num_threads(previous)
 
 
-def _tiled(shape: AttentionShape, dtype: str, fuse: str = "", tile: str = ""):
+def _tiled(shape: AttentionShape, dtype: str, fuse: str = "", tile: str = "",
+           graph=attention_graph):
     context = ir.Context()
-    module = attention_graph(shape, dtype).build(context)
+    module = graph(shape, dtype).build(context)
     with context:
         compile_module(module, emit="kg", pipeline=_KG % (fuse, tile))
     return module
@@ -56,8 +57,9 @@ def _kinds(module) -> list[str]:
     return [ir.StringAttr(k.attributes["kind"]).value for k in kernels_in(module)]
 
 
-def _check(shape: AttentionShape, dtype: str, tile: str = "", fuse: str = "") -> list[str]:
-    module = _tiled(shape, dtype, fuse, tile)
+def _check(shape: AttentionShape, dtype: str, tile: str = "", fuse: str = "",
+           graph=attention_graph) -> list[str]:
+    module = _tiled(shape, dtype, fuse, tile, graph)
     inputs = attention_inputs(shape, _DTYPES[dtype], "cpu", seed=1)
     got = run_tiled(module, None, *inputs)
     want = attention_reference(*inputs)
@@ -95,6 +97,20 @@ def test_attention_knobs_keep_it_exact(tile):
     shape = AttentionShape(1, 8, 2, 3 if "block-m" in tile else 1, 4097, 64, mask=True)
     kinds = _check(shape, "f32", tile=tile)
     split = "split-kv=1" not in tile
+    assert kinds == (["attention", "reduction"] if split else ["attention"])
+
+
+@pytest.mark.parametrize("tile", ["", "split-kv=1", "split-kv=4 block-n=32"])
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("shape", [AttentionShape(1, 8, 2, 1, 1, 64),
+                                   AttentionShape(2, 4, 2, 1, 1000, 64),
+                                   AttentionShape(1, 8, 2, 3, 4097, 32)], ids=str)
+def test_a_reshaped_result_is_stored_by_the_attention_kernel(shape, dtype, tile):
+    # The heads of a group as the rows of the dots, given back reshaped to
+    # [B, H, M, D]: the attention kernel (and the combination of its
+    # splits) stores the reshaped result; no copy kernel follows.
+    kinds = _check(shape, dtype, tile=tile, graph=packed_decode_graph)
+    split = shape.keys > 1 and "split-kv=1" not in tile
     assert kinds == (["attention", "reduction"] if split else ["attention"])
 
 

@@ -11,7 +11,7 @@ import kgc
 from kgc.pipeline.config import GraphConfig
 from kgc.tiling.config import AttentionConfig
 from tests.attention_graphs import (AttentionShape, attention_graph, attention_inputs,
-                                    attention_reference)
+                                    attention_reference, packed_decode_graph)
 
 torch = pytest.importorskip("torch")
 
@@ -59,6 +59,18 @@ def test_gqa_decode_knobs_match_torch(split_kv, pack_heads):
     graph = kgc.compile(attention_graph(shape, "f16"), config=config)
     assert len(graph.module.kernels) == (1 if split_kv == 1 else 2)
     _check(graph, shape, "f16", seed=split_kv)
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("shape", [AttentionShape(1, 32, 8, 1, n, 128) for n in (1, 1000, 4097)]
+                         + [AttentionShape(2, 8, 2, 3, 1000, 64)], ids=str)
+def test_packed_decode_reshaped_back_matches_torch(shape, dtype):
+    # The query heads of a group as the rows of one matmul, the result
+    # reshaped back: the attention kernel (and the one combining its key
+    # splits) writes the reshaped result itself.
+    graph = kgc.compile(packed_decode_graph(shape, dtype))
+    assert [name for name in graph.module.kernels if "pointwise" in name] == []
+    _check(graph, shape, dtype)
 
 
 def test_causal_prefill_matches_torch():

@@ -9,11 +9,14 @@ sum and div, with promotion casts around half-float math):
     X = elementwise(S, inputs...)      scale, additive mask (any inputs
                                        that broadcast to [..., M, N]), casts
     P = exp(X - max(X, -1)) / sum(exp(X - max(X, -1)), -1)
-    O = matmul(P, V) [cast]            V: [..., N, E]
+    O = matmul(P, V) [cast] [reshape]  V: [..., N, E]
 
 Q, Kt and V may be any expressions of views and elementwise ops of the
 kernel's inputs (a transpose of K, the reshape/broadcast_to/reshape that
-gives every query head its key/value head).
+gives every query head its key/value head). The output may be a reshape of
+P V (heads packed as [Hkv, G, E] given back as [B, H, 1, E]): a reshape
+keeps the row-major order, so the kernel stores P V's elements where the
+reshaped tensor has them, and no copy kernel follows.
 
 `AttentionSchedule` plans it over the iteration axes
 
@@ -79,13 +82,23 @@ class AttentionPattern:
     scores: Node  # Q @ Kt
     output_mm: Node  # P @ V
     logits: Node  # X, the softmax's input (before its promotion casts)
-    output: Node  # the kernel's output: output_mm or casts of it
+    output: Node  # the kernel's output: output_mm or casts and reshapes of it
     core: frozenset  # ids of the nodes computed from S: X, the softmax, P V, its casts
     logit_nodes: frozenset  # ids of the nodes between S (included) and X
 
 
 def _strip_casts(node: Node) -> Node:
     while node.op == "cast":
+        node = node.operands[0]
+    return node
+
+
+def _strip_casts_and_reshapes(node: Node) -> Node:
+    """P V under the casts and reshapes that make the output; only reshapes
+    that keep its last dimension (the head dimension), which the kernel
+    combining split keys can read its partials through."""
+    while node.op == "cast" or (node.op == "reshape" and
+                                node.shape[-1:] == node.operands[0].shape[-1:]):
         node = node.operands[0]
     return node
 
@@ -108,7 +121,7 @@ def find_attention(outputs: Sequence[Node], check_operands: bool = True) -> Atte
     if len(outputs) != 1:
         raise Unplannable("an attention kernel has one output")
     output = outputs[0]
-    output_mm = _strip_casts(output)
+    output_mm = _strip_casts_and_reshapes(output)
     if output_mm.op != "matmul":
         raise Unplannable("the output is not a matmul (P V)")
     probabilities = output_mm.operands[0]
@@ -408,7 +421,9 @@ class AttentionGenerator(Generator):
         out_shape = self._shape(out_axes)
         if plan.s_axis is None:
             value = b.elementwise("div", [acc, l_final], {}, "f32", out_shape)
-            self._store_value(0, plan.pattern.output.shape, plan.pattern.output.element,
+            # P V's shape: a reshape of it has its elements at the same
+            # offsets.
+            self._store_value(0, pattern.output_mm.shape, pattern.output.element,
                               self._cast_value(value, "f32", pattern.output.element, out_axes),
                               out_axes, plan.output_map)
             return
@@ -553,7 +568,13 @@ def combine_kernel(plan: AttentionPlan, partials, name: str, location):
 
     output = plan.pattern.output
     f32 = ir.F32Type.get()
-    (partial_shape, _), (lse_shape, _) = plan.partial_shapes()
+    (given_shape, _), (given_lse_shape, _) = plan.partial_shapes()
+    # A reshaped result (which keeps P V's last dimension) is combined in
+    # its own shape: the partials, contiguous, are read through the same
+    # reshape of their leading dimensions.
+    splits = given_lse_shape[-1]
+    lead = tuple(output.shape[:-1])
+    partial_shape, lse_shape = lead + (splits, output.shape[-1]), lead + (splits,)
     rank = len(lse_shape)
 
     def tensor(shape, element=f32):
@@ -567,6 +588,9 @@ def combine_kernel(plan: AttentionPlan, partials, name: str, location):
         block = kernel.regions[0].blocks.append(*[v.type for v in partials])
         with ir.InsertionPoint(block):
             outs, lse = block.arguments
+            if partial_shape != given_shape:
+                outs = kg.reshape(tensor(partial_shape), outs)
+                lse = kg.reshape(tensor(lse_shape), lse)
             row = lse_shape[:-1] + (1,)
             top = kg.reduce(tensor(row), kg.ReduceKind.max, lse, [rank - 1], keepdim=True)
             shifted = ELEMENTWISE["sub"].build(tensor(lse_shape), [lse, top])

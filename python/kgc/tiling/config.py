@@ -379,7 +379,13 @@ class MatmulConfig(KernelConfig):
             return _skinny_seeds(cls, extents, element)
         if extents.get("m", 0) < 1024 or extents.get("n", 0) < 1024 or extents.get("k", 0) < 256:
             return []
-        block_k = 128 if _bits(element) <= 8 else 64
+        # 64-deep k steps for 8-bit floats too: Triton adds each k step's
+        # 8-bit products into the f32 accumulator (kgc's promotion interval,
+        # benchmarks/NOTES.md "FP8 ..."), and at 4096^3 on an H100 that costs
+        # nothing with 64-deep steps (128x256, 8 warps, 4 stages, persistent
+        # with TMA: 114 us, torch._scaled_mm 113 us) while every 128-deep
+        # config measured took 151 us or more.
+        block_k = 64
         tiles = [(128, 256, 8, 3), (256, 128, 8, 3), (128, 256, 8, 4), (128, 128, 8, 4),
                  (128, 128, 4, 4), (128, 128, 4, 5)]
         seeds: dict[KernelConfig, None] = {}
