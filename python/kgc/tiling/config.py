@@ -379,13 +379,12 @@ class MatmulConfig(KernelConfig):
             return _skinny_seeds(cls, extents, element)
         if extents.get("m", 0) < 1024 or extents.get("n", 0) < 1024 or extents.get("k", 0) < 256:
             return []
-        # 64-deep k steps for 8-bit floats too: Triton adds each k step's
-        # 8-bit products into the f32 accumulator (kgc's promotion interval,
-        # benchmarks/NOTES.md "FP8 ..."), and at 4096^3 on an H100 that costs
-        # nothing with 64-deep steps (128x256, 8 warps, 4 stages, persistent
-        # with TMA: 114 us, torch._scaled_mm 113 us) while every 128-deep
-        # config measured took 151 us or more.
-        block_k = 64
+        # 8-bit floats take 128-deep k steps: each step's products are added
+        # into the f32 accumulator after it (kgc's promotion interval), and
+        # on an H100 at 4096^3 every 64-deep config measured 175 us or more
+        # against 150 us for the 128-deep ones (benchmarks/NOTES.md, "FP8:
+        # where the time goes").
+        block_k = 128 if _bits(element) <= 8 else 64
         tiles = [(128, 256, 8, 3), (256, 128, 8, 3), (128, 256, 8, 4), (128, 128, 8, 4),
                  (128, 128, 4, 4), (128, 128, 4, 5)]
         seeds: dict[KernelConfig, None] = {}
