@@ -305,9 +305,10 @@ func.func @split_k_rmsnorm_matmul(%arg0: tensor<3x1000xf16>, %arg1: tensor<1000x
 // rows of both dots (pack_heads). split_kv = 4: each program walks its
 // quarter of the 1000 keys in blocks of 64, carrying the running max, sum
 // and output, and writes its output and log-sum-exp; a reduction kernel
-// combines the four.
+// combines the four. Decoding keeps three blocks of K and V in flight
+// (num_stages = 3).
 // CHECK-LABEL: func.func @attention_split_kv
-// CHECK: %[[P:.*]]:2 = kg.kernel @attention_0_attention(%{{.*}}, %{{.*}}, %{{.*}}) attributes {block_n = 64 : i64, grid = array<i64: 8, 1, 1>, iteration = array<i64: 1, 2, 4, 4, 1, 1000, 64, 64>, kind = "attention", num_stages = 2 : i64, num_warps = 4 : i64, pack_heads = true, split_kv = 4 : i64, tile = array<i64: 1, 1, 4, 1, 1, 64, 64, 64>} : ({{.*}}) -> (tensor<1x8x1x4x64xf32>, tensor<1x8x1x4xf32>)
+// CHECK: %[[P:.*]]:2 = kg.kernel @attention_0_attention(%{{.*}}, %{{.*}}, %{{.*}}) attributes {block_n = 64 : i64, grid = array<i64: 8, 1, 1>, iteration = array<i64: 1, 2, 4, 4, 1, 1000, 64, 64>, kind = "attention", num_stages = 3 : i64, num_warps = 4 : i64, pack_heads = true, split_kv = 4 : i64, tile = array<i64: 1, 1, 4, 1, 1, 64, 64, 64>} : ({{.*}}) -> (tensor<1x8x1x4x64xf32>, tensor<1x8x1x4xf32>)
 // CHECK: memref.reinterpret_cast %{{.*}} to offset: [0], sizes: [1, 2, 1, 1, 1, 1000, 64, 1], strides: [0, 64000, 0, 0, 0, 64, 1, 0]
 // CHECK: %[[SPLIT:.*]] = arith.remsi
 // CHECK: %[[START:.*]] = arith.muli %[[SPLIT]], %c256_i32
@@ -433,7 +434,7 @@ func.func @lora_one_kernel(%x: tensor<3x1000xf16>, %w: tensor<1000x300xf16>, %a:
 // The same attention with split_kv = 1 and without packing: one kernel,
 // one program per query head, K and V still read at their key/value head.
 // CHECK-LABEL: func.func @attention_one_kernel
-// CHECK: %[[O:.*]] = kg.kernel @attention_1_attention(%{{.*}}, %{{.*}}, %{{.*}}) attributes {block_m = 1 : i64, block_n = 128 : i64, grid = array<i64: 8, 1, 1>, iteration = array<i64: 1, 2, 4, 1, 1000, 64, 64>, kind = "attention", num_stages = 2 : i64, num_warps = 4 : i64, pack_heads = false, split_kv = 1 : i64
+// CHECK: %[[O:.*]] = kg.kernel @attention_1_attention(%{{.*}}, %{{.*}}, %{{.*}}) attributes {block_m = 1 : i64, block_n = 128 : i64, grid = array<i64: 8, 1, 1>, iteration = array<i64: 1, 2, 4, 1, 1000, 64, 64>, kind = "attention", num_stages = 3 : i64, num_warps = 4 : i64, pack_heads = false, split_kv = 1 : i64
 // CHECK: scf.for %{{.*}} = %c0_i32 to %c1000_i32 step %c128_i32
 // CHECK-NOT: kg.kernel
 // CHECK: return %[[O]] : tensor<1x8x1x64xf16>

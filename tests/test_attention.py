@@ -114,6 +114,16 @@ def test_a_reshaped_result_is_stored_by_the_attention_kernel(shape, dtype, tile)
     assert kinds == (["attention", "reduction"] if split else ["attention"])
 
 
+@pytest.mark.parametrize("shape,stages", [
+    (AttentionShape(1, 32, 8, 1, 4096, 128), 3),  # decoding, 4 key blocks per split
+    (AttentionShape(1, 8, 2, 3, 100, 64), 2),  # one key block: nothing to pipeline
+    (AttentionShape(1, 4, 2, 17, 1000, 64), 2),  # more queries than decoding
+], ids=str)
+def test_decoding_keeps_three_key_blocks_in_flight(shape, stages):
+    attention = kernels_in(_tiled(shape, "f16"))[0]
+    assert ir.IntegerAttr(attention.attributes["num_stages"]).value == stages
+
+
 def test_split_kv_and_packing_are_kernel_attributes():
     module = _tiled(AttentionShape(1, 32, 8, 1, 4096, 128), "f16", tile="split-kv=8")
     attention, combine = kernels_in(module)

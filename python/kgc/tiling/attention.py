@@ -72,6 +72,8 @@ _MAX_HEAD_DIM = 256
 _SM_COUNT = 132
 # Queries up to this many are decoding: their keys are worth splitting.
 _DECODE_ROWS = 16
+# Shared memory the pipelined K and V blocks of a decoding kernel may take.
+_STAGES_BYTES = 160 * 1024
 
 
 # -- recognising the pattern ---------------------------------------------------
@@ -363,8 +365,17 @@ def _plan(pattern: AttentionPattern, outputs, config: AttentionConfig, kernel,
     program_axes = tuple(a for a in range(n) if a not in (n_axis, d_axis, e_axis)
                          and ceil_div(extents[a], tile[a]) > 1)
     warps_default = 4 if (block_m if not pack else next_power_of_two(g_extent)) <= 64 else 8
+    # Decoding reads each key block once and does little with it: a third
+    # buffer keeps another block's loads in flight (GQA decode on an H100:
+    # every one of the sweep's best configs had 3 stages, and kgc's default
+    # went from 14.2 to 12.1 us with them; benchmarks/NOTES.md). Only where
+    # a program walks several key blocks, and three stages of K and V
+    # blocks fit shared memory with room to spare.
+    stage_bytes = block_n * (d_extent + e_extent) * _element_bytes(pattern)
+    stages_default = 3 if (m_extent <= _DECODE_ROWS and chunk // block_n >= 3
+                           and 3 * stage_bytes <= _STAGES_BYTES) else 2
     resolved = AttentionConfig(num_warps=config.num_warps or warps_default,
-                               num_stages=config.num_stages or 2,
+                               num_stages=config.num_stages or stages_default,
                                block_m=None if pack else block_m, block_n=block_n,
                                split_kv=splits, pack_heads=True if pack else (
                                    False if g_axis is not None else None))
@@ -376,6 +387,12 @@ def _plan(pattern: AttentionPattern, outputs, config: AttentionConfig, kernel,
         e_axis=e_axis, g_axis=g_axis, s_axis=s_axis, splits=splits, chunk=chunk,
         scores_map=scores_map, output_map=output_map, v_map=v_map)
     return plan
+
+
+def _element_bytes(pattern: AttentionPattern) -> int:
+    """Bytes of one element of K and V (the wider of the two)."""
+    widths = {"f32": 4, "f16": 2, "bf16": 2}
+    return max(widths.get(mm.operands[1].element, 1) for mm in (pattern.scores, pattern.output_mm))
 
 
 def _product(values) -> int:
