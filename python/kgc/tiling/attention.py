@@ -53,6 +53,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Sequence
 
+from kgc.element_types import ELEMENT_BYTES
 from kgc.tiling.config import AttentionConfig
 from kgc.tiling.generate import DryBuilder, Generator, Tile
 from kgc.tiling.graph_model import ELEMENTWISE_OPS, Node, topological
@@ -391,8 +392,7 @@ def _plan(pattern: AttentionPattern, outputs, config: AttentionConfig, kernel,
 
 def _element_bytes(pattern: AttentionPattern) -> int:
     """Bytes of one element of K and V (the wider of the two)."""
-    widths = {"f32": 4, "f16": 2, "bf16": 2}
-    return max(widths.get(mm.operands[1].element, 1) for mm in (pattern.scores, pattern.output_mm))
+    return max(ELEMENT_BYTES[mm.operands[1].element] for mm in (pattern.scores, pattern.output_mm))
 
 
 def _product(values) -> int:
@@ -585,13 +585,13 @@ def combine_kernel(plan: AttentionPlan, partials, name: str, location):
 
     output = plan.pattern.output
     f32 = ir.F32Type.get()
-    (given_shape, _), (given_lse_shape, _) = plan.partial_shapes()
+    (given_shape, _), _ = plan.partial_shapes()
     # A reshaped result (which keeps P V's last dimension) is combined in
     # its own shape: the partials, contiguous, are read through the same
     # reshape of their leading dimensions.
-    splits = given_lse_shape[-1]
     lead = tuple(output.shape[:-1])
-    partial_shape, lse_shape = lead + (splits, output.shape[-1]), lead + (splits,)
+    partial_shape = lead + (plan.splits, output.shape[-1])
+    lse_shape = lead + (plan.splits,)
     rank = len(lse_shape)
 
     def tensor(shape, element=f32):
