@@ -399,23 +399,27 @@ func.func @split_k_of_one_step(%a: tensor<4x32xf16>, %b: tensor<32x64xf16>) -> t
 
 // -----
 
-// LoRA as one kernel: X A accumulates beside X W in the k loop, in the first
-// 16 lanes of an n tile, its A read from column 0 whatever n tile the
-// program computes (W at the program's n offset); after the loop, 16 rank-1
-// updates: column j of X A picked by a mask, row j of B loaded.
+// LoRA as one kernel: the iteration gets a rank axis (the last, extent 16).
+// X A accumulates beside X W in the k loop as a dot over (m, k, rank), on
+// the same X tile; after the loop, (X A) B is one more dot, over
+// (m, rank, n), of X A rounded to f16 and B read at the program's n offset.
 // CHECK-LABEL: func.func @lora_one_kernel
 // CHECK: kg.kernel @lora_0(
 // CHECK-SAME: grid = array<i64: 5, 1, 1>
+// CHECK-SAME: iteration = array<i64: 3, 1000, 300, 16>
+// CHECK-SAME: tile = array<i64: 3, 64, 64, 16>
 // CHECK: %[[N:.*]] = arith.muli %{{.*}}, %c64_i32 : i32
 // CHECK: %[[ACC:.*]]:2 = scf.for %[[K:.*]] = %c0_i32 to %c1000_i32 step %c64_i32
-// CHECK: kg.tile_load %{{.*}}[%c0_i32, %[[K]], %[[N]]] : memref<1x1000x300xf16, strided<[0, 300, 1]>> -> tensor<1x64x64xf16>
-// CHECK: kg.tile_load %{{.*}}[%c0_i32, %[[K]], %c0_i32] : memref<1x1000x16xf16, strided<[0, 16, 1]>> -> tensor<1x64x64xf16>
+// CHECK: %[[X:.*]] = kg.tile_load %{{.*}}[%c0_i32, %[[K]], %c0_i32, %c0_i32] : memref<3x1000x1x1xf16, strided<[1000, 1, 0, 0]>> -> tensor<3x64x1x1xf16>
+// CHECK: kg.tile_load %{{.*}}[%c0_i32, %[[K]], %[[N]], %c0_i32] : memref<1x1000x300x1xf16, strided<[0, 300, 1, 0]>> -> tensor<1x64x64x1xf16>
+// CHECK: kg.tile_dot %[[X]], %{{.*}} {dims = array<i64: 0, 1, 2>}
+// CHECK: %[[A:.*]] = kg.tile_load %{{.*}}[%c0_i32, %[[K]], %c0_i32, %c0_i32] : memref<1x1000x1x16xf16, strided<[0, 16, 0, 1]>> -> tensor<1x64x1x16xf16>
+// CHECK: kg.tile_dot %[[X]], %[[A]], %{{.*}} {dims = array<i64: 0, 1, 3>} : (tensor<3x64x1x1xf16>, tensor<1x64x1x16xf16>, tensor<3x1x1x16xf32>) -> tensor<3x1x1x16xf32>
 // CHECK: } {kg.axis = 1 : i64}
-// CHECK: scf.for %[[J:.*]] = %c0_i32 to %c16_i32 step %c1_i32
-// CHECK: %[[LANE:.*]] = arith.subi %c0_i32, %[[J]] : i32
-// CHECK: kg.tile_mask [%c0_i32, %c0_i32, %[[LANE]]] lower [-2147483648, -2147483648, 0] upper [2147483647, 2147483647, 1] : tensor<1x1x64xi1>
-// CHECK: kg.reduce sum %{{.*}} dims [2] keepdim : tensor<3x1x64xf32> -> tensor<3x1x1xf32>
-// CHECK: kg.tile_load %{{.*}}[%c0_i32, %[[J]], %[[N]]] : memref<1x16x300xf16, strided<[0, 300, 1]>> -> tensor<1x1x64xf16>
+// CHECK: %[[T:.*]] = kg.cast %[[ACC]]#1 : tensor<3x1x1x16xf32> to tensor<3x1x1x16xf16>
+// CHECK: %[[B:.*]] = kg.tile_load %{{.*}}[%c0_i32, %c0_i32, %[[N]], %c0_i32] : memref<1x1x300x16xf16, strided<[0, 0, 1, 300]>> -> tensor<1x1x64x16xf16>
+// CHECK: kg.tile_dot %[[T]], %[[B]], %{{.*}} {dims = array<i64: 0, 3, 2>} : (tensor<3x1x1x16xf16>, tensor<1x1x64x16xf16>, tensor<3x1x64x1xf32>) -> tensor<3x1x64x1xf32>
+// CHECK-NOT: scf.for
 // CHECK: kg.tile_store
 func.func @lora_one_kernel(%x: tensor<3x1000xf16>, %w: tensor<1000x300xf16>, %a: tensor<1000x16xf16>, %b: tensor<16x300xf16>) -> tensor<3x300xf16> {
   %y = kg.kernel @lora_0(%x, %w, %a, %b) : (tensor<3x1000xf16>, tensor<1000x300xf16>, tensor<1000x16xf16>, tensor<16x300xf16>) -> tensor<3x300xf16> {
@@ -535,6 +539,26 @@ func.func @lora_without_k_loop(%x: tensor<3x32xf16>, %w: tensor<32x64xf16>, %a: 
     %t = kg.matmul %xx, %aa : (tensor<3x32xf16>, tensor<32x16xf16>) -> tensor<3x16xf16>
     %u = kg.matmul %t, %bb : (tensor<3x16xf16>, tensor<16x64xf16>) -> tensor<3x64xf16>
     %r = kg.add %v, %u : (tensor<3x64xf16>, tensor<3x64xf16>) -> tensor<3x64xf16>
+    kg.yield %r : tensor<3x64xf16>
+  }
+  return %y : tensor<3x64xf16>
+}
+
+// -----
+
+// Two LoRA adapters of ranks 16 and 8 on one matmul: a kernel has one rank
+// axis, so products of different ranks cannot share it.
+func.func @lora_two_ranks(%x: tensor<3x1000xf16>, %w: tensor<1000x64xf16>, %a: tensor<1000x16xf16>, %b: tensor<16x64xf16>, %c: tensor<1000x8xf16>, %d: tensor<8x64xf16>) -> tensor<3x64xf16> {
+  // expected-error @+1 {{kernel @two_0 cannot be tiled: rank-r products of one kernel must share their rank, got [8, 16]}}
+  %y = kg.kernel @two_0(%x, %w, %a, %b, %c, %d) : (tensor<3x1000xf16>, tensor<1000x64xf16>, tensor<1000x16xf16>, tensor<16x64xf16>, tensor<1000x8xf16>, tensor<8x64xf16>) -> tensor<3x64xf16> {
+  ^bb0(%xx: tensor<3x1000xf16>, %ww: tensor<1000x64xf16>, %aa: tensor<1000x16xf16>, %bb: tensor<16x64xf16>, %cc: tensor<1000x8xf16>, %dd: tensor<8x64xf16>):
+    %v = kg.matmul %xx, %ww : (tensor<3x1000xf16>, tensor<1000x64xf16>) -> tensor<3x64xf16>
+    %t = kg.matmul %xx, %aa : (tensor<3x1000xf16>, tensor<1000x16xf16>) -> tensor<3x16xf16>
+    %u = kg.matmul %t, %bb : (tensor<3x16xf16>, tensor<16x64xf16>) -> tensor<3x64xf16>
+    %s = kg.matmul %xx, %cc : (tensor<3x1000xf16>, tensor<1000x8xf16>) -> tensor<3x8xf16>
+    %z = kg.matmul %s, %dd : (tensor<3x8xf16>, tensor<8x64xf16>) -> tensor<3x64xf16>
+    %r0 = kg.add %v, %u : (tensor<3x64xf16>, tensor<3x64xf16>) -> tensor<3x64xf16>
+    %r = kg.add %r0, %z : (tensor<3x64xf16>, tensor<3x64xf16>) -> tensor<3x64xf16>
     kg.yield %r : tensor<3x64xf16>
   }
   return %y : tensor<3x64xf16>

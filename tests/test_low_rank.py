@@ -1,8 +1,8 @@
 """LoRA (X W + (X A) B) as one matmul kernel (kgc.tiling.low_rank) on the
-CPU executor: X A accumulated beside X W in the k loop, (X A) B added after
-it as rank-1 updates; and the rank-r product on its own, its left operand
-read from another kernel. Shapes with 3 and 17 rows, k of 1000 and 4097, n
-that is not a multiple of the tile."""
+CPU executor: X A accumulated beside X W in the k loop as a dot over the
+rank axis, (X A) B a dot over it after the loop; and the rank-r product on
+its own, its left operand read from another kernel. Shapes with 3 and 17
+rows, k of 1000 and 4097, n that is not a multiple of the tile."""
 
 from __future__ import annotations
 
@@ -120,3 +120,25 @@ def test_x_a_also_returned_stays_a_kernel_of_its_own():
     xf, wf, af, bf = (v.float() for v in tensors)
     _close(t_out, xf @ af, "f16", 1000)
     _close(y, xf @ wf + (xf @ af).half().float() @ bf, "f16", 1000)
+
+
+def test_two_adapters_of_different_ranks_match_torch():
+    # One kernel has one rank axis: the adapter of rank 8 cannot join the
+    # rank-16 one, and kg-fuse leaves it to kernels of its own.
+    g = kgc.Graph("two_adapters")
+    x = g.input("x", (3, 1000), "f16")
+    w = g.input("w", (1000, 77), "f16")
+    a = g.input("a", (1000, 16), "f16")
+    b = g.input("b", (16, 77), "f16")
+    c = g.input("c", (1000, 8), "f16")
+    d = g.input("d", (8, 77), "f16")
+    first = g.add(g.matmul(x, w), g.matmul(g.matmul(x, a), b))
+    g.output(g.add(first, g.matmul(g.matmul(x, c), d)))
+    shapes = ((3, 1000), (1000, 77), (1000, 16), (16, 77), (1000, 8), (8, 77))
+    generator = torch.Generator().manual_seed(7)
+    tensors = [(torch.randn(s, generator=generator) * 0.5).half() for s in shapes]
+    module, got = _run(g, tensors)
+    assert 1 < len(kernels_in(module)) <= 3
+    xf, wf, af, bf, cf, df = (v.float() for v in tensors)
+    want = xf @ wf + (xf @ af).half().float() @ bf + (xf @ cf).half().float() @ df
+    _close(got, want, "f16", 1000)

@@ -300,7 +300,7 @@ class Generator:
 
     def _accumulator_init(self, node: Node) -> Tile:
         if node.op == "matmul":
-            m_axis, _, n_axis = self.plan.matmul_axes
+            m_axis, _, n_axis = self.plan.axes_of_dot(node)
             axes, element, neutral = frozenset({m_axis, n_axis}), "f32", 0.0
         else:
             axes = self._axes(node.operands[0], self._reduce_input_map(node))
@@ -311,10 +311,6 @@ class Generator:
 
     def _accumulate(self, node: Node, acc_value) -> Any:
         if node.op == "matmul":
-            if self.plan.low_rank:
-                from kgc.tiling.low_rank import pinned_side
-                with pinned_side(self, node):
-                    return self._accumulate_dot(node, acc_value)
             return self._accumulate_dot(node, acc_value)
         x = self.gen(node.operands[0], self._reduce_input_map(node))
         return self.b.elementwise(COMBINE[node.attrs["kind"]], [acc_value, x.value], {},
@@ -322,15 +318,18 @@ class Generator:
 
     def _accumulate_dot(self, node: Node, acc_value) -> Any:
         expansion = self.plan.expansions[node]
-        a_map, b_map = matmul_operand_maps(node, self._natural_map(node), self.plan.matmul_axes)
+        dims = self.plan.axes_of_dot(node)
+        a_map, b_map = matmul_operand_maps(node, self._natural_map(node), dims)
         a = self.gen(expansion.core_a, a_map)
         b = self.gen(expansion.core_b, b_map)
-        return self._dot(a, b, acc_value, node.attrs.get("precision"))
+        return self._dot(a, b, acc_value, node.attrs.get("precision"), dims)
 
-    def _dot(self, a: Tile, b: Tile, acc_value, precision) -> Any:
-        """acc + a @ b with tile_dot's layout: an operand that does not vary
-        along one of its axes is broadcast along it first."""
-        m_axis, k_axis, n_axis = self.plan.matmul_axes
+    def _dot(self, a: Tile, b: Tile, acc_value, precision, dims: tuple[int, int, int]) -> Any:
+        """acc + a @ b over the (m, k, n) axes `dims`, with tile_dot's
+        layout: an operand that does not vary along one of its axes is
+        broadcast along it first. Dims other than the last three axes
+        (LoRA's rank axis) are written on the op."""
+        m_axis, k_axis, n_axis = dims
         if n_axis in a.axes or m_axis in b.axes:
             raise Unplannable("a matmul operand varies along the other operand's axis")
         a_shape = self._shape(frozenset({m_axis, k_axis}))
@@ -340,7 +339,8 @@ class Generator:
             self.b.broadcast(a.value, a.element, a_shape)
         b_value = b.value if self._shape(b.axes) == b_shape else \
             self.b.broadcast(b.value, b.element, b_shape)
-        return self.b.dot(a_value, b_value, acc_value, precision, c_shape)
+        named = None if tuple(dims) == (self.n - 3, self.n - 2, self.n - 1) else dims
+        return self.b.dot(a_value, b_value, acc_value, precision, c_shape, named)
 
     def _reduce_tile(self, node: Node, x: Tile) -> Tile:
         """Reduces `x` over the node's axes. Along an axis where x does not
@@ -439,16 +439,14 @@ class Generator:
                 raise Unplannable("a matmul is read through a view in its own kernel")
             if id(node) in self.matmul_accumulators:
                 return self._finish_reduction(node, self.matmul_accumulators[id(node)])
-            if node in self.plan.low_rank:
-                from kgc.tiling.low_rank import product_tile
-                return product_tile(self, node)
-            m_axis, _, n_axis = self.plan.matmul_axes
+            dims = self.plan.axes_of_dot(node)
+            m_axis, _, n_axis = dims
             full = frozenset({m_axis, n_axis})
             expansion = self.plan.expansions[node]
-            a_map, b_map = matmul_operand_maps(node, index_map, self.plan.matmul_axes)
+            a_map, b_map = matmul_operand_maps(node, index_map, dims)
             zero = self.b.constant(0.0, "f32", self._shape(full))
             acc = self._dot(self.gen(expansion.core_a, a_map), self.gen(expansion.core_b, b_map),
-                            zero, node.attrs.get("precision"))
+                            zero, node.attrs.get("precision"), dims)
             return self._finish_reduction(node, Tile(acc, full, "f32"))
         if op == "reduce":
             reduce_axes = self.plan.reduce_axes[node]

@@ -76,9 +76,10 @@ class KernelPlan:
     # the kernel becomes a partials kernel and a reduce kernel. None: one
     # kernel.
     split: object = None
-    # Rank-r products computed after the k loop (kgc.tiling.low_rank):
-    # product Node -> LowRankProduct. Empty: none.
-    low_rank: dict = dataclasses.field(default_factory=dict)
+    # The (m, k, n) axes of the matmuls that do not use `matmul_axes`: LoRA's
+    # side matmuls (m, k, rank) and rank-r products (m, rank, n), which
+    # kgc.tiling.low_rank places on a rank axis. Empty: none.
+    dot_axes: dict = dataclasses.field(default_factory=dict)
 
     @property
     def num_warps(self) -> int:
@@ -113,6 +114,10 @@ class KernelPlan:
             return [min(self.persistent_programs, self.num_programs()), 1, 1]
         counts = [product([self.tiles_along(a) for a in axes]) for axes in self.grid_dimensions()]
         return counts + [1] * (3 - len(counts))
+
+    def axes_of_dot(self, node: Node) -> tuple[int, int, int]:
+        """The (m, k, n) iteration axes of matmul `node`'s dot."""
+        return self.dot_axes.get(node, self.matmul_axes)
 
     def operands_for_generation(self, node: Node) -> list[Node]:
         expansion = self.expansions.get(node)
@@ -161,7 +166,7 @@ def operand_maps(node: Node, index_map: IndexMap, reduce_axes: dict,
     if op == "matmul":
         if matmul_axes is None:
             return [None, None]
-        return list(matmul_operand_maps(node, index_map, matmul_axes))
+        return list(matmul_operand_maps(node, index_map, contraction(node, matmul_axes, reduce_axes)))
     raise Unplannable(f"kg.{op} cannot be part of a kernel; run kg-decompose first")
 
 
@@ -186,6 +191,17 @@ def reduce_input_map(node: Node, index_map: IndexMap, axes: Sequence[int]) -> In
         if axis in index_map.depends_on():
             raise Unplannable("a reduction is read along the axis it reduces")
     return dataclasses.replace(index_map, rows=tuple(rows), offsets=tuple(offsets))
+
+
+def contraction(node: Node, matmul_axes: tuple[int, int, int], reduce_axes: dict | None
+                ) -> tuple[int, int, int]:
+    """`matmul_axes` with k the axis matmul `node` reduces over where the
+    plan records one (a rank-r product of LoRA reduces over the rank axis);
+    its operands are read at k, its m and n come from its own map."""
+    axes = (reduce_axes or {}).get(node)
+    if not axes:
+        return matmul_axes
+    return (matmul_axes[0], axes[0], matmul_axes[2])
 
 
 def matmul_operand_maps(node: Node, c_map: IndexMap, axes: tuple[int, int, int]):
@@ -313,9 +329,10 @@ def axes_of(node: Node, index_map: IndexMap, reduce_axes: dict | None = None,
         strides, _ = leaf_view(node)[1].address_map(index_map)
         result = frozenset(a for a, s in enumerate(strides) if s != 0)
     elif op == "matmul" and expansions and node in expansions:
-        _, k_axis, _ = matmul_axes
+        axes = contraction(node, matmul_axes, reduce_axes)
+        k_axis = axes[1]
         expansion = expansions[node]
-        a_map, b_map = matmul_operand_maps(node, index_map, matmul_axes)
+        a_map, b_map = matmul_operand_maps(node, index_map, axes)
         result = (axes_of(expansion.core_a, a_map, reduce_axes, matmul_axes, expansions, memo)
                   | axes_of(expansion.core_b, b_map, reduce_axes, matmul_axes, expansions, memo))
         result -= {k_axis}
@@ -329,7 +346,7 @@ def axes_of(node: Node, index_map: IndexMap, reduce_axes: dict | None = None,
         if op == "reduce":
             result -= set(reduce_axes[node])
         elif op == "matmul":
-            result -= {matmul_axes[1]}
+            result -= {contraction(node, matmul_axes, reduce_axes)[1]}
         elif op == "concat":
             axis, _ = index_map.concat_window(node.attrs["dim"], 0, 1)
             result |= {axis}

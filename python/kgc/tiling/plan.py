@@ -9,8 +9,9 @@ that matches plans the kernel, and a dry run of its generator checks that
 the program can be written. `register_schedule` adds one, tried before the
 built-in three:
 
-* matmul: iteration axes (batch..., m, k, n). Programs walk batch, m and n
-  (grouped along m for L2 reuse), a loop walks k. The operands of each
+* matmul: iteration axes (batch..., m, k, n), and a rank axis after them
+  for LoRA's rank-r products (kgc.tiling.low_rank). Programs walk batch, m
+  and n (grouped along m for L2 reuse), a loop walks k. The operands of each
   matmul are computed tile by tile in the loop (prologue); values over
   (batch, m, n) are computed after it (epilogue). Factors of an operand
   that do not vary along k, such as the 1/rms of an RMSNorm, move to the
@@ -206,7 +207,7 @@ def plan_group(outputs: Sequence[Node], config: KernelConfig | None = None,
 
 def _finish(kind, outputs, order, extents, tile, program_axes, loop_axes, seeds, reduce_axes,
             expansions, matmul_axes, config: KernelConfig, knob_extents: dict,
-            kernel: str | None, low_rank_products: dict | None = None) -> KernelPlan:
+            kernel: str | None, dot_axes: dict | None = None) -> KernelPlan:
     maps = infer_maps(order, seeds, reduce_axes, matmul_axes)
     output_maps = []
     for output in outputs:
@@ -225,8 +226,8 @@ def _finish(kind, outputs, order, extents, tile, program_axes, loop_axes, seeds,
     plan = KernelPlan(kind, tuple(extents), tuple(tile), tuple(program_axes), tuple(loop_axes),
                       list(outputs), output_maps, maps, reduce_axes, [], expansions, matmul_axes,
                       config.canonical(knob_extents, kernel), dict(knob_extents))
-    if low_rank_products:
-        plan.low_rank = dict(low_rank_products)
+    if dot_axes:
+        plan.dot_axes = dict(dot_axes)
     plan.phases = _phases(plan)
     if plan.num_programs() > _GRID_LIMIT:
         raise Unplannable(f"{plan.num_programs()} programs exceed the grid limit")
@@ -419,14 +420,13 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel) -> Kerne
     knob_extents = {"m": m_extent, "n": n_extent, "k": k_extent}
     config = config.canonical(knob_extents, kernel)
     m_axis, k_axis, n_axis = axes
+    rank = low_rank.shared_rank(products)
+    if rank is not None:
+        extents.append(rank)
     c_map = IndexMap.select(extents, list(range(nb)) + [m_axis, n_axis])
     seeds = {mm: c_map for mm in matmuls}
     reduce_axes = {mm: (k_axis,) for mm in matmuls}
-    for side in side_matmuls:
-        seeds[side] = low_rank.side_seed(c_map, side, n_axis)
-        reduce_axes[side] = (k_axis,)
-    for rank_product in products:
-        seeds[rank_product] = c_map
+    dot_axes = low_rank.place(side_matmuls, products, c_map, axes, seeds, reduce_axes)
 
     # Maps of everything, to find what the epilogue reduces over.
     maps = infer_maps(order, seeds, reduce_axes, axes)
@@ -473,14 +473,16 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel) -> Kerne
                                  block_k, element_bits, _SM_COUNT)
     else:
         splits = split_k.split_count(config.split_k, k_extent, block_k)
-    tile = [1] * nb + [block_m, block_k, block_n]
-    expansions = {mm: _expand_matmul(mm, maps, axes, reduce_axes)
+    tile = [1] * nb + [block_m, block_k, block_n] + ([] if rank is None else [rank])
+    expansions = {mm: _expand_matmul(mm, maps, dot_axes.get(mm, axes), reduce_axes)
                   for mm in matmuls + side_matmuls + list(products)}
     program_axes = tuple(a for a in list(range(nb)) + [m_axis, n_axis]
                          if ceil_div(extents[a], tile[a]) > 1)
     loop_axes = (k_axis,) if block_k < k_extent else ()
     if side_matmuls and not loop_axes:
         raise Unplannable("a side matmul of rank-r products needs a k loop to ride along")
+    # Every program computes X A anew for its n tile: kept no wider than the
+    # tile, its dot and its reads of A stay a fraction of the main dot's.
     for side in side_matmuls:
         if side.shape[-1] > block_n:
             raise Unplannable(f"a side matmul of rank {side.shape[-1]} needs an n tile of as "
@@ -501,7 +503,7 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel) -> Kerne
                             tma=True if config.tma else None,
                             **flags, **({"split_k": splits} if splits > 1 else {}))
     plan = _finish("matmul", outputs, order, extents, tile, program_axes, loop_axes, seeds,
-                   reduce_axes, expansions, axes, resolved, knob_extents, kernel, products)
+                   reduce_axes, expansions, axes, resolved, knob_extents, kernel, dot_axes)
     if splits > 1:
         try:
             split_k.attach(plan, splits, kernel)

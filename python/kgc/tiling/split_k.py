@@ -39,7 +39,6 @@ from kgc.tiling.generate import COMBINE, NEUTRAL, DryBuilder, Generator, Tile
 from kgc.tiling.graph_model import Node, topological
 from kgc.tiling.index_maps import BufferView, ceil_div, next_power_of_two
 from kgc.tiling.iteration import KernelPlan, Unplannable
-from kgc.tiling.low_rank import pinned_side
 
 __all__ = ["SplitK", "PartialsGenerator", "ReduceGenerator", "attach", "partials_grid",
            "reduce_config", "reduce_inputs", "split_count", "workspace_element",
@@ -142,13 +141,10 @@ class _SplitGenerator(Generator):
         strides = list(strides)
         strides[k_axis] = node.numel
         axes = frozenset(a for a, s in enumerate(strides) if s != 0 and a != k_axis)
-        # A side matmul of rank-r products (kgc.tiling.low_rank) covers the
-        # window of its r columns, from column 0 in every tile.
         sizes = tuple(self.plan.split.count if a == k_axis else
                       index_map.windows[a][1] - index_map.windows[a][0] if a in axes else 1
                       for a in range(self.n))
-        with pinned_side(self, node):
-            offsets = [self.offsets[a] if a in axes else self.b.const(0) for a in range(self.n)]
+        offsets = [self.offsets[a] if a in axes else self.b.const(0) for a in range(self.n)]
         return BufferView(sizes, tuple(strides), offset), axes, offsets
 
     def _partial_tile(self, node: Node) -> Tile:
