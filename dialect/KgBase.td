@@ -104,10 +104,20 @@ def Kg_ComparePredicate : I32EnumAttr<"ComparePredicate",
   let cppNamespace = "::kgc::kg";
 }
 
+// How a matmul uses the tensor cores. f32 operands take `ieee` (exact f32
+// products and sums) or `tf32` (operands rounded to a 10-bit mantissa).
+// 8-bit float operands take `fast_accum`: the tensor cores add the products
+// of the whole k loop into the accumulator themselves, with their narrower
+// internal additions, where by default each k step's products (at most 128)
+// are summed by the tensor cores and that sum is added into the accumulator
+// in full f32. It is Triton's default for 8-bit dots on sm_90, cuBLAS's
+// fast-accumulation mode and torch._scaled_mm's use_fast_accum=True:
+// faster, and less exact as K grows.
 def Kg_Precision : I32EnumAttr<"Precision",
-    "how an f32 matmul uses the tensor cores", [
+    "how a matmul uses the tensor cores", [
       I32EnumAttrCase<"ieee", 0>,
-      I32EnumAttrCase<"tf32", 1>
+      I32EnumAttrCase<"tf32", 1>,
+      I32EnumAttrCase<"fast_accum", 2>
     ]> {
   let cppNamespace = "::kgc::kg";
 }

@@ -114,6 +114,15 @@ LogicalResult verifyDotOperandTypes(Operation *op, Type a, Type b,
            << "operands must share an element type (the two 8-bit floats "
               "may mix), got a "
            << a << " and b " << b;
+  if (precision == Precision::fast_accum) {
+    // Only 8-bit float dots sum their products outside f32 at all.
+    if (!isFloat8(ea) || !isFloat8(eb))
+      return op->emitOpError()
+             << "precision = fast_accum applies to 8-bit float operands "
+                "only, got a "
+             << a << " and b " << b;
+    return success();
+  }
   if (precision && !ea.isF32())
     return op->emitOpError()
            << "precision applies to f32 operands only, got a " << a << " and b "

@@ -326,14 +326,18 @@ def Kg_MatmulOp : Kg_Op<"matmul", [Pure]> {
 
     Operands share an element type, except that the two 8-bit floats mix.
     For f32 operands `precision` picks `ieee` (the default, exact f32) or
-    `tf32` (tensor cores, 10-bit mantissa); other types ignore it and may
-    not set it.
+    `tf32` (tensor cores, 10-bit mantissa). 8-bit float operands may set
+    `fast_accum`: the tensor cores then sum the products of the whole k
+    loop themselves, where by default each k step's sum is added into the
+    f32 accumulator after it (see `Kg_Precision`). f16 and bf16 operands
+    may not set a precision.
 
     Example:
 
     ```mlir
     %c = kg.matmul %a, %b : (tensor<16x4096xf16>, tensor<4096x6144xf16>) -> tensor<16x6144xf16>
     %d = kg.matmul %x, %y precision = tf32 : (tensor<8x64x32xf32>, tensor<32x16xf32>) -> tensor<8x64x16xf32>
+    %e = kg.matmul %p, %q precision = fast_accum : (tensor<256x512xf8E4M3FN>, tensor<512x128xf8E4M3FN>) -> tensor<256x128xf32>
     ```
   }];
   let arguments = (ins Kg_Tensor:$a, Kg_Tensor:$b,

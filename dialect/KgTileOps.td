@@ -175,7 +175,8 @@ def Kg_TileDotOp : Kg_Op<"tile_dot", [Pure]> {
     accumulator `acc` is `[..., M, 1, N]`; every leading axis is 1.
     `kg-legalize-dot` makes every dot one that Triton's tensor cores take:
     M, N and K of at least 16, operands of f16, bf16, the 8-bit floats, or
-    f32 with a `precision`.
+    f32 with a `precision`. Like `kg.matmul`, it takes `ieee` and `tf32`
+    on f32 tiles only and `fast_accum` on 8-bit float tiles only.
 
     `dims = [m, k, n]` names other axes as M, K and N (three distinct axes
     of the tiles, any order): `a` then spans M and K, `b` K and N, `acc`

@@ -392,6 +392,36 @@ func.func @matmul_precision(%a: tensor<16x64xf16>, %b: tensor<64x32xf16>) -> ten
 
 // -----
 
+// matmul: fast_accum is for 8-bit float operands only; f16 products are
+// summed in f32 by the tensor cores already, so it would mean nothing.
+func.func @matmul_fast_accum_f16(%a: tensor<16x64xf16>, %b: tensor<64x32xf16>) -> tensor<16x32xf16> {
+  // expected-error @+1 {{'kg.matmul' op precision = fast_accum applies to 8-bit float operands only, got a 'tensor<16x64xf16>' and b 'tensor<64x32xf16>'}}
+  %0 = kg.matmul %a, %b precision = fast_accum : (tensor<16x64xf16>, tensor<64x32xf16>) -> tensor<16x32xf16>
+  return %0 : tensor<16x32xf16>
+}
+
+// -----
+
+// matmul: fast_accum is for 8-bit float operands only, f32 ones included
+// (their precisions are ieee and tf32).
+func.func @matmul_fast_accum_f32(%a: tensor<16x64xf32>, %b: tensor<64x32xf32>) -> tensor<16x32xf32> {
+  // expected-error @+1 {{precision = fast_accum applies to 8-bit float operands only, got a 'tensor<16x64xf32>' and b 'tensor<64x32xf32>'}}
+  %0 = kg.matmul %a, %b precision = fast_accum : (tensor<16x64xf32>, tensor<64x32xf32>) -> tensor<16x32xf32>
+  return %0 : tensor<16x32xf32>
+}
+
+// -----
+
+// matmul: tf32 is for f32 operands only, not 8-bit floats (whose one
+// precision is fast_accum).
+func.func @matmul_tf32_f8(%a: tensor<16x64xf8E4M3FN>, %b: tensor<64x32xf8E4M3FN>) -> tensor<16x32xf32> {
+  // expected-error @+1 {{precision applies to f32 operands only, got a 'tensor<16x64xf8E4M3FN>'}}
+  %0 = kg.matmul %a, %b precision = tf32 : (tensor<16x64xf8E4M3FN>, tensor<64x32xf8E4M3FN>) -> tensor<16x32xf32>
+  return %0 : tensor<16x32xf32>
+}
+
+// -----
+
 // matmul: the contracting dimensions agree.
 func.func @matmul_k(%a: tensor<16x64xf32>, %b: tensor<32x32xf32>) -> tensor<16x32xf32> {
   // expected-error @+1 {{contracting dimensions differ: a 'tensor<16x64xf32>' has K = 64, b 'tensor<32x32xf32>' has K = 32}}
@@ -1333,6 +1363,23 @@ func.func @tile_dot_precision(%a: tensor<16x16xf16>) -> tensor<16x16xf16> {
     %acc = kg.constant 0.0 : tensor<16x1x16xf32>
     // expected-error @+1 {{precision applies to f32 operands only, got a 'tensor<16x16x1xf16>'}}
     %d = kg.tile_dot %ta, %tb, %acc precision = ieee : (tensor<16x16x1xf16>, tensor<1x16x16xf16>, tensor<16x1x16xf32>) -> tensor<16x1x16xf32>
+    kg.yield
+  }
+  return %y : tensor<16x16xf16>
+}
+
+// -----
+
+// tile_dot: fast_accum is for 8-bit float tiles only (f16 tiles have no
+// narrower sums to keep or leave).
+func.func @tile_dot_fast_accum_f16(%a: tensor<16x16xf16>) -> tensor<16x16xf16> {
+  %y = kg.kernel @k(%a) : (tensor<16x16xf16>) -> tensor<16x16xf16> {
+  ^bb0(%x: memref<16x16xf16>, %out: memref<16x16xf16>):
+    %ta = kg.constant 0.0 : tensor<16x16x1xf16>
+    %tb = kg.constant 0.0 : tensor<1x16x16xf16>
+    %acc = kg.constant 0.0 : tensor<16x1x16xf32>
+    // expected-error @+1 {{'kg.tile_dot' op precision = fast_accum applies to 8-bit float operands only, got a 'tensor<16x16x1xf16>' and b 'tensor<1x16x16xf16>'}}
+    %d = kg.tile_dot %ta, %tb, %acc precision = fast_accum : (tensor<16x16x1xf16>, tensor<1x16x16xf16>, tensor<16x1x16xf32>) -> tensor<16x1x16xf32>
     kg.yield
   }
   return %y : tensor<16x16xf16>

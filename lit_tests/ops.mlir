@@ -143,6 +143,8 @@ func.func @matmuls(%a: tensor<16x64xf16>, %b: tensor<64x32xf16>, %x: tensor<8x16
   %1 = kg.matmul %x, %y precision = tf32 : (tensor<8x16x64xf32>, tensor<64x32xf32>) -> tensor<8x16x32xf32>
   // CHECK: kg.matmul %{{.*}}, %{{.*}} : (tensor<2x1x16x64xf8E4M3FN>, tensor<3x64x32xf8E5M2>) -> tensor<2x3x16x32xbf16>
   %2 = kg.matmul %p, %q : (tensor<2x1x16x64xf8E4M3FN>, tensor<3x64x32xf8E5M2>) -> tensor<2x3x16x32xbf16>
+  // CHECK: kg.matmul %{{.*}}, %{{.*}} precision = fast_accum : (tensor<2x1x16x64xf8E4M3FN>, tensor<3x64x32xf8E5M2>) -> tensor<2x3x16x32xf32>
+  %3 = kg.matmul %p, %q precision = fast_accum : (tensor<2x1x16x64xf8E4M3FN>, tensor<3x64x32xf8E5M2>) -> tensor<2x3x16x32xf32>
   return %0 : tensor<16x32xf16>
 }
 
@@ -253,6 +255,25 @@ func.func @tf32_tile_dot(%arg: tensor<16x16xf32>) -> tensor<16x16xf32> {
     %acc = kg.constant 0.0 : tensor<16x1x16xf32>
     // CHECK: kg.tile_dot %{{.*}}, %{{.*}}, %{{.*}} precision = tf32 : (tensor<16x16x1xf32>, tensor<1x16x16xf32>, tensor<16x1x16xf32>) -> tensor<16x1x16xf32>
     %d = kg.tile_dot %a, %b, %acc precision = tf32 : (tensor<16x16x1xf32>, tensor<1x16x16xf32>, tensor<16x1x16xf32>) -> tensor<16x1x16xf32>
+    %ov = memref.reinterpret_cast %out to offset: [0], sizes: [16, 1, 16], strides: [16, 0, 1] : memref<16x16xf32> to memref<16x1x16xf32, strided<[16, 0, 1]>>
+    kg.tile_store %d, %ov[%c0, %c0, %c0] : tensor<16x1x16xf32>, memref<16x1x16xf32, strided<[16, 0, 1]>>
+    kg.yield
+  }
+  return %y : tensor<16x16xf32>
+}
+
+// CHECK-LABEL: func.func @fast_accum_tile_dot
+func.func @fast_accum_tile_dot(%arg: tensor<16x16xf8E4M3FN>) -> tensor<16x16xf32> {
+  %y = kg.kernel @dot(%arg) : (tensor<16x16xf8E4M3FN>) -> tensor<16x16xf32> {
+  ^bb0(%x: memref<16x16xf8E4M3FN>, %out: memref<16x16xf32>):
+    %c0 = arith.constant 0 : i32
+    %av = memref.reinterpret_cast %x to offset: [0], sizes: [16, 16, 1], strides: [16, 1, 0] : memref<16x16xf8E4M3FN> to memref<16x16x1xf8E4M3FN, strided<[16, 1, 0]>>
+    %bv = memref.reinterpret_cast %x to offset: [0], sizes: [1, 16, 16], strides: [0, 16, 1] : memref<16x16xf8E4M3FN> to memref<1x16x16xf8E4M3FN, strided<[0, 16, 1]>>
+    %a = kg.tile_load %av[%c0, %c0, %c0] : memref<16x16x1xf8E4M3FN, strided<[16, 1, 0]>> -> tensor<16x16x1xf8E4M3FN>
+    %b = kg.tile_load %bv[%c0, %c0, %c0] : memref<1x16x16xf8E4M3FN, strided<[0, 16, 1]>> -> tensor<1x16x16xf8E4M3FN>
+    %acc = kg.constant 0.0 : tensor<16x1x16xf32>
+    // CHECK: kg.tile_dot %{{.*}}, %{{.*}}, %{{.*}} precision = fast_accum : (tensor<16x16x1xf8E4M3FN>, tensor<1x16x16xf8E4M3FN>, tensor<16x1x16xf32>) -> tensor<16x1x16xf32>
+    %d = kg.tile_dot %a, %b, %acc precision = fast_accum : (tensor<16x16x1xf8E4M3FN>, tensor<1x16x16xf8E4M3FN>, tensor<16x1x16xf32>) -> tensor<16x1x16xf32>
     %ov = memref.reinterpret_cast %out to offset: [0], sizes: [16, 1, 16], strides: [16, 0, 1] : memref<16x16xf32> to memref<16x1x16xf32, strided<[16, 0, 1]>>
     kg.tile_store %d, %ov[%c0, %c0, %c0] : tensor<16x1x16xf32>, memref<16x1x16xf32, strided<[16, 0, 1]>>
     kg.yield
