@@ -16,6 +16,7 @@ from mlir import ir
 
 import kgc
 from kgc.diagnostics import KgcError
+from kgc.dialects import kg
 from kgc.parsing import parse_text
 
 GRAPH_OPS = {
@@ -193,6 +194,23 @@ def test_matmul_result_dtypes():
     assert result_types(g.build()) == ["tensor<16x32xf32>", "tensor<16x32xf32>"]
 
 
+def test_fast_accum_matmul_of_8bit_floats_records_its_precision():
+    # Either 8-bit float, and the two mixed; the result is f32 as without it.
+    g = kgc.Graph("fast")
+    p = g.input("p", (16, 64), "f8e4m3")
+    q = g.input("q", (64, 32), "f8e5m2")
+    fast = g.matmul(p, q, precision="fast_accum")
+    assert (fast.shape, fast.dtype) == ((16, 32), "f32")
+    g.output(fast, g.matmul(p, g.input("r", (64, 32), "f8e4m3"), precision="fast_accum",
+                            out_dtype="bf16"))
+    with ir.Context() as context:
+        module = reparse(g, context)
+        matmuls = [op for op in body_ops(module) if op.name == "kg.matmul"]
+        assert [kg.Precision(ir.IntegerAttr(m.attributes["precision"]).value)
+                for m in matmuls] == [kg.Precision.fast_accum] * 2
+    assert result_types(g.build()) == ["tensor<16x32xf32>", "tensor<16x32xbf16>"]
+
+
 def test_python_scalars_become_rank0_constants_of_the_other_dtype():
     g = kgc.Graph("scalars")
     x = g.input("x", (4, 8), "bf16")
@@ -360,7 +378,20 @@ ERROR_CASES = [
      ["matmul: precision applies to f32 operands only, got a (16, 64) f16 and b (64, 8) f16"]),
     ("matmul_precision_value", lambda g: g.matmul(_f32(g, "a", (16, 64)), _f32(g, "b", (64, 8)),
                                                   precision="fast"),
-     ["matmul: precision must be None, 'ieee' or 'tf32'", "a (16, 64) f32 and b (64, 8) f32"]),
+     ["matmul: precision must be None, 'ieee', 'tf32' or 'fast_accum', got 'fast'",
+      "a (16, 64) f32 and b (64, 8) f32"]),
+    ("matmul_fast_accum_f16", lambda g: g.matmul(g.input("a", (16, 64), "f16"),
+                                                 g.input("b", (64, 8), "f16"),
+                                                 precision="fast_accum"),
+     ["matmul: precision = fast_accum applies to 8-bit float operands only, got a (16, 64) f16 "
+      "and b (64, 8) f16"]),
+    ("matmul_fast_accum_f32", lambda g: g.matmul(_f32(g, "a", (16, 64)), _f32(g, "b", (64, 8)),
+                                                 precision="fast_accum"),
+     ["matmul: precision = fast_accum applies to 8-bit float operands only, got a (16, 64) f32 "
+      "and b (64, 8) f32"]),
+    ("matmul_tf32_f8", lambda g: g.matmul(g.input("a", (16, 64), "f8e4m3"),
+                                          g.input("b", (64, 8), "f8e4m3"), precision="tf32"),
+     ["matmul: precision applies to f32 operands only, got a (16, 64) f8e4m3"]),
     ("matmul_batch", lambda g: g.matmul(_f32(g, "a", (2, 16, 64)), _f32(g, "b", (3, 64, 8))),
      ["matmul: batch dimensions of a (2, 16, 64) f32 and b (3, 64, 8) f32 are not "
       "broadcast-compatible"]),
@@ -481,6 +512,11 @@ VERIFIER_CASES = [
      "%r = kg.matmul %a, %b precision = tf32 : (tensor<16x64xf16>, tensor<64x8xf16>) "
      "-> tensor<16x8xf16>",
      {"tensor<16x64xf16>": "(16, 64) f16", "tensor<64x8xf16>": "(64, 8) f16"}),
+    ("fast_accum", lambda g: g.matmul(g.input("a", (16, 64), "bf16"),
+                                      g.input("b", (64, 8), "bf16"), precision="fast_accum"),
+     "%r = kg.matmul %a, %b precision = fast_accum : (tensor<16x64xbf16>, tensor<64x8xbf16>) "
+     "-> tensor<16x8xbf16>",
+     {"tensor<16x64xbf16>": "(16, 64) bf16", "tensor<64x8xbf16>": "(64, 8) bf16"}),
     ("concat", lambda g: g.concat([_f32(g, "a", (4, 8)), _f32(g, "b", (5, 8))], 1),
      "%r = kg.concat %a, %b dim 1 : (tensor<4x8xf32>, tensor<5x8xf32>) -> tensor<4x16xf32>",
      {"tensor<4x8xf32>": "(4, 8) f32", "tensor<5x8xf32>": "(5, 8) f32"}),

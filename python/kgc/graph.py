@@ -661,14 +661,17 @@ class Graph:
         """`a @ b` as torch.matmul does for ranks >= 2, batch dims broadcast.
 
         The result dtype defaults to the operands' (f32 for 8-bit operands,
-        which have no 8-bit result); `precision` ("ieee" or "tf32") applies
-        to f32 operands only.
+        which have no 8-bit result). `precision`: "ieee" or "tf32" for f32
+        operands; "fast_accum" for 8-bit float operands, whose products the
+        tensor cores then sum over the whole k loop themselves instead of
+        adding each k step's sum into f32 (torch._scaled_mm's
+        use_fast_accum=True: faster, less exact as K grows).
         """
         a = self._tensor("matmul", "a", a)
         b = self._tensor("matmul", "b", b)
-        if precision not in (None, "ieee", "tf32"):
-            raise GraphError(f"matmul: precision must be None, 'ieee' or 'tf32', got {precision!r} "
-                             f"for a {_describe(a)} and b {_describe(b)}")
+        if precision not in (None, "ieee", "tf32", "fast_accum"):
+            raise GraphError(f"matmul: precision must be None, 'ieee', 'tf32' or 'fast_accum', "
+                             f"got {precision!r} for a {_describe(a)} and b {_describe(b)}")
         for role, operand in (("a", a), ("b", b)):
             if operand.dtype not in _FLOAT_DTYPES + _FLOAT8_DTYPES:
                 raise GraphError(f"matmul: {role} {_describe(operand)} must be a float (f32, f16, "
