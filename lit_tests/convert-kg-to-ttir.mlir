@@ -73,6 +73,57 @@ func.func @matmul(%a: tensor<64x128xf32>, %b: tensor<128x64xf32>) -> tensor<64x6
 
 // -----
 
+// 8-bit float dots: by default the tensor cores sum one k step's products
+// (64 here, at most 128) and that sum is added into the f32 accumulator
+// (maxNumImpreciseAcc = the k step).
+// CHECK-LABEL: func.func @fp8_precise
+// CHECK: scf.for
+// CHECK: "tt.dot"(%{{.*}}, %{{.*}}, %{{.*}}) {inputPrecision = 2 : i32, maxNumImpreciseAcc = 64 : i32} : (tensor<64x64xf8E4M3FN>, tensor<64x64xf8E4M3FN>, tensor<64x64xf32>) -> tensor<64x64xf32>
+func.func @fp8_precise(%a: tensor<64x256xf8E4M3FN>, %b: tensor<256x64xf8E4M3FN>) -> tensor<64x64xf32> {
+  %y = kg.kernel @fp8_precise_0(%a, %b) attributes {block_m = 64, block_n = 64, block_k = 64, group_m = 8, num_warps = 4, num_stages = 3} : (tensor<64x256xf8E4M3FN>, tensor<256x64xf8E4M3FN>) -> tensor<64x64xf32> {
+  ^bb0(%x: tensor<64x256xf8E4M3FN>, %w: tensor<256x64xf8E4M3FN>):
+    %m = kg.matmul %x, %w : (tensor<64x256xf8E4M3FN>, tensor<256x64xf8E4M3FN>) -> tensor<64x64xf32>
+    kg.yield %m : tensor<64x64xf32>
+  }
+  return %y : tensor<64x64xf32>
+}
+
+// -----
+
+// The same dot under precision = fast_accum: the tensor cores sum the whole
+// k loop themselves, nothing is promoted on the way (2^30, what Triton's own
+// frontend gives 8-bit dots on sm_90); the operands and inputPrecision are
+// those of the precise dot.
+// CHECK-LABEL: func.func @fp8_fast_accum
+// CHECK: scf.for
+// CHECK: "tt.dot"(%{{.*}}, %{{.*}}, %{{.*}}) {inputPrecision = 2 : i32, maxNumImpreciseAcc = 1073741824 : i32} : (tensor<64x64xf8E4M3FN>, tensor<64x64xf8E4M3FN>, tensor<64x64xf32>) -> tensor<64x64xf32>
+func.func @fp8_fast_accum(%a: tensor<64x256xf8E4M3FN>, %b: tensor<256x64xf8E4M3FN>) -> tensor<64x64xf32> {
+  %y = kg.kernel @fp8_fast_accum_0(%a, %b) attributes {block_m = 64, block_n = 64, block_k = 64, group_m = 8, num_warps = 4, num_stages = 3} : (tensor<64x256xf8E4M3FN>, tensor<256x64xf8E4M3FN>) -> tensor<64x64xf32> {
+  ^bb0(%x: tensor<64x256xf8E4M3FN>, %w: tensor<256x64xf8E4M3FN>):
+    %m = kg.matmul %x, %w precision = fast_accum : (tensor<64x256xf8E4M3FN>, tensor<256x64xf8E4M3FN>) -> tensor<64x64xf32>
+    kg.yield %m : tensor<64x64xf32>
+  }
+  return %y : tensor<64x64xf32>
+}
+
+// -----
+
+// fast_accum on two different 8-bit floats changes nothing: Triton has no
+// dot of e4m3 by e5m2, so kg-legalize-dot casts both to f16 and drops the
+// precision, and an f16 dot sums nothing outside f32 (0).
+// CHECK-LABEL: func.func @fp8_mixed_fast_accum
+// CHECK: "tt.dot"(%{{.*}}, %{{.*}}, %{{.*}}) {inputPrecision = 2 : i32, maxNumImpreciseAcc = 0 : i32} : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf32>) -> tensor<64x64xf32>
+func.func @fp8_mixed_fast_accum(%a: tensor<64x256xf8E4M3FN>, %b: tensor<256x64xf8E5M2>) -> tensor<64x64xf32> {
+  %y = kg.kernel @fp8_mixed_fast_accum_0(%a, %b) attributes {block_m = 64, block_n = 64, block_k = 64, group_m = 8, num_warps = 4, num_stages = 3} : (tensor<64x256xf8E4M3FN>, tensor<256x64xf8E5M2>) -> tensor<64x64xf32> {
+  ^bb0(%x: tensor<64x256xf8E4M3FN>, %w: tensor<256x64xf8E5M2>):
+    %m = kg.matmul %x, %w precision = fast_accum : (tensor<64x256xf8E4M3FN>, tensor<256x64xf8E5M2>) -> tensor<64x64xf32>
+    kg.yield %m : tensor<64x64xf32>
+  }
+  return %y : tensor<64x64xf32>
+}
+
+// -----
+
 // Math that Triton has no op for: neg is a multiply by -1 (Triton refuses
 // arith.negf), tanh and erf come from libdevice, half floats computed in f32.
 // CHECK-LABEL: func.func @math

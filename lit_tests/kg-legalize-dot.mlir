@@ -203,6 +203,27 @@ func.func @fp8(%a: tensor<64x128xf8E4M3FN>, %b: tensor<128x64xf8E4M3FN>) -> tens
 
 // -----
 
+// precision = fast_accum stays on an 8-bit float dot from sm_89 on; below,
+// where the dot becomes one of f16 casts, it is dropped: an f16 dot sums
+// nothing outside f32, and the verifier refuses fast_accum on f16.
+// CHECK-LABEL: func.func @fp8_fast_accum
+// CHECK-NOT: kg.cast
+// CHECK: kg.tile_dot %{{.*}}, %{{.*}}, %{{.*}} precision = fast_accum : (tensor<64x64x1xf8E4M3FN>, tensor<1x64x64xf8E4M3FN>
+// SM80-LABEL: func.func @fp8_fast_accum
+// SM80: %[[A:.*]] = kg.cast %{{.*}} : tensor<64x64x1xf8E4M3FN> to tensor<64x64x1xf16>
+// SM80: %[[B:.*]] = kg.cast %{{.*}} : tensor<1x64x64xf8E4M3FN> to tensor<1x64x64xf16>
+// SM80: kg.tile_dot %[[A]], %[[B]], %{{[^ ]*}} : (tensor<64x64x1xf16>, tensor<1x64x64xf16>
+func.func @fp8_fast_accum(%a: tensor<64x128xf8E4M3FN>, %b: tensor<128x64xf8E4M3FN>) -> tensor<64x64xf32> {
+  %y = kg.kernel @fp8_fast_accum_0(%a, %b) attributes {block_m = 64, block_n = 64, block_k = 64, group_m = 8, num_warps = 4, num_stages = 4} : (tensor<64x128xf8E4M3FN>, tensor<128x64xf8E4M3FN>) -> tensor<64x64xf32> {
+  ^bb0(%x: tensor<64x128xf8E4M3FN>, %w: tensor<128x64xf8E4M3FN>):
+    %m = kg.matmul %x, %w precision = fast_accum : (tensor<64x128xf8E4M3FN>, tensor<128x64xf8E4M3FN>) -> tensor<64x64xf32>
+    kg.yield %m : tensor<64x64xf32>
+  }
+  return %y : tensor<64x64xf32>
+}
+
+// -----
+
 // A dot that Triton takes as it is (f16, tiles of 64 and more): unchanged.
 // CHECK-LABEL: func.func @legal
 // CHECK: tile = array<i64: 64, 64, 64>

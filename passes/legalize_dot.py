@@ -20,6 +20,8 @@ kg-pad-mask then pads and masks. With a: [.., M, K, 1], b: [.., 1, K, N]:
     tile_dot on f32 without precision   =>  precision = ieee (exact, as torch)
     tile_dot on 8-bit floats below sm_89, or on two different 8-bit floats
                                         =>  tile_dot on f16 casts of both
+                                            (without precision = fast_accum,
+                                            which f16 dots have no use for)
     tile_dot on f16, bf16, 8-bit floats =>  unchanged
     kernel with tma below sm_90         =>  error (no tensor memory accelerator;
                                             Triton 3.6 cannot lower descriptors
@@ -104,6 +106,7 @@ class KgLegalizeDot(Pass):
             if self.target < 89 or ea != eb:
                 with ir.InsertionPoint(dot), dot.location:
                     operands[0], operands[1] = (_cast(v, "f16") for v in (a, b))
+                precision = None  # fast_accum, if set, is for 8-bit dots only
         elif ea == "f32" and precision is None:
             precision = kg.Precision.ieee
         if operands == [a, b, acc] and (precision is None) == ("precision" not in dot.attributes):
@@ -111,6 +114,8 @@ class KgLegalizeDot(Pass):
         with ir.InsertionPoint(dot), dot.location:
             legal = kg.TileDotOp(dot.results[0].type, *operands, precision=precision)
         replace_with(dot, legal.operation, keep_attributes=True)
+        if precision is None and "precision" in legal.operation.attributes:
+            del legal.operation.attributes["precision"]  # kept from `dot` above
         return legal.operation
 
     def _legalize_shape(self, kernel: ir.Operation, dot: ir.Operation) -> None:

@@ -37,7 +37,9 @@ Rewrite rules:
     kg.tile_dot                         =>  tt.dot (inputPrecision from precision;
                                             8-bit float products summed by the
                                             tensor cores over one k step of at
-                                            most 128, then added into f32)
+                                            most 128, then added into f32, or
+                                            over the whole k loop under
+                                            precision = fast_accum)
     kg elementwise ops                  =>  arith / math ops, libdevice through
                                             tt.extern_elementwise (tanh, erf, pow),
                                             as the op's row in kgc.op_table says
@@ -88,8 +90,10 @@ from kgc.tiling.kernel_ops import dot_dims, int_array, is_tiled, kernel_name, ke
 _DIVISIBILITY = 16
 _COMBINERS = {"sum": "arith.addf", "max": "arith.maximumf", "min": "arith.minimumf"}
 _FLOAT8 = ("f8E4M3FN", "f8E5M2")
-# kg precision -> tt.dot inputPrecision (Triton's InputPrecision: tf32 0, ieee 2).
-_INPUT_PRECISION = {kg.Precision.ieee: 2, kg.Precision.tf32: 0}
+# kg precision -> tt.dot inputPrecision (Triton's InputPrecision: tf32 0, ieee
+# 2). fast_accum is about 8-bit dots, which Triton reads no inputPrecision
+# for: they keep the ieee that 8-bit dots without a precision have.
+_INPUT_PRECISION = {kg.Precision.ieee: 2, kg.Precision.tf32: 0, kg.Precision.fast_accum: 2}
 
 
 @register_pass
@@ -663,7 +667,8 @@ class _Lowering:
                      if "precision" in op.attributes else kg.Precision.ieee)
         attributes = {
             "inputPrecision": ir.IntegerAttr.get(self.i32, _INPUT_PRECISION[precision]),
-            "maxNumImpreciseAcc": ir.IntegerAttr.get(self.i32, _imprecise_products(a)),
+            "maxNumImpreciseAcc": ir.IntegerAttr.get(self.i32,
+                                                     _imprecise_products(a, precision)),
         }
         # Tiles keep their axes in iteration order; tt.dot takes [M, K] x
         # [K, N] -> [M, N], so operands laid out the other way round (dims
@@ -802,16 +807,27 @@ def _memory_element(element: ir.Type) -> ir.Type:
 # added into the f32 accumulator: one k step of at most 128, the promotion
 # interval of cuBLAS's precise FP8 mode and DeepSeek-V3's FP8 GEMMs.
 _FLOAT8_PROMOTION = 128
+# Under precision = fast_accum: what Triton's own frontend gives 8-bit dots
+# on sm_90 by default (its max_num_imprecise_acc_default), more products
+# than any k loop has, so that none is ever promoted.
+_FLOAT8_NO_PROMOTION = 2**30
 
 
-def _imprecise_products(a: _Lowered) -> int:
-    """tt.dot's maxNumImpreciseAcc for a dot of `a`: 0 (no products summed
-    outside f32) except for 8-bit floats, where Triton 3.6 on sm_90 takes 0
-    to mean no 8-bit wgmma at all (it widens both operands to f16 for
-    mma.sync), so each k step's products (at most 128) are summed by the
-    tensor core and added into f32 after it. Other targets ignore it."""
+def _imprecise_products(a: _Lowered, precision: kg.Precision) -> int:
+    """tt.dot's maxNumImpreciseAcc for a dot of `a` under `precision`: 0 (no
+    products summed outside f32) except for 8-bit floats. There Triton 3.6
+    on sm_90 takes 0 to mean no 8-bit wgmma at all (it widens both operands
+    to f16 for mma.sync), so by default each k step's products (at most 128)
+    are summed by the tensor core and added into f32 after it, like
+    cuBLAS's precise FP8 mode; under fast_accum, 2**30: the tensor cores sum
+    the whole k loop themselves and Triton promotes nothing (cuBLAS's fast
+    accumulation, torch._scaled_mm's use_fast_accum=True), which on an H100
+    saves the promotion's time (benchmarks/NOTES.md, "FP8: where the time
+    goes"). Other targets ignore it."""
     if str(a.element) not in _FLOAT8:
         return 0
+    if precision == kg.Precision.fast_accum:
+        return _FLOAT8_NO_PROMOTION
     return min(a.sizes[len(a.sizes) - 2], _FLOAT8_PROMOTION)
 
 

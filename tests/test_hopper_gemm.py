@@ -11,6 +11,7 @@ from mlir import ir
 
 import kgc
 import kgc.reference
+from kgc.dialects import kg
 from kgc.execution import run_tiled
 from kgc.pipeline.compiler import compile_module
 from kgc.pipeline.config import GraphConfig
@@ -18,7 +19,7 @@ from kgc.search.space import configs_to_try, variant_space
 from kgc.tiling import tma
 from kgc.tiling.config import PERSISTENT_PROGRAMS, ConfigError, KernelConfig, MatmulConfig
 from kgc.tiling.index_maps import BufferView
-from kgc.tiling.kernel_ops import kernels_in
+from kgc.tiling.kernel_ops import kernels_in, walk_ops
 from tests.comparison import assert_as_accurate_as_eager
 
 torch = pytest.importorskip("torch")
@@ -40,14 +41,15 @@ def gemm(m: int, k: int, n: int, dtype: str = "f16", transposed_b: bool = False,
     return g
 
 
-def scaled_fp8(m: int, k: int, n: int, out: str = "bf16", scalar_scales: bool = False
-               ) -> kgc.Graph:
+def scaled_fp8(m: int, k: int, n: int, out: str = "bf16", scalar_scales: bool = False,
+               precision: str | None = None) -> kgc.Graph:
     """out(scale_a * scale_b * (A @ B)) with A, B in e4m3: per-tensor
-    scales as 1-element f32 inputs, or as Python floats."""
+    scales as 1-element f32 inputs, or as Python floats; `precision` is the
+    matmul's (None or "fast_accum")."""
     g = kgc.Graph("fp8_gemm")
     a = g.input("a", (m, k), "f8e4m3")
     b = g.input("b", (k, n), "f8e4m3")
-    product = g.matmul(a, b)
+    product = g.matmul(a, b, precision=precision)
     if scalar_scales:
         scaled = g.mul(g.mul(product, 0.5), 1.5)
     else:
@@ -329,6 +331,68 @@ def test_scaled_fp8_matmul_runs_tiled_like_torch(m):
     result = run_tiled(module, None, a, b, scale_a, scale_b)
     expected = ((a.float() @ b.float()) * scale_a * scale_b).to(torch.bfloat16)
     torch.testing.assert_close(result.float(), expected.float(), atol=2e-2, rtol=1.6e-2)
+
+
+def _dot_lines(kernel) -> list[str]:
+    return [line for line in kernel.asm["ttir"].splitlines() if "tt.dot" in line]
+
+
+def test_fast_accum_fp8_matmul_lowers_without_promotion_for_sm90():
+    """Under fast_accum the 8-bit dot lets the tensor cores sum its whole k
+    loop (maxNumImpreciseAcc 2^30, Triton's own default on sm_90); the
+    precise one adds each 128-deep k step into f32. Nothing else differs."""
+    config = MatmulConfig(block_m=128, block_n=128, block_k=128, num_warps=8, num_stages=3)
+    texts = {}
+    for precision, products in ((None, 128), ("fast_accum", 2**30)):
+        _, result = compiled(scaled_fp8(1000, 512, 264, precision=precision), config)
+        (kernel,) = result.kernels.values()
+        (dot,) = _dot_lines(kernel)
+        assert f"maxNumImpreciseAcc = {products} : i32" in dot, dot
+        assert "tensor<128x128xf8E4M3FN>, tensor<128x128xf8E4M3FN>" in dot, dot
+        texts[precision] = kernel.asm["ttir"]
+    assert texts[None].replace("maxNumImpreciseAcc = 128 ", "maxNumImpreciseAcc = 1073741824 ") \
+        == texts["fast_accum"]
+
+
+def test_fast_accum_fp8_matmul_compiles_to_8bit_wgmma_without_promotion():
+    """PTX for sm_90 (no GPU needed): both precisions run e4m3 wgmma; the
+    precise kernel adds each k step's wgmma result into a separate f32
+    accumulator (a 128x128 tile over 256 threads: 64 adds a step), the
+    fast one lets wgmma accumulate in place and has none of those adds."""
+    config = MatmulConfig(block_m=128, block_n=128, block_k=128, num_warps=8, num_stages=3,
+                          tma=True)
+    adds = {}
+    for precision in (None, "fast_accum"):
+        _, result = compiled(scaled_fp8(1024, 1024, 1024, precision=precision), config,
+                             emit="ptx")
+        (kernel,) = result.kernels.values()
+        ptx = kernel.asm["ptx"]
+        assert "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3" in ptx
+        assert "mma.sync" not in ptx
+        adds[precision] = sum(line.split()[0].startswith("add") and ".f32" in line.split()[0]
+                              for line in ptx.splitlines() if line.split())
+    assert adds[None] >= adds["fast_accum"] + 64, adds
+
+
+@pytest.mark.parametrize("m", [1, 3, 17])
+def test_fast_accum_fp8_matmul_runs_tiled_like_torch(m):
+    """The CPU executor sums in f32 under fast_accum (a GPU sums the 8-bit
+    products less exactly); shapes off every tile: K 1000, N 77."""
+    graph = scaled_fp8(m, 1000, 77, precision="fast_accum")
+    context = ir.Context()
+    module = graph.build(context)
+    with context:
+        compile_module(module, emit="kg")
+        dots = [op for op in walk_ops(module.operation) if op.name == "kg.tile_dot"]
+        assert dots and all(kg.Precision(ir.IntegerAttr(d.attributes["precision"]).value)
+                            == kg.Precision.fast_accum for d in dots)
+    a, b, scale_a, scale_b = random_inputs(graph, seed=m)
+    result = run_tiled(module, None, a, b, scale_a, scale_b)
+    expected = ((a.double() @ b.double()) * scale_a.double() * scale_b.double())
+    assert result.dtype == torch.bfloat16 and result.shape == (m, 77)
+    # f32 sums of exact products, then one rounding to bf16 (8 bits).
+    torch.testing.assert_close(result.double(), expected, rtol=2**-8,
+                               atol=1e-4 * expected.abs().max().item())
 
 
 def test_fp8_dot_below_sm89_is_refused_clearly():

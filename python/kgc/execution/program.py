@@ -22,7 +22,9 @@ Semantics, op by op:
     kg.tile_range              offset + lane[axis], in i32
     kg.tile_select             torch.where, broadcasting
     kg.tile_dot                acc + a @ b in f32 (operands rounded to
-                               TF32 first under precision = tf32)
+                               TF32 first under precision = tf32; under
+                               fast_accum too, which on a GPU sums 8-bit
+                               products less exactly, never more)
     elementwise ops, kg.cast, kg.constant, kg.reduce, kg.broadcast_to
                                `kgc.reference.evaluate_op`, as eager torch
                                computes them on the tile
