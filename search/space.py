@@ -72,6 +72,20 @@ def _widest_input(kernel: ir.Operation) -> str:
     return max(elements, key=_element_bits) if elements else "f32"
 
 
+def _kernel_element(kernel: ir.Operation, config_class: type) -> str:
+    """The element type a kernel's configs are chosen for: for a matmul
+    kernel, that of its matmuls' operands (the widest, where they differ),
+    as kgc's planner takes it; else its widest input. An FP8 GEMM's f32
+    scales are inputs of its kernel too, and would make it look like an
+    f32 matmul (16-bit seeds, f32 bytes in the split-k rules)."""
+    matmuls = ops_named(kernel, "kg.matmul") if config_class is MatmulConfig else []
+    if not matmuls:
+        return _widest_input(kernel)
+    elements = [str(ir.RankedTensorType(v.type).element_type)
+                for op in matmuls for v in op.operands]
+    return max(elements, key=_element_bits)
+
+
 def _can_split_k(kernel: ir.Operation) -> bool:
     """Whether a matmul kernel can share its k loop out (kgc.tiling.split_k):
     not when its reductions over k read one another, or k is one step."""
@@ -163,7 +177,7 @@ def variant_space(module_text: str, function: str, effort: str = "default",
                 plan, _ = plan_kernel(kernel)
                 config_class = type(plan.config)
                 default = plan.config
-                element = _widest_input(kernel)
+                element = _kernel_element(kernel, config_class)
                 space = _legal(kernel, config_class.space(plan.knob_extents, element), target)
                 seeds = _legal(kernel, config_class.seeds(plan.knob_extents, element), target)
                 kernels[signature] = KernelVariants(

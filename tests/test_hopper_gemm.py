@@ -247,6 +247,24 @@ def test_fp8_gemms_are_seeded_with_128_deep_k_steps():
     assert {c.block_k for c in MatmulConfig.seeds(extents, "f16")} == {64}
 
 
+@pytest.mark.parametrize("precision,depths", [(None, {128})])
+def test_search_seeds_a_scaled_fp8_gemm_by_its_8bit_operands(precision, depths):
+    """The fused kernel of an FP8 GEMM also reads its f32 scales; its seeds
+    are still those of an 8-bit matmul of its precision, tried right after
+    the default."""
+    graph = scaled_fp8(4096, 4096, 4096, precision=precision)
+    _, kernels = variant_space(_module_text(graph), "fp8_gemm", "default", 90)
+    fused = [v for v in kernels.values() if v.kind == "matmul" and "kg.mul" in v.launch_text]
+    assert fused
+    extents = {"m": 4096, "n": 4096, "k": 4096}
+    seeds = MatmulConfig.seeds(extents, "f8E4M3FN")
+    assert {c.block_k for c in seeds} == depths
+    for kernel in fused:
+        # The seeds, as many as the effort's 48 configs leave room for.
+        tried = kernel.configs[1:1 + len(seeds)]
+        assert len(tried) == min(len(seeds), 47) and tried == seeds[:len(tried)]
+
+
 @pytest.mark.parametrize("m,n", [(1, 11008), (8, 11008), (16, 6144)])
 def test_skinny_matmuls_are_seeded_with_deep_k_steps_and_no_split(m, n):
     extents = {"m": m, "n": n, "k": 4096}
