@@ -29,6 +29,7 @@ import random
 from mlir import ir
 
 from kgc.diagnostics import KgcError
+from kgc.dialects import kg
 from kgc.fusion import propose_partitions
 from kgc.passes.tile import plan_kernel
 from kgc.pipeline.pipeline import Pipeline
@@ -84,6 +85,15 @@ def _kernel_element(kernel: ir.Operation, config_class: type) -> str:
     elements = [str(ir.RankedTensorType(v.type).element_type)
                 for op in matmuls for v in op.operands]
     return max(elements, key=_element_bits)
+
+
+def _matmul_precision(kernel: ir.Operation) -> str | None:
+    """The precision ("ieee", "tf32", "fast_accum") that every matmul of
+    `kernel` (graph form) sets; None when one sets none or they differ."""
+    precisions = {str(kg.Precision(ir.IntegerAttr(op.attributes["precision"]).value))
+                  if "precision" in op.attributes else None
+                  for op in ops_named(kernel, "kg.matmul")}
+    return precisions.pop() if len(precisions) == 1 else None
 
 
 def _can_split_k(kernel: ir.Operation) -> bool:
@@ -179,7 +189,8 @@ def variant_space(module_text: str, function: str, effort: str = "default",
                 default = plan.config
                 element = _kernel_element(kernel, config_class)
                 space = _legal(kernel, config_class.space(plan.knob_extents, element), target)
-                seeds = _legal(kernel, config_class.seeds(plan.knob_extents, element), target)
+                seeds = _legal(kernel, config_class.seeds(plan.knob_extents, element,
+                                                          _matmul_precision(kernel)), target)
                 kernels[signature] = KernelVariants(
                     signature, kernel_name(kernel), plan.kind,
                     str(kernel_forms.launch_form(kernel)), str(kernel_forms.inline_form(kernel)),

@@ -6,6 +6,8 @@ TTIR for sm_90."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from mlir import ir
 
@@ -247,7 +249,24 @@ def test_fp8_gemms_are_seeded_with_128_deep_k_steps():
     assert {c.block_k for c in MatmulConfig.seeds(extents, "f16")} == {64}
 
 
-@pytest.mark.parametrize("precision,depths", [(None, {128})])
+def test_fast_accum_fp8_gemms_are_seeded_with_64_deep_k_steps_too():
+    # Without the promotion both depths ran at about _scaled_mm's fast
+    # speed on an H100 (benchmarks/NOTES.md): each tile comes with both,
+    # the 128-deep one first; the precise seeds stay 128-deep only.
+    extents = {"m": 4096, "n": 4096, "k": 4096}
+    precise = MatmulConfig.seeds(extents, "f8e4m3")
+    fast = MatmulConfig.seeds(extents, "f8e4m3", "fast_accum")
+    assert {c.block_k for c in fast} == {64, 128}
+    assert [c for c in fast if c.block_k == 128] == precise
+    assert [dataclasses.replace(c, block_k=128) for c in fast if c.block_k == 64] == precise
+    assert fast[:2] == [precise[0], dataclasses.replace(precise[0], block_k=64)]
+    assert fast[1] == MatmulConfig(block_m=128, block_n=256, block_k=64, group_m=8, num_warps=8,
+                                   num_stages=3, tma=True)
+    # The precision means nothing to 16-bit seeds.
+    assert MatmulConfig.seeds(extents, "f16", "ieee") == MatmulConfig.seeds(extents, "f16")
+
+
+@pytest.mark.parametrize("precision,depths", [(None, {128}), ("fast_accum", {64, 128})])
 def test_search_seeds_a_scaled_fp8_gemm_by_its_8bit_operands(precision, depths):
     """The fused kernel of an FP8 GEMM also reads its f32 scales; its seeds
     are still those of an 8-bit matmul of its precision, tried right after
@@ -257,7 +276,7 @@ def test_search_seeds_a_scaled_fp8_gemm_by_its_8bit_operands(precision, depths):
     fused = [v for v in kernels.values() if v.kind == "matmul" and "kg.mul" in v.launch_text]
     assert fused
     extents = {"m": 4096, "n": 4096, "k": 4096}
-    seeds = MatmulConfig.seeds(extents, "f8E4M3FN")
+    seeds = MatmulConfig.seeds(extents, "f8E4M3FN", precision)
     assert {c.block_k for c in seeds} == depths
     for kernel in fused:
         # The seeds, as many as the effort's 48 configs leave room for.

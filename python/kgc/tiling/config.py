@@ -32,8 +32,9 @@ give the same kernel have equal canonical forms.
 
 `space(extents, element)` lists the configs a tuner should try for a
 kernel of those extents and element type: finite, canonical, without
-duplicates. `seeds(extents, element)` names a few of them known to do
-well on such kernels, which a tuner tries first.
+duplicates. `seeds(extents, element, precision)` names a few of them known
+to do well on such kernels (whose matmuls have that `kg.matmul` precision,
+None when unset), which a tuner tries first.
 """
 
 from __future__ import annotations
@@ -223,9 +224,12 @@ class KernelConfig:
         return True
 
     @classmethod
-    def seeds(cls, extents: Mapping[str, int], element: str) -> list["KernelConfig"]:
+    def seeds(cls, extents: Mapping[str, int], element: str,
+              precision: str | None = None) -> list["KernelConfig"]:
         """Configs of `space` known to do well on kernels of these extents,
-        canonical, best guess first (none by default)."""
+        whose widest operand is `element` and whose matmuls have `precision`
+        ("ieee", "tf32", "fast_accum"; None when unset or not the same for
+        all), canonical, best guess first (none by default)."""
         return []
 
 
@@ -368,13 +372,15 @@ class MatmulConfig(KernelConfig):
         return not self.tma or accumulator >= 64 * 64
 
     @classmethod
-    def seeds(cls, extents, element):
+    def seeds(cls, extents, element, precision=None):
         """For GEMMs of at least 1024 x 1024 outputs and a k loop: the
         Hopper configs of Triton's matmul tutorials (128x256 and 256x128
         tiles with 8 warps, 128x128 with 4 or 8; 3 to 5 stages; grouped
         tile order), each with TMA descriptors, persistent, both or
         neither; then three warp-specialized with TMA, and three persistent
-        with TMA whose tile loop Triton flattens with the k loop."""
+        with TMA whose tile loop Triton flattens with the k loop. Their k
+        step is 64, or 128 for 8-bit floats; 8-bit floats under fast_accum
+        get each tile with both."""
         if _streams_weights(extents, element):
             return _skinny_seeds(cls, extents, element)
         if extents.get("m", 0) < 1024 or extents.get("n", 0) < 1024 or extents.get("k", 0) < 256:
@@ -383,29 +389,39 @@ class MatmulConfig(KernelConfig):
         # into the f32 accumulator after it (kgc's promotion interval), and
         # on an H100 at 4096^3 every 64-deep config measured 175 us or more
         # against 150 us for the 128-deep ones (benchmarks/NOTES.md, "FP8:
-        # where the time goes").
-        block_k = 128 if _bits(element) <= 8 else 64
+        # where the time goes"). Under fast_accum nothing is promoted, and
+        # there both depths ran at about torch._scaled_mm's speed (128x256
+        # tiles: 106.5-110.2 us 128-deep, 114 us 64-deep, against 104.7-107.2
+        # for its fast mode), so both are seeded, the 128-deep one first.
+        if _bits(element) > 8:
+            depths = (64,)
+        elif precision == "fast_accum":
+            depths = (128, 64)
+        else:
+            depths = (128,)
         tiles = [(128, 256, 8, 3), (256, 128, 8, 3), (128, 256, 8, 4), (128, 128, 8, 4),
                  (128, 128, 4, 4), (128, 128, 4, 5)]
         seeds: dict[KernelConfig, None] = {}
         for tma, persistent in ((True, False), (True, True), (None, False), (None, True)):
             for block_m, block_n, warps, stages in tiles:
-                config = cls(block_m=block_m, block_n=block_n, block_k=block_k, group_m=8,
-                             num_warps=warps, num_stages=stages, tma=tma,
-                             num_programs=PERSISTENT_PROGRAMS if persistent else None)
-                if config._worth_trying(extents, element):
-                    seeds.setdefault(config.canonical(extents), None)
+                for block_k in depths:
+                    config = cls(block_m=block_m, block_n=block_n, block_k=block_k, group_m=8,
+                                 num_warps=warps, num_stages=stages, tma=tma,
+                                 num_programs=PERSISTENT_PROGRAMS if persistent else None)
+                    if config._worth_trying(extents, element):
+                        seeds.setdefault(config.canonical(extents), None)
         # Triton 3.6 warp-specializes k loops of descriptor loads on sm_90,
         # and flattens a persistent program's tile loop with its k loop.
         for block_m, block_n, warps, stages in tiles[:2] + tiles[4:5]:
-            seeds.setdefault(cls(block_m=block_m, block_n=block_n, block_k=block_k, group_m=8,
-                                 num_warps=warps, num_stages=stages, tma=True,
-                                 warp_specialize=True).canonical(extents), None)
-            flattened = cls(block_m=block_m, block_n=block_n, block_k=block_k, group_m=8,
-                            num_warps=warps, num_stages=stages, tma=True, flatten=True,
-                            num_programs=PERSISTENT_PROGRAMS)
-            if flattened._worth_trying(extents, element):
-                seeds.setdefault(flattened.canonical(extents), None)
+            for block_k in depths:
+                seeds.setdefault(cls(block_m=block_m, block_n=block_n, block_k=block_k,
+                                     group_m=8, num_warps=warps, num_stages=stages, tma=True,
+                                     warp_specialize=True).canonical(extents), None)
+                flattened = cls(block_m=block_m, block_n=block_n, block_k=block_k, group_m=8,
+                                num_warps=warps, num_stages=stages, tma=True, flatten=True,
+                                num_programs=PERSISTENT_PROGRAMS)
+                if flattened._worth_trying(extents, element):
+                    seeds.setdefault(flattened.canonical(extents), None)
         return list(seeds)
 
 
