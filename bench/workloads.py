@@ -210,17 +210,31 @@ def _gqa_decode_cpu(q, k, v):
     return (torch.softmax(scores, dim=-1) @ v.float()).to(q.dtype)
 
 
-def _fp8_gemm(g, a, bt, scale_a, scale_b):
+def _fp8_gemm(g, a, bt, scale_a, scale_b, precision=None):
     """B given as bt = B^T, [N, K] row-major: B column-major, the layout
     Hopper's 8-bit wgmma reads (K-major) and torch._scaled_mm takes."""
-    product = g.matmul(a, g.t(bt), out_dtype="f32")
+    product = g.matmul(a, g.t(bt), precision=precision, out_dtype="f32")
     return g.cast(g.mul(g.mul(product, scale_a), scale_b), "bf16")
 
 
+def _fp8_gemm_fast(g, a, bt, scale_a, scale_b):
+    """The same under precision fast_accum: the tensor cores sum the whole
+    k loop, as torch._scaled_mm's use_fast_accum=True has cuBLAS do."""
+    return _fp8_gemm(g, a, bt, scale_a, scale_b, precision="fast_accum")
+
+
 def _fp8_gemm_torch(a, b, scale_a, scale_b):
-    """torch._scaled_mm; B must be column-major (`torch_layout` makes it so)."""
+    """torch._scaled_mm in its precise default; B must be column-major
+    (`torch_layout` makes it so)."""
     torch = torch_module()
     return torch._scaled_mm(a, b, scale_a=scale_a, scale_b=scale_b, out_dtype=torch.bfloat16)
+
+
+def _fp8_gemm_fast_torch(a, b, scale_a, scale_b):
+    """torch._scaled_mm with use_fast_accum=True."""
+    torch = torch_module()
+    return torch._scaled_mm(a, b, scale_a=scale_a, scale_b=scale_b, out_dtype=torch.bfloat16,
+                            use_fast_accum=True)
 
 
 def _fp8_column_major(inputs: list) -> list:
@@ -330,10 +344,27 @@ def _fp8_gemm_workload(m=4096, k=4096, n=4096):
         cpu_reference=_fp8_gemm_cpu, torch_layout=_fp8_column_major)
 
 
+def _fp8_gemm_fast_workload(m=4096, k=4096, n=4096):
+    """gemm-fp8 with fast accumulation on both sides: kgc's matmul under
+    precision fast_accum against torch._scaled_mm(use_fast_accum=True). Its
+    floor takes the FP8 peak that _scaled_mm's precise mode measures."""
+    return Workload(
+        "gemm-fp8-fast",
+        f"FP8 GEMM {m}x{k} @ {k}x{n} e4m3, fast accumulation, B column-major, per-tensor "
+        "scales, bf16 out",
+        (Spec("a", (m, k), "f8e4m3"), Spec("bt", (n, k), "f8e4m3"),
+         Spec("scale_a", (), "f32", scale=1 / math.sqrt(k), positive=True),
+         Spec("scale_b", (), "f32", positive=True)),
+        ((m, n), "bf16"), _fp8_gemm_fast, _fp8_gemm_fast_torch, 2 * m * k * n, COMPUTE,
+        Target(0.9), peak=PEAK_FP8, small=lambda: _fp8_gemm_fast_workload(17, 1000, 77),
+        cpu_reference=_fp8_gemm_cpu, torch_layout=_fp8_column_major)
+
+
 CATALOGUE: dict[str, Workload] = {w.name: w for w in (
     _add_relu_mul_workload(), _rmsnorm_matmul_workload(), _softmax_workload(),
     _layer_norm_workload(), _gemm_workload("f16"), _gemm_workload("bf16"),
-    _gated_mlp_workload(), _lora_workload(), _gqa_decode_workload(), _fp8_gemm_workload())}
+    _gated_mlp_workload(), _lora_workload(), _gqa_decode_workload(), _fp8_gemm_workload(),
+    _fp8_gemm_fast_workload())}
 
 
 def select(names: Sequence[str] | None, quick: bool) -> list[Workload]:

@@ -109,19 +109,25 @@ def test_random_inputs_differ_by_seed_and_repeat_with_it():
     assert not any(torch.equal(a, b) for a, b in zip(first, other))
 
 
-def test_fp8_gemm_kgc_and_torch_read_the_same_column_major_b():
+# The FP8 workloads and their small twins' (M, K, N).
+FP8_WORKLOADS = {"gemm-fp8": (17, 64, 33), "gemm-fp8-fast": (17, 1000, 77)}
+
+
+@pytest.mark.parametrize("name", sorted(FP8_WORKLOADS))
+def test_fp8_gemm_kgc_and_torch_read_the_same_column_major_b(name):
     """kgc's graph takes B as bt = B^T row-major ([N, K]); _scaled_mm gets
     bt.t(), B column-major: a view of the same memory, no copy."""
-    workload = CATALOGUE["gemm-fp8"]
+    workload = CATALOGUE[name]
     assert [(s.name, s.shape) for s in workload.inputs[:2]] == [
         ("a", (4096, 4096)), ("bt", (4096, 4096))]
     small = workload.small()
-    assert [s.shape for s in small.inputs[:2]] == [(17, 64), (33, 64)]
+    m, k, n = FP8_WORKLOADS[name]
+    assert [s.shape for s in small.inputs[:2]] == [(m, k), (n, k)]
     a, bt, scale_a, scale_b = _small_inputs(small)
     assert scale_a.shape == () and scale_a > 0 and scale_b > 0
     laid_out = small.torch_layout([a, bt, scale_a, scale_b])
     b = laid_out[1]
-    assert b.shape == (64, 33) and b.stride() == (1, 64)
+    assert b.shape == (k, n) and b.stride() == (1, k)
     assert b.data_ptr() == bt.data_ptr() and b.untyped_storage().nbytes() == bt.nbytes
     assert torch.equal(b.float(), bt.float().t())
     # The graph reads B through a transpose of its input, folded into the
@@ -135,15 +141,16 @@ def test_fp8_gemm_kgc_and_torch_read_the_same_column_major_b():
     assert len(compiled.functions[graph.name].launches) == 1
 
 
-def test_fp8_gemm_under_the_hopper_tma_config_runs_8bit_wgmma():
-    """The bench's FP8 graph (B column-major) under the config that ran
-    within 0.75x of _scaled_mm (128x256x128, TMA, persistent) compiles for
+@pytest.mark.parametrize("name", sorted(FP8_WORKLOADS))
+def test_fp8_gemm_under_the_hopper_tma_config_runs_8bit_wgmma(name):
+    """The bench's FP8 graphs (B column-major) under the config that ran
+    within 0.75x of _scaled_mm (128x256x128, TMA, persistent) compile for
     sm_90 to e4m3 wgmma fed by TMA tensor loads (no GPU needed: PTX)."""
     from kgc.pipeline.compiler import compile_module
     from kgc.pipeline.config import GraphConfig
     from kgc.tiling.config import PERSISTENT_PROGRAMS, MatmulConfig
 
-    graph = CATALOGUE["gemm-fp8"].build()
+    graph = CATALOGUE[name].build()
     module = graph.build()
     with module.context:
         (kernel,) = compile_module(module, target=90, emit="ttir").kernels
@@ -153,9 +160,39 @@ def test_fp8_gemm_under_the_hopper_tma_config_runs_8bit_wgmma():
     with module.context:
         compiled = compile_module(module, target=90, emit="ptx",
                                   config=GraphConfig(graph.name, None, {kernel: config}))
-    (ptx,) = (k.asm["ptx"] for k in compiled.kernels.values())
+    (kernel,) = compiled.kernels.values()
+    ptx = kernel.asm["ptx"]
     assert "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3" in ptx
     assert "cp.async.bulk.tensor" in ptx
+    # gemm-fp8 adds each 128-deep k step into f32; gemm-fp8-fast promotes
+    # nothing, as _scaled_mm's use_fast_accum=True.
+    (dot,) = [line for line in kernel.asm["ttir"].splitlines() if "tt.dot" in line]
+    products = 2**30 if name == "gemm-fp8-fast" else 128
+    assert f"maxNumImpreciseAcc = {products} : i32" in dot
+
+
+def test_fp8_workloads_differ_only_in_accumulation(monkeypatch):
+    """gemm-fp8-fast is gemm-fp8 with fast accumulation on both sides: the
+    matmul's precision in kgc's graph, use_fast_accum in the torch code
+    (torch._scaled_mm called through a stand-in: no GPU here)."""
+    precise, fast = CATALOGUE["gemm-fp8"], CATALOGUE["gemm-fp8-fast"]
+    assert (fast.inputs, fast.output, fast.flops, fast.kind, fast.peak) == (
+        precise.inputs, precise.output, precise.flops, precise.kind, precise.peak)
+    assert not fast.quick and fast.cpu_reference is precise.cpu_reference
+
+    def precisions(workload):
+        text = str(workload.build().build())
+        return [line.split("precision = ")[1].split()[0] if "precision = " in line else None
+                for line in text.splitlines() if "kg.matmul" in line]
+
+    assert precisions(precise) == [None] and precisions(fast) == ["fast_accum"]
+    calls = []
+    monkeypatch.setattr(torch, "_scaled_mm", lambda *args, **kwargs: calls.append(kwargs))
+    inputs = precise.torch_layout(_small_inputs(precise.small()))
+    precise.reference(*inputs)
+    fast.reference(*inputs)
+    assert [call.get("use_fast_accum", False) for call in calls] == [False, True]
+    assert all(call["out_dtype"] == torch.bfloat16 for call in calls)
 
 
 # H100 numbers from one run: copy 2.95e12 B/s, bf16 matmul 787e12 flop/s, and
@@ -286,7 +323,7 @@ def test_targets_of_the_catalogue():
         "add-relu-mul": (1.05, 1.15), "rmsnorm-matmul": (1.3, None), "softmax": (1.05, 1.15),
         "layer-norm": (1.05, 1.15), "gemm-f16": (0.95, None), "gemm-bf16": (0.95, None),
         "gated-mlp": (1.15, None), "lora": (1.3, None), "gqa-decode": (2.0, None),
-        "gemm-fp8": (0.9, None)}
+        "gemm-fp8": (0.9, None), "gemm-fp8-fast": (0.9, None)}
 
 
 @pytest.mark.parametrize("target,speedup,floor_ratio,met", [

@@ -63,19 +63,21 @@ def test_peaks_are_the_best_of_every_probe():
 
 
 @pytest.mark.gpu
-def test_fp8_workload_with_column_major_b_matches_scaled_mm():
-    """The FP8 workload's graph, compiled by kgc, on the same memory that
-    torch._scaled_mm reads as column-major B (shapes off the tiles; M only
-    needs no multiple of 16), passes the bench's check against it."""
+@pytest.mark.parametrize("fast", [False, True], ids=["precise", "fast_accum"])
+def test_fp8_workload_with_column_major_b_matches_scaled_mm(fast):
+    """The FP8 workloads' graphs (gemm-fp8, and gemm-fp8-fast against
+    _scaled_mm's use_fast_accum=True), compiled by kgc, on the same memory
+    that torch._scaled_mm reads as column-major B (shapes off the tiles; M
+    only needs no multiple of 16), pass the bench's check against it."""
     import torch
 
     import kgc
     from kgc.bench.check import check
-    from kgc.bench.workloads import _fp8_gemm_workload
+    from kgc.bench.workloads import _fp8_gemm_fast_workload, _fp8_gemm_workload
 
     if torch.cuda.get_device_capability() < (8, 9):
         pytest.skip("FP8 tensor cores need sm_89 or newer")
-    workload = _fp8_gemm_workload(272, 512, 400)
+    workload = (_fp8_gemm_fast_workload if fast else _fp8_gemm_workload)(272, 512, 400)
     graph = workload.build()
     inputs = workload.make_inputs("cuda", torch.Generator().manual_seed(11))
     torch_inputs = workload.torch_layout(inputs)
