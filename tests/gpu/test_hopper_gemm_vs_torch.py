@@ -1,6 +1,7 @@
 """Hopper GEMM schedules and FP8 matmul run against torch: TMA descriptors
 (f16, bf16; shapes that are not tile multiples), persistent grouped tiles,
-warp specialization, and e4m3 matmul with per-tensor scales."""
+warp specialization, and e4m3 matmul with per-tensor scales, precise and
+with fast accumulation."""
 
 import pytest
 
@@ -137,6 +138,45 @@ def test_scaled_fp8_matmul_is_close_to_scaled_mm():
     theirs = torch._scaled_mm(a, b.t().contiguous().t(), scale_a=scale_a, scale_b=scale_b,
                               out_dtype=torch.bfloat16)
     torch.testing.assert_close(ours, theirs, atol=2e-2, rtol=1.6e-2)
+
+
+# Fast accumulation: the tensor cores sum the whole k loop at their own
+# precision (about 14 bits, DeepSeek-V3's report found on Hopper), kgc's and
+# cuBLAS's alike, so neither is held to f32 sums. Per output dtype, the one
+# rounding to the result; for the sums, at most 2^-14 of the sum lost at
+# each of the K / 32 wgmma steps: K / 2^19, relative to the largest result.
+FAST_ACCUM_ROUNDING = {torch.bfloat16: 1.6e-2, torch.float16: 2e-3}
+
+
+def _fast_accum_bound(expected, k: int, out_dtype) -> float:
+    return (FAST_ACCUM_ROUNDING[out_dtype] + k / 2**19) * (1 + expected.abs().max().item())
+
+
+@pytest.mark.parametrize("out", ["bf16", "f16"])
+@pytest.mark.parametrize("m,k,n", [(1, 4096, 4096), (3, 1024, 272), (17, 4096, 1040),
+                                   (4096, 4096, 4096)])
+def test_fast_accum_fp8_matmul_matches_scaled_mm_fast(m, k, n, out):
+    """kgc's FP8 matmul under precision fast_accum against
+    torch._scaled_mm(use_fast_accum=True) on fresh random inputs, both
+    against the exact product and against each other. (_scaled_mm needs K
+    and N in multiples of 16; M is free.)"""
+    if not hopper():
+        pytest.skip("fast accumulation is a mode of sm_90's 8-bit wgmma")
+    out_dtype = DTYPES[out]
+    compiled = kgc.compile(scaled_fp8(m, k, n, out, precision="fast_accum"))
+    assert "maxNumImpreciseAcc = 1073741824" in compiled.ttir()
+    a, b, scale_a, scale_b = _fp8_inputs(m, k, n, seed=m + k + n)
+    ours = compiled.run(a, b, scale_a, scale_b, poison=True)
+    assert ours.dtype == out_dtype and ours.shape == (m, n)
+    theirs = torch._scaled_mm(a, b.t().contiguous().t(), scale_a=scale_a, scale_b=scale_b,
+                              out_dtype=out_dtype, use_fast_accum=True)
+    expected = (a.double() @ b.double()) * scale_a.double() * scale_b.double()
+    bound = _fast_accum_bound(expected, k, out_dtype)
+    for name, result in (("kgc", ours), ("_scaled_mm", theirs)):
+        error = (result.double() - expected).abs().max().item()
+        assert error <= bound, f"{name}: max error {error:.3g} > {bound:.3g}"
+    difference = (ours.double() - theirs.double()).abs().max().item()
+    assert difference <= 2 * bound, f"kgc - _scaled_mm: {difference:.3g} > {2 * bound:.3g}"
 
 
 def test_scaled_fp8_matmul_refuses_other_dtypes():
