@@ -401,8 +401,9 @@ func.func @split_k_of_one_step(%a: tensor<4x32xf16>, %b: tensor<32x64xf16>) -> t
 
 // LoRA as one kernel: the iteration gets a rank axis (the last, extent 16).
 // X A accumulates beside X W in the k loop as a dot over (m, k, rank), on
-// the same X tile; after the loop, (X A) B is one more dot, over
-// (m, rank, n), of X A rounded to f16 and B read at the program's n offset.
+// the same X tile and written first (Triton then lays out both dots as the
+// main one); after the loop, (X A) B is one more dot, over (m, rank, n), of
+// X A rounded to f16 and B read at the program's n offset.
 // CHECK-LABEL: func.func @lora_one_kernel
 // CHECK: kg.kernel @lora_0(
 // CHECK-SAME: grid = array<i64: 5, 1, 1>
@@ -411,12 +412,12 @@ func.func @split_k_of_one_step(%a: tensor<4x32xf16>, %b: tensor<32x64xf16>) -> t
 // CHECK: %[[N:.*]] = arith.muli %{{.*}}, %c64_i32 : i32
 // CHECK: %[[ACC:.*]]:2 = scf.for %[[K:.*]] = %c0_i32 to %c1000_i32 step %c64_i32
 // CHECK: %[[X:.*]] = kg.tile_load %{{.*}}[%c0_i32, %[[K]], %c0_i32, %c0_i32] : memref<3x1000x1x1xf16, strided<[1000, 1, 0, 0]>> -> tensor<3x64x1x1xf16>
-// CHECK: kg.tile_load %{{.*}}[%c0_i32, %[[K]], %[[N]], %c0_i32] : memref<1x1000x300x1xf16, strided<[0, 300, 1, 0]>> -> tensor<1x64x64x1xf16>
-// CHECK: kg.tile_dot %[[X]], %{{.*}} {dims = array<i64: 0, 1, 2>}
 // CHECK: %[[A:.*]] = kg.tile_load %{{.*}}[%c0_i32, %[[K]], %c0_i32, %c0_i32] : memref<1x1000x1x16xf16, strided<[0, 16, 0, 1]>> -> tensor<1x64x1x16xf16>
 // CHECK: kg.tile_dot %[[X]], %[[A]], %{{.*}} {dims = array<i64: 0, 1, 3>} : (tensor<3x64x1x1xf16>, tensor<1x64x1x16xf16>, tensor<3x1x1x16xf32>) -> tensor<3x1x1x16xf32>
+// CHECK: kg.tile_load %{{.*}}[%c0_i32, %[[K]], %[[N]], %c0_i32] : memref<1x1000x300x1xf16, strided<[0, 300, 1, 0]>> -> tensor<1x64x64x1xf16>
+// CHECK: kg.tile_dot %[[X]], %{{.*}} {dims = array<i64: 0, 1, 2>}
 // CHECK: } {kg.axis = 1 : i64}
-// CHECK: %[[T:.*]] = kg.cast %[[ACC]]#1 : tensor<3x1x1x16xf32> to tensor<3x1x1x16xf16>
+// CHECK: %[[T:.*]] = kg.cast %[[ACC]]#0 : tensor<3x1x1x16xf32> to tensor<3x1x1x16xf16>
 // CHECK: %[[B:.*]] = kg.tile_load %{{.*}}[%c0_i32, %c0_i32, %[[N]], %c0_i32] : memref<1x1x300x16xf16, strided<[0, 0, 1, 300]>> -> tensor<1x1x64x16xf16>
 // CHECK: kg.tile_dot %[[T]], %[[B]], %{{.*}} {dims = array<i64: 0, 3, 2>} : (tensor<3x1x1x16xf16>, tensor<1x1x64x16xf16>, tensor<3x1x64x1xf32>) -> tensor<3x1x64x1xf32>
 // CHECK-NOT: scf.for

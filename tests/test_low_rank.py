@@ -142,3 +142,20 @@ def test_two_adapters_of_different_ranks_match_torch():
     xf, wf, af, bf, cf, df = (v.float() for v in tensors)
     want = xf @ wf + (xf @ af).half().float() @ bf + (xf @ cf).half().float() @ df
     _close(got, want, "f16", 1000)
+
+
+@pytest.mark.parametrize("m,split", [(16, 1), (16, 4), (3, 1)])
+def test_sixteen_row_lora_dots_share_out_their_columns_between_warps(m, split):
+    # Triton lays out the two dots of the k loop alike. A layout of
+    # [num_warps, 1] on a tile of 16 rows gives every warp all 16 rows of
+    # X W (each computes the whole dot); [1, num_warps] shares the columns.
+    import re
+
+    graph, _, _ = inputs_for(lora, m, 4096, 4096, "f16")
+    config = GraphConfig("lora", None, {"lora_0_matmul": MatmulConfig(
+        block_n=64, block_k=128, num_stages=4, split_k=split)})
+    compiled = kgc.compile(graph, target="sm_90", config=config)
+    ttgir = compiled.stages()["lora_0_matmul" if split == 1 else "lora_0_matmul_partials"]["ttgir"]
+    layouts = re.findall(r"#mma\d* = #ttg\.nvidia_mma<\{versionMajor = 2, versionMinor = 0, "
+                         r"warpsPerCTA = \[(\d+), (\d+)\]", ttgir)
+    assert layouts and all(layout == ("1", "4") for layout in layouts), layouts

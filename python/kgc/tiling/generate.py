@@ -273,6 +273,14 @@ class Generator:
         """One loop nest over `axes` accumulating every reduction in `nodes`:
         reduces keep a whole tile of partial results, reduced once after
         the loop; matmuls accumulate their dot."""
+        # LoRA's side dots (m x rank) are written first. Triton 3.6 gives the
+        # dots of a loop that share an operand one warp layout, picked from
+        # the shape of one of them: written after the main dot, a square
+        # 16 x 16 side dot picks [num_warps, 1], and every warp computes all
+        # 16 rows of the main dot as well (3x slower without split-K on an
+        # H100); written before it, both get [1, num_warps].
+        # tests/test_low_rank.py checks the layout in the TTGIR.
+        nodes = sorted(nodes, key=lambda node: node not in self.plan.dot_axes)
         inits = [self._accumulator_init(node) for node in nodes]
 
         def body(carried):
