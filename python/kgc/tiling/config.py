@@ -440,16 +440,17 @@ def _streams_weights(extents, element: str) -> bool:
 def _skinny_seeds(cls, extents, element: str) -> list:
     """Deeper k steps without kgc's split, the configs that read the weights
     fastest on an H100 (benchmarks/NOTES.md, "Skinny matmuls alone": at
-    16x4096x6144, 1x4096x11008 and 8x4096x11008 the better of these two
+    16x4096x6144, 1x4096x11008 and 8x4096x11008 the better of the first two
     came within 0.5% of the best of 32 configs, and 4-8% ahead of kgc's
-    default): a 128-deep k step over 128 or 64 columns, 4 stages, 4 warps.
-    Where kgc would not split, split_k stays unset, which is the same
-    kernel."""
+    default; "LoRA on a rank axis": at 16x4096x4096 the third was the best
+    of 54, bare and with LoRA's adapter): a 128-deep k step over 128 or 64
+    columns with 4 stages, or over 32 columns with 6; 4 warps. Where kgc
+    would not split, split_k stays unset, which is the same kernel."""
     block_m = min(SKINNY_ROWS, next_power_of_two(extents.get("m", 1)))
     seeds: dict[KernelConfig, None] = {}
-    for block_n in (128, 64):
+    for block_n, stages in ((128, 4), (64, 4), (32, 6)):
         config = cls(block_m=block_m, block_n=block_n, block_k=128, group_m=1, num_warps=4,
-                     num_stages=4)
+                     num_stages=stages)
         if _kgc_splits(config, extents, element):
             config = dataclasses.replace(config, split_k=1)
         if config._worth_trying(extents, element):
