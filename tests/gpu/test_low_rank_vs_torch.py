@@ -1,6 +1,7 @@
 """LoRA as one kernel (kgc.tiling.low_rank) on the GPU against torch, in
-f16, bf16 and f32, on row counts of 3, 16 and 17, k of 1000, 4096 and 4097,
-n that is not a multiple of the tile, and ranks from 1 to 64."""
+f16, bf16 and f32, on row counts of 1, 3, 16 and 17, k of 1000, 4096 and
+4097, n that is not a multiple of the tile, and ranks from 1 to 64; and
+with explicit configs of one kernel and of split-K, at 1 and 16 rows."""
 
 import pytest
 
@@ -14,7 +15,8 @@ pytestmark = pytest.mark.gpu
 
 
 @pytest.mark.parametrize("m,k,n,rank", [(3, 1000, 300, 16), (17, 4097, 77, 16), (16, 4096, 4096, 16),
-                                        (16, 4096, 4096, 64), (5, 1000, 200, 1)])
+                                        (16, 4096, 4096, 64), (5, 1000, 200, 1), (1, 4097, 1000, 16),
+                                        (1, 4096, 4096, 8)])
 @pytest.mark.parametrize("dtype", ["f16", "bf16", "f32"])
 def test_lora_one_kernel_matches_torch(dtype, m, k, n, rank):
     graph, reference = lora(m, k, n, dtype, rank=rank)
@@ -27,3 +29,22 @@ def test_lora_one_kernel_matches_torch(dtype, m, k, n, rank):
     atol, rtol = TOLERANCE[dtype]
     torch.testing.assert_close(got.float(), reference(*inputs).float(),
                                atol=atol * (k / 1000) ** 0.5, rtol=rtol)
+
+
+@pytest.mark.parametrize("m", [1, 16])
+@pytest.mark.parametrize("split,block_n,stages", [(1, 32, 6), (1, 64, 4), (2, 64, 4), (4, 128, 3)])
+def test_lora_configs_match_torch(m, split, block_n, stages):
+    # The configs the search picks for skinny LoRA, one kernel and split.
+    from kgc.pipeline.config import GraphConfig
+    from kgc.tiling.config import MatmulConfig
+
+    graph, reference = lora(m, 4096, 4096, "f16")
+    config = GraphConfig("lora", None, {"lora_0_matmul": MatmulConfig(
+        block_n=block_n, block_k=128, num_stages=stages, split_k=split)})
+    compiled = kgc.compile(graph, config=config)
+    assert len(compiled.function.launches) == (1 if split == 1 else 2)
+    inputs = _inputs(graph, "f16", seed=m * 10 + split)
+    got = compiled.run(*inputs, poison=True)
+    atol, rtol = TOLERANCE["f16"]
+    torch.testing.assert_close(got.float(), reference(*inputs).float(),
+                               atol=atol * (4096 / 1000) ** 0.5, rtol=rtol)
