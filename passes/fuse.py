@@ -45,7 +45,8 @@ back. So:
     X W + (X A) B with A of r <= n columns
       (LoRA)                                  =>  one matmul kernel (X A
                                                   accumulated beside X W,
-                                                  then r rank-1 updates)
+                                                  then (X A) B, dots over
+                                                  a rank axis)
     matmul(softmax(matmul(Q, K^T) [* scale]
       [+ mask]), V), any number of keys       =>  one attention kernel
                                                   (online softmax; see

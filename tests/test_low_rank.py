@@ -106,7 +106,8 @@ def test_block_n_below_the_rank_is_refused():
 
 
 def test_x_a_also_returned_stays_a_kernel_of_its_own():
-    # X A is a result too: it cannot live in an n tile's first columns.
+    # X A is a result too: a side matmul varies along the rank axis, which
+    # no store of the kernel walks, so it gets a kernel of its own.
     g = kgc.Graph("lora_both")
     x = g.input("x", (3, 1000), "f16")
     w = g.input("w", (1000, 300), "f16")
