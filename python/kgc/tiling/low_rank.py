@@ -35,17 +35,7 @@ from kgc.tiling.graph_model import Node
 from kgc.tiling.index_maps import IndexMap
 from kgc.tiling.iteration import Unplannable, leaf_view
 
-__all__ = ["LowRankProduct", "classify", "place", "shared_rank"]
-
-
-@dataclasses.dataclass
-class LowRankProduct:
-    """U = P @ B of rank r, a dot over the rank axis after the k loop."""
-
-    p: Node  # a side matmul of the kernel, or a kernel input [.., M, r]
-    b: Node  # a kernel input [r, N]
-    rank: int
-    side: bool  # P is a side matmul accumulated in the k loop
+__all__ = ["classify", "place", "shared_rank"]
 
 
 def _k(mm: Node) -> int:
@@ -54,8 +44,8 @@ def _k(mm: Node) -> int:
 
 def classify(matmuls: list[Node], order: list[Node] = (), outputs: list[Node] = ()
              ) -> tuple[list[Node], list[Node], dict]:
-    """(main matmuls, side matmuls, {product: LowRankProduct}) of a
-    kernel's matmuls (`order`: every node of the kernel; `outputs`: its
+    """(main matmuls, side matmuls, {rank-r product U = P B: its rank r}) of
+    a kernel's matmuls (`order`: every node of the kernel; `outputs`: its
     results); raises Unplannable when they do not share the kernel's output
     shape and k in one of these roles. A side matmul varies along the rank
     axis, which no store walks: only rank-r products may read it, and it is
@@ -66,7 +56,7 @@ def classify(matmuls: list[Node], order: list[Node] = (), outputs: list[Node] = 
     rest = [mm for mm in matmuls if mm not in main]
     if not rest:
         return main, [], {}
-    products: dict = {}
+    products: dict[Node, int] = {}
     side: list[Node] = []
     for mm in rest:
         if mm.shape != shape:
@@ -80,7 +70,7 @@ def classify(matmuls: list[Node], order: list[Node] = (), outputs: list[Node] = 
         if not is_side and leaf_view(p) is None:
             raise Unplannable(f"the rank-{rank} product's left operand must be a side matmul of "
                               "the kernel or a kernel input")
-        products[mm] = LowRankProduct(p, b, rank, is_side)
+        products[mm] = rank
         if is_side:
             side.append(p)
     for mm in rest:
@@ -93,10 +83,10 @@ def classify(matmuls: list[Node], order: list[Node] = (), outputs: list[Node] = 
     return main, side, products
 
 
-def shared_rank(products: dict) -> int | None:
+def shared_rank(products: dict[Node, int]) -> int | None:
     """The extent of the rank axis: the rank every product shares (None:
     no products); raises Unplannable for products of different ranks."""
-    ranks = {product.rank for product in products.values()}
+    ranks = set(products.values())
     if len(ranks) > 1:
         raise Unplannable(f"rank-r products of one kernel must share their rank, got "
                           f"{sorted(ranks)}")
@@ -112,10 +102,9 @@ def place(side_matmuls: list[Node], products: dict, c_map: IndexMap, matmul_axes
         return {}
     m_axis, k_axis, n_axis = matmul_axes
     rank_axis = len(c_map.extents) - 1
-    on_rank = [row if position != len(c_map.rows) - 1 else
-               tuple(1 if axis == rank_axis else 0 for axis in range(len(c_map.extents)))
-               for position, row in enumerate(c_map.rows)]
-    side_map = dataclasses.replace(c_map, rows=tuple(on_rank))
+    # The output's map with its last dimension read along the rank axis.
+    rank_row = tuple(int(axis == rank_axis) for axis in range(len(c_map.extents)))
+    side_map = dataclasses.replace(c_map, rows=c_map.rows[:-1] + (rank_row,))
     dot_axes = {}
     for side in side_matmuls:
         seeds[side] = side_map
