@@ -96,3 +96,45 @@ def test_random_graph_runs_tiled_on_cpu(graph):
     eager = kgc.reference.evaluate(built, None, inputs)
     exact = kgc.reference.evaluate(built, None, inputs, exact=True)
     assert_as_accurate_as_eager(results, eager, exact, who="the tiled kernels")
+
+
+def normalized_rotated_heads(seq: int, heads: int, head_dim: int, dtype: str) -> kgc.Graph:
+    """Qwen3's attention prologue: an RMSNorm over each head (q_norm,
+    k_norm), then the rotary embedding `x * cos + rotate_half(x) * sin`,
+    whose halves are slices of the normalized head joined by a concat."""
+    g = kgc.Graph("normalized_rotated_heads")
+    x = g.input("x", (seq, heads, head_dim), dtype)
+    weight = g.input("weight", (head_dim,), dtype)
+    cos = g.input("cos", (seq, 1, head_dim), dtype)
+    sin = g.input("sin", (seq, 1, head_dim), dtype)
+    normalized = g.rms_norm(x, weight, eps=1e-6)
+    half = head_dim // 2
+    first = g.slice(normalized, [0, 0, 0], [seq, heads, half])
+    second = g.slice(normalized, [0, 0, half], [seq, heads, half])
+    g.output(normalized * cos + g.concat([-second, first], dim=2) * sin)
+    return g
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("seq,heads,head_dim", [(1, 8, 64), (3, 4, 128), (17, 3, 34)])
+def test_norm_reduces_the_whole_head_when_rotary_halves_read_it(seq, heads, head_dim, dtype):
+    # The norm and the rotation fuse into one reduction kernel; each half of
+    # the concat reads the norm in a window of the head. The norm's sum of
+    # squares must still cover the whole head (it covered one half, so
+    # Qwen3 generated wrong logits).
+    graph = normalized_rotated_heads(seq, heads, head_dim, dtype)
+    module = tiled(graph)
+    assert len(kernels_in(module)) == 1
+    generator = torch.Generator().manual_seed(seq * 1000 + head_dim)
+    inputs = [torch.randn(t.shape, generator=generator).to(_DTYPES[dtype]) for t in graph.inputs]
+    results = run_tiled(module, None, *inputs)
+    x, weight, cos, sin = (t.double() for t in inputs)
+    normalized = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * weight
+    half = head_dim // 2
+    rotated = torch.cat([-normalized[..., half:], normalized[..., :half]], dim=-1)
+    expected = normalized * cos + rotated * sin
+    torch.testing.assert_close(results.double(), expected, atol=0.05, rtol=0.05)
+    built = graph.build()
+    eager = kgc.reference.evaluate(built, None, inputs)
+    exact = kgc.reference.evaluate(built, None, inputs, exact=True)
+    assert_as_accurate_as_eager(results, eager, exact, who="the tiled kernels")

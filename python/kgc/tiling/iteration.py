@@ -190,7 +190,15 @@ def reduce_input_map(node: Node, index_map: IndexMap, axes: Sequence[int]) -> In
     for axis in axes:
         if axis in index_map.depends_on():
             raise Unplannable("a reduction is read along the axis it reduces")
-    return dataclasses.replace(index_map, rows=tuple(rows), offsets=tuple(offsets))
+    # A reduction covers the whole of each dimension it reduces wherever it
+    # is read: a window that a concat piece put on the reduced axis (a
+    # rotary embedding's halves of a normalized head) narrows where the
+    # reduction's result is used, never which elements it sums.
+    windows = list(index_map.windows)
+    for d, axis in zip(dims, axes):
+        windows[axis] = (0, x.shape[d])
+    return dataclasses.replace(index_map, rows=tuple(rows), offsets=tuple(offsets),
+                               windows=tuple(windows))
 
 
 def contraction(node: Node, matmul_axes: tuple[int, int, int], reduce_axes: dict | None
