@@ -7,11 +7,21 @@ when every index lies in `[0, sizes[d])` of the view and its address in the
 buffer. Triton reads and writes whatever address a lane computes, so an
 unmasked lane outside reads a neighbour's data or writes over it without a
 sign; here it is an error (`Fault`), and so is a masked-in lane outside.
+Strides may be negative (a view that walks its buffer backwards, as a flip
+does) or zero (a broadcast).
+
+Each result buffer has a writer map beside it: the number of the program
+(1 + its index in the grid, 0: none yet) that last stored each element. A
+program that stores an element another program stored has no ordering with
+it on a GPU (programs run concurrently, in no set order), so the element's
+value depends on the schedule: that is an error too. One program storing
+an element again (a loop that rewrites its own tile) is ordered and fine.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Sequence
 
 from kgc.execution.errors import Fault
@@ -22,11 +32,36 @@ class View:
     """A strided view of kernel buffer number `buffer`."""
 
     buffer: int
-    buffer_elements: int
+    buffer_shape: tuple[int, ...]
     offset: int
     sizes: tuple[int, ...]
     strides: tuple[int, ...]
     text: str  # the view's memref type, for messages
+
+    @property
+    def buffer_elements(self) -> int:
+        return math.prod(self.buffer_shape)
+
+
+def _strided(buffer, sizes: Sequence[int], strides: Sequence[int], start: int):
+    """The elements of flat `buffer` at `start + sum(i[d] * strides[d])`
+    for every index `i` below `sizes`. torch's as_strided takes no negative
+    stride: those axes are read forwards from their far end and flipped."""
+    backwards = [d for d, stride in enumerate(strides) if stride < 0]
+    if not backwards:
+        return buffer.as_strided(tuple(sizes), tuple(strides), start)
+    lowest = start + sum((sizes[d] - 1) * strides[d] for d in backwards)
+    forwards = buffer.as_strided(tuple(sizes), tuple(abs(s) for s in strides), lowest)
+    return forwards.flip(backwards)
+
+
+def program_of(number: int, grid: Sequence[int]) -> tuple[int, int, int]:
+    """The (x, y, z) program id of writer number `number` (1 + the index of
+    the program in a grid walked x fastest)."""
+    index = number - 1
+    x = index % grid[0]
+    y = index // grid[0] % grid[1]
+    return x, y, index // (grid[0] * grid[1])
 
 
 class TileAccess:
@@ -100,19 +135,24 @@ class TileAccess:
         sizes = [last - first for first, last in box]
         start = base + sum(first * stride for (first, _), stride in zip(box, self.view.strides))
         if inside is None:
-            values = buffer.as_strided(self.shape, self.view.strides, base).clone()
+            values = _strided(buffer, self.shape, self.view.strides, base).clone()
         else:
             values = fill.expand(self.shape).clone()
             if min(sizes) > 0:
                 values[tuple(slice(first, last) for first, last in box)] = \
-                    buffer.as_strided(sizes, self.view.strides, start)
+                    _strided(buffer, sizes, self.view.strides, start)
         if mask is not None:
             values = torch.where(mask, values, fill)
         return values
 
-    def store(self, buffer, written, offsets: Sequence[int], value, mask) -> None:
+    def store(self, buffer, writers, offsets: Sequence[int], value, mask, program: int,
+              grid: Sequence[int], what: str) -> None:
         """Writes the lanes of `value` whose mask is true (every lane without
-        a mask) and marks their elements in `written`."""
+        a mask) and records `program` (its writer number) as their writer in
+        `writers`. Raises Fault when another program wrote one of the
+        elements before (`what` names the buffer in the message)."""
+        import torch
+
         base, inside, _ = self._locate(offsets)
         if inside is not None:
             stray = ~inside if mask is None else mask & ~inside
@@ -125,5 +165,17 @@ class TileAccess:
         else:
             mask = mask.expand(self.shape)
             addresses, value = addresses[mask], value[mask]
+        before = writers[addresses]
+        raced = (before != 0) & (before != program)
+        if bool(raced.any()):
+            first = int(raced.nonzero()[0, 0])
+            address, other = int(addresses[first]), int(before[first])
+            element = tuple(int(i) for i in torch.unravel_index(
+                torch.tensor(address), self.view.buffer_shape))
+            count = int(torch.unique(addresses[raced]).numel())
+            raise Fault(f"element {element} of {what} was stored by program "
+                        f"{program_of(other, grid)} already ({count} such "
+                        f"element{'s' if count != 1 else ''} in this tile); two programs run in "
+                        "no set order on a GPU, so which value stays is a race")
         buffer[addresses] = value.to(buffer.dtype)
-        written[addresses] = True
+        writers[addresses] = program
