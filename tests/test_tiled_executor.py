@@ -396,19 +396,41 @@ def test_a_backwards_view_that_leaves_its_buffer_is_an_error(side, verb):
         run_tiled(flipped_kernel(side, offset=8), "f", torch.randn(10))
 
 
+def overlapping_stores(grid: int, store_offset: str) -> str:
+    """exp_kernel with `grid` programs that load tile `pid mod 3` and store
+    it at `store_offset` (an expression of %pid, %m3 = pid mod 3 and %c2,
+    %c4)."""
+    text = exp_kernel("0, 10", "0, 10").replace("grid = array<i64: 3, 1, 1>",
+                                                f"grid = array<i64: {grid}, 1, 1>")
+    text = text.replace("    %o = arith.muli %pid, %c4 : i32\n",
+                        "    %c2 = arith.constant 2 : i32\n"
+                        "    %c3 = arith.constant 3 : i32\n"
+                        "    %m3 = arith.remsi %pid, %c3 : i32\n"
+                        "    %o = arith.muli %m3, %c4 : i32\n"
+                        f"    %s = arith.muli {store_offset} : i32\n")
+    return text.replace("kg.tile_store %e, %out[%o]", "kg.tile_store %e, %out[%s]").replace(
+        "%sm = kg.tile_mask [%o]", "%sm = kg.tile_mask [%s]")
+
+
 def test_two_programs_storing_one_element_is_a_race():
-    # Tiles of 4 every 2 elements: program 1 stores elements 2 and 3 that
-    # program 0 stored.
-    text = exp_kernel("0, 10", "0, 10").replace("%c4 = arith.constant 4 : i32",
-                                                "%c4 = arith.constant 2 : i32")
-    text = text.replace("grid = array<i64: 3, 1, 1>", "grid = array<i64: 5, 1, 1>")
+    # Tiles loaded every 4 elements, stored every 2: program 1 stores
+    # exp(x[4]) and exp(x[5]) where program 0 stored exp(x[2]), exp(x[3]).
+    text = overlapping_stores(3, "%pid, %c2")
     with pytest.raises(TileProgramError) as error:
         run_tiled(text, "f", torch.randn(10))
     message = str(error.value)
     assert message.startswith(f"<string>:{line_of(text, 'kg.tile_store')}:")
-    assert "kernel @exp_0, program (1, 0, 0): kg.tile_store: element (2,) of result #0 " \
-           "(tensor<10xf32>) was stored by program (0, 0, 0) already (2 such elements in this " \
-           "tile); two programs run in no set order on a GPU" in message
+    assert "kernel @exp_0, program (1, 0, 0): kg.tile_store: program (0, 0, 0) stored element " \
+           "(2,) of result #0 (tensor<10xf32>) with another value (2 such elements in this " \
+           "tile); programs run in no set order on a GPU" in message
+
+
+def test_programs_that_store_the_same_bits_do_not_race():
+    # Programs 3-5 compute and store the tiles of programs 0-2 again: the
+    # order does not matter.
+    x = torch.randn(10)
+    torch.testing.assert_close(run_tiled(overlapping_stores(6, "%m3, %c4"), "f", x),
+                               torch.exp(x))
 
 
 def test_a_race_along_the_third_grid_axis_names_both_programs():
@@ -417,9 +439,9 @@ def test_a_race_along_the_third_grid_axis_names_both_programs():
         "%c2 = arith.constant 2 : i32", "%c2 = arith.constant 2 : i32\n"
                                         "    %c0 = arith.constant 0 : i32").replace(
         "kg.tile_store %r, %out[%x2,", "kg.tile_store %r, %out[%c0,")
-    with pytest.raises(TileProgramError, match=r"program \(0, 0, 1\): kg.tile_store: element "
-                                               r"\(0, 0, 0\) of result #0 .* was stored by "
-                                               r"program \(0, 0, 0\) already"):
+    with pytest.raises(TileProgramError, match=r"program \(0, 0, 1\): kg.tile_store: program "
+                                               r"\(0, 0, 0\) stored element \(0, 0, 0\) of "
+                                               r"result #0 .* with another value"):
         run_tiled(text, "f", torch.randn(3, 5, 7))
 
 

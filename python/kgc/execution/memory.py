@@ -14,8 +14,11 @@ Each result buffer has a writer map beside it: the number of the program
 (1 + its index in the grid, 0: none yet) that last stored each element. A
 program that stores an element another program stored has no ordering with
 it on a GPU (programs run concurrently, in no set order), so the element's
-value depends on the schedule: that is an error too. One program storing
-an element again (a loop that rewrites its own tile) is ordered and fine.
+value depends on the schedule: that is an error too, unless both store the
+very same bits (programs that each compute a shared tile, as every n tile
+of a split-K LoRA kernel stores the same X A partial: whichever lands, the
+element is the same). One program storing an element again (a loop that
+rewrites its own tile) is ordered and fine.
 """
 
 from __future__ import annotations
@@ -53,6 +56,18 @@ def _strided(buffer, sizes: Sequence[int], strides: Sequence[int], start: int):
     lowest = start + sum((sizes[d] - 1) * strides[d] for d in backwards)
     forwards = buffer.as_strided(tuple(sizes), tuple(abs(s) for s in strides), lowest)
     return forwards.flip(backwards)
+
+
+def _same_bits(a, b):
+    """Whether each element of `a` and `b` (one dtype) has the same bits:
+    NaN matches NaN, 0.0 does not match -0.0."""
+    import torch
+
+    if a.is_floating_point():
+        as_integer = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+        integer = as_integer[a.element_size()]
+        a, b = a.view(integer), b.view(integer)
+    return a == b
 
 
 def program_of(number: int, grid: Sequence[int]) -> tuple[int, int, int]:
@@ -165,17 +180,20 @@ class TileAccess:
         else:
             mask = mask.expand(self.shape)
             addresses, value = addresses[mask], value[mask]
+        value = value.to(buffer.dtype)
         before = writers[addresses]
         raced = (before != 0) & (before != program)
+        if bool(raced.any()):
+            raced &= ~_same_bits(buffer[addresses], value)
         if bool(raced.any()):
             first = int(raced.nonzero()[0, 0])
             address, other = int(addresses[first]), int(before[first])
             element = tuple(int(i) for i in torch.unravel_index(
                 torch.tensor(address), self.view.buffer_shape))
             count = int(torch.unique(addresses[raced]).numel())
-            raise Fault(f"element {element} of {what} was stored by program "
-                        f"{program_of(other, grid)} already ({count} such "
-                        f"element{'s' if count != 1 else ''} in this tile); two programs run in "
-                        "no set order on a GPU, so which value stays is a race")
-        buffer[addresses] = value.to(buffer.dtype)
+            raise Fault(f"program {program_of(other, grid)} stored element {element} of {what} "
+                        f"with another value ({count} such element{'s' if count != 1 else ''} "
+                        "in this tile); programs run in no set order on a GPU, so which value "
+                        "stays is a race")
+        buffer[addresses] = value
         writers[addresses] = program
