@@ -461,3 +461,34 @@ def test_one_program_storing_an_element_again_is_ordered():
         "    }\n")
     x = torch.randn(10)
     torch.testing.assert_close(run_tiled(text, "f", x), x + 3.0)
+
+
+SHARED_LANES_KERNEL = """
+func.func @f(%x: tensor<4xf32>) -> tensor<1xf32> {
+  %y = kg.kernel @spread_0(%x) attributes {grid = array<i64: 1, 1, 1>, iteration = array<i64: 4>, padded, tile = array<i64: 4>} : (tensor<4xf32>) -> tensor<1xf32> {
+  ^bb0(%a: memref<4xf32>, %out: memref<1xf32>):
+    %c0 = arith.constant 0 : i32
+    %one = memref.reinterpret_cast %out to offset: [0], sizes: [4], strides: [0] : memref<1xf32> to memref<4xf32, strided<[0]>>
+    %t = kg.tile_load %a[%c0] : memref<4xf32> -> tensor<4xf32>
+    VALUE
+    kg.tile_store %v, %one[%c0] : tensor<4xf32>, memref<4xf32, strided<[0]>>
+    kg.yield
+  }
+  return %y : tensor<1xf32>
+}
+"""
+
+
+def test_lanes_of_one_store_that_share_an_element_must_agree():
+    x = torch.randn(4)
+    text = SHARED_LANES_KERNEL.replace("VALUE", "%v = kg.exp %t : tensor<4xf32>")
+    with pytest.raises(TileProgramError, match=r"program \(0, 0, 0\): kg.tile_store: lanes of the "
+                                               r"tile of \[4\] through memref<4xf32, strided<\[0\]>> "
+                                               r"store different values into element \(0,\) of "
+                                               r"result #0 \(tensor<1xf32>\) \(1 such element\)"):
+        run_tiled(text, "f", x)
+    # A value that is the same on every lane (a broadcast sum) may.
+    same = SHARED_LANES_KERNEL.replace(
+        "VALUE", "%s = kg.reduce sum %t dims [0] keepdim : tensor<4xf32> -> tensor<1xf32>\n"
+                 "    %v = kg.broadcast_to %s : tensor<1xf32> -> tensor<4xf32>")
+    torch.testing.assert_close(run_tiled(same, "f", x), x.sum(0, keepdim=True))

@@ -18,7 +18,9 @@ value depends on the schedule: that is an error too, unless both store the
 very same bits (programs that each compute a shared tile, as every n tile
 of a split-K LoRA kernel stores the same X A partial: whichever lands, the
 element is the same). One program storing an element again (a loop that
-rewrites its own tile) is ordered and fine.
+rewrites its own tile) is ordered and fine; lanes of one store that share
+an element (a view with a stride of 0) are not ordered among themselves,
+so they too must store the same bits.
 """
 
 from __future__ import annotations
@@ -97,6 +99,9 @@ class TileAccess:
         for lane, stride in zip(self._lanes, view.strides):
             relative = relative + lane * stride
         self._relative = relative
+        # Lanes that share an address: only a stride of 0 (or strides that
+        # overlap) makes them, so most accesses skip the check per store.
+        self._aliased = relative.unique().numel() < relative.numel()
 
     def _locate(self, offsets: Sequence[int]):
         """(address of the tile's first lane, lanes inside the view as a
@@ -160,6 +165,24 @@ class TileAccess:
             values = torch.where(mask, values, fill)
         return values
 
+    def _check_shared_lanes(self, addresses, value, what: str) -> None:
+        """Raises Fault where lanes that store into one element store
+        different values."""
+        import torch
+
+        order = torch.argsort(addresses, stable=True)
+        addresses, value = addresses[order], value[order]
+        clash = (addresses[1:] == addresses[:-1]) & ~_same_bits(value[1:], value[:-1])
+        if bool(clash.any()):
+            address = int(addresses[int(clash.nonzero()[0, 0])])
+            element = tuple(int(i) for i in torch.unravel_index(
+                torch.tensor(address), self.view.buffer_shape))
+            count = int(torch.unique(addresses[1:][clash]).numel())
+            raise Fault(f"lanes of the tile of {list(self.shape)} through {self.view.text} store "
+                        f"different values into element {element} of {what} ({count} such "
+                        f"element{'s' if count != 1 else ''}); which lane's value stays is "
+                        "undefined on a GPU")
+
     def store(self, buffer, writers, offsets: Sequence[int], value, mask, program: int,
               grid: Sequence[int], what: str) -> None:
         """Writes the lanes of `value` whose mask is true (every lane without
@@ -181,6 +204,8 @@ class TileAccess:
             mask = mask.expand(self.shape)
             addresses, value = addresses[mask], value[mask]
         value = value.to(buffer.dtype)
+        if self._aliased:
+            self._check_shared_lanes(addresses, value, what)
         before = writers[addresses]
         raced = (before != 0) & (before != program)
         if bool(raced.any()):
