@@ -10,6 +10,11 @@ takes: through `kgc.reference.elementwise` (what the executor runs) as
 eager torch computes it, in exact (f64) mode, and through the row's
 `on_scalars` (with which kg-pad-mask follows a padding value) on Python
 floats. The table is iterated, so an op added without a meaning here fails.
+
+The graph ops that `kgc.reference` computes beside the table (reductions,
+softmax, the norms, matmul, views, iota, constants; the executor runs
+kg.reduce and kg.broadcast_to on tiles with them) are checked the same way,
+one single-op graph each.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import zlib
 
 import pytest
 
+import kgc
 from kgc import reference
 from kgc.op_table import ELEMENTWISE
 
@@ -275,3 +281,61 @@ def test_on_scalars_is_the_torch_op(name):
                 f"kg.{name} on_scalars{point} {attributes} gives {got}, torch {want}"
             compared += 1
     assert compared >= 2
+
+
+# One graph op each: (inputs as (shape, role), build(graph, *inputs), torch
+# on the same tensors). Roles: "x" random values, "weight" around 1.
+GRAPH_OPS = {
+    "sum": ([(3, 17)], lambda g, x: g.sum(x, [1]), lambda x: x.sum(1)),
+    "mean": ([(3, 17)], lambda g, x: g.mean(x, [0, 1], keepdim=True),
+             lambda x: x.mean((0, 1), keepdim=True)),
+    "max": ([(3, 17)], lambda g, x: g.max(x, [1]), lambda x: x.amax(1)),
+    "min": ([(3, 17)], lambda g, x: g.min(x, [0], keepdim=True),
+            lambda x: x.amin(0, keepdim=True)),
+    "softmax": ([(3, 17)], lambda g, x: g.softmax(x, 1), lambda x: torch.softmax(x, 1)),
+    "softmax_first_dim": ([(3, 17)], lambda g, x: g.softmax(x, 0),
+                          lambda x: torch.softmax(x, 0)),
+    "rms_norm": ([(3, 17), (17,)], lambda g, x, w: g.rms_norm(x, w, eps=1e-6),
+                 lambda x, w: F.rms_norm(x, (17,), w, eps=1e-6)),
+    "layer_norm": ([(3, 17), (17,), (17,)], lambda g, x, w, b: g.layer_norm(x, w, b, eps=1e-5),
+                   lambda x, w, b: F.layer_norm(x, (17,), w, b, eps=1e-5)),
+    "matmul": ([(3, 17), (17, 5)], lambda g, a, b: g.matmul(a, b), torch.matmul),
+    "transpose": ([(3, 17)], lambda g, x: g.transpose(x, [1, 0]), lambda x: x.permute(1, 0)),
+    "reshape": ([(3, 17)], lambda g, x: g.reshape(x, [17, 3]), lambda x: x.reshape(17, 3)),
+    "broadcast_to": ([(1, 17)], lambda g, x: g.broadcast_to(x, [3, 17]),
+                     lambda x: x.expand(3, 17)),
+    "concat": ([(3, 17), (2, 17)], lambda g, a, b: g.concat([a, b], 0),
+               lambda a, b: torch.cat([a, b], 0)),
+    "slice": ([(3, 17)], lambda g, x: g.slice(x, [1, 2], [2, 5], [1, 3]),
+              lambda x: x[1:3, 2:17:3]),
+}
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("name", sorted(GRAPH_OPS))
+def test_graph_op_reference_is_the_torch_op(name, dtype):
+    shapes, build, define = GRAPH_OPS[name]
+    generator = torch.Generator().manual_seed(zlib.crc32(f"{name} {dtype}".encode()))
+    inputs = [random_operand(shape, dtype, "any", generator) for shape in shapes]
+    names = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
+    graph = kgc.Graph(name)
+    tensors = [graph.input(f"x{i}", shape, names[dtype]) for i, shape in enumerate(shapes)]
+    graph.output(build(graph, *tensors))
+    got = reference.evaluate(graph.build(), None, inputs)
+    want = define(*inputs)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    torch.testing.assert_close(got, want)
+    exact = reference.evaluate(graph.build(), None, inputs, exact=True)
+    torch.testing.assert_close(exact, define(*(x.double() for x in inputs)), rtol=1e-12,
+                               atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "i32", "i64"])
+def test_iota_and_constant_are_torchs_arange_and_full(dtype):
+    graph = kgc.Graph("made")
+    graph.output(graph.iota((3, 17), 1, dtype=dtype, start=5),
+                 graph.constant(3.0 if dtype == "f32" else 3, (3, 17), dtype))
+    counted, filled = reference.evaluate(graph.build(), None, [])
+    torch_dtype = {"f32": torch.float32, "i32": torch.int32, "i64": torch.int64}[dtype]
+    assert torch.equal(counted, torch.arange(5, 22).to(torch_dtype).expand(3, 17))
+    assert torch.equal(filled, torch.full((3, 17), 3, dtype=torch_dtype))
