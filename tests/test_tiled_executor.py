@@ -252,3 +252,243 @@ def test_arguments_are_checked(arguments, message):
 def test_function_names_are_checked():
     with pytest.raises(KgcError, match=r"no function @g \(have: f\)"):
         run_tiled(exp_kernel("0, 10", "0, 10"), "g", torch.randn(10))
+
+
+SCALAR_KERNEL = """
+func.func @f(%x: tensor<9x8xf32>) -> tensor<9x8xf32> {
+  %y = kg.kernel @scaled_0(%x) attributes {grid = array<i64: 2, 1, 1>, iteration = array<i64: 9, 8>, padded, tile = array<i64: 2, 8>, scalars = array<i64: TILES>} : (tensor<9x8xf32>) -> tensor<9x8xf32> {
+  ^bb0(%in: memref<9x8xf32>, %out: memref<9x8xf32>):
+    %c0 = arith.constant 0 : i32
+    %c2 = arith.constant 2 : i32
+    %pid = kg.program_id 0 : i32
+    %tiles = kg.scalar_arg 0 : i32
+    scf.for %t = %pid to %tiles step %c2 : i32 {
+      %row = arith.muli %t, %c2 : i32
+      %m = kg.tile_mask [%row, %c0] lower [0, 0] upper [9, 8] : tensor<2x8xi1>
+      %v = kg.tile_load %in[%row, %c0] mask %m padding 0.0 : memref<9x8xf32> -> tensor<2x8xf32>
+      %e = kg.exp %v : tensor<2x8xf32>
+      kg.tile_store %e, %out[%row, %c0] mask %m : tensor<2x8xf32>, memref<9x8xf32>
+    }
+    kg.yield
+  }
+  return %y : tensor<9x8xf32>
+}
+"""
+
+
+def test_scalar_arguments_are_the_kernels_scalars():
+    # Two persistent programs walk the 5 row tiles that the launch's i32
+    # argument counts: 0, 2, 4 and 1, 3.
+    x = torch.randn(9, 8)
+    torch.testing.assert_close(run_tiled(SCALAR_KERNEL.replace("TILES", "5"), "f", x),
+                               torch.exp(x))
+
+
+def test_a_scalar_argument_too_small_leaves_the_last_tile_unwritten():
+    # The value is read, not assumed: 4 tiles stop at row 8.
+    with pytest.raises(TileProgramError, match=r"leaves 8 of 72 elements .* unwritten, the first "
+                                               r"at index \(8, 0\)"):
+        run_tiled(SCALAR_KERNEL.replace("TILES", "4"), "f", torch.randn(9, 8))
+
+
+def test_the_branch_of_an_scf_if_that_its_condition_picks_runs():
+    # Program 0 stores exp, the others neg; the last program stores only
+    # through the branch without results.
+    text = exp_kernel("0, 10", "0, 10").replace(
+        "    %e = kg.exp %t : tensor<4xf32>\n",
+        "    %c0 = arith.constant 0 : i32\n"
+        "    %first = arith.cmpi eq, %pid, %c0 : i32\n"
+        "    %e = scf.if %first -> (tensor<4xf32>) {\n"
+        "      %ex = kg.exp %t : tensor<4xf32>\n"
+        "      scf.yield %ex : tensor<4xf32>\n"
+        "    } else {\n"
+        "      %n = kg.neg %t : tensor<4xf32>\n"
+        "      scf.yield %n : tensor<4xf32>\n"
+        "    }\n")
+    x = torch.randn(10)
+    expected = torch.cat([torch.exp(x[:4]), -x[4:]])
+    torch.testing.assert_close(run_tiled(text, "f", x), expected)
+    guarded = text.replace(
+        "    kg.tile_store %e, %out[%o] mask %sm : tensor<4xf32>, memref<10xf32>\n",
+        "    %c2 = arith.constant 2 : i32\n"
+        "    %last = arith.cmpi eq, %pid, %c2 : i32\n"
+        "    kg.tile_store %e, %out[%o] mask %sm : tensor<4xf32>, memref<10xf32>\n"
+        "    scf.if %last {\n"
+        "      %twice = kg.add %e, %e : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>\n"
+        "      kg.tile_store %twice, %out[%o] mask %sm : tensor<4xf32>, memref<10xf32>\n"
+        "    }\n")
+    expected[8:] *= 2
+    torch.testing.assert_close(run_tiled(guarded, "f", x), expected)
+
+
+WHILE_KERNEL = """
+func.func @f(%x: tensor<9x8xf32>) -> tensor<1x8xf32> {
+  %y = kg.kernel @column_sums_0(%x) attributes {grid = array<i64: 1, 1, 1>, iteration = array<i64: 9, 8>, padded, tile = array<i64: 2, 8>} : (tensor<9x8xf32>) -> tensor<1x8xf32> {
+  ^bb0(%in: memref<9x8xf32>, %out: memref<1x8xf32>):
+    %c0 = arith.constant 0 : i32
+    %c2 = arith.constant 2 : i32
+    %rows = arith.constant 9 : i32
+    %zero = kg.constant 0.0 : tensor<2x8xf32>
+    %end, %acc = scf.while (%row = %c0, %sum = %zero) : (i32, tensor<2x8xf32>) -> (i32, tensor<2x8xf32>) {
+      %more = arith.cmpi slt, %row, %rows : i32
+      scf.condition(%more) %row, %sum : i32, tensor<2x8xf32>
+    } do {
+    ^bb0(%r: i32, %s: tensor<2x8xf32>):
+      %m = kg.tile_mask [%r, %c0] lower [0, 0] upper [9, 8] : tensor<2x8xi1>
+      %v = kg.tile_load %in[%r, %c0] mask %m padding 0.0 : memref<9x8xf32> -> tensor<2x8xf32>
+      %s2 = kg.add %s, %v : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+      %next = arith.addi %r, %c2 : i32
+      scf.yield %next, %s2 : i32, tensor<2x8xf32>
+    }
+    %total = kg.reduce sum %acc dims [0] keepdim : tensor<2x8xf32> -> tensor<1x8xf32>
+    kg.tile_store %total, %out[%c0, %c0] : tensor<1x8xf32>, memref<1x8xf32>
+    kg.yield
+  }
+  return %y : tensor<1x8xf32>
+}
+"""
+
+
+def test_an_scf_while_runs_until_its_condition_fails_and_carries_its_values():
+    x = torch.randn(9, 8)
+    torch.testing.assert_close(run_tiled(WHILE_KERNEL, "f", x), x.sum(0, keepdim=True))
+    # A bound of 7 stops before the last row tile (rows 8 and 9).
+    stopped = run_tiled(WHILE_KERNEL.replace("arith.constant 9 : i32", "arith.constant 7 : i32"),
+                        "f", x)
+    torch.testing.assert_close(stopped, x[:8].sum(0, keepdim=True))
+
+
+FLIPPED = ("memref.reinterpret_cast %VIEWED to offset: [OFFSET], sizes: [10], strides: [-1] : "
+           "memref<10xf32> to memref<10xf32, strided<[-1], offset: OFFSET>>")
+
+
+def flipped_kernel(side: str, offset: int = 9) -> str:
+    """exp_kernel with the load (side "load") or the store ("store") through
+    a view that walks the buffer backwards."""
+    text = exp_kernel("0, 10", "0, 10")
+    viewed, old, new = {
+        "load": ("%a", "kg.tile_load %a[%o]", "kg.tile_load %fa[%o]"),
+        "store": ("%out", ", %out[%o]", ", %fa[%o]"),
+    }[side]
+    view_type = f"memref<10xf32, strided<[-1], offset: {offset}>>"
+    flipped = FLIPPED.replace("%VIEWED", viewed).replace("OFFSET", str(offset))
+    text = text.replace("    %pid = kg.program_id 0 : i32\n",
+                        f"    %pid = kg.program_id 0 : i32\n    %fa = {flipped}\n")
+    text = text.replace(old, new)
+    line = next(line for line in text.splitlines() if new in line)
+    return text.replace(line, line.replace(": memref<10xf32>", f": {view_type}").replace(
+        ", memref<10xf32>", f", {view_type}"))
+
+
+@pytest.mark.parametrize("side", ["load", "store"])
+def test_a_view_with_a_negative_stride_reads_and_writes_backwards(side):
+    x = torch.randn(10)
+    # Tiles of 4 over 10 elements: the last tile is masked, so both the
+    # whole-tile and the partial-tile paths walk the flipped view.
+    torch.testing.assert_close(run_tiled(flipped_kernel(side), "f", x), torch.exp(x.flip(0)))
+
+
+@pytest.mark.parametrize("side,verb", [("load", "tile_load"), ("store", "tile_store")])
+def test_a_backwards_view_that_leaves_its_buffer_is_an_error(side, verb):
+    # Offset 8: element 9 of the view lies at address -1.
+    with pytest.raises(TileProgramError, match=rf"kg.{verb}: memref<10xf32, strided<\[-1\], "
+                                               r"offset: 8>> puts lanes at elements \[-1, "):
+        run_tiled(flipped_kernel(side, offset=8), "f", torch.randn(10))
+
+
+def overlapping_stores(grid: int, store_offset: str) -> str:
+    """exp_kernel with `grid` programs that load tile `pid mod 3` and store
+    it at `store_offset` (an expression of %pid, %m3 = pid mod 3 and %c2,
+    %c4)."""
+    text = exp_kernel("0, 10", "0, 10").replace("grid = array<i64: 3, 1, 1>",
+                                                f"grid = array<i64: {grid}, 1, 1>")
+    text = text.replace("    %o = arith.muli %pid, %c4 : i32\n",
+                        "    %c2 = arith.constant 2 : i32\n"
+                        "    %c3 = arith.constant 3 : i32\n"
+                        "    %m3 = arith.remsi %pid, %c3 : i32\n"
+                        "    %o = arith.muli %m3, %c4 : i32\n"
+                        f"    %s = arith.muli {store_offset} : i32\n")
+    return text.replace("kg.tile_store %e, %out[%o]", "kg.tile_store %e, %out[%s]").replace(
+        "%sm = kg.tile_mask [%o]", "%sm = kg.tile_mask [%s]")
+
+
+def test_two_programs_storing_one_element_is_a_race():
+    # Tiles loaded every 4 elements, stored every 2: program 1 stores
+    # exp(x[4]) and exp(x[5]) where program 0 stored exp(x[2]), exp(x[3]).
+    text = overlapping_stores(3, "%pid, %c2")
+    with pytest.raises(TileProgramError) as error:
+        run_tiled(text, "f", torch.randn(10))
+    message = str(error.value)
+    assert message.startswith(f"<string>:{line_of(text, 'kg.tile_store')}:")
+    assert "kernel @exp_0, program (1, 0, 0): kg.tile_store: program (0, 0, 0) stored element " \
+           "(2,) of result #0 (tensor<10xf32>) with another value (2 such elements in this " \
+           "tile); programs run in no set order on a GPU" in message
+
+
+def test_programs_that_store_the_same_bits_do_not_race():
+    # Programs 3-5 compute and store the tiles of programs 0-2 again: the
+    # order does not matter.
+    x = torch.randn(10)
+    torch.testing.assert_close(run_tiled(overlapping_stores(6, "%m3, %c4"), "f", x),
+                               torch.exp(x))
+
+
+def test_a_race_along_the_third_grid_axis_names_both_programs():
+    # Every plane stores into plane 0.
+    text = GRID_KERNEL.replace("GRID", "2, 3, 3").replace(
+        "%c2 = arith.constant 2 : i32", "%c2 = arith.constant 2 : i32\n"
+                                        "    %c0 = arith.constant 0 : i32").replace(
+        "kg.tile_store %r, %out[%x2,", "kg.tile_store %r, %out[%c0,")
+    with pytest.raises(TileProgramError, match=r"program \(0, 0, 1\): kg.tile_store: program "
+                                               r"\(0, 0, 0\) stored element \(0, 0, 0\) of "
+                                               r"result #0 .* with another value"):
+        run_tiled(text, "f", torch.randn(3, 5, 7))
+
+
+def test_one_program_storing_an_element_again_is_ordered():
+    # Each program stores its tile once per loop step: the last step's
+    # value stays, as it would on a GPU.
+    text = exp_kernel("0, 10", "0, 10").replace(
+        "    kg.tile_store %e, %out[%o] mask %sm : tensor<4xf32>, memref<10xf32>\n",
+        "    %c0 = arith.constant 0 : i32\n"
+        "    %c1 = arith.constant 1 : i32\n"
+        "    %c3 = arith.constant 3 : i32\n"
+        "    %one = kg.constant 1.0 : tensor<4xf32>\n"
+        "    %last = scf.for %i = %c0 to %c3 step %c1 iter_args(%v = %t) -> (tensor<4xf32>) : i32 {\n"
+        "      %w = kg.add %v, %one : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>\n"
+        "      kg.tile_store %w, %out[%o] mask %sm : tensor<4xf32>, memref<10xf32>\n"
+        "      scf.yield %w : tensor<4xf32>\n"
+        "    }\n")
+    x = torch.randn(10)
+    torch.testing.assert_close(run_tiled(text, "f", x), x + 3.0)
+
+
+SHARED_LANES_KERNEL = """
+func.func @f(%x: tensor<4xf32>) -> tensor<1xf32> {
+  %y = kg.kernel @spread_0(%x) attributes {grid = array<i64: 1, 1, 1>, iteration = array<i64: 4>, padded, tile = array<i64: 4>} : (tensor<4xf32>) -> tensor<1xf32> {
+  ^bb0(%a: memref<4xf32>, %out: memref<1xf32>):
+    %c0 = arith.constant 0 : i32
+    %one = memref.reinterpret_cast %out to offset: [0], sizes: [4], strides: [0] : memref<1xf32> to memref<4xf32, strided<[0]>>
+    %t = kg.tile_load %a[%c0] : memref<4xf32> -> tensor<4xf32>
+    VALUE
+    kg.tile_store %v, %one[%c0] : tensor<4xf32>, memref<4xf32, strided<[0]>>
+    kg.yield
+  }
+  return %y : tensor<1xf32>
+}
+"""
+
+
+def test_lanes_of_one_store_that_share_an_element_must_agree():
+    x = torch.randn(4)
+    text = SHARED_LANES_KERNEL.replace("VALUE", "%v = kg.exp %t : tensor<4xf32>")
+    with pytest.raises(TileProgramError, match=r"program \(0, 0, 0\): kg.tile_store: lanes of the "
+                                               r"tile of \[4\] through memref<4xf32, strided<\[0\]>> "
+                                               r"store different values into element \(0,\) of "
+                                               r"result #0 \(tensor<1xf32>\) \(1 such element\)"):
+        run_tiled(text, "f", x)
+    # A value that is the same on every lane (a broadcast sum) may.
+    same = SHARED_LANES_KERNEL.replace(
+        "VALUE", "%s = kg.reduce sum %t dims [0] keepdim : tensor<4xf32> -> tensor<1xf32>\n"
+                 "    %v = kg.broadcast_to %s : tensor<1xf32> -> tensor<4xf32>")
+    torch.testing.assert_close(run_tiled(same, "f", x), x.sum(0, keepdim=True))

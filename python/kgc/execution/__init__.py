@@ -9,12 +9,14 @@ on CPU torch tensors:
 
 Each tiled kg.kernel runs program by program over its `grid` (all three
 axes), its body interpreted op by op on whole tiles: loads and stores with
-their masks and padding, masks, selects, dots, reductions, loops, the
+their masks and padding, masks, selects, dots, reductions, loops and
+branches (scf.for, scf.while, scf.if), the kernel's scalar arguments, the
 offset arithmetic and every elementwise op (the latter as
 `kgc.reference` computes them). What a GPU would get silently wrong is an
 error naming the op, the kernel and the program (`TileProgramError`): an
 unmasked lane (or a masked-in one) outside its buffer, an output element
-that no program writes, an i32 offset that overflows.
+that no program writes or that two programs write (a race), an i32 offset
+that overflows.
 """
 
 from kgc.execution.errors import TileProgramError

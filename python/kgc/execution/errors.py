@@ -9,8 +9,9 @@ from kgc.diagnostics import KgcError, error_at
 
 class TileProgramError(KgcError):
     """A tile program did what a GPU would do silently wrong (an unmasked
-    lane outside its buffer, an output element no program writes, an i32
-    offset that wraps) or holds an op the CPU executor cannot run."""
+    lane outside its buffer, an output element no program writes or two
+    programs write, an i32 offset that wraps) or holds an op the CPU
+    executor cannot run."""
 
 
 class Fault(Exception):

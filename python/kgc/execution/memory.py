@@ -7,11 +7,26 @@ when every index lies in `[0, sizes[d])` of the view and its address in the
 buffer. Triton reads and writes whatever address a lane computes, so an
 unmasked lane outside reads a neighbour's data or writes over it without a
 sign; here it is an error (`Fault`), and so is a masked-in lane outside.
+Strides may be negative (a view that walks its buffer backwards, as a flip
+does) or zero (a broadcast).
+
+Each result buffer has a writer map beside it: the number of the program
+(1 + its index in the grid, 0: none yet) that last stored each element. A
+program that stores an element another program stored has no ordering with
+it on a GPU (programs run concurrently, in no set order), so the element's
+value depends on the schedule: that is an error too, unless both store the
+very same bits (programs that each compute a shared tile, as every n tile
+of a split-K LoRA kernel stores the same X A partial: whichever lands, the
+element is the same). One program storing an element again (a loop that
+rewrites its own tile) is ordered and fine; lanes of one store that share
+an element (a view with a stride of 0) are not ordered among themselves,
+so they too must store the same bits.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Sequence
 
 from kgc.execution.errors import Fault
@@ -22,11 +37,48 @@ class View:
     """A strided view of kernel buffer number `buffer`."""
 
     buffer: int
-    buffer_elements: int
+    buffer_shape: tuple[int, ...]
     offset: int
     sizes: tuple[int, ...]
     strides: tuple[int, ...]
     text: str  # the view's memref type, for messages
+
+    @property
+    def buffer_elements(self) -> int:
+        return math.prod(self.buffer_shape)
+
+
+def _strided(buffer, sizes: Sequence[int], strides: Sequence[int], start: int):
+    """The elements of flat `buffer` at `start + sum(i[d] * strides[d])`
+    for every index `i` below `sizes`. torch's as_strided takes no negative
+    stride: those axes are read forwards from their far end and flipped."""
+    backwards = [d for d, stride in enumerate(strides) if stride < 0]
+    if not backwards:
+        return buffer.as_strided(tuple(sizes), tuple(strides), start)
+    lowest = start + sum((sizes[d] - 1) * strides[d] for d in backwards)
+    forwards = buffer.as_strided(tuple(sizes), tuple(abs(s) for s in strides), lowest)
+    return forwards.flip(backwards)
+
+
+def _same_bits(a, b):
+    """Whether each element of `a` and `b` (one dtype) has the same bits:
+    NaN matches NaN, 0.0 does not match -0.0."""
+    import torch
+
+    if a.is_floating_point():
+        as_integer = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+        integer = as_integer[a.element_size()]
+        a, b = a.view(integer), b.view(integer)
+    return a == b
+
+
+def program_of(number: int, grid: Sequence[int]) -> tuple[int, int, int]:
+    """The (x, y, z) program id of writer number `number` (1 + the index of
+    the program in a grid walked x fastest)."""
+    index = number - 1
+    x = index % grid[0]
+    y = index // grid[0] % grid[1]
+    return x, y, index // (grid[0] * grid[1])
 
 
 class TileAccess:
@@ -47,6 +99,9 @@ class TileAccess:
         for lane, stride in zip(self._lanes, view.strides):
             relative = relative + lane * stride
         self._relative = relative
+        # Lanes that share an address: only a stride of 0 (or strides that
+        # overlap) makes them, so most accesses skip the check per store.
+        self._aliased = relative.unique().numel() < relative.numel()
 
     def _locate(self, offsets: Sequence[int]):
         """(address of the tile's first lane, lanes inside the view as a
@@ -100,19 +155,42 @@ class TileAccess:
         sizes = [last - first for first, last in box]
         start = base + sum(first * stride for (first, _), stride in zip(box, self.view.strides))
         if inside is None:
-            values = buffer.as_strided(self.shape, self.view.strides, base).clone()
+            values = _strided(buffer, self.shape, self.view.strides, base).clone()
         else:
             values = fill.expand(self.shape).clone()
             if min(sizes) > 0:
                 values[tuple(slice(first, last) for first, last in box)] = \
-                    buffer.as_strided(sizes, self.view.strides, start)
+                    _strided(buffer, sizes, self.view.strides, start)
         if mask is not None:
             values = torch.where(mask, values, fill)
         return values
 
-    def store(self, buffer, written, offsets: Sequence[int], value, mask) -> None:
+    def _check_shared_lanes(self, addresses, value, what: str) -> None:
+        """Raises Fault where lanes that store into one element store
+        different values."""
+        import torch
+
+        order = torch.argsort(addresses, stable=True)
+        addresses, value = addresses[order], value[order]
+        clash = (addresses[1:] == addresses[:-1]) & ~_same_bits(value[1:], value[:-1])
+        if bool(clash.any()):
+            address = int(addresses[int(clash.nonzero()[0, 0])])
+            element = tuple(int(i) for i in torch.unravel_index(
+                torch.tensor(address), self.view.buffer_shape))
+            count = int(torch.unique(addresses[1:][clash]).numel())
+            raise Fault(f"lanes of the tile of {list(self.shape)} through {self.view.text} store "
+                        f"different values into element {element} of {what} ({count} such "
+                        f"element{'s' if count != 1 else ''}); which lane's value stays is "
+                        "undefined on a GPU")
+
+    def store(self, buffer, writers, offsets: Sequence[int], value, mask, program: int,
+              grid: Sequence[int], what: str) -> None:
         """Writes the lanes of `value` whose mask is true (every lane without
-        a mask) and marks their elements in `written`."""
+        a mask) and records `program` (its writer number) as their writer in
+        `writers`. Raises Fault when another program wrote one of the
+        elements before (`what` names the buffer in the message)."""
+        import torch
+
         base, inside, _ = self._locate(offsets)
         if inside is not None:
             stray = ~inside if mask is None else mask & ~inside
@@ -125,5 +203,22 @@ class TileAccess:
         else:
             mask = mask.expand(self.shape)
             addresses, value = addresses[mask], value[mask]
-        buffer[addresses] = value.to(buffer.dtype)
-        written[addresses] = True
+        value = value.to(buffer.dtype)
+        if self._aliased:
+            self._check_shared_lanes(addresses, value, what)
+        before = writers[addresses]
+        raced = (before != 0) & (before != program)
+        if bool(raced.any()):
+            raced &= ~_same_bits(buffer[addresses], value)
+        if bool(raced.any()):
+            first = int(raced.nonzero()[0, 0])
+            address, other = int(addresses[first]), int(before[first])
+            element = tuple(int(i) for i in torch.unravel_index(
+                torch.tensor(address), self.view.buffer_shape))
+            count = int(torch.unique(addresses[raced]).numel())
+            raise Fault(f"program {program_of(other, grid)} stored element {element} of {what} "
+                        f"with another value ({count} such element{'s' if count != 1 else ''} "
+                        "in this tile); programs run in no set order on a GPU, so which value "
+                        "stays is a race")
+        buffer[addresses] = value
+        writers[addresses] = program

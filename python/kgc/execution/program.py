@@ -10,14 +10,19 @@ program (or per loop step) on whole tiles.
 Semantics, op by op:
 
     kg.program_id a            the program's coordinate along grid axis a
+    kg.scalar_arg i            the kernel's i32 argument i (its `scalars`)
     arith on i32 scalars       exact integer math; a result that does not
                                fit in i32 is an error (the GPU would wrap)
-    memref.reinterpret_cast    a static view of a kernel buffer
+    memref.reinterpret_cast    a static view of a kernel buffer (strides of
+                               any sign)
     scf.for                    the loop, with its iteration arguments
+    scf.if, scf.while          the branch taken, the loop run to its
+                               condition's end, with their results
     kg.tile_load / tile_store  `kgc.execution.memory`: masked lanes hold
                                the padding (NaN when it is unspecified) or
                                are not written; unmasked lanes outside the
-                               buffer are errors
+                               buffer are errors, and so is a store to an
+                               element another program stored
     kg.tile_mask               lower[d] <= offsets[d] + lane[d] < upper[d]
     kg.tile_range              offset + lane[axis], in i32
     kg.tile_select             torch.where, broadcasting
@@ -81,10 +86,12 @@ _PASS_THROUGH = frozenset(("arith.index_cast", "arith.extsi", "arith.index_castu
 class _Frame:
     """The state of one running program."""
 
-    __slots__ = ("values", "pid", "buffers", "written")
+    __slots__ = ("values", "pid", "number", "buffers", "writers")
 
-    def __init__(self, values: list, pid: tuple[int, int, int], buffers: list, written: list):
-        self.values, self.pid, self.buffers, self.written = values, pid, buffers, written
+    def __init__(self, values: list, pid: tuple[int, int, int], number: int, buffers: list,
+                 writers: list):
+        self.values, self.pid, self.number = values, pid, number
+        self.buffers, self.writers = buffers, writers
 
 
 _Step = Callable[[_Frame], None]
@@ -104,6 +111,8 @@ class TileProgram:
             raise located(kernel, f"kernel @{self.name} needs a grid of one to three positive "
                                   f"program counts, has {grid}")
         self.grid = tuple(grid) + (1,) * (3 - len(grid))
+        self.scalars = tuple(ir.DenseI64ArrayAttr(kernel.attributes["scalars"])) \
+            if "scalars" in kernel.attributes else ()
         body = kernel.regions[0].blocks[0]
         self.num_inputs = len(kernel.operands)
         self._buffer_numbers = {arg: arg.arg_number for arg in body.arguments}
@@ -115,13 +124,16 @@ class TileProgram:
 
     # -- running ----------------------------------------------------------------
 
-    def run(self, buffers: list, written: list) -> None:
-        """Runs every program of the grid on `buffers` (flat tensors);
-        `written` (bool, one per result buffer) marks the elements stored."""
+    def run(self, buffers: list, writers: list) -> None:
+        """Runs every program of the grid on `buffers` (flat tensors).
+        `writers` (i32, one per result buffer, zeros at first) receive the
+        writer number of the program that stored each element (see
+        `kgc.execution.memory`); 0 stays where none did."""
         grid_x, grid_y, grid_z = self.grid
-        all_written = [None] * self.num_inputs + list(written)
-        for z, y, x in itertools.product(range(grid_z), range(grid_y), range(grid_x)):
-            frame = _Frame(list(self._template), (x, y, z), buffers, all_written)
+        all_writers = [None] * self.num_inputs + list(writers)
+        programs = itertools.product(range(grid_z), range(grid_y), range(grid_x))
+        for number, (z, y, x) in enumerate(programs, start=1):
+            frame = _Frame(list(self._template), (x, y, z), number, buffers, all_writers)
             self._run(self.steps, frame)
 
     def _run(self, steps: list, frame: _Frame) -> None:
@@ -169,6 +181,8 @@ class TileProgram:
             return self._view(op)
         if name == "kg.program_id":
             return self._program_id(op)
+        if name == "kg.scalar_arg":
+            return self._scalar_argument(op)
         if name in _INT_ARITHMETIC:
             return self._arithmetic(op)
         if name in _PASS_THROUGH:
@@ -183,6 +197,10 @@ class TileProgram:
             return self._select(op)
         if name == "scf.for":
             return self._for(op)
+        if name == "scf.if":
+            return self._if(op)
+        if name == "scf.while":
+            return self._while(op)
         if name == "kg.tile_load":
             return self._load(op)
         if name == "kg.tile_store":
@@ -228,6 +246,14 @@ class TileProgram:
         def program_id(frame):
             frame.values[result] = frame.pid[axis]
         return program_id
+
+    def _scalar_argument(self, op: ir.Operation) -> None:
+        index = ir.IntegerAttr(op.attributes["index"]).value
+        if not 0 <= index < len(self.scalars):
+            raise located(op, f"kernel @{self.name}: kg.scalar_arg {index} names none of the "
+                              f"kernel's {len(self.scalars)} scalar arguments")
+        self._template[self._slot(op.results[0])] = self.scalars[index]
+        return None
 
     def _arithmetic(self, op: ir.Operation) -> _Step:
         function = _INT_ARITHMETIC[op.name]
@@ -306,6 +332,67 @@ class TileProgram:
                 values[slot] = value
         return loop
 
+    def _if(self, op: ir.Operation) -> _Step:
+        condition = self._operand(op, op.operands[0])
+        branches = []
+        for region in op.regions:
+            if not region.blocks:
+                branches.append(([], []))  # an absent else: nothing to do, no results
+                continue
+            body_ops = list(region.blocks[0].operations)
+            steps = self._block(body_ops, terminator="scf.yield")
+            terminator = body_ops[-1]
+            branches.append((steps, [self._operand(terminator, v) for v in terminator.operands]))
+        then_branch, else_branch = branches
+        results = [self._slot(r) for r in op.results]
+
+        def branch(frame):
+            values = frame.values
+            taken = values[condition]
+            if not isinstance(taken, bool):
+                raise Fault(f"the condition is {taken!r}, not an i1 scalar")
+            steps, yielded = then_branch if taken else else_branch
+            self._run(steps, frame)
+            for slot, value in zip(results, [values[y] for y in yielded]):
+                values[slot] = value
+        return branch
+
+    def _while(self, op: ir.Operation) -> _Step:
+        inits = [self._operand(op, v) for v in op.operands]
+        before, after = (region.blocks[0] for region in op.regions)
+        before_arguments = [self._slot(a) for a in before.arguments]
+        before_ops = list(before.operations)
+        before_steps = self._block(before_ops, terminator="scf.condition")
+        condition_op = before_ops[-1]
+        condition = self._operand(condition_op, condition_op.operands[0])
+        forwarded = [self._operand(condition_op, v) for v in list(condition_op.operands)[1:]]
+        after_arguments = [self._slot(a) for a in after.arguments]
+        after_ops = list(after.operations)
+        after_steps = self._block(after_ops, terminator="scf.yield")
+        yielded = [self._operand(after_ops[-1], v) for v in after_ops[-1].operands]
+        results = [self._slot(r) for r in op.results]
+
+        def loop(frame):
+            values = frame.values
+            current = [values[i] for i in inits]
+            while True:
+                for slot, value in zip(before_arguments, current):
+                    values[slot] = value
+                self._run(before_steps, frame)
+                going_on = values[condition]
+                if not isinstance(going_on, bool):
+                    raise Fault(f"the loop's condition is {going_on!r}, not an i1 scalar")
+                current = [values[f] for f in forwarded]
+                if not going_on:
+                    break
+                for slot, value in zip(after_arguments, current):
+                    values[slot] = value
+                self._run(after_steps, frame)
+                current = [values[y] for y in yielded]
+            for slot, value in zip(results, current):
+                values[slot] = value
+        return loop
+
     # -- memory -------------------------------------------------------------------
 
     def _view(self, op: ir.Operation) -> None:
@@ -319,11 +406,8 @@ class TileProgram:
         offset = list(ir.DenseI64ArrayAttr(op.attributes["static_offsets"]))[0]
         sizes = tuple(ir.DenseI64ArrayAttr(op.attributes["static_sizes"]))
         strides = tuple(ir.DenseI64ArrayAttr(op.attributes["static_strides"]))
-        if min(strides, default=0) < 0:
-            raise located(op, f"kernel @{self.name}: the CPU executor takes only views with "
-                              f"strides of at least 0, not {list(strides)}")
         self._views[op.results[0]] = View(self._buffer_numbers[source],
-                                          math.prod(ir.MemRefType(source.type).shape), offset,
+                                          tuple(ir.MemRefType(source.type).shape), offset,
                                           sizes, strides, str(op.results[0].type))
         return None
 
@@ -333,7 +417,7 @@ class TileProgram:
         if value in self._buffer_numbers:
             shape = tuple(ir.MemRefType(value.type).shape)
             strides = tuple(math.prod(shape[d + 1:]) for d in range(len(shape)))
-            view = View(self._buffer_numbers[value], math.prod(shape), 0, shape, strides,
+            view = View(self._buffer_numbers[value], shape, 0, shape, strides,
                         str(value.type))
             self._views[value] = view
             return view
@@ -373,13 +457,15 @@ class TileProgram:
         value = self._operand(op, op.operands[0])
         offsets = [self._operand(op, v) for v in op.operands[2:2 + segments[2]]]
         mask = self._operand(op, op.operands[2 + segments[2]]) if segments[3] else None
-        buffer = view.buffer
+        buffer, grid = view.buffer, self.grid
+        result_number = buffer - self.num_inputs
+        what = f"result #{result_number} ({self.kernel.results[result_number].type})"
 
         def store(frame):
             values = frame.values
-            access.store(frame.buffers[buffer], frame.written[buffer],
+            access.store(frame.buffers[buffer], frame.writers[buffer],
                          [values[o] for o in offsets], values[value],
-                         None if mask is None else values[mask])
+                         None if mask is None else values[mask], frame.number, grid, what)
         return store
 
     # -- tiles --------------------------------------------------------------------

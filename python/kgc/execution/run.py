@@ -22,8 +22,9 @@ def run_tiled(module, function: str | None, *tensors):
     `module` is a `builtin.module` op or its MLIR text, in tiled form: the
     function bodies hold tiled kg.kernel ops and a return, as the `kg` stage
     of the compiler leaves them. Raises TileProgramError where a program
-    reads or writes outside a buffer, leaves an output element unwritten or
-    holds an op the executor cannot run. Torch runs on one thread meanwhile
+    reads or writes outside a buffer, stores an element another program
+    stored, leaves an output element unwritten or holds an op the executor
+    cannot run. Torch runs on one thread meanwhile
     (`torch.set_num_threads`, restored after)."""
     if isinstance(module, str):
         from kgc.parsing import parse_text
@@ -104,11 +105,12 @@ def run_kernel(kernel: ir.Operation, inputs: Sequence) -> list:
         count = math.prod(type_.shape)
         device = inputs[0].device if inputs else "cpu"
         buffers.append(torch.full((count,), poison(dtype), dtype=dtype, device=device))
-        written.append(torch.zeros(count, dtype=torch.bool, device=device))
+        written.append(torch.zeros(count, dtype=torch.int32, device=device))
     program.run(buffers, written)
     outputs = []
-    for number, (result, done) in enumerate(zip(results, written)):
+    for number, (result, writers) in enumerate(zip(results, written)):
         shape = list(ir.RankedTensorType(result.type).shape)
+        done = writers != 0
         if not bool(done.all()):
             missing = (~done).nonzero()[0].item()
             index = tuple(int(i) for i in torch.unravel_index(torch.tensor(missing), shape))
