@@ -101,6 +101,27 @@ func.func @matvec_f32(%a: tensor<1x1000xf32>, %b: tensor<1000x300xf32>) -> tenso
 
 // -----
 
+// A one-row product broadcast to the rows of its own B in the epilogue: the
+// plan reads B's rows along the dot's k, so the kernel stores tiles that
+// span k. Growing M to 16 would grow those tiles too; the product is summed
+// over K instead.
+// CHECK-LABEL: func.func @matvec_stored_along_k
+// CHECK-NOT: kg.tile_dot
+// CHECK: kg.reduce sum %{{.*}} dims [1] keepdim : tensor<1x16x128xf32> -> tensor<1x1x128xf32>
+// CHECK: kg.tile_store %{{.*}} : tensor<1x16x128xbf16>
+func.func @matvec_stored_along_k(%a: tensor<16xbf16>, %b: tensor<16x128xbf16>) -> tensor<16x128xbf16> {
+  %y = kg.kernel @matvec_stored_along_k_0(%a, %b) attributes {block_m = 1, block_n = 128, block_k = 16, group_m = 1, num_warps = 4, num_stages = 1} : (tensor<16xbf16>, tensor<16x128xbf16>) -> tensor<16x128xbf16> {
+  ^bb0(%x: tensor<16xbf16>, %w: tensor<16x128xbf16>):
+    %row = kg.reshape %x : tensor<16xbf16> -> tensor<1x16xbf16>
+    %m = kg.matmul %row, %w : (tensor<1x16xbf16>, tensor<16x128xbf16>) -> tensor<1x128xbf16>
+    %s = kg.add %m, %w : (tensor<1x128xbf16>, tensor<16x128xbf16>) -> tensor<16x128xbf16>
+    kg.yield %s : tensor<16x128xbf16>
+  }
+  return %y : tensor<16x128xbf16>
+}
+
+// -----
+
 // One key: Q K^T has N = 1 along the keys axis, which the softmax reduces
 // over, so it is not grown (its grown lanes would join the reduction): the
 // product is summed over the head dimension instead. P V has K = 1.

@@ -127,7 +127,8 @@ class KgLegalizeDot(Pass):
             self._multiply_and_reduce(dot, None)
             return
         unit = [axis for axis, size in ((m_axis, m), (n_axis, nn)) if size == 1]
-        if unit and (not _on_tensor_cores(dot) or any(_reduced(kernel, a) for a in unit)):
+        if unit and (not _on_tensor_cores(dot) or any(_reduced(kernel, a) for a in unit)
+                     or _stored_along(kernel, k_axis)):
             self._multiply_and_reduce(dot, k_axis)
             return
         if min(m, k, nn) >= MIN_DOT:
@@ -210,6 +211,18 @@ def _reduced(kernel: ir.Operation, axis: int) -> bool:
         if op.name == "kg.tile_dot" and dot_dims(op)[1] == axis:
             return True
         if op.name == "kg.reduce" and axis in int_array(op, "dims"):
+            return True
+    return False
+
+
+def _stored_along(kernel: ir.Operation, axis: int) -> bool:
+    """Whether the kernel stores tiles that span `axis`: a one-row matmul's
+    result broadcast to the rows of an epilogue operand that the plan reads
+    along the dot's k (out[k, n] = (a @ b)[0, n] + b[k, n]). Growing the
+    dot's unit axis would grow those tiles' rows too."""
+    for op in walk_ops(kernel):
+        if op.name == "kg.tile_store" and \
+                ir.RankedTensorType(op.operands[0].type).shape[axis] > 1:
             return True
     return False
 
