@@ -62,7 +62,7 @@ class _Builder:
         g, draw = self.graph, self.draw
         kind = draw(st.sampled_from(("unary", "positive", "binary", "scalar", "clamp", "reduce",
                                      "softmax", "norm", "matmul", "transpose", "reshape",
-                                     "broadcast", "concat", "slice", "cast", "mask")))
+                                     "broadcast", "concat", "slice", "cast", "mask", "rotate")))
         # Rank-0 results (full reductions) stay as outputs and binary operands.
         x = self.pick(lambda t: self.floating(t) and t.ndim >= 1)
         if x is None:
@@ -121,6 +121,27 @@ class _Builder:
             result = g.slice(x, offsets, sizes, strides)
         elif kind == "mask":
             result = self._mask(x)
+        elif kind == "rotate":
+            # The halves of x along a dim swapped by a concat of two slices,
+            # as the rotary embedding's rotate_half does: each half of the
+            # result reads x (and whatever x reduced) in a window.
+            dim = draw(st.integers(0, x.ndim - 1))
+            size = x.shape[dim]
+            # Pieces of one element are left out: kg-tile cannot yet tile
+            # such a concat inside a reduction kernel ("invalid memref
+            # size"), a known gap recorded in benchmarks/NOTES.md.
+            if size < 4:
+                return
+            cut = draw(st.integers(2, size - 2))
+            offsets = [0] * x.ndim
+            head = list(x.shape)
+            head[dim] = cut
+            tail_offsets = list(offsets)
+            tail_offsets[dim] = cut
+            tail = list(x.shape)
+            tail[dim] = size - cut
+            result = g.concat([g.neg(g.slice(x, tail_offsets, tail)), g.slice(x, offsets, head)],
+                              dim)
         else:
             result = g.cast(x, draw(st.sampled_from(FLOATS)))
         self.tensors.append(result)
