@@ -105,3 +105,106 @@ def test_the_base_does_not_import_the_facade():
     offenders = [f"{path}" for name, path in MODULES if _layer(name) == 0
                  for imported, _ in _imports(path, name) if imported == "kgc"]
     assert not offenders
+
+
+def _edges(top_level_only: bool) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports by name (`from kgc.tiling
+    import plan_cache` names the module plan_cache; `from kgc.passes import
+    Pass` the package kgc.passes). The parent packages that Python runs
+    first are not counted: every module would import its package's facade."""
+    known = {name for name, _ in MODULES} | {"kgc"}
+    edges = {}
+    for name, path in MODULES:
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        tree = ast.parse(path.read_text())
+        nodes = tree.body if top_level_only else ast.walk(tree)
+        targets = set()
+        for node in nodes:
+            if isinstance(node, ast.ImportFrom) and node.module:
+                if node.level:
+                    base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                    module = f"{base}.{node.module}"
+                else:
+                    module = node.module
+                for alias in node.names:
+                    submodule = f"{module}.{alias.name}"
+                    targets.add(submodule if submodule in known else module)
+            elif isinstance(node, ast.Import):
+                targets |= {alias.name for alias in node.names}
+        edges[name] = {t for t in targets if t in known and t != name}
+    return edges
+
+
+def _circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(module):
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for target in sorted(edges.get(module, ())):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in on_stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for module in sorted(edges):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_no_import_circle_among_the_modules():
+    # Importing any module runs its imports before its own body: in a
+    # circle, one of the modules would run half-made.
+    assert _circles(_edges(top_level_only=True)) == []
+
+
+# Circles closed only by an import inside a function (which runs after both
+# modules are made). Each still ties its modules into one unit, so no new
+# one may appear; these two are older than the check.
+LAZY_CIRCLES = [
+    # The compile pool starts workers that run the Triton stage's compile.
+    ["kgc.pipeline.compile_worker", "kgc.pipeline.triton_stage"],
+    # Timing on several GPUs shares out trials that profile runs.
+    ["kgc.search.devices", "kgc.search.profile"],
+]
+
+
+def test_no_new_import_circle_through_lazy_imports():
+    assert _circles(_edges(top_level_only=False)) == LAZY_CIRCLES
+
+
+def test_a_circle_is_found():
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def _reachable(edges: dict[str, set[str]], module: str) -> set[str]:
+    seen, todo = set(), [module]
+    while todo:
+        for target in edges.get(todo.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
+
+
+@pytest.mark.parametrize("module", ["kgc.tiling.kernel_ops", "kgc.tiling.constants"])
+def test_base_helpers_do_not_pull_in_the_code_generator(module):
+    # Sixteen modules read kernels with kernel_ops; passes share constants:
+    # neither may cost them the generator and its schedules.
+    reached = _reachable(_edges(top_level_only=False), module)
+    assert not reached & {"kgc.tiling.generate", "kgc.tiling.mlir_builder", "kgc.tiling.plan",
+                          "kgc.tiling.registry"}, sorted(reached)

@@ -5,8 +5,8 @@ import pytest
 
 import kgc
 from tests.test_schedules import BatchOnGridY, PersistentPointwise, _batched_matmul, _relu_rows
-from kgc.tiling import plan as planning
-from kgc.tiling.plan import register_schedule
+from kgc.tiling import registry as schedules
+from kgc.tiling.registry import register_schedule
 
 torch = pytest.importorskip("torch")
 
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.gpu
 
 @pytest.fixture
 def registry(monkeypatch):
-    monkeypatch.setattr(planning, "_SCHEDULES", list(planning._SCHEDULES))
+    monkeypatch.setattr(schedules, "_SCHEDULES", list(schedules._SCHEDULES))
 
 
 def test_batch_on_grid_y_matches_torch(registry):
