@@ -23,8 +23,9 @@ contiguous and aligned, or that overlaps an argument, is refused.
 
 Results are fresh tensors (or the `out=` buffers). The intermediates, the
 buffers that kernels pass to one another and the caller never sees, live
-in one workspace allocated per call, each at an offset planned once
-(`_workspace_plan`), so that a call of many kernels costs one allocation
+in one workspace allocated per call, each at the offset the function's
+memory plan gives it (`kgc.pipeline.memory_plan`, made when the graph was
+compiled and kept in manifest.json), so that a call of many kernels costs one allocation
 for them instead of one each: torch's allocator is the larger part of a
 small graph's host time. The kernels run in order on the current stream of
 the arguments' device, on which the workspace is freed when the call
@@ -45,7 +46,6 @@ import pathlib
 from kgc.diagnostics import KgcError
 from kgc.element_types import poison as poison_value
 from kgc.element_types import torch_dtype
-from kgc.tiling.index_maps import ceil_div
 
 _ALIGNMENT = 16
 _NO_DEVICE = -2  # no tensor seen yet (get_device() is -1 for a CPU tensor)
@@ -361,8 +361,8 @@ class CompiledGraph:
                        for b in function.buffers[:function.num_arguments]]
         self._fresh = [(i, torch.Size(b.shape), torch_dtype(b.dtype))
                        for i, b in enumerate(function.buffers) if i >= function.num_arguments]
-        self._offsets, self._workspace_bytes = _workspace_plan(self._fresh,
-                                                               set(function.results))
+        self._offsets = function.memory.offsets()
+        self._workspace_bytes = function.memory.workspace_bytes
         return self._specs
 
     def _mismatch(self, what: str, tensor, spec) -> KgcError:
@@ -491,27 +491,6 @@ def _load(artifact, device: int, limits: dict, active):
                        f"{metadata.num_warps * 32} threads per program, the loaded kernel allows "
                        f"{max_threads}")
     return launcher, handle, make_backend(metadata.target).pack_metadata(metadata)
-
-
-# Where each intermediate starts in the workspace: a multiple of 256 bytes,
-# as torch's own allocations are at least, which covers what kernels assume
-# of a pointer (16 bytes) and keeps every buffer's rows on whole cache lines.
-_WORKSPACE_ALIGNMENT = 256
-
-
-def _workspace_plan(fresh: list, results: set[int]) -> tuple[dict[int, int], int]:
-    """({buffer number: byte offset in the workspace}, workspace bytes) for
-    the fresh buffers that are not results. Every intermediate keeps its
-    own bytes (no two share them, even where their lifetimes do not
-    overlap), so the workspace holds what a tensor per intermediate held."""
-    offsets, end = {}, 0
-    for index, shape, dtype in fresh:
-        if index in results:
-            continue
-        offsets[index] = end
-        size = shape.numel() * dtype.itemsize
-        end += ceil_div(size, _WORKSPACE_ALIGNMENT) * _WORKSPACE_ALIGNMENT
-    return offsets, end
 
 
 # The alignment of torch's CUDA allocations (its caching allocator rounds

@@ -117,9 +117,8 @@ def _edges(top_level_only: bool) -> dict[str, set[str]]:
     for name, path in MODULES:
         package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
         tree = ast.parse(path.read_text())
-        nodes = tree.body if top_level_only else ast.walk(tree)
         targets = set()
-        for node in nodes:
+        for node in _run_imports(tree, top_level_only):
             if isinstance(node, ast.ImportFrom) and node.module:
                 if node.level:
                     base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
@@ -133,6 +132,24 @@ def _edges(top_level_only: bool) -> dict[str, set[str]]:
                 targets |= {alias.name for alias in node.names}
         edges[name] = {t for t in targets if t in known and t != name}
     return edges
+
+
+def _run_imports(tree: ast.Module, top_level_only: bool):
+    """The import statements of a module that run: those of its body (and,
+    unless `top_level_only`, of its functions), not those under
+    `if TYPE_CHECKING:`, which only type checkers read."""
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        elif isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            todo.extend(node.orelse)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            if not top_level_only:
+                todo.extend(ast.iter_child_nodes(node))
+        else:
+            todo.extend(ast.iter_child_nodes(node))
 
 
 def _circles(edges: dict[str, set[str]]) -> list[list[str]]:
