@@ -225,3 +225,29 @@ def test_base_helpers_do_not_pull_in_the_code_generator(module):
     reached = _reachable(_edges(top_level_only=False), module)
     assert not reached & {"kgc.tiling.generate", "kgc.tiling.mlir_builder", "kgc.tiling.plan",
                           "kgc.tiling.registry"}, sorted(reached)
+
+
+def _private_uses(path: pathlib.Path) -> list[str]:
+    """Where a module imports Triton or reads a private name of torch's."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [f"{node.lineno}: import {a.name}" for a in node.names
+                      if a.name.split(".")[0] == "triton"]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level \
+                and node.module.split(".")[0] == "triton":
+            found.append(f"{node.lineno}: from {node.module}")
+        elif isinstance(node, ast.Attribute) and node.attr.startswith("_") \
+                and isinstance(node.value, ast.Name) and node.value.id == "torch":
+            found.append(f"{node.lineno}: torch.{node.attr}")
+    return found
+
+
+@pytest.mark.parametrize("name,path", [(n, p) for n, p in MODULES if n.startswith("kgc.runtime")],
+                         ids=[n for n, _ in MODULES if n.startswith("kgc.runtime")])
+def test_only_the_runtimes_internals_touch_triton_and_torch_internals(name, path):
+    uses = _private_uses(path)
+    if name == "kgc.runtime.internals":
+        assert uses  # what this check looks for is there to be found
+    else:
+        assert not uses, f"{path.relative_to(SOURCE)}: {uses}"

@@ -13,6 +13,7 @@ import pytest
 
 import kgc
 from kgc.diagnostics import KgcError
+from kgc.element_types import torch_dtype
 from kgc.export import export_c
 from kgc.pipeline.compiler import Function, Launch, TensorSpec
 from kgc.pipeline.memory_plan import MemoryPlan, Placement, plan_memory
@@ -93,8 +94,8 @@ def _exported_workspace(graph, directory) -> tuple[dict[int, int], int, int]:
 
 
 def _runtime_workspace(graph) -> tuple[dict[int, int], int]:
-    graph._make_specs()
-    return dict(graph._offsets), graph._workspace_bytes
+    layout = graph.buffer_layout()
+    return dict(layout.offsets), layout.workspace_bytes
 
 
 def test_the_manifest_holds_the_plan_that_runtime_and_export_use(written, tmp_path):
@@ -146,3 +147,39 @@ def test_a_manifest_whose_plan_overlaps_is_refused(written, tmp_path):
     (changed / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(KgcError, match="manifest.json'.*memory plan of @"):
         kgc.runtime.load(changed)
+
+
+def test_launches_get_the_pointers_the_plan_gives(written):
+    # The launching itself, on the CPU: each launch records the pointers it
+    # is given, and an intermediate's is the workspace's plus its offset.
+    torch = pytest.importorskip("torch")
+    from kgc.runtime import launching
+    from kgc.runtime.internals import LaunchCall
+
+    graph = kgc.runtime.load(written)
+    function = graph.function
+    calls = []
+
+    def record(*arguments):
+        calls.append(arguments)
+
+    bound = launching.BoundFunction("cpu", tuple(
+        launching.BoundLaunch(launch.kernel, (1, 2, 3), tuple(launch.inputs + launch.outputs),
+                              tuple(launch.scalars), LaunchCall(record, ("fixed",)),
+                              LaunchCall(record, ("bare",)))
+        for launch in function.launches), (None, None), lambda device: "stream")
+    buffers = [torch.randn(spec.shape).to(torch_dtype(spec.dtype))
+               for spec in function.buffers[:function.num_arguments]]
+    buffers += [None] * (len(function.buffers) - function.num_arguments)
+    launching.launch(bound, graph.buffer_layout(), buffers, poison=True)
+    assert len(calls) == len(function.launches)
+    pointers = {}
+    for launch, arguments in zip(function.launches, calls):
+        assert arguments[:5] == (1, 2, 3, "stream", "fixed")
+        operands = launch.inputs + launch.outputs
+        pointers.update(zip(operands, arguments[5:5 + len(operands)]))
+    placements = function.memory.intermediates
+    base = pointers[placements[0].buffer] - placements[0].offset
+    assert {p.buffer: pointers[p.buffer] - base for p in placements} == function.memory.offsets()
+    for index in function.results:  # results are tensors of their own, poisoned
+        assert buffers[index].isnan().all()
