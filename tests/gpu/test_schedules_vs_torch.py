@@ -32,3 +32,18 @@ def test_persistent_programs_match_torch(registry):
     graph = kgc.compile(_relu_rows())
     x = torch.randn(37, 1000, device="cuda", dtype=torch.float16)
     torch.testing.assert_close(graph.run(x, poison=True), torch.relu(x))
+
+
+@pytest.mark.parametrize("rows,columns", [(17, 1000), (3, 4097), (1000, 3)])
+def test_a_schedule_from_outside_the_package_matches_torch(rows, columns):
+    from kgc.tiling.registry import unregister_schedule
+    from tests.test_extra_schedule import RowsOnGridY, _scaled_gelu
+
+    schedule = register_schedule(RowsOnGridY())
+    try:
+        graph = kgc.compile(_scaled_gelu(rows, columns))
+    finally:
+        unregister_schedule(schedule.kind)
+    x = torch.randn(rows, columns, device="cuda")
+    y = torch.randn(rows, columns, device="cuda")
+    torch.testing.assert_close(graph.run(x, y, poison=True), torch.nn.functional.gelu(x * y))

@@ -23,7 +23,8 @@ from kgc.tiling.iteration import KernelPlan, Unplannable
 from kgc.tiling.plan import MatmulSchedule, PointwiseSchedule, ReductionSchedule
 from kgc.tiling.schedule import Schedule
 
-__all__ = ["kernel_kind", "plan_group", "register_schedule", "schedule_for", "schedules"]
+__all__ = ["kernel_kind", "plan_group", "register_schedule", "schedule_for", "schedules",
+           "unregister_schedule"]
 
 # Tried in order; the first that matches plans the kernel. Attention plans
 # a narrower pattern than matmuls: it goes first.
@@ -40,6 +41,15 @@ def register_schedule(schedule: Schedule) -> Schedule:
         raise ValueError(f"a schedule of kind '{schedule.kind}' is registered already")
     _SCHEDULES.insert(0, schedule)
     return schedule
+
+
+def unregister_schedule(kind: str) -> Schedule:
+    """Removes the schedule of `kind` (one that `register_schedule` added,
+    say, for the time a test needs it) and returns it."""
+    for index, schedule in enumerate(_SCHEDULES):
+        if schedule.kind == kind:
+            return _SCHEDULES.pop(index)
+    raise ValueError(f"no schedule of kind '{kind}' is registered")
 
 
 def schedules() -> dict[str, Schedule]:
