@@ -54,8 +54,8 @@ Rewrite rules:
 
 The knob attributes of a tiled kernel are its whole config, canonical.
 Tiles may have any size here; `kg-pad-mask` pads them to powers of two and
-masks the accesses of partial tiles. See kgc.tiling.plan for how the
-iteration space and tiles are chosen.
+masks the accesses of partial tiles. See the schedules (kgc.tiling.registry
+lists them) for how the iteration space and tiles are chosen.
 """
 
 from __future__ import annotations
