@@ -14,6 +14,11 @@
 
 Every import counts, also one inside a function: a lazy import is still a
 dependency. `kgc/__init__.py` is the facade that re-exports the front end.
+
+Below the layers: no import circle among the modules, the base helpers
+(`kgc.tiling.kernel_ops`, `kgc.tiling.constants`) clear of the code
+generator, and only `kgc.runtime.internals` using Triton's and torch's
+private API.
 """
 
 import ast
