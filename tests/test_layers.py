@@ -15,7 +15,7 @@
 Every import counts, also one inside a function: a lazy import is still a
 dependency. `kgc/__init__.py` is the facade that re-exports the front end.
 
-Below the layers: no import circle among the modules, the base helpers
+Below the layers: no import circle among the modules, the base lookups
 (`kgc.tiling.kernel_ops`, `kgc.tiling.constants`) clear of the code
 generator, and only `kgc.runtime.internals` using Triton's and torch's
 private API.
@@ -224,7 +224,7 @@ def _reachable(edges: dict[str, set[str]], module: str) -> set[str]:
 
 
 @pytest.mark.parametrize("module", ["kgc.tiling.kernel_ops", "kgc.tiling.constants"])
-def test_base_helpers_do_not_pull_in_the_code_generator(module):
+def test_base_lookups_do_not_pull_in_the_code_generator(module):
     # Sixteen modules read kernels with kernel_ops; passes share constants:
     # neither may cost them the generator and its schedules.
     reached = _reachable(_edges(top_level_only=False), module)
