@@ -34,8 +34,10 @@ parameters its cubin was compiled for:
 Buffers. The caller passes every argument and result as a device pointer
 to a dense row-major tensor, 16-byte aligned (the kernels' TTIR promises
 Triton that alignment). Intermediates, the tensors that are neither an
-argument nor a result, live in one workspace the caller allocates (each at
-an offset aligned to 256 bytes), together with any global scratch. A
+argument nor a result, live in one workspace the caller allocates, each
+where the function's memory plan puts it (`kgc.pipeline.memory_plan`, the
+plan the runtime follows too: offsets aligned to 256 bytes), followed by
+any global scratch. A
 result that is one of the arguments, or a tensor returned twice, is copied
 into its result pointer with `cuMemcpyDtoDAsync` after the kernels. The
 function checks pointers before launching anything and returns
@@ -63,9 +65,6 @@ from kgc.pipeline.compiler import CompiledModule, Function, make_output_folder
 
 # What the kernels assume of every tensor's address (tt.divisibility = 16).
 TENSOR_ALIGNMENT = 16
-# Where each intermediate starts in the workspace: cuMemAlloc's alignment,
-# so that a workspace from it is aligned for everything inside.
-WORKSPACE_ALIGNMENT = 256
 # Above this many bytes of shared memory a kernel must opt in (Triton's
 # threshold, 48 KiB).
 DEFAULT_SHARED_LIMIT = 49152
@@ -223,9 +222,10 @@ class FunctionPlan:
     symbol: str  # kgc_<graph>_<function>
     macro: str  # KGC_<GRAPH>_<FUNCTION>
     parameters: list[Parameter]
-    intermediates: dict[int, int]  # buffer -> offset in the workspace
+    intermediates: dict[int, int]  # buffer -> offset in the workspace (the memory plan's)
     scratch_offset: int | None  # where the global scratch starts, if any kernel needs some
     workspace_bytes: int
+    workspace_alignment: int  # what the workspace's address must be a multiple of
     launches: list[KernelLaunch]
     copies: list[tuple[str, str, int]]  # (destination, source, bytes) after the launches
 
@@ -252,16 +252,12 @@ def plan_function(function: Function, identifier: str, graph: str,
             copies.append((name, place[buffer], size))
         else:
             place[buffer] = name
-    intermediates, offset = {}, 0
-    for launch in function.launches:
-        for buffer in launch.outputs:
-            if buffer not in place:
-                intermediates[buffer] = offset
-                place[buffer] = f"kgc_buffer{buffer}"
-                offset = _aligned(offset + tensor_bytes(buffers[buffer].shape,
-                                                        buffers[buffer].dtype),
-                                  WORKSPACE_ALIGNMENT)
-    scratch_bytes, scratch_align = 0, WORKSPACE_ALIGNMENT
+    memory = function.memory
+    intermediates = memory.offsets()
+    for buffer in intermediates:
+        place[buffer] = f"kgc_buffer{buffer}"
+    offset = memory.workspace_bytes
+    scratch_bytes, scratch_align = 0, memory.alignment
     launches = []
     for launch in function.launches:
         module = modules[launch.kernel]
@@ -280,7 +276,7 @@ def plan_function(function: Function, identifier: str, graph: str,
         offset = scratch_offset + scratch_bytes
     return FunctionPlan(function, identifier, f"kgc_{graph}_{identifier}",
                         f"KGC_{graph}_{identifier}".upper(), parameters, intermediates,
-                        scratch_offset, offset, launches, copies)
+                        scratch_offset, offset, memory.alignment, launches, copies)
 
 
 # -- rendering -------------------------------------------------------------------
@@ -305,7 +301,8 @@ def _function_comment(plan: FunctionPlan, graph_name: str) -> list[str]:
     lines.append(" *")
     if plan.workspace_bytes:
         lines.append(f" * workspace: {plan.macro}_WORKSPACE_BYTES bytes of device memory, "
-                     "256-byte aligned (cuMemAlloc's are),")
+                     f"{plan.workspace_alignment}-byte aligned"
+                     + (" (cuMemAlloc's are)," if plan.workspace_alignment <= 256 else ","))
         lines.append(" *   for the intermediates"
                      + (" and the kernels' global scratch" if plan.scratch_offset is not None
                         else "") + "; its content need not be kept between calls.")
@@ -481,7 +478,7 @@ def _render_function(plan: FunctionPlan) -> list[str]:
             lines.append(f"  if (kgc_bad_pointer({parameter.name})) "
                          "return CUDA_ERROR_INVALID_VALUE;")
     if plan.workspace_bytes:
-        lines.append(f"  if (workspace == 0 || workspace % {WORKSPACE_ALIGNMENT} != 0) "
+        lines.append(f"  if (workspace == 0 || workspace % {plan.workspace_alignment} != 0) "
                      "return CUDA_ERROR_INVALID_VALUE;")
     else:
         lines.append("  (void)workspace;")

@@ -25,9 +25,9 @@ that cannot be one kernel) fails the pass at the op at fault.
 
 By default every kg op of a function body starts as its own group; groups
 then merge, producer into consumer, in program order, whenever the merged
-group is still one kernel: `kgc.tiling.plan` finds an iteration space,
-tiles and a tile program for it, and no path leaves the group and comes
-back. So:
+group is still one kernel: a schedule (`kgc.tiling.registry`) finds an
+iteration space, tiles and a tile program for it, and no path leaves the
+group and comes back. So:
 
     elementwise chains                        =>  one pointwise kernel
     reduction with prologue and epilogue

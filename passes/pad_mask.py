@@ -40,7 +40,7 @@ from mlir import ir
 from kgc.dialects import kg
 from kgc.op_table import BY_OP_NAME
 from kgc.passes.registry import Pass, PassFailure, register_pass
-from kgc.tiling.generate import COMBINE, INT32_MAX, INT32_MIN, NEUTRAL
+from kgc.tiling.constants import COMBINE, INT32_MAX, INT32_MIN, NEUTRAL
 from kgc.tiling.graph_model import node_attrs, reduce_kind
 from kgc.tiling.index_maps import next_power_of_two
 from kgc.tiling.kernel_ops import (dot_dims, enclosing_loop_for_axis, int_array, is_tiled, kernel_name,

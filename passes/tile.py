@@ -54,8 +54,8 @@ Rewrite rules:
 
 The knob attributes of a tiled kernel are its whole config, canonical.
 Tiles may have any size here; `kg-pad-mask` pads them to powers of two and
-masks the accesses of partial tiles. See kgc.tiling.plan for how the
-iteration space and tiles are chosen.
+masks the accesses of partial tiles. See the schedules (kgc.tiling.registry
+lists them) for how the iteration space and tiles are chosen.
 """
 
 from __future__ import annotations
@@ -68,7 +68,8 @@ from kgc.tiling.graph_model import Node, nodes_from_ops
 from kgc.tiling.kernel_ops import is_tiled, kernel_name, kernels_in
 from kgc.tiling import split_k
 from kgc.tiling.mlir_builder import MlirBuilder
-from kgc.tiling.plan import KernelPlan, Unplannable, plan_group, schedule_for, schedules
+from kgc.tiling.iteration import KernelPlan, Unplannable
+from kgc.tiling.registry import plan_group, schedule_for, schedules
 
 
 def knob_attributes() -> set[str]:

@@ -82,7 +82,7 @@ from kgc.dialects import kg
 from kgc.op_table import BY_OP_NAME, ELEMENTWISE, ElementwiseOp
 from kgc.passes.registry import Pass, PassFailure, register_pass
 from kgc.tiling import tma
-from kgc.tiling.generate import INT32_MAX, INT32_MIN
+from kgc.tiling.constants import INT32_MAX, INT32_MIN
 from kgc.tiling.index_maps import BufferView
 from kgc.tiling.graph_model import reduce_kind
 from kgc.tiling.kernel_ops import dot_dims, int_array, is_tiled, kernel_name, kernels_in

@@ -13,7 +13,8 @@ and to run the graph (`kgc.runtime`).
     <stem>.kg.mlir, <stem>.ttir.mlir    the whole module at both kgc stages
     kernels/<kernel>.<stage>            each kernel's ttir, ttgir, llir, ptx, cubin
     kernels/<kernel>.json               its artifact record (Artifact.save)
-    manifest.json                       kernels, functions, launches
+    manifest.json                       kernels, functions, launches and
+                                        each function's memory plan
 
 and `load_module` reads back what running needs (the manifest and the
 artifacts), without compiling anything.
@@ -32,6 +33,7 @@ from mlir import ir
 
 from kgc.diagnostics import KgcError, error_at
 from kgc.pipeline.artifact import Artifact, KernelOptions
+from kgc.pipeline.memory_plan import MemoryPlan, plan_memory
 from kgc.pipeline.pipeline import Pipeline
 from kgc.pipeline.stages import STAGES, default_pipeline_text, split_at_lowering
 from kgc.tiling.kernel_ops import ops_named, walk_ops
@@ -86,9 +88,16 @@ class Function:
     launches: list[Launch]
     results: list[int]
     argument_names: list[str] | None = None  # where the source names them (kgc.Graph)
+    # Where the intermediates live in the function's workspace (memory_plan).
+    memory: MemoryPlan | None = None
+
+    def __post_init__(self):
+        if self.memory is None:
+            self.memory = plan_memory(self)
 
 
-MANIFEST_FORMAT = "kgc-manifest-1"
+# 2: each function carries its memory plan.
+MANIFEST_FORMAT = "kgc-manifest-2"
 
 
 @dataclasses.dataclass
@@ -111,7 +120,8 @@ class CompiledModule:
                                for i, b in enumerate(f.buffers[:f.num_arguments])],
                  "results": f.results,
                  "buffers": [{"shape": list(b.shape), "dtype": b.dtype} for b in f.buffers],
-                 "launches": [dataclasses.asdict(launch) for launch in f.launches]}
+                 "launches": [dataclasses.asdict(launch) for launch in f.launches],
+                 "memory": f.memory.to_json()}
                 for f in self.functions.values()],
         }
 
@@ -221,10 +231,15 @@ def load_module(directory: str | pathlib.Path) -> CompiledModule:
         for entry in manifest["functions"]:
             arguments = entry["arguments"]
             names = [a["name"] for a in arguments] if all("name" in a for a in arguments) else None
-            functions[entry["name"]] = Function(
+            function = Function(
                 entry["name"], [TensorSpec(tuple(b["shape"]), b["dtype"]) for b in entry["buffers"]],
                 len(arguments), [Launch(**launch) for launch in entry["launches"]],
-                list(entry["results"]), names)
+                list(entry["results"]), names, MemoryPlan.from_json(entry["memory"]))
+            try:
+                function.memory.check(function)
+            except KgcError as error:
+                raise KgcError(f"'{path}': {error}") from None
+            functions[entry["name"]] = function
     except (KeyError, TypeError, ValueError, AttributeError) as error:
         raise KgcError(f"'{path}' lacks or garbles {error}") from None
     return CompiledModule(target, {}, kernels, functions, emitted)

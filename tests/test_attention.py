@@ -24,7 +24,7 @@ from kgc.pipeline.stages import decomposition_pipeline_text
 from kgc.diagnostics import KgcError
 from kgc.tiling.config import AttentionConfig, ConfigError, KernelConfig
 from kgc.tiling.kernel_ops import kernel_name, kernels_in, ops_named
-from kgc.tiling.plan import plan_group
+from kgc.tiling.registry import plan_group
 from kgc.fusion import FusionGraph, propose_partitions
 from tests.attention_graphs import (AttentionShape, attention_graph, attention_inputs,
                                     attention_reference, packed_decode_graph)

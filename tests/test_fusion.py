@@ -269,7 +269,7 @@ def test_kg_fuse_takes_a_partition_from_python():
 
 def _count_plans(monkeypatch) -> list:
     """Counts the plans every schedule makes from now on."""
-    from kgc.tiling.plan import schedules
+    from kgc.tiling.registry import schedules
 
     calls = []
     for schedule in schedules().values():

@@ -474,14 +474,14 @@ def test_scaled_fp8_matmul_compiles_for_sm89():
 def test_kernels_with_global_scratch_get_it_from_torch_per_launch():
     from types import SimpleNamespace
 
-    from kgc.runtime import _scratch_launch
+    from kgc.runtime.internals import scratch_launch
 
     calls = []
     launcher = SimpleNamespace(global_scratch_size=384, global_scratch_align=128, num_ctas=1,
                                launch_cooperative_grid=False, launch_pdl=False,
                                launch=lambda *args: calls.append(args))
     # The device is where torch allocates: the CPU stands in for a GPU here.
-    launch = _scratch_launch(launcher, "handle", "cpu")
+    launch = scratch_launch(launcher, "handle", "cpu")
     launch(4, 2, 1, "stream", "packed", None, "enter", "exit", 0x1000, 0x2000)
     launch(4, 2, 1, "stream", "packed", None, "enter", "exit", 0x1000, 0x2000)
     (first, second) = calls
@@ -489,7 +489,7 @@ def test_kernels_with_global_scratch_get_it_from_torch_per_launch():
     assert first[8:] == (None, "packed", None, "enter", "exit", 0x1000, 0x2000)
     assert isinstance(first[7], int) and first[7] != 0  # the scratch, fresh each launch
     with pytest.raises(kgc.KgcError, match="global scratch aligned to 1024 bytes"):
-        _scratch_launch(SimpleNamespace(**{**vars(launcher), "global_scratch_align": 1024}),
+        scratch_launch(SimpleNamespace(**{**vars(launcher), "global_scratch_align": 1024}),
                         "handle", "cpu")
 
 

@@ -10,7 +10,7 @@ import kgc  # noqa: F401  (loads the kg dialect)
 from kgc.tiling.config import (CONFIG_CLASSES, ConfigError, KernelConfig, MatmulConfig,
                                PointwiseConfig, ReductionConfig)
 from kgc.tiling.graph_model import Node
-from kgc.tiling.plan import plan_group
+from kgc.tiling.registry import plan_group
 
 POINTWISE = {"m": 17, "n": 1000}
 REDUCTION = {"x": 17, "r": 1000}

@@ -14,6 +14,11 @@
 
 Every import counts, also one inside a function: a lazy import is still a
 dependency. `kgc/__init__.py` is the facade that re-exports the front end.
+
+Below the layers: no import circle among the modules, the base lookups
+(`kgc.tiling.kernel_ops`, `kgc.tiling.constants`) clear of the code
+generator, and only `kgc.runtime.internals` using Triton's and torch's
+private API.
 """
 
 import ast
@@ -105,3 +110,149 @@ def test_the_base_does_not_import_the_facade():
     offenders = [f"{path}" for name, path in MODULES if _layer(name) == 0
                  for imported, _ in _imports(path, name) if imported == "kgc"]
     assert not offenders
+
+
+def _edges(top_level_only: bool) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports by name (`from kgc.tiling
+    import plan_cache` names the module plan_cache; `from kgc.passes import
+    Pass` the package kgc.passes). The parent packages that Python runs
+    first are not counted: every module would import its package's facade."""
+    known = {name for name, _ in MODULES} | {"kgc"}
+    edges = {}
+    for name, path in MODULES:
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        tree = ast.parse(path.read_text())
+        targets = set()
+        for node in _run_imports(tree, top_level_only):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                if node.level:
+                    base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                    module = f"{base}.{node.module}"
+                else:
+                    module = node.module
+                for alias in node.names:
+                    submodule = f"{module}.{alias.name}"
+                    targets.add(submodule if submodule in known else module)
+            elif isinstance(node, ast.Import):
+                targets |= {alias.name for alias in node.names}
+        edges[name] = {t for t in targets if t in known and t != name}
+    return edges
+
+
+def _run_imports(tree: ast.Module, top_level_only: bool):
+    """The import statements of a module that run: those of its body (and,
+    unless `top_level_only`, of its functions), not those under
+    `if TYPE_CHECKING:`, which only type checkers read."""
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        elif isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            todo.extend(node.orelse)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            if not top_level_only:
+                todo.extend(ast.iter_child_nodes(node))
+        else:
+            todo.extend(ast.iter_child_nodes(node))
+
+
+def _circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(module):
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for target in sorted(edges.get(module, ())):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in on_stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for module in sorted(edges):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_no_import_circle_among_the_modules():
+    # Importing any module runs its imports before its own body: in a
+    # circle, one of the modules would run half-made.
+    assert _circles(_edges(top_level_only=True)) == []
+
+
+# Circles closed only by an import inside a function (which runs after both
+# modules are made). Each still ties its modules into one unit, so no new
+# one may appear; these two are older than the check.
+LAZY_CIRCLES = [
+    # The compile pool starts workers that run the Triton stage's compile.
+    ["kgc.pipeline.compile_worker", "kgc.pipeline.triton_stage"],
+    # Timing on several GPUs shares out trials that profile runs.
+    ["kgc.search.devices", "kgc.search.profile"],
+]
+
+
+def test_no_new_import_circle_through_lazy_imports():
+    assert _circles(_edges(top_level_only=False)) == LAZY_CIRCLES
+
+
+def test_a_circle_is_found():
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def _reachable(edges: dict[str, set[str]], module: str) -> set[str]:
+    seen, todo = set(), [module]
+    while todo:
+        for target in edges.get(todo.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
+
+
+@pytest.mark.parametrize("module", ["kgc.tiling.kernel_ops", "kgc.tiling.constants"])
+def test_base_lookups_do_not_pull_in_the_code_generator(module):
+    # Sixteen modules read kernels with kernel_ops; passes share constants:
+    # neither may cost them the generator and its schedules.
+    reached = _reachable(_edges(top_level_only=False), module)
+    assert not reached & {"kgc.tiling.generate", "kgc.tiling.mlir_builder", "kgc.tiling.plan",
+                          "kgc.tiling.registry"}, sorted(reached)
+
+
+def _private_uses(path: pathlib.Path) -> list[str]:
+    """Where a module imports Triton or reads a private name of torch's."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [f"{node.lineno}: import {a.name}" for a in node.names
+                      if a.name.split(".")[0] == "triton"]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level \
+                and node.module.split(".")[0] == "triton":
+            found.append(f"{node.lineno}: from {node.module}")
+        elif isinstance(node, ast.Attribute) and node.attr.startswith("_") \
+                and isinstance(node.value, ast.Name) and node.value.id == "torch":
+            found.append(f"{node.lineno}: torch.{node.attr}")
+    return found
+
+
+@pytest.mark.parametrize("name,path", [(n, p) for n, p in MODULES if n.startswith("kgc.runtime")],
+                         ids=[n for n, _ in MODULES if n.startswith("kgc.runtime")])
+def test_only_the_runtimes_internals_touch_triton_and_torch_internals(name, path):
+    uses = _private_uses(path)
+    if name == "kgc.runtime.internals":
+        assert uses  # what this check looks for is there to be found
+    else:
+        assert not uses, f"{path.relative_to(SOURCE)}: {uses}"

@@ -1,33 +1,185 @@
-"""The runtime's workspace plan: where each intermediate of a call lives in
-the one allocation a call makes for them (no GPU needed to plan)."""
+"""The memory plan of a function (kgc.pipeline.memory_plan): where each
+intermediate lives in the one workspace a call uses for them, written to
+manifest.json and read from there by the runtime and by the C export alike
+(no GPU needed)."""
 
 from __future__ import annotations
 
+import json
+import re
+import shutil
+
 import pytest
 
-torch = pytest.importorskip("torch")
+import kgc
+from kgc.diagnostics import KgcError
+from kgc.element_types import torch_dtype
+from kgc.export import export_c
+from kgc.pipeline.compiler import Function, Launch, TensorSpec
+from kgc.pipeline.memory_plan import MemoryPlan, Placement, plan_memory
+from tests.cases import ALL_CASES
 
-from kgc.runtime import _workspace_plan  # noqa: E402
 
-
-def fresh(*specs):
-    """Fresh buffers numbered from 2 (0 and 1 are arguments)."""
-    return [(2 + i, torch.Size(shape), dtype) for i, (shape, dtype) in enumerate(specs)]
+def chain(*specs, results=(1,)):
+    """A function of one argument whose launches each make one buffer from
+    the one before, numbered from 1; `results` are returned."""
+    buffers = [TensorSpec((7,), "f32")] + [TensorSpec(shape, dtype) for shape, dtype in specs]
+    launches = [Launch(f"k{i}", [i], [i + 1]) for i in range(len(specs))]
+    return Function("f", buffers, 1, launches, list(results))
 
 
 def test_intermediates_get_disjoint_aligned_ranges_and_results_none():
-    buffers = fresh(((3, 17), torch.float16), ((1000,), torch.float32), ((4097,), torch.bool),
-                    ((1,), torch.float16), ((64, 64), torch.bfloat16))
-    offsets, size = _workspace_plan(buffers, results={3})
-    assert set(offsets) == {2, 4, 5, 6}  # buffer 3 is a result: a tensor of its own
-    spans = sorted((offsets[i], offsets[i] + shape.numel() * dtype.itemsize)
-                   for i, shape, dtype in buffers if i in offsets)
+    function = chain(((3, 17), "f16"), ((1000,), "f32"), ((4097,), "i1"), ((1,), "f16"),
+                     ((64, 64), "bf16"), results=(2,))
+    plan = plan_memory(function)
+    assert [p.buffer for p in plan.intermediates] == [1, 3, 4, 5]  # 2 is a result
+    assert [p.bytes for p in plan.intermediates] == [3 * 17 * 2, 4097, 2, 64 * 64 * 2]
+    spans = [(p.offset, p.offset + p.bytes) for p in plan.intermediates]
     for (start, end), (next_start, _) in zip(spans, spans[1:]):
         assert end <= next_start
     assert all(start % 256 == 0 for start, _ in spans)
-    assert spans[-1][1] <= size < spans[-1][1] + 256
+    assert spans[-1][1] <= plan.workspace_bytes < spans[-1][1] + 256
+    plan.check(function)
 
 
-def test_a_graph_whose_fresh_buffers_are_all_results_needs_no_workspace():
-    offsets, size = _workspace_plan(fresh(((17, 1000), torch.float32)), results={2})
-    assert offsets == {} and size == 0
+def test_a_function_whose_fresh_buffers_are_all_results_needs_no_workspace():
+    plan = plan_memory(chain(((17, 1000), "f32")))
+    assert plan.intermediates == () and plan.workspace_bytes == 0
+
+
+def test_the_alignment_is_the_plans():
+    plan = plan_memory(chain(((3,), "f32"), ((5,), "f32"), ((1,), "f32"), results=(3,)),
+                       alignment=1024)
+    assert [p.offset for p in plan.intermediates] == [0, 1024] and plan.workspace_bytes == 2048
+
+
+@pytest.mark.parametrize("plan,message", [
+    (MemoryPlan(256, (Placement(1, 0, 12), Placement(2, 0, 20)), 512), "overlap"),
+    (MemoryPlan(256, (Placement(1, 0, 12), Placement(2, 100, 20)), 512), "multiple of 256"),
+    (MemoryPlan(256, (Placement(1, 0, 12), Placement(2, 256, 20)), 260), "past the workspace"),
+    (MemoryPlan(256, (Placement(1, 0, 12), Placement(2, 256, 24)), 512), "takes 20 bytes"),
+    (MemoryPlan(256, (Placement(1, 0, 12),), 512), "intermediates are \\[1, 2\\]"),
+    (MemoryPlan(100, (Placement(1, 0, 12), Placement(2, 200, 20)), 512), "power of two"),
+])
+def test_a_plan_that_does_not_fit_its_function_is_named(plan, message):
+    function = chain(((3,), "f32"), ((5,), "f32"), ((1,), "f32"), results=(3,))
+    with pytest.raises(KgcError, match=message):
+        plan.check(function)
+
+
+# -- the manifest, the runtime and the export read one plan ---------------------
+
+# Two kernels with an intermediate between them: split-KV attention and the
+# kernel that combines its splits.
+ATTENTION = next(c for c in ALL_CASES if c.name == "attention_decode-1x8x1x1000x64")
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    graph = kgc.compile(ATTENTION.graph("f16"), target="sm_90")
+    directory = tmp_path_factory.mktemp("attention")
+    graph.module.write(directory, "attention")
+    return directory
+
+
+def _exported_workspace(graph, directory) -> tuple[dict[int, int], int, int]:
+    """({buffer: offset}, workspace bytes, workspace alignment) as the C
+    source the export writes for `graph` uses them."""
+    exported = export_c(graph, directory)
+    source = exported.source.read_text()
+    offsets = {int(b): int(o) for b, o in
+               re.findall(r"CUdeviceptr kgc_buffer(\d+) = workspace \+ (\d+);", source)}
+    alignment = int(re.search(r"workspace % (\d+) != 0", source).group(1))
+    return offsets, exported.workspace_bytes[graph.name], alignment
+
+
+def _runtime_workspace(graph) -> tuple[dict[int, int], int]:
+    layout = graph.buffer_layout()
+    return dict(layout.offsets), layout.workspace_bytes
+
+
+def test_the_manifest_holds_the_plan_that_runtime_and_export_use(written, tmp_path):
+    pytest.importorskip("torch")
+    manifest = json.loads((written / "manifest.json").read_text())
+    memory = manifest["functions"][0]["memory"]
+    assert memory["alignment"] == 256 and memory["intermediates"]
+    offsets = {p["buffer"]: p["offset"] for p in memory["intermediates"]}
+    graph = kgc.runtime.load(written)
+    assert _runtime_workspace(graph) == (offsets, memory["workspace_bytes"])
+    exported_offsets, exported_bytes, alignment = _exported_workspace(graph, tmp_path)
+    assert exported_offsets == offsets and alignment == 256
+    assert exported_bytes >= memory["workspace_bytes"]  # any global scratch follows
+
+
+def test_runtime_and_export_follow_a_changed_plan(written, tmp_path):
+    pytest.importorskip("torch")
+    path = written / "manifest.json"
+    manifest = json.loads(path.read_text())
+    function = manifest["functions"][0]
+    before = function["memory"]
+    # A coarser alignment, the intermediates in reverse order, and room to
+    # spare at the start: a plan the pipeline would not make.
+    alignment, offset, placed = 4096, 4096, []
+    for placement in reversed(before["intermediates"]):
+        placed.append({**placement, "offset": offset})
+        offset += -(-placement["bytes"] // alignment) * alignment
+    function["memory"] = {"alignment": alignment, "workspace_bytes": offset,
+                          "intermediates": placed}
+    changed = tmp_path / "changed"
+    shutil.copytree(written, changed)
+    (changed / "manifest.json").write_text(json.dumps(manifest))
+    offsets = {p["buffer"]: p["offset"] for p in placed}
+    assert offsets != {p["buffer"]: p["offset"] for p in before["intermediates"]}
+    graph = kgc.runtime.load(changed)
+    assert _runtime_workspace(graph) == (offsets, offset)
+    exported_offsets, exported_bytes, exported_alignment = _exported_workspace(
+        graph, tmp_path / "c")
+    assert exported_offsets == offsets and exported_alignment == alignment
+    assert exported_bytes >= offset
+
+
+def test_a_manifest_whose_plan_overlaps_is_refused(written, tmp_path):
+    changed = tmp_path / "overlapping"
+    shutil.copytree(written, changed)
+    manifest = json.loads((changed / "manifest.json").read_text())
+    memory = manifest["functions"][0]["memory"]
+    memory["intermediates"] = [{**p, "offset": 0} for p in memory["intermediates"]] * 2
+    (changed / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(KgcError, match="manifest.json'.*memory plan of @"):
+        kgc.runtime.load(changed)
+
+
+def test_launches_get_the_pointers_the_plan_gives(written):
+    # The launching itself, on the CPU: each launch records the pointers it
+    # is given, and an intermediate's is the workspace's plus its offset.
+    torch = pytest.importorskip("torch")
+    from kgc.runtime import launching
+    from kgc.runtime.internals import LaunchCall
+
+    graph = kgc.runtime.load(written)
+    function = graph.function
+    calls = []
+
+    def record(*arguments):
+        calls.append(arguments)
+
+    bound = launching.BoundFunction("cpu", tuple(
+        launching.BoundLaunch(launch.kernel, (1, 2, 3), tuple(launch.inputs + launch.outputs),
+                              tuple(launch.scalars), LaunchCall(record, ("fixed",)),
+                              LaunchCall(record, ("bare",)))
+        for launch in function.launches), (None, None), lambda device: "stream")
+    buffers = [torch.randn(spec.shape).to(torch_dtype(spec.dtype))
+               for spec in function.buffers[:function.num_arguments]]
+    buffers += [None] * (len(function.buffers) - function.num_arguments)
+    launching.launch(bound, graph.buffer_layout(), buffers, poison=True)
+    assert len(calls) == len(function.launches)
+    pointers = {}
+    for launch, arguments in zip(function.launches, calls):
+        assert arguments[:5] == (1, 2, 3, "stream", "fixed")
+        operands = launch.inputs + launch.outputs
+        pointers.update(zip(operands, arguments[5:5 + len(operands)]))
+    placements = function.memory.intermediates
+    base = pointers[placements[0].buffer] - placements[0].offset
+    assert {p.buffer: pointers[p.buffer] - base for p in placements} == function.memory.offsets()
+    for index in function.results:  # results are tensors of their own, poisoned
+        assert buffers[index].isnan().all()

@@ -9,10 +9,12 @@ import dataclasses
 import pytest
 
 import kgc
-from kgc.tiling import plan as planning
+from kgc.tiling import registry
 from kgc.tiling.config import MatmulConfig
-from kgc.tiling.plan import (MatmulSchedule, PointwiseSchedule, Schedule, plan_group,
-                             register_schedule, schedules)
+from kgc.tiling.iteration import Unplannable
+from kgc.tiling.plan import MatmulSchedule, PointwiseSchedule
+from kgc.tiling.registry import plan_group, register_schedule, schedules
+from kgc.tiling.schedule import Schedule
 
 MATMUL_WITH_FLAGS = """
 func.func @flags(%a: tensor<128x512xf16>, %b: tensor<512x128xf16>) -> tensor<128x128xf16> {
@@ -78,7 +80,7 @@ class BatchOnGridY(MatmulSchedule):
 
 @pytest.fixture
 def batch_on_grid_y(monkeypatch):
-    monkeypatch.setattr(planning, "_SCHEDULES", list(planning._SCHEDULES))
+    monkeypatch.setattr(registry, "_SCHEDULES", list(registry._SCHEDULES))
     return register_schedule(BatchOnGridY())
 
 
@@ -119,7 +121,7 @@ def test_grid_axes_must_share_out_the_program_axes():
     assert plan.grid() == [3 * 4, 1, 1]
     split = dataclasses.replace(plan, grid_axes=((1,), (0,)))
     assert split.grid() == [4, 3, 1]
-    with pytest.raises(planning.Unplannable, match="must share out the program axes"):
+    with pytest.raises(Unplannable, match="must share out the program axes"):
         dataclasses.replace(plan, grid_axes=((1,),)).grid()
 
 
@@ -142,7 +144,7 @@ class PersistentPointwise(PointwiseSchedule):
 
 @pytest.fixture
 def persistent_pointwise(monkeypatch):
-    monkeypatch.setattr(planning, "_SCHEDULES", list(planning._SCHEDULES))
+    monkeypatch.setattr(registry, "_SCHEDULES", list(registry._SCHEDULES))
     return register_schedule(PersistentPointwise())
 
 
@@ -180,7 +182,7 @@ def test_persistent_programs_and_a_grid_of_several_dimensions_do_not_mix():
     x = Node("input", [], (37, 1000), "f16", {}, input_index=0)
     plan = plan_group([Node("relu", [x], (37, 1000), "f16", {})])
     assert dataclasses.replace(plan, persistent_programs=64).grid() == [plan.num_programs(), 1, 1]
-    with pytest.raises(planning.Unplannable, match="along grid x only"):
+    with pytest.raises(Unplannable, match="along grid x only"):
         dataclasses.replace(plan, persistent_programs=4, grid_axes=((0,), ())).grid()
 
 
@@ -231,7 +233,7 @@ class ScalarOfTiles(PointwiseSchedule):
 
 
 def test_a_schedule_passes_scalar_arguments(monkeypatch):
-    monkeypatch.setattr(planning, "_SCHEDULES", list(planning._SCHEDULES))
+    monkeypatch.setattr(registry, "_SCHEDULES", list(registry._SCHEDULES))
     register_schedule(ScalarOfTiles())
     graph = kgc.compile(_relu_rows(), target="sm_90")
     (kernel,) = graph.module.kernels.values()

@@ -5,8 +5,8 @@ import pytest
 
 import kgc
 from tests.test_schedules import BatchOnGridY, PersistentPointwise, _batched_matmul, _relu_rows
-from kgc.tiling import plan as planning
-from kgc.tiling.plan import register_schedule
+from kgc.tiling import registry as schedules
+from kgc.tiling.registry import register_schedule
 
 torch = pytest.importorskip("torch")
 
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.gpu
 
 @pytest.fixture
 def registry(monkeypatch):
-    monkeypatch.setattr(planning, "_SCHEDULES", list(planning._SCHEDULES))
+    monkeypatch.setattr(schedules, "_SCHEDULES", list(schedules._SCHEDULES))
 
 
 def test_batch_on_grid_y_matches_torch(registry):
@@ -32,3 +32,18 @@ def test_persistent_programs_match_torch(registry):
     graph = kgc.compile(_relu_rows())
     x = torch.randn(37, 1000, device="cuda", dtype=torch.float16)
     torch.testing.assert_close(graph.run(x, poison=True), torch.relu(x))
+
+
+@pytest.mark.parametrize("rows,columns", [(17, 1000), (3, 4097), (1000, 3)])
+def test_a_schedule_from_outside_the_package_matches_torch(rows, columns):
+    from kgc.tiling.registry import unregister_schedule
+    from tests.test_extra_schedule import RowsOnGridY, _scaled_gelu
+
+    schedule = register_schedule(RowsOnGridY())
+    try:
+        graph = kgc.compile(_scaled_gelu(rows, columns))
+    finally:
+        unregister_schedule(schedule.kind)
+    x = torch.randn(rows, columns, device="cuda")
+    y = torch.randn(rows, columns, device="cuda")
+    torch.testing.assert_close(graph.run(x, y, poison=True), torch.nn.functional.gelu(x * y))

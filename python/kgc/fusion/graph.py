@@ -17,7 +17,8 @@ from mlir import ir
 from kgc.tiling import plan_cache
 from kgc.tiling.graph_model import SOURCE_OPS, Node, nodes_from_ops
 from kgc.tiling.kernel_ops import walk_ops
-from kgc.tiling.plan import KernelPlan, Unplannable, plan_group
+from kgc.tiling.iteration import KernelPlan, Unplannable
+from kgc.tiling.registry import plan_group
 
 
 class NotFusable(Exception):

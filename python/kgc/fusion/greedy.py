@@ -2,7 +2,7 @@
 
 Every computed op starts as its own group; groups then merge, producer into
 consumer, in program order, whenever the merged group is still one kernel
-(`kgc.tiling.plan` plans it) and no path leaves the group and comes back.
+(`kgc.tiling.registry` plans it) and no path leaves the group and comes back.
 Each merge has a kind, read from the two groups: the producer group P (its
 op feeds the consumer's) and the consumer group C. The first rule that
 matches names the kind; a decision turned off refuses merges of its kind:

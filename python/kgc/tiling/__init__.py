@@ -2,12 +2,17 @@
 
 `index_maps` relates the iteration space of a kernel to the index of every
 value in it; `iteration` holds what a plan is and how values are read in
-it; `config` the knobs of each kind of kernel (`KernelConfig`); `plan` the
-schedules, which decide the iteration space, the tile sizes and the launch
-grid of a kernel (and whether a group of ops can be one kernel at all);
-`generate` writes the tile program through a builder (`mlir_builder`
-writes kg tile ops). Imports go one way: plan -> generate -> iteration ->
-config, index_maps, graph_model. `kg-fuse` asks `plan` which groups are
-kernels; `kg-tile` asks `plan` for the plan and its schedule for the tile
+it; `config` the knobs of each kind of kernel (`KernelConfig`); a
+`schedule` decides the iteration space, the tile sizes and the launch
+grid of a kernel (and whether a group of ops can be one kernel at all):
+`plan` holds the matmul, reduction and pointwise ones, `attention` and
+`split_k` their own, and `registry` lists them all in one place and plans
+a group with them (`plan_group`). `generate` writes the tile program
+through a builder (`mlir_builder` writes kg tile ops). `kernel_ops` reads
+kg.kernel ops and `constants` holds what the generator and the lowering
+passes agree on; neither imports the generator. Imports go one way:
+registry -> plan, attention -> schedule -> generate -> iteration ->
+config, index_maps, graph_model. `kg-fuse` asks the registry which groups
+are kernels; `kg-tile` asks it for the plan and its schedule for the tile
 program.
 """

@@ -59,7 +59,7 @@ from kgc.tiling.generate import DryBuilder, Generator, Tile
 from kgc.tiling.graph_model import ELEMENTWISE_OPS, Node, topological
 from kgc.tiling.index_maps import BufferView, IndexMap, NotAffine, ceil_div, next_power_of_two
 from kgc.tiling.iteration import KernelPlan, Unplannable, matmul_operand_maps
-from kgc.tiling.plan import Schedule
+from kgc.tiling.schedule import Schedule
 
 __all__ = ["AttentionPattern", "AttentionPlan", "AttentionSchedule", "find_attention"]
 

@@ -21,14 +21,12 @@ from typing import Any, Iterator, Sequence
 
 from kgc.tiling import tma
 from kgc.tiling.config import ConfigError
+from kgc.tiling.constants import COMBINE, INT32_MAX, INT32_MIN, NEUTRAL
 from kgc.tiling.graph_model import ELEMENTWISE_OPS, Node
 from kgc.tiling.index_maps import BufferView, IndexMap, NotAffine
 from kgc.tiling.iteration import (TILE_LOOP, KernelPlan, Unplannable, axes_of, is_affine_reshape,
                                   leaf_view, matmul_operand_maps, operand_maps, reduce_input_map)
 
-INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
-NEUTRAL = {"sum": 0.0, "max": float("-inf"), "min": float("inf")}
-COMBINE = {"sum": "add", "max": "maximum", "min": "minimum"}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,7 +6,7 @@ from typing import Iterator
 
 from mlir import ir
 
-from kgc.tiling.mlir_builder import LOOP_AXIS_ATTRIBUTE
+from kgc.tiling.constants import LOOP_AXIS_ATTRIBUTE
 
 
 def ops_named(root: ir.Operation, name: str) -> list[ir.Operation]:

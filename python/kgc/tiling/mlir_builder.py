@@ -15,14 +15,12 @@ from mlir.dialects import scf
 
 from kgc.dialects import kg
 from kgc.op_table import ELEMENTWISE
+from kgc.tiling.constants import LOOP_AXIS_ATTRIBUTE
 from kgc.tiling.generate import Builder, LoopBody
 from kgc.tiling.index_maps import BufferView
 
 _SCALAR_OPS = {"add": "arith.addi", "sub": "arith.subi", "mul": "arith.muli",
                "div": "arith.divsi", "rem": "arith.remsi", "min": "arith.minsi"}
-
-# The kernel attribute that marks which iteration axis a loop walks.
-LOOP_AXIS_ATTRIBUTE = "kg.axis"
 
 
 def element_type(name: str) -> ir.Type:

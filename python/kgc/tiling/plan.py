@@ -1,13 +1,10 @@
-"""Schedules: how a kernel is planned and its tile program written.
+"""The built-in schedules of matmuls, reductions and pointwise kernels.
 
-A `Schedule` is one shape of kernel. `match` says whether it can compute a
-group of ops, `plan` picks its iteration space, tiles, grid and loops from
-a `KernelConfig` of its kind (kgc's heuristics fill in the knobs the config
-leaves open), and `generate` writes the tile program of a plan through a
-`Builder`. `plan_group` asks the registered schedules in turn; the first
-that matches plans the kernel, and a dry run of its generator checks that
-the program can be written. `register_schedule` adds one, tried before the
-built-in three:
+Each is a `Schedule` (`kgc.tiling.schedule`): `plan` picks its iteration
+space, tiles, grid and loops from a `KernelConfig` of its kind (kgc's
+heuristics fill in the knobs the config leaves open); the generic
+generator (`kgc.tiling.generate`) writes their tile programs.
+`kgc.tiling.registry` lists them, after attention:
 
 * matmul: iteration axes (batch..., m, k, n), and a rank axis after them
   for LoRA's rank-r products (kgc.tiling.low_rank). Programs walk batch, m
@@ -30,19 +27,19 @@ maps are inferred from the anchors (`kgc.tiling.iteration`).
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar, Sequence
+from typing import Sequence
 
-from kgc.tiling import low_rank, plan_cache, split_k
+from kgc.tiling import low_rank, split_k
 from kgc.tiling.config import (ConfigError, KernelConfig, MatmulConfig, PointwiseConfig,
                                ReductionConfig, default_split_k)
-from kgc.tiling.generate import Builder, DryBuilder, Generator
-from kgc.tiling.graph_model import SUPPORTED_OPS, Node, topological
+from kgc.tiling.graph_model import Node, topological
 from kgc.tiling.index_maps import IndexMap, ceil_div, next_power_of_two, product
 from kgc.tiling.iteration import (TILE_LOOP, Expansion, KernelPlan, Unplannable, axes_of,
                                   infer_maps, matmul_operand_maps, reduce_input_map)
+from kgc.tiling.schedule import Schedule
 
-__all__ = ["KernelPlan", "Schedule", "Unplannable", "kernel_kind", "plan_group",
-           "register_schedule", "schedule_for", "schedules"]
+__all__ = ["KernelPlan", "MatmulSchedule", "PointwiseSchedule", "ReductionSchedule",
+           "Unplannable"]
 
 # Register budget of a tile, in elements, for reductions and pointwise tiles.
 _TILE_ELEMENTS = 4096
@@ -55,41 +52,6 @@ _INDEX_LIMIT = 2**31 - 1
 
 
 # -- schedules -----------------------------------------------------------------
-
-
-class Schedule:
-    """One shape of kernel: its config kind, when it applies, how it plans
-    and how it writes the tile program."""
-
-    kind: ClassVar[str] = ""
-    config_class: ClassVar[type[KernelConfig]] = KernelConfig
-
-    def match(self, order: Sequence[Node]) -> bool:
-        """True when this schedule can compute the ops `order` (every node
-        the outputs depend on, producers first)."""
-        raise NotImplementedError
-
-    def plan(self, outputs: list[Node], order: list[Node], config: KernelConfig,
-             kernel: str | None) -> KernelPlan:
-        """The plan of a kernel computing `outputs` with the knobs `config`
-        sets; raises Unplannable or ConfigError."""
-        raise NotImplementedError
-
-    def generate(self, plan: KernelPlan, builder: Builder) -> None:
-        """Writes the tile program of `plan` through `builder`."""
-        Generator(plan, builder).run()
-
-    def tiled_results(self, plan: KernelPlan) -> list[tuple[tuple[int, ...], str]] | None:
-        """The (shape, element) of each result of the tiled kernel, when they
-        are not the group's outputs (partial results that a follow-up kernel
-        finishes); None: the outputs."""
-        return None
-
-    def follow_up(self, plan: KernelPlan, results: list, name: str, location) -> tuple[list, list]:
-        """Kernels in graph form that finish the tiled kernel's `results`,
-        built at the current insertion point: (the values that stand for
-        the group's outputs, the kernels made). None by default."""
-        return list(results), []
 
 
 class MatmulSchedule(Schedule):
@@ -124,82 +86,6 @@ class PointwiseSchedule(Schedule):
 
     def plan(self, outputs, order, config, kernel):
         return _plan_pointwise(outputs, order, config, kernel)
-
-
-# Tried in order; the first that matches plans the kernel.
-_SCHEDULES: list[Schedule] = [MatmulSchedule(), ReductionSchedule(), PointwiseSchedule()]
-
-
-def register_schedule(schedule: Schedule) -> Schedule:
-    """Adds `schedule`, tried before those registered earlier (so that a
-    schedule for a narrower pattern goes before a general one)."""
-    if not schedule.kind:
-        raise ValueError(f"{type(schedule).__name__} needs a `kind`")
-    if any(s.kind == schedule.kind for s in _SCHEDULES):
-        raise ValueError(f"a schedule of kind '{schedule.kind}' is registered already")
-    _SCHEDULES.insert(0, schedule)
-    return schedule
-
-
-def schedules() -> dict[str, Schedule]:
-    """The registered schedules by kind, in the order they are tried."""
-    return {s.kind: s for s in _SCHEDULES}
-
-
-def schedule_for(outputs: Sequence[Node]) -> Schedule:
-    """The schedule that computes `outputs`."""
-    order = topological(list(outputs))
-    for schedule in _SCHEDULES:
-        if schedule.match(order):
-            return schedule
-    raise Unplannable("no schedule computes these ops")
-
-
-def kernel_kind(outputs: Sequence[Node]) -> str:
-    """The kind of kernel (its schedule's) that computes `outputs`."""
-    return schedule_for(outputs).kind
-
-
-def plan_group(outputs: Sequence[Node], config: KernelConfig | None = None,
-               kernel: str | None = None) -> KernelPlan:
-    """The plan of a kernel computing `outputs` with the knobs `config` sets
-    (kgc's choice for the others), checked by a dry run of its schedule's
-    generator. Raises Unplannable, or ConfigError for an illegal knob
-    (naming `kernel`). A group of the same content planned before with the
-    same config (kg-fuse's, for kg-tile) gives its plan again (plan_cache)."""
-    outputs = list(outputs)
-    schedule = schedule_for(outputs)
-    if config is None:
-        config = schedule.config_class()
-    elif not isinstance(config, schedule.config_class):
-        raise Unplannable(f"a {config.kind} config was given for a {schedule.kind} kernel")
-    cache_key = plan_cache.key(outputs, schedule.kind, config)
-    known = plan_cache.recall(cache_key)
-    if known is not None:
-        return known
-    order = topological(outputs)
-    for node in order:
-        if not node.is_input and node.op not in SUPPORTED_OPS:
-            raise Unplannable(f"kg.{node.op} must be decomposed before tiling")
-        if 0 in node.shape:
-            what = "an input" if node.is_input else f"kg.{node.op}"
-            raise Unplannable(f"{what} of shape {node.shape} is empty; kgc needs at least one "
-                              "element in every tensor")
-    plan = schedule.plan(outputs, order, config, kernel)
-    plan.schedule = schedule.kind
-    if plan.config.num_programs is not None:
-        # More programs than tiles would have nothing to do.
-        programs = min(plan.config.num_programs, plan.num_programs())
-        plan.persistent_programs = programs
-        plan.config = dataclasses.replace(plan.config, num_programs=programs)
-    try:
-        schedule.generate(plan, DryBuilder())
-    except ConfigError as error:
-        # A knob the generator found illegal for this kernel's buffers (tma).
-        where = f"{schedule.kind} kernel @{kernel}" if kernel else f"{schedule.kind} kernel"
-        raise ConfigError(f"{where}: {error}") from None
-    plan_cache.remember(cache_key, plan)
-    return plan
 
 
 # -- planning ------------------------------------------------------------------
@@ -580,10 +466,3 @@ class _FactorSplitter:
             return self.k_axis not in axes_of(node, index_map, self.reduce_axes, self.matmul_axes)
         except Unplannable:
             return False
-
-
-# Attention (kgc.tiling.attention) plans a narrower pattern than matmuls: it
-# is tried first. Imported last, as it builds on Schedule.
-from kgc.tiling.attention import AttentionSchedule  # noqa: E402
-
-register_schedule(AttentionSchedule())

@@ -35,7 +35,8 @@ from __future__ import annotations
 import dataclasses
 
 from kgc.tiling.config import ConfigError, MatmulConfig
-from kgc.tiling.generate import COMBINE, NEUTRAL, DryBuilder, Generator, Tile
+from kgc.tiling.constants import COMBINE, NEUTRAL
+from kgc.tiling.generate import DryBuilder, Generator, Tile
 from kgc.tiling.graph_model import Node, topological
 from kgc.tiling.index_maps import BufferView, ceil_div, next_power_of_two
 from kgc.tiling.iteration import KernelPlan, Unplannable

@@ -1,0 +1,134 @@
+"""The memory plan of a compiled function: where each intermediate lives.
+
+The intermediates of a function are the buffers that kernels pass to one
+another and the caller never sees (neither an argument nor a result). They
+live in one workspace, each at its own offset, so that running a function
+costs one allocation for all of them. The pipeline plans that workspace
+once per function (`plan_memory`), and the plan travels in manifest.json;
+the runtime (`kgc.runtime`) and the C export (`kgc.export`) both place the
+intermediates where the plan says, and size the workspace from it.
+
+Every intermediate keeps its own bytes (no two share them, even where
+their lifetimes do not overlap), placed in launch order, each offset a
+multiple of the plan's alignment: 256 bytes, what torch's CUDA allocations
+and cuMemAlloc's are aligned to at least, which covers what kernels assume
+of a pointer (16 bytes) and keeps every buffer's rows on whole cache lines.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import TYPE_CHECKING
+
+from kgc.diagnostics import KgcError
+from kgc.element_types import ELEMENT_BYTES
+
+if TYPE_CHECKING:
+    from kgc.pipeline.compiler import Function
+
+WORKSPACE_ALIGNMENT = 256
+
+
+def tensor_bytes(shape, dtype: str) -> int:
+    """The bytes of a dense tensor of `shape` and element type `dtype`."""
+    if dtype not in ELEMENT_BYTES:
+        raise KgcError(f"no size is known for element type {dtype}")
+    return math.prod(shape) * ELEMENT_BYTES[dtype]
+
+
+def _aligned(offset: int, alignment: int) -> int:
+    return -(-offset // alignment) * alignment
+
+
+@dataclasses.dataclass(frozen=True)
+class Placement:
+    """One intermediate in the workspace: buffer number, byte offset, bytes."""
+
+    buffer: int
+    offset: int
+    bytes: int
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryPlan:
+    """The workspace of one function: its intermediates' places and its size
+    (`workspace_bytes`; 0 when the function has no intermediate). The
+    workspace's base must be aligned to `alignment`."""
+
+    alignment: int
+    intermediates: tuple[Placement, ...]
+    workspace_bytes: int
+
+    def offsets(self) -> dict[int, int]:
+        """{buffer number: byte offset in the workspace}, in plan order."""
+        return {p.buffer: p.offset for p in self.intermediates}
+
+    def to_json(self) -> dict:
+        return {"alignment": self.alignment, "workspace_bytes": self.workspace_bytes,
+                "intermediates": [dataclasses.asdict(p) for p in self.intermediates]}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "MemoryPlan":
+        return cls(int(data["alignment"]),
+                   tuple(Placement(int(p["buffer"]), int(p["offset"]), int(p["bytes"]))
+                         for p in data["intermediates"]),
+                   int(data["workspace_bytes"]))
+
+    def check(self, function: "Function") -> None:
+        """KgcError naming the first thing that does not hold: every
+        intermediate of `function` placed once, with its size, at an
+        aligned offset inside the workspace, overlapping no other."""
+        where = f"the memory plan of @{function.name}"
+        if self.alignment < 1 or self.alignment & (self.alignment - 1):
+            raise KgcError(f"{where}: alignment {self.alignment} is not a power of two")
+        wanted = intermediates_of(function)
+        placed = [p.buffer for p in self.intermediates]
+        if sorted(placed) != sorted(wanted):
+            raise KgcError(f"{where} places buffers {sorted(placed)}; the function's "
+                           f"intermediates are {sorted(wanted)}")
+        spans = []
+        for placement in self.intermediates:
+            spec = function.buffers[placement.buffer]
+            size = tensor_bytes(spec.shape, spec.dtype)
+            if placement.bytes != size:
+                raise KgcError(f"{where}: buffer {placement.buffer} ({spec.dtype}"
+                               f"{list(spec.shape)}) takes {size} bytes, the plan says "
+                               f"{placement.bytes}")
+            if placement.offset < 0 or placement.offset % self.alignment:
+                raise KgcError(f"{where}: buffer {placement.buffer} is at offset "
+                               f"{placement.offset}, not a multiple of {self.alignment}")
+            if placement.offset + size > self.workspace_bytes:
+                raise KgcError(f"{where}: buffer {placement.buffer} ends at byte "
+                               f"{placement.offset + size}, past the workspace's "
+                               f"{self.workspace_bytes}")
+            spans.append((placement.offset, placement.offset + size, placement.buffer))
+        spans.sort()
+        for (_, end, first), (start, _, second) in zip(spans, spans[1:]):
+            if start < end:
+                raise KgcError(f"{where}: buffers {first} and {second} overlap")
+
+
+def intermediates_of(function: "Function") -> list[int]:
+    """The buffers of `function` that are neither arguments nor results, in
+    the order the launches write them."""
+    results = set(function.results)
+    found = []
+    for launch in function.launches:
+        for buffer in launch.outputs:
+            if buffer >= function.num_arguments and buffer not in results \
+                    and buffer not in found:
+                found.append(buffer)
+    return found
+
+
+def plan_memory(function: "Function", alignment: int = WORKSPACE_ALIGNMENT) -> MemoryPlan:
+    """The workspace of `function`: its intermediates one after another in
+    launch order, each at the next multiple of `alignment`."""
+    placements, end = [], 0
+    for buffer in intermediates_of(function):
+        spec = function.buffers[buffer]
+        size = tensor_bytes(spec.shape, spec.dtype)
+        placements.append(Placement(buffer, end, size))
+        end = _aligned(end + size, alignment)
+    return MemoryPlan(alignment, tuple(placements), end)

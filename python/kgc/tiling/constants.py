@@ -1,0 +1,17 @@
+"""Values that the tile program's writers (the generator, the schedules)
+and the passes that lower tile programs (kg-pad-mask, kg-to-ttir) must
+agree on. A module of plain data, so that a pass can read them without
+importing the code generator."""
+
+# The bounds of an i32: a mask bound that never cuts (an unbounded side of
+# a kg.tile_mask), and the range that index arithmetic must stay within.
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+# Each reduction kind's neutral element (what masked-off lanes hold) and
+# the elementwise op that combines two partial results.
+NEUTRAL = {"sum": 0.0, "max": float("-inf"), "min": float("inf")}
+COMBINE = {"sum": "add", "max": "maximum", "min": "minimum"}
+
+# The attribute on an scf.for of a tile program naming the iteration axis
+# it walks.
+LOOP_AXIS_ATTRIBUTE = "kg.axis"

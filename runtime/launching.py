@@ -1,0 +1,216 @@
+"""Launching a compiled function's kernels on one device.
+
+`bind` does the work of a function's first call on a device, once: it
+loads each kernel's cubin there and makes, per launch, a `BoundLaunch`,
+which holds how to call it (`launch_factory`, the one place that picks
+the call, through `kgc.runtime.internals`) with Triton's launch hooks and
+without them. `launch` runs a call's launches, giving the buffers that are
+neither arguments nor results their places in one workspace, as the
+function's memory plan says (`BufferLayout`); `fast_call` is the call as
+it is once kernels are bound, for arguments that need no checking beyond
+what it does itself.
+
+A kernel that asks for global scratch memory (Triton's `global_scratch_size`
+metadata: the TMA descriptors that matmuls with the `tma` knob build on the
+device, 128 bytes each per program) gets a fresh torch allocation of that
+many bytes per program with every launch (`internals.scratch_launch`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+from kgc.element_types import poison as poison_value
+from kgc.element_types import torch_dtype
+from kgc.runtime import internals
+from kgc.runtime.checks import ALIGNMENT, overlap
+from kgc.runtime.internals import LaunchCall, LoadedKernel
+
+
+@dataclasses.dataclass(frozen=True)
+class BoundLaunch:
+    """One kernel launch of a function, ready on one device: its grid, the
+    buffers it passes (inputs, then outputs), its i32 scalars, and its call
+    with Triton's launch hooks (`hooked`) and without them (`bare`: an
+    empty chain of hooks is still a Python call before and after every
+    launch)."""
+
+    kernel: str
+    grid: tuple[int, int, int]
+    operands: tuple[int, ...]
+    scalars: tuple[int, ...]
+    hooked: LaunchCall
+    bare: LaunchCall
+
+
+@dataclasses.dataclass(frozen=True)
+class BoundFunction:
+    """Every launch of a function bound on `device`, the hook chains they
+    were bound with, and how to read the device's current stream."""
+
+    device: int
+    launches: tuple[BoundLaunch, ...]
+    hooks: tuple
+    stream_of: Callable[[int], int]
+
+
+@dataclasses.dataclass(frozen=True)
+class BufferLayout:
+    """Where a call finds the function's buffers that are not arguments:
+    `fresh` (buffer, torch.Size, torch dtype) of each, in buffer order;
+    `offsets` those of them that live in the workspace (the memory plan's
+    intermediates) and where; the rest, the results, are tensors of their
+    own."""
+
+    fresh: tuple
+    offsets: dict[int, int]
+    workspace_bytes: int
+
+    @classmethod
+    def of(cls, function) -> "BufferLayout":
+        import torch
+
+        fresh = tuple((i, torch.Size(b.shape), torch_dtype(b.dtype))
+                      for i, b in enumerate(function.buffers) if i >= function.num_arguments)
+        return cls(fresh, function.memory.offsets(), function.memory.workspace_bytes)
+
+
+def launch_factory(kernel: str, loaded: LoadedKernel, grid, operands, scalars, device: int,
+                   hooks: tuple) -> BoundLaunch:
+    """The bound launch of `loaded` with `hooks` (enter, exit)."""
+    return BoundLaunch(kernel, tuple(grid), tuple(operands), tuple(scalars),
+                       internals.launch_call(loaded, device, *hooks),
+                       internals.launch_call(loaded, device, None, None))
+
+
+def bind(module, function, device: int) -> BoundFunction:
+    """Loads every kernel of `function` (of the compiled `module`) on
+    `device` and binds its launches."""
+    import torch
+
+    hooks = internals.launch_hooks()
+    loaded: dict[tuple, LoadedKernel] = {}
+    launches = []
+    with torch.cuda.device(device):
+        limits = internals.device_limits(device)
+        for launch in function.launches:
+            artifact = module.kernels[launch.kernel].artifact
+            key = (artifact.hash, artifact.entry)
+            if key not in loaded:
+                loaded[key] = internals.load_kernel(artifact, device, limits)
+            launches.append(launch_factory(launch.kernel, loaded[key], artifact.options.grid,
+                                           launch.inputs + launch.outputs, launch.scalars,
+                                           device, hooks))
+    return BoundFunction(device, tuple(launches), hooks, internals.stream_reader())
+
+
+def launch(bound: BoundFunction, layout: BufferLayout, buffers: list, poison: bool) -> None:
+    """Runs the launches of `bound` on `buffers` (the arguments and any
+    `out=` buffers set, None elsewhere), making the other buffers first:
+    results as fresh tensors, intermediates in one workspace. With
+    `poison`, every buffer made starts as the poison value of its dtype."""
+    import torch
+
+    device = bound.device
+    workspace = torch.empty(layout.workspace_bytes, dtype=torch.uint8, device=device) \
+        if layout.offsets else None
+    for index, shape, dtype in layout.fresh:
+        if buffers[index] is None:
+            offset = layout.offsets.get(index)
+            if offset is None:
+                buffers[index] = torch.empty(shape, dtype=dtype, device=device)
+            else:
+                size = shape.numel() * dtype.itemsize
+                buffers[index] = workspace[offset:offset + size].view(dtype).view(shape)
+        if poison:
+            buffers[index].fill_(poison_value(dtype))
+    stream = bound.stream_of(device)
+    for bound_launch in bound.launches:
+        call = bound_launch.hooked
+        call.function(*bound_launch.grid, stream, *call.fixed,
+                      *[buffers[i].data_ptr() for i in bound_launch.operands],
+                      *bound_launch.scalars)
+
+
+def fast_call(function, specs: list, layout: BufferLayout, bound: BoundFunction):
+    """The call as it is after the first: arguments that are already what
+    the kernels read (dense, aligned, on the bound device, the current
+    device) launch with nothing but those checks, a fresh tensor per result
+    and the kernels' launch functions. Anything else returns None, and the
+    call takes the checking path, which copies or explains."""
+    import torch
+
+    device = bound.device
+    results = tuple(function.results)
+    count, size = len(specs), len(function.buffers)
+    fresh_results = [(index, shape, dtype) for index, shape, dtype in layout.fresh
+                     if index not in layout.offsets]
+    workspace_bytes, offsets = layout.workspace_bytes, tuple(layout.offsets.items())
+    uint8 = torch.uint8
+    # Parameters are tensors whose type only tells autograd to track them:
+    # the torch backend passes a module's weights as they are.
+    plain = (torch.Tensor, torch.nn.Parameter)
+    tensor_type, empty = torch.Tensor, torch.empty
+    current = internals.current_device_reader()
+    result_specs = [(index, torch.Size(function.buffers[index].shape),
+                     torch_dtype(function.buffers[index].dtype)) for index in results]
+    results_are_fresh = all(index >= count for index in results)
+    stream_of = bound.stream_of
+    single = len(results) == 1
+    hooked_launches = [(b.hooked.function, b.grid, b.hooked.fixed, b.operands, b.scalars)
+                       for b in bound.launches]
+    bare_launches = [(b.bare.function, b.grid, b.bare.fixed, b.operands, b.scalars)
+                     for b in bound.launches]
+    # Every launch was bound with the same two hook chains (Triton's knobs).
+    hooks, any_hooked = bound.hooks, internals.any_hooked
+
+    def usable(tensor, shape, dtype) -> bool:
+        return (type(tensor) in plain and tensor.dtype is dtype
+                and tensor.shape == shape and tensor.get_device() == device
+                and tensor.is_contiguous() and not tensor.data_ptr() % ALIGNMENT)
+
+    def fast(tensors, out):
+        if len(tensors) != count or current() != device:
+            return None
+        for tensor, (shape, dtype) in zip(tensors, specs):
+            if not usable(tensor, shape, dtype):
+                return None
+        buffers = list(tensors)
+        buffers.extend([None] * (size - count))
+        if out is not None:
+            outs = (out,) if type(out) is tensor_type else tuple(out)
+            if not results_are_fresh or len(outs) != len(results):
+                return None
+            for tensor, (index, shape, dtype) in zip(outs, result_specs):
+                if not usable(tensor, shape, dtype) or \
+                        any(overlap(tensor, argument) for argument in tensors):
+                    return None
+                buffers[index] = tensor
+        for index, shape, dtype in fresh_results:
+            if buffers[index] is None:
+                buffers[index] = empty(shape, dtype=dtype, device=device)
+        pointers = [0 if buffer is None else buffer.data_ptr() for buffer in buffers]
+        if offsets:
+            workspace = empty(workspace_bytes, dtype=uint8, device=device)
+            base = workspace.data_ptr()
+            for index, offset in offsets:
+                pointers[index] = base + offset
+        stream = stream_of(device)
+        # Hooks added after the first call (a profiler's) still run.
+        launches = hooked_launches if any_hooked(hooks) else bare_launches
+        for call, grid, fixed, operands, scalars in launches:
+            call(*grid, stream, *fixed, *[pointers[i] for i in operands], *scalars)
+        if out is not None:
+            return outs[0] if len(outs) == 1 else outs
+        return buffers[results[0]] if single else tuple(buffers[i] for i in results)
+
+    return fast
+
+
+def cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()

@@ -1,0 +1,86 @@
+"""A schedule from outside the package, in this one file: defined here,
+registered with `kgc.tiling.registry.register_schedule` for the tests that
+use it, and compiled with, touching nothing else of kgc.
+
+`RowsOnGridY` plans 2-D pointwise kernels as the built-in pointwise schedule
+does, but launches them on a 2-D grid: column tiles along grid x, row tiles
+along grid y (the built-in one numbers every tile along grid x). The tiled
+kernels run on the CPU executor against torch."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import kgc
+from kgc.execution import run_tiled
+from kgc.pipeline.config import GraphConfig
+from kgc.tiling.config import PointwiseConfig
+from kgc.tiling.graph_model import ELEMENTWISE_OPS
+from kgc.tiling.plan import PointwiseSchedule
+from kgc.tiling.registry import register_schedule, schedules, unregister_schedule
+
+torch = pytest.importorskip("torch")
+
+
+class RowsOnGridY(PointwiseSchedule):
+    kind = "pointwise_rows_on_grid_y"
+
+    def match(self, order):
+        return len(order[-1].shape) == 2 and all(
+            node.is_input or node.op in ELEMENTWISE_OPS for node in order)
+
+    def plan(self, outputs, order, config, kernel):
+        plan = super().plan(outputs, order, config, kernel)
+        # Grid x walks the last program axis (columns), grid y the one before.
+        return dataclasses.replace(plan, grid_axes=tuple((a,) for a in reversed(plan.program_axes)))
+
+
+@pytest.fixture
+def rows_on_grid_y():
+    schedule = register_schedule(RowsOnGridY())
+    yield schedule
+    unregister_schedule(schedule.kind)
+
+
+def _scaled_gelu(rows: int, columns: int):
+    graph = kgc.Graph("scaled_gelu")
+    x = graph.input("x", (rows, columns), "f32")
+    y = graph.input("y", (rows, columns), "f32")
+    graph.output(graph.gelu(graph.mul(x, y)))
+    return graph
+
+
+@pytest.mark.parametrize("rows,columns,block_m,block_n", [(17, 1000, 4, 256), (3, 4097, 1, 1024),
+                                                         (1000, 3, 16, 4), (1, 1, 1, 1)])
+def test_a_registered_schedule_plans_and_compiles_a_graph(rows_on_grid_y, rows, columns, block_m,
+                                                          block_n):
+    assert next(iter(schedules())) == RowsOnGridY.kind  # tried first
+    config = GraphConfig("scaled_gelu", kernels={
+        "scaled_gelu_0_pointwise": PointwiseConfig(block_m=block_m, block_n=block_n)})
+    graph = kgc.compile(_scaled_gelu(rows, columns), target="sm_90", config=config)
+    (kernel,) = graph.module.kernels.values()
+    # Axes of one tile are no program axes: what is left keeps its order.
+    tiles = [t for t in (-(-columns // min(block_n, columns)), -(-rows // block_m)) if t > 1]
+    assert kernel.grid == tuple(tiles + [1] * (3 - len(tiles)))
+    assert kernel.asm["cubin"]
+    x, y = torch.randn(rows, columns), torch.randn(rows, columns)
+    result = run_tiled(graph.module.stages["kg"], "scaled_gelu", x, y)
+    torch.testing.assert_close(result, torch.nn.functional.gelu(x * y), atol=1e-5, rtol=1e-5)
+
+
+def test_other_graphs_keep_their_schedules(rows_on_grid_y):
+    graph = kgc.Graph("row_sums")
+    x = graph.input("x", (17, 1000), "f32")
+    graph.output(graph.sum(x, 1))
+    compiled = kgc.compile(graph, target="sm_90")
+    assert 'kind = "reduction"' in compiled.module.stages["kg"]
+
+
+def test_unregistering_leaves_the_built_in_schedules():
+    schedule = register_schedule(RowsOnGridY())
+    assert unregister_schedule(schedule.kind) is schedule
+    assert list(schedules()) == ["attention", "matmul", "reduction", "pointwise"]
+    with pytest.raises(ValueError, match="no schedule of kind 'pointwise_rows_on_grid_y'"):
+        unregister_schedule(schedule.kind)
