@@ -148,14 +148,15 @@ def test_fp8_gemm_under_the_hopper_tma_config_runs_8bit_wgmma(name):
     sm_90 to e4m3 wgmma fed by TMA tensor loads (no GPU needed: PTX)."""
     from kgc.pipeline.compiler import compile_module
     from kgc.pipeline.config import GraphConfig
-    from kgc.tiling.config import PERSISTENT_PROGRAMS, MatmulConfig
+    from kgc.targets import target_for
+    from kgc.tiling.config import MatmulConfig
 
     graph = CATALOGUE[name].build()
     module = graph.build()
     with module.context:
         (kernel,) = compile_module(module, target=90, emit="ttir").kernels
     config = MatmulConfig(block_m=128, block_n=256, block_k=128, num_warps=8, num_stages=3,
-                          tma=True, num_programs=PERSISTENT_PROGRAMS)
+                          tma=True, num_programs=target_for(90).sm_count)
     module = graph.build()
     with module.context:
         compiled = compile_module(module, target=90, emit="ptx",

@@ -6,7 +6,9 @@ a `KernelConfig` of its kind (kgc's heuristics fill in the knobs the config
 leaves open), and `generate` writes the tile program of a plan through a
 `Builder`. `plan_group` asks the registered schedules in turn; the first
 that matches plans the kernel, and a dry run of its generator checks that
-the program can be written. `register_schedule` adds one, tried before the
+the program can be written. Every schedule plans for a target GPU (a
+`kgc.targets.Target`): the SMs its grid must fill decide split-K, split-KV
+and how narrow tiles get. `register_schedule` adds one, tried before the
 built-in three:
 
 * matmul: iteration axes (batch..., m, k, n), and a rank axis after them
@@ -32,6 +34,8 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar, Sequence
 
+from kgc.element_types import element_bits
+from kgc.targets import Target, target_for
 from kgc.tiling import low_rank, plan_cache, split_k
 from kgc.tiling.config import (ConfigError, KernelConfig, MatmulConfig, PointwiseConfig,
                                ReductionConfig, default_split_k)
@@ -49,7 +53,6 @@ _TILE_ELEMENTS = 4096
 _LOOPED_REDUCTION_BLOCK = 2048
 _POINTWISE_BLOCK_N = 1024
 _MAX_EPILOGUE_ROW = 256  # widest n that a matmul epilogue may reduce over
-_SM_COUNT = 132
 _GRID_LIMIT = 2**31 - 1
 _INDEX_LIMIT = 2**31 - 1
 
@@ -70,9 +73,9 @@ class Schedule:
         raise NotImplementedError
 
     def plan(self, outputs: list[Node], order: list[Node], config: KernelConfig,
-             kernel: str | None) -> KernelPlan:
+             kernel: str | None, target: Target) -> KernelPlan:
         """The plan of a kernel computing `outputs` with the knobs `config`
-        sets; raises Unplannable or ConfigError."""
+        sets, for the GPU `target`; raises Unplannable or ConfigError."""
         raise NotImplementedError
 
     def generate(self, plan: KernelPlan, builder: Builder) -> None:
@@ -99,8 +102,9 @@ class MatmulSchedule(Schedule):
     def match(self, order):
         return any(n.op == "matmul" for n in order)
 
-    def plan(self, outputs, order, config, kernel):
-        return _plan_matmul(outputs, order, [n for n in order if n.op == "matmul"], config, kernel)
+    def plan(self, outputs, order, config, kernel, target):
+        return _plan_matmul(outputs, order, [n for n in order if n.op == "matmul"], config, kernel,
+                            target)
 
 
 class ReductionSchedule(Schedule):
@@ -110,7 +114,7 @@ class ReductionSchedule(Schedule):
     def match(self, order):
         return any(n.op == "reduce" for n in order)
 
-    def plan(self, outputs, order, config, kernel):
+    def plan(self, outputs, order, config, kernel, target):
         return _plan_reduction(outputs, order, [n for n in order if n.op == "reduce"], config,
                                kernel)
 
@@ -122,7 +126,7 @@ class PointwiseSchedule(Schedule):
     def match(self, order):
         return True
 
-    def plan(self, outputs, order, config, kernel):
+    def plan(self, outputs, order, config, kernel, target):
         return _plan_pointwise(outputs, order, config, kernel)
 
 
@@ -161,19 +165,22 @@ def kernel_kind(outputs: Sequence[Node]) -> str:
 
 
 def plan_group(outputs: Sequence[Node], config: KernelConfig | None = None,
-               kernel: str | None = None) -> KernelPlan:
+               kernel: str | None = None, target: Target | int | None = None) -> KernelPlan:
     """The plan of a kernel computing `outputs` with the knobs `config` sets
-    (kgc's choice for the others), checked by a dry run of its schedule's
-    generator. Raises Unplannable, or ConfigError for an illegal knob
-    (naming `kernel`). A group of the same content planned before with the
-    same config (kg-fuse's, for kg-tile) gives its plan again (plan_cache)."""
+    (kgc's choice for the others) for `target` (a Target or an SM version;
+    None: the default, `kgc.targets.target_for`), checked by a dry run of
+    its schedule's generator. Raises Unplannable, or ConfigError for an
+    illegal knob (naming `kernel`). A group of the same content planned
+    before with the same config for the same target (kg-fuse's, for
+    kg-tile) gives its plan again (plan_cache)."""
     outputs = list(outputs)
+    target = target_for(target)
     schedule = schedule_for(outputs)
     if config is None:
         config = schedule.config_class()
     elif not isinstance(config, schedule.config_class):
         raise Unplannable(f"a {config.kind} config was given for a {schedule.kind} kernel")
-    cache_key = plan_cache.key(outputs, schedule.kind, config)
+    cache_key = plan_cache.key(outputs, schedule.kind, config, target)
     known = plan_cache.recall(cache_key)
     if known is not None:
         return known
@@ -185,7 +192,7 @@ def plan_group(outputs: Sequence[Node], config: KernelConfig | None = None,
             what = "an input" if node.is_input else f"kg.{node.op}"
             raise Unplannable(f"{what} of shape {node.shape} is empty; kgc needs at least one "
                               "element in every tensor")
-    plan = schedule.plan(outputs, order, config, kernel)
+    plan = schedule.plan(outputs, order, config, kernel, target)
     plan.schedule = schedule.kind
     if plan.config.num_programs is not None:
         # More programs than tiles would have nothing to do.
@@ -405,7 +412,8 @@ def _plan_reduction(outputs, order, reduces, config: ReductionConfig, kernel) ->
                    {x: seed}, reduce_axes, {}, None, resolved, knob_extents, kernel)
 
 
-def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel) -> KernelPlan:
+def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
+                 target: Target) -> KernelPlan:
     _check_index_range(order)
     # Main matmuls share the kernel's output shape and k; side matmuls and
     # rank-r products beside them are LoRA's (kgc.tiling.low_rank).
@@ -435,8 +443,8 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel) -> Kerne
     epilogue_reduces_m = any(
         m_axis in reduce_axes.get(node, ()) for node in order if node.op == "reduce")
 
-    element_bits = max(_bits(mm.operands[0].element) for mm in matmuls)
-    default_k = 64 if element_bits <= 16 else 32
+    bits = max(element_bits(mm.operands[0].element) for mm in matmuls)
+    default_k = 64 if bits <= 16 else 32
     if epilogue_reduces_n:
         if n_extent > _MAX_EPILOGUE_ROW:
             raise Unplannable(f"the epilogue reduces over n = {n_extent}, wider than "
@@ -458,7 +466,7 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel) -> Kerne
         # (down to 64; narrower tiles read the other operand too finely).
         programs = product(batch) * ceil_div(m_extent, block_m)
         while (config.block_n is None and default_n > 64 and default_n < n_extent
-               and programs * ceil_div(n_extent, default_n) < _SM_COUNT):
+               and programs * ceil_div(n_extent, default_n) < target.sm_count):
             default_n //= 2
         block_n = _knob(config.block_n, default_n)
     block_k = _knob(config.block_k, min(default_k, k_extent))
@@ -470,7 +478,7 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel) -> Kerne
     if chosen:
         splits = 1 if config.num_programs is not None or config.tma or block_k >= k_extent \
             else default_split_k(tiles, product(batch), m_extent, n_extent, k_extent,
-                                 block_k, element_bits, _SM_COUNT)
+                                 block_k, bits, target.sm_count)
     else:
         splits = split_k.split_count(config.split_k, k_extent, block_k)
     tile = [1] * nb + [block_m, block_k, block_n] + ([] if rank is None else [rank])
@@ -522,10 +530,6 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel) -> Kerne
     if k_loop:
         plan.loop_attributes[k_axis] = k_loop
     return plan
-
-
-def _bits(element: str) -> int:
-    return {"f32": 32, "f16": 16, "bf16": 16}.get(element, 8)
 
 
 def _expand_matmul(mm: Node, maps: dict, axes, reduce_axes: dict) -> Expansion:
