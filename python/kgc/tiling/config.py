@@ -484,10 +484,11 @@ def default_split_k(tiles: int, batch: int, m: int, n: int, k: int, block_k: int
                   element_bits: int, program_slots: int) -> int:
     """The splits kgc gives a matmul kernel whose `split_k` is left to it:
     enough that its `tiles` (batch x m x n tiles) times the splits fill the
-    GPU's `program_slots` (its SMs: `kgc.targets.Target.sm_count`) once, for a kernel that streams at least
-    DEFAULT_MIN_BYTES of operands; with every split at least
-    DEFAULT_MIN_STEPS k steps, and the f32 partials (written and read once)
-    at most a quarter of the operands' bytes. 1 (no split) otherwise."""
+    GPU's `program_slots` (its SMs, `kgc.targets.Target.sm_count`) once,
+    for a kernel that streams at least DEFAULT_MIN_BYTES of operands; with
+    every split at least DEFAULT_MIN_STEPS k steps, and the f32 partials
+    (written and read once) at most a quarter of the operands' bytes. 1 (no
+    split) otherwise."""
     operand_bytes = batch * (m * k + k * n) * element_bits // 8
     if tiles >= program_slots or operand_bytes < DEFAULT_MIN_BYTES:
         return 1
