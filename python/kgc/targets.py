@@ -78,9 +78,6 @@ class Target:
     def name(self) -> str:
         return f"sm_{self.sm}"
 
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
 
 TARGETS: dict[int, Target] = {target.sm: target for target in (
     Target(80, "NVIDIA A100-SXM4-80GB", 108, 166912, 40 * _MIB, tma=False, wgmma=False,
