@@ -16,6 +16,7 @@ from kgc.pipeline.config import GraphConfig
 from kgc.tiling.config import MatmulConfig
 from kgc.tiling.kernel_ops import int_array, kernel_name, kernels_in
 from tests.cases import ALL_CASES
+from tests.tools import console_script
 
 FP8_MATMUL = next(c for c in ALL_CASES if c.name.startswith("matmul_fp8"))
 SOFTMAX = next(c for c in ALL_CASES if c.name == "softmax-17x1000")
@@ -194,3 +195,18 @@ def test_the_search_space_is_sized_by_the_target():
                    if c.block_n == 64}
               for sm in (80, 90)}
     assert splits[90] > {None, 2} and splits[80] == {None}
+
+
+@pytest.mark.parametrize("target,splits", [("sm_80", 8), ("sm_90", 16)])
+def test_kgc_compile_on_the_command_line_plans_for_its_target(tmp_path, target, splits):
+    graph = tmp_path / "gemv.mlir"
+    graph.write_text(
+        "func.func @gemv(%x: tensor<1x4096xf16>, %w: tensor<4096x1024xf16>) -> tensor<1x1024xf16> {\n"
+        "  %y = kg.matmul %x, %w : (tensor<1x4096xf16>, tensor<4096x1024xf16>) -> tensor<1x1024xf16>\n"
+        "  return %y : tensor<1x1024xf16>\n}\n")
+    done = subprocess.run([console_script("kgc"), "compile", str(graph), "-o", str(tmp_path / "out"),
+                           "--target", target, "--emit", "kg"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    kg = next((tmp_path / "out").glob("*.kg.mlir")).read_text()
+    assert f"split_k = {splits} : i64" in kg and f"grid = array<i64: 16, {splits}, 1>" in kg
