@@ -7,6 +7,10 @@ follows from them is computed here and nowhere else:
 
     best torch   the fastest of eager, torch.compile, max-autotune
     speedup      best torch time / kgc time       (> 1: kgc is faster)
+    default vs searched
+                 kgc default time / kgc time      (> 1: the search found
+                                                   faster kernels than kgc's
+                                                   default compile)
     % of floor   floor / kgc time * 100           (100: kgc is at the floor)
     target met   speedup >= the workload's target, and for the targets
                  that bound it, kgc time <= floor_ratio * floor
@@ -27,12 +31,15 @@ import json
 import pathlib
 
 from kgc.bench.floor import describe
-from kgc.bench.runners import KGC, LABELS, RUNNERS, TORCH_RUNNERS
+from kgc.bench.runners import KGC, KGC_DEFAULT, LABELS, RUNNERS, TORCH_RUNNERS
 from kgc.bench.workloads import Target
 
 # 2: the peaks are the best of several probes ("memory_GB_per_s" and each
 # probe's rate, where 1 had "copy_GB_per_s"); rows have "compile_s".
-SCHEMA_VERSION = 2
+# 3: kgc's default compile beside the searched one: "kgc-default" among the
+# runners and times, rows have "kgc_default_status", "kgc_default_compile_s"
+# and "default_vs_searched".
+SCHEMA_VERSION = 3
 OK, FAILED, WRONG = "ok", "failed", "wrong"
 
 
@@ -59,6 +66,10 @@ class Row:
     kgc_search: dict | None = None
     # A torch contender's first call (its compile for torch.compile), seconds.
     compile_s: dict[str, float] = dataclasses.field(default_factory=dict)
+    # kgc's default compile (no search): its status (None: not run) and the
+    # compile's wall time, seconds; its time is times_us["kgc-default"].
+    kgc_default_status: str | None = None
+    kgc_default_compile_s: float | None = None
 
     @property
     def best_torch(self) -> tuple[str, float] | None:
@@ -74,6 +85,14 @@ class Row:
         if best is None or KGC not in self.times_us:
             return None
         return best[1] / self.times_us[KGC]
+
+    @property
+    def default_vs_searched(self) -> float | None:
+        """kgc's default compile's time over the searched kernel's (1.0: the
+        search found nothing faster)."""
+        if KGC not in self.times_us or KGC_DEFAULT not in self.times_us:
+            return None
+        return self.times_us[KGC_DEFAULT] / self.times_us[KGC]
 
     @property
     def floor_ratio(self) -> float | None:
@@ -103,6 +122,9 @@ class Row:
             "kgc_cached": self.kgc_cached, "kgc_search_s": self.kgc_search_s,
             "kgc_config": self.kgc_config, "kgc_search": self.kgc_search,
             "compile_s": dict(self.compile_s),
+            "kgc_default_status": self.kgc_default_status,
+            "kgc_default_compile_s": self.kgc_default_compile_s,
+            "default_vs_searched": self.default_vs_searched,
             "best_torch": None if best is None else {"runner": best[0], "time_us": best[1]},
             "speedup": self.speedup, "percent_of_floor": self.percent_of_floor,
             "target": {"speedup": self.target.speedup, "floor_ratio": self.target.floor_ratio,
@@ -143,13 +165,13 @@ class BenchResult:
         return line + "\nfloor from\n  " + describe(self.peaks, "\n  ")
 
     def table(self) -> str:
-        """The rows as text: us per contender, kgc's speedup over the best
-        torch, % of floor, the target and whether it is met, and kgc's
-        search time ("cached": its choice came from the cache); then the
-        reasons of every missing time and each torch.compile mode's compile
-        time."""
-        headers = ["workload", *(LABELS[r] if r != "max-autotune" else "max-autotune"
-                                 for r in RUNNERS), "floor", "speedup", "% floor", "target", "met",
+        """The rows as text: us per contender (kgc searched, kgc's default
+        compile, the torch contenders), kgc's speedup over the best torch,
+        % of floor, the target and whether it is met, and kgc's search time
+        ("cached": its choice came from the cache); then the reasons of
+        every missing time and each torch.compile mode's compile time."""
+        # Each contender by its short name (max-autotune's label is long).
+        headers = ["workload", *RUNNERS, "floor", "speedup", "% floor", "target", "met",
                    "kgc search"]
         lines = []
         for row in self.rows:
@@ -157,7 +179,8 @@ class BenchResult:
             for runner in RUNNERS:
                 if runner in row.times_us:
                     cells.append(f"{row.times_us[runner]:.1f}")
-                elif runner == KGC and row.kgc_status == WRONG:
+                elif (runner == KGC and row.kgc_status == WRONG) or \
+                        (runner == KGC_DEFAULT and row.kgc_default_status == WRONG):
                     cells.append("WRONG")
                 else:
                     cells.append("failed" if runner in row.errors else "-")
@@ -211,10 +234,13 @@ class BenchResult:
                 positions.append(position + (index - (len(series) - 1) / 2) * width)
             axes.bar(positions, heights, width, label=LABELS.get(name, name))
             tallest = max([tallest, *heights])
-        kgc_offset = -(len(series) - 1) / 2 * width  # kgc's slot, where its bar is missing
         for position, row in enumerate(self.rows):
-            if row.kgc_status != OK:
-                axes.annotate(f"kgc {row.kgc_status}", (position + kgc_offset, 0.05),
+            for runner, status in ((KGC, row.kgc_status), (KGC_DEFAULT, row.kgc_default_status)):
+                if status in (OK, None):
+                    continue
+                # The runner's slot, where its bar is missing.
+                offset = (series.index(runner) - (len(series) - 1) / 2) * width
+                axes.annotate(f"{LABELS[runner]} {status}", (position + offset, 0.05),
                               ha="center", va="bottom", rotation=90, fontsize=8, color="red")
         axes.axhline(1.0, color="gray", linewidth=0.8, linestyle="--")
         axes.set_xticks(range(len(self.rows)), [row.workload for row in self.rows],

@@ -4,7 +4,9 @@ process, one GPU.
 For each workload, on fresh random inputs: kgc's graph is superoptimized
 (the cache makes a second run fast), run once and checked against eager
 PyTorch (`kgc.bench.check`) before it is timed; a result that fails the
-check is reported as wrong and never timed. Then eager PyTorch,
+check is reported as wrong and never timed. kgc's default compile (no
+search) is checked and timed the same way beside it, so that the gap
+between the two shows. Then eager PyTorch,
 torch.compile and torch.compile max-autotune-no-cudagraphs are timed the
 same way (`kgc.bench.timing`), each torch.compile mode's first call (its
 compile) timed by the clock and reported. The device's memory bandwidth and
@@ -23,7 +25,8 @@ from typing import Sequence
 from kgc.bench import floor, runners, timing
 from kgc.bench.check import check
 from kgc.bench.report import FAILED, OK, WRONG, BenchResult, Row
-from kgc.bench.runners import EAGER, KGC, LABELS, TORCH_RUNNERS, Unavailable, first_line
+from kgc.bench.runners import (EAGER, KGC, KGC_DEFAULT, LABELS, TORCH_RUNNERS, Unavailable,
+                               first_line)
 from kgc.bench.workloads import PEAK_FP8, Workload
 from kgc.search.measure import l2_bytes
 
@@ -42,7 +45,7 @@ def run_bench(workloads: Sequence[Workload], *, effort: str = "default", reps: i
 
     seed = secrets.randbits(31) if seed is None else seed
     name = torch.cuda.get_device_name() if device == "cuda" else device
-    steps = 1 + len(workloads) * (1 + len(TORCH_RUNNERS))
+    steps = 1 + len(workloads) * (2 + len(TORCH_RUNNERS))
     with tqdm(total=steps, desc="kgc bench", unit="step", disable=not progress) as bar:
         bar.set_postfix_str("measuring the floor")
         peaks = floor.measure_peaks(fp8=any(w.peak == PEAK_FP8 for w in workloads), reps=reps)
@@ -82,6 +85,9 @@ def _run_workload(workload: Workload, peaks, effort: str, reps: int, seed: int, 
         row.errors["eager"] = first_line(error)
     _run_kgc(workload, row, sets, eager_result, effort, reps, progress)
     bar.update(1)
+    bar.set_postfix_str(f"{workload.name}: {LABELS[KGC_DEFAULT]}")
+    _run_kgc_default(workload, row, sets, eager_result, reps)
+    bar.update(1)
 
     for runner in TORCH_RUNNERS:
         bar.set_postfix_str(f"{workload.name}: {LABELS[runner]}")
@@ -113,13 +119,14 @@ def _setup_line(row: Row) -> str:
     else:
         source = {True: " (from the cache)", False: " (searched)", None: ""}[row.kgc_cached]
         kgc = f"kgc search {row.kgc_search_s:.1f} s{source}"
+    default = "" if row.kgc_default_compile_s is None else \
+        f", kgc default compile {row.kgc_default_compile_s:.1f} s"
     return f"{row.workload}: {kgc}" + "".join(
-        f", {LABELS[r]} first call {s:.1f} s" for r, s in row.compile_s.items())
+        f", {LABELS[r]} first call {s:.1f} s" for r, s in row.compile_s.items()) + default
 
 
 def _run_kgc(workload: Workload, row: Row, sets: list, eager_result, effort: str, reps: int,
              progress: bool) -> None:
-    graph, inputs = workload.build(), sets[0]
     started = time.perf_counter()
     try:
         compiled = runners.make_kgc(workload, effort, reps, verbose=progress)
@@ -137,31 +144,55 @@ def _run_kgc(workload: Workload, row: Row, sets: list, eager_result, effort: str
     config = getattr(compiled, "config", None)
     if config is not None:
         row.kgc_config = config.to_dict()
+    row.kgc_status = _check_and_time(workload, KGC, compiled, row, sets, eager_result, reps)
+
+
+def _run_kgc_default(workload: Workload, row: Row, sets: list, eager_result, reps: int) -> None:
+    """kgc's default compile of the workload (no search), checked and timed
+    as the searched one is; its compile's wall time is reported."""
+    started = time.perf_counter()
+    try:
+        compiled = runners.make_kgc_default(workload)
+    except Unavailable as error:
+        row.kgc_default_status, row.errors[KGC_DEFAULT] = FAILED, str(error)
+        return
+    finally:
+        row.kgc_default_compile_s = time.perf_counter() - started
+    row.kgc_default_status = _check_and_time(workload, KGC_DEFAULT, compiled, row, sets,
+                                             eager_result, reps)
+
+
+def _check_and_time(workload: Workload, runner: str, compiled, row: Row, sets: list,
+                    eager_result, reps: int) -> str:
+    """Runs kgc's `compiled` graph once, checks it against eager's result
+    and, when right, times it as `runner` in `row`: its status (the reason
+    of any other than OK goes to the row's errors)."""
+    graph, inputs = workload.build(), sets[0]
     try:
         result = compiled(*inputs)
     except Exception as error:  # a kernel the driver refuses fails this row only
-        row.kgc_status, row.errors[KGC] = FAILED, f"kgc failed to run: {first_line(error)}"
-        return
-    row.kgc_kernels = len(compiled.kernels())
+        row.errors[runner] = f"kgc failed to run: {first_line(error)}"
+        return FAILED
+    if runner == KGC:
+        row.kgc_kernels = len(compiled.kernels())
     if eager_result is None:
-        row.kgc_status = FAILED
-        row.errors[KGC] = "not checked: eager PyTorch gave no result to check it against"
-        return
+        row.errors[runner] = "not checked: eager PyTorch gave no result to check it against"
+        return FAILED
     try:
         wrong = check(graph, inputs, result, eager_result)
     except Exception as error:  # the reference cannot evaluate it: unchecked, so not timed
         _LOG.debug("checking %s failed", workload.name, exc_info=True)
-        row.kgc_status, row.errors[KGC] = FAILED, f"not checked: {first_line(error)}"
-        return
+        row.errors[runner] = f"not checked: {first_line(error)}"
+        return FAILED
     if wrong is not None:
-        row.kgc_status, row.errors[KGC] = WRONG, f"differs from eager, not timed: {wrong}"
-        return
+        row.errors[runner] = f"differs from eager, not timed: {wrong}"
+        return WRONG
     try:
-        row.times_us[KGC] = timing.time_gpu(lambda i: compiled(*sets[i]), reps, len(sets))
+        row.times_us[runner] = timing.time_gpu(lambda i: compiled(*sets[i]), reps, len(sets))
     except Exception as error:
-        row.kgc_status, row.errors[KGC] = FAILED, f"kgc failed while timed: {first_line(error)}"
-        return
-    row.kgc_status = OK
+        row.errors[runner] = f"kgc failed while timed: {first_line(error)}"
+        return FAILED
+    return OK
 
 
 def _versions() -> dict:

@@ -3,6 +3,8 @@ workload's inputs.
 
 - kgc: the workload's graph through `kgc.superoptimize` with the on-disk
   cache (the first run searches, later runs load the choice);
+- kgc-default: the same graph through `kgc.compile`, kgc's default choices
+  with no search, which is what most callers get;
 - eager: the workload's torch code as written;
 - torch.compile with the default mode, and with
   "max-autotune-no-cudagraphs" (its own Triton and cuBLAS choices, timed
@@ -21,10 +23,11 @@ from typing import Callable
 from kgc.bench.workloads import Workload
 
 _LOG = logging.getLogger(__name__)
-KGC, EAGER, INDUCTOR, MAX_AUTOTUNE = "kgc", "eager", "torch.compile", "max-autotune"
+KGC, KGC_DEFAULT = "kgc", "kgc-default"
+EAGER, INDUCTOR, MAX_AUTOTUNE = "eager", "torch.compile", "max-autotune"
 TORCH_RUNNERS = (EAGER, INDUCTOR, MAX_AUTOTUNE)
-RUNNERS = (KGC, *TORCH_RUNNERS)
-LABELS = {KGC: "kgc", EAGER: "eager", INDUCTOR: "torch.compile",
+RUNNERS = (KGC, KGC_DEFAULT, *TORCH_RUNNERS)
+LABELS = {KGC: "kgc", KGC_DEFAULT: "kgc default", EAGER: "eager", INDUCTOR: "torch.compile",
           MAX_AUTOTUNE: "max-autotune-no-cudagraphs"}
 
 
@@ -53,6 +56,22 @@ def make_kgc(workload: Workload, effort: str, reps: int, verbose: bool):
         _LOG.debug("kgc failed on %s", workload.name, exc_info=True)
         raise Unavailable(f"kgc failed: {first_line(error)}") from None
     return compiled
+
+
+def make_kgc_default(workload: Workload):
+    """The workload's graph through `kgc.compile`: kgc's default choices for
+    the current GPU, no search."""
+    from kgc.api import compile as compile_graph
+    from kgc.diagnostics import KgcError
+
+    try:
+        return compile_graph(workload.build())
+    except KgcError as error:
+        raise Unavailable("; ".join((f"{d.location}: " if d.location else "") + d.message
+                                    for d in error.diagnostics)) from None
+    except Exception as error:  # a failure of the compiler is this row's result, not the run's
+        _LOG.debug("kgc's default compile failed on %s", workload.name, exc_info=True)
+        raise Unavailable(f"kgc failed: {first_line(error)}") from None
 
 
 def make_torch(workload: Workload, runner: str) -> Callable:

@@ -30,7 +30,11 @@ import triton.testing
 
 import kgc
 from kgc.pipeline.config import GraphConfig
-from kgc.tiling.config import PERSISTENT_PROGRAMS, MatmulConfig
+from kgc.targets import present_gpu, table_record
+from kgc.tiling.config import MatmulConfig
+
+# Persistent programs: one per SM of the GPU at hand (sm_90's without one).
+PERSISTENT_PROGRAMS = (present_gpu() or table_record(90)).sm_count
 
 DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16}
 

@@ -15,6 +15,10 @@ Argument: `kg-fuse`. Options:
     fold-low-rank=BOOL   add a rank-r product (X A) B to the matmul X W
                          sharing its X, X A riding along its k loop (LoRA)
     fuse-attention=BOOL  softmax(Q K^T [* scale] [+ mask]) V as one kernel
+    target=SM            the SM version the groups are planned for (default
+                         90), as kg-tile will plan them: whether a merge
+                         costs a matmul its split over k depends on the
+                         GPU's SM count
 
 The decisions are all true by default; kgc.fusion.greedy says which merges
 each governs. A function's ops may also carry `kg.fusion_group = N`: ops of
@@ -81,8 +85,10 @@ from kgc.fusion import (FusionDecisions, FusionGraph, InvalidPartition, NotFusab
                         greedy_partition)
 from kgc.fusion.graph import function_name
 from kgc.fusion.partition import anchors, dependency_order, group_reads
+from kgc.element_types import element_bits
 from kgc.passes.decompose import PROMOTION_ATTRIBUTE
 from kgc.passes.registry import Option, Pass, PassFailure, register_pass
+from kgc.targets import DEFAULT_SM, SUPPORTED_SMS, Target, target_for
 from kgc.tiling.graph_model import SOURCE_OPS, Node
 from kgc.tiling.kernel_ops import ops_named
 from kgc.tiling.plan import Unplannable
@@ -107,6 +113,8 @@ class KgFuse(Pass):
     fold_low_rank = Option(bool, True, "add a rank-r product (X A) B to the matmul X W "
                                        "sharing its X (LoRA)")
     fuse_attention = Option(bool, True, "make softmax(Q K^T) V one attention kernel")
+    target = Option(int, DEFAULT_SM, "SM version the kernels are planned for (80, 86, 89, 90, "
+                                     "...)", choices=SUPPORTED_SMS)
 
     def decisions(self) -> FusionDecisions:
         return FusionDecisions(**{name.replace("-", "_"): getattr(self, name.replace("-", "_"))
@@ -122,18 +130,21 @@ class KgFuse(Pass):
         functions = ops_named(op, "func.func")
         if self.function and all(function_name(f) != self.function for f in functions):
             raise PassFailure(f"kg-fuse: no function @{self.function} to partition", op.location)
+        target = target_for(self.target)
         for function in functions:
             applies = not self.function or function_name(function) == self.function
-            fuse_function(function, given if applies else None, self.decisions())
+            fuse_function(function, given if applies else None, self.decisions(), target)
 
 
 def fuse_function(function: ir.Operation, partition: Partition | None = None,
-                  decisions: FusionDecisions = FusionDecisions()) -> None:
+                  decisions: FusionDecisions = FusionDecisions(),
+                  target: Target | int | None = None) -> None:
     """Partitions `function` into kernels: by `partition`, by the ops'
-    kg.fusion_group attributes, or greedily under `decisions`. Raises
-    PassFailure naming the op at fault when a partition does not fit."""
+    kg.fusion_group attributes, or greedily under `decisions`, with groups
+    planned for `target` (None: the default). Raises PassFailure naming the
+    op at fault when a partition does not fit."""
     try:
-        graph = FusionGraph.of_function(function)
+        graph = FusionGraph.of_function(function, target)
     except NotFusable as error:
         raise PassFailure(error.message, error.location) from None
     if not graph.nodes:
@@ -153,11 +164,12 @@ def fuse_function(function: ir.Operation, partition: Partition | None = None,
         _materialize(graph, groups)
 
 
-def materialize(function: ir.Operation, partition: Partition) -> None:
+def materialize(function: ir.Operation, partition: Partition,
+                target: Target | int | None = None) -> None:
     """Rewrites `function` into the kernels of `partition` (one of
-    kgc.fusion.propose_partitions, say). Raises PassFailure naming the op at
-    fault when the partition does not fit."""
-    fuse_function(function, partition)
+    kgc.fusion.propose_partitions, say), planned for `target`. Raises
+    PassFailure naming the op at fault when the partition does not fit."""
+    fuse_function(function, partition, target=target)
 
 
 def _checked_groups(graph: FusionGraph, partition: Partition,
@@ -282,7 +294,6 @@ def _unused(op: ir.Operation) -> bool:
 
 
 def _narrower(a: ir.Type, b: ir.Type) -> bool:
-    width = {"f32": 32, "f16": 16, "bf16": 16}
     ea = str(ir.RankedTensorType(a).element_type)
     eb = str(ir.RankedTensorType(b).element_type)
-    return width.get(ea, 8) < width.get(eb, 8)
+    return element_bits(ea) < element_bits(eb)

@@ -15,6 +15,9 @@ kgc.tiling.config), 0 leaving a knob to kgc:
                        tensor descriptors (kgc.tiling.tma); false leaves it
                        to the kernel's attribute
     kernel=NAME        apply the knobs to kernel @NAME only
+    target=SM          the SM version planned for (default 90): kgc's
+                       choices (split-K, split-KV, tile widths) fill that
+                       GPU's SMs (kgc.targets.target_for)
 
     kgc-opt graph.mlir --kg-tile='block-m=64 num-warps=8'
 
@@ -63,6 +66,7 @@ from __future__ import annotations
 from mlir import ir
 
 from kgc.passes.registry import Option, Pass, PassFailure, register_pass
+from kgc.targets import DEFAULT_SM, SUPPORTED_SMS, Target, target_for
 from kgc.tiling.config import ConfigError, KernelConfig
 from kgc.tiling.graph_model import Node, nodes_from_ops
 from kgc.tiling.kernel_ops import is_tiled, kernel_name, kernels_in
@@ -92,9 +96,10 @@ def kernel_graph(kernel: ir.Operation) -> list[Node]:
     return [by_value[value] for value in block.operations[len(ops)].operands]
 
 
-def plan_kernel(kernel: ir.Operation, options: KernelConfig | None = None
-                ) -> tuple[KernelPlan, list[Node]]:
-    """The plan of a kernel in graph form, with the knobs of its attributes,
+def plan_kernel(kernel: ir.Operation, options: KernelConfig | None = None,
+                target: Target | int | None = None) -> tuple[KernelPlan, list[Node]]:
+    """The plan of a kernel in graph form for `target` (a Target or an SM
+    version; None: the default), with the knobs of its attributes,
     overridden by those `options` sets."""
     name = kernel_name(kernel)
     outputs = kernel_graph(kernel)
@@ -102,7 +107,7 @@ def plan_kernel(kernel: ir.Operation, options: KernelConfig | None = None
         config = schedule_for(outputs).config_class.from_attributes(kernel.attributes, name)
         if options is not None:
             config = config.merged(options)
-        plan = plan_group(outputs, config, name)
+        plan = plan_group(outputs, config, name, target)
     except ConfigError as error:
         raise PassFailure(str(error), kernel.location) from None
     except Unplannable as reason:
@@ -135,6 +140,8 @@ class KgTile(Pass):
     tma = Option(bool, False, "read a matmul's k-loop operands and write its results through "
                               "TMA tensor descriptors")
     kernel = Option(str, "", "apply the knobs to this kernel only (default: every kernel)")
+    target = Option(int, DEFAULT_SM, "SM version to plan for (80, 86, 89, 90, ...): kgc's "
+                                     "choices fill its SMs", choices=SUPPORTED_SMS)
 
     def _option_knobs(self) -> dict:
         knobs = {name: getattr(self, name) for name in _OPTION_KNOBS if getattr(self, name) != 0}
@@ -175,12 +182,14 @@ class KgTile(Pass):
             kinds = [s.kind for s in schedules().values() if unused[0] in s.config_class.knobs()]
             raise PassFailure(f"kg-tile: option {unused[0].replace('_', '-')} applies to no kernel: "
                               f"only {' and '.join(kinds)} kernels have it", op.location)
+        target = target_for(self.target)
         for kernel, options in plans:
-            tile_kernel(kernel, options)
+            tile_kernel(kernel, options, target)
 
 
-def tile_kernel(kernel: ir.Operation, options: KernelConfig | None = None) -> ir.Operation:
-    plan, outputs = plan_kernel(kernel, options)
+def tile_kernel(kernel: ir.Operation, options: KernelConfig | None = None,
+                target: Target | int | None = None) -> ir.Operation:
+    plan, outputs = plan_kernel(kernel, options, target)
     if plan.split is not None:
         return tile_split_kernel(kernel, plan)
     schedule = schedules()[plan.schedule]
@@ -216,7 +225,7 @@ def tile_kernel(kernel: ir.Operation, options: KernelConfig | None = None) -> ir
         old.replace_all_uses_with(new)
     kernel.erase()
     for follow_up in follow_ups:
-        tile_kernel(follow_up)
+        tile_kernel(follow_up, target=target)
     return tiled
 
 

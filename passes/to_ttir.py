@@ -79,6 +79,7 @@ from typing import Sequence
 from mlir import ir
 
 from kgc.dialects import kg
+from kgc.element_types import element_bits
 from kgc.op_table import BY_OP_NAME, ELEMENTWISE, ElementwiseOp
 from kgc.passes.registry import Pass, PassFailure, register_pass
 from kgc.tiling import tma
@@ -747,13 +748,13 @@ class _Math:
         result_type = self._type(target)
         if s in _FLOAT8 or t in _FLOAT8:
             attributes = {}
-            if _width(t) < _width(s):
+            if element_bits(t) < element_bits(s):
                 attributes["rounding"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 1)  # rtne
             return ir.Operation.create("tt.fp_to_fp", results=[result_type], operands=[value],
                                        attributes=attributes).result
         if {s, t} == {"f16", "bf16"}:
             return self.cast(self.cast(value, source, self.f32), self.f32, target)
-        name = "arith.extf" if _width(t) > _width(s) else "arith.truncf"
+        name = "arith.extf" if element_bits(t) > element_bits(s) else "arith.truncf"
         return ir.Operation.create(name, results=[result_type], operands=[value]).result
 
 
@@ -833,10 +834,6 @@ def _imprecise_products(a: _Lowered, precision: kg.Precision) -> int:
 
 def _buffer_view(shape: Sequence[int], view: _View) -> BufferView:
     return BufferView(tuple(shape), tuple(view.strides), view.offset)
-
-
-def _width(element: str) -> int:
-    return {"f32": 32, "f16": 16, "bf16": 16}.get(element, 8)
 
 
 def _transposed(value: ir.Value) -> ir.Value:

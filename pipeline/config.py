@@ -22,6 +22,7 @@ from typing import Any, Mapping
 from mlir import ir
 
 from kgc.diagnostics import KgcError
+from kgc.targets import DEFAULT_SM
 from kgc.tiling.config import ConfigError, KernelConfig
 from kgc.tiling.kernel_ops import kernel_name, kernels_in
 
@@ -93,20 +94,20 @@ class GraphConfig:
                                f"not have (kernels: {', '.join(sorted(found)) or 'none'})")
             set_knobs(kernel, config)
 
-    def fuse(self, module: ir.Operation) -> None:
+    def fuse(self, module: ir.Operation, target: int = DEFAULT_SM) -> None:
         """Cuts `module`'s function into this config's kernels (kgc's passes
-        up to kg-fuse) and sets their knobs."""
+        up to kg-fuse, planning for sm_<target>) and sets their knobs."""
         from kgc.pipeline.pipeline import Pipeline
         from kgc.pipeline.stages import fusion_pipeline_text
 
-        Pipeline.parse(fusion_pipeline_text(self.fuse_options())).run(module)
+        Pipeline.parse(fusion_pipeline_text(self.fuse_options(), target)).run(module)
         self.configure_kernels(module)
 
     def apply(self, module: ir.Operation, target: int) -> str:
         """`fuse`, then the pipeline that compiles the rest (kg-tile onwards)."""
         from kgc.pipeline.stages import kernel_pipeline_text
 
-        self.fuse(module)
+        self.fuse(module, target)
         return kernel_pipeline_text(target)
 
 

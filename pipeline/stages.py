@@ -8,7 +8,10 @@
     cubin  the binary for the target GPU, from Triton's ptxas
 
 `kg` and `ttir` come from kgc's passes (`KG_PASSES`, `TTIR_PASSES`); the
-rest from `triton.compile`, which needs no GPU.
+rest from `triton.compile`, which needs no GPU. The target reaches the
+passes that depend on it as their `target` option: kg-fuse and kg-tile plan
+kernels for its SMs (`kgc.targets`), kg-legalize-dot keeps the dots its
+tensor cores take.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import re
 
 from kgc.pipeline.pipeline import Pipeline, PipelineError
-from kgc.targets import SUPPORTED_SMS
+from kgc.targets import DEFAULT_SM, SUPPORTED_SMS
 
 STAGES = ("kg", "ttir", "ttgir", "llir", "ptx", "cubin")
 TRITON_STAGES = STAGES[2:]
@@ -29,8 +32,8 @@ KG_PASSES = (
     "kgc-dce",
     "kg-decompose",
     "kgc-cse",
-    "kg-fuse",
-    "kg-tile",
+    "kg-fuse{{target={target}}}",
+    "kg-tile{{target={target}}}",
     "kg-legalize-dot{{target={target}}}",
     "kg-pad-mask",
 )
@@ -42,7 +45,7 @@ TTIR_PASSES = (LOWERING_PASS, "kgc-cse", "kgc-dce")
 FUSION_PASS = "kg-fuse"
 
 
-def default_pipeline_text(target: int = 90) -> str:
+def default_pipeline_text(target: int = DEFAULT_SM) -> str:
     passes = [p.format(target=target) for p in KG_PASSES + TTIR_PASSES]
     return f"builtin.module({','.join(passes)})"
 
@@ -50,19 +53,25 @@ def default_pipeline_text(target: int = 90) -> str:
 def decomposition_pipeline_text() -> str:
     """The default pipeline before kg-fuse: the graph cleaned up and
     decomposed into the ops kg-fuse partitions."""
-    return f"builtin.module({','.join(KG_PASSES[:KG_PASSES.index(FUSION_PASS)])})"
+    return f"builtin.module({','.join(KG_PASSES[:_fusion_position()])})"
 
 
-def fusion_pipeline_text(fuse_options: str = "") -> str:
+def fusion_pipeline_text(fuse_options: str = "", target: int = DEFAULT_SM) -> str:
     """The default pipeline up to kg-fuse (with `fuse_options`, such as
-    `{partition=0,1;2}`): the graph cut into kernels still in graph form."""
-    passes = list(KG_PASSES[:KG_PASSES.index(FUSION_PASS)]) + [FUSION_PASS + fuse_options]
+    `{partition=0,1;2}`), its groups planned for sm_<target>: the graph cut
+    into kernels still in graph form."""
+    options = " ".join(filter(None, (f"target={target}", fuse_options.strip().strip("{}"))))
+    passes = list(KG_PASSES[:_fusion_position()]) + [f"{FUSION_PASS}{{{options}}}"]
     return f"builtin.module({','.join(passes)})"
 
 
-def kernel_pipeline_text(target: int = 90) -> str:
+def _fusion_position() -> int:
+    return next(i for i, p in enumerate(KG_PASSES) if p.split("{")[0] == FUSION_PASS)
+
+
+def kernel_pipeline_text(target: int = DEFAULT_SM) -> str:
     """The default pipeline after kg-fuse: kernels in graph form to TTIR."""
-    position = KG_PASSES.index(FUSION_PASS)
+    position = _fusion_position()
     passes = [p.format(target=target) for p in KG_PASSES[position + 1:] + TTIR_PASSES]
     return f"builtin.module({','.join(passes)})"
 

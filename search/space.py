@@ -29,6 +29,8 @@ import random
 from mlir import ir
 
 from kgc.diagnostics import KgcError
+from kgc.element_types import element_bits
+from kgc.targets import target_for
 from kgc.dialects import kg
 from kgc.fusion import propose_partitions
 from kgc.passes.tile import plan_kernel
@@ -64,13 +66,9 @@ class PartitionVariant:
     kernels: list[tuple[str, str]]  # (kernel name in this partition, signature)
 
 
-def _element_bits(element: str) -> int:
-    return {"f32": 32, "f16": 16, "bf16": 16}.get(element, 8)
-
-
 def _widest_input(kernel: ir.Operation) -> str:
     elements = [str(ir.RankedTensorType(v.type).element_type) for v in kernel.operands]
-    return max(elements, key=_element_bits) if elements else "f32"
+    return max(elements, key=element_bits) if elements else "f32"
 
 
 def _kernel_element(kernel: ir.Operation, config_class: type) -> str:
@@ -84,7 +82,7 @@ def _kernel_element(kernel: ir.Operation, config_class: type) -> str:
         return _widest_input(kernel)
     elements = [str(ir.RankedTensorType(v.type).element_type)
                 for op in matmuls for v in op.operands]
-    return max(elements, key=_element_bits)
+    return max(elements, key=element_bits)
 
 
 def _matmul_precision(kernel: ir.Operation) -> str | None:
@@ -153,10 +151,13 @@ def variant_space(module_text: str, function: str, effort: str = "default",
                   ) -> tuple[list[PartitionVariant], dict[str, KernelVariants]]:
     """The partitions of `function` in `module_text` (a kernel graph before
     fusion) and the kernels they make, with the configs to try on `target`
-    (an SM version; None: no config is left out for its target)."""
+    (an SM version; None: no config is left out for its target). Kernels
+    are planned, and their configs sized, for `kgc.targets.target_for(target)`
+    (the default target's SMs when None)."""
     if effort not in EFFORT_CONFIGS:
         raise KgcError(f"effort must be one of {', '.join(EFFORT_CONFIGS)}, got {effort!r}")
     count = EFFORT_CONFIGS[effort]
+    record = target_for(target)
     with ir.Context() as context:
         context.allow_unregistered_dialects = True
         module = ir.Module.parse(module_text).operation
@@ -165,7 +166,7 @@ def variant_space(module_text: str, function: str, effort: str = "default",
                      for f in ops_named(module, "func.func")}
         if function not in functions:
             raise KgcError(f"no function @{function} (have: {', '.join(functions)})")
-        partitions = propose_partitions(functions[function])
+        partitions = propose_partitions(functions[function], record)
     variants: list[PartitionVariant] = []
     kernels: dict[str, KernelVariants] = {}
     for partition in partitions:
@@ -174,7 +175,7 @@ def variant_space(module_text: str, function: str, effort: str = "default",
             # Cut as a compile with this partition will cut it, so that the
             # kernels and their names are the ones a GraphConfig refers to.
             fused = ir.Module.parse(module_text).operation
-            GraphConfig(function, str(partition)).fuse(fused)
+            GraphConfig(function, str(partition)).fuse(fused, record.sm)
             made = []
             for kernel in kernels_in(fused):
                 if kernel.parent.name != "func.func" or ir.StringAttr(
@@ -184,13 +185,15 @@ def variant_space(module_text: str, function: str, effort: str = "default",
                 made.append((kernel_name(kernel), signature))
                 if signature in kernels:
                     continue
-                plan, _ = plan_kernel(kernel)
+                plan, _ = plan_kernel(kernel, target=record)
                 config_class = type(plan.config)
                 default = plan.config
                 element = _kernel_element(kernel, config_class)
-                space = _legal(kernel, config_class.space(plan.knob_extents, element), target)
+                space = _legal(kernel, config_class.space(plan.knob_extents, element, record),
+                               target)
                 seeds = _legal(kernel, config_class.seeds(plan.knob_extents, element,
-                                                          _matmul_precision(kernel)), target)
+                                                          _matmul_precision(kernel), record),
+                               target)
                 kernels[signature] = KernelVariants(
                     signature, kernel_name(kernel), plan.kind,
                     str(kernel_forms.launch_form(kernel)), str(kernel_forms.inline_form(kernel)),

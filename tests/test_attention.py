@@ -21,6 +21,7 @@ from kgc.pipeline.compiler import compile_module
 from kgc.pipeline.config import GraphConfig
 from kgc.pipeline.pipeline import Pipeline
 from kgc.pipeline.stages import decomposition_pipeline_text
+from kgc import targets
 from kgc.diagnostics import KgcError
 from kgc.tiling.config import AttentionConfig, ConfigError, KernelConfig
 from kgc.tiling.kernel_ops import kernel_name, kernels_in, ops_named
@@ -175,6 +176,16 @@ def test_search_space_offers_split_kv_and_packing_for_decoding():
     # Many queries: no split is offered, nor packing without grouped heads.
     prefill = AttentionConfig.space({"m": 128, "n": 128}, "f16")
     assert {c.split_kv for c in prefill} == {1} and {c.pack_heads for c in prefill} == {None}
+
+
+@pytest.mark.parametrize("target,splits", [(90, 16), (80, 8), (87, 2)])
+def test_split_kv_fills_the_targets_sms(target, splits):
+    # 8 key/value heads of 4 packed query heads, one query: 8 programs, the
+    # keys split until the programs fill the target's SMs (132 on sm_90, 108
+    # on sm_80, 16 on a Jetson Orin) at most once.
+    outputs, _ = _decode_outputs(AttentionShape(1, 32, 8, 1, 4096, 128))
+    plan = plan_group(outputs, target=targets.table_record(target))
+    assert plan.config.split_kv == splits and plan.config.pack_heads
 
 
 def test_graph_config_carries_attention_knobs():

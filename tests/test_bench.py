@@ -148,14 +148,15 @@ def test_fp8_gemm_under_the_hopper_tma_config_runs_8bit_wgmma(name):
     sm_90 to e4m3 wgmma fed by TMA tensor loads (no GPU needed: PTX)."""
     from kgc.pipeline.compiler import compile_module
     from kgc.pipeline.config import GraphConfig
-    from kgc.tiling.config import PERSISTENT_PROGRAMS, MatmulConfig
+    from kgc.targets import target_for
+    from kgc.tiling.config import MatmulConfig
 
     graph = CATALOGUE[name].build()
     module = graph.build()
     with module.context:
         (kernel,) = compile_module(module, target=90, emit="ttir").kernels
     config = MatmulConfig(block_m=128, block_n=256, block_k=128, num_warps=8, num_stages=3,
-                          tma=True, num_programs=PERSISTENT_PROGRAMS)
+                          tma=True, num_programs=target_for(90).sm_count)
     module = graph.build()
     with module.context:
         compiled = compile_module(module, target=90, emit="ptx",
@@ -388,31 +389,42 @@ def test_failed_rows_have_no_speedup_and_miss_their_target():
 
 
 def test_table():
-    rows = [_row(times={"kgc": 25.0, "eager": 60.0, "torch.compile": 45.0, "max-autotune": 40.0}),
+    rows = [_row(times={"kgc": 25.0, "kgc-default": 31.5, "eager": 60.0, "torch.compile": 45.0,
+                        "max-autotune": 40.0}),
             _row("gemm-fp8", times={"eager": 100.0, "torch.compile": 101.0}, status=FAILED,
                  errors={"kgc": "kgc failed: no FP8 lowering",
+                         "kgc-default": "kgc failed: no FP8 lowering",
                          "max-autotune": "BackendCompilerFailed: boom"}),
             _row("lora", times={"eager": 30.0}, status=WRONG,
-                 errors={"kgc": "differs from eager, not timed: off"}),
+                 errors={"kgc": "differs from eager, not timed: off",
+                         "kgc-default": "differs from eager, not timed: off"}),
             _row("add-relu-mul", times={"kgc": 21.0, "eager": 40.0})]
+    rows[0].kgc_default_status = OK
+    rows[1].kgc_default_status, rows[2].kgc_default_status = FAILED, WRONG
     rows[0].kgc_search_s, rows[0].kgc_cached = 41.23, False
     rows[0].compile_s = {"torch.compile": 3.04, "max-autotune": 61.5}
     rows[3].kgc_search_s, rows[3].kgc_cached = 0.31, True
     lines = _result(rows).table().splitlines()
     header = lines[0].split()
-    assert header[:5] == ["workload", "kgc", "eager", "torch.compile", "max-autotune"]
-    assert header[5:] == ["floor", "speedup", "%", "floor", "target", "met", "kgc", "search"]
+    assert header[:6] == ["workload", "kgc", "kgc-default", "eager", "torch.compile",
+                          "max-autotune"]
+    assert header[6:] == ["floor", "speedup", "%", "floor", "target", "met", "kgc", "search"]
     softmax = lines[1].split()
-    assert softmax[:6] == ["softmax", "25.0", "60.0", "45.0", "40.0", "20.0"]
-    assert softmax[6:9] == ["1.60x", "80%", ">="] and softmax[-2:] == ["NO", "41.2s"]
+    # The default compile's time beside the searched one's; the speedup is
+    # the searched kernel's.
+    assert softmax[:7] == ["softmax", "25.0", "31.5", "60.0", "45.0", "40.0", "20.0"]
+    assert softmax[7:10] == ["1.60x", "80%", ">="] and softmax[-2:] == ["NO", "41.2s"]
     fp8 = lines[2].split()
-    assert fp8[:5] == ["gemm-fp8", "failed", "100.0", "101.0", "failed"]
+    assert fp8[:6] == ["gemm-fp8", "failed", "failed", "100.0", "101.0", "failed"]
     assert fp8[-2:] == ["NO", "-"]
-    assert lines[3].split()[:2] == ["lora", "WRONG"]
+    assert lines[3].split()[:3] == ["lora", "WRONG", "WRONG"]
+    # A row whose default compile was not run shows none.
+    assert lines[4].split()[:4] == ["add-relu-mul", "21.0", "-", "40.0"]
     assert lines[4].split()[-3:] == ["yes", "0.3s", "cached"]
     assert lines[5].endswith("targets met: 1 of 4")
     text = "\n".join(lines)
     assert "gemm-fp8: kgc: kgc failed: no FP8 lowering" in text
+    assert "gemm-fp8: kgc default: kgc failed: no FP8 lowering" in text
     assert "gemm-fp8: max-autotune-no-cudagraphs: BackendCompilerFailed: boom" in text
     assert lines[-2:] == ["torch.compile's first call (its compile), s:",
                           "  softmax: torch.compile 3.0, max-autotune 61.5"]
@@ -428,18 +440,25 @@ def test_header_says_what_the_floor_was_measured_with():
 
 
 def test_json(tmp_path):
-    rows = [_row(times={"kgc": 22.0, "eager": 60.0, "torch.compile": 45.0}),
+    rows = [_row(times={"kgc": 22.0, "kgc-default": 27.5, "eager": 60.0, "torch.compile": 45.0}),
             _row("gemm-fp8", times={"eager": 100.0}, status=FAILED, errors={"kgc": "why"})]
     rows[0].kgc_cached, rows[0].compile_s = True, {"max-autotune": 61.5}
+    rows[0].kgc_default_status, rows[0].kgc_default_compile_s = OK, 1.25
     path = tmp_path / "bench.json"
     _result(rows).write_json(path)
     data = json.loads(path.read_text())
     assert data["schema_version"] == report_module.SCHEMA_VERSION
     assert data["device"] == "NVIDIA H100 80GB HBM3"
     assert data["settings"]["seed"] == 7
-    assert set(data["runners"]) == {"kgc", "eager", "torch.compile", "max-autotune"}
+    assert set(data["runners"]) == {"kgc", "kgc-default", "eager", "torch.compile",
+                                    "max-autotune"}
     softmax, fp8 = data["rows"]
-    assert softmax["times_us"] == {"kgc": 22.0, "eager": 60.0, "torch.compile": 45.0}
+    assert softmax["times_us"] == {"kgc": 22.0, "kgc-default": 27.5, "eager": 60.0,
+                                   "torch.compile": 45.0}
+    # The default compile beside the searched one: its status, compile time,
+    # and its time over the searched kernel's.
+    assert softmax["kgc_default_status"] == "ok" and softmax["kgc_default_compile_s"] == 1.25
+    assert softmax["default_vs_searched"] == pytest.approx(27.5 / 22)
     assert softmax["best_torch"] == {"runner": "torch.compile", "time_us": 45.0}
     assert softmax["speedup"] == pytest.approx(45 / 22)
     assert softmax["percent_of_floor"] == pytest.approx(100 * 20 / 22)
@@ -452,17 +471,46 @@ def test_json(tmp_path):
         {"copy 1 GiB": 2430, "add 3x256 MiB": 2950})
     assert fp8["kgc_status"] == "failed" and fp8["errors"] == {"kgc": "why"}
     assert fp8["speedup"] is None and fp8["target_met"] is False
+    assert fp8["kgc_default_status"] is None and fp8["default_vs_searched"] is None
 
 
 def test_chart_is_a_png(tmp_path):
     pytest.importorskip("matplotlib")
-    rows = [_row(times={"kgc": 22.0, "eager": 60.0, "torch.compile": 45.0, "max-autotune": 40.0}),
+    rows = [_row(times={"kgc": 22.0, "kgc-default": 30.0, "eager": 60.0, "torch.compile": 45.0,
+                        "max-autotune": 40.0}),
             _row("gemm-fp8", times={"eager": 100.0}, status=FAILED, errors={"kgc": "why"}),
             _row("lora", times={}, status=FAILED, errors={"kgc": "why", "eager": "why"})]
+    rows[1].kgc_default_status = WRONG
     path = tmp_path / "bench.png"
     _result(rows).write_chart(path)
     data = path.read_bytes()
     assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 5000
+
+
+def test_chart_has_a_bar_for_the_default_compile(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    import matplotlib.axes
+
+    bars, notes = {}, []
+    real_bar, real_annotate = matplotlib.axes.Axes.bar, matplotlib.axes.Axes.annotate
+
+    def bar(self, positions, heights, width, label=None, **kwargs):
+        bars[label] = list(heights)
+        return real_bar(self, positions, heights, width, label=label, **kwargs)
+
+    def annotate(self, text, *args, **kwargs):
+        notes.append(text)
+        return real_annotate(self, text, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "bar", bar)
+    monkeypatch.setattr(matplotlib.axes.Axes, "annotate", annotate)
+    rows = [_row(times={"kgc": 20.0, "kgc-default": 30.0, "eager": 40.0}),
+            _row("gemm-fp8", times={"kgc": 50.0, "eager": 100.0}, errors={"kgc-default": "why"})]
+    rows[0].kgc_default_status, rows[1].kgc_default_status = OK, FAILED
+    _result(rows).write_chart(tmp_path / "bench.png")
+    # Heights are times over the best torch contender's.
+    assert bars["kgc"] == [0.5, 0.5] and bars["kgc default"] == [0.75]
+    assert notes == ["kgc default failed"]
 
 
 def _kgc(*args, **env):
@@ -535,6 +583,7 @@ def loop_on_cpu(monkeypatch):
 
     monkeypatch.setattr(timing, "time_gpu", time_gpu)
     monkeypatch.setattr(runners, "make_torch", lambda workload, runner: workload.reference)
+    monkeypatch.setattr(runners, "make_kgc_default", _Evaluated)
     return timed
 
 
@@ -560,13 +609,18 @@ def test_loop_checks_kgc_before_timing_it(monkeypatch, loop_on_cpu):
                        effort="low", reps=7, seed=3, progress=False, device="cpu")
     good, wrong, failed = result.rows
     assert good.kgc_status == OK and good.times_us == {
-        "kgc": 10.0, "eager": 10.0, "torch.compile": 10.0, "max-autotune": 10.0}
+        "kgc": 10.0, "kgc-default": 10.0, "eager": 10.0, "torch.compile": 10.0,
+        "max-autotune": 10.0}
     assert wrong.kgc_status == WRONG and "kgc" not in wrong.times_us
     assert wrong.errors["kgc"].startswith("differs from eager, not timed: result #0 is off by")
     assert failed.kgc_status == FAILED and "kgc" not in failed.times_us
     assert failed.errors["kgc"] == "kgc failed: no lowering for this"
-    # Timed: kgc once for the good row, and the three torch contenders of each row.
-    assert len(loop_on_cpu) == 1 + 3 * 3
+    # The default compile is checked and timed on its own: right in every row.
+    assert all(row.kgc_default_status == OK and "kgc-default" in row.times_us
+               for row in result.rows)
+    # Timed: kgc once for the good row, its default compile and the three
+    # torch contenders of each row.
+    assert len(loop_on_cpu) == 1 + 3 + 3 * 3
     assert [r.workload for r in result.failed] == ["softmax", "layer-norm"]
     assert result.settings["seed"] == 3 and result.settings["effort"] == "low"
     # Where the time went: kgc's search (failed or not) and each compile mode's first call.
@@ -574,6 +628,7 @@ def test_loop_checks_kgc_before_timing_it(monkeypatch, loop_on_cpu):
         assert row.kgc_search_s is not None and row.kgc_search_s >= 0
         assert row.kgc_cached is None  # the stand-in has no search report
         assert set(row.compile_s) == {"torch.compile", "max-autotune"}
+        assert row.kgc_default_compile_s is not None and row.kgc_default_compile_s >= 0
 
 
 def test_loop_reports_the_search_time_and_the_cache(monkeypatch, loop_on_cpu, capsys):
@@ -610,6 +665,7 @@ def test_loop_reports_the_search_time_and_the_cache(monkeypatch, loop_on_cpu, ca
     assert line.startswith(f"softmax: kgc search {row.kgc_search_s:.1f} s (from the cache), "
                            "torch.compile first call ")
     assert ", max-autotune-no-cudagraphs first call " in line
+    assert line.endswith(f", kgc default compile {row.kgc_default_compile_s:.1f} s")
 
 
 def test_loop_reports_a_torch_contender_that_fails(monkeypatch, loop_on_cpu):
@@ -627,7 +683,8 @@ def test_loop_reports_a_torch_contender_that_fails(monkeypatch, loop_on_cpu):
     monkeypatch.setattr(runners, "make_kgc",
                         lambda workload, effort, reps, verbose: _Evaluated(workload))
     (row,) = run_bench([_small("lora")], reps=5, progress=False, device="cpu").rows
-    assert row.kgc_status == OK and set(row.times_us) == {"kgc", "eager", "torch.compile"}
+    assert row.kgc_status == OK and set(row.times_us) == {"kgc", "kgc-default", "eager",
+                                                          "torch.compile"}
     assert row.errors == {"max-autotune": "RuntimeError: no kernel for this"}
 
 
@@ -645,8 +702,10 @@ def test_loop_without_an_eager_result_does_not_time_kgc(monkeypatch, loop_on_cpu
                         lambda workload, effort, reps, verbose: _Evaluated(workload))
     (row,) = run_bench([workload], reps=5, progress=False, device="cpu").rows
     assert row.kgc_status == FAILED and row.times_us == {} and loop_on_cpu == []
+    assert row.kgc_default_status == FAILED
     assert row.errors == {
         "kgc": "not checked: eager PyTorch gave no result to check it against",
+        "kgc-default": "not checked: eager PyTorch gave no result to check it against",
         "eager": "RuntimeError: no such kernel", "torch.compile": "RuntimeError: no such kernel",
         "max-autotune": "RuntimeError: no such kernel"}
 
@@ -677,6 +736,42 @@ def test_a_kgc_failure_becomes_the_rows_reason(monkeypatch, error, reason):
         runners.make_kgc(CATALOGUE["gemm-fp8"], "low", 50, verbose=False)
     assert str(caught.value) == reason
     assert seen == {"effort": "low", "profile_iters": 50, "verbose": False, "name": "gemm_fp8"}
+
+
+def test_loop_checks_the_default_compile_apart_from_the_searched_one(monkeypatch, loop_on_cpu):
+    from kgc.bench import runners
+    from kgc.bench.run import run_bench
+
+    def make_kgc_default(workload):
+        if workload.name == "layer-norm":
+            raise runners.Unavailable("kgc failed: no default for this")
+        return _Evaluated(workload, _spoil_first)
+
+    monkeypatch.setattr(runners, "make_kgc", lambda workload, effort, reps, verbose:
+                        _Evaluated(workload))
+    monkeypatch.setattr(runners, "make_kgc_default", make_kgc_default)
+    spoiled, failed = run_bench([_small("softmax"), _small("layer-norm")], reps=5,
+                                progress=False, device="cpu").rows
+    for row in (spoiled, failed):
+        # The searched kernel is right and timed, whatever the default does.
+        assert row.kgc_status == OK and "kgc" in row.times_us and "kgc-default" not in row.times_us
+    assert spoiled.kgc_default_status == WRONG
+    assert spoiled.errors["kgc-default"].startswith("differs from eager, not timed: result #0")
+    assert failed.kgc_default_status == FAILED
+    assert failed.errors == {"kgc-default": "kgc failed: no default for this"}
+    assert failed.kgc_default_compile_s is not None
+
+
+def test_a_default_compile_failure_becomes_the_rows_reason(monkeypatch):
+    import kgc.api
+    from kgc.bench import runners
+
+    def compile_graph(graph, **options):
+        raise KgcError("matmul: no lowering for f8E4M3FN")
+
+    monkeypatch.setattr(kgc.api, "compile", compile_graph)
+    with pytest.raises(runners.Unavailable, match="^matmul: no lowering for f8E4M3FN$"):
+        runners.make_kgc_default(CATALOGUE["gemm-fp8"])
 
 
 def test_torch_contenders():

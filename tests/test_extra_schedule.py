@@ -31,8 +31,8 @@ class RowsOnGridY(PointwiseSchedule):
         return len(order[-1].shape) == 2 and all(
             node.is_input or node.op in ELEMENTWISE_OPS for node in order)
 
-    def plan(self, outputs, order, config, kernel):
-        plan = super().plan(outputs, order, config, kernel)
+    def plan(self, outputs, order, config, kernel, target):
+        plan = super().plan(outputs, order, config, kernel, target)
         # Grid x walks the last program axis (columns), grid y the one before.
         return dataclasses.replace(plan, grid_axes=tuple((a,) for a in reversed(plan.program_axes)))
 

@@ -19,12 +19,15 @@ from kgc.pipeline.compiler import compile_module
 from kgc.pipeline.config import GraphConfig
 from kgc.search.space import configs_to_try, variant_space
 from kgc.tiling import tma
-from kgc.tiling.config import PERSISTENT_PROGRAMS, ConfigError, KernelConfig, MatmulConfig
+from kgc.targets import target_for
+from kgc.tiling.config import ConfigError, KernelConfig, MatmulConfig
 from kgc.tiling.index_maps import BufferView
 from kgc.tiling.kernel_ops import kernels_in, walk_ops
 from tests.comparison import assert_as_accurate_as_eager
 
 torch = pytest.importorskip("torch")
+# Persistent programs: one per SM of the sm_90 target these tests compile for.
+PERSISTENT_PROGRAMS = target_for(90).sm_count
 
 
 def gemm(m: int, k: int, n: int, dtype: str = "f16", transposed_b: bool = False,
@@ -245,7 +248,7 @@ def test_fp8_gemms_are_seeded_with_128_deep_k_steps():
     # step's 8-bit products added into f32 after it, 128-deep steps beat
     # 64-deep ones by a sixth; 16-bit GEMMs take 64-deep steps.
     extents = {"m": 4096, "n": 4096, "k": 4096}
-    assert {c.block_k for c in MatmulConfig.seeds(extents, "f8e4m3")} == {128}
+    assert {c.block_k for c in MatmulConfig.seeds(extents, "f8E4M3FN")} == {128}
     assert {c.block_k for c in MatmulConfig.seeds(extents, "f16")} == {64}
 
 
@@ -254,8 +257,8 @@ def test_fast_accum_fp8_gemms_are_seeded_with_64_deep_k_steps_too():
     # speed on an H100 (benchmarks/NOTES.md): each tile comes with both,
     # the 128-deep one first; the precise seeds stay 128-deep only.
     extents = {"m": 4096, "n": 4096, "k": 4096}
-    precise = MatmulConfig.seeds(extents, "f8e4m3")
-    fast = MatmulConfig.seeds(extents, "f8e4m3", "fast_accum")
+    precise = MatmulConfig.seeds(extents, "f8E4M3FN")
+    fast = MatmulConfig.seeds(extents, "f8E4M3FN", "fast_accum")
     assert {c.block_k for c in fast} == {64, 128}
     assert [c for c in fast if c.block_k == 128] == precise
     assert [dataclasses.replace(c, block_k=128) for c in fast if c.block_k == 64] == precise

@@ -71,8 +71,8 @@ class BatchOnGridY(MatmulSchedule):
     def match(self, order):
         return any(n.op == "matmul" and len(n.shape) > 2 for n in order)
 
-    def plan(self, outputs, order, config, kernel):
-        plan = super().plan(outputs, order, config, kernel)
+    def plan(self, outputs, order, config, kernel, target):
+        plan = super().plan(outputs, order, config, kernel, target)
         batch = tuple(a for a in plan.program_axes if a < plan.matmul_axes[0])
         tiles = tuple(a for a in plan.program_axes if a not in batch)
         return dataclasses.replace(plan, grid_axes=(tiles, batch))
@@ -137,8 +137,8 @@ class PersistentPointwise(PointwiseSchedule):
 
     kind = "pointwise_persistent"
 
-    def plan(self, outputs, order, config, kernel):
-        return dataclasses.replace(super().plan(outputs, order, config, kernel),
+    def plan(self, outputs, order, config, kernel, target):
+        return dataclasses.replace(super().plan(outputs, order, config, kernel, target),
                                    persistent_programs=4)
 
 
@@ -227,8 +227,8 @@ class ScalarOfTiles(PointwiseSchedule):
 
     kind = "pointwise_with_scalar"
 
-    def plan(self, outputs, order, config, kernel):
-        plan = super().plan(outputs, order, config, kernel)
+    def plan(self, outputs, order, config, kernel, target):
+        plan = super().plan(outputs, order, config, kernel, target)
         return dataclasses.replace(plan, scalar_arguments=(plan.num_programs(),))
 
 

@@ -266,15 +266,19 @@ class Backend:
 
 def _kernel_ops(graph) -> dict[str, list[str]]:
     """kernel name -> the aten ops (by origin) whose kg ops kg-fuse put in
-    it: the graph cut into kernels as kgc's default pipeline cuts it."""
+    it: the graph cut into kernels as kgc's default pipeline cuts it for
+    the GPU that kgc.compile compiles for (the one at hand)."""
     from mlir import ir
 
+    from kgc import targets
     from kgc.pipeline import Pipeline
     from kgc.pipeline.stages import fusion_pipeline_text
 
+    present = targets.present_gpu()
     module = graph.build()
     with module.context:
-        Pipeline.parse(fusion_pipeline_text()).run(module)
+        Pipeline.parse(fusion_pipeline_text(
+            target=present.sm if present else targets.DEFAULT_SM)).run(module)
     kernels: dict[str, list[str]] = {}
 
     def origin(location) -> str | None:

@@ -23,6 +23,16 @@ ELEMENT_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "f8E4M3FN": 1, "f8E5M2": 1,
                  "i1": 1, "i32": 4, "i64": 8}
 
 
+def element_bits(element: str) -> int:
+    """Bits per element of the kg element type named `element` in memory
+    (8 for i1, stored as a byte); ValueError for a name that is none."""
+    size = ELEMENT_BYTES.get(element)
+    if size is None:
+        raise ValueError(f"'{element}' is not a kg element type (have: "
+                         f"{', '.join(ELEMENT_BYTES)})")
+    return size * 8
+
+
 def poison(dtype) -> float | int | bool:
     """What a result buffer of torch `dtype` holds before a kernel writes
     it, so that an element no kernel writes shows: NaN for floats (the

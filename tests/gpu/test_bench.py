@@ -25,8 +25,14 @@ def test_bench_quick_on_softmax(tmp_path):
     data = json.loads(results.read_text())
     (row,) = data["rows"]
     assert row["workload"] == "softmax" and row["kgc_status"] == "ok"
-    assert set(row["times_us"]) == {"kgc", "eager", "torch.compile", "max-autotune"}
+    assert set(row["times_us"]) == {"kgc", "kgc-default", "eager", "torch.compile",
+                                     "max-autotune"}
     assert all(t > 0 for t in row["times_us"].values())
+    # kgc's default compile, checked and timed beside the searched kernel.
+    assert row["kgc_default_status"] == "ok" and row["kgc_default_compile_s"] > 0
+    assert row["default_vs_searched"] == pytest.approx(
+        row["times_us"]["kgc-default"] / row["times_us"]["kgc"])
+    assert "kgc-default" in first.stdout  # the table's column
     # No kernel beats the bandwidth the same run measured (a little slack
     # for the median's noise).
     assert row["times_us"]["kgc"] > 0.9 * row["floor_us"] > 0

@@ -6,8 +6,8 @@ with fast accumulation."""
 import pytest
 
 import kgc
-from kgc.tiling.config import PERSISTENT_PROGRAMS, MatmulConfig
-from tests.test_hopper_gemm import config_for, gemm, scaled_fp8
+from kgc.tiling.config import MatmulConfig
+from tests.test_hopper_gemm import PERSISTENT_PROGRAMS, config_for, gemm, scaled_fp8
 
 torch = pytest.importorskip("torch")
 

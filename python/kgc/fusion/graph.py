@@ -14,6 +14,7 @@ import dataclasses
 
 from mlir import ir
 
+from kgc.targets import Target, target_for
 from kgc.tiling import plan_cache
 from kgc.tiling.graph_model import SOURCE_OPS, Node, nodes_from_ops
 from kgc.tiling.kernel_ops import walk_ops
@@ -45,9 +46,11 @@ class FusionGraph:
     fused constrain the order of kernels."""
 
     @classmethod
-    def of_function(cls, function: ir.Operation) -> "FusionGraph":
-        """The graph of `function`'s body. Raises NotFusable for a kg op
-        with other than one result."""
+    def of_function(cls, function: ir.Operation,
+                    target: Target | int | None = None) -> "FusionGraph":
+        """The graph of `function`'s body, its groups planned for `target`
+        (None: the default, kgc.targets.target_for). Raises NotFusable for a
+        kg op with other than one result."""
         blocks = function.regions[0].blocks
         # A declaration has no body, so nothing to fuse.
         ops = [o.operation for o in blocks[0].operations] if len(blocks) else []
@@ -56,10 +59,12 @@ class FusionGraph:
             if len(op.results) != 1:
                 raise NotFusable(f"{op.name} cannot be fused", op.location)
         nodes, by_value = nodes_from_ops(fusable)
-        return cls(function_name(function), nodes, by_value, ops)
+        return cls(function_name(function), nodes, by_value, ops, target)
 
-    def __init__(self, name: str, nodes: list[Node], by_value: dict, ops: list[ir.Operation]):
+    def __init__(self, name: str, nodes: list[Node], by_value: dict, ops: list[ir.Operation],
+                 target: Target | int | None = None):
         self.name = name
+        self.target = target_for(target)
         self.nodes = nodes
         self.by_value = by_value
         self.index = {id(n): i for i, n in enumerate(nodes)}
@@ -176,7 +181,7 @@ class FusionGraph:
         known = self._plans.get(key)
         if known is None:
             try:
-                known = plan_group(self.isolated_outputs(group))
+                known = plan_group(self.isolated_outputs(group), target=self.target)
             except Unplannable as reason:
                 known = reason
             self._plans[key] = known

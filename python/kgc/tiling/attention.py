@@ -54,6 +54,7 @@ import dataclasses
 from typing import Sequence
 
 from kgc.element_types import ELEMENT_BYTES
+from kgc.targets import Target
 from kgc.tiling.config import AttentionConfig
 from kgc.tiling.generate import DryBuilder, Generator, Tile
 from kgc.tiling.graph_model import ELEMENTWISE_OPS, Node, topological
@@ -70,7 +71,6 @@ _LOWEST = -3.4028234663852886e38
 # Smallest normal f32: a split without keys (l = 0, acc = 0) writes 0.
 _TINY = 1.1754943508222875e-38
 _MAX_HEAD_DIM = 256
-_SM_COUNT = 132
 # Queries up to this many are decoding: their keys are worth splitting.
 _DECODE_ROWS = 16
 # Shared memory the pipelined K and V blocks of a decoding kernel may take.
@@ -254,7 +254,10 @@ def _group_candidates(order: Sequence[Node], batch: Sequence[int]) -> list[tuple
         [(dim, extent) for dim, extent in enumerate(batch) if extent in sizes and extent > 1]
 
 
-def plan_attention(outputs, order, config: AttentionConfig, kernel) -> AttentionPlan:
+def plan_attention(outputs, order, config: AttentionConfig, kernel,
+                   target: Target) -> AttentionPlan:
+    """The plan of the attention kernel computing `outputs` for `target`,
+    whose SMs the query tiles and key splits are sized to fill."""
     pattern = find_attention(outputs)
     errors = []
     batch = pattern.output_mm.shape[:-2]
@@ -270,7 +273,7 @@ def plan_attention(outputs, order, config: AttentionConfig, kernel) -> Attention
             packs = [True, False] if queries == 1 else [False]
         for pack in packs:
             try:
-                plan = _plan(pattern, outputs, config, kernel, split, pack)
+                plan = _plan(pattern, outputs, config, kernel, split, pack, target)
                 # K and V read through the broadcast of heads are affine
                 # only with the head axis split: a dry run of the program
                 # says.
@@ -282,7 +285,7 @@ def plan_attention(outputs, order, config: AttentionConfig, kernel) -> Attention
 
 
 def _plan(pattern: AttentionPattern, outputs, config: AttentionConfig, kernel,
-          group: tuple[int, int] | None, pack: bool) -> AttentionPlan:
+          group: tuple[int, int] | None, pack: bool, target: Target) -> AttentionPlan:
     scores, output_mm = pattern.scores, pattern.output_mm
     batch = list(output_mm.shape[:-2])
     m_extent, n_extent = scores.shape[-2], scores.shape[-1]
@@ -321,7 +324,7 @@ def _plan(pattern: AttentionPattern, outputs, config: AttentionConfig, kernel,
             block_m = m_extent
         # Few heads of many queries: smaller query tiles keep the SMs busy.
         while config.block_m is None and block_m > 16 and block_m & (block_m - 1) == 0 and \
-                _product(extents) * ceil_div(m_extent, block_m) < _SM_COUNT:
+                _product(extents) * ceil_div(m_extent, block_m) < target.sm_count:
             block_m //= 2
     programs = _product(extents) // (g_extent if pack else 1) * ceil_div(m_extent, block_m)
     splits = config.split_kv
@@ -330,7 +333,7 @@ def _plan(pattern: AttentionPattern, outputs, config: AttentionConfig, kernel,
         # when the programs would leave most SMs idle and there are enough
         # keys to share.
         splits = 1
-        while m_extent <= _DECODE_ROWS and programs * splits * 2 <= _SM_COUNT \
+        while m_extent <= _DECODE_ROWS and programs * splits * 2 <= target.sm_count \
                 and key_tiles >= splits * 2 * 2:
             splits *= 2
     splits = max(1, min(splits, key_tiles))
@@ -558,8 +561,8 @@ class AttentionSchedule(Schedule):
     def match(self, order):
         return is_attention(order)
 
-    def plan(self, outputs, order, config, kernel):
-        return plan_attention(outputs, order, config, kernel)
+    def plan(self, outputs, order, config, kernel, target):
+        return plan_attention(outputs, order, config, kernel, target)
 
     def generate(self, plan, builder):
         AttentionGenerator(plan, builder).run()

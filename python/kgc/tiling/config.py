@@ -30,11 +30,12 @@ An illegal value raises `ConfigError`, naming the kernel, the knob, the
 value and the legal values; nothing is clamped silently. Two configs that
 give the same kernel have equal canonical forms.
 
-`space(extents, element)` lists the configs a tuner should try for a
-kernel of those extents and element type: finite, canonical, without
-duplicates. `seeds(extents, element, precision)` names a few of them known
-to do well on such kernels (whose matmuls have that `kg.matmul` precision,
-None when unset), which a tuner tries first.
+`space(extents, element, target)` lists the configs a tuner should try for
+a kernel of those extents and element type on a GPU (a `kgc.targets.Target`:
+persistent programs and splits are sized by its SM count): finite,
+canonical, without duplicates. `seeds(extents, element, precision, target)`
+names a few of them known to do well on such kernels (whose matmuls have
+that `kg.matmul` precision, None when unset), which a tuner tries first.
 """
 
 from __future__ import annotations
@@ -44,11 +45,11 @@ import itertools
 import json
 from typing import Any, ClassVar, Mapping
 
+from kgc.element_types import element_bits
+from kgc.targets import Target, target_for
 from kgc.tiling.index_maps import ceil_div, next_power_of_two
 
 WARPS = (1, 2, 4, 8, 16, 32)
-# Persistent programs a config may ask for: one per SM of an H100 or H200.
-PERSISTENT_PROGRAMS = 132
 
 
 class ConfigError(ValueError):
@@ -204,32 +205,38 @@ class KernelConfig:
     # -- search space ---------------------------------------------------------
 
     @classmethod
-    def space(cls, extents: Mapping[str, int], element: str) -> list["KernelConfig"]:
+    def space(cls, extents: Mapping[str, int], element: str,
+              target: Target | None = None) -> list["KernelConfig"]:
         """Configs worth trying for a kernel of `extents` whose widest
-        operand has element type `element`: canonical and distinct."""
+        operand has element type `element`, on `target` (None: the default
+        target, `kgc.targets.target_for`): canonical and distinct."""
+        target = target_for(target)
         seen: dict[KernelConfig, None] = {}
-        candidates = cls._candidates(extents, element)
+        candidates = cls._candidates(extents, element, target)
         for values in itertools.product(*candidates.values()):
             config = cls(**dict(zip(candidates, values)))
-            if not config._worth_trying(extents, element):
+            if not config._worth_trying(extents, element, target):
                 continue
             seen.setdefault(config.canonical(extents), None)
         return list(seen)
 
     @classmethod
-    def _candidates(cls, extents: Mapping[str, int], element: str) -> dict[str, tuple]:
+    def _candidates(cls, extents: Mapping[str, int], element: str,
+                    target: Target) -> dict[str, tuple]:
         raise NotImplementedError
 
-    def _worth_trying(self, extents: Mapping[str, int], element: str | None = None) -> bool:
+    def _worth_trying(self, extents: Mapping[str, int], element: str | None = None,
+                      target: Target | None = None) -> bool:
         return True
 
     @classmethod
-    def seeds(cls, extents: Mapping[str, int], element: str,
-              precision: str | None = None) -> list["KernelConfig"]:
+    def seeds(cls, extents: Mapping[str, int], element: str, precision: str | None = None,
+              target: Target | None = None) -> list["KernelConfig"]:
         """Configs of `space` known to do well on kernels of these extents,
         whose widest operand is `element` and whose matmuls have `precision`
         ("ieee", "tf32", "fast_accum"; None when unset or not the same for
-        all), canonical, best guess first (none by default)."""
+        all), on `target` (None: the default), canonical, best guess first
+        (none by default)."""
         return []
 
 
@@ -240,10 +247,6 @@ def _tile_candidates(low: int, high: int, extent: int | None) -> tuple:
         return (None,)
     cover = next_power_of_two(extent)
     return tuple(v for v in _powers_of_two(low, high) if v <= cover) or (min(low, cover),)
-
-
-def _bits(element: str) -> int:
-    return {"f32": 32, "f16": 16, "bf16": 16}.get(element, 8)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -258,12 +261,12 @@ class PointwiseConfig(KernelConfig):
     block_n: int | None = None
 
     @classmethod
-    def _candidates(cls, extents, element):
+    def _candidates(cls, extents, element, target):
         return {"block_m": _tile_candidates(1, 64, extents.get("m")),
                 "block_n": _tile_candidates(64, 4096, extents.get("n")),
                 "num_warps": (1, 2, 4, 8), "num_stages": (1,)}
 
-    def _worth_trying(self, extents, element: str | None = None) -> bool:
+    def _worth_trying(self, extents, element: str | None = None, target=None) -> bool:
         return (self.block_m or 1) * self.block_n <= 16384
 
 
@@ -280,12 +283,12 @@ class ReductionConfig(KernelConfig):
     block_r: int | None = None
 
     @classmethod
-    def _candidates(cls, extents, element):
+    def _candidates(cls, extents, element, target):
         return {"block_x": _tile_candidates(1, 64, extents.get("x")),
                 "block_r": _tile_candidates(256, 8192, extents.get("r")),
                 "num_warps": (1, 2, 4, 8, 16), "num_stages": (1, 2, 3)}
 
-    def _worth_trying(self, extents, element: str | None = None) -> bool:
+    def _worth_trying(self, extents, element: str | None = None, target=None) -> bool:
         looped = self.block_r < extents["r"]
         # A loop is pipelined by its stages; a single tile has none to pipeline.
         if not looped and self.num_stages != 1:
@@ -334,17 +337,19 @@ class MatmulConfig(KernelConfig):
         return self
 
     @classmethod
-    def _candidates(cls, extents, element):
-        narrow = _bits(element) <= 8
+    def _candidates(cls, extents, element, target):
+        narrow = element_bits(element) <= 8
         return {"block_m": _tile_candidates(16, 256, extents.get("m")),
                 "block_n": _tile_candidates(16, 256, extents.get("n")),
                 "block_k": _tile_candidates(32 if narrow else 16, 256 if narrow else 128,
                                             extents.get("k")),
                 "group_m": (1, 8), "num_warps": (4, 8), "num_stages": (2, 3, 4, 5),
                 "split_k": (None, 1) + _split_k_candidates(extents, element),
-                "tma": (None, True), "num_programs": (None, PERSISTENT_PROGRAMS)}
+                # Persistent programs: one per SM of the target.
+                "tma": (None, True), "num_programs": (None, target.sm_count)}
 
-    def _worth_trying(self, extents, element: str | None = None) -> bool:
+    def _worth_trying(self, extents, element: str | None = None, target=None) -> bool:
+        target = target_for(target)
         accumulator = self.block_m * self.block_n
         # Registers: one f32 accumulator of up to 128x256 lanes; 8 warps only
         # for accumulators of at least 128x128.
@@ -352,9 +357,9 @@ class MatmulConfig(KernelConfig):
             return False
         if self.split_k == 1:
             # No split is worth a try only where kgc would split by itself.
-            return element is not None and _kgc_splits(self, extents, element) and \
-                dataclasses.replace(self, split_k=None)._worth_trying(extents, element)
-        if self.split_k is not None and not _split_k_worth_trying(self, extents):
+            return element is not None and _kgc_splits(self, extents, element, target) and \
+                dataclasses.replace(self, split_k=None)._worth_trying(extents, element, target)
+        if self.split_k is not None and not _split_k_worth_trying(self, extents, target):
             return False
         # A split is for grids too small to fill the GPU, where persistent
         # programs have nothing to walk; with TMA it is not tried (untested).
@@ -372,7 +377,7 @@ class MatmulConfig(KernelConfig):
         return not self.tma or accumulator >= 64 * 64
 
     @classmethod
-    def seeds(cls, extents, element, precision=None):
+    def seeds(cls, extents, element, precision=None, target=None):
         """For GEMMs of at least 1024 x 1024 outputs and a k loop: the
         Hopper configs of Triton's matmul tutorials (128x256 and 256x128
         tiles with 8 warps, 128x128 with 4 or 8; 3 to 5 stages; grouped
@@ -380,9 +385,11 @@ class MatmulConfig(KernelConfig):
         neither; then three warp-specialized with TMA, and three persistent
         with TMA whose tile loop Triton flattens with the k loop. Their k
         step is 64, or 128 for 8-bit floats; 8-bit floats under fast_accum
-        get each tile with both."""
+        get each tile with both. Persistent programs are one per SM of
+        `target`."""
+        target = target_for(target)
         if _streams_weights(extents, element):
-            return _skinny_seeds(cls, extents, element)
+            return _skinny_seeds(cls, extents, element, target)
         if extents.get("m", 0) < 1024 or extents.get("n", 0) < 1024 or extents.get("k", 0) < 256:
             return []
         # 8-bit floats take 128-deep k steps: each step's products are added
@@ -393,7 +400,7 @@ class MatmulConfig(KernelConfig):
         # there both depths ran at about torch._scaled_mm's speed (128x256
         # tiles: 106.5-110.2 us 128-deep, 114 us 64-deep, against 104.7-107.2
         # for its fast mode), so both are seeded, the 128-deep one first.
-        if _bits(element) > 8:
+        if element_bits(element) > 8:
             depths = (64,)
         elif precision == "fast_accum":
             depths = (128, 64)
@@ -407,8 +414,8 @@ class MatmulConfig(KernelConfig):
                 for block_k in depths:
                     config = cls(block_m=block_m, block_n=block_n, block_k=block_k, group_m=8,
                                  num_warps=warps, num_stages=stages, tma=tma,
-                                 num_programs=PERSISTENT_PROGRAMS if persistent else None)
-                    if config._worth_trying(extents, element):
+                                 num_programs=target.sm_count if persistent else None)
+                    if config._worth_trying(extents, element, target):
                         seeds.setdefault(config.canonical(extents), None)
         # Triton 3.6 warp-specializes k loops of descriptor loads on sm_90,
         # and flattens a persistent program's tile loop with its k loop.
@@ -419,8 +426,8 @@ class MatmulConfig(KernelConfig):
                                      warp_specialize=True).canonical(extents), None)
                 flattened = cls(block_m=block_m, block_n=block_n, block_k=block_k, group_m=8,
                                 num_warps=warps, num_stages=stages, tma=True, flatten=True,
-                                num_programs=PERSISTENT_PROGRAMS)
-                if flattened._worth_trying(extents, element):
+                                num_programs=target.sm_count)
+                if flattened._worth_trying(extents, element, target):
                     seeds.setdefault(flattened.canonical(extents), None)
         return list(seeds)
 
@@ -434,10 +441,10 @@ def _streams_weights(extents, element: str) -> bool:
     """A product of at most SKINNY_ROWS rows over at least DEFAULT_MIN_BYTES
     of weights (a decode step's projections, RMSNorm+MatMul of 16 rows)."""
     m, n, k = extents.get("m", 1), extents.get("n", 0), extents.get("k", 0)
-    return m <= SKINNY_ROWS and k * n * _bits(element) // 8 >= DEFAULT_MIN_BYTES
+    return m <= SKINNY_ROWS and k * n * element_bits(element) // 8 >= DEFAULT_MIN_BYTES
 
 
-def _skinny_seeds(cls, extents, element: str) -> list:
+def _skinny_seeds(cls, extents, element: str, target: Target) -> list:
     """Deeper k steps without kgc's split, the configs that read the weights
     fastest on an H100 (benchmarks/NOTES.md, "Skinny matmuls alone": at
     16x4096x6144, 1x4096x11008 and 8x4096x11008 the better of the first two
@@ -451,18 +458,16 @@ def _skinny_seeds(cls, extents, element: str) -> list:
     for block_n, stages in ((128, 4), (64, 4), (32, 6)):
         config = cls(block_m=block_m, block_n=block_n, block_k=128, group_m=1, num_warps=4,
                      num_stages=stages)
-        if _kgc_splits(config, extents, element):
+        if _kgc_splits(config, extents, element, target):
             config = dataclasses.replace(config, split_k=1)
-        if config._worth_trying(extents, element):
+        if config._worth_trying(extents, element, target):
             seeds.setdefault(config.canonical(extents), None)
     return list(seeds)
 
 
-# Splits the search tries for a matmul that cannot fill the GPU with tiles.
+# Splits the search tries for a matmul that cannot fill the GPU with tiles
+# (a grid of fewer programs than the target's SMs leaves some idle).
 SPLIT_K_VALUES = (2, 4, 8, 16)
-# Streaming multiprocessors of the GPUs kgc tunes for (H100 SXM: 132): a
-# grid of fewer programs leaves some idle.
-GPU_PROGRAM_SLOTS = 132
 
 
 # kgc splits on its own only where the operands take longer to stream than
@@ -479,10 +484,11 @@ def default_split_k(tiles: int, batch: int, m: int, n: int, k: int, block_k: int
                   element_bits: int, program_slots: int) -> int:
     """The splits kgc gives a matmul kernel whose `split_k` is left to it:
     enough that its `tiles` (batch x m x n tiles) times the splits fill the
-    GPU's `program_slots` once, for a kernel that streams at least
-    DEFAULT_MIN_BYTES of operands; with every split at least
-    DEFAULT_MIN_STEPS k steps, and the f32 partials (written and read once)
-    at most a quarter of the operands' bytes. 1 (no split) otherwise."""
+    GPU's `program_slots` (its SMs, `kgc.targets.Target.sm_count`) once,
+    for a kernel that streams at least DEFAULT_MIN_BYTES of operands; with
+    every split at least DEFAULT_MIN_STEPS k steps, and the f32 partials
+    (written and read once) at most a quarter of the operands' bytes. 1 (no
+    split) otherwise."""
     operand_bytes = batch * (m * k + k * n) * element_bits // 8
     if tiles >= program_slots or operand_bytes < DEFAULT_MIN_BYTES:
         return 1
@@ -495,13 +501,13 @@ def default_split_k(tiles: int, batch: int, m: int, n: int, k: int, block_k: int
     return count
 
 
-def _kgc_splits(config: MatmulConfig, extents, element: str) -> bool:
+def _kgc_splits(config: MatmulConfig, extents, element: str, target: Target) -> bool:
     """Whether kgc would split this config's kernel by itself (split_k
-    None), at one batch."""
+    None) on `target`, at one batch."""
     m, n, k = extents.get("m", 1), extents["n"], extents["k"]
     tiles = ceil_div(m, config.block_m or m) * ceil_div(n, config.block_n)
     return config.block_k < k and default_split_k(tiles, 1, m, n, k, config.block_k,
-                                                  _bits(element), GPU_PROGRAM_SLOTS) > 1
+                                                  element_bits(element), target.sm_count) > 1
 
 
 def _split_k_candidates(extents, element: str) -> tuple[int, ...]:
@@ -509,20 +515,22 @@ def _split_k_candidates(extents, element: str) -> tuple[int, ...]:
     most a quarter of the operands' bytes: beyond that the partials cost
     more than the idle SMs they fill."""
     m, n, k = extents.get("m", 1), extents["n"], extents["k"]
-    operand_bytes = (m * k + k * n) * _bits(element) // 8
+    operand_bytes = (m * k + k * n) * element_bits(element) // 8
     return tuple(s for s in SPLIT_K_VALUES if 2 * 4 * s * m * n <= operand_bytes // 4)
 
 
-def _split_k_worth_trying(config: MatmulConfig, extents) -> bool:
-    """Split-K pays where the (m, n) tiles cannot keep the GPU busy: with
-    this config's tiles and with 128x128 ones (a big square matmul fills it
-    either way), and where every split still gets two k steps or more."""
+def _split_k_worth_trying(config: MatmulConfig, extents, target: Target) -> bool:
+    """Split-K pays where the (m, n) tiles cannot keep the target's SMs
+    busy: with this config's tiles and with 128x128 ones (a big square
+    matmul fills them either way), and where every split still gets two k
+    steps or more."""
     m, n, k = extents.get("m", 1), extents["n"], extents["k"]
     tiles = ceil_div(m, config.block_m or m) * ceil_div(n, config.block_n)
     large_tiles = ceil_div(m, 128) * ceil_div(n, 128)
-    return (tiles < GPU_PROGRAM_SLOTS and large_tiles < GPU_PROGRAM_SLOTS
+    slots = target.sm_count
+    return (tiles < slots and large_tiles < slots
             and ceil_div(k, config.block_k) >= 2 * config.split_k
-            and tiles * config.split_k <= 8 * GPU_PROGRAM_SLOTS)
+            and tiles * config.split_k <= 8 * slots)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -562,7 +570,7 @@ class AttentionConfig(KernelConfig):
         return config
 
     @classmethod
-    def _candidates(cls, extents, element):
+    def _candidates(cls, extents, element, target):
         rows = extents.get("m", 1)
         decode = rows <= 16
         keys = extents.get("n", 1)
@@ -574,7 +582,7 @@ class AttentionConfig(KernelConfig):
                 "split_kv": (1, 4, 8, 16, 32) if decode else (1,),
                 "pack_heads": (False, True) if extents.get("g", 1) > 1 else (None,)}
 
-    def _worth_trying(self, extents, element: str | None = None) -> bool:
+    def _worth_trying(self, extents, element: str | None = None, target=None) -> bool:
         keys = extents.get("n", 1)
         return (self.split_kv or 1) * (self.block_n or 1) <= max(keys, self.block_n or 1) * 2
 

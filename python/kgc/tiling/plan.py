@@ -29,6 +29,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Sequence
 
+from kgc.element_types import element_bits
+from kgc.targets import Target
 from kgc.tiling import low_rank, split_k
 from kgc.tiling.config import (ConfigError, KernelConfig, MatmulConfig, PointwiseConfig,
                                ReductionConfig, default_split_k)
@@ -46,7 +48,6 @@ _TILE_ELEMENTS = 4096
 _LOOPED_REDUCTION_BLOCK = 2048
 _POINTWISE_BLOCK_N = 1024
 _MAX_EPILOGUE_ROW = 256  # widest n that a matmul epilogue may reduce over
-_SM_COUNT = 132
 _GRID_LIMIT = 2**31 - 1
 _INDEX_LIMIT = 2**31 - 1
 
@@ -61,8 +62,9 @@ class MatmulSchedule(Schedule):
     def match(self, order):
         return any(n.op == "matmul" for n in order)
 
-    def plan(self, outputs, order, config, kernel):
-        return _plan_matmul(outputs, order, [n for n in order if n.op == "matmul"], config, kernel)
+    def plan(self, outputs, order, config, kernel, target):
+        return _plan_matmul(outputs, order, [n for n in order if n.op == "matmul"], config, kernel,
+                            target)
 
 
 class ReductionSchedule(Schedule):
@@ -72,7 +74,7 @@ class ReductionSchedule(Schedule):
     def match(self, order):
         return any(n.op == "reduce" for n in order)
 
-    def plan(self, outputs, order, config, kernel):
+    def plan(self, outputs, order, config, kernel, target):
         return _plan_reduction(outputs, order, [n for n in order if n.op == "reduce"], config,
                                kernel)
 
@@ -84,7 +86,7 @@ class PointwiseSchedule(Schedule):
     def match(self, order):
         return True
 
-    def plan(self, outputs, order, config, kernel):
+    def plan(self, outputs, order, config, kernel, target):
         return _plan_pointwise(outputs, order, config, kernel)
 
 
@@ -291,7 +293,8 @@ def _plan_reduction(outputs, order, reduces, config: ReductionConfig, kernel) ->
                    {x: seed}, reduce_axes, {}, None, resolved, knob_extents, kernel)
 
 
-def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel) -> KernelPlan:
+def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
+                 target: Target) -> KernelPlan:
     _check_index_range(order)
     # Main matmuls share the kernel's output shape and k; side matmuls and
     # rank-r products beside them are LoRA's (kgc.tiling.low_rank).
@@ -321,8 +324,8 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel) -> Kerne
     epilogue_reduces_m = any(
         m_axis in reduce_axes.get(node, ()) for node in order if node.op == "reduce")
 
-    element_bits = max(_bits(mm.operands[0].element) for mm in matmuls)
-    default_k = 64 if element_bits <= 16 else 32
+    bits = max(element_bits(mm.operands[0].element) for mm in matmuls)
+    default_k = 64 if bits <= 16 else 32
     if epilogue_reduces_n:
         if n_extent > _MAX_EPILOGUE_ROW:
             raise Unplannable(f"the epilogue reduces over n = {n_extent}, wider than "
@@ -344,7 +347,7 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel) -> Kerne
         # (down to 64; narrower tiles read the other operand too finely).
         programs = product(batch) * ceil_div(m_extent, block_m)
         while (config.block_n is None and default_n > 64 and default_n < n_extent
-               and programs * ceil_div(n_extent, default_n) < _SM_COUNT):
+               and programs * ceil_div(n_extent, default_n) < target.sm_count):
             default_n //= 2
         block_n = _knob(config.block_n, default_n)
     block_k = _knob(config.block_k, min(default_k, k_extent))
@@ -356,7 +359,7 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel) -> Kerne
     if chosen:
         splits = 1 if config.num_programs is not None or config.tma or block_k >= k_extent \
             else default_split_k(tiles, product(batch), m_extent, n_extent, k_extent,
-                                 block_k, element_bits, _SM_COUNT)
+                                 block_k, bits, target.sm_count)
     else:
         splits = split_k.split_count(config.split_k, k_extent, block_k)
     tile = [1] * nb + [block_m, block_k, block_n] + ([] if rank is None else [rank])
@@ -408,10 +411,6 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel) -> Kerne
     if k_loop:
         plan.loop_attributes[k_axis] = k_loop
     return plan
-
-
-def _bits(element: str) -> int:
-    return {"f32": 32, "f16": 16, "bf16": 16}.get(element, 8)
 
 
 def _expand_matmul(mm: Node, maps: dict, axes, reduce_axes: dict) -> Expansion:

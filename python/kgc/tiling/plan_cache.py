@@ -45,11 +45,12 @@ def signature(outputs: Sequence[Node]) -> str:
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:32]
 
 
-def key(outputs: Sequence[Node], schedule: str, config) -> tuple:
+def key(outputs: Sequence[Node], schedule: str, config, target) -> tuple:
     """The cache key of a group planned by the schedule named `schedule`
-    with `config` (a hashable KernelConfig): schedules may share a config
-    class, and a plan is its schedule's."""
-    return signature(outputs), schedule, config
+    with `config` (a hashable KernelConfig) for `target` (a hashable
+    kgc.targets.Target): schedules may share a config class, and a plan is
+    its schedule's and its target's."""
+    return signature(outputs), schedule, config, target
 
 
 def recall(plan_key: tuple):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Sequence
 
+from kgc.targets import Target, target_for
 from kgc.tiling import plan_cache
 from kgc.tiling.attention import AttentionSchedule
 from kgc.tiling.config import ConfigError, KernelConfig
@@ -72,19 +73,22 @@ def kernel_kind(outputs: Sequence[Node]) -> str:
 
 
 def plan_group(outputs: Sequence[Node], config: KernelConfig | None = None,
-               kernel: str | None = None) -> KernelPlan:
+               kernel: str | None = None, target: Target | int | None = None) -> KernelPlan:
     """The plan of a kernel computing `outputs` with the knobs `config` sets
-    (kgc's choice for the others), checked by a dry run of its schedule's
-    generator. Raises Unplannable, or ConfigError for an illegal knob
-    (naming `kernel`). A group of the same content planned before with the
-    same config (kg-fuse's, for kg-tile) gives its plan again (plan_cache)."""
+    (kgc's choice for the others) for `target` (a Target or an SM version;
+    None: the default, `kgc.targets.target_for`), checked by a dry run of
+    its schedule's generator. Raises Unplannable, or ConfigError for an
+    illegal knob (naming `kernel`). A group of the same content planned
+    before with the same config for the same target (kg-fuse's, for
+    kg-tile) gives its plan again (plan_cache)."""
     outputs = list(outputs)
+    target = target_for(target)
     schedule = schedule_for(outputs)
     if config is None:
         config = schedule.config_class()
     elif not isinstance(config, schedule.config_class):
         raise Unplannable(f"a {config.kind} config was given for a {schedule.kind} kernel")
-    cache_key = plan_cache.key(outputs, schedule.kind, config)
+    cache_key = plan_cache.key(outputs, schedule.kind, config, target)
     known = plan_cache.recall(cache_key)
     if known is not None:
         return known
@@ -96,7 +100,7 @@ def plan_group(outputs: Sequence[Node], config: KernelConfig | None = None,
             what = "an input" if node.is_input else f"kg.{node.op}"
             raise Unplannable(f"{what} of shape {node.shape} is empty; kgc needs at least one "
                               "element in every tensor")
-    plan = schedule.plan(outputs, order, config, kernel)
+    plan = schedule.plan(outputs, order, config, kernel, target)
     plan.schedule = schedule.kind
     if plan.config.num_programs is not None:
         # More programs than tiles would have nothing to do.

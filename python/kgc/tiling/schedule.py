@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Sequence
 
+from kgc.targets import Target
 from kgc.tiling.config import KernelConfig
 from kgc.tiling.generate import Builder, Generator
 from kgc.tiling.graph_model import Node
@@ -33,9 +34,11 @@ class Schedule:
         raise NotImplementedError
 
     def plan(self, outputs: list[Node], order: list[Node], config: KernelConfig,
-             kernel: str | None) -> KernelPlan:
+             kernel: str | None, target: Target) -> KernelPlan:
         """The plan of a kernel computing `outputs` with the knobs `config`
-        sets; raises Unplannable or ConfigError."""
+        sets, for the GPU `target` (the SMs its grid must fill decide
+        split-K, split-KV and how narrow tiles get); raises Unplannable or
+        ConfigError."""
         raise NotImplementedError
 
     def generate(self, plan: KernelPlan, builder: Builder) -> None:

@@ -1,0 +1,46 @@
+// kg-tile plans for the SMs of its target (kgc.targets): a 1x4096x1024
+// product has 16 tiles of 64 columns, and kgc splits its k loop until the
+// tiles times the splits fill the GPU once.
+// RUN: kgc-opt %s --kg-tile | FileCheck %s --check-prefix=SM90
+// RUN: kgc-opt %s --kg-tile='target=90' | FileCheck %s --check-prefix=SM90
+// RUN: kgc-opt %s --kg-tile='target=80' | FileCheck %s --check-prefix=SM80
+// RUN: kgc-opt %s --kg-tile='target=87' | FileCheck %s --check-prefix=SM87
+// RUN: kgc-opt %s --kg-tile='target=80 split-k=2' | FileCheck %s --check-prefix=GIVEN
+// RUN: not kgc-opt %s --kg-tile='target=75' 2>&1 | FileCheck %s --check-prefix=BAD-TARGET
+
+// sm_90 (H100 SXM, 132 SMs): 16 tiles x 16 splits (the most kgc takes).
+// SM90: kg.kernel @gemv_0_partials
+// SM90-SAME: grid = array<i64: 16, 16, 1>
+// SM90-SAME: split_k = 16 : i64
+// SM90: kg.kernel @gemv_0_reduce
+
+// sm_80 (A100, 108 SMs): 16 tiles x 8 splits already fill it.
+// SM80: kg.kernel @gemv_0_partials
+// SM80-SAME: grid = array<i64: 16, 8, 1>
+// SM80-SAME: split_k = 8 : i64
+// SM80: kg.kernel @gemv_0_reduce
+
+// sm_87 (Jetson Orin, 16 SMs): the 16 tiles fill it; nothing is split,
+// the kernel stays one.
+// SM87-NOT: _partials
+// SM87: kg.kernel @gemv_0
+// SM87-SAME: grid = array<i64: 16, 1, 1>
+// SM87-NOT: split_k
+// SM87-NOT: _reduce
+
+// A split the user gives is kept whatever the target: the target only
+// decides the knobs left to kgc.
+// GIVEN: kg.kernel @gemv_0_partials
+// GIVEN-SAME: grid = array<i64: 16, 2, 1>
+// GIVEN-SAME: split_k = 2 : i64
+
+// BAD-TARGET: kgc-opt: error: option 'target' of pass 'kg-tile' must be one of 80, 86, 87, 89, 90, 100, 101, 120; got '75'
+
+func.func @gemv(%x: tensor<1x4096xf16>, %w: tensor<4096x1024xf16>) -> tensor<1x1024xf16> {
+  %y = kg.kernel @gemv_0(%x, %w) : (tensor<1x4096xf16>, tensor<4096x1024xf16>) -> tensor<1x1024xf16> {
+  ^bb0(%a: tensor<1x4096xf16>, %b: tensor<4096x1024xf16>):
+    %m = kg.matmul %a, %b : (tensor<1x4096xf16>, tensor<4096x1024xf16>) -> tensor<1x1024xf16>
+    kg.yield %m : tensor<1x1024xf16>
+  }
+  return %y : tensor<1x1024xf16>
+}
