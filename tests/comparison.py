@@ -24,3 +24,56 @@ def assert_as_accurate_as_eager(results, eager, exact, who: str = "kgc") -> None
 
     reason = mismatch(as_tuple(results), as_tuple(eager), as_tuple(exact))
     assert reason is None, f"{who}: {reason}"
+
+
+def tf32_rounded(x):
+    """The f32 tensor `x` with its mantissa rounded to TF32's 10 bits, to
+    nearest with ties away from zero, as the GPU's cvt.rna.tf32.f32 does:
+    the operands of a TF32 product where no GPU rounds them."""
+    import torch
+
+    bits = x.contiguous().view(torch.int32)
+    return ((bits + 0x1000) & ~0x1FFF).view(torch.float32)
+
+
+def worse_eager(first, second, exact):
+    """Of two eager results of one graph (torch's own kernels, and
+    `kgc.reference` rounding op by op), the one further from `exact`: both
+    are legitimate ways to compute the graph in its dtype, so kgc is held
+    to the less accurate of the two."""
+    import torch
+
+    if not first.dtype.is_floating_point:
+        return first
+
+    def error(eager):
+        finite = torch.isfinite(exact) & torch.isfinite(eager.to(exact.device).double())
+        return (eager.to(exact.device).double()[finite] - exact[finite]).abs().max().item() \
+            if finite.any() else 0.0
+
+    return first if error(first) >= error(second) else second
+
+
+def assert_matches_torch(results, torch_results, module, inputs, who: str = "kgc",
+                         tf32: bool = False) -> None:
+    """Checks `results` of the graph `module` (built, one function) on
+    `inputs` against the exact result (`kgc.reference`, f64), with eager's
+    error the larger of torch's (`torch_results`, rounded to each result's
+    dtype) and the reference's op-by-op rounding. Torch's results must pass
+    the same rule first, so that the reference and torch agree on what the
+    ops mean (unless `tf32`: the reference does not round operands to TF32,
+    torch's GPU matmul then does)."""
+    import kgc.reference
+    from kgc.accuracy import mismatch
+
+    results, torch_results = as_tuple(results), as_tuple(torch_results)
+    assert len(results) == len(torch_results)
+    torch_results = tuple(t.to(r.dtype) for t, r in zip(torch_results, results))
+    rounded = as_tuple(kgc.reference.evaluate(module, None, list(inputs)))
+    exact = as_tuple(kgc.reference.evaluate(module, None, list(inputs), exact=True))
+    if not tf32:
+        reason = mismatch(torch_results, rounded, exact)
+        assert reason is None, f"torch and kgc.reference disagree: {reason}"
+    eager = tuple(worse_eager(t, r, e) for t, r, e in zip(torch_results, rounded, exact))
+    reason = mismatch(results, eager, exact)
+    assert reason is None, f"{who}: {reason}"
