@@ -12,6 +12,7 @@ import pytest
 
 import kgc
 from kgc.search import Cache
+from kgc.search.tuner import GRAPH
 from kgc.tiling.config import MatmulConfig
 from tests.cases import headline_graph as headline
 from tests.comparison import assert_matches_torch
@@ -61,10 +62,15 @@ def _corrupt_all_but_defaults(candidate, results):
 def test_a_wrong_candidate_is_rejected_and_never_chosen(tmp_path):
     result = kgc.superoptimize(small_mlp(), cache=False, tamper=_corrupt_all_but_defaults,
                                **QUICK)
-    rows = result.report.rows
+    # The kernels' candidates; the two whole graphs checked last (the
+    # choice, the default compile) are not tampered with and pass.
+    rows = [r for r in result.report.rows if r.signature != GRAPH]
+    assert [r.status for r in result.report.rows if r.signature == GRAPH] == ["timed"] * 2
     timed = [r for r in rows if r.status == "timed"]
     rejected = [r for r in rows if r.status == "rejected"]
     assert rejected and all("off by" in r.reason for r in rejected)
+    assert result.report.rejected() == rejected
+    assert result.report.counts()["rejected"] == len(rejected)
     # Only default configs survive the check, so the choice is made of them.
     assert timed and all(r.default for r in timed)
     assert all(not r.default for r in rejected)
