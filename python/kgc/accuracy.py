@@ -60,7 +60,8 @@ from __future__ import annotations
 from typing import Sequence
 
 # Per-element relative slack, and the floor relative to the result's
-# largest magnitude (see the module docstring for each number).
+# largest magnitude (see the module docstring for each number; f64 results,
+# rare, are held to a few thousand units of their roundoff).
 RELATIVE = {"float32": 1e-5, "float64": 1e-12, "float16": 2e-3, "bfloat16": 1.6e-2,
             "float8_e4m3fn": 0.15, "float8_e5m2": 0.3}
 FLOOR = RELATIVE
