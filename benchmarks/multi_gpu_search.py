@@ -61,6 +61,7 @@ def _search(name: str) -> dict:
     import torch
 
     import kgc
+    from kgc.search.tuner import GRAPH
 
     graph = GRAPHS[name]()
     started = time.perf_counter()
@@ -69,7 +70,8 @@ def _search(name: str) -> dict:
     report = compiled.report
     per_device: dict[str, int] = {}
     for row in report.rows:
-        if row.device is not None and row.status in ("timed", "rejected", "skipped"):
+        if row.device is not None and row.status in ("timed", "rejected", "skipped") \
+                and row.signature != GRAPH:
             per_device[str(row.device)] = per_device.get(str(row.device), 0) + 1
     return {"graph": name, "gpus": torch.cuda.device_count(), "wall_s": wall,
             "per_device": per_device, "chosen_us": report.chosen_us,

@@ -8,7 +8,7 @@ with a small interface:
     profile   checking each candidate against torch and timing it, on one
               or several GPUs of one model
     measure   CUDA-event timing (median after warm-up; CUDA graph replays)
-    verify    the accuracy rule and fresh random inputs
+    verify    fresh random inputs, and the check of results (kgc.accuracy's rule)
     cache     search results and their cubins on disk, keyed and locked
     config    a graph's choices (partition and kernel knobs) as JSON
     tuner     `superoptimize`, which runs them in order

@@ -8,7 +8,7 @@ exactly in f64 (`kgc.reference.evaluate`); then for each candidate, in
 order: skipped without running when its compiled resources exceed the
 device's (shared memory, registers, threads); run with its results
 poisoned (NaN), rejected when they do not match the reference
-(`verify.mismatch`); else timed with `measure.time_rotated` over enough
+(`kgc.accuracy.mismatch`); else timed with `measure.time_rotated` over enough
 copies of the inputs that they do not stay in the L2 cache from one call to
 the next (`measure.input_sets`): a kernel is timed reading memory, as it
 runs in a model, not the L2 cache its previous call filled.
@@ -98,7 +98,7 @@ def run_trial(trial: KernelTrial, settings: TrialSettings,
     import torch
 
     from kgc.runtime import CompiledGraph
-    from kgc.search.verify import mismatch
+    from kgc.accuracy import mismatch
     from kgc.search.measure import input_sets, l2_bytes, time_rotated
     from triton.runtime.driver import driver
 

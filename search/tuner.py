@@ -18,7 +18,10 @@ The stages, each a module of this package:
 4. choosing: each kernel's fastest config, each partition's time as the sum
    of its kernels', the fastest partition; the whole chosen graph is then
    checked and timed once more beside kgc's default compile of the graph,
-   and the default is kept unless the choice is faster;
+   and the default is kept unless the choice is faster; the report
+   (`SearchReport`) has a row for every candidate, these two included, with
+   its status (timed, rejected, skipped, ...) and the reason for a
+   rejection, and the search logs a warning naming how many were rejected;
 5. the cache (`cache`): the choice and its compiled kernels are stored under
    a key of the graph, the device and the versions, so a later search of the
    same graph compiles and times nothing.
@@ -44,7 +47,7 @@ from mlir import ir
 from kgc.diagnostics import KgcError
 from kgc.search.cache import Cache, CacheKey, Entry, installed_versions
 from kgc.pipeline.config import GraphConfig, set_knobs
-from kgc.search.profile import TIMED, KernelTrial, Outcome, TrialSettings, \
+from kgc.search.profile import REJECTED, TIMED, KernelTrial, Outcome, TrialSettings, \
     run_trial, run_trials
 from kgc.search.kernels import FUNCTION
 from kgc.search.space import EFFORT_CONFIGS, KernelVariants, variant_space
@@ -52,6 +55,8 @@ from kgc.tiling.kernel_ops import kernels_in
 
 _LOG = logging.getLogger(__name__)
 FAILED, OVER_BUDGET, PRUNED = "failed", "over budget", "pruned"
+# The signature of the rows of the whole graphs checked and timed last.
+GRAPH = "graph"
 # Partitions whose kernels at their default configs take more than this
 # times the fastest partition's are not tuned further.
 PRUNE = 1.5
@@ -61,8 +66,8 @@ PRUNE = 1.5
 class CandidateRow:
     """One line of the search's table."""
 
-    kernel: str  # its name in the first partition that made it
-    signature: str  # the kernel by content (names repeat across partitions)
+    kernel: str  # its name in the first partition that made it; @function: the whole graph
+    signature: str  # the kernel by content (names repeat across partitions); GRAPH
     config: dict
     default: bool  # kgc's own choice for the kernel
     status: str  # timed, rejected, skipped, failed, over budget, pruned
@@ -84,10 +89,17 @@ class SearchReport:
     phases_s: dict = dataclasses.field(default_factory=dict)
 
     def counts(self) -> dict[str, int]:
+        """Candidates by status, the whole-graph checks of the last step
+        included (a rejected count is kgc kernels that gave wrong results)."""
         counts: dict[str, int] = {}
         for row in self.rows:
             counts[row.status] = counts.get(row.status, 0) + 1
         return counts
+
+    def rejected(self) -> list[CandidateRow]:
+        """The candidates whose results failed the check against torch
+        (`kgc.search.verify`), each with its reason."""
+        return [row for row in self.rows if row.status == REJECTED]
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -393,6 +405,12 @@ class _Search:
 
         with torch.cuda.device((self.devices or [torch.cuda.current_device()])[0]):
             outcomes = run_trial(trial, settings)
+        # The whole graphs are candidates too: a rejection here (a choice
+        # whose kernels pass alone but not together) is counted and said.
+        for (config, _), outcome in zip(candidates, outcomes, strict=True):
+            self.rows.append(CandidateRow(
+                f"@{self.function}", GRAPH, config.to_dict(), config is default_config,
+                outcome.status, outcome.time_us, outcome.reason, outcome.device))
         times = [o.time_us if o.status == TIMED else None for o in outcomes]
         if times[0] is not None and (times[1] is None or times[0] < times[1]):
             config, graph = candidates[0]
@@ -407,12 +425,20 @@ class _Search:
         graph.report = SearchReport(self.rows, self.partition_rows, times[0], times[1],
                                     time.monotonic() - self.started,
                                     phases_s={k: round(v, 3) for k, v in self.phases_s.items()})
+        rejected = graph.report.rejected()
+        if rejected:
+            _LOG.warning("superoptimize: %d candidate(s) of @%s gave wrong results and were "
+                         "rejected; first reasons: %s", len(rejected), self.function,
+                         self._first_reasons(statuses=(REJECTED,)))
         return graph
 
-    def _first_reasons(self, count: int = 3) -> str:
-        """The first distinct reasons candidates were turned down for, those
-        of kgc's own configs first: what a user can act on when none passed."""
-        rows = sorted((r for r in self.rows if r.reason), key=lambda r: not r.default)
+    def _first_reasons(self, count: int = 3, statuses: tuple[str, ...] | None = None) -> str:
+        """The first distinct reasons candidates (of `statuses`, default
+        all) were turned down for, those of kgc's own configs first: what a
+        user can act on when none passed."""
+        rows = sorted((r for r in self.rows if r.reason
+                       and (statuses is None or r.status in statuses)),
+                      key=lambda r: not r.default)
         reasons: dict[str, str] = {}
         for row in rows:
             if row.reason not in reasons:

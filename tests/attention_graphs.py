@@ -106,3 +106,13 @@ def attention_reference(q, k, v, mask=None):
     if mask is not None:
         scores = scores + mask.double()
     return torch.softmax(scores, -1) @ v
+
+
+def attention_eager(q, k, v, mask=None):
+    """The result as eager torch computes it in the inputs' dtype
+    (scaled_dot_product_attention on each query head's K and V)."""
+    import torch
+
+    group = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)

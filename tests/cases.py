@@ -316,11 +316,6 @@ def make_inputs(case: Case, dtype: str, device: str, seed: int):
     return tensors
 
 
-# Absolute and relative tolerance per output dtype (before a case's scale).
-TOLERANCES = {"f32": (1e-4, 1e-4), "f16": (2e-3, 5e-3), "bf16": (1.6e-2, 3e-2)}
-TF32_TOLERANCE = (5e-3, 5e-3)
-
-
 def headline_graph() -> kgc.Graph:
     """The headline example (RMSNorm + MatMul, X 16x4096, W 4096x6144, f16),
     built with Mirage's names."""

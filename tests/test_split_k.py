@@ -22,10 +22,10 @@ from kgc.pipeline.config import GraphConfig
 from kgc.tiling.config import ConfigError, MatmulConfig
 from kgc.tiling.kernel_ops import int_array, kernel_name, kernels_in
 from kgc.tiling.split_k import split_count
+from tests.comparison import assert_matches_torch
 
 torch = pytest.importorskip("torch")
 
-TOLERANCE = {"f32": (2e-4, 1e-4), "f16": (2e-3, 5e-3), "bf16": (1.6e-2, 3e-2)}
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
 
@@ -128,11 +128,7 @@ def check(graph_fn, m, k, n, dtype, split, **knobs):
     assert sum(name.endswith("_partials") for name in names) == \
         sum(name.endswith("_reduce") for name in names)
     got = run_tiled(module, None, *tensors)
-    want = reference(*tensors)
-    atol, rtol = TOLERANCE[dtype]
-    # Sums over k of thousands of terms: the tolerance grows with sqrt(k).
-    scale = max(1.0, (k / 256) ** 0.5)
-    torch.testing.assert_close(got.float(), want.float(), atol=atol * scale * 4, rtol=rtol * 4)
+    assert_matches_torch(got, reference(*tensors), graph.build(), tensors)
     return module
 
 
@@ -386,7 +382,4 @@ def test_kgc_s_own_split_of_one_row_matches_torch(dtype):
     assert [kernel_name(k) for k in kernels_in(module)] == ["gemv_0_matmul_partials",
                                                            "gemv_0_matmul_reduce"]
     got = run_tiled(module, None, *tensors)
-    atol, rtol = TOLERANCE[dtype]
-    scale = (4097 / 256) ** 0.5
-    torch.testing.assert_close(got.float(), reference(*tensors).float(), atol=atol * scale * 4,
-                               rtol=rtol * 4)
+    assert_matches_torch(got, reference(*tensors), graph.build(), tensors)

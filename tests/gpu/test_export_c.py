@@ -14,7 +14,8 @@ import pytest
 
 import kgc
 from kgc.export import export_c
-from tests.cases import ALL_CASES, TOLERANCES, make_inputs
+from tests.cases import ALL_CASES, make_inputs
+from tests.comparison import assert_matches_torch
 
 torch = pytest.importorskip("torch")
 
@@ -68,10 +69,7 @@ def exported(request, tmp_path_factory):
 
 
 def check(case, got, inputs):
-    want = case.reference(*inputs)
-    atol, rtol = TOLERANCES["f16"]
-    torch.testing.assert_close(got.float(), want.float(), atol=atol * case.tolerance_scale,
-                               rtol=rtol)
+    assert_matches_torch(got, case.reference(*inputs), case.graph("f16").build(), inputs)
 
 
 def test_a_shared_library_called_through_ctypes_matches_torch(exported, tmp_path):
@@ -201,4 +199,4 @@ def test_a_c_program_runs_the_graph_on_inputs_from_python(exported, tmp_path):
     assert result.stdout.strip() == "ok"
     shape = function.buffers[function.results[0]].shape
     got = torch.frombuffer(bytearray(output.read_bytes()), dtype=torch.float16).reshape(shape)
-    check(case, got, [t.float() for t in inputs])
+    check(case, got, inputs)

@@ -6,6 +6,7 @@ with fast accumulation."""
 import pytest
 
 import kgc
+from kgc.accuracy import tensor_mismatch
 from kgc.tiling.config import MatmulConfig
 from tests.test_hopper_gemm import PERSISTENT_PROGRAMS, config_for, gemm, scaled_fp8
 
@@ -14,7 +15,6 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.gpu
 
 DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16}
-TOLERANCE = {"f16": 2e-3, "bf16": 1.6e-2}
 
 
 def hopper() -> bool:
@@ -26,10 +26,12 @@ def fp8_dots() -> bool:
 
 
 def check_gemm(result, a, b, dtype: str) -> None:
-    expected = a.double() @ b.double()
-    error = (result.double() - expected).abs().max().item()
-    bound = TOLERANCE[dtype] * (1 + expected.abs().max().item())
-    assert error <= bound, f"max error {error:.3g} > {bound:.3g}"
+    """kgc.accuracy's rule: against the exact product, with torch's f32 sum
+    rounded to the dtype as eager."""
+    assert result.dtype == DTYPES[dtype]
+    reason = tensor_mismatch(result, (a.float() @ b.float()).to(DTYPES[dtype]),
+                             a.double() @ b.double())
+    assert reason is None, reason
 
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
@@ -102,10 +104,11 @@ def _fp8_inputs(m, k, n, seed=0):
 def check_fp8(result, a, b, scale_a, scale_b, out_dtype) -> None:
     expected = (a.double() @ b.double()) * scale_a.double() * scale_b.double()
     assert result.dtype == out_dtype
-    error = (result.double() - expected).abs().max().item()
-    # One rounding to the 8 (bf16) or 11 (f16) bit result, f32 sums.
-    bound = (1.6e-2 if out_dtype == torch.bfloat16 else 2e-3) * (1 + expected.abs().max().item())
-    assert error <= bound, f"max error {error:.3g} > {bound:.3g}"
+    # Products of 8-bit floats are exact in f32: eager sums them in f32 and
+    # rounds once to the result's 8 (bf16) or 11 (f16) bits.
+    eager = ((a.float() @ b.float()) * scale_a * scale_b).to(out_dtype)
+    reason = tensor_mismatch(result, eager, expected)
+    assert reason is None, reason
 
 
 @pytest.mark.parametrize("out", ["bf16", "f16"])
@@ -137,7 +140,9 @@ def test_scaled_fp8_matmul_is_close_to_scaled_mm():
     # _scaled_mm takes B column-major.
     theirs = torch._scaled_mm(a, b.t().contiguous().t(), scale_a=scale_a, scale_b=scale_b,
                               out_dtype=torch.bfloat16)
-    torch.testing.assert_close(ours, theirs, atol=2e-2, rtol=1.6e-2)
+    exact = (a.double() @ b.double()) * scale_a.double() * scale_b.double()
+    reason = tensor_mismatch(ours, theirs, exact)
+    assert reason is None, reason
 
 
 # Fast accumulation: the tensor cores sum the whole k loop at their own
