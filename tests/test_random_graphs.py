@@ -128,8 +128,8 @@ class _Builder:
             dim = draw(st.integers(0, x.ndim - 1))
             size = x.shape[dim]
             # Pieces of one element are left out: kg-tile cannot yet tile
-            # such a concat inside a reduction kernel ("invalid memref
-            # size"), a known gap recorded in benchmarks/NOTES.md.
+            # such a concat beside a reduction in one kernel (an internal
+            # "invalid memref size"), a known gap.
             if size < 4:
                 return
             cut = draw(st.integers(2, size - 2))
