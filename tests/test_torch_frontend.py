@@ -606,3 +606,86 @@ def test_a_partition_kgc_fails_to_compile_runs_in_pytorch_with_a_warning():
     assert any(m.startswith("kgc: partition kgc_0 (3 ops) runs in PyTorch") and "no kernel" in m
                for m in messages), messages
     assert any("at sizes" in m for m in messages), messages
+
+
+# A dynamic size read as a value: kgc compiles each partition for a
+# power-of-two bucket of the size, so a kernel that took the value from the
+# bucket would compute with 8 at a batch of 5. Each function reads a size in
+# one converter; the extents are not powers of two.
+SIZE_EXTENTS = (3, 5, 17, 1000)
+SIZES_AS_VALUES = [
+    ("arithmetic", lambda x: x * 2 + x.shape[0], "aten.add.Tensor other"),
+    ("division", lambda x: (x + 1) / x.shape[0], "aten.div.Tensor other"),
+    ("arange_start", lambda x: x * 2 + torch.arange(x.shape[0], 0, -1),
+     "aten.arange.start_step start"),
+    ("full_value", lambda x: x * 2 + torch.full((3, 1), x.shape[0]).sum(0),
+     "aten.full.default fill_value"),
+]
+
+
+@pytest.mark.parametrize("name,function,reader", SIZES_AS_VALUES,
+                         ids=[c[0] for c in SIZES_AS_VALUES])
+def test_a_dynamic_size_read_as_a_value_is_never_its_bucket(name, function, reader):
+    backend = ReferenceBackend()
+    compiled = torch.compile(function, backend=backend, dynamic=True)
+    with torch.no_grad():
+        for extent in SIZE_EXTENTS:
+            x = _randn(extent)
+            _assert_close(compiled(x), function(x))
+    # The op that reads the size runs in PyTorch, the reason naming the
+    # size; the ops around it stay in kgc, bucketed.
+    reasons = [why for _, why in backend.reports[-1].fallbacks]
+    assert any(why.startswith(f"{reader} is dynamic size s") for why in reasons), reasons
+    assert backend.reports[-1].partitions
+
+
+class _Table(torch.nn.Module):
+    """A static table read at a position given by a dynamic size."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("table", _randn(2000, 3))
+
+    def forward(self, x):
+        return self.table[x.shape[0]] * 2 + x[:3]
+
+
+def test_a_dynamic_size_as_a_select_index_is_never_its_bucket_nor_specialized():
+    table = _Table()
+    backend = ReferenceBackend()
+    compiled = torch.compile(table, backend=backend, dynamic=True)
+    with torch.no_grad():
+        for extent in SIZE_EXTENTS:
+            x = _randn(extent)
+            _assert_close(compiled(x), table(x))
+    # One graph for every extent: reading the index must not make torch
+    # guard on its value (a graph per extent), and the select runs in
+    # PyTorch.
+    assert len(backend.reports) == 1
+    reasons = [why for _, why in backend.reports[-1].fallbacks]
+    assert any(why.startswith("aten.select.int index is dynamic size s") for why in reasons), reasons
+
+
+def test_a_dynamic_size_bounding_a_slice_is_its_padded_length_only():
+    # The end of the slice is the result's length, a bare dynamic size that
+    # pads like a batch; its start is a constant, so nothing reads the size
+    # as a value and the slice stays in kgc.
+    table = _randn(2000, 3)
+
+    class Prefix(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("table", table)
+
+        def forward(self, x):
+            return self.table[: x.shape[0]] * x[:, None]
+
+    prefix = Prefix()
+    backend = ReferenceBackend()
+    compiled = torch.compile(prefix, backend=backend, dynamic=True)
+    with torch.no_grad():
+        for extent in SIZE_EXTENTS:
+            x = _randn(extent)
+            _assert_close(compiled(x), prefix(x))
+    assert not backend.reports[-1].fallbacks, backend.reports[-1].fallbacks
+    assert any("aten.slice.Tensor" in op for p in backend.reports[-1].partitions for op in p.ops)

@@ -7,7 +7,10 @@ dim's elements apart: elementwise ops, matmul rows and columns, reductions,
 softmax and norms over other dims, views that keep the dim a whole dim (or
 the leading factor of a merged one). Such ops are *bucketable*; an op that
 reduces, contracts, slices or concatenates along a dynamic dim is not, and
-stays with PyTorch (`bucket_reason` says why).
+stays with PyTorch (`bucket_reason` says why). Padding changes shapes only:
+an op that reads a dynamic size as a value (`x + x.shape[0]`, a fill, an
+arange's start, an index) would compute with the bucket's size, so the
+converter refuses it (`kgc.torch.convert`) and it stays with PyTorch too.
 
 A partition whose shapes hold symbols runs as a `BucketedPartition`: at
 each call it reads the symbols' values off its inputs, rounds each up to a

@@ -168,15 +168,71 @@ def static_shape(shape, what: str) -> tuple[int, ...]:
 
 
 def _static_value(value, what: str):
-    """A Python int/float/bool, or a list of them, from an FX argument (a
-    symbolic size as `size_bindings` gives it)."""
+    """A Python int/float/bool, or a list of them, from an FX argument read
+    as a value (an operand, a bound, a fill). A dynamic size is refused even
+    where `size_bindings` binds it: the binding is the size's bucket, and a
+    kernel compiled for the bucket would compute with the bucket's value
+    (`x + x.shape[0]` at a batch of 5 would add 8)."""
+    from torch.fx.experimental.symbolic_shapes import is_concrete_bool, is_concrete_int
+
     if isinstance(value, (list, tuple)):
         return type(value)(_static_value(v, what) for v in value)
-    if isinstance(value, torch.SymInt):
-        return _bound_size(value, what)
-    if isinstance(value, (torch.SymFloat, torch.SymBool)):
-        raise Unsupported(f"{what} {value} is symbolic; kgc kernels take static values")
+    if isinstance(value, torch.SymInt) and is_concrete_int(value):
+        return int(value)
+    if isinstance(value, torch.SymBool) and is_concrete_bool(value):
+        return bool(value)
+    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        raise Unsupported(_size_as_value(value, what))
     return value
+
+
+def _size_as_value(value, what: str) -> str:
+    expression = value.node.expr
+    symbols = ", ".join(sorted(str(s) for s in expression.free_symbols))
+    source = (f"dynamic size {value}" if expression.is_Symbol
+              else f"{value}, computed from dynamic size {symbols}")
+    return (f"{what} is {source}: kgc compiles a kernel per power-of-two bucket of a dynamic "
+            "size, which would compute with the bucket's size instead of this value")
+
+
+# Arguments that give the shape of the op's result, which the converter
+# reads from the result's (bucketed) shape, never as a value: a dynamic size
+# there is a padded dim like any other.
+_SHAPE_ARGUMENTS = {
+    aten.view.default: ("size",), aten._unsafe_view.default: ("size",),
+    aten.reshape.default: ("shape",), aten.expand.default: ("size",),
+    aten.full.default: ("size",), aten.slice.Tensor: ("end",),
+    aten.arange.default: ("end",), aten.arange.start: ("end",),
+    aten.arange.start_step: ("end",), prims.iota.default: ("length",),
+    aten.native_layer_norm.default: ("normalized_shape",),
+    aten.rms_norm.default: ("normalized_shape",),
+}
+
+
+def _check_scalar_arguments(node: torch.fx.Node) -> None:
+    """Refuses a node that reads a dynamic size (or a number computed from
+    one) as a value: an arithmetic operand, a fill value, a start, step or
+    index. Only the arguments that give its result's shape may hold one,
+    and then only a bare size or a constant, as shapes are bucketed."""
+    values = {n: n.meta.get("val") for n in node.all_input_nodes}
+    args = torch.fx.node.map_arg(node.args, values.__getitem__)
+    kwargs = torch.fx.node.map_arg(node.kwargs, values.__getitem__)
+    try:
+        bound = normalize_function(node.target, args, kwargs,
+                                   normalize_to_only_use_kwargs=True)
+    except Exception:  # no schema to bind by: the arguments are checked by position
+        bound = None
+    named = dict(bound.kwargs) if bound is not None else {
+        **{f"argument #{i}": v for i, v in enumerate(args)}, **kwargs}
+    shapes = _SHAPE_ARGUMENTS.get(node.target, ())
+    for name, value in named.items():
+        for item in (value if isinstance(value, (list, tuple)) else (value,)):
+            if not isinstance(item, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+                continue
+            if name in shapes and isinstance(item, torch.SymInt):
+                _bound_size(item, f"{op_name(node)} {name}")
+            else:
+                _static_value(item, f"{op_name(node)} {name}")
 
 
 # --------------------------------------------------------------------------
@@ -435,7 +491,7 @@ def _first_result_only(ctx: Context, names: str) -> None:
 def _layer_norm(ctx, a):
     _first_result_only(ctx, "mean and rstd")
     x = a["input"]
-    shape = tuple(_static_value(a["normalized_shape"], "normalized_shape"))
+    shape = static_shape(a["normalized_shape"], "normalized_shape")
     result = ctx.graph.layer_norm(x, a.get("weight"), a.get("bias"), eps=a["eps"],
                                   normalized_shape=shape)
     return (result, None, None)
@@ -444,7 +500,7 @@ def _layer_norm(ctx, a):
 @converts(aten.rms_norm.default)
 def _rms_norm(ctx, a):
     x = a["input"]
-    shape = tuple(_static_value(a["normalized_shape"], "normalized_shape"))
+    shape = static_shape(a["normalized_shape"], "normalized_shape")
     eps = a.get("eps")
     if eps is None:
         eps = torch.finfo({v: k for k, v in _KG_DTYPES.items()}[x.dtype]).eps
@@ -601,8 +657,8 @@ def _slice(ctx, a):
 @converts(aten.select.int, layout=True)
 def _select(ctx, a):
     x = a["input"]
-    dim = a["dim"] % x.ndim
-    index = a["index"] % x.shape[dim]
+    dim = _static_value(a["dim"], "select dim") % x.ndim
+    index = _static_value(a["index"], "select index") % x.shape[dim]
     offsets, sizes = [0] * x.ndim, list(x.shape)
     offsets[dim], sizes[dim] = index, 1
     return _as_shape(ctx, ctx.graph.slice(x, offsets, sizes))
@@ -831,7 +887,7 @@ def _bind(node: torch.fx.Node, values: dict[torch.fx.Node, Any]) -> dict[str, An
 
 def _check_tensors(node: torch.fx.Node) -> None:
     """Every tensor the node reads and makes has a kg dtype and static
-    shape."""
+    shape, and no dynamic size is read as a value."""
     for index, argument in enumerate(node.all_input_nodes):
         value = argument.meta.get("val")
         if isinstance(value, torch.Tensor):
@@ -839,10 +895,7 @@ def _check_tensors(node: torch.fx.Node) -> None:
             shape = static_shape(value.shape, f"operand #{index} ({argument.name})")
             if 0 in shape and node.target is not aten.cat.default:
                 raise Unsupported(f"operand #{index} ({argument.name}) is empty {shape}")
-        elif isinstance(value, torch.SymInt):
-            _bound_size(value, f"operand {argument.name}")
-        elif isinstance(value, torch.SymFloat):
-            raise Unsupported(f"operand {argument.name} is a symbolic float")
+    _check_scalar_arguments(node)
     value = node.meta.get("val")
     results = value if isinstance(value, (tuple, list)) else (value,)
     first = results[0] if results else None
