@@ -20,7 +20,7 @@ import sys
 import time
 from typing import Sequence
 
-from kgc.bench import floor, runners, timing
+from kgc.bench import floor, provenance, runners, timing
 from kgc.bench.check import check
 from kgc.bench.report import FAILED, OK, WRONG, BenchResult, Row
 from kgc.bench.runners import EAGER, KGC, LABELS, TORCH_RUNNERS, Unavailable, first_line
@@ -32,11 +32,12 @@ _LOG = logging.getLogger(__name__)
 
 def run_bench(workloads: Sequence[Workload], *, effort: str = "default", reps: int = 1000,
               quick: bool = False, seed: int | None = None, progress: bool = True,
-              device: str = "cuda") -> BenchResult:
+              device: str = "cuda", command: Sequence[str] | None = None) -> BenchResult:
     """Measures `workloads` on the current CUDA device; see the module
     docstring. `reps` is about how many calls each median is taken over.
     `device` is where the inputs live (another than "cuda" only for testing
-    the loop with stand-ins for the GPU's parts)."""
+    the loop with stand-ins for the GPU's parts). `command` is the command
+    line the result records as its origin (default: this process's)."""
     import torch
     from tqdm import tqdm
 
@@ -53,9 +54,8 @@ def run_bench(workloads: Sequence[Workload], *, effort: str = "default", reps: i
                                       device))
             if device == "cuda":
                 torch.cuda.empty_cache()
-    settings = {"effort": effort, "reps": reps, "quick": quick, "seed": seed,
-                "versions": _versions()}
-    return BenchResult(name, peaks.to_dict(), settings, rows)
+    settings = {"effort": effort, "reps": reps, "quick": quick, "seed": seed}
+    return BenchResult(name, peaks.to_dict(), settings, rows, provenance.collect(command))
 
 
 def _run_workload(workload: Workload, peaks, effort: str, reps: int, seed: int, bar,
@@ -163,14 +163,3 @@ def _run_kgc(workload: Workload, row: Row, sets: list, eager_result, effort: str
         return
     row.kgc_status = OK
 
-
-def _versions() -> dict:
-    from importlib import metadata
-
-    versions = {}
-    for package in ("kgc", "torch", "triton"):
-        try:
-            versions[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            versions[package] = None
-    return versions

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import time
 
 import torch
 import triton.testing
 
 import kgc
+from kgc.bench import provenance
 from kgc.pipeline.config import GraphConfig
 from kgc.tiling.config import PERSISTENT_PROGRAMS, MatmulConfig
 
@@ -230,8 +230,7 @@ def main() -> None:
     print_rows("FP8 e4m3 -> bf16, per-tensor scales", rows, "torch._scaled_mm (B column-major)")
     results["fp8"] = [dataclasses.asdict(r) for r in rows]
     if args.json:
-        with open(args.json, "w") as out:
-            json.dump(results, out, indent=2)
+        provenance.write_json(args.json, results)
 
 
 if __name__ == "__main__":
