@@ -246,7 +246,8 @@ def _size_as_value(value, what: str) -> str:
     source = (f"dynamic size {value}" if expression.is_Symbol
               else f"{value}, computed from dynamic size {symbols}")
     return (f"{what} is {source}: kgc compiles a kernel per power-of-two bucket of a dynamic "
-            "size, which would compute with the bucket's size instead of this value")
+            "size, which would compute with the bucket's size instead of this value, and this "
+            "op cannot take it as an input of the kernel")
 
 
 # Arguments that give the shape of the op's result, which the converter
@@ -281,9 +282,10 @@ _VALUE_OPERANDS = {
 def _check_scalar_arguments(node: torch.fx.Node) -> None:
     """Refuses a node that reads a dynamic size (or a number computed from
     one) as a value where its converter cannot take it as a 0-d input of
-    the graph (`_VALUE_OPERANDS`): a step, an index, a clamp bound. Only
-    the arguments that give its result's shape may hold a size otherwise,
-    and then only a bare size or a constant, as shapes are bucketed."""
+    the graph (`_VALUE_OPERANDS`): a slice's start, a step, an index, a
+    clamp bound. The arguments that give its result's shape
+    (`_SHAPE_ARGUMENTS`) may hold any size: the converter reads the
+    result's shape instead, which must be one kgc buckets."""
     values = {n: n.meta.get("val") for n in node.all_input_nodes}
     args = torch.fx.node.map_arg(node.args, values.__getitem__)
     kwargs = torch.fx.node.map_arg(node.kwargs, values.__getitem__)
