@@ -722,26 +722,41 @@ def test_gqa_decode_gives_torch_the_packing_kgc_has(monkeypatch):
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
 
-def _git(*arguments):
-    return subprocess.run(["git", "-C", str(REPO), *arguments], capture_output=True, text=True,
+def _checkout() -> pathlib.Path | None:
+    """The git checkout kgc's bench package runs from (None when kgc is
+    installed from a wheel)."""
+    from kgc.bench import provenance
+
+    done = subprocess.run(["git", "-C", str(pathlib.Path(provenance.__file__).resolve().parent),
+                           "rev-parse", "--show-toplevel"], capture_output=True, text=True)
+    return pathlib.Path(done.stdout.strip()) if done.returncode == 0 else None
+
+
+def _git(root, *arguments):
+    return subprocess.run(["git", "-C", str(root), *arguments], capture_output=True, text=True,
                           check=True).stdout.strip()
 
 
 def _assert_provenance(record, command):
-    """A result's provenance names this checkout's commit, this machine's
-    GPU and packages, a date of today and `command`."""
+    """A result's provenance names the checkout's commit (None outside
+    one), this machine's GPU and packages, a date of now and `command`."""
     import datetime
 
     from kgc.bench.provenance import FIELDS
 
     assert set(record) == set(FIELDS)
-    assert record["commit"] == _git("rev-parse", "HEAD") and len(record["commit"]) == 40
-    assert record["dirty"] is bool(_git("status", "--porcelain", "--untracked-files=no"))
+    root = _checkout()
+    if root is None:
+        assert record["commit"] is None and record["dirty"] is None
+    else:
+        assert record["commit"] == _git(root, "rev-parse", "HEAD")
+        assert len(record["commit"]) == 40
+        assert record["dirty"] is bool(_git(root, "status", "--porcelain",
+                                            "--untracked-files=no"))
     assert record["gpu"] == (torch.cuda.get_device_name() if torch.cuda.is_available() else None)
     versions = record["versions"]
-    assert versions["torch"] == torch.__version__.split("+")[0] or \
-        versions["torch"] == torch.__version__
     assert set(versions) == {"kgc", "torch", "triton"} and versions["kgc"]
+    assert versions["torch"] in (torch.__version__, torch.__version__.split("+")[0])
     made = datetime.datetime.fromisoformat(record["date"])
     assert made.tzinfo is not None
     assert abs(datetime.datetime.now(datetime.timezone.utc) - made).total_seconds() < 600
@@ -754,27 +769,31 @@ def test_a_bench_result_file_says_what_produced_it(monkeypatch, loop_on_cpu, tmp
 
     monkeypatch.setattr(runners, "make_kgc", lambda workload, effort, reps, verbose:
                         _Evaluated(workload))
+    root = _checkout() or tmp_path
     result = run_bench([_small("softmax")], effort="low", reps=3, seed=1, progress=False,
-                       device="cpu", command=[str(REPO / ".venv" / "bin" / "kgc"), "bench",
-                                              "--json", str(REPO / "out.json"), "--quick"])
+                       device="cpu", command=[str(root / ".venv" / "bin" / "kgc"), "bench",
+                                              "--json", str(root / "out.json"), "--quick"])
     path = tmp_path / "bench.json"
     result.write_json(path)
     data = json.loads(path.read_text())
     assert data["schema_version"] == 3
     # The program by its name and paths inside the checkout relative to it:
     # the record reads the same on every machine.
-    _assert_provenance(data["provenance"], "kgc bench --json out.json --quick")
+    out = "out.json" if _checkout() else str(root / "out.json")
+    _assert_provenance(data["provenance"], f"kgc bench --json {out} --quick")
 
 
 def test_a_benchmark_scripts_result_file_says_what_produced_it(tmp_path):
     from kgc.bench import provenance
 
+    root = _checkout() or tmp_path
     path = tmp_path / "results.json"
     provenance.write_json(path, {"rows": [{"case": "decode", "ms": 1.5}]},
-                          argv=[str(REPO / "benchmarks" / "gemm.py"), "--json", str(path)])
+                          argv=[str(root / "benchmarks" / "gemm.py"), "--json", str(path)])
     data = json.loads(path.read_text())
     assert data["rows"] == [{"case": "decode", "ms": 1.5}]
-    _assert_provenance(data["provenance"], f"python benchmarks/gemm.py --json {path}")
+    script = "benchmarks/gemm.py" if _checkout() else "gemm.py"
+    _assert_provenance(data["provenance"], f"python {script} --json {path}")
     with pytest.raises(TypeError, match="dict"):
         provenance.write_json(path, [1, 2])
 
