@@ -10,7 +10,9 @@ bandwidth and matmul peaks, each the best of a few probes measured in the
 run), `timing` (GPU time per call from CUDA-graph replays), `runners` (kgc
 after superoptimize, eager, torch.compile, max-autotune), `check` (kgc's
 result against eager before timing), `report` (header, table, JSON, PNG
-chart) and `run` (the loop).
+chart), `run` (the loop) and `provenance` (what produced a result: the
+commit, GPU, versions, date and command, recorded in every result file that
+`kgc bench` and the scripts in benchmarks/ write).
 """
 
 from kgc.bench.report import BenchResult, Row

@@ -20,7 +20,8 @@ and whether its choice came from the cache, and each torch.compile mode's
 compile time (its first call), so that a run that outgrows a host's time
 limit shows its long pole.
 
-`BenchResult.to_dict()` is the JSON (`SCHEMA_VERSION` names its layout),
+`BenchResult.to_dict()` is the JSON (`SCHEMA_VERSION` names its layout;
+"provenance" says what produced it: `kgc.bench.provenance`),
 `header()` and `table()` the text and `write_chart(path)` the PNG.
 """
 
@@ -39,7 +40,9 @@ from kgc.bench.workloads import Target
 # 3: kgc's default compile beside the searched one: "kgc-default" among the
 # runners and times, rows have "kgc_default_status", "kgc_default_compile_s"
 # and "default_vs_searched".
-SCHEMA_VERSION = 3
+# 4: "provenance" (kgc.bench.provenance: commit, GPU, versions, date,
+# command) replaces the settings' "versions".
+SCHEMA_VERSION = 4
 OK, FAILED, WRONG = "ok", "failed", "wrong"
 
 
@@ -137,8 +140,11 @@ class Row:
 class BenchResult:
     device: str
     peaks: dict  # DevicePeaks.to_dict()
-    settings: dict  # effort, reps, quick, seed, versions
+    settings: dict  # effort, reps, quick, seed
     rows: list[Row]
+    # What produced the result (kgc.bench.provenance.collect()); None only
+    # for a result made up by hand.
+    provenance: dict | None = None
 
     @property
     def failed(self) -> list[Row]:
@@ -146,7 +152,8 @@ class BenchResult:
         return [row for row in self.rows if row.kgc_status != OK]
 
     def to_dict(self) -> dict:
-        return {"schema_version": SCHEMA_VERSION, "device": self.device, "peaks": self.peaks,
+        return {"schema_version": SCHEMA_VERSION, "provenance": self.provenance,
+                "device": self.device, "peaks": self.peaks,
                 "settings": self.settings, "runners": {r: LABELS[r] for r in RUNNERS},
                 "rows": [row.to_dict() for row in self.rows]}
 

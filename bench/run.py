@@ -22,7 +22,7 @@ import sys
 import time
 from typing import Sequence
 
-from kgc.bench import floor, runners, timing
+from kgc.bench import floor, provenance, runners, timing
 from kgc.bench.check import check
 from kgc.bench.report import FAILED, OK, WRONG, BenchResult, Row
 from kgc.bench.runners import (EAGER, KGC, KGC_DEFAULT, LABELS, TORCH_RUNNERS, Unavailable,
@@ -35,11 +35,12 @@ _LOG = logging.getLogger(__name__)
 
 def run_bench(workloads: Sequence[Workload], *, effort: str = "default", reps: int = 1000,
               quick: bool = False, seed: int | None = None, progress: bool = True,
-              device: str = "cuda") -> BenchResult:
+              device: str = "cuda", command: Sequence[str] | None = None) -> BenchResult:
     """Measures `workloads` on the current CUDA device; see the module
     docstring. `reps` is about how many calls each median is taken over.
     `device` is where the inputs live (another than "cuda" only for testing
-    the loop with stand-ins for the GPU's parts)."""
+    the loop with stand-ins for the GPU's parts). `command` is the command
+    line the result records as its origin (default: this process's)."""
     import torch
     from tqdm import tqdm
 
@@ -56,9 +57,8 @@ def run_bench(workloads: Sequence[Workload], *, effort: str = "default", reps: i
                                       device))
             if device == "cuda":
                 torch.cuda.empty_cache()
-    settings = {"effort": effort, "reps": reps, "quick": quick, "seed": seed,
-                "versions": _versions()}
-    return BenchResult(name, peaks.to_dict(), settings, rows)
+    settings = {"effort": effort, "reps": reps, "quick": quick, "seed": seed}
+    return BenchResult(name, peaks.to_dict(), settings, rows, provenance.collect(command))
 
 
 def _run_workload(workload: Workload, peaks, effort: str, reps: int, seed: int, bar,
@@ -194,14 +194,3 @@ def _check_and_time(workload: Workload, runner: str, compiled, row: Row, sets: l
         return FAILED
     return OK
 
-
-def _versions() -> dict:
-    from importlib import metadata
-
-    versions = {}
-    for package in ("kgc", "torch", "triton"):
-        try:
-            versions[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            versions[package] = None
-    return versions

@@ -197,12 +197,23 @@ def _gqa_decode(g, q, k, v):
 
 
 def _gqa_decode_torch(q, k, v):
-    return torch_module().nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+    """The same packing as kgc's graph: with one query per head, the query
+    heads of a KV head are `group` queries over that KV head, so torch gets
+    q viewed as (batch, KV heads, group, dim) and plain attention over K and
+    V as they are (no repeat, no copy: a view of q and of the result), the
+    rows of one matmul per KV head where enable_gqa would give each query
+    head its own. Both sides read the same tensors and do the same work."""
+    batch, heads, _, dim = q.shape
+    kv_heads = k.shape[1]
+    packed = q.view(batch, kv_heads, heads // kv_heads, dim)
+    out = torch_module().nn.functional.scaled_dot_product_attention(packed, k, v)
+    return out.view(q.shape)
 
 
 def _gqa_decode_cpu(q, k, v):
-    """The same attention with the KV heads repeated, for torch builds
-    whose CPU scaled_dot_product_attention lacks enable_gqa."""
+    """The same attention with the KV heads repeated, in f32: the CPU
+    tests' reference, written without the packing that kgc's graph and the
+    torch code share, so that it checks the packing too."""
     torch = torch_module()
     group = q.shape[1] // k.shape[1]
     k, v = (t.repeat_interleave(group, dim=1) for t in (k, v))

@@ -18,7 +18,6 @@ after warm-up). The floor is the bytes of Q, K, V, mask and output at
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 
@@ -26,6 +25,7 @@ import torch
 import triton.testing
 
 import kgc
+from kgc.bench import provenance
 from kgc.pipeline.config import GraphConfig
 from kgc.pipeline.pipeline import Pipeline
 from kgc.pipeline.stages import fusion_pipeline_text
@@ -166,9 +166,8 @@ def main() -> None:
         print(f"  default {result['default_vs_best_torch']:.2f}x, best kgc ({result['best_kgc']}) "
               f"{result['best_kgc_vs_best_torch']:.2f}x the best torch", flush=True)
     if args.json:
-        with open(args.json, "w") as handle:
-            json.dump({"device": torch.cuda.get_device_name(), "results": results}, handle,
-                      indent=2)
+        provenance.write_json(args.json, {"device": torch.cuda.get_device_name(),
+                                          "results": results})
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ against eager's before it is timed.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 
@@ -19,6 +18,7 @@ import torch
 import triton.testing
 
 import kgc
+from kgc.bench import provenance
 
 
 def _rmsnorm_matmul(g, x, gamma, w):
@@ -170,8 +170,8 @@ def main() -> None:
               f"{t['torch.compile']:>10.4f} {result['speedup_vs_eager']:>8.2f}x "
               f"{result['speedup_vs_torch_compile']:>9.2f}x", flush=True)
     if args.json:
-        with open(args.json, "w") as handle:
-            json.dump({"device": torch.cuda.get_device_name(), "results": results}, handle, indent=2)
+        provenance.write_json(args.json, {"device": torch.cuda.get_device_name(),
+                                          "results": results})
 
 
 if __name__ == "__main__":

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import time
 
 import torch
 import triton.testing
 
 import kgc
+from kgc.bench import provenance
 from kgc.pipeline.config import GraphConfig
 from kgc.targets import present_gpu, table_record
 from kgc.tiling.config import MatmulConfig
@@ -234,8 +234,7 @@ def main() -> None:
     print_rows("FP8 e4m3 -> bf16, per-tensor scales", rows, "torch._scaled_mm (B column-major)")
     results["fp8"] = [dataclasses.asdict(r) for r in rows]
     if args.json:
-        with open(args.json, "w") as out:
-            json.dump(results, out, indent=2)
+        provenance.write_json(args.json, results)
 
 
 if __name__ == "__main__":

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 
 import torch
 
 import kgc
+from kgc.bench import provenance
 from kgc.pipeline.config import GraphConfig
 from kgc.search.measure import input_sets, l2_bytes, time_rotated
 from kgc.tiling.config import MatmulConfig
@@ -132,10 +132,9 @@ def main() -> None:
             print(f"kernels of {name} at the best LoRA config {key}:",
                   ", ".join(f"{kernel} {us:.2f} us" for kernel, us in kernels[name].items()))
     if args.json:
-        with open(args.json, "w") as file:
-            json.dump({"device": torch.cuda.get_device_name(), "shape": [m, k, n, rank],
-                       "rows": rows, "best_lora_config": list(key), "kernels_us": kernels},
-                      file, indent=1)
+        provenance.write_json(args.json, {
+            "device": torch.cuda.get_device_name(), "shape": [m, k, n, rank], "rows": rows,
+            "best_lora_config": list(key), "kernels_us": kernels}, indent=1)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import pathlib
 import subprocess
 import sys
 import tempfile
@@ -147,7 +146,9 @@ def main() -> None:
                  f"choices differ: {times['every']:.2f} us vs {times['one']:.2f} us on GPU 0 "
                  f"({times['every'] / times['one']:.3f}x)"), flush=True)
     if arguments.json:
-        pathlib.Path(arguments.json).write_text(json.dumps(rows, indent=2))
+        from kgc.bench import provenance
+
+        provenance.write_json(arguments.json, {"rows": rows})
 
 
 if __name__ == "__main__":

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 
 import torch
 import triton
 import triton.language as tl
 
 import kgc
+from kgc.bench import provenance
 from kgc.search.measure import input_sets, l2_bytes, time_rotated
 
 
@@ -118,9 +118,9 @@ def main() -> None:
               f"{ {k: v for k, v in best.items() if k != 'us'} }")
     print(f"  kgc default     {kgc_us:7.2f} us  {nbytes / kgc_us / 1e3:6.0f} GB/s")
     if args.json:
-        with open(args.json, "w") as file:
-            json.dump({"device": torch.cuda.get_device_name(), "shape": [rows, cols],
-                       "results": results, "kgc_us": kgc_us}, file, indent=1)
+        provenance.write_json(args.json, {"device": torch.cuda.get_device_name(),
+                                          "shape": [rows, cols], "results": results,
+                                          "kgc_us": kgc_us}, indent=1)
 
 
 if __name__ == "__main__":

@@ -22,13 +22,13 @@ kernels without the host). Ratios are best torch / kgc (> 1: kgc faster).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 import torch
 import triton.testing
 
 import kgc
+from kgc.bench import provenance
 from kgc.passes.registry import PassFailure
 from kgc.passes.tile import plan_kernel
 from kgc.pipeline.config import GraphConfig
@@ -174,8 +174,8 @@ def main() -> None:
                   f"{row['vs_best_torch']['as_called_us']:>7.2f}x {row['gpu_us']:>13.2f} "
                   f"{row['vs_best_torch']['gpu_us']:>7.2f}x", flush=True)
     if args.json:
-        with open(args.json, "w") as handle:
-            json.dump({"device": torch.cuda.get_device_name(), "results": results}, handle, indent=2)
+        provenance.write_json(args.json, {"device": torch.cuda.get_device_name(),
+                                          "results": results})
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ time of the same superoptimize in a new process, served by the cache.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -27,6 +26,7 @@ import torch
 import triton.testing
 
 import kgc
+from kgc.bench import provenance
 from kgc.search.measure import time_replayed
 
 _CACHED_RUN = """
@@ -141,12 +141,11 @@ def main() -> None:
     print(f"cached superoptimize in a new process: {cached_wall:.1f} s wall "
           f"({float(cached_inner):.2f} s inside, from the cache: {cached_flag})")
     if args.json:
-        with open(args.json, "w") as handle:
-            json.dump({"times_us": times, "gpu_us": replayed, "search_s": search_s, "counts": counts,
-                       "config": tuned.config.to_dict(), "host_us": host,
-                       "cached_process_s": cached_wall, "cached_inside_s": float(cached_inner),
-                       "chosen_us": tuned.report.chosen_us,
-                       "default_us": tuned.report.default_us}, handle, indent=2)
+        provenance.write_json(args.json, {
+            "times_us": times, "gpu_us": replayed, "search_s": search_s, "counts": counts,
+            "config": tuned.config.to_dict(), "host_us": host, "cached_process_s": cached_wall,
+            "cached_inside_s": float(cached_inner), "chosen_us": tuned.report.chosen_us,
+            "default_us": tuned.report.default_us})
 
 
 if __name__ == "__main__":

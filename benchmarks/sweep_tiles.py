@@ -23,6 +23,7 @@ import triton.testing
 from mlir import ir
 
 import kgc
+from kgc.bench import provenance
 from kgc.pipeline.compiler import compile_module
 from kgc.pipeline.pipeline import Pipeline
 from kgc.runtime import CompiledGraph
@@ -101,8 +102,8 @@ def main() -> None:
     for r in timed[:args.top]:
         print(f"  {r['ms']:.4f} ms ({eager / r['ms']:.2f}x eager)  {r['config']}")
     if args.json:
-        with open(args.json, "w") as handle:
-            json.dump({"workload": args.workload, "eager_ms": eager, "results": results}, handle, indent=1)
+        provenance.write_json(args.json, {"workload": args.workload, "eager_ms": eager,
+                                          "results": results}, indent=1)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """A Llama-style decoder block: torch.compile(backend="kgc") against eager and
-torch.compile's default, side by side.
+torch.compile, mode for mode, side by side.
 
     python benchmarks/torch_backend.py [--no-autotune] [--past 1024] [--json out.json]
                                        [--gpu-time] [--only decode]
@@ -9,9 +9,15 @@ dim 128, MLP 11008, f16) runs a decode step (one query over a KV cache of
 `--past` positions, the same cache every call) and a prefill of 128 tokens
 (additive causal mask), at batch 1 and 8. Ways: eager; torch.compile with
 its default backend (Inductor) and mode; torch.compile(backend="kgc"); and,
-unless --no-autotune, backend "kgc" with mode max-autotune. CUDA graphs are
-off for all of them (Inductor's default mode does not use them; kgc launches
-its kernels from Python). Every compiled result is checked against eager
+unless --no-autotune, each of them searching: Inductor's max-autotune
+against backend "kgc" with mode max-autotune, so that kgc's search faces
+Inductor's, not Inductor's default. CUDA graphs are off for all of them
+(Inductor's default mode does not use them; kgc launches its kernels from
+Python), so Inductor's search runs as mode "max-autotune-no-cudagraphs":
+max-autotune's kernel and config search without the CUDA-graph wrapping
+that mode "max-autotune" adds, as `kgc bench` runs it; `--gpu-time` shows
+what one CUDA graph of the whole step would give every way. Every compiled
+result is checked against eager
 before it is timed. Times are medians of triton.testing.do_bench after its
 warm-up, all ways of a row in one process; the kgc rows also print the
 number of kgc kernels per call and the ops left to PyTorch.
@@ -26,13 +32,13 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import pathlib
 
 import torch
 import triton.testing
 
 import kgc.torch
+from kgc.bench import provenance
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
@@ -94,6 +100,16 @@ def _graph_ms(function) -> float | None:
     return _time(graph.replay)
 
 
+def ways_of(autotune: bool) -> list[tuple[str, dict | None]]:
+    """(name, torch.compile's arguments, None for eager) of each way timed:
+    each kgc mode next to the Inductor mode it faces."""
+    ways = [("eager", None), ("torch.compile", {}), ("kgc", {"backend": "kgc"})]
+    if autotune:
+        ways += [("torch.compile max-autotune", {"mode": "max-autotune-no-cudagraphs"}),
+                 ("kgc max-autotune", {"backend": "kgc", "options": {"mode": "max-autotune"}})]
+    return ways
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--past", type=int, default=1024, help="KV cache length of a decode step")
@@ -110,9 +126,7 @@ def main() -> None:
     llama = _llama()
     torch.manual_seed(0)
     block = llama.LlamaBlock(hidden=4096, heads=32, kv_heads=8, mlp=11008).to(dtype).cuda().eval()
-    ways = [("eager", None), ("torch.compile", {}), ("kgc", {"backend": "kgc"})]
-    if not arguments.no_autotune:
-        ways.append(("kgc max-autotune", {"backend": "kgc", "options": {"mode": "max-autotune"}}))
+    ways = ways_of(autotune=not arguments.no_autotune)
     rows = []
     # Clocks up before the first case: the first timed case otherwise pays
     # the GPU's ramp from idle.
@@ -120,7 +134,9 @@ def main() -> None:
     _time(lambda: warm @ warm)
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, f16, CUDA graphs off; "
           "median ms")
-    print(f"{'case':<24}" + "".join(f"{name:>18}" for name, _ in ways) + "   kgc kernels, fallbacks")
+    width = max(18, *(len(name) + 2 for name, _ in ways))
+    print(f"{'case':<24}" + "".join(f"{name:>{width}}" for name, _ in ways)
+          + "   kgc kernels, fallbacks")
     phases = [p for p in (("decode", 1, arguments.past), ("prefill", 128, 0))
               if arguments.only in (None, p[0])]
     for phase, seq, past in phases:
@@ -146,15 +162,16 @@ def main() -> None:
                         kernels = sum(r.kernel_count for r in reports)
                         fallbacks = [op.split(":")[0] for r in reports for op, _ in r.fallbacks]
                         counts = f"{kernels}, {len(fallbacks)} ({', '.join(fallbacks) or '-'})"
-            print(f"{case:<24}" + "".join(f"{times[name]:>18.4f}" for name, _ in ways)
+            print(f"{case:<24}" + "".join(f"{times[name]:>{width}.4f}" for name, _ in ways)
                   + f"   {counts}", flush=True)
             for name, parts in gpu.items():
                 graph = "-" if parts["graph_ms"] is None else f"{parts['graph_ms']:.4f} ms"
-                print(f"  {name:<18} kernels {parts['kernels_us'] / 1e3:.4f} ms per call, "
+                print(f"  {name:<{width}} kernels {parts['kernels_us'] / 1e3:.4f} ms per call, "
                       f"one CUDA graph {graph}", flush=True)
             rows.append({"case": case, "ms": times, "kgc": counts, "gpu": gpu})
     if arguments.json:
-        pathlib.Path(arguments.json).write_text(json.dumps(rows, indent=2))
+        provenance.write_json(arguments.json, {"ways": {name: options for name, options in ways},
+                                               "rows": rows})
 
 
 if __name__ == "__main__":

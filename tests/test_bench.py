@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import subprocess
 
 import pytest
@@ -783,3 +784,154 @@ def test_torch_contenders():
         assert callable(runners.make_torch(workload, runner))
     with pytest.raises(ValueError, match="unknown torch runner 'jit'"):
         runners.make_torch(workload, "jit")
+
+
+def test_gqa_decode_gives_torch_the_packing_kgc_has(monkeypatch):
+    """The torch code of gqa-decode packs each KV head's query heads as the
+    rows of one attention, as kgc's graph does: the same values as
+    enable_gqa's attention, from views of the same tensors (no copy)."""
+    workload = CATALOGUE["gqa-decode"].small()
+    q, k, v = (t.float() for t in _small_inputs(workload, seed=11))
+    ours = workload.reference(q, k, v)
+    expected = torch.nn.functional.scaled_dot_product_attention(
+        q, k.repeat_interleave(q.shape[1] // k.shape[1], dim=1),
+        v.repeat_interleave(q.shape[1] // k.shape[1], dim=1))
+    torch.testing.assert_close(ours, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(workload.cpu_reference(q, k, v), expected, atol=1e-5, rtol=1e-5)
+    assert workload.torch_layout is None
+    calls = []
+    real = torch.nn.functional.scaled_dot_product_attention
+
+    def recording(query, key, value, **kwargs):
+        calls.append((query.shape, key.shape, kwargs))
+        return real(query, key, value, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", recording)
+    workload.reference(q, k, v)
+    heads, kv_heads = q.shape[1], k.shape[1]
+    ((query, key, kwargs),) = calls
+    assert query == (1, kv_heads, heads // kv_heads, q.shape[-1]) and key == k.shape
+    assert not kwargs.get("enable_gqa", False)
+
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+def _checkout() -> pathlib.Path | None:
+    """The git checkout kgc's bench package runs from (None when kgc is
+    installed from a wheel)."""
+    from kgc.bench import provenance
+
+    done = subprocess.run(["git", "-C", str(pathlib.Path(provenance.__file__).resolve().parent),
+                           "rev-parse", "--show-toplevel"], capture_output=True, text=True)
+    return pathlib.Path(done.stdout.strip()) if done.returncode == 0 else None
+
+
+def _git(root, *arguments):
+    return subprocess.run(["git", "-C", str(root), *arguments], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def _assert_provenance(record, command):
+    """A result's provenance names the checkout's commit (None outside
+    one), this machine's GPU and packages, a date of now and `command`."""
+    import datetime
+
+    from kgc.bench.provenance import FIELDS
+
+    assert set(record) == set(FIELDS)
+    root = _checkout()
+    if root is None:
+        assert record["commit"] is None and record["dirty"] is None
+    else:
+        assert record["commit"] == _git(root, "rev-parse", "HEAD")
+        assert len(record["commit"]) == 40
+        assert record["dirty"] is bool(_git(root, "status", "--porcelain",
+                                            "--untracked-files=no"))
+    assert record["gpu"] == (torch.cuda.get_device_name() if torch.cuda.is_available() else None)
+    versions = record["versions"]
+    assert set(versions) == {"kgc", "torch", "triton"} and versions["kgc"]
+    assert versions["torch"] in (torch.__version__, torch.__version__.split("+")[0])
+    made = datetime.datetime.fromisoformat(record["date"])
+    assert made.tzinfo is not None
+    assert abs(datetime.datetime.now(datetime.timezone.utc) - made).total_seconds() < 600
+    assert record["command"] == command
+
+
+def test_a_bench_result_file_says_what_produced_it(monkeypatch, loop_on_cpu, tmp_path):
+    from kgc.bench import runners
+    from kgc.bench.run import run_bench
+
+    monkeypatch.setattr(runners, "make_kgc", lambda workload, effort, reps, verbose:
+                        _Evaluated(workload))
+    root = _checkout() or tmp_path
+    result = run_bench([_small("softmax")], effort="low", reps=3, seed=1, progress=False,
+                       device="cpu", command=[str(root / ".venv" / "bin" / "kgc"), "bench",
+                                              "--json", str(root / "out.json"), "--quick"])
+    path = tmp_path / "bench.json"
+    result.write_json(path)
+    data = json.loads(path.read_text())
+    assert data["schema_version"] == report_module.SCHEMA_VERSION
+    # The program by its name and paths inside the checkout relative to it:
+    # the record reads the same on every machine.
+    out = "out.json" if _checkout() else str(root / "out.json")
+    _assert_provenance(data["provenance"], f"kgc bench --json {out} --quick")
+
+
+def test_a_benchmark_scripts_result_file_says_what_produced_it(tmp_path):
+    from kgc.bench import provenance
+
+    root = _checkout() or tmp_path
+    path = tmp_path / "results.json"
+    provenance.write_json(path, {"rows": [{"case": "decode", "ms": 1.5}]},
+                          argv=[str(root / "benchmarks" / "gemm.py"), "--json", str(path)])
+    data = json.loads(path.read_text())
+    assert data["rows"] == [{"case": "decode", "ms": 1.5}]
+    script = "benchmarks/gemm.py" if _checkout() else "gemm.py"
+    _assert_provenance(data["provenance"], f"python {script} --json {path}")
+    with pytest.raises(TypeError, match="dict"):
+        provenance.write_json(path, [1, 2])
+
+
+BENCHMARK_SCRIPTS = sorted((REPO / "benchmarks").glob("*.py"))
+
+
+@pytest.mark.parametrize("script", BENCHMARK_SCRIPTS, ids=[p.stem for p in BENCHMARK_SCRIPTS])
+def test_every_benchmark_script_writes_its_results_with_their_provenance(script):
+    """A script that takes --json writes the file through
+    kgc.bench.provenance.write_json, never json.dump on its own."""
+    import ast
+
+    tree = ast.parse(script.read_text())
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
+
+    def named(call, name):
+        function = call.func
+        return (isinstance(function, ast.Attribute) and function.attr == name) or (
+            isinstance(function, ast.Name) and function.id == name)
+
+    if "--json" not in script.read_text():
+        pytest.skip(f"{script.name} writes no result file")
+    assert any(named(c, "write_json") and isinstance(c.func, ast.Attribute)
+               and isinstance(c.func.value, ast.Name) and c.func.value.id == "provenance"
+               for c in calls), f"{script.name} does not write through provenance.write_json"
+    assert not any(named(c, "dump") or named(c, "write_text") for c in calls), \
+        f"{script.name} writes a file without its provenance"
+
+
+def test_torch_backend_benchmark_faces_max_autotune_with_max_autotune():
+    """benchmarks/torch_backend.py times kgc's max-autotune next to
+    Inductor's max-autotune search (CUDA graphs off on both sides, as
+    everywhere in that benchmark), not next to Inductor's default mode
+    alone."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("torch_backend_benchmark",
+                                                  REPO / "benchmarks" / "torch_backend.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    ways = dict(module.ways_of(autotune=True))
+    assert ways["torch.compile max-autotune"] == {"mode": "max-autotune-no-cudagraphs"}
+    assert ways["kgc max-autotune"] == {"backend": "kgc", "options": {"mode": "max-autotune"}}
+    assert ways["torch.compile"] == {} and ways["kgc"] == {"backend": "kgc"}
+    assert not any("max-autotune" in name for name, _ in module.ways_of(autotune=False))

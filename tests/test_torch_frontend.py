@@ -606,3 +606,126 @@ def test_a_partition_kgc_fails_to_compile_runs_in_pytorch_with_a_warning():
     assert any(m.startswith("kgc: partition kgc_0 (3 ops) runs in PyTorch") and "no kernel" in m
                for m in messages), messages
     assert any("at sizes" in m for m in messages), messages
+
+
+# A dynamic size read as a value: kgc compiles each partition for a
+# power-of-two bucket of the size, so a kernel that took the value from the
+# bucket would compute with 8 at a batch of 5. Each function reads a size in
+# one converter; the extents are not powers of two.
+SIZE_EXTENTS = (3, 5, 17, 1000)
+# Read by ops that take the size as a 0-d input of the graph, its real
+# value passed at each call: (id, function, the size's kg type).
+SIZES_AS_INPUTS = [
+    ("arithmetic", lambda x: x * 2 + x.shape[0], "i64"),
+    ("division", lambda x: (x + 1) / x.shape[0], "i64"),
+    ("half_arithmetic", lambda x: (x.half() * 2 + x.shape[0] * 3).float(), "i64"),
+    ("comparison", lambda x: torch.where(x * 1000 > x.shape[0] - 1, x, -x), "i64"),
+    ("float_of_a_size", lambda x: x * (x.shape[0] / 4), "f32"),
+    ("arange_start", lambda x: x * 2 + torch.arange(x.shape[0], 0, -1), "i64"),
+    ("full_value", lambda x: x.unsqueeze(1) * 2 + torch.full((3,), x.shape[0]), "i64"),
+]
+
+
+@pytest.mark.parametrize("name,function,dtype", SIZES_AS_INPUTS,
+                         ids=[c[0] for c in SIZES_AS_INPUTS])
+def test_a_dynamic_size_read_as_a_value_is_passed_at_its_real_value(name, function, dtype):
+    backend = ReferenceBackend()
+    compiled = torch.compile(function, backend=backend, dynamic=True)
+    with torch.no_grad():
+        for extent in SIZE_EXTENTS:
+            x = _randn(extent)
+            _assert_close(compiled(x), function(x))
+    dynamic = backend.reports[-1]
+    assert not dynamic.fallbacks, dynamic.fallbacks
+    assert len(dynamic.partitions) == 1
+    # Each bucket's graph takes the size as its last input, a 0-d tensor.
+    for text in backend.texts:
+        arguments = text.split("func.func @")[1].split(") ->")[0]
+        assert arguments.endswith(f"tensor<{dtype}>"), arguments
+
+
+@pytest.mark.parametrize("name,function,dtype", SIZES_AS_INPUTS,
+                         ids=[c[0] for c in SIZES_AS_INPUTS])
+def test_kernels_read_a_size_input_at_its_real_value(name, function, dtype):
+    """The same through kgc's pipeline: tiled kernels that load the 0-d
+    size input, run by the CPU executor; each graph also compiles through
+    Triton for sm_90 (no GPU needed)."""
+    kernels = []
+
+    class CompilingBackend(TiledBackend):
+        def _compile(self, graph, mode):
+            kernels.append([k.name for k in kgc.compile(graph, target="sm_90").kernels()])
+            return super()._compile(graph, mode)
+
+    backend = CompilingBackend()
+    compiled = torch.compile(function, backend=backend, dynamic=True)
+    with torch.no_grad():
+        for extent in (5, 1000):
+            x = _randn(extent)
+            _assert_close(compiled(x), function(x))
+    assert not backend.reports[-1].fallbacks, backend.reports[-1].fallbacks
+    assert kernels and all(kernels), kernels
+
+
+class _Table(torch.nn.Module):
+    """A static table read where a dynamic size says."""
+
+    def __init__(self, read):
+        super().__init__()
+        self.register_buffer("table", _randn(2000, 3))
+        self.read = read
+
+    def forward(self, x):
+        return self.read(self.table, x.shape[0]) * 2 + x[:3]
+
+
+# Read where a kernel cannot take it as an input: a position or a bound. The
+# op runs in PyTorch, the reason naming the size: (id, read, the reason's
+# start).
+SIZES_REFUSED = [
+    ("select_index", lambda table, n: table[n], "aten.select.int index is dynamic size s"),
+    ("slice_start", lambda table, n: table[n:n + 4], "aten.slice.Tensor start is dynamic size s"),
+    ("clamp_bound", lambda table, n: (table[:5] * 1000).clamp(max=n),
+     "aten.clamp.default max is dynamic size s"),
+]
+
+
+@pytest.mark.parametrize("name,read,reason", SIZES_REFUSED, ids=[c[0] for c in SIZES_REFUSED])
+def test_a_dynamic_size_kgc_cannot_pass_is_refused_never_its_bucket(name, read, reason):
+    table = _Table(read)
+    backend = ReferenceBackend()
+    compiled = torch.compile(table, backend=backend, dynamic=True)
+    with torch.no_grad():
+        for extent in SIZE_EXTENTS:
+            x = _randn(extent)
+            _assert_close(compiled(x), table(x))
+    # One graph for every extent: reading the size must not make torch
+    # guard on its value (a graph per extent either).
+    assert len(backend.reports) == 1
+    reasons = [why for _, why in backend.reports[-1].fallbacks]
+    assert any(why.startswith(reason) for why in reasons), reasons
+
+
+def test_a_dynamic_size_bounding_a_slice_is_its_padded_length_only():
+    # The end of the slice is the result's length, a bare dynamic size that
+    # pads like a batch; its start is a constant, so nothing reads the size
+    # as a value and the slice stays in kgc.
+    table = _randn(2000, 3)
+
+    class Prefix(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("table", table)
+
+        def forward(self, x):
+            return self.table[: x.shape[0]] * x[:, None]
+
+    prefix = Prefix()
+    backend = ReferenceBackend()
+    compiled = torch.compile(prefix, backend=backend, dynamic=True)
+    with torch.no_grad():
+        for extent in SIZE_EXTENTS:
+            x = _randn(extent)
+            _assert_close(compiled(x), prefix(x))
+    assert not backend.reports[-1].fallbacks, backend.reports[-1].fallbacks
+    assert any("aten.slice.Tensor" in op for p in backend.reports[-1].partitions for op in p.ops)

@@ -109,7 +109,7 @@ class CompiledPartition(torch.nn.Module):
         self.run = run
 
     def forward(self, *arguments):
-        results = self.run(*(arguments[i] for i in self.converted.tensor_inputs))
+        results = self.run(*self.converted.graph_arguments(arguments))
         if not isinstance(results, tuple):
             results = (results,)
         ordered = tuple(results[i] for i in self.converted.result_index)

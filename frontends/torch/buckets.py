@@ -7,7 +7,12 @@ dim's elements apart: elementwise ops, matmul rows and columns, reductions,
 softmax and norms over other dims, views that keep the dim a whole dim (or
 the leading factor of a merged one). Such ops are *bucketable*; an op that
 reduces, contracts, slices or concatenates along a dynamic dim is not, and
-stays with PyTorch (`bucket_reason` says why).
+stays with PyTorch (`bucket_reason` says why). Padding changes shapes only:
+a size an op reads as a value (`x + x.shape[0]`, a comparison with it, a
+fill, an arange's start) never takes the bucket's value: the converter
+(`kgc.torch.convert`) makes it a 0-d input of the kernel graph that each
+call passes at its real value, or, where an op cannot take it so (a slice's
+start, an index, a step), refuses the op, which stays with PyTorch.
 
 A partition whose shapes hold symbols runs as a `BucketedPartition`: at
 each call it reads the symbols' values off its inputs, rounds each up to a
@@ -242,7 +247,7 @@ class BucketedPartition(torch.nn.Module):
                     padded[tuple(slice(0, n) for n in tensor.shape)] = tensor
                     tensor = padded
                 tensors.append(tensor)
-        results = run(*tensors)
+        results = run(*converted.graph_arguments(arguments, tensors))
         results = results if isinstance(results, tuple) else (results,)
         ordered = []
         with size_bindings(actual):

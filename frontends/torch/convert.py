@@ -20,6 +20,15 @@ torch op does several steps in f32 before rounding (log_softmax, var,
 scalars that the tensor's dtype cannot hold) the converter casts to f32,
 does the steps and casts back once.
 
+A dynamic size (or a number computed from one) read as a value, as in
+`x + x.shape[0]`, a comparison with it, a fill or an arange's start, becomes
+a 0-d input of the kernel graph (int64, or float32 for a float) that each
+call passes at its real value (`ConvertedGraph.graph_arguments`): a graph
+compiled for a bucket of the size never computes with the bucket's. Where a
+converter cannot take it so (a slice's start, an index, a step, a clamp
+bound), the op is refused and stays with PyTorch, the reason naming the
+size.
+
 Integer and boolean tensors (positions, masks) convert too: comparisons,
 where/masked_fill, the logical ops, arange and casts between any two dtypes.
 Where kg wants one operand type and torch promotes (a comparison of an int64
@@ -145,6 +154,51 @@ def size_bindings(sizes: dict):
         _SIZES.reset(token)
 
 
+@dataclasses.dataclass
+class _ScalarInputs:
+    """Dynamic sizes (and numbers computed from them) that a graph reads as
+    values, each a 0-d graph input that carries the real value at every
+    call. `sources`: a symbolic value's expression -> the position of the
+    partition input that gives it (None: any value may become an input,
+    as when a node is converted alone to ask whether it converts)."""
+
+    graph: Graph
+    sources: dict | None
+    made: dict = dataclasses.field(default_factory=dict)  # expression -> kg tensor
+    positions: list = dataclasses.field(default_factory=list)  # partition input of each
+
+
+_SCALAR_INPUTS: contextvars.ContextVar[_ScalarInputs | None] = contextvars.ContextVar(
+    "kgc_torch_scalar_inputs", default=None)
+
+
+def _scalar_input(value, what: str) -> Tensor:
+    """The 0-d graph input that carries symbolic `value` (a SymInt as i64, a
+    SymFloat as f32) at its real value."""
+    state = _SCALAR_INPUTS.get()
+    expression = value.node.expr
+    if state is None or (state.sources is not None and expression not in state.sources):
+        raise Unsupported(_size_as_value(value, what))
+    if expression not in state.made:
+        dtype = "i64" if isinstance(value, torch.SymInt) else "f32"
+        tensor = state.graph.input(f"size_value_{len(state.made)}", (), dtype)
+        state.made[expression] = tensor
+        state.positions.append(None if state.sources is None else state.sources[expression])
+    return state.made[expression]
+
+
+def _is_symbolic(value) -> bool:
+    """A SymInt or SymFloat that is no constant (a dynamic size, or a number
+    computed from one)."""
+    from torch.fx.experimental.symbolic_shapes import is_concrete_float, is_concrete_int
+
+    if isinstance(value, torch.SymInt):
+        return not is_concrete_int(value)
+    if isinstance(value, torch.SymFloat):
+        return not is_concrete_float(value)
+    return False
+
+
 def _bound_size(d, what: str) -> int:
     """The int a SymInt stands for: a constant, or a bare symbol bound by
     `size_bindings`. Reading it never makes torch specialize the graph (no
@@ -168,15 +222,90 @@ def static_shape(shape, what: str) -> tuple[int, ...]:
 
 
 def _static_value(value, what: str):
-    """A Python int/float/bool, or a list of them, from an FX argument (a
-    symbolic size as `size_bindings` gives it)."""
+    """A Python int/float/bool, or a list of them, from an FX argument read
+    as a value (an operand, a bound, a fill). A dynamic size is refused even
+    where `size_bindings` binds it: the binding is the size's bucket, and a
+    kernel compiled for the bucket would compute with the bucket's value
+    (`x + x.shape[0]` at a batch of 5 would add 8)."""
+    from torch.fx.experimental.symbolic_shapes import is_concrete_bool, is_concrete_int
+
     if isinstance(value, (list, tuple)):
         return type(value)(_static_value(v, what) for v in value)
-    if isinstance(value, torch.SymInt):
-        return _bound_size(value, what)
-    if isinstance(value, (torch.SymFloat, torch.SymBool)):
-        raise Unsupported(f"{what} {value} is symbolic; kgc kernels take static values")
+    if isinstance(value, torch.SymInt) and is_concrete_int(value):
+        return int(value)
+    if isinstance(value, torch.SymBool) and is_concrete_bool(value):
+        return bool(value)
+    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        raise Unsupported(_size_as_value(value, what))
     return value
+
+
+def _size_as_value(value, what: str) -> str:
+    expression = value.node.expr
+    symbols = ", ".join(sorted(str(s) for s in expression.free_symbols))
+    source = (f"dynamic size {value}" if expression.is_Symbol
+              else f"{value}, computed from dynamic size {symbols}")
+    return (f"{what} is {source}: kgc compiles a kernel per power-of-two bucket of a dynamic "
+            "size, which would compute with the bucket's size instead of this value, and this "
+            "op cannot take it as an input of the kernel")
+
+
+# Arguments that give the shape of the op's result, which the converter
+# reads from the result's (bucketed) shape, never as a value: a dynamic size
+# there is a padded dim like any other, and the result's shape must be one
+# kgc buckets (a bare size or a constant).
+_SHAPE_ARGUMENTS = {
+    aten.view.default: ("size",), aten._unsafe_view.default: ("size",),
+    aten.reshape.default: ("shape",), aten.expand.default: ("size",),
+    aten.full.default: ("size",), aten.slice.Tensor: ("end",),
+    aten.arange.default: ("end",), aten.arange.start: ("end",),
+    aten.arange.start_step: ("end",), prims.iota.default: ("length",),
+    aten.native_layer_norm.default: ("normalized_shape",),
+    aten.rms_norm.default: ("normalized_shape",),
+}
+
+
+# Arguments whose converters take a dynamic size (or a number computed from
+# one) as a 0-d input of the graph, its real value passed at every call.
+_VALUE_OPERANDS = {
+    **{target: ("other",) for target in (
+        aten.add.Tensor, aten.add.Scalar, aten.sub.Tensor, aten.sub.Scalar, aten.mul.Tensor,
+        aten.mul.Scalar, aten.div.Tensor, aten.div.Scalar, aten.rsub.Scalar, aten.rsub.Tensor,
+        aten.eq.Scalar, aten.ne.Scalar, aten.lt.Scalar, aten.le.Scalar, aten.gt.Scalar,
+        aten.ge.Scalar, aten.eq.Tensor, aten.ne.Tensor, aten.lt.Tensor, aten.le.Tensor,
+        aten.gt.Tensor, aten.ge.Tensor)},
+    aten.full.default: ("fill_value",),
+    aten.arange.start: ("start",), aten.arange.start_step: ("start",),
+}
+
+
+def _check_scalar_arguments(node: torch.fx.Node) -> None:
+    """Refuses a node that reads a dynamic size (or a number computed from
+    one) as a value where its converter cannot take it as a 0-d input of
+    the graph (`_VALUE_OPERANDS`): a slice's start, a step, an index, a
+    clamp bound. The arguments that give its result's shape
+    (`_SHAPE_ARGUMENTS`) may hold any size: the converter reads the
+    result's shape instead, which must be one kgc buckets."""
+    values = {n: n.meta.get("val") for n in node.all_input_nodes}
+    args = torch.fx.node.map_arg(node.args, values.__getitem__)
+    kwargs = torch.fx.node.map_arg(node.kwargs, values.__getitem__)
+    try:
+        bound = normalize_function(node.target, args, kwargs,
+                                   normalize_to_only_use_kwargs=True)
+    except Exception:  # no schema to bind by: the arguments are checked by position
+        bound = None
+    named = dict(bound.kwargs) if bound is not None else {
+        **{f"argument #{i}": v for i, v in enumerate(args)}, **kwargs}
+    shapes = _SHAPE_ARGUMENTS.get(node.target, ())
+    values_read = _VALUE_OPERANDS.get(node.target, ())
+    for name, value in named.items():
+        for item in (value if isinstance(value, (list, tuple)) else (value,)):
+            if not isinstance(item, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+                continue
+            if name in shapes and isinstance(item, torch.SymInt):
+                continue  # the result's shape, checked as every shape is
+            if not (name in values_read and _is_symbolic(item)):
+                _static_value(item, f"{op_name(node)} {name}")
 
 
 # --------------------------------------------------------------------------
@@ -215,6 +344,11 @@ def _binary(ctx: Context, kind: str, lhs, rhs, alpha=1) -> Tensor:
     for role, value in (("lhs", lhs), ("rhs", rhs)):
         if isinstance(value, Tensor):
             operands.append(_cast(graph, value, dtype))
+        elif _is_symbolic(value):
+            # Its real value at each call: no bucket's. Like any number the
+            # result dtype may not hold exactly, it joins in the wide dtype.
+            operands.append(_scalar_input(value, f"{op_name(ctx.node)} {role}"))
+            exact = False
         else:
             number = _number(value, f"{op_name(ctx.node)} {role}")
             operands.append(number)
@@ -435,7 +569,7 @@ def _first_result_only(ctx: Context, names: str) -> None:
 def _layer_norm(ctx, a):
     _first_result_only(ctx, "mean and rstd")
     x = a["input"]
-    shape = tuple(_static_value(a["normalized_shape"], "normalized_shape"))
+    shape = static_shape(a["normalized_shape"], "normalized_shape")
     result = ctx.graph.layer_norm(x, a.get("weight"), a.get("bias"), eps=a["eps"],
                                   normalized_shape=shape)
     return (result, None, None)
@@ -444,7 +578,7 @@ def _layer_norm(ctx, a):
 @converts(aten.rms_norm.default)
 def _rms_norm(ctx, a):
     x = a["input"]
-    shape = tuple(_static_value(a["normalized_shape"], "normalized_shape"))
+    shape = static_shape(a["normalized_shape"], "normalized_shape")
     eps = a.get("eps")
     if eps is None:
         eps = torch.finfo({v: k for k, v in _KG_DTYPES.items()}[x.dtype]).eps
@@ -601,8 +735,8 @@ def _slice(ctx, a):
 @converts(aten.select.int, layout=True)
 def _select(ctx, a):
     x = a["input"]
-    dim = a["dim"] % x.ndim
-    index = a["index"] % x.shape[dim]
+    dim = _static_value(a["dim"], "select dim") % x.ndim
+    index = _static_value(a["index"], "select index") % x.shape[dim]
     offsets, sizes = [0] * x.ndim, list(x.shape)
     offsets[dim], sizes[dim] = index, 1
     return _as_shape(ctx, ctx.graph.slice(x, offsets, sizes))
@@ -643,7 +777,11 @@ def _to_copy(ctx, a):
 
 @converts(aten.full.default, aten.scalar_tensor.default)
 def _full(ctx, a):
-    value = _fill_value(a.get("fill_value", a.get("s")), f"{op_name(ctx.node)} value")
+    value = a.get("fill_value", a.get("s"))
+    if _is_symbolic(value):
+        scalar = _scalar_input(value, f"{op_name(ctx.node)} value")
+        return ctx.graph.broadcast_to(_cast(ctx.graph, scalar, ctx.out_dtype), ctx.out_shape)
+    value = _fill_value(value, f"{op_name(ctx.node)} value")
     return ctx.graph.constant(value, ctx.out_shape, ctx.out_dtype)
 
 
@@ -673,7 +811,9 @@ def _torch_dtype(dtype: str) -> torch.dtype:
 def _promoted(ctx: Context, values) -> str:
     """torch's result dtype of an op on `values` (tensors and Python
     numbers), as kg needs its operands of one dtype."""
+    # A symbolic number promotes as a Python number of its kind does.
     probes = [torch.empty((1,), dtype=_torch_dtype(v.dtype)) if isinstance(v, Tensor)
+              else (1 if isinstance(v, torch.SymInt) else 1.0) if _is_symbolic(v)
               else _static_value(v, op_name(ctx.node)) for v in values]
     if not any(isinstance(p, torch.Tensor) for p in probes):
         raise Unsupported(f"{op_name(ctx.node)} has no tensor operand")
@@ -690,6 +830,8 @@ def _operands_as(ctx: Context, values, dtype: str) -> list:
     for value in values:
         if isinstance(value, Tensor):
             operands.append(_cast(ctx.graph, value, dtype))
+        elif _is_symbolic(value):
+            operands.append(_cast(ctx.graph, _scalar_input(value, op_name(ctx.node)), dtype))
         else:
             value = _static_value(value, op_name(ctx.node))
             if not isinstance(value, (bool, int, float)):
@@ -783,7 +925,20 @@ def _masked_fill(ctx, a):
 def _arange(ctx, a):
     graph = ctx.graph
     (length,) = ctx.out_shape
-    start = _static_value(a.get("start", 0), "arange start")
+    start = a.get("start", 0)
+    if _is_symbolic(start):
+        # start + i * step at the start's real value, in int64 as torch
+        # counts; the length is the result's (bucketed) extent.
+        step = _static_value(a.get("step", 1), "arange step")
+        if ctx.out_dtype == "i1" or not isinstance(step, int) or isinstance(step, bool):
+            raise Unsupported(f"{op_name(ctx.node)} from a dynamic start with step {step!r} "
+                              f"to {ctx.out_dtype}")
+        offsets = graph.iota((length,), 0, "i64")
+        if step != 1:
+            offsets = graph.mul(offsets, float(step))
+        start_value = _cast(graph, _scalar_input(start, "arange start"), "i64")
+        return _cast(graph, graph.add(offsets, start_value), ctx.out_dtype)
+    start = _static_value(start, "arange start")
     step = _static_value(a.get("step", 1), "arange step")
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in (start, step)):
         raise Unsupported(f"{op_name(ctx.node)} with start {start!r} and step {step!r}: kgc "
@@ -831,7 +986,7 @@ def _bind(node: torch.fx.Node, values: dict[torch.fx.Node, Any]) -> dict[str, An
 
 def _check_tensors(node: torch.fx.Node) -> None:
     """Every tensor the node reads and makes has a kg dtype and static
-    shape."""
+    shape, and no dynamic size is read as a value."""
     for index, argument in enumerate(node.all_input_nodes):
         value = argument.meta.get("val")
         if isinstance(value, torch.Tensor):
@@ -839,10 +994,7 @@ def _check_tensors(node: torch.fx.Node) -> None:
             shape = static_shape(value.shape, f"operand #{index} ({argument.name})")
             if 0 in shape and node.target is not aten.cat.default:
                 raise Unsupported(f"operand #{index} ({argument.name}) is empty {shape}")
-        elif isinstance(value, torch.SymInt):
-            _bound_size(value, f"operand {argument.name}")
-        elif isinstance(value, torch.SymFloat):
-            raise Unsupported(f"operand {argument.name} is a symbolic float")
+    _check_scalar_arguments(node)
     value = node.meta.get("val")
     results = value if isinstance(value, (tuple, list)) else (value,)
     first = results[0] if results else None
@@ -889,6 +1041,7 @@ def unsupported_reason(node: torch.fx.Node) -> str | None:
         return f"{op_name(node)} is not supported by kgc yet"
     graph = Graph("check")
     values: dict[torch.fx.Node, Any] = {}
+    token = _SCALAR_INPUTS.set(_ScalarInputs(graph, None))
     try:
         _check_tensors(node)
         for index, argument in enumerate(node.all_input_nodes):
@@ -897,6 +1050,8 @@ def unsupported_reason(node: torch.fx.Node) -> str | None:
         convert_node(graph, node, values)
     except Unsupported as error:
         return str(error)
+    finally:
+        _SCALAR_INPUTS.reset(token)
     return None
 
 
@@ -904,15 +1059,32 @@ def unsupported_reason(node: torch.fx.Node) -> str | None:
 class ConvertedGraph:
     """A partition as a kernel graph: `graph` takes the partition's tensor
     inputs (positions `tensor_inputs` among its inputs; the others are
-    sizes) in order and returns distinct kg tensors; result i of the
-    partition is graph output `result_index[i]`, and `ops` names the aten
-    nodes converted, in order."""
+    sizes) in order, then one 0-d tensor per size it reads as a value (the
+    partition inputs at positions `scalar_inputs`, int64 for an int and
+    float32 for a float: `graph_arguments` makes them), and returns
+    distinct kg tensors; result i of the partition is graph output
+    `result_index[i]`, and `ops` names the aten nodes converted, in order."""
 
     graph: Graph
     result_index: list[int]
     ops: list[str]
     single_result: bool
     tensor_inputs: list[int]
+    scalar_inputs: list[int] = dataclasses.field(default_factory=list)
+    device: torch.device | None = None  # where the results live
+
+
+    def graph_arguments(self, arguments: Sequence, tensors: Sequence | None = None) -> list:
+        """The graph's arguments from the partition's: `tensors` (default
+        the tensor inputs as they are), then each size read as a value as a
+        0-d tensor on their device, at its value in this call."""
+        tensors = [arguments[i] for i in self.tensor_inputs] if tensors is None else list(tensors)
+        device = tensors[0].device if tensors else self.device
+        for position in self.scalar_inputs:
+            value = arguments[position]
+            dtype = torch.int64 if isinstance(value, (int, torch.SymInt)) else torch.float32
+            tensors.append(torch.full((), value, dtype=dtype, device=device))
+        return tensors
 
 
 def convert_graph(module: torch.fx.GraphModule, name: str) -> ConvertedGraph:
@@ -924,23 +1096,38 @@ def convert_graph(module: torch.fx.GraphModule, name: str) -> ConvertedGraph:
     results: Sequence = ()
     single = False
     tensor_inputs: list[int] = []
-    placeholders = 0
-    for node in module.graph.nodes:
-        if node.op == "placeholder":
-            value = node.meta["val"]
-            placeholders += 1
-            values[node] = _operand(graph, _input_name(node.name, len(values)), value, node.name)
+    placeholders = [n for n in module.graph.nodes if n.op == "placeholder"]
+    # A symbolic number a node reads as a value comes from the partition
+    # input that is that number.
+    sources = {}
+    for position, node in enumerate(placeholders):
+        value = node.meta.get("val")
+        if _is_symbolic(value) and value.node.expr not in sources:
+            sources[value.node.expr] = position
+    scalars = _ScalarInputs(graph, sources)
+    token = _SCALAR_INPUTS.set(scalars)
+    try:
+        # Every tensor input first: the sizes read as values are the graph's
+        # last inputs, whatever order the partition's nodes come in.
+        for position, node in enumerate(placeholders):
+            values[node] = _operand(graph, _input_name(node.name, len(values)),
+                                    node.meta["val"], node.name)
             if isinstance(values[node], Tensor):
-                tensor_inputs.append(placeholders - 1)
-        elif node.op == "call_function":
-            values[node] = convert_node(graph, node, values)
-            if node.target is not operator.getitem:
-                ops.append(f"{op_name(node)}:{node.name}")
-        elif node.op == "output":
-            single = not isinstance(node.args[0], (tuple, list))
-            results = [node.args[0]] if single else list(node.args[0])
-        else:
-            raise Unsupported(f"{node.op} node {node.name} in a partition")
+                tensor_inputs.append(position)
+        for node in module.graph.nodes:
+            if node.op == "placeholder":
+                continue
+            if node.op == "call_function":
+                values[node] = convert_node(graph, node, values)
+                if node.target is not operator.getitem:
+                    ops.append(f"{op_name(node)}:{node.name}")
+            elif node.op == "output":
+                single = not isinstance(node.args[0], (tuple, list))
+                results = [node.args[0]] if single else list(node.args[0])
+            else:
+                raise Unsupported(f"{node.op} node {node.name} in a partition")
+    finally:
+        _SCALAR_INPUTS.reset(token)
     outputs: list[Tensor] = []
     index: list[int] = []
     for result in results:
@@ -951,7 +1138,11 @@ def convert_graph(module: torch.fx.GraphModule, name: str) -> ConvertedGraph:
             outputs.append(tensor)
         index.append(outputs.index(tensor))
     graph.output(*outputs)
-    return ConvertedGraph(graph, index, ops, single, tensor_inputs)
+    example = results[0].meta.get("val") if results else None
+    example = example[0] if isinstance(example, (tuple, list)) else example
+    device = example.device if isinstance(example, torch.Tensor) else None
+    return ConvertedGraph(graph, index, ops, single, tensor_inputs, list(scalars.positions),
+                          device)
 
 
 def _operand(graph: Graph, name: str, value, what: str):

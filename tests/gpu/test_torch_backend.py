@@ -158,3 +158,32 @@ def test_a_varying_batch_runs_in_buckets():
     assert not backend.reports[-1].fallbacks
     bucketed = [name for name in compiled_graphs if "_b" in name]
     assert len(bucketed) == len(set(bucketed)) <= 6, compiled_graphs
+
+
+# Sizes read as values reach the kernels as 0-d int64 (or float32) inputs,
+# at their real value at every call, whatever bucket the call runs in.
+SIZES_AS_VALUES = [
+    ("arithmetic", lambda x: x * 2 + x.shape[0]),
+    ("half_arithmetic", lambda x: (x.half() * 2 + x.shape[0] * 3).float()),
+    ("comparison", lambda x: torch.where(x * 1000 > x.shape[0] - 1, x, -x)),
+    ("float_of_a_size", lambda x: x * (x.shape[0] / 4)),
+    ("arange_start", lambda x: x * 2 + torch.arange(x.shape[0], 0, -1, device=x.device)),
+    ("full_value", lambda x: x.unsqueeze(1) * 2 + torch.full((3,), x.shape[0], device=x.device)),
+]
+
+
+@pytest.mark.parametrize("name,function", SIZES_AS_VALUES, ids=[c[0] for c in SIZES_AS_VALUES])
+def test_a_dynamic_size_read_as_a_value_runs_in_kgc_at_its_real_value(name, function):
+    backend = Backend()
+    run = torch.compile(function, backend=backend, dynamic=True)
+    generator = torch.Generator(device="cuda").manual_seed(3)
+    with torch.no_grad():
+        for extent in (3, 5, 17, 1000, 4097):
+            x = torch.randn(extent, device="cuda", generator=generator)
+            # f16 rounds the half case to 1e-3 of its values; a bucket's
+            # size instead of the real one is off by far more.
+            tolerance = 1e-3 if name == "half_arithmetic" else 1e-5
+            torch.testing.assert_close(run(x), function(x), atol=tolerance, rtol=tolerance)
+    dynamic = backend.reports[-1]
+    assert not dynamic.fallbacks, dynamic.fallbacks
+    assert dynamic.kernel_count >= 1
