@@ -33,7 +33,8 @@ from mlir import ir
 from kgc.diagnostics import KgcError, error_at
 from kgc.pipeline.artifact import Artifact, KernelOptions
 from kgc.pipeline.pipeline import Pipeline
-from kgc.pipeline.stages import STAGES, default_pipeline_text, split_at_lowering
+from kgc.pipeline.stages import (STAGES, default_pipeline_text, pipeline_for_target,
+                                  split_at_lowering)
 from kgc.tiling.kernel_ops import ops_named, walk_ops
 
 if TYPE_CHECKING:
@@ -268,7 +269,8 @@ def compile_module(module: ir.Operation, *, target: int = 90, pipeline: str | No
             raise KgcError("give a config or a pipeline, not both: a config sets the choices of "
                            "kgc's own pipeline")
         pipeline = config.apply(module, target)
-    full = Pipeline.parse(pipeline or default_pipeline_text(target))
+    full = Pipeline.parse(pipeline_for_target(pipeline, target) if pipeline
+                          else default_pipeline_text(target))
     to_kg, to_ttir = split_at_lowering(full)
     to_kg.run(module)
     stages = {"kg": module.get_asm()}

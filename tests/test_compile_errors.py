@@ -260,6 +260,40 @@ def test_valid_tile_set_by_hand_is_kept(tmp_path):
     assert graph.module.kernels["relu_rows"].grid == (8, 1, 1)
 
 
+TMA_KERNEL = """\
+func.func @gemm(%a: tensor<64x64xf16>, %b: tensor<64x64xf16>) -> tensor<64x64xf16> {
+  %c = kg.kernel @gemm_0_matmul(%a, %b) attributes {tma = true} : (tensor<64x64xf16>, tensor<64x64xf16>) -> tensor<64x64xf16> {
+  ^bb0(%x: tensor<64x64xf16>, %y: tensor<64x64xf16>):
+    %m = kg.matmul %x, %y : (tensor<64x64xf16>, tensor<64x64xf16>) -> tensor<64x64xf16>
+    kg.yield %m : tensor<64x64xf16>
+  }
+  return %c : tensor<64x64xf16>
+}
+"""
+
+
+def test_a_custom_pipeline_compiles_for_the_target_given(kgc_cli, write, tmp_path):
+    # kg-legalize-dot in a pipeline of one's own checks the TMA kernel for
+    # sm_80, as kgc's own pipeline would, before Triton ever sees it.
+    name = write("tma.mlir", TMA_KERNEL)
+    assert_fails(kgc_cli("compile", name, "--target", "sm_80", "--pass-pipeline", FROM_TILING,
+                         "--emit", "ttir"),
+                 "tma.mlir:2:8: error: kernel @gemm_0_matmul: tma = true needs sm_90 or newer")
+    message = str(error_of(tmp_path / name, target="sm_80", pipeline=FROM_TILING))
+    assert "tma = true needs sm_90 or newer" in message and "the target is sm_80" in message
+
+
+def test_a_custom_pipeline_s_own_target_must_be_the_compile_s(kgc_cli, write, tmp_path):
+    name = write("tma.mlir", TMA_KERNEL)
+    pipeline = FROM_TILING.replace("kg-legalize-dot", "kg-legalize-dot{target=90}")
+    assert_fails(kgc_cli("compile", name, "--target", "sm_80", "--pass-pipeline", pipeline),
+                 "kgc: error: the pipeline's kg-legalize-dot{target=90} compiles for sm_90, but "
+                 "the target is sm_80")
+    # The same target twice is no conflict.
+    graph = kgc.compile(tmp_path / name, target="sm_90", pipeline=pipeline)
+    assert "tt.make_tensor_descriptor" in graph.module.stages["ttir"]
+
+
 def test_triton_failure_names_the_kernel_and_its_ttir(tmp_path):
     with pytest.raises(kgc.KgcError) as raised:
         compile_kernel(BROKEN_TTIR, KernelOptions((1, 1, 1), 4, 1), 90,
