@@ -33,6 +33,7 @@ from mlir import ir
 from kgc.diagnostics import KgcError, error_at
 from kgc.pipeline.artifact import Artifact, KernelOptions
 from kgc.pipeline.pipeline import Pipeline
+from kgc.pipeline.resources import check_resources
 from kgc.pipeline.stages import (STAGES, default_pipeline_text, pipeline_for_target,
                                   split_at_lowering)
 from kgc.tiling.kernel_ops import ops_named, walk_ops
@@ -294,6 +295,9 @@ def compile_module(module: ir.Operation, *, target: int = 90, pipeline: str | No
         kernel.artifact = artifact
         kernel.asm = {stage: artifact.asm[stage] for stage in kept}
         kernel.shared = artifact.shared
+    # A kernel over the target's shared memory or registers compiles, and
+    # would fail only when launched.
+    check_resources(kernels.values(), target, stages["kg"])
     return compiled
 
 

@@ -68,6 +68,8 @@ func.func @scale(%a: tensor<16x1000xf32>) -> tensor<16x1000xf32> {
 FROM_TILING = ("builtin.module(kg-tile,kg-legalize-dot,kg-pad-mask,convert-kg-to-ttir,"
                "kgc-cse,kgc-dce)")
 
+EXAMPLE = pathlib.Path(kgc.__file__).parent / "examples" / "rmsnorm_matmul.mlir"
+
 BROKEN_TTIR = """\
 module {
   tt.func public @broken_kernel(%arg0: !tt.ptr<f32>) {
@@ -292,6 +294,43 @@ def test_a_custom_pipeline_s_own_target_must_be_the_compile_s(kgc_cli, write, tm
     # The same target twice is no conflict.
     graph = kgc.compile(tmp_path / name, target="sm_90", pipeline=pipeline)
     assert "tt.make_tensor_descriptor" in graph.module.stages["ttir"]
+
+
+def example_pipeline(tile_options: str) -> str:
+    """kgc's pipeline with these kg-tile options, for the compile's target."""
+    from kgc.pipeline.stages import default_pipeline_text
+
+    return (default_pipeline_text(90).replace("kg-tile,", f"kg-tile{{{tile_options}}},")
+            .replace("kg-legalize-dot{target=90}", "kg-legalize-dot"))
+
+
+def test_a_kernel_over_the_target_s_shared_memory_is_an_error_at_compile(kgc_cli, tmp_path):
+    # 5 stages of 256x128 and 16x128 f16 tiles: more than an H100 block's
+    # 227 KiB. ptxas takes it; the launch would fail.
+    pipeline = example_pipeline("block-m=128 block-n=256 block-k=128 num-stages=5")
+    for emit in ("cubin", "c"):
+        result = kgc_cli("compile", "-o", str(tmp_path / emit), "--emit", emit,
+                         "--pass-pipeline", pipeline)
+        assert_fails(result, "kgc: error: kernel @rmsnorm_matmul_0_matmul_partials needs ")
+        assert re.search(r"needs \d+ B of shared memory per program; sm_90 allows at most 232448 B "
+                         r"per block: lower its tile sizes or num_stages \(block_k=128 block_m=16 "
+                         r"block_n=256 num_stages=5\)", result.stderr), result.stderr
+        assert not (tmp_path / emit / "rmsnorm_matmul.c").exists()
+
+
+@pytest.mark.parametrize("target,fits", [("sm_80", True), ("sm_86", False), ("sm_89", False),
+                                         ("sm_90", True), ("sm_120", False)])
+def test_shared_memory_is_checked_against_each_target_s_limit(target, fits):
+    # About 108 KiB per program: within sm_80's and sm_90's limits, over
+    # the 99 KiB of sm_86, sm_89 and sm_120.
+    pipeline = example_pipeline("block-n=128 block-k=128 num-stages=4")
+    if fits:
+        graph = kgc.compile(EXAMPLE, target=target, pipeline=pipeline)
+        assert max(k.shared for k in graph.module.kernels.values()) > 101376
+    else:
+        message = str(error_of(EXAMPLE, target=target, pipeline=pipeline))
+        assert (f"kernel @rmsnorm_matmul_0_matmul_partials needs " in message
+                and f"{target} allows at most 101376 B per block" in message), message
 
 
 def test_triton_failure_names_the_kernel_and_its_ttir(tmp_path):

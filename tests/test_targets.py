@@ -70,3 +70,15 @@ def test_code_for_a_target_does_not_depend_on_earlier_compiles(tmp_path, monkeyp
     assert "cvt.rn.f16x2.e5m2x2" in sm90
     assert "e5m2x2" not in sm80
     assert sm80_again == sm80
+
+
+def test_every_supported_target_has_its_per_block_limits():
+    from kgc.targets import LIMITS, SUPPORTED_SMS, target_limits
+
+    assert set(LIMITS) == set(SUPPORTED_SMS)
+    shared = {sm: target_limits(sm).max_shared_mem for sm in SUPPORTED_SMS}
+    assert shared[80] == 166912 and shared[86] == shared[89] == shared[120] == 101376
+    assert shared[90] == shared[100] == 232448
+    assert all(target_limits(sm).max_num_regs == 65536 for sm in SUPPORTED_SMS)
+    assert target_limits(90).as_device_properties() == {"max_shared_mem": 232448,
+                                                        "max_num_regs": 65536}
