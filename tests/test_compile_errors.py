@@ -419,3 +419,27 @@ def test_triton_abort_is_a_clean_error_and_the_next_compile_works(tmp_path):
     assert "Conversion from/to f8e4m3nv is only supported on compute capability >= 89" in message
     good = kgc.compile(GOOD, target="sm_80")
     assert all(k.asm["cubin"] for k in good.module.kernels.values())
+
+
+def test_version_names_kgc_and_what_it_is_built_on(kgc_cli):
+    import importlib.metadata
+
+    result = kgc_cli("--version")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"kgc {importlib.metadata.version('kgc')} (")
+    assert f"triton {importlib.metadata.version('triton')}" in result.stdout
+
+
+def test_a_graph_from_stdin_is_compiled_and_named_after_its_function(kgc_path, tmp_path):
+    def run(*args, text):
+        return subprocess.run([kgc_path, "compile", "-", *args], input=text, capture_output=True,
+                              text=True, cwd=tmp_path, timeout=600)
+
+    result = run("-o", "out", "--emit", "ttir", text=GOOD)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("kgc: compiled <stdin> for sm_90 down to ttir")
+    assert (tmp_path / "out" / "f.kg.mlir").is_file()
+    exported = run("-o", "c", "--emit", "c", text=GOOD)
+    assert exported.returncode == 0, exported.stderr
+    assert sorted(p.name for p in (tmp_path / "c").iterdir()) == ["f.c", "f.h"]
+    assert_fails(run("-o", "bad", text=UNPARSEABLE), "<stdin>:2:")
