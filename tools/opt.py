@@ -25,6 +25,7 @@ from mlir import ir
 from kgc.diagnostics import Diagnostic, KgcError, from_mlir
 from kgc.parsing import decode_source, parse_file, parse_text, read_source
 from kgc.passes import PluginError, load_pass_plugin, registered_passes
+from kgc.tools.cli import versions
 from kgc.tools.expected_diagnostics import parse_expectations, verify
 from kgc.pipeline.instrumentation import ALL_PASSES, IRPrinting
 from kgc.pipeline.pipeline import Pipeline, PipelineError
@@ -37,7 +38,7 @@ _TOOL_OPTIONS = {
     "o", "help", "h", "pass-pipeline", "split-input-file", "verify-diagnostics",
     "mlir-print-ir-before", "mlir-print-ir-after", "mlir-print-ir-after-all",
     "mlir-print-ir-before-all", "mlir-timing", "list-passes", "allow-unregistered-dialect",
-    "mlir-print-op-generic", "mlir-disable-verifier", "load-pass-plugin",
+    "mlir-print-op-generic", "mlir-disable-verifier", "load-pass-plugin", "version",
 }
 # Tool options whose value may come as the next argument.
 _VALUED_OPTIONS = {"-o", "--load-pass-plugin"}
@@ -51,6 +52,8 @@ def _argument_parser() -> argparse.ArgumentParser:
                "any other --NAME[=options] runs the upstream MLIR pass of that name.",
     )
     parser.add_argument("input", nargs="?", default="-", help="input file, '-' for stdin (default)")
+    parser.add_argument("--version", action="version", version=versions(),
+                        help="print the versions of kgc, MLIR's bindings and Triton, and exit")
     parser.add_argument("-o", dest="output", default="-", help="output file (default stdout)")
     parser.add_argument("--pass-pipeline", help="a textual pipeline, e.g. 'builtin.module(kgc-cse)'")
     parser.add_argument("--split-input-file", action="store_true",
