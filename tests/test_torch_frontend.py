@@ -636,3 +636,17 @@ def test_a_partition_kgc_fails_to_compile_runs_in_pytorch_with_a_warning():
     assert any(m.startswith("kgc: partition kgc_0 (3 ops) runs in PyTorch") and "no kernel" in m
                for m in messages), messages
     assert any("at sizes" in m for m in messages), messages
+
+
+def test_every_extra_with_torch_brings_numpy_so_torch_imports_without_a_warning():
+    import pathlib
+    import tomllib
+
+    project = tomllib.loads((pathlib.Path(__file__).resolve().parents[1] / "pyproject.toml")
+                            .read_text())["project"]
+    extras = project["optional-dependencies"]
+    with_torch = [name for name, requirements in extras.items()
+                  if any(r.startswith("torch") for r in requirements)]
+    assert {"torch", "bench", "test"} <= set(with_torch)
+    for name in with_torch:
+        assert any(r.startswith("numpy") for r in extras[name]), name
