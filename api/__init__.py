@@ -28,10 +28,11 @@ class KernelGraph(Graph):
     entry points, so that a graph can be searched as Mirage's are
     (`g.superoptimize()`)."""
 
-    def superoptimize(self, **options):
+    def superoptimize(self, *, backend: str = "triton", **options):
         """Searches this graph's variants on the GPU and returns the fastest
-        checked one: `kgc.superoptimize(self, **options)`."""
-        return superoptimize(self, **options)
+        checked one: `kgc.superoptimize(self, **options)`. `backend` is
+        Mirage's keyword; kgc's kernels are Triton's ("triton")."""
+        return superoptimize(self, backend=backend, **options)
 
     autotune = superoptimize
 
@@ -106,8 +107,20 @@ def compile(source, *, target: str | int | None = None, pipeline: str | None = N
     return graph
 
 
-def superoptimize(source, **options):
-    """`kgc.search.superoptimize`: see there."""
+# The code generators `superoptimize(backend=...)` may name. Mirage programs
+# pass backend="triton" (Mirage's Triton transpiler), which is what kgc
+# generates; its "cuda" and "nki" backends have no counterpart here.
+BACKENDS = ("triton",)
+
+
+def superoptimize(source, *, backend: str = "triton", **options):
+    """`kgc.search.superoptimize`: see there. `backend` is Mirage's keyword:
+    kgc generates Triton kernels, so "triton" is the one accepted."""
+    from kgc.diagnostics import KgcError
+
+    if backend not in BACKENDS:
+        raise KgcError(f"superoptimize: backend {backend!r} is not available: kgc generates Triton "
+                       f"kernels only (backend=\"triton\", the default)")
     from kgc.search.tuner import superoptimize as search
 
     return search(source, **options)

@@ -1,9 +1,10 @@
 """RMSNorm followed by a matmul, written with kgc's Python API.
 
-    python examples/rmsnorm_matmul.py
+    .venv/bin/python examples/rmsnorm_matmul.py
 
-Builds the graph, compiles it (one fused kernel; every stage is written to
-kgc-out/rmsnorm_matmul), and, where a CUDA GPU is present, runs it and
+Builds the graph, compiles it (RMSNorm and matmul fused, the loop over K
+split over two kernels, a partials kernel and the reduce that adds them;
+every stage is written to kgc-out/rmsnorm_matmul), and, where a CUDA GPU is present, runs it and
 compares with PyTorch.
 """
 

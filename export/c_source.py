@@ -62,6 +62,7 @@ import re
 from kgc.diagnostics import KgcError
 from kgc.element_types import ELEMENT_BYTES
 from kgc.pipeline.compiler import CompiledModule, Function, make_output_folder
+from kgc.pipeline.resources import check_resources
 
 # What the kernels assume of every tensor's address (tt.divisibility = 16).
 TENSOR_ALIGNMENT = 16
@@ -541,6 +542,11 @@ def export_module(compiled: CompiledModule, directory: str | pathlib.Path, name:
     if not chosen:
         raise KgcError("the module holds no function to export")
     selected = [compiled.functions[f] for f in chosen]
+    # The module may have been loaded from files another compile wrote: the
+    # C code would only fail at launch with a kernel the target cannot run.
+    check_resources([compiled.kernels[launch.kernel] for function in selected
+                     for launch in function.launches], compiled.target,
+                    compiled.stages.get("kg"))
     modules = _modules(compiled, selected)
     identifiers: dict[str, str] = {}
     for function in selected:

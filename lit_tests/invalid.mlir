@@ -2,9 +2,6 @@
 
 // Verifier tests of the kg dialect: one case per rule. Each case is a small
 // function with one expected error; tile ops sit inside a tiled kg.kernel.
-// The rules whose message prints a shape list are in
-// invalid_shape_messages.mlir, which is expected to fail until emitting such
-// a message no longer crashes kgc-opt.
 
 //===----------------------------------------------------------------------===//
 // Elementwise unary ops, gelu, clamp

@@ -18,8 +18,10 @@ from kgc.passes.registry import (
     OptionError,
     Pass,
     PassFailure,
+    PluginError,
     function_pass,
     get_pass,
+    load_pass_plugin,
     register_pass,
     registered_passes,
 )
@@ -33,8 +35,10 @@ __all__ = [
     "OptionError",
     "Pass",
     "PassFailure",
+    "PluginError",
     "function_pass",
     "get_pass",
+    "load_pass_plugin",
     "register_pass",
     "registered_passes",
 ]

@@ -198,6 +198,57 @@ def function_pass(argument: str, summary: str = "") -> Callable[[Callable], type
     return wrap
 
 
+class PluginError(Exception):
+    """A pass plugin that cannot be found or fails while it loads."""
+
+
+def load_pass_plugin(source: str) -> list[str]:
+    """Imports a Python module of passes, as mlir-opt's `--load-pass-plugin`
+    loads a shared library of them: `source` is a file (`my_passes.py`) or
+    a module name (`my_package.passes`). The module registers its passes
+    on import (`@register_pass`, `@function_pass`); returns the arguments
+    of the passes it added. Loading a module a second time adds nothing."""
+    import importlib
+    import importlib.util
+    import pathlib
+    import sys
+
+    before = set(_REGISTRY)
+    path = pathlib.Path(source)
+    try:
+        if source.endswith(".py") or path.is_file():
+            if not path.is_file():
+                raise PluginError(f"cannot load pass plugin '{source}': no such file")
+            resolved = path.resolve()
+            # One module per file: loading the same file twice registers
+            # the same classes, which the registry accepts.
+            name = f"kgc_pass_plugin_{abs(hash(str(resolved))):x}"
+            module = sys.modules.get(name)
+            if module is None:
+                spec = importlib.util.spec_from_file_location(name, resolved)
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[name] = module
+                try:
+                    spec.loader.exec_module(module)
+                except BaseException:
+                    del sys.modules[name]
+                    raise
+        else:
+            importlib.import_module(source)
+    except PluginError:
+        raise
+    except ModuleNotFoundError as error:
+        if error.name and source.startswith(error.name):
+            raise PluginError(f"cannot load pass plugin '{source}': no such file or module "
+                              "(give a path ending in .py, or a module importable from "
+                              "sys.path)") from None
+        raise PluginError(f"cannot load pass plugin '{source}': {error}") from None
+    except Exception as error:  # anything the user's module raises while it loads
+        raise PluginError(f"cannot load pass plugin '{source}': "
+                          f"{type(error).__name__}: {error}") from None
+    return sorted(set(_REGISTRY) - before)
+
+
 def get_pass(argument: str) -> type[Pass] | None:
     return _REGISTRY.get(argument)
 

@@ -191,7 +191,9 @@ def tile_kernel(kernel: ir.Operation, options: KernelConfig | None = None,
                 target: Target | int | None = None) -> ir.Operation:
     plan, outputs = plan_kernel(kernel, options, target)
     if plan.split is not None:
-        return tile_split_kernel(kernel, plan)
+        # Warps given as an option are for every kernel, the split's reduce
+        # kernel too; the partials kernel has them through its config.
+        return tile_split_kernel(kernel, plan, options.num_warps if options is not None else None)
     schedule = schedules()[plan.schedule]
     attributes = {name: kernel.attributes[name] for name in kernel.attributes
                   if name not in knob_attributes()}
@@ -251,9 +253,11 @@ def _tiled_kernel(name: str, operands: list, result_types: list, attributes: dic
     return tiled
 
 
-def tile_split_kernel(kernel: ir.Operation, plan: KernelPlan) -> ir.Operation:
+def tile_split_kernel(kernel: ir.Operation, plan: KernelPlan,
+                      num_warps: int | None = None) -> ir.Operation:
     """A split-K matmul kernel as its partials kernel and its reduce kernel
-    (kgc.tiling.split_k), the workspaces between them."""
+    (kgc.tiling.split_k), the workspaces between them; `num_warps`, when
+    given, is the reduce kernel's too."""
     name = kernel_name(kernel)
     split = plan.split
     common = {n: kernel.attributes[n] for n in kernel.attributes
@@ -275,7 +279,7 @@ def tile_split_kernel(kernel: ir.Operation, plan: KernelPlan) -> ir.Operation:
     renumbered = [None] * len(kernel.operands)
     for position, index in enumerate(used):
         renumbered[index] = position
-    reduce_config = split_k.reduce_config(plan)
+    reduce_config = split_k.reduce_config(plan, num_warps)
     reduce_attributes = dict(common, **reduce_config.to_attributes())
     reduce_attributes["grid"] = ir.DenseI64ArrayAttr.get(plan.grid())
     with ir.InsertionPoint(kernel):

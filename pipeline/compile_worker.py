@@ -19,6 +19,14 @@ which the worker captures by pointing its own fds 1 and 2 at files for the
 time of the compile (the worker runs nothing else). A worker that outlives
 `timeout` on a kernel is killed alone and replaced. Its temporary files go
 to a directory of the pool's, removed when the pool closes.
+
+IR dumps: `MLIR_ENABLE_DUMP=<kernel>` reaches Triton as the name of the
+kernel compiled when that kernel is the one named or one kg-tile made of it
+(Triton knows only the name it compiles), and not at all for other kernels
+(Triton's software pipeliner prints its dumps for any name).
+`MLIR_DUMP_PATH` never reaches Triton, which would truncate the file kgc's
+passes wrote to: its dumps come back as the worker's stderr, and the parent
+appends them to the file (`triton_stage.compile_kernels`).
 """
 
 from __future__ import annotations
@@ -35,6 +43,8 @@ import sys
 import tempfile
 import time
 
+from kgc.pipeline.artifact import kernel_symbol
+from kgc.pipeline.instrumentation import follows
 from kgc.pipeline.triton_stage import CompileFailure, compile_outcome
 
 _LENGTH = struct.Struct("<Q")
@@ -165,6 +175,20 @@ class _Worker:
         self.process.stdout.close()
 
 
+def _triton_dump_environment(ttir: str) -> None:
+    """Sets Triton's dump variables for compiling `ttir` (see the module
+    docstring)."""
+    os.environ.pop("MLIR_DUMP_PATH", None)
+    wanted = os.environ.get("MLIR_ENABLE_DUMP", "").strip()
+    if wanted in ("", "0", "1"):
+        return
+    name = kernel_symbol(ttir)
+    if follows(wanted, name):
+        os.environ["MLIR_ENABLE_DUMP"] = name
+    else:
+        del os.environ["MLIR_ENABLE_DUMP"]
+
+
 def serve() -> None:
     """The worker's loop: compile each request from stdin until it closes."""
     requests = os.fdopen(os.dup(0), "rb")
@@ -180,6 +204,7 @@ def serve() -> None:
         os.environ.update(environment)
         if scratch is not None:
             os.environ["TMPDIR"] = scratch
+        _triton_dump_environment(ttir)
         with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
             sys.stdout.flush()
             sys.stderr.flush()

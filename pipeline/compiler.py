@@ -35,7 +35,9 @@ from kgc.diagnostics import KgcError, error_at
 from kgc.pipeline.artifact import Artifact, KernelOptions
 from kgc.pipeline.memory_plan import MemoryPlan, plan_memory
 from kgc.pipeline.pipeline import Pipeline
-from kgc.pipeline.stages import STAGES, default_pipeline_text, split_at_lowering
+from kgc.pipeline.resources import check_resources
+from kgc.pipeline.stages import (STAGES, default_pipeline_text, pipeline_for_target,
+                                  split_at_lowering)
 from kgc.tiling.kernel_ops import ops_named, walk_ops
 
 if TYPE_CHECKING:
@@ -283,7 +285,8 @@ def compile_module(module: ir.Operation, *, target: int = 90, pipeline: str | No
             raise KgcError("give a config or a pipeline, not both: a config sets the choices of "
                            "kgc's own pipeline")
         pipeline = config.apply(module, target)
-    full = Pipeline.parse(pipeline or default_pipeline_text(target))
+    full = Pipeline.parse(pipeline_for_target(pipeline, target) if pipeline
+                          else default_pipeline_text(target))
     to_kg, to_ttir = split_at_lowering(full)
     to_kg.run(module)
     stages = {"kg": module.get_asm()}
@@ -307,6 +310,9 @@ def compile_module(module: ir.Operation, *, target: int = 90, pipeline: str | No
         kernel.artifact = artifact
         kernel.asm = {stage: artifact.asm[stage] for stage in kept}
         kernel.shared = artifact.shared
+    # A kernel over the target's shared memory or registers compiles, and
+    # would fail only when launched.
+    check_resources(kernels.values(), target, stages["kg"])
     return compiled
 
 

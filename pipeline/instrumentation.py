@@ -3,8 +3,10 @@
 `MLIR_ENABLE_DUMP=1` prints the IR after every pass of every kgc entry point
 to stderr; `MLIR_ENABLE_DUMP=<name>` prints only the function or kernel of
 that symbol name (Triton's convention, so that one variable traces a kernel
-from the kg graph down to cubin). `MLIR_DUMP_PATH=<file>` appends the dumps
-to a file instead. kgc-opt's `--mlir-print-ir-before=`, `--mlir-print-ir-
+from the kg graph down to cubin), and of the kernels kg-tile makes of it
+(a split-K kernel's `_partials` and `_reduce`, a split-KV attention's
+`_combine`). `MLIR_DUMP_PATH=<file>` appends the dumps, kgc's and
+Triton's, to a file instead. kgc-opt's `--mlir-print-ir-before=`, `--mlir-print-ir-
 after=` and `--mlir-print-ir-after-all` use the same printer.
 """
 
@@ -24,6 +26,18 @@ from mlir import ir
 from mlir.passmanager import PassManager
 
 ALL_PASSES = "*"
+
+# The kernels kg-tile makes of a kernel @k, named @k<suffix>: a split-K
+# matmul's partials and reduce kernels, the combining kernel of split-KV
+# attention. A dump of @k follows it into them.
+DERIVED_KERNEL_SUFFIXES = ("_partials", "_reduce", "_combine")
+
+
+def follows(symbol: str, name: str) -> bool:
+    """Whether a dump of `symbol` shows the op named `name`: the op itself,
+    or a kernel kg-tile made of it."""
+    return name == symbol or (name.startswith(symbol)
+                              and name[len(symbol):] in DERIVED_KERNEL_SUFFIXES)
 
 
 @dataclasses.dataclass
@@ -84,7 +98,7 @@ class IRPrinting:
     def _targets(self, root: ir.Operation, anchors: tuple[str, ...]):
         if self.symbol is not None:
             for op in _symbol_ops(root, self.symbol):
-                yield op, f" ('{op.name}' operation: @{self.symbol})"
+                yield op, f" ('{op.name}' operation: @{_symbol_name(op)})"
             return
         if not anchors:
             yield root, ""
@@ -101,13 +115,14 @@ def _symbol_name(op: ir.Operation) -> str | None:
 
 
 def _symbol_ops(op: ir.Operation, symbol: str) -> Iterator[ir.Operation]:
-    """The outermost ops named `symbol` inside `op` (a kernel's module, not
-    also the tt.func of the same name inside it)."""
+    """The outermost ops named `symbol`, or kernels made of it, inside `op`
+    (a kernel's module, not also the tt.func of the same name inside it)."""
     for region in op.regions:
         for block in region.blocks:
             for inner in block.operations:
                 inner = inner.operation
-                if _symbol_name(inner) == symbol:
+                name = _symbol_name(inner)
+                if name is not None and follows(symbol, name):
                     yield inner
                 else:
                     yield from _symbol_ops(inner, symbol)

@@ -50,6 +50,40 @@ def default_pipeline_text(target: int = DEFAULT_SM) -> str:
     return f"builtin.module({','.join(passes)})"
 
 
+def pipeline_for_target(text: str, target: int) -> str:
+    """`text` with the compile's target given to each kgc pass that has a
+    `target` option and leaves it unset (`kg-legalize-dot`), so that a
+    custom `--pass-pipeline` compiles for `--target` as kgc's own does.
+    Raises PipelineError for a pass that sets another target: one compile
+    cannot legalize for one GPU and build for another."""
+    from kgc.passes import get_pass
+    from kgc.pipeline.textual import PassSpec, PipelineSyntaxError, parse_pipeline
+
+    try:
+        spec = parse_pipeline(text)
+    except PipelineSyntaxError as error:
+        raise PipelineError(f"invalid pass pipeline: {error}") from None
+
+    def visit(element) -> None:
+        if not isinstance(element, PassSpec):
+            for inner in element.elements:
+                visit(inner)
+            return
+        registered = get_pass(element.name)
+        if registered is None or "target" not in registered.option_specs():
+            return
+        given = element.options.get("target")
+        if given is None:
+            element.options["target"] = str(target)
+        elif given.strip() != str(target):
+            raise PipelineError(f"the pipeline's {element} compiles for sm_{given.strip()}, but the "
+                                f"target is sm_{target}: drop the pass's target option, or give "
+                                f"--target sm_{given.strip()}")
+
+    visit(spec)
+    return str(spec)
+
+
 def decomposition_pipeline_text() -> str:
     """The default pipeline before kg-fuse: the graph cleaned up and
     decomposed into the ops kg-fuse partitions."""

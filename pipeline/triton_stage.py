@@ -90,9 +90,25 @@ def compile_kernels(requests: Sequence[tuple[str, KernelOptions]], target: int, 
         if not isinstance(done.outcome, Artifact):
             raise _failure(ttir, options, target, done.outcome, done.output, keep_failed_in)
         sys.stdout.write(done.stdout)
-        sys.stderr.write(done.stderr)
+        _write_triton_stderr(done.stderr)
         compiled[key] = done.outcome
     return [compiled[key] for key in keys]
+
+
+def _write_triton_stderr(text: str) -> None:
+    """What Triton printed while compiling: its IR dumps go where kgc's go,
+    appended to `MLIR_DUMP_PATH` when that is set (the worker keeps the
+    variable from Triton, which would truncate the file), else to stderr."""
+    if not text:
+        return
+    from kgc.pipeline.instrumentation import IRPrinting
+
+    printing = IRPrinting.from_environment()
+    if printing is not None and printing.path:
+        with printing.stream() as out:
+            out.write(text)
+    else:
+        sys.stderr.write(text)
 
 
 _POOLS: dict[int, "CompilePool"] = {}

@@ -68,6 +68,8 @@ func.func @scale(%a: tensor<16x1000xf32>) -> tensor<16x1000xf32> {
 FROM_TILING = ("builtin.module(kg-tile,kg-legalize-dot,kg-pad-mask,convert-kg-to-ttir,"
                "kgc-cse,kgc-dce)")
 
+EXAMPLE = pathlib.Path(kgc.__file__).parent / "examples" / "rmsnorm_matmul.mlir"
+
 BROKEN_TTIR = """\
 module {
   tt.func public @broken_kernel(%arg0: !tt.ptr<f32>) {
@@ -260,6 +262,77 @@ def test_valid_tile_set_by_hand_is_kept(tmp_path):
     assert graph.module.kernels["relu_rows"].grid == (8, 1, 1)
 
 
+TMA_KERNEL = """\
+func.func @gemm(%a: tensor<64x64xf16>, %b: tensor<64x64xf16>) -> tensor<64x64xf16> {
+  %c = kg.kernel @gemm_0_matmul(%a, %b) attributes {tma = true} : (tensor<64x64xf16>, tensor<64x64xf16>) -> tensor<64x64xf16> {
+  ^bb0(%x: tensor<64x64xf16>, %y: tensor<64x64xf16>):
+    %m = kg.matmul %x, %y : (tensor<64x64xf16>, tensor<64x64xf16>) -> tensor<64x64xf16>
+    kg.yield %m : tensor<64x64xf16>
+  }
+  return %c : tensor<64x64xf16>
+}
+"""
+
+
+def test_a_custom_pipeline_compiles_for_the_target_given(kgc_cli, write, tmp_path):
+    # kg-legalize-dot in a pipeline of one's own checks the TMA kernel for
+    # sm_80, as kgc's own pipeline would, before Triton ever sees it.
+    name = write("tma.mlir", TMA_KERNEL)
+    assert_fails(kgc_cli("compile", name, "--target", "sm_80", "--pass-pipeline", FROM_TILING,
+                         "--emit", "ttir"),
+                 "tma.mlir:2:8: error: kernel @gemm_0_matmul: tma = true needs sm_90 or newer")
+    message = str(error_of(tmp_path / name, target="sm_80", pipeline=FROM_TILING))
+    assert "tma = true needs sm_90 or newer" in message and "the target is sm_80" in message
+
+
+def test_a_custom_pipeline_s_own_target_must_be_the_compile_s(kgc_cli, write, tmp_path):
+    name = write("tma.mlir", TMA_KERNEL)
+    pipeline = FROM_TILING.replace("kg-legalize-dot", "kg-legalize-dot{target=90}")
+    assert_fails(kgc_cli("compile", name, "--target", "sm_80", "--pass-pipeline", pipeline),
+                 "kgc: error: the pipeline's kg-legalize-dot{target=90} compiles for sm_90, but "
+                 "the target is sm_80")
+    # The same target twice is no conflict.
+    graph = kgc.compile(tmp_path / name, target="sm_90", pipeline=pipeline)
+    assert "tt.make_tensor_descriptor" in graph.module.stages["ttir"]
+
+
+def example_pipeline(tile_options: str) -> str:
+    """kgc's pipeline with these kg-tile options, for the compile's target."""
+    from kgc.pipeline.stages import default_pipeline_text
+
+    return (default_pipeline_text(90).replace("kg-tile,", f"kg-tile{{{tile_options}}},")
+            .replace("kg-legalize-dot{target=90}", "kg-legalize-dot"))
+
+
+def test_a_kernel_over_the_target_s_shared_memory_is_an_error_at_compile(kgc_cli, tmp_path):
+    # 5 stages of 256x128 and 16x128 f16 tiles: more than an H100 block's
+    # 227 KiB. ptxas takes it; the launch would fail.
+    pipeline = example_pipeline("block-m=128 block-n=256 block-k=128 num-stages=5")
+    for emit in ("cubin", "c"):
+        result = kgc_cli("compile", "-o", str(tmp_path / emit), "--emit", emit,
+                         "--pass-pipeline", pipeline)
+        assert_fails(result, "kgc: error: kernel @rmsnorm_matmul_0_matmul_partials needs ")
+        assert re.search(r"needs \d+ B of shared memory per program; sm_90 allows at most 232448 B "
+                         r"per block: lower its tile sizes or num_stages \(block_k=128 block_m=16 "
+                         r"block_n=256 num_stages=5\)", result.stderr), result.stderr
+        assert not (tmp_path / emit / "rmsnorm_matmul.c").exists()
+
+
+@pytest.mark.parametrize("target,fits", [("sm_80", True), ("sm_86", False), ("sm_89", False),
+                                         ("sm_90", True), ("sm_120", False)])
+def test_shared_memory_is_checked_against_each_target_s_limit(target, fits):
+    # About 108 KiB per program: within sm_80's and sm_90's limits, over
+    # the 99 KiB of sm_86, sm_89 and sm_120.
+    pipeline = example_pipeline("block-n=128 block-k=128 num-stages=4")
+    if fits:
+        graph = kgc.compile(EXAMPLE, target=target, pipeline=pipeline)
+        assert max(k.shared for k in graph.module.kernels.values()) > 101376
+    else:
+        message = str(error_of(EXAMPLE, target=target, pipeline=pipeline))
+        assert (f"kernel @rmsnorm_matmul_0_matmul_partials needs " in message
+                and f"{target} allows at most 101376 B per block" in message), message
+
+
 def test_triton_failure_names_the_kernel_and_its_ttir(tmp_path):
     with pytest.raises(kgc.KgcError) as raised:
         compile_kernel(BROKEN_TTIR, KernelOptions((1, 1, 1), 4, 1), 90,
@@ -346,3 +419,27 @@ def test_triton_abort_is_a_clean_error_and_the_next_compile_works(tmp_path):
     assert "Conversion from/to f8e4m3nv is only supported on compute capability >= 89" in message
     good = kgc.compile(GOOD, target="sm_80")
     assert all(k.asm["cubin"] for k in good.module.kernels.values())
+
+
+def test_version_names_kgc_and_what_it_is_built_on(kgc_cli):
+    import importlib.metadata
+
+    result = kgc_cli("--version")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"kgc {importlib.metadata.version('kgc')} (")
+    assert f"triton {importlib.metadata.version('triton')}" in result.stdout
+
+
+def test_a_graph_from_stdin_is_compiled_and_named_after_its_function(kgc_path, tmp_path):
+    def run(*args, text):
+        return subprocess.run([kgc_path, "compile", "-", *args], input=text, capture_output=True,
+                              text=True, cwd=tmp_path, timeout=600)
+
+    result = run("-o", "out", "--emit", "ttir", text=GOOD)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("kgc: compiled <stdin> for sm_90 down to ttir")
+    assert (tmp_path / "out" / "f.kg.mlir").is_file()
+    exported = run("-o", "c", "--emit", "c", text=GOOD)
+    assert exported.returncode == 0, exported.stderr
+    assert sorted(p.name for p in (tmp_path / "c").iterdir()) == ["f.c", "f.h"]
+    assert_fails(run("-o", "bad", text=UNPARSEABLE), "<stdin>:2:")

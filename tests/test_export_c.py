@@ -563,3 +563,22 @@ def test_a_graph_loaded_from_its_artifacts_exports_the_same_code(attention, atte
     exported = export_c(loaded, tmp_path / "export")
     assert exported.source.read_text() == attention_export.source.read_text()
     assert exported.header.read_text() == attention_export.header.read_text()
+
+
+def test_a_kernel_over_the_target_s_shared_memory_is_refused_at_export(attention, tmp_path):
+    # A module loaded from another compile's files is checked again: its
+    # C code would fail only at launch.
+    import copy
+    import dataclasses
+
+    module = copy.copy(attention.module)
+    module.kernels = dict(module.kernels)
+    name, kernel = next(iter(module.kernels.items()))
+    artifact = kernel.artifact
+    module.kernels[name] = dataclasses.replace(kernel, artifact=dataclasses.replace(
+        artifact, metadata=dict(artifact.metadata, shared=232448 + 16)))
+    with pytest.raises(KgcError, match=rf"kernel @{name} needs 232464 B of shared memory per "
+                                       r"program; sm_90 allows at most 232448 B per block: lower "
+                                       r"its tile sizes or num_stages \(block_\w+=\d+"):
+        export_c(module, tmp_path / "out", name="over")
+    assert not (tmp_path / "out" / "over.c").exists()

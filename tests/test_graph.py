@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import inspect
 import math
+import re
 import subprocess
 
 import pytest
@@ -676,3 +677,47 @@ def test_origin_names_the_source_of_the_ops_recorded_under_it():
     with pytest.raises(kgc.GraphError, match="origin: name must be a string"):
         with g.origin(3):
             pass
+
+
+# -- Mirage's keywords -------------------------------------------------------------
+
+
+def test_new_input_takes_mirage_s_row_major_strides():
+    g = kgc.new_kernel_graph("strided")
+    x = g.new_input(dims=(3, 17), strides=(17, 1), dtype=kgc.float32)
+    # A dimension of one element is never stepped over: any stride will do.
+    row = g.new_input(dims=(1, 17), strides=(5, 1), dtype=kgc.float32)
+    g.mark_output(g.add(x, row))
+    assert [t.shape for t in g.inputs] == [(3, 17), (1, 17)]
+    assert "func.func @strided" in g.to_mlir()
+
+
+@pytest.mark.parametrize("dims,strides", [((3, 17), (1, 3)), ((3, 17), (17,)),
+                                          ((2, 3, 4), (12, 4, 2))])
+def test_new_input_refuses_strides_that_are_not_row_major(dims, strides):
+    g = kgc.new_kernel_graph()
+    with pytest.raises(kgc.GraphError, match=rf"new_input: strides {re.escape(str(strides))} are "
+                                             r"not the row-major strides .* kgc's inputs are "
+                                             r"dense and row-major"):
+        g.new_input(dims=dims, strides=strides, dtype=kgc.float16)
+    assert g.inputs == ()
+
+
+def test_superoptimize_takes_mirage_s_triton_backend():
+    g = kgc.new_kernel_graph()
+    g.mark_output(g.relu(g.new_input(dims=(3, 17), dtype=kgc.float32)))
+    try:
+        g.superoptimize(backend="triton", effort="low", cache=False)
+    except KgcError as error:  # without a GPU: the search's own reason, not the keyword
+        assert "backend" not in str(error) and "CUDA" in str(error)
+
+
+@pytest.mark.parametrize("backend", ["cuda", "nki", ""])
+def test_superoptimize_refuses_other_backends_before_searching(backend):
+    g = kgc.new_kernel_graph()
+    g.mark_output(g.relu(g.new_input(dims=(3, 17), dtype=kgc.float32)))
+    for search in (lambda: g.superoptimize(backend=backend),
+                   lambda: kgc.superoptimize(g, backend=backend)):
+        with pytest.raises(KgcError, match=rf"superoptimize: backend '{backend}' is not "
+                                           r"available: kgc generates Triton kernels only"):
+            search()

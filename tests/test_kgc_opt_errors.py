@@ -277,3 +277,11 @@ def test_without_split_input_file_the_parts_are_one_module(kgc_opt, write):
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("module {") == 1
     assert "// -----" not in result.stdout
+
+
+def test_version_as_mlir_opt_has_one(kgc_opt):
+    import importlib.metadata
+
+    result = kgc_opt("--version")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"kgc {importlib.metadata.version('kgc')} (")

@@ -2,6 +2,7 @@
 for each, and what the planner knows of each (kgc.targets)."""
 
 import dataclasses
+import re
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -210,3 +211,56 @@ def test_kgc_compile_on_the_command_line_plans_for_its_target(tmp_path, target, 
     assert done.returncode == 0, done.stderr
     kg = next((tmp_path / "out").glob("*.kg.mlir")).read_text()
     assert f"split_k = {splits} : i64" in kg and f"grid = array<i64: 16, {splits}, 1>" in kg
+
+def test_every_supported_target_has_its_per_block_limits():
+    from kgc.targets import LIMITS, SUPPORTED_SMS, target_limits
+
+    assert set(LIMITS) == set(SUPPORTED_SMS)
+    shared = {sm: target_limits(sm).max_shared_mem for sm in SUPPORTED_SMS}
+    assert shared[80] == 166912 and shared[86] == shared[89] == shared[120] == 101376
+    assert shared[90] == shared[100] == 232448
+    assert all(target_limits(sm).max_num_regs == 65536 for sm in SUPPORTED_SMS)
+    assert target_limits(90).as_device_properties() == {"max_shared_mem": 232448,
+                                                        "max_num_regs": 65536}
+
+
+def _compiled_kernel(shared=0, warps=4, registers=None):
+    """The parts of a compiled kernel the resource check reads."""
+    from types import SimpleNamespace
+
+    artifact = SimpleNamespace(shared=shared, metadata={"num_warps": warps},
+                               resources={} if registers is None else {"registers": registers})
+    return SimpleNamespace(name="g_0_matmul", num_warps=warps, num_stages=3, artifact=artifact)
+
+
+KG_STAGE = ("%0 = kg.kernel @g_0_matmul(%arg0) attributes {block_k = 64 : i64, block_m = 128 : "
+            "i64, grid = array<i64: 4, 1, 1>, num_stages = 3 : i64, num_warps = 8 : i64} : "
+            "(tensor<4xf32>) -> tensor<4xf32> {")
+
+
+@pytest.mark.parametrize("kernel,target,problem", [
+    (_compiled_kernel(shared=101377), 86,
+     "kernel @g_0_matmul needs 101377 B of shared memory per program; sm_86 allows at most "
+     "101376 B per block: lower its tile sizes or num_stages (block_k=64 block_m=128 "
+     "num_stages=3)"),
+    (_compiled_kernel(warps=8, registers=255), 90, None),  # 255 x 256 = 65280 fits
+    (_compiled_kernel(warps=16, registers=255), 90,
+     "kernel @g_0_matmul needs 255 registers x 512 threads = 130560 registers per program; "
+     "sm_90 has 65536 per block: lower its tile sizes or num_warps (block_k=64 block_m=128 "
+     "num_warps=8)"),
+    (_compiled_kernel(warps=64), 90,
+     "kernel @g_0_matmul needs 2048 threads per program; sm_90 runs at most 1024"),
+    (_compiled_kernel(shared=166912), 80, None),
+    (_compiled_kernel(shared=166913), 80, "sm_80 allows at most 166912 B per block"),
+])
+def test_the_resource_check_names_the_kernel_the_limit_and_the_knobs(kernel, target, problem):
+    from kgc.pipeline.resources import check_resources, resource_problem
+
+    found = resource_problem(kernel, target, KG_STAGE)
+    if problem is None:
+        assert found is None
+        check_resources([kernel], target, KG_STAGE)
+    else:
+        assert found is not None and problem in found, found
+        with pytest.raises(kgc.KgcError, match=re.escape(found)):
+            check_resources([kernel], target, KG_STAGE)

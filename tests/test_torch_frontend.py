@@ -390,6 +390,36 @@ def test_explain_names_each_kernels_ops_and_each_fallback(capsys):
                for line in kernel_lines)
 
 
+def test_explain_outside_no_grad_says_everything_runs_in_pytorch_and_how_to_get_kernels(capsys):
+    model = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU()).eval()
+    with pytest.warns(KgcFallbackWarning, match="needs autograd"):
+        explanation = kgc.explain(model, torch.randn(3, 64))
+    printed = capsys.readouterr().out
+    assert explanation.kernel_count == 0 and explanation.needs_autograd
+    assert printed.splitlines()[0] == "kgc: 1 graph(s), no kgc kernel: every graph runs in PyTorch"
+    assert ("runs in PyTorch: the graph needs autograd (grad mode is on and an input or a "
+            "parameter requires grad)") in printed
+    assert ("to get kgc kernels, call the model (and kgc.explain) under torch.no_grad() or "
+            "torch.inference_mode()") in printed
+
+
+def test_explain_says_whether_the_kernels_run_on_this_machine(capsys):
+    import dataclasses
+
+    model = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU()).eval()
+    with torch.no_grad():
+        explanation = kgc.explain(model, torch.randn(3, 64))
+    printed = capsys.readouterr().out
+    assert explanation.kernel_count == 1 and not explanation.needs_autograd
+    assert explanation.cuda_available == torch.cuda.is_available()
+    no_cuda = ('no CUDA device here: on this machine torch.compile(model, backend="kgc") runs '
+               "everything in PyTorch; the kernels below are those a CUDA GPU would run")
+    assert (no_cuda in printed) == (not torch.cuda.is_available())
+    assert no_cuda not in str(dataclasses.replace(explanation, cuda_available=True))
+    assert no_cuda in str(dataclasses.replace(explanation, cuda_available=False))
+    assert "to get kgc kernels" not in printed
+
+
 @pytest.mark.parametrize("seq,past,mask_tensor,dtype", [
     (1, 5, True, torch.float32), (4, 5, True, torch.float32), (4, 0, True, torch.float32),
     (4, 0, False, torch.float32), (1, 5, True, torch.float16), (7, 0, False, torch.float16)])
@@ -729,3 +759,17 @@ def test_a_dynamic_size_bounding_a_slice_is_its_padded_length_only():
             _assert_close(compiled(x), prefix(x))
     assert not backend.reports[-1].fallbacks, backend.reports[-1].fallbacks
     assert any("aten.slice.Tensor" in op for p in backend.reports[-1].partitions for op in p.ops)
+
+
+def test_every_extra_with_torch_brings_numpy_so_torch_imports_without_a_warning():
+    import pathlib
+    import tomllib
+
+    project = tomllib.loads((pathlib.Path(__file__).resolve().parents[1] / "pyproject.toml")
+                            .read_text())["project"]
+    extras = project["optional-dependencies"]
+    with_torch = [name for name, requirements in extras.items()
+                  if any(r.startswith("torch") for r in requirements)]
+    assert {"torch", "bench", "test"} <= set(with_torch)
+    for name in with_torch:
+        assert any(r.startswith("numpy") for r in extras[name]), name

@@ -1,15 +1,15 @@
 """Passes written by users: registered from Python, they run in pipelines
 beside upstream MLIR passes, take options, fail with located diagnostics,
-and are passes of kgc-opt by name once their module is imported.
+and are passes of kgc-opt by name once kgc-opt loads their module, as
+mlir-opt loads a plugin:
 
-kgc-opt has no plugin flag; a user's tool imports the module that
-registers the passes and calls kgc-opt's `main`:
-
-    python -c "import my_passes; from kgc.tools.opt import main; main()" in.mlir --my-pass
+    kgc-opt in.mlir --load-pass-plugin=my_passes.py --my-pass
+    kgc-opt in.mlir --load-pass-plugin=my_package.passes --my-pass
 """
 
 from __future__ import annotations
 
+import os
 import pathlib
 import subprocess
 import sys
@@ -22,6 +22,7 @@ from kgc.diagnostics import KgcError
 from kgc.parsing import parse_text
 from kgc.passes import Option, Pass, PassFailure, function_pass, get_pass, register_pass
 from kgc.pipeline import Pipeline, PipelineError
+from tests.tools import console_script
 
 TESTS_DIR = pathlib.Path(__file__).resolve().parent
 
@@ -109,13 +110,18 @@ def function_body(module: ir.Operation) -> list[str]:
     return [op.operation.name for op in function.regions[0].blocks[0].operations]
 
 
-def user_kgc_opt(*args: str, input_text: str | None = None) -> subprocess.CompletedProcess:
-    """kgc-opt with this module's passes registered, as a user's script runs it."""
-    script = "import test_user_pass; from kgc.tools.opt import main; main()"
+def user_kgc_opt(*args: str, input_text: str | None = None, env=None) -> subprocess.CompletedProcess:
+    """kgc-opt with this module's passes loaded as a plugin."""
     return subprocess.run(
-        [sys.executable, "-c", script, *args],
-        input=input_text, capture_output=True, text=True, cwd=TESTS_DIR, timeout=120,
+        [console_script("kgc-opt"), f"--load-pass-plugin={pathlib.Path(__file__).resolve()}",
+         *args],
+        input=input_text, capture_output=True, text=True, cwd=TESTS_DIR, timeout=120, env=env,
     )
+
+
+def plain_kgc_opt(*args: str, cwd=None, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run([console_script("kgc-opt"), *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=120, env=env)
 
 
 # -- in Python -----------------------------------------------------------------
@@ -262,4 +268,72 @@ def test_unknown_option_of_a_user_pass_in_kgc_opt():
     result = user_kgc_opt("--tag-functions=depth=2", input_text=DOUBLE_NEG)
     assert result.returncode == 1
     assert "kgc-opt: error: pass 'tag-functions' has no option 'depth'" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+# -- --load-pass-plugin ----------------------------------------------------------
+
+PLUGIN = '''
+from kgc.passes import function_pass
+
+
+@function_pass("drop-negations")
+def drop_negations(op):
+    """Replace every kg.neg by its operand"""
+    def visit(inner):
+        if inner.name == "kg.neg":
+            inner.results[0].replace_all_uses_with(inner.operands[0])
+        return ir.WalkResult.ADVANCE
+    op.walk(visit)
+
+
+from mlir import ir  # noqa: E402
+'''
+
+
+def test_without_its_plugin_a_user_pass_is_no_flag(tmp_path):
+    source = tmp_path / "double_neg.mlir"
+    source.write_text(DOUBLE_NEG)
+    result = plain_kgc_opt(str(source), "--fold-double-neg")
+    assert result.returncode == 1
+    assert "'fold-double-neg' is not a valid pass" in result.stderr
+
+
+def test_a_plugin_file_makes_its_passes_flags_and_pipeline_names(tmp_path):
+    (tmp_path / "my_passes.py").write_text(PLUGIN)
+    source = tmp_path / "double_neg.mlir"
+    source.write_text(DOUBLE_NEG)
+    flag = plain_kgc_opt(str(source), "--load-pass-plugin=my_passes.py", "--drop-negations",
+                         "--canonicalize", cwd=tmp_path)
+    assert flag.returncode == 0, flag.stderr
+    assert "kg.neg" not in flag.stdout and "kg.exp %arg0" in flag.stdout
+    # The option's value may also be the next argument, as with mlir-opt.
+    pipeline = plain_kgc_opt(str(source), "--load-pass-plugin", str(tmp_path / "my_passes.py"),
+                             "--pass-pipeline=builtin.module(drop-negations,canonicalize)")
+    assert pipeline.returncode == 0, pipeline.stderr
+    assert "kg.neg" not in pipeline.stdout
+
+
+def test_a_plugin_module_by_name_and_several_plugins(tmp_path):
+    (tmp_path / "my_passes.py").write_text(PLUGIN)
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    result = plain_kgc_opt("--load-pass-plugin=my_passes",
+                           f"--load-pass-plugin={pathlib.Path(__file__).resolve()}",
+                           "--list-passes", env=env)
+    assert result.returncode == 0, result.stderr
+    assert "drop-negations  -  Replace every kg.neg by its operand" in result.stdout
+    assert "tag-functions  -  Tag every function with a level" in result.stdout
+    assert "kg-tile  -  " in result.stdout
+
+
+@pytest.mark.parametrize("plugin,problem", [
+    ("missing_passes.py", "cannot load pass plugin 'missing_passes.py': no such file"),
+    ("no_such_module", "cannot load pass plugin 'no_such_module': no such file or module"),
+    ("broken.py", "cannot load pass plugin 'broken.py': RuntimeError: not today"),
+])
+def test_a_plugin_that_does_not_load_is_an_error(tmp_path, plugin, problem):
+    (tmp_path / "broken.py").write_text("raise RuntimeError('not today')\n")
+    result = plain_kgc_opt(f"--load-pass-plugin={plugin}", "--list-passes", cwd=tmp_path)
+    assert result.returncode == 1
+    assert f"kgc-opt: error: {problem}" in result.stderr
     assert "Traceback" not in result.stderr

@@ -1,14 +1,15 @@
 """kgc: the compiler driver.
 
-    kgc compile [GRAPH.mlir] [-o DIR] [--target sm_90] [--pass-pipeline ...]
+    kgc --version
+    kgc compile [GRAPH.mlir | -] [-o DIR] [--target sm_90] [--pass-pipeline ...]
                 [--emit kg|ttir|ttgir|llir|ptx|cubin|c] [--config FILE] [-j JOBS]
     kgc tune [GRAPH.mlir] [--effort low|default|high] [--budget S]
              [--save-config FILE] [-o DIR]
     kgc bench [--quick] [--workloads NAME,...] [--json FILE] [--chart FILE]
               [--effort low|default|high] [--reps N]
 
-`compile` compiles every function of GRAPH (by default the built-in RMSNorm
-+ MatMul example) and writes each stage of each kernel, its artifact record
+`compile` compiles every function of GRAPH (a file, `-` for stdin, by
+default the built-in RMSNorm + MatMul example) and writes each stage of each kernel, its artifact record
 and manifest.json to DIR (`kgc.runtime.load(DIR)` runs it without
 compiling); no GPU is needed. `--emit c` writes instead DIR/<graph>.h and
 DIR/<graph>.c, which run the graph from C through the CUDA driver API
@@ -32,7 +33,7 @@ import time
 from mlir import ir
 
 from kgc.diagnostics import KgcError
-from kgc.parsing import parse_file, parse_text
+from kgc.parsing import decode_source, parse_file, parse_text
 from kgc.pipeline.stages import STAGES, parse_target
 
 EXAMPLE = "rmsnorm_matmul.mlir"
@@ -42,11 +43,14 @@ EXPORT_FORMATS = ("c",)
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kgc", description="kgc, a kernel-graph compiler.")
+    parser.add_argument("--version", action="version", version=versions(),
+                        help="print the versions of kgc, MLIR's bindings and Triton, and exit")
     commands = parser.add_subparsers(dest="command", required=True)
     compile_ = commands.add_parser(
         "compile", help="compile a kernel graph to Triton kernels (every stage down to cubin)")
     compile_.add_argument("graph", nargs="?",
-                          help=f"an .mlir file of kg functions (default: the built-in {EXAMPLE})")
+                          help=f"an .mlir file of kg functions, '-' for stdin (default: the "
+                               f"built-in {EXAMPLE})")
     compile_.add_argument("-o", "--output", default="kgc-out", help="output folder (default kgc-out)")
     compile_.add_argument("--target", default="sm_90", help="GPU to compile for, sm_80 or newer "
                                                             "(default sm_90)")
@@ -108,11 +112,42 @@ def _positive(text: str) -> int:
     return value
 
 
+def versions() -> str:
+    """kgc's version and those of what it is built on (from the installed
+    distributions' metadata: nothing is imported)."""
+    import importlib.metadata
+
+    def version(distribution: str) -> str:
+        try:
+            return importlib.metadata.version(distribution)
+        except importlib.metadata.PackageNotFoundError:
+            return "not installed"
+
+    return (f"kgc {version('kgc')} (MLIR Python bindings {version('xtc-mlir-python-bindings')}, "
+            f"triton {version('triton')}, torch {version('torch')})")
+
+
 def _read_graph(path: str | None, context: ir.Context) -> tuple[ir.Operation, str]:
+    """The graph's module and the stem its files are named after: the
+    file's, or for stdin ('-') the first function's name."""
     if path is None:
         text = importlib.resources.files("kgc.examples").joinpath(EXAMPLE).read_text()
         return parse_text(text, EXAMPLE, context), pathlib.Path(EXAMPLE).stem
+    if path == "-":
+        module = parse_text(decode_source(sys.stdin.buffer.read(), "<stdin>"), "<stdin>", context)
+        functions = [op.operation for op in module.regions[0].blocks[0].operations
+                     if op.operation.name == "func.func"]
+        stem = (ir.StringAttr(functions[0].attributes["sym_name"]).value if functions
+                else "stdin")
+        return module, stem
     return parse_file(path, context), pathlib.Path(path).stem
+
+
+def _shown(path: str | None) -> str:
+    """How the summary names the graph it compiled."""
+    if path is None:
+        return EXAMPLE + " (built-in example)"
+    return "<stdin>" if path == "-" else path
 
 
 def compile_command(args) -> int:
@@ -146,7 +181,7 @@ def compile_command(args) -> int:
                                   emit=args.emit, ttir_dir=output / "kernels", jobs=args.jobs)
         written = compiled.write(output, stem)
     elapsed = time.perf_counter() - started
-    print(f"kgc: compiled {args.graph or EXAMPLE + ' (built-in example)'} for sm_{target} "
+    print(f"kgc: compiled {_shown(args.graph)} for sm_{target} "
           f"down to {args.emit} in {elapsed:.1f} s")
     for function in compiled.functions.values():
         names = ", ".join(launch.kernel for launch in function.launches) or "no kernel"
@@ -166,7 +201,7 @@ def _export(compiled, output: pathlib.Path, stem: str, args, started: float) -> 
     from kgc.export import export_module
 
     exported = export_module(compiled, output, stem)
-    print(f"kgc: exported {args.graph or EXAMPLE + ' (built-in example)'} for "
+    print(f"kgc: exported {_shown(args.graph)} for "
           f"sm_{compiled.target} as C in {time.perf_counter() - started:.1f} s: "
           f"{exported.header}, {exported.source}")
     for function, symbol in exported.functions.items():

@@ -4,10 +4,13 @@
     kgc-opt input.mlir --pass-pipeline='builtin.module(kgc-cse,canonicalize)'
     kgc-opt input.mlir --kg-tile='block-m=64 num-warps=8' -o out.mlir
     kgc-opt invalid.mlir --split-input-file --verify-diagnostics
+    kgc-opt input.mlir --load-pass-plugin=my_passes.py --my-pass
 
 Every registered kgc pass is a flag (`--kgc-cse`) taking its options as
 `--kg-tile='name=value ...'`; any other `--name[=options]` is looked up as
-an upstream MLIR pass (`--canonicalize`, `--cse`). Errors are printed as
+an upstream MLIR pass (`--canonicalize`, `--cse`). `--load-pass-plugin`
+imports a Python module of passes first (mlir-opt loads a shared library),
+so that its passes are flags and pipeline names too. Errors are printed as
 `file:line:col: error: ...` and the exit status is 1.
 """
 
@@ -21,7 +24,8 @@ from mlir import ir
 
 from kgc.diagnostics import Diagnostic, KgcError, from_mlir
 from kgc.parsing import decode_source, parse_file, parse_text, read_source
-from kgc.passes import registered_passes
+from kgc.passes import PluginError, load_pass_plugin, registered_passes
+from kgc.tools.cli import versions
 from kgc.tools.expected_diagnostics import parse_expectations, verify
 from kgc.pipeline.instrumentation import ALL_PASSES, IRPrinting
 from kgc.pipeline.pipeline import Pipeline, PipelineError
@@ -34,8 +38,10 @@ _TOOL_OPTIONS = {
     "o", "help", "h", "pass-pipeline", "split-input-file", "verify-diagnostics",
     "mlir-print-ir-before", "mlir-print-ir-after", "mlir-print-ir-after-all",
     "mlir-print-ir-before-all", "mlir-timing", "list-passes", "allow-unregistered-dialect",
-    "mlir-print-op-generic", "mlir-disable-verifier",
+    "mlir-print-op-generic", "mlir-disable-verifier", "load-pass-plugin", "version",
 }
+# Tool options whose value may come as the next argument.
+_VALUED_OPTIONS = {"-o", "--load-pass-plugin"}
 
 
 def _argument_parser() -> argparse.ArgumentParser:
@@ -46,6 +52,8 @@ def _argument_parser() -> argparse.ArgumentParser:
                "any other --NAME[=options] runs the upstream MLIR pass of that name.",
     )
     parser.add_argument("input", nargs="?", default="-", help="input file, '-' for stdin (default)")
+    parser.add_argument("--version", action="version", version=versions(),
+                        help="print the versions of kgc, MLIR's bindings and Triton, and exit")
     parser.add_argument("-o", dest="output", default="-", help="output file (default stdout)")
     parser.add_argument("--pass-pipeline", help="a textual pipeline, e.g. 'builtin.module(kgc-cse)'")
     parser.add_argument("--split-input-file", action="store_true",
@@ -61,7 +69,11 @@ def _argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--mlir-print-ir-before-all", action="store_true",
                         help="print the IR before every pass")
     parser.add_argument("--mlir-timing", action="store_true", help="report the time of each pass")
-    parser.add_argument("--list-passes", action="store_true", help="list kgc's passes and exit")
+    parser.add_argument("--list-passes", action="store_true",
+                        help="list kgc's passes, and those of loaded plugins, and exit")
+    parser.add_argument("--load-pass-plugin", action="append", default=[], metavar="FILE.py|MODULE",
+                        help="import a Python module of passes (registered with @register_pass "
+                             "or @function_pass), making each a flag (repeatable)")
     parser.add_argument("--allow-unregistered-dialect", action="store_true",
                         help="accept ops of dialects this build does not know (e.g. tt)")
     parser.add_argument("--mlir-print-op-generic", action="store_true",
@@ -82,9 +94,9 @@ def _split_pass_flags(argv: list[str]) -> tuple[list[str], list[PassSpec]]:
         if arg == "--":
             rest.extend(argv[index - 1:])
             break
-        if not arg.startswith("-") or arg == "-" or arg == "-o":
+        if not arg.startswith("-") or arg == "-" or arg in _VALUED_OPTIONS:
             rest.append(arg)
-            if arg == "-o" and index < len(argv):
+            if arg in _VALUED_OPTIONS and index < len(argv):
                 rest.append(argv[index])
                 index += 1
             continue
@@ -205,6 +217,12 @@ def run(argv: list[str]) -> int:
         print(f"kgc-opt: error: invalid pass options: {error}", file=sys.stderr)
         return 1
     args = _argument_parser().parse_args(rest)
+    for plugin in args.load_pass_plugin:
+        try:
+            load_pass_plugin(plugin)
+        except PluginError as error:
+            print(f"kgc-opt: error: {error}", file=sys.stderr)
+            return 1
     if args.list_passes:
         print(_list_passes())
         return 0

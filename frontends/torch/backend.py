@@ -181,9 +181,9 @@ class Backend:
             return "no CUDA device is available (kgc kernels run on CUDA GPUs)"
         if torch.is_grad_enabled() and any(
                 isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs):
-            return ("the graph needs autograd (grad mode is on and an input requires grad); "
-                    "kgc compiles inference graphs: call the model under torch.no_grad() or "
-                    "torch.inference_mode()")
+            return ("the graph needs autograd (grad mode is on and an input or a parameter "
+                    "requires grad); kgc compiles inference graphs: call the model under "
+                    "torch.no_grad() or torch.inference_mode()")
         return None
 
     def compile_aten(self, module: torch.fx.GraphModule, mode: str = "default"):

@@ -8,6 +8,11 @@ kgc's default pipeline up to kg-fuse, without compiling them (no GPU needed;
 tensors on any device count as they would on a CUDA one; partitions with
 dynamic extents are shown at the bucket of the example's sizes). It prints the
 report and returns it.
+
+The report says what the backend itself would do here: a graph that needs
+autograd runs in PyTorch (and how to get kernels instead), and without a
+CUDA device every graph runs in PyTorch, the kernels shown being those a
+CUDA GPU would run.
 """
 
 from __future__ import annotations
@@ -21,9 +26,17 @@ from kgc.torch.backend import Backend, GraphReport
 __all__ = ["Explanation", "explain"]
 
 
+# How to get kernels for a graph that needs autograd.
+INFERENCE_HINT = ("to get kgc kernels, call the model (and kgc.explain) under torch.no_grad() or "
+                  "torch.inference_mode(): kgc compiles inference graphs")
+
+
 @dataclasses.dataclass
 class Explanation:
     graphs: list[GraphReport]
+    # Whether this machine has a CUDA device: without one the backend runs
+    # every graph in PyTorch, whatever kernels kgc would make of it.
+    cuda_available: bool = True
 
     @property
     def kernel_count(self) -> int:
@@ -34,9 +47,25 @@ class Explanation:
     def fallback_count(self) -> int:
         return sum(g.fallback_count for g in self.graphs)
 
+    @property
+    def needs_autograd(self) -> bool:
+        return any((g.whole_graph_reason or "").startswith("the graph needs autograd")
+                   for g in self.graphs)
+
     def __str__(self) -> str:
-        lines = [f"kgc: {len(self.graphs)} graph(s), {self.kernel_count} kgc kernel(s), "
-                 f"{self.fallback_count} op(s) left to PyTorch"]
+        whole = [g for g in self.graphs if g.whole_graph_reason]
+        if self.graphs and len(whole) == len(self.graphs):
+            lines = [f"kgc: {len(self.graphs)} graph(s), no kgc kernel: every graph runs in "
+                     "PyTorch"]
+        else:
+            lines = [f"kgc: {len(self.graphs)} graph(s), {self.kernel_count} kgc kernel(s), "
+                     f"{self.fallback_count} op(s) left to PyTorch"
+                     + (f", {len(whole)} graph(s) wholly in PyTorch" if whole else "")]
+        if not self.cuda_available:
+            lines.append("no CUDA device here: on this machine torch.compile(model, "
+                         "backend=\"kgc\") runs everything in PyTorch"
+                         + ("; the kernels below are those a CUDA GPU would run"
+                            if self.kernel_count else ""))
         for number, graph in enumerate(self.graphs):
             lines.append(f"graph {number}:")
             if graph.whole_graph_reason:
@@ -57,6 +86,8 @@ class Explanation:
                 lines.extend(f"    {op}: {why}" for op, why in graph.fallbacks)
             if graph.views:
                 lines.append(f"  views PyTorch does without a kernel: {', '.join(graph.views)}")
+        if self.needs_autograd:
+            lines.append(INFERENCE_HINT)
         return "\n".join(lines)
 
 
@@ -68,7 +99,7 @@ def explain(model, *example_inputs, print_report: bool = True) -> Explanation:
                        run_kernels=False)
     compiled = torch.compile(model, backend=recorder)
     compiled(*example_inputs)
-    explanation = Explanation(list(recorder.reports))
+    explanation = Explanation(list(recorder.reports), torch.cuda.is_available())
     if print_report:
         print(explanation)
     return explanation

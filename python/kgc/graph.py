@@ -843,8 +843,24 @@ class Graph:
 
     # -- Mirage's names for the same graph ------------------------------------
 
-    def new_input(self, dims: Sequence[int], dtype: object = "f16") -> Tensor:
-        """`input` with a generated name (`input0`, `input1`...)."""
+    def new_input(self, dims: Sequence[int], dtype: object = "f16", *,
+                  strides: Sequence[int] | None = None) -> Tensor:
+        """`input` with a generated name (`input0`, `input1`...). `strides`
+        (Mirage's keyword, in elements) may only describe the dense
+        row-major layout every kgc input has: a kernel reads its arguments
+        that way, so another layout would be read wrongly."""
+        shape = _static_shape("new_input", "dims", dims)
+        if strides is not None:
+            given = _int_tuple("new_input", "strides", strides)
+            dense = tuple(math.prod(shape[d + 1:]) for d in range(len(shape)))
+            # A dimension of one element is never stepped over: any stride
+            # there describes the same memory (torch calls it contiguous too).
+            if len(given) != len(shape) or any(
+                    g != r for g, r, n in zip(given, dense, shape) if n != 1):
+                raise GraphError(
+                    f"new_input: strides {given} are not the row-major strides {dense} of dims "
+                    f"{shape}; kgc's inputs are dense and row-major (for a transposed operand, "
+                    "declare it in its stored shape and g.transpose it in the graph)")
         taken = {t.name for t in self._inputs}
         number = len(self._inputs)
         while f"input{number}" in taken:

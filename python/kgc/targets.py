@@ -165,3 +165,30 @@ def target_for(sm: int | Target | None = None) -> Target:
     record = table_record(DEFAULT_SM if sm is None else sm)
     present = present_gpu()
     return present if present is not None and present.sm == record.sm else record
+
+
+@dataclasses.dataclass(frozen=True)
+class TargetLimits:
+    """What one program (CUDA block) of a kernel may use on a GPU: a kernel
+    over them compiles (ptxas does not know the launch) but fails at launch,
+    so kgc checks them when it compiles and exports."""
+
+    max_shared_mem: int  # bytes of shared memory per block (the opt-in maximum)
+    max_num_regs: int = 65536  # 32-bit registers per block
+    max_threads: int = 1024  # threads per block
+
+    def as_device_properties(self) -> dict:
+        """In the form of Triton's `driver.active.utils.get_device_properties`
+        (what `Artifact.exceeds` takes)."""
+        return {"max_shared_mem": self.max_shared_mem, "max_num_regs": self.max_num_regs}
+
+
+# The per-block limits of each SM version, from its record (NVIDIA's CUDA C
+# Programming Guide, "Technical Specifications per Compute Capability").
+LIMITS = {sm: TargetLimits(record.max_shared_memory_per_block, record.registers_per_sm)
+          for sm, record in TARGETS.items()}
+
+
+def target_limits(target: int) -> TargetLimits:
+    """The per-block limits of `sm_<target>`."""
+    return LIMITS[table_record(target).sm]

@@ -119,13 +119,15 @@ def partials_grid(plan: KernelPlan) -> list[int]:
     return grid
 
 
-def reduce_config(plan: KernelPlan) -> MatmulConfig:
+def reduce_config(plan: KernelPlan, num_warps: int | None = None) -> MatmulConfig:
     """The launch knobs of the reduce kernel: the matmul's (m, n) tiles,
-    warps for an f32 tile of them, two stages to overlap the loads of
-    consecutive splits."""
+    `num_warps` when the user asks for warps on every kernel (kg-tile's
+    option), else warps for an f32 tile of them, two stages to overlap the
+    loads of consecutive splits."""
     m_axis, _, n_axis = plan.matmul_axes
     lanes = next_power_of_two(plan.tile[m_axis]) * next_power_of_two(plan.tile[n_axis])
-    warps = 8 if lanes >= 128 * 128 else 4 if lanes >= 1024 else 2 if lanes >= 256 else 1
+    warps = num_warps or (8 if lanes >= 128 * 128 else 4 if lanes >= 1024
+                          else 2 if lanes >= 256 else 1)
     return MatmulConfig(num_warps=warps, num_stages=2, block_m=plan.config.block_m,
                         block_n=plan.config.block_n, split_k=plan.split.count)
 
