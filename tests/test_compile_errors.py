@@ -300,8 +300,8 @@ def example_pipeline(tile_options: str) -> str:
     """kgc's pipeline with these kg-tile options, for the compile's target."""
     from kgc.pipeline.stages import default_pipeline_text
 
-    return (default_pipeline_text(90).replace("kg-tile,", f"kg-tile{{{tile_options}}},")
-            .replace("kg-legalize-dot{target=90}", "kg-legalize-dot"))
+    return (default_pipeline_text(90).replace("{target=90}", "")
+            .replace("kg-tile,", f"kg-tile{{{tile_options}}},"))
 
 
 def test_a_kernel_over_the_target_s_shared_memory_is_an_error_at_compile(kgc_cli, tmp_path):
