@@ -11,6 +11,13 @@ run), `timing` (GPU time per call from CUDA-graph replays), `runners` (kgc
 after superoptimize, eager, torch.compile, max-autotune), `check` (kgc's
 result against eager before timing), `report` (header, table, JSON, PNG
 chart) and `run` (the loop).
+
+The model suite (`kgc bench --models`) is its other half: `models` (the
+catalogue of transformers architectures from small configs, and the rows
+each runs) and `model_run` (each row checked against eager and a wider
+reference, and timed, through `torch.compile(backend="kgc")`; or, with
+`device="cpu"`, checked with kgc's kernels on the CPU executor; its table,
+JSON and chart).
 """
 
 from kgc.bench.report import BenchResult, Row

@@ -104,7 +104,7 @@ class ModelSuiteResult:
         pathlib.Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
 
     def table(self) -> str:
-        timed = self.settings.get("size") == GPU
+        timed = bool(self.settings.get("timed"))
         headers = ["model", "row", "kgc", "kgc err", "eager err"]
         if timed:
             headers += [f"{LABELS[r] if r != CUDA_GRAPHS else r} ms" for r in GPU_RUNNERS]
@@ -212,9 +212,10 @@ def describe_row(row: ModelRow) -> str:
 
 
 def run_models(specs: Sequence[ModelSpec], *, device: str = "cuda", seed: int = 0,
-               reps: int = 20, progress: Callable[[ModelRow], None] | None = None
-               ) -> ModelSuiteResult:
-    """Every row of every model in `specs`, on the GPU (timed, f16) or, with
+               reps: int = 20, timed: bool = True,
+               progress: Callable[[ModelRow], None] | None = None) -> ModelSuiteResult:
+    """Every row of every model in `specs`, on the GPU (f16; timed against
+    eager and torch.compile unless `timed` is False) or, with
     `device="cpu"`, on the CPU executor (correctness only, f32)."""
     import torch
 
@@ -226,7 +227,8 @@ def run_models(specs: Sequence[ModelSpec], *, device: str = "cuda", seed: int = 
         model = spec.build(size, seed).to(device=device, dtype=dtype)
         reference = spec.build(size, seed).to(device=device, dtype=reference_dtype)
         for index, row_spec in enumerate(spec.rows(size)):
-            row = _run_row(spec, model, reference, row_spec, size, seed + index, reps)
+            row = _run_row(spec, model, reference, row_spec, size, seed + index,
+                           reps if timed else 0)
             rows.append(row)
             if progress is not None:
                 progress(row)
@@ -236,7 +238,7 @@ def run_models(specs: Sequence[ModelSpec], *, device: str = "cuda", seed: int = 
     name = torch.cuda.get_device_name() if size == GPU else "CPU (kgc's CPU executor)"
     settings = {"size": size, "dtype": str(dtype).removeprefix("torch."),
                 "reference_dtype": str(reference_dtype).removeprefix("torch."), "seed": seed,
-                "reps": reps, "versions": _versions()}
+                "reps": reps, "timed": timed and size == GPU, "versions": _versions()}
     return ModelSuiteResult(name, settings, rows)
 
 
@@ -258,9 +260,12 @@ def _run_row(spec: ModelSpec, model, reference, row_spec: RowSpec, size: str, se
             row.status, row.reason = FAILED, f"eager PyTorch fails this row: {_first_line(error)}"
             return row
         expected = _reference_logits(reference, spec, row_spec, ids, eager)
-        runners = GPU_RUNNERS if size == GPU else (KGC,)
+        runners = GPU_RUNNERS if size == GPU and reps else (KGC,)
         for runner in runners:
-            _run_contender(row, runner, model, call, size, reps, eager, expected)
+            # generate() makes many forwards: fewer of them give as steady a median.
+            calls = reps if row_spec.kind == FORWARD else max(3, reps // 5)
+            _run_contender(row, runner, model, call, size, calls if reps else 0, eager,
+                           expected)
     return row
 
 
@@ -294,8 +299,10 @@ def _reference_logits(reference, spec: ModelSpec, row_spec: RowSpec, ids, eager)
     return logits[:, ids.shape[1] - 1:].transpose(0, 1)
 
 
-def _run_contender(row: ModelRow, runner: str, model, call, size: str, reps: int, eager,
+def _run_contender(row: ModelRow, runner: str, model, call, size: str, calls: int, eager,
                    expected) -> None:
+    """`runner`'s first call of the row (checked when it is kgc's), then,
+    when `calls`, its time over that many calls."""
     import torch
     from torch._dynamo.utils import counters
 
@@ -318,8 +325,9 @@ def _run_contender(row: ModelRow, runner: str, model, call, size: str, reps: int
                 row.compile_s[runner] = time.perf_counter() - started
             if runner == KGC:
                 _check(row, result, eager, expected)
-            if size == GPU and not (runner == KGC and row.status == WRONG):  # wrong: not timed
-                _time_calls(row, runner, model, call, reps)
+            if size == GPU and calls and not (runner == KGC and row.status == WRONG):
+                # A wrong result is not timed: its time would mean nothing.
+                _time_calls(row, runner, model, call, calls)
             if runner == KGC:
                 row.recompiles = max(0, counters["frames"]["ok"] - frames_before - 1)
                 _record_kgc(row, _kgc_reports()[graphs_before:])
@@ -364,13 +372,12 @@ def torch_equal(a, b) -> bool:
     return a.shape == b.shape and torch.equal(a, b)
 
 
-def _time_calls(row: ModelRow, runner: str, model, call, reps: int) -> None:
-    """Median wall time of a call as called, after warm-up, and the GPU
-    kernel time of one call."""
+def _time_calls(row: ModelRow, runner: str, model, call, calls: int) -> None:
+    """Median wall time of a call as called over `calls` calls after
+    warm-up, and the GPU kernel time of one call."""
     import torch
     from torch.autograd import DeviceType
 
-    calls = max(3, reps if call.__name__ == "forward" else reps // 5)
     for _ in range(2):  # CUDA graphs are recorded on the second and third calls
         call(model)
     torch.cuda.synchronize()
@@ -384,7 +391,7 @@ def _time_calls(row: ModelRow, runner: str, model, call, reps: int) -> None:
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profile:
         call(model)
         torch.cuda.synchronize()
-    kernels_us = sum(event.device_time for event in profile.events()
+    kernels_us = sum(event.time_range.elapsed_us() for event in profile.events()
                      if event.device_type == DeviceType.CUDA)
     row.gpu_ms[runner] = kernels_us / 1e3
 
