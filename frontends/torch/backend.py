@@ -4,8 +4,9 @@ torch finds it through the `torch_dynamo_backends` entry point (see
 pyproject.toml), so `import kgc` is not needed. For each graph Dynamo
 captures:
 
-1. Without a CUDA device, or when the graph needs autograd (grad mode on and
-   an input that requires grad), the graph runs in PyTorch as captured, with
+1. Without a CUDA device (unless the kernel graphs run on the CPU
+   executor, below), or when the graph needs autograd (grad mode on and an
+   input that requires grad), the graph runs in PyTorch as captured, with
    one warning (`KgcFallbackWarning`) saying why.
 2. Otherwise AOTAutograd traces it to aten ops with torch's core ATen
    decompositions, except the ops kg has whole (softmax, log_softmax,
