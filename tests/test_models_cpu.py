@@ -71,6 +71,21 @@ def test_the_cpu_executor_runs_kernel_graphs_without_cuda():
     assert report.whole_graph_reason is None and report.kernel_count >= 1
 
 
+def test_the_cpu_executor_reads_inputs_that_start_inside_their_storage():
+    # A slice of a fused projection's output reaches a partition as a view
+    # whose first element is not its storage's first.
+    def function(x):
+        return torch.exp(x) * 2 + x.sum(-1, keepdim=True)
+
+    storage = torch.randn(5, 17, generator=torch.Generator().manual_seed(5))
+    view = storage[2:]
+    assert view.is_contiguous() and view.storage_offset() == 34
+    compiled = torch.compile(function, backend="kgc", options={"executor": "cpu"})
+    with torch.no_grad():
+        got = compiled(view)
+    torch.testing.assert_close(got, function(view), atol=2e-5, rtol=2e-5)
+
+
 @pytest.mark.parametrize("options,message", [
     ({"executor": "tpu"}, "unknown executor 'tpu'"),
     ({"executor": "cpu", "mode": "max-autotune"}, "CPU executor runs kgc's default kernels"),

@@ -159,6 +159,12 @@ class TiledKernelGraph:
     def __call__(self, *tensors):
         from kgc.execution import run_tiled
 
+        # The executor addresses a buffer from the start of its storage, so a
+        # view that starts further in (a slice of a fused QKV projection, say)
+        # would be read from the wrong place: it gets storage of its own, as
+        # the CUDA runtime gives misaligned inputs.
+        tensors = [t.clone(memory_format=torch.contiguous_format) if t.storage_offset() else t
+                   for t in tensors]
         return run_tiled(self.module, self.name, *tensors)
 
     def kernels(self) -> list:
