@@ -138,6 +138,7 @@ def test_the_cli_lists_the_models(capsys):
     (["bench", "--models", "llama,nope", "--device", "cpu"], "unknown model(s) nope"),
     (["bench", "--models", "llama3-8b-layers", "--device", "cpu"], "run on a GPU only"),
     (["bench", "--device", "cpu"], "add --models"),
+    (["bench", "--models", "llama", "--workloads", "softmax"], "--workloads is for the workloads"),
 ])
 def test_the_cli_refuses_bad_model_requests(argv, message, capsys):
     assert cli(argv) == 1

@@ -285,6 +285,10 @@ def models_command(args) -> int:
     or its correctness half on the CPU executor."""
     from kgc.bench import models
 
+    for given, flag in ((args.workloads, "--workloads"), (args.quick, "--quick"),
+                        (args.effort, "--effort")):
+        if given:
+            raise KgcError(f"{flag} is for the workloads; --models runs the model suite")
     if args.list:
         for spec in models.CATALOGUE.values():
             rows = ", ".join(r.name for r in spec.rows(models.GPU))
