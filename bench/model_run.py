@@ -337,7 +337,7 @@ def _run_contender(row: ModelRow, runner: str, model, call, size: str, calls: in
     except Exception as error:
         row.errors[runner] = _first_line(error)
         if runner == KGC and row.status == OK:
-            row.status, row.reason = FAILED, f"kgc fails: {_first_line(error)}"
+            row.status, row.reason = FAILED, _first_line(error)
 
 
 def _check(row: ModelRow, result, eager, expected) -> None:
