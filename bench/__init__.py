@@ -13,6 +13,13 @@ result against eager before timing), `report` (header, table, JSON, PNG
 chart), `run` (the loop) and `provenance` (what produced a result: the
 commit, GPU, versions, date and command, recorded in every result file that
 `kgc bench` and the scripts in benchmarks/ write).
+
+The model suite (`kgc bench --models`) is its other half: `models` (the
+catalogue of transformers architectures from small configs, and the rows
+each runs) and `model_run` (each row checked against eager and a wider
+reference, and timed, through `torch.compile(backend="kgc")`; or, with
+`device="cpu"`, checked with kgc's kernels on the CPU executor; its table,
+JSON and chart).
 """
 
 from kgc.bench.report import BenchResult, Row

@@ -8,9 +8,11 @@
     kgc.runtime, kgc.export   running compiled graphs: launching them from
                  Python, or writing them as C that launches them without it
     kgc.search   superoptimize
-    kgc.api, kgc.bench, kgc.tools   the front ends (Python API; the
-                 benchmark against torch; kgc and kgc-opt)
+    kgc.api      the Python API (kgc.compile, kgc.superoptimize)
     kgc.torch    the PyTorch front end (torch.compile backend, explain)
+    kgc.bench, kgc.tools   the benchmark against torch (its model suite
+                 runs models through the torch.compile backend) and the
+                 kgc and kgc-opt commands
 
 Every import counts, also one inside a function: a lazy import is still a
 dependency. `kgc/__init__.py` is the facade that re-exports the front end.
@@ -30,7 +32,7 @@ import kgc  # noqa: F401  (so that the layers import as in use)
 
 # Bottom to top; packages of one layer may import each other.
 LAYERS = [("kgc",), ("kgc.passes",), ("kgc.pipeline",), ("kgc.runtime", "kgc.export"),
-          ("kgc.search",), ("kgc.api", "kgc.bench", "kgc.tools"), ("kgc.torch",)]
+          ("kgc.search",), ("kgc.api",), ("kgc.torch",), ("kgc.bench", "kgc.tools")]
 SOURCE = pathlib.Path(__file__).resolve().parent.parent
 
 

@@ -7,6 +7,8 @@
              [--save-config FILE] [-o DIR]
     kgc bench [--quick] [--workloads NAME,...] [--json FILE] [--chart FILE]
               [--effort low|default|high] [--reps N]
+    kgc bench --models [NAME,...] [--device cuda|cpu] [--list] [--json FILE]
+              [--chart FILE] [--reps N] [--seed N]
 
 `compile` compiles every function of GRAPH (a file, `-` for stdin, by
 default the built-in RMSNorm + MatMul example) and writes each stage of each kernel, its artifact record
@@ -18,6 +20,10 @@ machine's GPU (kgc.search) and prints every candidate's time and status.
 `bench` times kgc (after superoptimize) against eager PyTorch and
 torch.compile on a catalogue of workloads on this machine's GPU
 (kgc.bench), and prints a table; it exits 1 when kgc fails a workload.
+`bench --models` runs the model suite instead (transformers models from
+small configs, through `torch.compile(backend="kgc")`): each row checked
+and timed on the GPU, or with `--device cpu` checked only, with kgc's
+kernels on the CPU executor; it exits 1 when any row is wrong or fails.
 Errors are printed as `file:line:col: error: ...` and the
 exit status is 1.
 """
@@ -83,7 +89,14 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--workloads", type=_names,
                        help="comma-separated workloads to run (default: all; with --quick, "
                             "the quick ones)")
-    bench.add_argument("--list", action="store_true", help="list the workloads and exit")
+    bench.add_argument("--models", nargs="?", const="", metavar="NAME,...",
+                       help="run the model suite (default: every model) instead of the "
+                            "workloads")
+    bench.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                       help="with --models: cuda checks and times every row; cpu checks every "
+                            "row's correctness with kgc's kernels on the CPU executor")
+    bench.add_argument("--list", action="store_true",
+                       help="list the workloads (with --models, the models) and exit")
     bench.add_argument("--json", help="write the results as JSON to this file")
     bench.add_argument("--chart", help="write a PNG bar chart of the results to this file")
     bench.add_argument("--effort", choices=("low", "default", "high"),
@@ -100,6 +113,12 @@ def _names(text: str) -> list[str]:
     if not names:
         raise argparse.ArgumentTypeError(f"expected comma-separated workload names, got '{text}'")
     return names
+
+
+def _optional_names(text: str) -> list[str] | None:
+    """Comma-separated names, or None (every one) for an empty value."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    return names or None
 
 
 def _positive(text: str) -> int:
@@ -245,6 +264,10 @@ def bench_command(args) -> int:
 
     from kgc.bench.workloads import CATALOGUE, select
 
+    if args.models is not None or (args.list and args.device == "cpu"):
+        return models_command(args)
+    if args.device != "cuda":
+        raise KgcError("--device cpu checks the model suite only: add --models")
     if args.list:
         for workload in CATALOGUE.values():
             print(f"{workload.name:16} {workload.kind:7} {'quick ' if workload.quick else '':6}"
@@ -288,6 +311,68 @@ def bench_command(args) -> int:
     if failed:
         print(f"kgc: {len(failed)} workload(s) failed: "
               + ", ".join(f"{row.workload} ({row.kgc_status})" for row in failed), file=sys.stderr)
+        return 1
+    return 0
+
+
+def models_command(args) -> int:
+    """`kgc bench --models`: the model suite (kgc.bench.models) on the GPU,
+    or its correctness half on the CPU executor."""
+    from kgc.bench import models
+
+    for given, flag in ((args.workloads, "--workloads"), (args.quick, "--quick"),
+                        (args.effort, "--effort")):
+        if given:
+            raise KgcError(f"{flag} is for the workloads; --models runs the model suite")
+    if args.list:
+        for spec in models.CATALOGUE.values():
+            rows = ", ".join(r.name for r in spec.rows(models.GPU))
+            print(f"{spec.name:18} {'gpu only ' if spec.gpu_only else '':9}{spec.title}: {rows}")
+        return 0
+    size = models.CPU if args.device == "cpu" else models.GPU
+    specs = models.select(_optional_names(args.models), size)
+    for path, what in ((args.json, "--json"), (args.chart, "--chart")):
+        if path is not None and not pathlib.Path(path).parent.resolve().is_dir():
+            raise KgcError(f"{what}: the folder of '{path}' does not exist")
+    if size == models.CPU and args.chart is not None:
+        raise KgcError("--chart draws GPU times; --device cpu measures none")
+    if size == models.GPU:
+        from kgc.runtime import cuda_available
+
+        if not cuda_available():
+            raise KgcError("bench --models times models on a GPU: it needs a CUDA device, and "
+                           "torch sees none (--device cpu checks them on the CPU)")
+    if args.chart is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise KgcError("--chart needs matplotlib: pip install 'kgc[bench]'") from None
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        raise KgcError("--models needs transformers: pip install 'kgc[bench]'") from None
+    from kgc.bench.model_run import describe_row, run_models
+
+    started = time.perf_counter()
+    progress = None if args.no_progress else lambda row: print(describe_row(row), flush=True)
+    result = run_models(specs, device=args.device, seed=0 if args.seed is None else args.seed,
+                        reps=args.reps or 20, progress=progress)
+    print(f"kgc model suite on {result.device}, {result.settings['dtype']}, "
+          f"{time.perf_counter() - started:.0f} s")
+    print(result.table())
+    for path, write, what in ((args.json, result.write_json, "results"),
+                              (args.chart, result.write_chart, "chart")):
+        if path is not None:
+            try:
+                write(path)
+            except OSError as error:
+                raise KgcError(f"cannot write '{path}': {error.strerror}") from None
+            print(f"wrote the {what} to {path}")
+    failed = result.failed
+    if failed:
+        print(f"kgc: {len(failed)} of {len(result.rows)} model rows are not correct: "
+              + ", ".join(f"{row.model} {row.row} ({row.status})" for row in failed),
+              file=sys.stderr)
         return 1
     return 0
 

@@ -4,8 +4,9 @@ torch finds it through the `torch_dynamo_backends` entry point (see
 pyproject.toml), so `import kgc` is not needed. For each graph Dynamo
 captures:
 
-1. Without a CUDA device, or when the graph needs autograd (grad mode on and
-   an input that requires grad), the graph runs in PyTorch as captured, with
+1. Without a CUDA device (unless the kernel graphs run on the CPU
+   executor, below), or when the graph needs autograd (grad mode on and an
+   input that requires grad), the graph runs in PyTorch as captured, with
    one warning (`KgcFallbackWarning`) saying why.
 2. Otherwise AOTAutograd traces it to aten ops with torch's core ATen
    decompositions, except the ops kg has whole (softmax, log_softmax,
@@ -18,7 +19,12 @@ captures:
    aten ops that PyTorch runs.
 
 Options: `torch.compile(m, backend="kgc", mode="max-autotune")` or
-`options={"mode": "max-autotune"}`.
+`options={"mode": "max-autotune"}`; `options={"executor": "cpu"}` runs the
+kernel graphs on the CPU executor of tiled kernels (`kgc.execution`)
+instead of on a GPU: the same partitions, compiled by the same pipeline to
+the same tiled kernels, run program by program on CPU tensors, without
+CUDA. It is slow and meant for checking kgc's lowering of a real model on
+a machine without a GPU (`kgc bench --models NAMES --device cpu`).
 
 Dims torch marks dynamic (a growing KV cache, a varying batch) reach the
 backend as symbols. A partition whose ops keep such a dim's elements apart
@@ -35,6 +41,7 @@ a new shape never fails.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import threading
 import warnings
@@ -55,6 +62,10 @@ __all__ = ["Backend", "CompiledPartition", "GraphReport", "KgcFallbackWarning", 
 
 aten = torch.ops.aten
 MODES = ("default", "max-autotune")
+# Where kernel graphs run: launched on a CUDA GPU, or interpreted tile
+# program by tile program on the CPU (`kgc.execution.run_tiled`).
+CUDA, CPU = "cuda", "cpu"
+EXECUTORS = (CUDA, CPU)
 
 
 def decompositions() -> dict:
@@ -134,6 +145,57 @@ def compile_kernel_graph(graph, mode: str):
         return _COMPILED[key]
 
 
+_TILED: dict[str, Any] = {}
+
+
+class TiledKernelGraph:
+    """A kernel graph compiled by kgc's pipeline to tiled kernels (the `kg`
+    stage, as for a GPU) and run on CPU tensors by the CPU executor."""
+
+    def __init__(self, module, name: str):
+        self.module = module
+        self.name = name
+
+    def __call__(self, *tensors):
+        from kgc.execution import run_tiled
+
+        # The executor addresses a buffer from the start of its storage, so a
+        # view that starts further in (a slice of a fused QKV projection, say)
+        # would be read from the wrong place: it gets storage of its own, as
+        # the CUDA runtime gives misaligned inputs.
+        tensors = [t.clone(memory_format=torch.contiguous_format) if t.storage_offset() else t
+                   for t in tensors]
+        return run_tiled(self.module, self.name, *tensors)
+
+    def kernels(self) -> list:
+        """The graph's kernels, each with its `name` (as a compiled graph's
+        `kernels()` gives them)."""
+        from kgc.tiling.kernel_ops import kernel_name, kernels_in
+
+        with self.module.context:
+            return [_NamedKernel(kernel_name(k)) for k in kernels_in(self.module)]
+
+
+@dataclasses.dataclass(frozen=True)
+class _NamedKernel:
+    name: str
+
+
+def compile_kernel_graph_for_cpu(graph, mode: str):
+    """A converted partition compiled to tiled kernels for the CPU
+    executor, once per distinct graph text in this process."""
+    from kgc.pipeline.compiler import compile_module
+
+    text = graph.to_mlir()
+    with _CACHE_LOCK:
+        if text not in _TILED:
+            module = graph.build()
+            with module.context:
+                compile_module(module, emit="kg")
+            _TILED[text] = TiledKernelGraph(module, graph.name)
+        return _TILED[text]
+
+
 def _kernel_names(compiled) -> list[str]:
     kernels = getattr(compiled, "kernels", None)
     return [kernel.name for kernel in kernels()] if callable(kernels) else []
@@ -160,7 +222,9 @@ class Backend:
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs, *, mode: str | None = None,
                  options: dict | None = None):
-        mode = _resolve_mode(mode, options)
+        mode, executor = _resolve_options(mode, options)
+        if executor == CPU:
+            return self._on_cpu()(gm, example_inputs, mode=mode)
         reason = self._whole_graph_reason(example_inputs)
         if reason is not None:
             warnings.warn(f"kgc: {reason}; the graph runs in PyTorch", KgcFallbackWarning,
@@ -175,6 +239,16 @@ class Backend:
 
         return aot_autograd(fw_compiler=compile_aten, decompositions=decompositions)(
             gm, example_inputs)
+
+    def _on_cpu(self) -> "Backend":
+        """This backend with its kernel graphs run by the CPU executor: it
+        partitions graphs on any device, needs no CUDA, and records its
+        reports in this backend's list."""
+        twin = copy.copy(self)
+        twin.compile_graph = compile_kernel_graph_for_cpu
+        twin.devices = None
+        twin.require_cuda = False
+        return twin
 
     def _whole_graph_reason(self, example_inputs) -> str | None:
         if self.require_cuda and not torch.cuda.is_available():
@@ -305,14 +379,26 @@ def _kernel_ops(graph) -> dict[str, list[str]]:
 
 
 def _resolve_mode(mode: str | None, options: dict | None) -> str:
+    return _resolve_options(mode, options)[0]
+
+
+def _resolve_options(mode: str | None, options: dict | None) -> tuple[str, str]:
+    """(mode, executor) from `torch.compile`'s mode and options."""
     options = dict(options or {})
     chosen = options.pop("mode", None) or mode or "default"
+    executor = options.pop("executor", None) or CUDA
     if options:
         raise KgcError(f"kgc backend: unknown options {', '.join(sorted(options))} "
-                       "(it takes mode)")
+                       "(it takes mode and executor)")
     if chosen not in MODES:
         raise KgcError(f"kgc backend: unknown mode {chosen!r}; choose one of {', '.join(MODES)}")
-    return chosen
+    if executor not in EXECUTORS:
+        raise KgcError(f"kgc backend: unknown executor {executor!r}; choose one of "
+                       f"{', '.join(EXECUTORS)}")
+    if executor == CPU and chosen != "default":
+        raise KgcError(f"kgc backend: mode {chosen!r} searches kernels by timing them on a GPU; "
+                       "the CPU executor runs kgc's default kernels (mode 'default')")
+    return chosen, executor
 
 
 _DEFAULT = Backend()

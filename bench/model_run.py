@@ -1,0 +1,443 @@
+"""Running the model suite (`kgc bench --models`): each row of each model
+(`kgc.bench.models`) with eager PyTorch, torch.compile, torch.compile with
+CUDA graphs and kgc, checked and timed; and its results as a table, JSON
+and a chart.
+
+A row's contenders compile `model.forward` as a user would
+(`model.forward = torch.compile(model.forward, backend="kgc")`), each from a
+fresh Dynamo state, and run the row's call: the forward's logits, or
+`generate()`'s tokens and the logits of every step.
+
+Correct means, for kgc's result:
+- its logits are as close to a reference as eager's (`kgc.search.verify.
+  mismatch`: off by at most twice eager's own error plus a floor of the
+  dtype's precision), the reference being the same model in f32 (GPU, f16
+  suite) or f64 (CPU, f32 check); for `generate()` the reference's logits
+  are those of one forward over eager's tokens, step by step;
+- `generate()`'s greedy tokens are eager's.
+
+On a GPU each contender's first call (its compile) is timed by the clock,
+and then each call as called (the host's clock around the call, median of a
+few) and its GPU kernel time (the sum of the kernels' times in one call,
+from torch's profiler). kgc's row also says how many kgc kernels its graphs
+launch, the ops left to PyTorch (`kgc.torch.reports()`), and how many
+times Dynamo compiled the forward after its first graph (a new shape: a
+decode step after the prefill, a cache that grows; or a graph break's
+resumed frame).
+
+With `device="cpu"` only the correctness half runs, in f32 on CPU tensors,
+with kgc's kernel graphs on the CPU executor of tiled kernels
+(`options={"executor": "cpu"}`): a wrong lowering in a real model shows
+without a GPU.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+import statistics
+import time
+import warnings
+from typing import Callable, Sequence
+
+from kgc.bench.models import CPU, FORWARD, GPU, ModelSpec, RowSpec
+
+EAGER, INDUCTOR, CUDA_GRAPHS, KGC = "eager", "torch.compile", "cudagraphs", "kgc"
+GPU_RUNNERS = (EAGER, INDUCTOR, CUDA_GRAPHS, KGC)
+LABELS = {EAGER: "eager", INDUCTOR: "torch.compile", CUDA_GRAPHS: "torch.compile reduce-overhead",
+          KGC: "kgc"}
+OK, WRONG, FAILED = "ok", "wrong", "failed"
+SCHEMA_VERSION = 1
+
+
+@dataclasses.dataclass
+class ModelRow:
+    model: str
+    row: str
+    status: str = OK  # kgc's: ok, wrong (checked and differs) or failed (did not run)
+    reason: str | None = None  # why not ok
+    kgc_error: float | None = None  # max |logits - reference|
+    eager_error: float | None = None
+    tokens_equal: bool | None = None  # generate rows
+    wall_ms: dict[str, float] = dataclasses.field(default_factory=dict)  # as called, median
+    gpu_ms: dict[str, float] = dataclasses.field(default_factory=dict)  # kernels' time per call
+    compile_s: dict[str, float] = dataclasses.field(default_factory=dict)  # first call
+    errors: dict[str, str] = dataclasses.field(default_factory=dict)  # runner -> why no time
+    kgc_kernels: int | None = None
+    kgc_fallbacks: dict[str, int] = dataclasses.field(default_factory=dict)  # aten op -> count
+    recompiles: int | None = None  # Dynamo compiles after the first, over the whole row
+
+    @property
+    def fallback_count(self) -> int:
+        return sum(self.kgc_fallbacks.values())
+
+    def speedup(self, over: str = INDUCTOR, times: str = "gpu_ms") -> float | None:
+        measured = getattr(self, times)
+        if KGC not in measured or over not in measured:
+            return None
+        return measured[over] / measured[KGC]
+
+    def to_dict(self) -> dict:
+        data = dataclasses.asdict(self)
+        data["speedup_gpu"] = self.speedup()
+        data["speedup_wall"] = self.speedup(times="wall_ms")
+        return data
+
+
+@dataclasses.dataclass
+class ModelSuiteResult:
+    device: str
+    settings: dict
+    rows: list[ModelRow]
+
+    @property
+    def failed(self) -> list[ModelRow]:
+        return [row for row in self.rows if row.status != OK]
+
+    def to_dict(self) -> dict:
+        return {"schema_version": SCHEMA_VERSION, "device": self.device,
+                "settings": self.settings, "runners": dict(LABELS),
+                "rows": [row.to_dict() for row in self.rows]}
+
+    def write_json(self, path) -> None:
+        pathlib.Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+
+    def table(self) -> str:
+        timed = bool(self.settings.get("timed"))
+        headers = ["model", "row", "kgc", "kgc err", "eager err"]
+        if timed:
+            headers += [f"{LABELS[r] if r != CUDA_GRAPHS else r} ms" for r in GPU_RUNNERS]
+            headers += [f"{r} gpu ms" for r in GPU_RUNNERS]
+            headers += ["speedup", "kgc 1st s", "compile 1st s"]
+        else:
+            headers += ["kgc 1st s"]
+        headers += ["kernels", "left to torch", "recompiles"]
+        lines = []
+        for row in self.rows:
+            cells = [row.model, row.row, row.status.upper() if row.status != OK else OK,
+                     _number(row.kgc_error, ".2g"), _number(row.eager_error, ".2g")]
+            if timed:
+                cells += [_time(row, r, row.wall_ms) for r in GPU_RUNNERS]
+                cells += [_time(row, r, row.gpu_ms) for r in GPU_RUNNERS]
+                speedup = row.speedup()
+                cells += ["-" if speedup is None else f"{speedup:.2f}x",
+                          _number(row.compile_s.get(KGC), ".1f"),
+                          _number(row.compile_s.get(INDUCTOR), ".1f")]
+            else:
+                cells += [_number(row.compile_s.get(KGC), ".1f")]
+            cells += [_number(row.kgc_kernels, "d"), str(row.fallback_count),
+                      _number(row.recompiles, "d")]
+            lines.append(cells)
+        widths = [max(len(str(c)) for c in column) for column in zip(headers, *lines)]
+        out = ["  ".join(h.ljust(w) if i < 2 else h.rjust(w)
+                         for i, (h, w) in enumerate(zip(headers, widths)))]
+        out += ["  ".join(c.ljust(w) if i < 2 else c.rjust(w)
+                          for i, (c, w) in enumerate(zip(cells, widths))) for cells in lines]
+        wrong = len(self.failed)
+        note = (f"err: max |logits - {self.settings.get('reference_dtype')} reference|; "
+                f"{len(self.rows) - wrong} of {len(self.rows)} rows correct")
+        if timed:
+            note += ("; ms as called (median) and GPU kernel time per call; speedup: "
+                     "torch.compile's GPU time / kgc's")
+        out.append(note)
+        for row in self.rows:
+            if row.reason:
+                out.append(f"  {row.model} {row.row}: kgc {row.status}: {row.reason}")
+            for runner, reason in row.errors.items():
+                if runner != KGC:
+                    out.append(f"  {row.model} {row.row}: {LABELS[runner]}: {reason}")
+        return "\n".join(out)
+
+    def write_chart(self, path) -> None:
+        """A PNG bar chart: each row's GPU kernel time per contender,
+        relative to torch.compile's (lower is faster)."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        width = 0.8 / len(GPU_RUNNERS)
+        figure, axes = plt.subplots(figsize=(max(6.0, 0.6 * len(self.rows) + 2), 4.5))
+        tallest = 1.0
+        for index, runner in enumerate(GPU_RUNNERS):
+            positions, heights = [], []
+            for position, row in enumerate(self.rows):
+                base, value = row.gpu_ms.get(INDUCTOR), row.gpu_ms.get(runner)
+                if base and value is not None:
+                    positions.append(position + (index - (len(GPU_RUNNERS) - 1) / 2) * width)
+                    heights.append(value / base)
+            axes.bar(positions, heights, width, label=LABELS[runner])
+            tallest = max([tallest, *heights])
+        for position, row in enumerate(self.rows):
+            if row.status != OK:
+                axes.annotate(f"kgc {row.status}", (position, 0.05), ha="center",
+                              va="bottom", rotation=90, fontsize=8, color="red")
+        axes.axhline(1.0, color="gray", linewidth=0.8, linestyle="--")
+        axes.set_xticks(range(len(self.rows)), [f"{r.model} {r.row}" for r in self.rows],
+                        rotation=40, ha="right", fontsize=7)
+        axes.set_ylim(0, tallest * 1.3)
+        axes.set_ylabel("GPU time / torch.compile's (lower is faster)")
+        axes.set_title(f"kgc model suite on {self.device}")
+        axes.legend(fontsize=8, ncols=2)
+        figure.tight_layout()
+        figure.savefig(path, format="png", dpi=120)
+        plt.close(figure)
+
+
+def _number(value, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _time(row: ModelRow, runner: str, times: dict) -> str:
+    if runner in times:
+        return f"{times[runner]:.3f}"
+    if runner == KGC and row.status == WRONG:
+        return "WRONG"
+    return "failed" if runner in row.errors else "-"
+
+
+def describe_row(row: ModelRow) -> str:
+    """One line per row as it finishes: what a reader of a CI log needs."""
+    text = f"{row.model:18} {row.row:20} {row.status.upper() if row.status != OK else OK:6}"
+    if row.kgc_error is not None:
+        text += f" kgc err {row.kgc_error:.3g} (eager {row.eager_error:.3g})"
+    if row.tokens_equal is not None:
+        text += " tokens " + ("equal" if row.tokens_equal else "DIFFER")
+    if row.kgc_kernels is not None:
+        text += f", {row.kgc_kernels} kernels, {row.fallback_count} ops left to torch"
+    if row.reason:
+        text += f": {row.reason}"
+    return text
+
+
+def run_models(specs: Sequence[ModelSpec], *, device: str = "cuda", seed: int = 0,
+               reps: int = 20, timed: bool = True,
+               progress: Callable[[ModelRow], None] | None = None) -> ModelSuiteResult:
+    """Every row of every model in `specs`, on the GPU (f16; timed against
+    eager and torch.compile unless `timed` is False) or, with
+    `device="cpu"`, on the CPU executor (correctness only, f32)."""
+    import torch
+
+    size = CPU if device == "cpu" else GPU
+    dtype, reference_dtype = ((torch.float32, torch.float64) if size == CPU
+                              else (torch.float16, torch.float32))
+    rows = []
+    for spec in specs:
+        model = spec.build(size, seed).to(device=device, dtype=dtype)
+        reference = spec.build(size, seed).to(device=device, dtype=reference_dtype)
+        for index, row_spec in enumerate(spec.rows(size)):
+            row = _run_row(spec, model, reference, row_spec, size, seed + index,
+                           reps if timed else 0)
+            rows.append(row)
+            if progress is not None:
+                progress(row)
+        del model, reference
+        if size == GPU:
+            torch.cuda.empty_cache()
+    name = torch.cuda.get_device_name() if size == GPU else "CPU (kgc's CPU executor)"
+    settings = {"size": size, "dtype": str(dtype).removeprefix("torch."),
+                "reference_dtype": str(reference_dtype).removeprefix("torch."), "seed": seed,
+                "reps": reps, "timed": timed and size == GPU, "versions": _versions()}
+    return ModelSuiteResult(name, settings, rows)
+
+
+def _run_row(spec: ModelSpec, model, reference, row_spec: RowSpec, size: str, seed: int,
+             reps: int) -> ModelRow:
+    import torch
+
+    row = ModelRow(spec.name, row_spec.name)
+    generator = torch.Generator().manual_seed(seed)
+    vocab = model.config.vocab_size
+    # Token 0 is the padding token of some configs: draw from the rest.
+    ids = torch.randint(1, vocab, (row_spec.batch, row_spec.tokens), generator=generator)
+    ids = ids.to(next(model.parameters()).device)
+    call = _caller(spec, row_spec, ids)
+    with torch.no_grad():
+        try:
+            eager = call(model)
+        except Exception as error:
+            row.status, row.reason = FAILED, f"eager PyTorch fails this row: {_first_line(error)}"
+            return row
+        expected = _reference_logits(reference, spec, row_spec, ids, eager)
+        runners = GPU_RUNNERS if size == GPU and reps else (KGC,)
+        for runner in runners:
+            # generate() makes many forwards: fewer of them give as steady a median.
+            calls = reps if row_spec.kind == FORWARD else max(3, reps // 5)
+            _run_contender(row, runner, model, call, size, calls if reps else 0, eager,
+                           expected)
+    return row
+
+
+def _caller(spec: ModelSpec, row_spec: RowSpec, ids) -> Callable:
+    """model -> (tokens or None, logits): the row's call."""
+    import torch
+
+    if row_spec.kind == FORWARD:
+        extra = {"use_cache": False} if spec.decoder else {}
+
+        def forward(model):
+            return None, model(ids, **extra).logits
+        return forward
+
+    def generate(model):
+        out = model.generate(ids, max_new_tokens=row_spec.new_tokens, do_sample=False,
+                             cache_implementation=row_spec.cache, output_logits=True,
+                             return_dict_in_generate=True)
+        return out.sequences, torch.stack(out.logits)  # (steps, batch, vocab)
+    return generate
+
+
+def _reference_logits(reference, spec: ModelSpec, row_spec: RowSpec, ids, eager):
+    """The reference model's logits for the row: its forward on the same
+    tokens, or for generate, one forward over eager's tokens, whose
+    positions from the prompt's last on are the steps' logits."""
+    tokens, _ = eager
+    if row_spec.kind == FORWARD:
+        return reference(ids, **({"use_cache": False} if spec.decoder else {})).logits
+    logits = reference(tokens[:, :-1], use_cache=False).logits
+    return logits[:, ids.shape[1] - 1:].transpose(0, 1)
+
+
+def _run_contender(row: ModelRow, runner: str, model, call, size: str, calls: int, eager,
+                   expected) -> None:
+    """`runner`'s first call of the row (checked when it is kgc's), then,
+    when `calls`, its time over that many calls."""
+    import torch
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    graphs_before = len(_kgc_reports())
+    try:
+        if runner != EAGER:
+            options = {"executor": "cpu"} if size == CPU else None
+            compile_options = (dict(backend="kgc", options=options) if runner == KGC else
+                               dict(mode="reduce-overhead") if runner == CUDA_GRAPHS else {})
+            model.forward = torch.compile(model.forward, **compile_options)
+        try:
+            started = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the fallbacks are counted from the reports
+                frames_before = counters["frames"]["ok"]
+                result = call(model)
+                _synchronize(size)
+            if runner != EAGER:
+                row.compile_s[runner] = time.perf_counter() - started
+            if runner == KGC:
+                _check(row, result, eager, expected)
+            if size == GPU and calls and not (runner == KGC and row.status == WRONG):
+                # A wrong result is not timed: its time would mean nothing.
+                _time_calls(row, runner, model, call, calls)
+            if runner == KGC:
+                row.recompiles = max(0, counters["frames"]["ok"] - frames_before - 1)
+                _record_kgc(row, _kgc_reports()[graphs_before:])
+        finally:
+            if runner != EAGER:
+                del model.forward  # the class's forward again
+    except Exception as error:
+        row.errors[runner] = _first_line(error)
+        if runner == KGC and row.status == OK:
+            row.status, row.reason = FAILED, _first_line(error)
+
+
+def _check(row: ModelRow, result, eager, expected) -> None:
+    from kgc.search.verify import mismatch
+
+    tokens, logits = result
+    eager_tokens, eager_logits = eager
+    if tokens is not None:
+        row.tokens_equal = bool(torch_equal(tokens, eager_tokens))
+        if not row.tokens_equal:
+            # Steps up to the first differing token saw the same prefix.
+            prompt = tokens.shape[1] - logits.shape[0]
+            differs = (tokens[:, prompt:] != eager_tokens[:, prompt:]).any(0)
+            step = int(differs.nonzero()[0, 0])
+            logits, eager_logits, expected = (logits[:step + 1], eager_logits[:step + 1],
+                                              expected[:step + 1])
+            row.status = WRONG
+            row.reason = f"greedy tokens differ from eager's from step {step}"
+    ideal = expected.to(logits.device).double()
+    row.kgc_error = (logits.double() - ideal).abs().max().item()
+    row.eager_error = (eager_logits.double() - ideal).abs().max().item()
+    wrong = mismatch((logits,), (eager_logits,), (expected,))
+    if wrong is not None:
+        row.status = WRONG
+        why = f"logits: {wrong.removeprefix('result #0 ')}"
+        row.reason = why if row.reason is None else f"{row.reason}; {why}"
+
+
+def torch_equal(a, b) -> bool:
+    import torch
+
+    return a.shape == b.shape and torch.equal(a, b)
+
+
+def _time_calls(row: ModelRow, runner: str, model, call, calls: int) -> None:
+    """Median wall time of a call as called over `calls` calls after
+    warm-up, and the GPU kernel time of one call."""
+    import torch
+    from torch.autograd import DeviceType
+
+    for _ in range(2):  # CUDA graphs are recorded on the second and third calls
+        call(model)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        call(model)
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - started)
+    row.wall_ms[runner] = statistics.median(times) * 1e3
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profile:
+        call(model)
+        torch.cuda.synchronize()
+    kernels_us = sum(event.time_range.elapsed_us() for event in profile.events()
+                     if event.device_type == DeviceType.CUDA)
+    row.gpu_ms[runner] = kernels_us / 1e3
+
+
+def _record_kgc(row: ModelRow, reports: list) -> None:
+    kernels, fallbacks = 0, {}
+    for report in reports:
+        if report.whole_graph_reason is not None:
+            raise RuntimeError(f"a whole graph ran in PyTorch: {report.whole_graph_reason}")
+        kernels += report.kernel_count
+        for op, _ in report.fallbacks:
+            name = op.split(":")[0]
+            fallbacks[name] = fallbacks.get(name, 0) + 1
+        for partition in report.partitions:
+            if partition.fallback_reason is not None:
+                for op in partition.ops:
+                    name = op.split(":")[0]
+                    fallbacks[name] = fallbacks.get(name, 0) + 1
+    row.kgc_kernels, row.kgc_fallbacks = kernels, fallbacks
+
+
+def _kgc_reports() -> list:
+    from kgc.torch import reports
+
+    return reports()
+
+
+def _synchronize(size: str) -> None:
+    if size == GPU:
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text.splitlines()[0]}" if text else type(error).__name__
+
+
+def _versions() -> dict:
+    from importlib import metadata
+
+    versions = {}
+    for package in ("kgc", "torch", "triton", "transformers"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = None
+    return versions
