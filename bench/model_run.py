@@ -60,6 +60,9 @@ class ModelRow:
     kgc_error: float | None = None  # max |logits - reference|
     eager_error: float | None = None
     tokens_equal: bool | None = None  # generate rows
+    # Where the tokens part from eager's at a near-tie, which step and why
+    # that is no error (the row stays ok).
+    note: str | None = None
     wall_ms: dict[str, float] = dataclasses.field(default_factory=dict)  # as called, median
     gpu_ms: dict[str, float] = dataclasses.field(default_factory=dict)  # kernels' time per call
     compile_s: dict[str, float] = dataclasses.field(default_factory=dict)  # first call
@@ -208,6 +211,8 @@ def describe_row(row: ModelRow) -> str:
         text += f", {row.kgc_kernels} kernels, {row.fallback_count} ops left to torch"
     if row.reason:
         text += f": {row.reason}"
+    elif row.note:
+        text += f": {row.note}"
     return text
 
 
@@ -354,8 +359,20 @@ def _check(row: ModelRow, result, eager, expected) -> None:
             step = int(differs.nonzero()[0, 0])
             logits, eager_logits, expected = (logits[:step + 1], eager_logits[:step + 1],
                                               expected[:step + 1])
-            row.status = WRONG
-            row.reason = f"greedy tokens differ from eager's from step {step}"
+            margin = _tie_margin(expected[step], tokens[:, prompt + step],
+                                 eager_tokens[:, prompt + step])
+            eager_error = (eager_logits.double() - expected.to(eager_logits.device).double()
+                           ).abs().max().item()
+            if margin <= 2 * eager_error:
+                # The wider reference scores the two tokens closer together
+                # than eager's own rounding error: a near-tie that either
+                # half-precision run may break either way, not a wrong
+                # kernel. The steps up to it are still checked below.
+                row.note = (f"tokens part from eager's at step {step}, a near-tie (the "
+                            f"reference's margin {margin:.2g} is within twice eager's error)")
+            else:
+                row.status = WRONG
+                row.reason = f"greedy tokens differ from eager's from step {step}"
     ideal = expected.to(logits.device).double()
     row.kgc_error = (logits.double() - ideal).abs().max().item()
     row.eager_error = (eager_logits.double() - ideal).abs().max().item()
@@ -364,6 +381,15 @@ def _check(row: ModelRow, result, eager, expected) -> None:
         row.status = WRONG
         why = f"logits: {wrong.removeprefix('result #0 ')}"
         row.reason = why if row.reason is None else f"{row.reason}; {why}"
+
+
+def _tie_margin(reference_logits, tokens, eager_tokens) -> float:
+    """The largest gap, in the reference's logits of one step (batch,
+    vocab), between the token kgc chose and the one eager chose."""
+    reference_logits = reference_logits.double()
+    rows = range(reference_logits.shape[0])
+    return max(abs(reference_logits[b, int(tokens[b])] - reference_logits[b, int(eager_tokens[b])])
+               .item() for b in rows)
 
 
 def torch_equal(a, b) -> bool:

@@ -126,6 +126,32 @@ def test_the_check_rejects_wrong_logits_and_wrong_tokens():
     assert "from step 2" in wrong_tokens.reason
 
 
+def test_tokens_parting_at_a_near_tie_are_no_error_but_a_clear_gap_is():
+    generator = torch.Generator().manual_seed(8)
+    exact = torch.randn(4, 1, 50, generator=generator, dtype=torch.float64)
+    tokens = torch.randint(0, 50, (1, 10), generator=generator)
+    chosen, other = int(tokens[0, 8]), (int(tokens[0, 8]) + 1) % 50
+    # At the third new token the reference scores both tokens 1e-5 apart,
+    # while eager's rounding error is 1e-3: either run may pick either.
+    exact[2, 0, chosen] = exact[2, 0].max() + 1.0
+    exact[2, 0, other] = exact[2, 0, chosen] - 1e-5
+    eager = (exact + 1e-3 * torch.randn(exact.shape, generator=generator,
+                                        dtype=torch.float64)).float()
+    parted = tokens.clone()
+    parted[0, 8] = other
+    near_tie = model_run.ModelRow("m", "generate static 4")
+    model_run._check(near_tie, (parted, eager), (tokens, eager), exact)
+    assert near_tie.status == model_run.OK and not near_tie.tokens_equal
+    assert "near-tie" in near_tie.note and "step 2" in near_tie.note
+    # A margin of 0.5, far beyond eager's error, is a wrong token.
+    exact[2, 0, other] = exact[2, 0, chosen] - 0.5
+    eager = (exact + 1e-3 * torch.randn(exact.shape, generator=generator,
+                                        dtype=torch.float64)).float()
+    clear = model_run.ModelRow("m", "generate static 4")
+    model_run._check(clear, (parted, eager), (tokens, eager), exact)
+    assert clear.status == model_run.WRONG and "from step 2" in clear.reason
+
+
 def test_the_cli_lists_the_models(capsys):
     assert cli(["bench", "--models", "--list"]) == 0
     listed = capsys.readouterr().out
