@@ -311,9 +311,19 @@ def _gelu(ctx, a):
 @converts(aten.clamp.default)
 def _clamp(ctx, a):
     low, high = a.get("min"), a.get("max")
-    return ctx.graph.clamp(a["input"],
-                           None if low is None else _number(low, "clamp min"),
-                           None if high is None else _number(high, "clamp max"))
+    low = None if low is None else _number(low, "clamp min")
+    high = None if high is None else _number(high, "clamp max")
+    x = a["input"]
+    if x.dtype in _FLOATS:
+        return ctx.graph.clamp(x, low, high)
+    # kg's clamp is for floats; integers (a loss's target indices) clamp
+    # exactly through maximum and minimum.
+    if x.dtype == "i1" or ctx.out_dtype != x.dtype or any(
+            v is not None and v != int(v) for v in (low, high)):
+        raise Unsupported(f"clamp of {x.dtype} to {ctx.out_dtype} with bounds {low}, {high}")
+    if low is not None:
+        x = ctx.graph.maximum(x, low)
+    return x if high is None else ctx.graph.minimum(x, high)
 
 
 # torch's pow by these exponents is the dedicated op (its CUDA kernel
@@ -624,6 +634,74 @@ def _cat(ctx, a):
     if len(tensors) == 1:
         return tensors[0]
     return ctx.graph.concat(tensors, a.get("dim", 0))
+
+
+@converts(aten.slice_scatter.default)
+def _slice_scatter(ctx, a):
+    """input with src written over input[start:end] along dim: the backward
+    of a slice (rotate_half's halves). Step 1 only: the parts of input
+    before and after the slice, joined around src."""
+    graph, x, src = ctx.graph, a["input"], a["src"]
+    if not isinstance(x, Tensor) or not isinstance(src, Tensor):
+        raise Unsupported("slice_scatter of values that are not tensors")
+    dim = _static_value(a.get("dim", 0), "slice_scatter dim") % x.ndim
+    if _static_value(a.get("step", 1), "slice_scatter step") != 1:
+        raise Unsupported(f"slice_scatter with step {a.get('step')}: kg has no strided scatter")
+    size, count = x.shape[dim], src.shape[dim]
+    start = _static_value(a.get("start"), "slice_scatter start")
+    start = 0 if start is None else start
+    start = max(0, min(size, start + size if start < 0 else start))
+    if start + count > size:
+        raise Unsupported(f"slice_scatter of {count} elements at {start} into {size}")
+    dtype = ctx.out_dtype
+    parts = []
+    for begin, end in ((0, start), (start + count, size)):
+        if end > begin:
+            offsets, sizes = [0] * x.ndim, list(x.shape)
+            offsets[dim], sizes[dim] = begin, end - begin
+            parts.append(_cast(graph, graph.slice(x, offsets, sizes), dtype))
+    parts.insert(1 if start > 0 else 0, _cast(graph, src, dtype))
+    return parts[0] if len(parts) == 1 else graph.concat(parts, dim)
+
+
+def _one_per_line(ctx: Context, x: Tensor, dim, index) -> tuple[int, Tensor]:
+    """The dim and a bool mask of x's shape, true where x's position along
+    dim equals index's (index: one entry along dim, x's extent elsewhere,
+    as a loss indexes its class dim with the targets)."""
+    if not isinstance(x, Tensor) or not isinstance(index, Tensor):
+        raise Unsupported(f"{op_name(ctx.node)} of values that are not tensors")
+    dim = _static_value(dim, f"{op_name(ctx.node)} dim") % x.ndim
+    expected = tuple(1 if d == dim else n for d, n in enumerate(x.shape))
+    if index.shape != expected:
+        raise Unsupported(f"{op_name(ctx.node)} with index {index.shape} into {x.shape} along "
+                          f"dim {dim}: kg computes it for one index per line, {expected}")
+    index = _cast(ctx.graph, index, "i64")
+    positions = ctx.graph.iota(x.shape, dim, "i64")
+    return dim, ctx.graph.eq(positions, ctx.graph.broadcast_to(index, x.shape))
+
+
+@converts(aten.gather.default)
+def _gather(ctx, a):
+    """x[..., index, ...] along dim for one index per line (a loss picking
+    the target's log-probability): the line summed where the position is
+    the index, which adds the one picked element to zeros exactly. An index
+    out of range picks nothing (0), where torch raises."""
+    x = a["input"]
+    if not isinstance(x, Tensor) or x.dtype not in _FLOATS:
+        raise Unsupported(f"gather of {getattr(x, 'dtype', x)}: kg sums floats")
+    dim, picked = _one_per_line(ctx, x, a["dim"], a["index"])
+    zero = ctx.graph.constant(0.0, (), x.dtype)
+    return ctx.graph.sum(ctx.graph.where(picked, x, zero), dim, keepdim=True)
+
+
+@converts(aten.scatter.value)
+def _scatter_value(ctx, a):
+    """input with `value` written at index along dim, one index per line
+    (the backward of a loss's gather)."""
+    x = a["input"]
+    dim, picked = _one_per_line(ctx, x, a["dim"], a["index"])
+    (value,) = _operands_as(ctx, (a["value"],), ctx.out_dtype)
+    return ctx.graph.where(picked, value, _cast(ctx.graph, x, ctx.out_dtype))
 
 
 @converts(aten.clone.default, aten.alias.default, aten.lift_fresh_copy.default,

@@ -3,7 +3,10 @@ and which stay with PyTorch and why.
 
 It captures the model as `torch.compile(model, backend="kgc")` would, on the
 given inputs and under the caller's grad mode, partitions and converts every
-graph as the backend does, and cuts each kernel graph into kernels with
+graph as the backend does (with grad on and an input or parameter that
+requires grad, the forward graph and the backward graph, the latter made
+now instead of at the first backward call, so that nothing is run backward
+and no gradient is touched), and cuts each kernel graph into kernels with
 kgc's default pipeline up to kg-fuse, without compiling them (no GPU needed;
 tensors on any device count as they would on a CUDA one; partitions with
 dynamic extents are shown at the bucket of the example's sizes). It prints the
@@ -38,7 +41,8 @@ class Explanation:
         lines = [f"kgc: {len(self.graphs)} graph(s), {self.kernel_count} kgc kernel(s), "
                  f"{self.fallback_count} op(s) left to PyTorch"]
         for number, graph in enumerate(self.graphs):
-            lines.append(f"graph {number}:")
+            lines.append(f"graph {number}:" if graph.kind == "inference"
+                         else f"graph {number} ({graph.kind}):")
             if graph.whole_graph_reason:
                 lines.append(f"  runs in PyTorch: {graph.whole_graph_reason}")
                 continue
@@ -67,7 +71,10 @@ def explain(model, *example_inputs, print_report: bool = True) -> Explanation:
     recorder = Backend(devices=None, require_cuda=False, describe_kernels=True,
                        run_kernels=False)
     compiled = torch.compile(model, backend=recorder)
-    compiled(*example_inputs)
+    from torch._functorch import config as functorch_config
+
+    with functorch_config.patch(force_non_lazy_backward_lowering=True):
+        compiled(*example_inputs)
     explanation = Explanation(list(recorder.reports))
     if print_report:
         print(explanation)

@@ -1,0 +1,205 @@
+"""Training through the kgc torch backend without a GPU: the forward and
+backward graphs AOTAutograd makes of a graph that needs autograd are both
+partitioned and converted, each backward op to kg ops, and a training step
+of a small decoder gives eager PyTorch's loss and gradients.
+
+Kernel graphs run on the CPU: by kgc.reference for whole models, by the CPU
+executor of tile programs (kgc's tiled kernels) for single backward ops.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import kgc
+from kgc.torch import KgcFallbackWarning
+from tests.test_torch_frontend import ReferenceBackend, TiledBackend
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def _randn(*shape, seed=[100], requires_grad=False):
+    seed[0] += 1
+    generator = torch.Generator().manual_seed(seed[0])
+    return torch.randn(shape, generator=generator).requires_grad_(requires_grad)
+
+
+def _gradients(function, inputs, backend):
+    """The result and the gradients of its weighted sum with respect to
+    every input that requires grad, compiled by `backend` and eagerly."""
+    weights = None
+    outcomes = []
+    for run in (torch.compile(function, backend=backend, fullgraph=True), function):
+        for x in inputs:
+            x.grad = None
+        result = run(*inputs)
+        if weights is None:
+            weights = _randn(*result.shape)
+        (result * weights).sum().backward()
+        outcomes.append((result.detach(), [x.grad for x in inputs if x.requires_grad]))
+    return outcomes
+
+
+def _backward_ops(backend) -> list[str]:
+    return [op.split(":")[0] for report in backend.reports if report.kind == "backward"
+            for partition in report.partitions for op in partition.ops]
+
+
+# (id, function, input shapes (each requires grad unless it is a tuple
+# (shape, False) or an index tensor), backward aten ops that must be in a
+# kgc partition)
+W = _randn(17, 5)
+CASES = [
+    # dX = dY W^T, dW = X^T dY: mm against transposed operands.
+    ("linear", lambda x, w, b: F.linear(x, w, b), [(3, 7, 17), (5, 17), (5,)],
+     ["aten.mm.default", "aten.sum.dim_IntList"]),
+    ("bmm", lambda a, b: torch.bmm(a, b), [(2, 3, 17), (2, 17, 4)], ["aten.bmm.default"]),
+    ("silu_gate", lambda x, y: F.silu(x) * y, [(3, 17), (3, 17)],
+     ["aten.sigmoid.default", "aten.mul.Tensor"]),
+    ("gelu_tanh", lambda x: F.gelu(x, approximate="tanh"), [(3, 17)], ["aten.tanh.default"]),
+    ("relu", lambda x: torch.relu(x @ W), [(3, 17)], ["aten.mm.default"]),
+    ("rms_norm", lambda x, w: F.rms_norm(x, (17,), w, eps=1e-6), [(2, 3, 17), (17,)],
+     ["aten.sum.dim_IntList", "aten.mul.Tensor"]),
+    ("rms_norm_explicit",
+     lambda x, w: w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)),
+     [(2, 3, 17), (17,)], ["aten.sum.dim_IntList", "aten.mul.Tensor"]),
+    ("softmax", lambda x: torch.softmax(x, -1), [(3, 17)], ["aten.mul.Tensor"]),
+    ("log_softmax", lambda x: torch.log_softmax(x, -1), [(3, 17)], ["aten.exp.default"]),
+    ("rotate_half", lambda x: torch.cat((-x[..., 9:], x[..., :9]), dim=-1) * 2, [(3, 18)],
+     ["aten.slice_scatter.default"]),
+    ("cross_entropy", lambda x, t: F.cross_entropy(x, t), [(5, 17), "targets"],
+     ["aten.scatter.value"]),
+]
+
+
+def _case_inputs(specs):
+    inputs = []
+    for spec in specs:
+        if spec == "targets":
+            generator = torch.Generator().manual_seed(len(inputs))
+            inputs.append(torch.randint(0, 17, (5,), generator=generator))
+        else:
+            inputs.append(_randn(*spec, requires_grad=True))
+    return inputs
+
+
+@pytest.mark.parametrize("name,function,specs,ops", CASES, ids=[c[0] for c in CASES])
+def test_each_backward_op_converts_and_runs_in_kgc_kernels(name, function, specs, ops):
+    backend = TiledBackend()
+    inputs = _case_inputs(specs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", KgcFallbackWarning)
+        (actual, actual_grads), (expected, expected_grads) = _gradients(function, inputs,
+                                                                        backend)
+    torch.testing.assert_close(actual, expected, atol=2e-5, rtol=2e-5)
+    assert len(actual_grads) == len(expected_grads)
+    for got, want in zip(actual_grads, expected_grads):
+        torch.testing.assert_close(got, want, atol=2e-5, rtol=2e-5)
+    assert [r.kind for r in backend.reports] == ["forward", "backward"]
+    forward, backward = backend.reports
+    assert not backward.fallbacks, backward.fallbacks
+    # Only the count of a loss's targets (an integer sum: kg sums floats)
+    # may stay with PyTorch in the forward.
+    assert all(op.startswith("aten.sum.dim_IntList") and " i64 " in why
+               for op, why in forward.fallbacks), forward.fallbacks
+    converted = _backward_ops(backend)
+    for op in ops:
+        assert op in converted, (op, converted)
+
+
+def test_a_strided_slice_scatter_stays_with_pytorch():
+    # kg has no strided scatter: the backward of x[:, ::2] keeps its
+    # slice_scatter in PyTorch, and the gradient is still right.
+    backend = ReferenceBackend()
+    x = _randn(3, 18, requires_grad=True)
+    (_, (got,)), (_, (want,)) = _gradients(lambda t: t[:, ::2].exp(), [x], backend)
+    torch.testing.assert_close(got, want)
+    (backward,) = [r for r in backend.reports if r.kind == "backward"]
+    reasons = {op.split(":")[0]: why for op, why in backward.fallbacks}
+    assert "step 2" in reasons["aten.slice_scatter.default"]
+
+
+def test_the_exact_gelus_backward_leaves_only_erf_to_pytorch():
+    # Its derivative needs erf, which kg lacks (kg.gelu computes it whole);
+    # the rest of the backward stays in kgc.
+    backend = ReferenceBackend()
+    x = _randn(3, 17, requires_grad=True)
+    (_, (got,)), (_, (want,)) = _gradients(lambda t: F.gelu(t), [x], backend)
+    torch.testing.assert_close(got, want)
+    (backward,) = [r for r in backend.reports if r.kind == "backward"]
+    assert [op.split(":")[0] for op, _ in backward.fallbacks] == ["aten.erf.default"]
+    assert "aten.mul.Tensor" in _backward_ops(backend)
+
+
+def test_a_gather_of_several_indices_per_line_stays_with_pytorch():
+    backend = ReferenceBackend()
+    x = _randn(4, 17, requires_grad=True)
+    index = torch.randint(0, 17, (4, 3), generator=torch.Generator().manual_seed(3))
+    (_, (got,)), (_, (want,)) = _gradients(lambda t: t.gather(1, index) * 2, [x], backend)
+    torch.testing.assert_close(got, want)
+    (forward,) = [r for r in backend.reports if r.kind == "forward"]
+    reasons = {op.split(":")[0]: why for op, why in forward.fallbacks}
+    assert "one index per line" in reasons["aten.gather.default"]
+
+
+TINY = dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
+
+
+def _model(family: str):
+    transformers = pytest.importorskip("transformers")
+    config_class, model_class = {
+        "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
+        "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
+    }[family]
+    torch.manual_seed(0)
+    return model_class(config_class(**TINY)).float()
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+def test_a_training_step_gives_eagers_loss_and_gradients(family):
+    model = _model(family)
+    tokens = torch.randint(0, TINY["vocab_size"], (2, 17), generator=torch.Generator()
+                           .manual_seed(1))
+    backend = ReferenceBackend()
+    compiled = torch.compile(model, backend=backend)
+    loss = compiled(input_ids=tokens, labels=tokens).loss
+    loss.backward()
+    grads = {name: p.grad.clone() for name, p in model.named_parameters()}
+    model.zero_grad()
+    expected = model(input_ids=tokens, labels=tokens).loss
+    expected.backward()
+    torch.testing.assert_close(loss.detach(), expected.detach(), atol=1e-5, rtol=1e-5)
+    for name, p in model.named_parameters():
+        assert grads[name] is not None, name
+        torch.testing.assert_close(grads[name], p.grad, atol=1e-5, rtol=1e-4, msg=name)
+    kinds = [r.kind for r in backend.reports]
+    assert "forward" in kinds and "backward" in kinds, kinds
+    backward = [r for r in backend.reports if r.kind == "backward"]
+    ops = [op.split(":")[0] for r in backward for p in r.partitions for op in p.ops]
+    # The decoder's backward runs in kgc kernels: its matmuls (dW = X^T dY
+    # and dX = dY W^T), the norms' weight gradients summed over batch and
+    # sequence, the rotary embedding's slices scattered back.
+    for op in ("aten.mm.default", "aten.sum.dim_IntList", "aten.slice_scatter.default"):
+        assert op in ops, (op, sorted(set(ops)))
+    assert all(p.fallback_reason is None for r in backend.reports for p in r.partitions)
+
+
+def test_explain_with_grad_on_shows_forward_and_backward_kernels(capsys):
+    w = _randn(17, 5, requires_grad=True)
+    x = _randn(3, 17)
+    explanation = kgc.explain(lambda t: torch.relu(t @ w).sum(), x)
+    printed = capsys.readouterr().out
+    assert [g.kind for g in explanation.graphs] == ["forward", "backward"]
+    assert "graph 1 (backward):" in printed
+    backward_kernels = explanation.graphs[1].partitions[0].kernel_ops
+    assert any("aten.mm.default" in " ".join(ops) for ops in backward_kernels.values())
