@@ -9,6 +9,7 @@ executor of tile programs (kgc's tiled kernels) for single backward ops.
 
 from __future__ import annotations
 
+import operator
 import warnings
 
 import pytest
@@ -203,3 +204,85 @@ def test_explain_with_grad_on_shows_forward_and_backward_kernels(capsys):
     assert "graph 1 (backward):" in printed
     backward_kernels = explanation.graphs[1].partitions[0].kernel_ops
     assert any("aten.mm.default" in " ".join(ops) for ops in backward_kernels.values())
+
+
+def _backward_graph(target, arguments, values):
+    """An FX graph of one attention backward op as AOTAutograd traces it on
+    a CUDA device (meta kernels: no GPU needed), its three gradients
+    returned; `arguments` names placeholders by string."""
+    graph = torch.fx.Graph()
+    nodes = {}
+    for name, value in values.items():
+        nodes[name] = graph.placeholder(name)
+        nodes[name].meta["val"] = value.to("meta")
+    args = tuple(nodes[a] if isinstance(a, str) and a in nodes else a for a in arguments)
+    node = graph.call_function(target, args, {"scale": 0.3})
+    node.meta["val"] = target(*[a.meta["val"] if isinstance(a, torch.fx.Node) else a
+                                for a in args], scale=0.3)
+    results = []
+    for index in range(3):
+        item = graph.call_function(operator.getitem, (node, index))
+        item.meta["val"] = node.meta["val"][index]
+        results.append(item)
+    graph.output(tuple(results))
+    return torch.fx.GraphModule(torch.nn.Module(), graph), node
+
+
+aten = torch.ops.aten
+
+
+@pytest.mark.parametrize("kind", ["flash", "efficient"])
+@pytest.mark.parametrize("heads,kv_heads", [(3, 3), (4, 2)], ids=["mha", "gqa"])
+def test_the_cuda_attention_backward_ops_convert(kind, heads, kv_heads):
+    from kgc import reference
+    from kgc.torch import convert_graph, unsupported_reason
+
+    q = _randn(2, heads, 5, 16, requires_grad=True)
+    k, v = (_randn(2, kv_heads, 7, 16, requires_grad=True) for _ in range(2))
+    grad_out = _randn(2, heads, 5, 16)
+    out, lse = aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, scale=0.3)
+    out.backward(grad_out)
+    values = {"grad_out": grad_out, "q": q.detach(), "k": k.detach(), "v": v.detach(),
+              "out": out.detach(), "lse": lse.detach(),
+              "seed": torch.zeros((), dtype=torch.int64),
+              "offset": torch.zeros((), dtype=torch.int64)}
+    if kind == "flash":
+        target = aten._scaled_dot_product_flash_attention_backward.default
+        arguments = ("grad_out", "q", "k", "v", "out", "lse", None, None, 5, 7, 0.0, False,
+                     "seed", "offset")
+    else:
+        target = aten._scaled_dot_product_efficient_attention_backward.default
+        arguments = ("grad_out", "q", "k", "v", None, "out", "lse", "seed", "offset", 0.0,
+                     [True, True, True, False], False)
+    module, node = _backward_graph(target, arguments, values)
+    assert unsupported_reason(node) is None
+    converted = convert_graph(module, "attention_backward")
+    inputs = [values[n.name] for n in module.graph.nodes if n.op == "placeholder"]
+    inputs = [inputs[i] for i in converted.tensor_inputs]
+    results = reference.evaluate(converted.graph.build(), "attention_backward", inputs)
+    for got, want in zip([results[i] for i in converted.result_index], (q.grad, k.grad, v.grad)):
+        torch.testing.assert_close(got, want, atol=2e-5, rtol=2e-5)
+
+
+def test_the_logsumexp_attention_saves_for_its_backward_is_computed_in_kgc():
+    # The forward of attention that needs grad: its logsumexp is a result,
+    # so the fused op converts only if kgc computes it too.
+    backend = TiledBackend()
+    inputs = [_randn(2, 4, 5, 16, requires_grad=True),
+              *(_randn(2, 2, 5, 16, requires_grad=True) for _ in range(2))]
+
+    def attention(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", KgcFallbackWarning)
+        (actual, actual_grads), (expected, expected_grads) = _gradients(attention, inputs,
+                                                                        backend)
+    torch.testing.assert_close(actual, expected, atol=2e-5, rtol=2e-5)
+    for got, want in zip(actual_grads, expected_grads):
+        torch.testing.assert_close(got, want, atol=2e-5, rtol=2e-5)
+    forward, backward = backend.reports
+    assert not forward.fallbacks and not backward.fallbacks, (forward.fallbacks,
+                                                              backward.fallbacks)
+    assert "aten._scaled_dot_product_flash_attention_for_cpu_backward.default" in \
+        _backward_ops(backend)

@@ -476,18 +476,22 @@ def _attention(graph: Graph, q: Tensor, k: Tensor, v: Tensor, mask, is_causal: b
     takes part) and `is_causal` become an additive f32 mask of 0 and -inf,
     the causal one computed from positions (iota, cmp, select), so that
     the attention kernel makes it from its indices instead of reading it."""
-    if dropout:
-        raise Unsupported(f"attention with dropout {dropout}")
-    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
-        raise Unsupported("attention on tensors of rank other than 4")
+    _check_attention(q, k, v, dropout, enable_gqa)
     if q.shape[1] != k.shape[1]:
-        if not enable_gqa or q.shape[1] % k.shape[1] or k.shape[1] != v.shape[1]:
-            raise Unsupported(f"attention with {q.shape[1]} query heads over {k.shape[1]} key "
-                              "heads without enable_gqa; broadcast K and V over the query heads "
-                              "first")
         k, v = (_repeat_heads(graph, t, q.shape[1] // t.shape[1]) for t in (k, v))
-    head = q.shape[-1]
-    scale = 1.0 / math.sqrt(head) if scale is None else _number(scale, "attention scale")
+    scores = _attention_scores(graph, q, k, mask, is_causal, scale)
+    probabilities = _cast(graph, graph.softmax(scores, -1), q.dtype)
+    return graph.matmul(probabilities, v)
+
+
+def _attention_scale(q: Tensor, scale) -> float:
+    return 1.0 / math.sqrt(q.shape[-1]) if scale is None else _number(scale, "attention scale")
+
+
+def _attention_scores(graph: Graph, q: Tensor, k: Tensor, mask, is_causal: bool,
+                      scale) -> Tensor:
+    """q @ k^T * scale + mask in f32 (k with as many heads as q)."""
+    scale = _attention_scale(q, scale)
     scores = graph.matmul(q, graph.transpose(k, (0, 1, 3, 2)), out_dtype="f32")
     scores = graph.mul(scores, scale)
     queries, keys = scores.shape[-2:]
@@ -503,8 +507,98 @@ def _attention(graph: Graph, q: Tensor, k: Tensor, v: Tensor, mask, is_causal: b
         scores = graph.add(scores, _cast(graph, mask, "f32"))
     elif mask is not None:
         raise Unsupported(f"attention mask {mask!r}")
-    probabilities = _cast(graph, graph.softmax(scores, -1), q.dtype)
-    return graph.matmul(probabilities, v)
+    return scores
+
+
+def _check_attention(q: Tensor, k: Tensor, v: Tensor, dropout, enable_gqa: bool) -> None:
+    if dropout:
+        raise Unsupported(f"attention with dropout {dropout}")
+    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
+        raise Unsupported("attention on tensors of rank other than 4")
+    if q.shape[1] != k.shape[1] and (not enable_gqa or q.shape[1] % k.shape[1]
+                                     or k.shape[1] != v.shape[1]):
+        raise Unsupported(f"attention with {q.shape[1]} query heads over {k.shape[1]} key "
+                          "heads without enable_gqa; broadcast K and V over the query heads "
+                          "first")
+
+
+def _logsumexp(graph: Graph, q: Tensor, k: Tensor, mask, is_causal: bool, scale) -> Tensor:
+    """The fused attention ops' second result, saved for their backward:
+    log(sum(exp(scores))) over the keys, (batch, heads, queries) in f32."""
+    if q.shape[1] != k.shape[1]:
+        k = _repeat_heads(graph, k, q.shape[1] // k.shape[1])
+    scores = _attention_scores(graph, q, k, mask, is_causal, scale)
+    peak = graph.max(scores, -1, keepdim=True)
+    total = graph.sum(graph.exp(graph.sub(scores, peak)), -1, keepdim=True)
+    lse = graph.add(graph.log(total), peak)
+    return graph.reshape(lse, lse.shape[:-1])
+
+
+def _results_used(ctx: Context) -> set[int]:
+    return {user.args[1] for user in ctx.node.users if user.target is operator.getitem}
+
+
+def _attention_results(ctx: Context, out: Tensor, lse, count: int) -> tuple:
+    """(out, logsumexp, None...) of a fused attention op of `count`
+    results; its logsumexp is computed only when the backward saves it, and
+    its other results (sequence offsets, random-number state) stay with
+    PyTorch."""
+    used = _results_used(ctx)
+    if used - {0, 1}:
+        raise Unsupported(f"{op_name(ctx.node)}: its results {sorted(used - {0, 1})} "
+                          "(sequence offsets, random-number state) are used; kgc computes "
+                          "its output and logsumexp")
+    expected = ctx.value[1]
+    if 1 in used:
+        lse = lse()
+        if tuple(expected.shape) != lse.shape or expected.dtype != torch.float32:
+            raise Unsupported(f"{op_name(ctx.node)}: a logsumexp of {tuple(expected.shape)} "
+                              f"{expected.dtype}; kgc computes it (batch, heads, queries) f32")
+        return (out, lse) + (None,) * (count - 2)
+    return (out,) + (None,) * (count - 1)
+
+
+def _attention_backward(ctx: Context, grad_out: Tensor, q: Tensor, k: Tensor, v: Tensor,
+                        out: Tensor, lse: Tensor, mask, is_causal: bool, scale,
+                        dropout) -> tuple[Tensor, Tensor, Tensor]:
+    """dq, dk, dv of softmax(q k^T * scale + mask) v, as the fused backward
+    kernels compute them, in f32 from the saved output and logsumexp:
+    P = exp(scores - lse), dv = P^T do, dP = do v^T, dS = P (dP - rowsum(do
+    o)), dq = dS k * scale, dk = dS^T q * scale; with fewer key/value heads
+    than query heads (GQA) dk and dv are summed over each head's group."""
+    graph = ctx.graph
+    _check_attention(q, k, v, dropout, True)
+    if not all(isinstance(t, Tensor) for t in (grad_out, out, lse)):
+        raise Unsupported(f"{op_name(ctx.node)} of values that are not tensors")
+    dtype = q.dtype
+    group = q.shape[1] // k.shape[1]
+    wide = [_cast(graph, t, "f32") for t in (grad_out, q, k, v, out)]
+    grad_out, q32, k32, v32, out = wide
+    if group != 1:
+        k32, v32 = (_repeat_heads(graph, t, group) for t in (k32, v32))
+    batch, heads, queries = q.shape[:3]
+    if lse.shape != (batch, heads, queries):
+        if lse.ndim != 3 or lse.shape[:2] != (batch, heads) or lse.shape[2] < queries:
+            raise Unsupported(f"{op_name(ctx.node)}: logsumexp of {lse.shape}")
+        # The memory-efficient kernel pads it past the queries.
+        lse = graph.slice(lse, (0, 0, 0), (batch, heads, queries))
+    scale_value = _attention_scale(q, scale)
+    scores = _attention_scores(graph, q32, k32, mask, is_causal, scale)
+    probabilities = graph.exp(graph.sub(scores, graph.reshape(_cast(graph, lse, "f32"),
+                                                              (batch, heads, queries, 1))))
+    transposed = (0, 1, 3, 2)
+    grad_v = graph.matmul(graph.transpose(probabilities, transposed), grad_out)
+    grad_p = graph.matmul(grad_out, graph.transpose(v32, transposed))
+    row = graph.sum(graph.mul(grad_out, out), -1, keepdim=True)
+    grad_s = graph.mul(graph.mul(probabilities, graph.sub(grad_p, row)), scale_value)
+    grad_q = graph.matmul(grad_s, k32)
+    grad_k = graph.matmul(graph.transpose(grad_s, transposed), q32)
+    if group != 1:
+        def fold(t):
+            keys, dim = t.shape[2:]
+            return graph.sum(graph.reshape(t, (batch, heads // group, group, keys, dim)), 2)
+        grad_k, grad_v = fold(grad_k), fold(grad_v)
+    return tuple(_cast(graph, t, dtype) for t in (grad_q, grad_k, grad_v))
 
 
 def _repeat_heads(graph: Graph, x: Tensor, times: int) -> Tensor:
@@ -518,31 +612,52 @@ def _repeat_heads(graph: Graph, x: Tensor, times: int) -> Tensor:
     return graph.reshape(wide, (batch, heads * times, length, dim))
 
 
-@converts(aten._scaled_dot_product_flash_attention.default)
-def _flash_attention(ctx, a):
-    _first_result_only(ctx, "logsumexp and philox state")
-    out = _attention(ctx.graph, a["query"], a["key"], a["value"], None, a.get("is_causal"),
-                     a.get("scale"), a.get("dropout_p", 0.0), enable_gqa=True)
-    return (out,) + (None,) * 8
+def _fused_attention(mask_name: str | None, count: int):
+    """A fused attention op of `count` results: its output, and its
+    logsumexp where the backward saves it."""
+    def convert(ctx, a):
+        q, k, v = a["query"], a["key"], a["value"]
+        mask = a.get(mask_name) if mask_name else None
+        out = _attention(ctx.graph, q, k, v, mask, a.get("is_causal"), a.get("scale"),
+                         a.get("dropout_p", 0.0), enable_gqa=True)
+        return _attention_results(
+            ctx, out, lambda: _logsumexp(ctx.graph, q, k, mask, a.get("is_causal"),
+                                         a.get("scale")), count)
+    return convert
 
 
-@converts(aten._scaled_dot_product_efficient_attention.default,
-          aten._scaled_dot_product_cudnn_attention.default)
-def _biased_attention(ctx, a):
-    _first_result_only(ctx, "logsumexp and philox state")
-    out = _attention(ctx.graph, a["query"], a["key"], a["value"], a.get("attn_bias"),
-                     a.get("is_causal"), a.get("scale"), a.get("dropout_p", 0.0),
-                     enable_gqa=True)
-    return (out,) + (None,) * 8
+converts(aten._scaled_dot_product_flash_attention.default)(_fused_attention(None, 9))
+converts(aten._scaled_dot_product_efficient_attention.default)(
+    _fused_attention("attn_bias", 4))
+converts(aten._scaled_dot_product_cudnn_attention.default)(_fused_attention("attn_bias", 9))
+converts(aten._scaled_dot_product_flash_attention_for_cpu.default)(
+    _fused_attention("attn_mask", 2))
 
 
-@converts(aten._scaled_dot_product_flash_attention_for_cpu.default)
-def _cpu_attention(ctx, a):
-    _first_result_only(ctx, "logsumexp")
-    out = _attention(ctx.graph, a["query"], a["key"], a["value"], a.get("attn_mask"),
-                     a.get("is_causal"), a.get("scale"), a.get("dropout_p", 0.0),
-                     enable_gqa=True)
-    return (out, None)
+@converts(aten._scaled_dot_product_flash_attention_for_cpu_backward.default)
+def _cpu_attention_backward(ctx, a):
+    return _attention_backward(ctx, a["grad_out"], a["query"], a["key"], a["value"], a["out"],
+                               a["logsumexp"], a.get("attn_mask"), a["is_causal"],
+                               a.get("scale"), a["dropout_p"])
+
+
+@converts(aten._scaled_dot_product_flash_attention_backward.default)
+def _flash_attention_backward(ctx, a):
+    if any(isinstance(a[name], Tensor) for name in ("cum_seq_q", "cum_seq_k")):
+        raise Unsupported("flash attention's backward over packed sequences (cum_seq_q)")
+    return _attention_backward(ctx, a["grad_out"], a["query"], a["key"], a["value"], a["out"],
+                               a["logsumexp"], None, a["is_causal"], a.get("scale"),
+                               a["dropout_p"])
+
+
+@converts(aten._scaled_dot_product_efficient_attention_backward.default)
+def _efficient_attention_backward(ctx, a):
+    if list(a["grad_input_mask"])[3:] not in ([], [False]):
+        raise Unsupported("the gradient of an attention bias")
+    grads = _attention_backward(ctx, a["grad_out_"], a["query"], a["key"], a["value"],
+                                a["out"], a["logsumexp"], a.get("attn_bias"),
+                                a.get("is_causal", False), a.get("scale"), a["dropout_p"])
+    return grads + (None,)
 
 
 @converts(aten.scaled_dot_product_attention.default)
@@ -907,6 +1022,12 @@ def _bind(node: torch.fx.Node, values: dict[torch.fx.Node, Any]) -> dict[str, An
     return named
 
 
+# Ops with an empty operand kgc can still compute: concatenation leaves it
+# out; flash attention's backward ignores its sequence offsets, which are
+# empty unless the batch is packed.
+_TAKES_EMPTY = {aten.cat.default, aten._scaled_dot_product_flash_attention_backward.default}
+
+
 def _check_tensors(node: torch.fx.Node) -> None:
     """Every tensor the node reads and makes has a kg dtype and static
     shape."""
@@ -915,7 +1036,7 @@ def _check_tensors(node: torch.fx.Node) -> None:
         if isinstance(value, torch.Tensor):
             kg_dtype(value.dtype, f"operand #{index} ({argument.name})")
             shape = static_shape(value.shape, f"operand #{index} ({argument.name})")
-            if 0 in shape and node.target is not aten.cat.default:
+            if 0 in shape and node.target not in _TAKES_EMPTY:
                 raise Unsupported(f"operand #{index} ({argument.name}) is empty {shape}")
         elif isinstance(value, torch.SymInt):
             _bound_size(value, f"operand {argument.name}")
