@@ -73,6 +73,9 @@ CASES = [
     ("rms_norm_explicit",
      lambda x, w: w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)),
      [(2, 3, 17), (17,)], ["aten.sum.dim_IntList", "aten.mul.Tensor"]),
+    # The forward saves the norm's mean and 1/std, which kgc computes too.
+    ("layer_norm", lambda x, w, b: F.layer_norm(x, (17,), w, b), [(2, 3, 17), (17,), (17,)],
+     ["aten.sum.dim_IntList", "aten.mul.Tensor"]),
     ("softmax", lambda x: torch.softmax(x, -1), [(3, 17)], ["aten.mul.Tensor"]),
     ("log_softmax", lambda x: torch.log_softmax(x, -1), [(3, 17)], ["aten.exp.default"]),
     ("rotate_half", lambda x: torch.cat((-x[..., 9:], x[..., :9]), dim=-1) * 2, [(3, 18)],
@@ -139,6 +142,19 @@ def test_the_exact_gelus_backward_leaves_only_erf_to_pytorch():
     (backward,) = [r for r in backend.reports if r.kind == "backward"]
     assert [op.split(":")[0] for op, _ in backward.fallbacks] == ["aten.erf.default"]
     assert "aten.mul.Tensor" in _backward_ops(backend)
+
+
+def test_an_embeddings_gradient_stays_with_pytorch():
+    # Its backward adds rows of the gradient into the rows the tokens index
+    # (index_put with accumulate): a scatter-add, which kg cannot express.
+    backend = ReferenceBackend()
+    table = _randn(11, 17, requires_grad=True)
+    tokens = torch.tensor([[1, 4, 4], [0, 10, 4]])
+    (_, (got,)), (_, (want,)) = _gradients(lambda t: F.embedding(tokens, t) * 3, [table],
+                                           backend)
+    torch.testing.assert_close(got, want)
+    (backward,) = [r for r in backend.reports if r.kind == "backward"]
+    assert [op.split(":")[0] for op, _ in backward.fallbacks] == ["aten.index_put.default"]
 
 
 def test_a_gather_of_several_indices_per_line_stays_with_pytorch():

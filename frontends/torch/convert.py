@@ -432,23 +432,26 @@ def _log_softmax(ctx, a):
     return _cast(graph, result, ctx.out_dtype)
 
 
-def _first_result_only(ctx: Context, names: str) -> None:
-    """Ops of several results convert when only the first is used (the
-    others, such as a norm's saved statistics, are for autograd)."""
-    for user in ctx.node.users:
-        if user.target is not operator.getitem or user.args[1] != 0:
-            raise Unsupported(f"{op_name(ctx.node)}: its {names} are used; kgc computes only "
-                              "its first result")
-
-
 @converts(aten.native_layer_norm.default)
 def _layer_norm(ctx, a):
-    _first_result_only(ctx, "mean and rstd")
-    x = a["input"]
+    graph, x = ctx.graph, a["input"]
     shape = tuple(_static_value(a["normalized_shape"], "normalized_shape"))
-    result = ctx.graph.layer_norm(x, a.get("weight"), a.get("bias"), eps=a["eps"],
-                                  normalized_shape=shape)
-    return (result, None, None)
+    result = graph.layer_norm(x, a.get("weight"), a.get("bias"), eps=a["eps"],
+                              normalized_shape=shape)
+    if not _results_used(ctx) - {0}:
+        return (result, None, None)
+    # Training saves the mean and 1/std for the backward: computed again in
+    # f32 over the normalized dims, kept as torch keeps them.
+    dims = list(range(x.ndim - len(shape), x.ndim))
+    wide = _cast(graph, x, "f32")
+    mean = graph.mean(wide, dims, keepdim=True)
+    variance = graph.mean(graph.square(graph.sub(wide, mean)), dims, keepdim=True)
+    rstd = graph.rsqrt(graph.add(variance, _number(a["eps"], "layer_norm eps")))
+    saved = []
+    for value, expected in ((mean, ctx.value[1]), (rstd, ctx.value[2])):
+        value = graph.reshape(value, static_shape(expected.shape, "layer_norm statistics"))
+        saved.append(_cast(graph, value, kg_dtype(expected.dtype, "layer_norm statistics")))
+    return (result, *saved)
 
 
 @converts(aten.rms_norm.default)
