@@ -1025,21 +1025,43 @@ def _bind(node: torch.fx.Node, values: dict[torch.fx.Node, Any]) -> dict[str, An
     return named
 
 
-# Ops with an empty operand kgc can still compute: concatenation leaves it
-# out; flash attention's backward ignores its sequence offsets, which are
-# empty unless the batch is packed.
-_TAKES_EMPTY = {aten.cat.default, aten._scaled_dot_product_flash_attention_backward.default}
+# Operands a converter never reads, by op and schema name: the random-number
+# state of attention's backward, which only dropout (refused) uses. They are
+# no inputs of the kernel graph, whatever their dtype (uint64 on CUDA).
+_UNREAD_OPERANDS = {
+    aten._scaled_dot_product_flash_attention_backward.default: ("philox_seed",
+                                                                "philox_offset"),
+    aten._scaled_dot_product_efficient_attention_backward.default: ("philox_seed",
+                                                                    "philox_offset"),
+}
+UNREAD = "operand the converter does not read"
+
+
+def _unread_inputs(node: torch.fx.Node) -> set:
+    """The FX nodes among `node`'s operands that its converter ignores."""
+    names = _UNREAD_OPERANDS.get(node.target)
+    if not names:
+        return set()
+    bound = normalize_function(node.target, node.args, node.kwargs,
+                               normalize_to_only_use_kwargs=True)
+    if bound is None:
+        return set()
+    return {bound.kwargs[name] for name in names
+            if isinstance(bound.kwargs.get(name), torch.fx.Node)}
 
 
 def _check_tensors(node: torch.fx.Node) -> None:
     """Every tensor the node reads and makes has a kg dtype and static
     shape."""
+    unread = _unread_inputs(node)
     for index, argument in enumerate(node.all_input_nodes):
         value = argument.meta.get("val")
+        if argument in unread:
+            continue
         if isinstance(value, torch.Tensor):
             kg_dtype(value.dtype, f"operand #{index} ({argument.name})")
             shape = static_shape(value.shape, f"operand #{index} ({argument.name})")
-            if 0 in shape and node.target not in _TAKES_EMPTY:
+            if 0 in shape and node.target is not aten.cat.default:
                 raise Unsupported(f"operand #{index} ({argument.name}) is empty {shape}")
         elif isinstance(value, torch.SymInt):
             _bound_size(value, f"operand {argument.name}")
@@ -1093,7 +1115,11 @@ def unsupported_reason(node: torch.fx.Node) -> str | None:
     values: dict[torch.fx.Node, Any] = {}
     try:
         _check_tensors(node)
+        unread = _unread_inputs(node)
         for index, argument in enumerate(node.all_input_nodes):
+            if argument in unread:
+                values[argument] = UNREAD
+                continue
             value = argument.meta["val"]
             values[argument] = _operand(graph, f"x{index}", value, argument.name)
         convert_node(graph, node, values)
@@ -1131,6 +1157,9 @@ def convert_graph(module: torch.fx.GraphModule, name: str) -> ConvertedGraph:
         if node.op == "placeholder":
             value = node.meta["val"]
             placeholders += 1
+            if node.users and all(node in _unread_inputs(user) for user in node.users):
+                values[node] = UNREAD
+                continue
             values[node] = _operand(graph, _input_name(node.name, len(values)), value, node.name)
             if isinstance(values[node], Tensor):
                 tensor_inputs.append(placeholders - 1)
