@@ -250,7 +250,7 @@ def _backward_graph(target, arguments, values):
 aten = torch.ops.aten
 
 
-@pytest.mark.parametrize("kind", ["flash", "efficient"])
+@pytest.mark.parametrize("kind", ["flash", "efficient", "cudnn"])
 @pytest.mark.parametrize("heads,kv_heads", [(3, 3), (4, 2)], ids=["mha", "gqa"])
 def test_the_cuda_attention_backward_ops_convert(kind, heads, kv_heads):
     from kgc import reference
@@ -259,7 +259,11 @@ def test_the_cuda_attention_backward_ops_convert(kind, heads, kv_heads):
     q = _randn(2, heads, 5, 16, requires_grad=True)
     k, v = (_randn(2, kv_heads, 7, 16, requires_grad=True) for _ in range(2))
     grad_out = _randn(2, heads, 5, 16)
-    out, lse = aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, scale=0.3)
+    # cuDNN's is called with the model's additive mask (as transformers
+    # passes it).
+    bias = _randn(2, 1, 5, 7) if kind == "cudnn" else None
+    out, lse = aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, attn_mask=bias,
+                                                                scale=0.3)
     out.backward(grad_out)
     values = {"grad_out": grad_out, "q": q.detach(), "k": k.detach(), "v": v.detach(),
               "out": out.detach(), "lse": lse.detach(),
@@ -271,10 +275,19 @@ def test_the_cuda_attention_backward_ops_convert(kind, heads, kv_heads):
         target = aten._scaled_dot_product_flash_attention_backward.default
         arguments = ("grad_out", "q", "k", "v", "out", "lse", None, None, 5, 7, 0.0, False,
                      "seed", "offset")
-    else:
+    elif kind == "efficient":
         target = aten._scaled_dot_product_efficient_attention_backward.default
         arguments = ("grad_out", "q", "k", "v", None, "out", "lse", "seed", "offset", 0.0,
                      [True, True, True, False], False)
+    else:
+        # cuDNN keeps the logsumexp with a trailing 1 and its random-number
+        # state in int64.
+        target = aten._scaled_dot_product_cudnn_attention_backward.default
+        values["lse"] = values["lse"].unsqueeze(-1)
+        values["seed"], values["offset"] = (torch.zeros((), dtype=torch.int64),) * 2
+        values["bias"] = bias
+        arguments = ("grad_out", "q", "k", "v", "out", "lse", "seed", "offset", "bias", None,
+                     None, 5, 7, 0.0, False)
     module, node = _backward_graph(target, arguments, values)
     assert unsupported_reason(node) is None
     converted = convert_graph(module, "attention_backward")
@@ -307,3 +320,70 @@ def test_the_logsumexp_attention_saves_for_its_backward_is_computed_in_kgc():
                                                               backward.fallbacks)
     assert "aten._scaled_dot_product_flash_attention_for_cpu_backward.default" in \
         _backward_ops(backend)
+
+
+@pytest.mark.parametrize("kind", ["cudnn", "efficient", "flash"])
+def test_a_cuda_attention_forward_that_saves_for_its_backward_converts(kind):
+    # The forward saves the logsumexp and the random-number state for the
+    # backward; without dropout the state is never read, and kgc makes it
+    # zeros where kg holds its dtype (int64: cuDNN's and the memory-efficient
+    # kernel's); flash attention's is uint64, so that op stays with PyTorch.
+    from kgc import reference
+    from kgc.torch import convert_graph, unsupported_reason
+
+    q, k, v = (_randn(2, 3, 5, 16) for _ in range(3))
+    bias = _randn(2, 1, 5, 5)
+    graph = torch.fx.Graph()
+    nodes = {}
+    for name, value in (("q", q), ("k", k), ("v", v), ("bias", bias)):
+        nodes[name] = graph.placeholder(name)
+        nodes[name].meta["val"] = value.to("meta")
+    target, arguments, saved = {
+        "cudnn": (aten._scaled_dot_product_cudnn_attention.default,
+                  ("q", "k", "v", "bias", True, 0.0, False), (0, 1, 6, 7)),
+        "efficient": (aten._scaled_dot_product_efficient_attention.default,
+                      ("q", "k", "v", "bias", True, 0.0, False), (0, 1, 2, 3)),
+        "flash": (aten._scaled_dot_product_flash_attention.default, ("q", "k", "v", 0.0, False),
+                  (0, 1, 6, 7)),
+    }[kind]
+    args = tuple(nodes.get(a, a) if isinstance(a, str) else a for a in arguments)
+    node = graph.call_function(target, args)
+    meta = [a.meta["val"] if isinstance(a, torch.fx.Node) else a for a in args]
+    if kind == "flash":
+        # Its meta kernel names CUDA's uint64 state only where CUDA is seen.
+        node.meta["val"] = tuple(target(*meta))[:6] + (
+            torch.empty((2,), dtype=torch.uint64, device="meta"),
+            torch.empty((), dtype=torch.uint64, device="meta"), None)
+    else:
+        node.meta["val"] = target(*meta)
+        if kind == "cudnn":
+            # As CUDA's kernel reports them: the logsumexp with a trailing 1,
+            # the state in int64.
+            values = list(node.meta["val"])
+            values[1] = torch.empty((2, 3, 5, 1), device="meta")
+            values[6] = values[7] = torch.empty((), dtype=torch.int64, device="meta")
+            node.meta["val"] = tuple(values)
+    items = []
+    for index in saved:
+        item = graph.call_function(operator.getitem, (node, index))
+        item.meta["val"] = node.meta["val"][index]
+        items.append(item)
+    graph.output(tuple(items))
+    module = torch.fx.GraphModule(torch.nn.Module(), graph)
+    reason = unsupported_reason(node)
+    if kind == "flash":
+        assert "random-number state, torch.uint64" in reason
+        return
+    assert reason is None
+    converted = convert_graph(module, "attention")
+    inputs = [q, k, v, bias]
+    results = reference.evaluate(converted.graph.build(), "attention",
+                                 [inputs[i] for i in converted.tensor_inputs])
+    out, lse, *state = [results[i] for i in converted.result_index]
+    expected_out, expected_lse = aten._scaled_dot_product_flash_attention_for_cpu(
+        q, k, v, attn_mask=bias)
+    torch.testing.assert_close(out, expected_out, atol=2e-5, rtol=2e-5)
+    # The memory-efficient kernel's is padded past the 5 queries.
+    lse = lse.reshape(2, 3, -1)[..., :5]
+    torch.testing.assert_close(lse, expected_lse, atol=2e-5, rtol=2e-5)
+    assert all(s.dtype == torch.int64 and not s.any() for s in state)

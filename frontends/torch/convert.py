@@ -541,24 +541,41 @@ def _results_used(ctx: Context) -> set[int]:
     return {user.args[1] for user in ctx.node.users if user.target is operator.getitem}
 
 
-def _attention_results(ctx: Context, out: Tensor, lse, count: int) -> tuple:
-    """(out, logsumexp, None...) of a fused attention op of `count`
-    results; its logsumexp is computed only when the backward saves it, and
-    its other results (sequence offsets, random-number state) stay with
-    PyTorch."""
+def _attention_results(ctx: Context, out: Tensor, lse, count: int, state: tuple[int, ...],
+                       dropout) -> tuple:
+    """The results of a fused attention op of `count` results: its output;
+    its logsumexp, computed only when the backward saves it; and without
+    dropout its random-number state (results `state`), which the backward
+    then never reads, as zeros where kg holds its dtype (CUDA's flash
+    attention keeps it in uint64: that op then stays with PyTorch). Its
+    sequence offsets stay with PyTorch."""
     used = _results_used(ctx)
-    if used - {0, 1}:
-        raise Unsupported(f"{op_name(ctx.node)}: its results {sorted(used - {0, 1})} "
-                          "(sequence offsets, random-number state) are used; kgc computes "
-                          "its output and logsumexp")
-    expected = ctx.value[1]
+    results: list = [out] + [None] * (count - 1)
     if 1 in used:
         lse = lse()
-        if tuple(expected.shape) != lse.shape or expected.dtype != torch.float32:
+        expected = ctx.value[1]
+        shape = static_shape(expected.shape, "logsumexp")
+        if len(shape) == 3 and shape[:2] == lse.shape[:2] and shape[2] > lse.shape[2]:
+            # The memory-efficient kernel's is padded past the queries (to a
+            # multiple of 32); its backward reads the queries' part.
+            padding = ctx.graph.constant(0.0, (*shape[:2], shape[2] - lse.shape[2]), "f32")
+            lse = ctx.graph.concat([lse, padding], 2)
+        if math.prod(shape) != math.prod(lse.shape) or expected.dtype != torch.float32:
             raise Unsupported(f"{op_name(ctx.node)}: a logsumexp of {tuple(expected.shape)} "
                               f"{expected.dtype}; kgc computes it (batch, heads, queries) f32")
-        return (out, lse) + (None,) * (count - 2)
-    return (out,) + (None,) * (count - 1)
+        # cuDNN's keeps a trailing dim of 1.
+        results[1] = lse if shape == lse.shape else ctx.graph.reshape(lse, shape)
+    for index in sorted(used - {0, 1}):
+        value = ctx.value[index]
+        if index not in state or dropout or not isinstance(value, torch.Tensor) \
+                or value.dtype not in _KG_DTYPES:
+            raise Unsupported(f"{op_name(ctx.node)}: its result #{index} (sequence offsets or "
+                              f"random-number state, {getattr(value, 'dtype', value)}) is used; "
+                              "kgc computes its output, its logsumexp and, without dropout, a "
+                              "random-number state of int64")
+        shape = static_shape(value.shape, f"result #{index}")
+        results[index] = ctx.graph.constant(0, shape, kg_dtype(value.dtype, "state"))
+    return tuple(results)
 
 
 def _attention_backward(ctx: Context, grad_out: Tensor, q: Tensor, k: Tensor, v: Tensor,
@@ -580,6 +597,8 @@ def _attention_backward(ctx: Context, grad_out: Tensor, q: Tensor, k: Tensor, v:
     if group != 1:
         k32, v32 = (_repeat_heads(graph, t, group) for t in (k32, v32))
     batch, heads, queries = q.shape[:3]
+    if lse.shape == (batch, heads, queries, 1):
+        lse = graph.reshape(lse, (batch, heads, queries))  # cuDNN's
     if lse.shape != (batch, heads, queries):
         if lse.ndim != 3 or lse.shape[:2] != (batch, heads) or lse.shape[2] < queries:
             raise Unsupported(f"{op_name(ctx.node)}: logsumexp of {lse.shape}")
@@ -615,9 +634,10 @@ def _repeat_heads(graph: Graph, x: Tensor, times: int) -> Tensor:
     return graph.reshape(wide, (batch, heads * times, length, dim))
 
 
-def _fused_attention(mask_name: str | None, count: int):
-    """A fused attention op of `count` results: its output, and its
-    logsumexp where the backward saves it."""
+def _fused_attention(mask_name: str | None, count: int, state: tuple[int, ...] = ()):
+    """A fused attention op of `count` results (`state`: the positions of
+    its random-number state): its output, and its logsumexp where the
+    backward saves it."""
     def convert(ctx, a):
         q, k, v = a["query"], a["key"], a["value"]
         mask = a.get(mask_name) if mask_name else None
@@ -625,14 +645,16 @@ def _fused_attention(mask_name: str | None, count: int):
                          a.get("dropout_p", 0.0), enable_gqa=True)
         return _attention_results(
             ctx, out, lambda: _logsumexp(ctx.graph, q, k, mask, a.get("is_causal"),
-                                         a.get("scale")), count)
+                                         a.get("scale")), count, state,
+            a.get("dropout_p", 0.0))
     return convert
 
 
-converts(aten._scaled_dot_product_flash_attention.default)(_fused_attention(None, 9))
+converts(aten._scaled_dot_product_flash_attention.default)(_fused_attention(None, 9, (6, 7)))
 converts(aten._scaled_dot_product_efficient_attention.default)(
-    _fused_attention("attn_bias", 4))
-converts(aten._scaled_dot_product_cudnn_attention.default)(_fused_attention("attn_bias", 9))
+    _fused_attention("attn_bias", 4, (2, 3)))
+converts(aten._scaled_dot_product_cudnn_attention.default)(
+    _fused_attention("attn_bias", 9, (6, 7)))
 converts(aten._scaled_dot_product_flash_attention_for_cpu.default)(
     _fused_attention("attn_mask", 2))
 
@@ -651,6 +673,15 @@ def _flash_attention_backward(ctx, a):
     return _attention_backward(ctx, a["grad_out"], a["query"], a["key"], a["value"], a["out"],
                                a["logsumexp"], None, a["is_causal"], a.get("scale"),
                                a["dropout_p"])
+
+
+@converts(aten._scaled_dot_product_cudnn_attention_backward.default)
+def _cudnn_attention_backward(ctx, a):
+    if any(isinstance(a[name], Tensor) for name in ("cum_seq_q", "cum_seq_k")):
+        raise Unsupported("cuDNN attention's backward over packed sequences (cum_seq_q)")
+    return _attention_backward(ctx, a["grad_out"], a["query"], a["key"], a["value"], a["out"],
+                               a["logsumexp"], a.get("attn_bias"), a["is_causal"],
+                               a.get("scale"), a["dropout_p"])
 
 
 @converts(aten._scaled_dot_product_efficient_attention_backward.default)
@@ -1033,6 +1064,8 @@ _UNREAD_OPERANDS = {
                                                                 "philox_offset"),
     aten._scaled_dot_product_efficient_attention_backward.default: ("philox_seed",
                                                                     "philox_offset"),
+    aten._scaled_dot_product_cudnn_attention_backward.default: ("philox_seed",
+                                                                "philox_offset"),
 }
 UNREAD = "operand the converter does not read"
 
