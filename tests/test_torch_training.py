@@ -387,3 +387,22 @@ def test_a_cuda_attention_forward_that_saves_for_its_backward_converts(kind):
     lse = lse.reshape(2, 3, -1)[..., :5]
     torch.testing.assert_close(lse, expected_lse, atol=2e-5, rtol=2e-5)
     assert all(s.dtype == torch.int64 and not s.any() for s in state)
+
+
+def test_integer_clamp_converts():
+    # A loss's backward clamps its int64 targets (ignore_index); kg's clamp
+    # is for floats, so integers clamp through maximum and minimum, exactly.
+    backend = TiledBackend()
+    targets = torch.randint(-40, 40, (4, 17), generator=torch.Generator().manual_seed(5))
+
+    def function(t):
+        return t.clamp(min=-3, max=11) * 2 + t.clamp(max=0)
+
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error", KgcFallbackWarning)
+        actual = torch.compile(function, backend=backend, fullgraph=True)(targets)
+    assert actual.dtype == torch.int64
+    assert torch.equal(actual, function(targets))
+    (report,) = backend.reports
+    assert not report.fallbacks
+    assert "kg.maximum" in backend.texts[0] and "kg.minimum" in backend.texts[0]
