@@ -66,9 +66,11 @@ def decompositions() -> dict:
     table = dict(core_aten_decompositions())
     # The CPU's fused attention op too: the CUDA ones are not decomposed
     # either, so attention reaches the converter as one op on every device.
+    # GELU's backward too: its decomposition needs erf, which kg lacks.
     for op in (aten._softmax.default, aten._log_softmax.default, aten.softmax.int,
                aten.log_softmax.int, aten.native_layer_norm.default,
-               aten._scaled_dot_product_flash_attention_for_cpu.default):
+               aten._scaled_dot_product_flash_attention_for_cpu.default,
+               aten.gelu_backward.default):
         table.pop(op, None)
     return table
 

@@ -308,6 +308,38 @@ def _gelu(ctx, a):
     return ctx.graph.gelu(a["input"], approximate=a.get("approximate", "none"))
 
 
+@converts(aten.gelu_backward.default)
+def _gelu_backward(ctx, a):
+    """grad * gelu'(x), in f32 and rounded once. The exact GELU's
+    derivative is cdf(x) + x pdf(x); kg has no erf, but its gelu is x cdf(x)
+    (computed with erf), so cdf(x) is gelu(x) / x (1/2 at 0). The tanh
+    approximation's derivative is torch's formula."""
+    graph = ctx.graph
+    grad, x = (_cast(graph, t, "f32") for t in (a["grad_output"], a["input"]))
+    approximate = a.get("approximate", "none")
+    if approximate == "none":
+        zero = graph.eq(x, 0.0)
+        safe = graph.where(zero, graph.constant(1.0, (), "f32"), x)
+        cdf = graph.where(zero, graph.constant(0.5, (), "f32"),
+                          graph.div(graph.gelu(x), safe))
+        pdf = graph.mul(graph.exp(graph.mul(graph.square(x), -0.5)),
+                        1.0 / math.sqrt(2.0 * math.pi))
+        derivative = graph.add(cdf, graph.mul(x, pdf))
+    elif approximate == "tanh":
+        beta, kappa = math.sqrt(2.0 / math.pi), 0.044715
+        square = graph.square(x)
+        inner = graph.mul(graph.add(x, graph.mul(graph.mul(square, x), kappa)), beta)
+        tanh = graph.tanh(inner)
+        left = graph.mul(graph.add(tanh, 1.0), 0.5)
+        slope = graph.mul(graph.add(graph.mul(square, 3.0 * kappa), 1.0), beta)
+        right = graph.mul(graph.mul(graph.mul(x, 0.5), graph.sub(1.0, graph.square(tanh))),
+                          slope)
+        derivative = graph.add(left, right)
+    else:
+        raise Unsupported(f"gelu_backward with approximate={approximate!r}")
+    return _cast(graph, graph.mul(grad, derivative), ctx.out_dtype)
+
+
 @converts(aten.clamp.default)
 def _clamp(ctx, a):
     low, high = a.get("min"), a.get("max")
