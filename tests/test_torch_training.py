@@ -427,3 +427,32 @@ def test_gelus_backward_matches_torch_over_its_range(approximate, dtype):
     # give 0 where kg's gives 1e-6).
     atol, rtol = (1e-5, 2e-5) if dtype == torch.float32 else (1e-2, 1e-2)
     torch.testing.assert_close(actual, expected, atol=atol, rtol=rtol)
+
+
+def test_a_lora_step_trains_only_the_adapters():
+    # A frozen base weight with trainable low-rank adapters: the backward
+    # computes the adapters' gradients only (no dW of the base), in kgc.
+    backend = TiledBackend()
+    base = _randn(33, 40)
+    down = _randn(4, 40, requires_grad=True)
+    up = _randn(33, 4, requires_grad=True)
+    x = _randn(3, 7, 40)
+
+    def lora(t, a, b):
+        return F.linear(t, base) + F.linear(F.linear(t, a), b) * 0.5
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", KgcFallbackWarning)
+        (actual, actual_grads), (expected, expected_grads) = _gradients(
+            lora, [x, down, up], backend)
+    torch.testing.assert_close(actual, expected, atol=2e-5, rtol=2e-5)
+    assert len(actual_grads) == 2
+    for got, want in zip(actual_grads, expected_grads):
+        torch.testing.assert_close(got, want, atol=5e-5, rtol=5e-5)
+    forward, backward = backend.reports
+    assert not forward.fallbacks and not backward.fallbacks
+    # dA = (dY B * 0.5)^T X and dB = (dY * 0.5)^T (X A^T): no gradient of
+    # the frozen base, whose shape no backward matmul makes.
+    assert "aten.mm.default" in _backward_ops(backend)
+    results = [n for n in backend.texts[1].splitlines() if "return" in n]
+    assert "4x40" in results[-1] and "33x40" not in results[-1], results
