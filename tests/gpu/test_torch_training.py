@@ -1,6 +1,6 @@
 """Training through `torch.compile(model, backend="kgc")` on the GPU: a few
-AdamW steps of a small Llama (f32 master weights, bf16 autocast) on random
-tokens, compiled and eager from the same initial weights; the losses must
+AdamW steps of a small Llama and Qwen2 (f32 master weights, with bf16
+autocast and without) on random tokens, compiled and eager from the same initial weights; the losses must
 follow eager's within bf16's rounding, and the backward graphs must run in
 kgc kernels.
 """
@@ -30,13 +30,13 @@ def fresh_dynamo():
     torch._dynamo.reset()
 
 
-def _losses(model, batches, compile_backend=None):
+def _losses(model, batches, autocast: bool, compile_backend=None):
     run = model if compile_backend is None else torch.compile(model, backend=compile_backend)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     losses = []
     for tokens in batches:
         optimizer.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
             loss = run(input_ids=tokens, labels=tokens).loss
         loss.backward()
         optimizer.step()
@@ -44,8 +44,9 @@ def _losses(model, batches, compile_backend=None):
     return losses
 
 
+@pytest.mark.parametrize("autocast", [True, False], ids=["bf16_autocast", "f32"])
 @pytest.mark.parametrize("family", ["llama", "qwen2"])
-def test_adamw_steps_with_bf16_autocast_follow_eagers_loss_curve(family):
+def test_adamw_steps_follow_eagers_loss_curve(family, autocast):
     config_class, model_class = {
         "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
         "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
@@ -59,13 +60,16 @@ def test_adamw_steps_with_bf16_autocast_follow_eagers_loss_curve(family):
     tokens = torch.randint(0, TINY["vocab_size"], (2, 67), device="cuda", generator=generator)
     batches = [tokens] * STEPS
     first = len(kgc.torch.reports())
-    compiled = _losses(model, batches, "kgc")
-    eager = _losses(twin, batches)
+    compiled = _losses(model, batches, autocast, "kgc")
+    eager = _losses(twin, batches, autocast)
     reports = kgc.torch.reports()[first:]
     print(f"\n{family}: kgc {compiled}\n{family}: eager {eager}")
     assert eager[-1] < eager[0]
+    # bf16 rounds each op's result to 8 bits, differently in kgc's fused
+    # kernels than in eager's; f32 differs only in summation order.
+    tolerance = 2e-2 if autocast else 1e-4
     for step, (got, want) in enumerate(zip(compiled, eager)):
-        assert abs(got - want) <= 2e-2 * abs(want) + 1e-2, (step, compiled, eager)
+        assert abs(got - want) <= tolerance * (abs(want) + 1), (step, compiled, eager)
     backward = [r for r in reports if r.kind == "backward"]
     assert backward and any(r.kernel_count for r in backward), reports
     assert all(p.fallback_reason is None for r in reports for p in r.partitions), reports
