@@ -1,8 +1,8 @@
 """Training through `torch.compile(model, backend="kgc")` on the GPU: a few
 AdamW steps of a small Llama and Qwen2 (f32 master weights, with bf16
-autocast and without) on random tokens, compiled and eager from the same initial weights; the losses must
-follow eager's within bf16's rounding, and the backward graphs must run in
-kgc kernels.
+autocast and without) on random tokens, compiled and eager from the same
+initial weights; the losses must follow eager's within the dtype's
+rounding, and the backward graphs must run in kgc kernels.
 """
 
 from __future__ import annotations
