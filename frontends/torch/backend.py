@@ -8,8 +8,8 @@ captures:
    warning (`KgcFallbackWarning`) saying why.
 2. Otherwise AOTAutograd traces it to aten ops with torch's core ATen
    decompositions, except the ops kg has whole (softmax, log_softmax,
-   layer_norm, the fused attention ops), so that they reach kgc as one op
-   each. A graph that needs autograd (grad mode on and an input that
+   layer_norm, the fused attention ops, GELU's backward), so that they reach
+   kgc as one op each. A graph that needs autograd (grad mode on and an input that
    requires grad) is traced jointly with its backward and cut into a
    forward and a backward graph by torch's rematerializing partitioner
    (min-cut chooses the activations saved for the backward).
