@@ -1042,3 +1042,37 @@ func.func @part_lora_computed_b(%x: tensor<16x512xf16>, %w: tensor<512x256xf16>,
   %y = kg.add %v, %u : (tensor<16x256xf16>, tensor<16x256xf16>) -> tensor<16x256xf16>
   return %y : tensor<16x256xf16>
 }
+
+// Attention's backward from its saved logsumexp: P = exp(Q K^T - lse) feeds
+// both dV = P^T dO and dS = P (dO V^T - rowsum(dO O)). The kernel of dV
+// also computes rowsum(dO O) (both read the transposed dO), and the kernel
+// of dO V^T reads that sum, so P's kernel is not merged into dS's: the
+// merged kernel would read the dV kernel's sum and feed its P, a kernel
+// waiting on itself. (Merges once looked only along op-to-op paths, not
+// through a kernel entered at one op and left at another.)
+// PRIM-LABEL: func.func @attention_backward_through_a_sibling_kernel(
+// PRIM: %[[P:.*]]:2 = kg.kernel @attention_backward_through_a_sibling_kernel_0_matmul(%arg1, %arg0, %arg4)
+// PRIM: %[[DV:.*]]:3 = kg.kernel @attention_backward_through_a_sibling_kernel_1_matmul(%arg5, %[[P]]#1, %arg3)
+// PRIM: %[[DS:.*]]:2 = kg.kernel @attention_backward_through_a_sibling_kernel_2_matmul(%arg2, %[[DV]]#0, %[[DV]]#2, %[[P]]#0)
+// PRIM: kg.kernel @attention_backward_through_a_sibling_kernel_3_matmul(%[[DS]]#0, %arg1)
+// PRIM: kg.kernel @attention_backward_through_a_sibling_kernel_4_matmul(%[[DS]]#1, %arg0)
+func.func @attention_backward_through_a_sibling_kernel(%q: tensor<2x4x17x16xf32>, %k: tensor<2x4x17x16xf32>, %v: tensor<2x4x17x16xf32>, %o: tensor<2x4x17x16xf32>, %lse: tensor<2x4x17xf32>, %dy: tensor<2x17x4x16xf32>) -> (tensor<2x4x17x16xf32>, tensor<2x4x17x16xf32>, tensor<2x4x17x16xf32>) {
+  %do = kg.transpose %dy [0, 2, 1, 3] : tensor<2x17x4x16xf32> -> tensor<2x4x17x16xf32>
+  %kt = kg.transpose %k [0, 1, 3, 2] : tensor<2x4x17x16xf32> -> tensor<2x4x16x17xf32>
+  %s = kg.matmul %q, %kt : (tensor<2x4x17x16xf32>, tensor<2x4x16x17xf32>) -> tensor<2x4x17x17xf32>
+  %lse1 = kg.reshape %lse : tensor<2x4x17xf32> -> tensor<2x4x17x1xf32>
+  %shifted = kg.sub %s, %lse1 : (tensor<2x4x17x17xf32>, tensor<2x4x17x1xf32>) -> tensor<2x4x17x17xf32>
+  %p = kg.exp %shifted : tensor<2x4x17x17xf32>
+  %pt = kg.transpose %p [0, 1, 3, 2] : tensor<2x4x17x17xf32> -> tensor<2x4x17x17xf32>
+  %dv = kg.matmul %pt, %do : (tensor<2x4x17x17xf32>, tensor<2x4x17x16xf32>) -> tensor<2x4x17x16xf32>
+  %vt = kg.transpose %v [0, 1, 3, 2] : tensor<2x4x17x16xf32> -> tensor<2x4x16x17xf32>
+  %dp = kg.matmul %do, %vt : (tensor<2x4x17x16xf32>, tensor<2x4x16x17xf32>) -> tensor<2x4x17x17xf32>
+  %m = kg.mul %do, %o : (tensor<2x4x17x16xf32>, tensor<2x4x17x16xf32>) -> tensor<2x4x17x16xf32>
+  %row = kg.reduce sum %m dims [3] keepdim : tensor<2x4x17x16xf32> -> tensor<2x4x17x1xf32>
+  %d = kg.sub %dp, %row : (tensor<2x4x17x17xf32>, tensor<2x4x17x1xf32>) -> tensor<2x4x17x17xf32>
+  %ds = kg.mul %p, %d : (tensor<2x4x17x17xf32>, tensor<2x4x17x17xf32>) -> tensor<2x4x17x17xf32>
+  %dq = kg.matmul %ds, %k : (tensor<2x4x17x17xf32>, tensor<2x4x17x16xf32>) -> tensor<2x4x17x16xf32>
+  %dst = kg.transpose %ds [0, 1, 3, 2] : tensor<2x4x17x17xf32> -> tensor<2x4x17x17xf32>
+  %dk = kg.matmul %dst, %q : (tensor<2x4x17x17xf32>, tensor<2x4x17x16xf32>) -> tensor<2x4x17x16xf32>
+  return %dq, %dk, %dv : tensor<2x4x17x16xf32>, tensor<2x4x17x16xf32>, tensor<2x4x17x16xf32>
+}

@@ -333,20 +333,33 @@ def test_without_cuda_the_default_backend_warns_and_runs_pytorch():
     torch.testing.assert_close(result, torch.relu(x) * 2)
 
 
-def test_a_graph_that_needs_autograd_runs_pytorch_with_one_warning():
+def test_a_graph_that_needs_autograd_compiles_its_forward_and_backward_without_warnings():
     w = torch.randn(17, 4, requires_grad=True)
     x = _randn(3, 17)
     backend = ReferenceBackend()
     compiled = torch.compile(lambda t: (t @ w).relu(), backend=backend)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", KgcFallbackWarning)
         result = compiled(x)
-        compiled(x)
-    ours = [w for w in caught if issubclass(w.category, KgcFallbackWarning)]
-    assert len(ours) == 1 and "needs autograd" in str(ours[0].message)
-    result.sum().backward()
+        result.sum().backward()
+    torch.testing.assert_close(result, (x @ w).relu().detach())
     torch.testing.assert_close(w.grad, (x.t() @ ((x @ w) > 0).float()).detach())
-    assert not backend.texts
+    assert [r.kind for r in backend.reports] == ["forward", "backward"]
+    forward, backward = backend.reports
+    assert not forward.fallbacks and not backward.fallbacks
+    # dW = X^T dY, on the grad masked where the forward's relu was zero.
+    assert any(op.startswith("aten.mm.default") for op in backward.partitions[0].ops)
+    assert backward.partitions[0].name.startswith("kgc_backward_")
+    assert len(backend.texts) == 2
+
+
+def test_a_graph_that_needs_no_grad_compiles_as_an_inference_graph_without_warnings():
+    w = torch.randn(17, 4, requires_grad=True)
+    backend = ReferenceBackend()
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error", KgcFallbackWarning)
+        torch.compile(lambda t: (t @ w).relu(), backend=backend)(_randn(3, 17))
+    assert [r.kind for r in backend.reports] == ["inference"]
 
 
 def test_modes_are_checked():
@@ -390,19 +403,6 @@ def test_explain_names_each_kernels_ops_and_each_fallback(capsys):
                for line in kernel_lines)
 
 
-def test_explain_outside_no_grad_says_everything_runs_in_pytorch_and_how_to_get_kernels(capsys):
-    model = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU()).eval()
-    with pytest.warns(KgcFallbackWarning, match="needs autograd"):
-        explanation = kgc.explain(model, torch.randn(3, 64))
-    printed = capsys.readouterr().out
-    assert explanation.kernel_count == 0 and explanation.needs_autograd
-    assert printed.splitlines()[0] == "kgc: 1 graph(s), no kgc kernel: every graph runs in PyTorch"
-    assert ("runs in PyTorch: the graph needs autograd (grad mode is on and an input or a "
-            "parameter requires grad)") in printed
-    assert ("to get kgc kernels, call the model (and kgc.explain) under torch.no_grad() or "
-            "torch.inference_mode()") in printed
-
-
 def test_explain_says_whether_the_kernels_run_on_this_machine(capsys):
     import dataclasses
 
@@ -410,7 +410,7 @@ def test_explain_says_whether_the_kernels_run_on_this_machine(capsys):
     with torch.no_grad():
         explanation = kgc.explain(model, torch.randn(3, 64))
     printed = capsys.readouterr().out
-    assert explanation.kernel_count == 1 and not explanation.needs_autograd
+    assert explanation.kernel_count == 1
     assert explanation.cuda_available == torch.cuda.is_available()
     no_cuda = ('no CUDA device here: on this machine torch.compile(model, backend="kgc") runs '
                "everything in PyTorch; the kernels below are those a CUDA GPU would run")

@@ -5,18 +5,20 @@ pyproject.toml), so `import kgc` is not needed. For each graph Dynamo
 captures:
 
 1. Without a CUDA device (unless the kernel graphs run on the CPU
-   executor, below), or when the graph needs autograd (grad mode on and an
-   input that requires grad), the graph runs in PyTorch as captured, with
-   one warning (`KgcFallbackWarning`) saying why.
+   executor, below) the graph runs in PyTorch as captured, with one warning
+   (`KgcFallbackWarning`) saying why.
 2. Otherwise AOTAutograd traces it to aten ops with torch's core ATen
    decompositions, except the ops kg has whole (softmax, log_softmax,
-   layer_norm, the fused attention ops), so that they reach kgc as one op
-   each.
-3. `kgc.torch.partition` cuts the aten graph into the parts kgc computes and
-   the rest; each part becomes a kernel graph (`kgc.torch.convert`), compiled
-   with `kgc.compile` (mode "default") or `kgc.superoptimize` (mode
-   "max-autotune"), once per distinct graph in a process; the rest stays
-   aten ops that PyTorch runs.
+   layer_norm, the fused attention ops, GELU's backward), so that they reach
+   kgc as one op each. A graph that needs autograd (grad mode on and an input that
+   requires grad) is traced jointly with its backward and cut into a
+   forward and a backward graph by torch's rematerializing partitioner
+   (min-cut chooses the activations saved for the backward).
+3. `kgc.torch.partition` cuts each aten graph (inference, forward or
+   backward alike) into the parts kgc computes and the rest; each part
+   becomes a kernel graph (`kgc.torch.convert`), compiled with `kgc.compile`
+   (mode "default") or `kgc.superoptimize` (mode "max-autotune"), once per
+   distinct graph in a process; the rest stays aten ops that PyTorch runs.
 
 Options: `torch.compile(m, backend="kgc", mode="max-autotune")` or
 `options={"mode": "max-autotune"}`; `options={"executor": "cpu"}` runs the
@@ -75,9 +77,11 @@ def decompositions() -> dict:
     table = dict(core_aten_decompositions())
     # The CPU's fused attention op too: the CUDA ones are not decomposed
     # either, so attention reaches the converter as one op on every device.
+    # GELU's backward too: its decomposition needs erf, which kg lacks.
     for op in (aten._softmax.default, aten._log_softmax.default, aten.softmax.int,
                aten.log_softmax.int, aten.native_layer_norm.default,
-               aten._scaled_dot_product_flash_attention_for_cpu.default):
+               aten._scaled_dot_product_flash_attention_for_cpu.default,
+               aten.gelu_backward.default):
         table.pop(op, None)
     return table
 
@@ -99,6 +103,9 @@ class GraphReport:
     fallbacks: list[tuple[str, str]]  # (op, why PyTorch computes it)
     views: list[str] = dataclasses.field(default_factory=list)  # views PyTorch does for free
     whole_graph_reason: str | None = None  # the whole graph runs in PyTorch
+    # "inference", or the "forward" or "backward" half of a graph that needs
+    # autograd.
+    kind: str = "inference"
 
     @property
     def kernel_count(self) -> int:
@@ -233,12 +240,21 @@ class Backend:
             return gm.forward
         from torch._dynamo.backends.common import aot_autograd
         from torch._functorch.aot_autograd import make_boxed_func
+        from torch._functorch.partitioners import min_cut_rematerialization_partition
 
-        def compile_aten(aten_module: torch.fx.GraphModule, inputs):
-            return make_boxed_func(self.compile_aten(aten_module, mode))
+        def compiler(kind: str):
+            def compile_aten(aten_module: torch.fx.GraphModule, inputs):
+                return make_boxed_func(self.compile_aten(aten_module, mode, kind=kind))
+            return compile_aten
 
-        return aot_autograd(fw_compiler=compile_aten, decompositions=decompositions)(
-            gm, example_inputs)
+        # A graph that needs autograd is traced jointly with its backward and
+        # cut in two by torch's rematerializing partitioner (the activations
+        # saved for the backward chosen by min-cut); each half goes the way an
+        # inference graph goes, so what kgc cannot compute falls back per op.
+        return aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
+                            inference_compiler=compiler("inference"),
+                            partition_fn=min_cut_rematerialization_partition,
+                            decompositions=decompositions)(gm, example_inputs)
 
     def _on_cpu(self) -> "Backend":
         """This backend with its kernel graphs run by the CPU executor: it
@@ -253,20 +269,18 @@ class Backend:
     def _whole_graph_reason(self, example_inputs) -> str | None:
         if self.require_cuda and not torch.cuda.is_available():
             return "no CUDA device is available (kgc kernels run on CUDA GPUs)"
-        if torch.is_grad_enabled() and any(
-                isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs):
-            return ("the graph needs autograd (grad mode is on and an input or a parameter "
-                    "requires grad); kgc compiles inference graphs: call the model under "
-                    "torch.no_grad() or torch.inference_mode()")
         return None
 
-    def compile_aten(self, module: torch.fx.GraphModule, mode: str = "default"):
+    def compile_aten(self, module: torch.fx.GraphModule, mode: str = "default",
+                     kind: str = "inference"):
         """The aten graph with its supported partitions replaced by kgc
-        kernel graphs; returns a callable on the graph's flat inputs."""
+        kernel graphs; returns a callable on the graph's flat inputs.
+        `kind` (inference, forward or backward: the halves of a graph that
+        needs autograd) is recorded in the graph's report."""
         plan = plan_partitions(module, self.devices)
         report = GraphReport([], [(f"{op_name(n)}:{n.name}", why)
                                   for n, why in plan.fallbacks.items()],
-                             [f"{op_name(n)}:{n.name}" for n in plan.views])
+                             [f"{op_name(n)}:{n.name}" for n in plan.views], kind=kind)
         self.reports.append(report)
         if not plan.partitions:
             return module.forward
@@ -277,7 +291,8 @@ class Backend:
         for name, submodule in list(fused.named_children()):
             if not name.startswith("kgc_partition_"):
                 continue
-            graph_name = f"kgc_{len(report.partitions)}"
+            prefix = "kgc_" if kind == "inference" else f"kgc_{kind}_"
+            graph_name = f"{prefix}{len(report.partitions)}"
             try:
                 if is_symbolic(submodule):
                     partition, converted = self._bucketed(submodule, graph_name, mode, report)

@@ -442,12 +442,54 @@ def _gelu(ctx, a):
     return ctx.graph.gelu(a["input"], approximate=a.get("approximate", "none"))
 
 
+@converts(aten.gelu_backward.default)
+def _gelu_backward(ctx, a):
+    """grad * gelu'(x), in f32 and rounded once. The exact GELU's
+    derivative is cdf(x) + x pdf(x); kg has no erf, but its gelu is x cdf(x)
+    (computed with erf), so cdf(x) is gelu(x) / x (1/2 at 0). The tanh
+    approximation's derivative is torch's formula."""
+    graph = ctx.graph
+    grad, x = (_cast(graph, t, "f32") for t in (a["grad_output"], a["input"]))
+    approximate = a.get("approximate", "none")
+    if approximate == "none":
+        zero = graph.eq(x, 0.0)
+        safe = graph.where(zero, graph.constant(1.0, (), "f32"), x)
+        cdf = graph.where(zero, graph.constant(0.5, (), "f32"),
+                          graph.div(graph.gelu(x), safe))
+        pdf = graph.mul(graph.exp(graph.mul(graph.square(x), -0.5)),
+                        1.0 / math.sqrt(2.0 * math.pi))
+        derivative = graph.add(cdf, graph.mul(x, pdf))
+    elif approximate == "tanh":
+        beta, kappa = math.sqrt(2.0 / math.pi), 0.044715
+        square = graph.square(x)
+        inner = graph.mul(graph.add(x, graph.mul(graph.mul(square, x), kappa)), beta)
+        tanh = graph.tanh(inner)
+        left = graph.mul(graph.add(tanh, 1.0), 0.5)
+        slope = graph.mul(graph.add(graph.mul(square, 3.0 * kappa), 1.0), beta)
+        right = graph.mul(graph.mul(graph.mul(x, 0.5), graph.sub(1.0, graph.square(tanh))),
+                          slope)
+        derivative = graph.add(left, right)
+    else:
+        raise Unsupported(f"gelu_backward with approximate={approximate!r}")
+    return _cast(graph, graph.mul(grad, derivative), ctx.out_dtype)
+
+
 @converts(aten.clamp.default)
 def _clamp(ctx, a):
     low, high = a.get("min"), a.get("max")
-    return ctx.graph.clamp(a["input"],
-                           None if low is None else _number(low, "clamp min"),
-                           None if high is None else _number(high, "clamp max"))
+    low = None if low is None else _number(low, "clamp min")
+    high = None if high is None else _number(high, "clamp max")
+    x = a["input"]
+    if x.dtype in _FLOATS:
+        return ctx.graph.clamp(x, low, high)
+    # kg's clamp is for floats; integers (a loss's target indices) clamp
+    # exactly through maximum and minimum.
+    if x.dtype == "i1" or ctx.out_dtype != x.dtype or any(
+            v is not None and v != int(v) for v in (low, high)):
+        raise Unsupported(f"clamp of {x.dtype} to {ctx.out_dtype} with bounds {low}, {high}")
+    if low is not None:
+        x = ctx.graph.maximum(x, low)
+    return x if high is None else ctx.graph.minimum(x, high)
 
 
 # torch's pow by these exponents is the dedicated op (its CUDA kernel
@@ -556,23 +598,26 @@ def _log_softmax(ctx, a):
     return _cast(graph, result, ctx.out_dtype)
 
 
-def _first_result_only(ctx: Context, names: str) -> None:
-    """Ops of several results convert when only the first is used (the
-    others, such as a norm's saved statistics, are for autograd)."""
-    for user in ctx.node.users:
-        if user.target is not operator.getitem or user.args[1] != 0:
-            raise Unsupported(f"{op_name(ctx.node)}: its {names} are used; kgc computes only "
-                              "its first result")
-
-
 @converts(aten.native_layer_norm.default)
 def _layer_norm(ctx, a):
-    _first_result_only(ctx, "mean and rstd")
-    x = a["input"]
+    graph, x = ctx.graph, a["input"]
     shape = static_shape(a["normalized_shape"], "normalized_shape")
-    result = ctx.graph.layer_norm(x, a.get("weight"), a.get("bias"), eps=a["eps"],
-                                  normalized_shape=shape)
-    return (result, None, None)
+    result = graph.layer_norm(x, a.get("weight"), a.get("bias"), eps=a["eps"],
+                              normalized_shape=shape)
+    if not _results_used(ctx) - {0}:
+        return (result, None, None)
+    # Training saves the mean and 1/std for the backward: computed again in
+    # f32 over the normalized dims, kept as torch keeps them.
+    dims = list(range(x.ndim - len(shape), x.ndim))
+    wide = _cast(graph, x, "f32")
+    mean = graph.mean(wide, dims, keepdim=True)
+    variance = graph.mean(graph.square(graph.sub(wide, mean)), dims, keepdim=True)
+    rstd = graph.rsqrt(graph.add(variance, _number(a["eps"], "layer_norm eps")))
+    saved = []
+    for value, expected in ((mean, ctx.value[1]), (rstd, ctx.value[2])):
+        value = graph.reshape(value, static_shape(expected.shape, "layer_norm statistics"))
+        saved.append(_cast(graph, value, kg_dtype(expected.dtype, "layer_norm statistics")))
+    return (result, *saved)
 
 
 @converts(aten.rms_norm.default)
@@ -600,18 +645,22 @@ def _attention(graph: Graph, q: Tensor, k: Tensor, v: Tensor, mask, is_causal: b
     takes part) and `is_causal` become an additive f32 mask of 0 and -inf,
     the causal one computed from positions (iota, cmp, select), so that
     the attention kernel makes it from its indices instead of reading it."""
-    if dropout:
-        raise Unsupported(f"attention with dropout {dropout}")
-    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
-        raise Unsupported("attention on tensors of rank other than 4")
+    _check_attention(q, k, v, dropout, enable_gqa)
     if q.shape[1] != k.shape[1]:
-        if not enable_gqa or q.shape[1] % k.shape[1] or k.shape[1] != v.shape[1]:
-            raise Unsupported(f"attention with {q.shape[1]} query heads over {k.shape[1]} key "
-                              "heads without enable_gqa; broadcast K and V over the query heads "
-                              "first")
         k, v = (_repeat_heads(graph, t, q.shape[1] // t.shape[1]) for t in (k, v))
-    head = q.shape[-1]
-    scale = 1.0 / math.sqrt(head) if scale is None else _number(scale, "attention scale")
+    scores = _attention_scores(graph, q, k, mask, is_causal, scale)
+    probabilities = _cast(graph, graph.softmax(scores, -1), q.dtype)
+    return graph.matmul(probabilities, v)
+
+
+def _attention_scale(q: Tensor, scale) -> float:
+    return 1.0 / math.sqrt(q.shape[-1]) if scale is None else _number(scale, "attention scale")
+
+
+def _attention_scores(graph: Graph, q: Tensor, k: Tensor, mask, is_causal: bool,
+                      scale) -> Tensor:
+    """q @ k^T * scale + mask in f32 (k with as many heads as q)."""
+    scale = _attention_scale(q, scale)
     scores = graph.matmul(q, graph.transpose(k, (0, 1, 3, 2)), out_dtype="f32")
     scores = graph.mul(scores, scale)
     queries, keys = scores.shape[-2:]
@@ -627,8 +676,117 @@ def _attention(graph: Graph, q: Tensor, k: Tensor, v: Tensor, mask, is_causal: b
         scores = graph.add(scores, _cast(graph, mask, "f32"))
     elif mask is not None:
         raise Unsupported(f"attention mask {mask!r}")
-    probabilities = _cast(graph, graph.softmax(scores, -1), q.dtype)
-    return graph.matmul(probabilities, v)
+    return scores
+
+
+def _check_attention(q: Tensor, k: Tensor, v: Tensor, dropout, enable_gqa: bool) -> None:
+    if dropout:
+        raise Unsupported(f"attention with dropout {dropout}")
+    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
+        raise Unsupported("attention on tensors of rank other than 4")
+    if q.shape[1] != k.shape[1] and (not enable_gqa or q.shape[1] % k.shape[1]
+                                     or k.shape[1] != v.shape[1]):
+        raise Unsupported(f"attention with {q.shape[1]} query heads over {k.shape[1]} key "
+                          "heads without enable_gqa; broadcast K and V over the query heads "
+                          "first")
+
+
+def _logsumexp(graph: Graph, q: Tensor, k: Tensor, mask, is_causal: bool, scale) -> Tensor:
+    """The fused attention ops' second result, saved for their backward:
+    log(sum(exp(scores))) over the keys, (batch, heads, queries) in f32."""
+    if q.shape[1] != k.shape[1]:
+        k = _repeat_heads(graph, k, q.shape[1] // k.shape[1])
+    scores = _attention_scores(graph, q, k, mask, is_causal, scale)
+    peak = graph.max(scores, -1, keepdim=True)
+    total = graph.sum(graph.exp(graph.sub(scores, peak)), -1, keepdim=True)
+    lse = graph.add(graph.log(total), peak)
+    return graph.reshape(lse, lse.shape[:-1])
+
+
+def _results_used(ctx: Context) -> set[int]:
+    return {user.args[1] for user in ctx.node.users if user.target is operator.getitem}
+
+
+def _attention_results(ctx: Context, out: Tensor, lse, count: int, state: tuple[int, ...],
+                       dropout) -> tuple:
+    """The results of a fused attention op of `count` results: its output;
+    its logsumexp, computed only when the backward saves it; and without
+    dropout its random-number state (results `state`), which the backward
+    then never reads, as zeros where kg holds its dtype (CUDA's flash
+    attention keeps it in uint64: that op then stays with PyTorch). Its
+    sequence offsets stay with PyTorch."""
+    used = _results_used(ctx)
+    results: list = [out] + [None] * (count - 1)
+    if 1 in used:
+        lse = lse()
+        expected = ctx.value[1]
+        shape = static_shape(expected.shape, "logsumexp")
+        if len(shape) == 3 and shape[:2] == lse.shape[:2] and shape[2] > lse.shape[2]:
+            # The memory-efficient kernel's is padded past the queries (to a
+            # multiple of 32); its backward reads the queries' part.
+            padding = ctx.graph.constant(0.0, (*shape[:2], shape[2] - lse.shape[2]), "f32")
+            lse = ctx.graph.concat([lse, padding], 2)
+        if math.prod(shape) != math.prod(lse.shape) or expected.dtype != torch.float32:
+            raise Unsupported(f"{op_name(ctx.node)}: a logsumexp of {tuple(expected.shape)} "
+                              f"{expected.dtype}; kgc computes it (batch, heads, queries) f32")
+        # cuDNN's keeps a trailing dim of 1.
+        results[1] = lse if shape == lse.shape else ctx.graph.reshape(lse, shape)
+    for index in sorted(used - {0, 1}):
+        value = ctx.value[index]
+        if index not in state or dropout or not isinstance(value, torch.Tensor) \
+                or value.dtype not in _KG_DTYPES:
+            raise Unsupported(f"{op_name(ctx.node)}: its result #{index} (sequence offsets or "
+                              f"random-number state, {getattr(value, 'dtype', value)}) is used; "
+                              "kgc computes its output, its logsumexp and, without dropout, a "
+                              "random-number state of int64")
+        shape = static_shape(value.shape, f"result #{index}")
+        results[index] = ctx.graph.constant(0, shape, kg_dtype(value.dtype, "state"))
+    return tuple(results)
+
+
+def _attention_backward(ctx: Context, grad_out: Tensor, q: Tensor, k: Tensor, v: Tensor,
+                        out: Tensor, lse: Tensor, mask, is_causal: bool, scale,
+                        dropout) -> tuple[Tensor, Tensor, Tensor]:
+    """dq, dk, dv of softmax(q k^T * scale + mask) v, as the fused backward
+    kernels compute them, in f32 from the saved output and logsumexp:
+    P = exp(scores - lse), dv = P^T do, dP = do v^T, dS = P (dP - rowsum(do
+    o)), dq = dS k * scale, dk = dS^T q * scale; with fewer key/value heads
+    than query heads (GQA) dk and dv are summed over each head's group."""
+    graph = ctx.graph
+    _check_attention(q, k, v, dropout, True)
+    if not all(isinstance(t, Tensor) for t in (grad_out, out, lse)):
+        raise Unsupported(f"{op_name(ctx.node)} of values that are not tensors")
+    dtype = q.dtype
+    group = q.shape[1] // k.shape[1]
+    wide = [_cast(graph, t, "f32") for t in (grad_out, q, k, v, out)]
+    grad_out, q32, k32, v32, out = wide
+    if group != 1:
+        k32, v32 = (_repeat_heads(graph, t, group) for t in (k32, v32))
+    batch, heads, queries = q.shape[:3]
+    if lse.shape == (batch, heads, queries, 1):
+        lse = graph.reshape(lse, (batch, heads, queries))  # cuDNN's
+    if lse.shape != (batch, heads, queries):
+        if lse.ndim != 3 or lse.shape[:2] != (batch, heads) or lse.shape[2] < queries:
+            raise Unsupported(f"{op_name(ctx.node)}: logsumexp of {lse.shape}")
+        # The memory-efficient kernel pads it past the queries.
+        lse = graph.slice(lse, (0, 0, 0), (batch, heads, queries))
+    scale_value = _attention_scale(q, scale)
+    scores = _attention_scores(graph, q32, k32, mask, is_causal, scale)
+    probabilities = graph.exp(graph.sub(scores, graph.reshape(_cast(graph, lse, "f32"),
+                                                              (batch, heads, queries, 1))))
+    transposed = (0, 1, 3, 2)
+    grad_v = graph.matmul(graph.transpose(probabilities, transposed), grad_out)
+    grad_p = graph.matmul(grad_out, graph.transpose(v32, transposed))
+    row = graph.sum(graph.mul(grad_out, out), -1, keepdim=True)
+    grad_s = graph.mul(graph.mul(probabilities, graph.sub(grad_p, row)), scale_value)
+    grad_q = graph.matmul(grad_s, k32)
+    grad_k = graph.matmul(graph.transpose(grad_s, transposed), q32)
+    if group != 1:
+        def fold(t):
+            keys, dim = t.shape[2:]
+            return graph.sum(graph.reshape(t, (batch, heads // group, group, keys, dim)), 2)
+        grad_k, grad_v = fold(grad_k), fold(grad_v)
+    return tuple(_cast(graph, t, dtype) for t in (grad_q, grad_k, grad_v))
 
 
 def _repeat_heads(graph: Graph, x: Tensor, times: int) -> Tensor:
@@ -642,31 +800,64 @@ def _repeat_heads(graph: Graph, x: Tensor, times: int) -> Tensor:
     return graph.reshape(wide, (batch, heads * times, length, dim))
 
 
-@converts(aten._scaled_dot_product_flash_attention.default)
-def _flash_attention(ctx, a):
-    _first_result_only(ctx, "logsumexp and philox state")
-    out = _attention(ctx.graph, a["query"], a["key"], a["value"], None, a.get("is_causal"),
-                     a.get("scale"), a.get("dropout_p", 0.0), enable_gqa=True)
-    return (out,) + (None,) * 8
+def _fused_attention(mask_name: str | None, count: int, state: tuple[int, ...] = ()):
+    """A fused attention op of `count` results (`state`: the positions of
+    its random-number state): its output, and its logsumexp where the
+    backward saves it."""
+    def convert(ctx, a):
+        q, k, v = a["query"], a["key"], a["value"]
+        mask = a.get(mask_name) if mask_name else None
+        out = _attention(ctx.graph, q, k, v, mask, a.get("is_causal"), a.get("scale"),
+                         a.get("dropout_p", 0.0), enable_gqa=True)
+        return _attention_results(
+            ctx, out, lambda: _logsumexp(ctx.graph, q, k, mask, a.get("is_causal"),
+                                         a.get("scale")), count, state,
+            a.get("dropout_p", 0.0))
+    return convert
 
 
-@converts(aten._scaled_dot_product_efficient_attention.default,
-          aten._scaled_dot_product_cudnn_attention.default)
-def _biased_attention(ctx, a):
-    _first_result_only(ctx, "logsumexp and philox state")
-    out = _attention(ctx.graph, a["query"], a["key"], a["value"], a.get("attn_bias"),
-                     a.get("is_causal"), a.get("scale"), a.get("dropout_p", 0.0),
-                     enable_gqa=True)
-    return (out,) + (None,) * 8
+converts(aten._scaled_dot_product_flash_attention.default)(_fused_attention(None, 9, (6, 7)))
+converts(aten._scaled_dot_product_efficient_attention.default)(
+    _fused_attention("attn_bias", 4, (2, 3)))
+converts(aten._scaled_dot_product_cudnn_attention.default)(
+    _fused_attention("attn_bias", 9, (6, 7)))
+converts(aten._scaled_dot_product_flash_attention_for_cpu.default)(
+    _fused_attention("attn_mask", 2))
 
 
-@converts(aten._scaled_dot_product_flash_attention_for_cpu.default)
-def _cpu_attention(ctx, a):
-    _first_result_only(ctx, "logsumexp")
-    out = _attention(ctx.graph, a["query"], a["key"], a["value"], a.get("attn_mask"),
-                     a.get("is_causal"), a.get("scale"), a.get("dropout_p", 0.0),
-                     enable_gqa=True)
-    return (out, None)
+@converts(aten._scaled_dot_product_flash_attention_for_cpu_backward.default)
+def _cpu_attention_backward(ctx, a):
+    return _attention_backward(ctx, a["grad_out"], a["query"], a["key"], a["value"], a["out"],
+                               a["logsumexp"], a.get("attn_mask"), a["is_causal"],
+                               a.get("scale"), a["dropout_p"])
+
+
+@converts(aten._scaled_dot_product_flash_attention_backward.default)
+def _flash_attention_backward(ctx, a):
+    if any(isinstance(a[name], Tensor) for name in ("cum_seq_q", "cum_seq_k")):
+        raise Unsupported("flash attention's backward over packed sequences (cum_seq_q)")
+    return _attention_backward(ctx, a["grad_out"], a["query"], a["key"], a["value"], a["out"],
+                               a["logsumexp"], None, a["is_causal"], a.get("scale"),
+                               a["dropout_p"])
+
+
+@converts(aten._scaled_dot_product_cudnn_attention_backward.default)
+def _cudnn_attention_backward(ctx, a):
+    if any(isinstance(a[name], Tensor) for name in ("cum_seq_q", "cum_seq_k")):
+        raise Unsupported("cuDNN attention's backward over packed sequences (cum_seq_q)")
+    return _attention_backward(ctx, a["grad_out"], a["query"], a["key"], a["value"], a["out"],
+                               a["logsumexp"], a.get("attn_bias"), a["is_causal"],
+                               a.get("scale"), a["dropout_p"])
+
+
+@converts(aten._scaled_dot_product_efficient_attention_backward.default)
+def _efficient_attention_backward(ctx, a):
+    if list(a["grad_input_mask"])[3:] not in ([], [False]):
+        raise Unsupported("the gradient of an attention bias")
+    grads = _attention_backward(ctx, a["grad_out_"], a["query"], a["key"], a["value"],
+                                a["out"], a["logsumexp"], a.get("attn_bias"),
+                                a.get("is_causal", False), a.get("scale"), a["dropout_p"])
+    return grads + (None,)
 
 
 @converts(aten.scaled_dot_product_attention.default)
@@ -758,6 +949,74 @@ def _cat(ctx, a):
     if len(tensors) == 1:
         return tensors[0]
     return ctx.graph.concat(tensors, a.get("dim", 0))
+
+
+@converts(aten.slice_scatter.default)
+def _slice_scatter(ctx, a):
+    """input with src written over input[start:end] along dim: the backward
+    of a slice (rotate_half's halves). Step 1 only: the parts of input
+    before and after the slice, joined around src."""
+    graph, x, src = ctx.graph, a["input"], a["src"]
+    if not isinstance(x, Tensor) or not isinstance(src, Tensor):
+        raise Unsupported("slice_scatter of values that are not tensors")
+    dim = _static_value(a.get("dim", 0), "slice_scatter dim") % x.ndim
+    if _static_value(a.get("step", 1), "slice_scatter step") != 1:
+        raise Unsupported(f"slice_scatter with step {a.get('step')}: kg has no strided scatter")
+    size, count = x.shape[dim], src.shape[dim]
+    start = _static_value(a.get("start"), "slice_scatter start")
+    start = 0 if start is None else start
+    start = max(0, min(size, start + size if start < 0 else start))
+    if start + count > size:
+        raise Unsupported(f"slice_scatter of {count} elements at {start} into {size}")
+    dtype = ctx.out_dtype
+    parts = []
+    for begin, end in ((0, start), (start + count, size)):
+        if end > begin:
+            offsets, sizes = [0] * x.ndim, list(x.shape)
+            offsets[dim], sizes[dim] = begin, end - begin
+            parts.append(_cast(graph, graph.slice(x, offsets, sizes), dtype))
+    parts.insert(1 if start > 0 else 0, _cast(graph, src, dtype))
+    return parts[0] if len(parts) == 1 else graph.concat(parts, dim)
+
+
+def _one_per_line(ctx: Context, x: Tensor, dim, index) -> tuple[int, Tensor]:
+    """The dim and a bool mask of x's shape, true where x's position along
+    dim equals index's (index: one entry along dim, x's extent elsewhere,
+    as a loss indexes its class dim with the targets)."""
+    if not isinstance(x, Tensor) or not isinstance(index, Tensor):
+        raise Unsupported(f"{op_name(ctx.node)} of values that are not tensors")
+    dim = _static_value(dim, f"{op_name(ctx.node)} dim") % x.ndim
+    expected = tuple(1 if d == dim else n for d, n in enumerate(x.shape))
+    if index.shape != expected:
+        raise Unsupported(f"{op_name(ctx.node)} with index {index.shape} into {x.shape} along "
+                          f"dim {dim}: kg computes it for one index per line, {expected}")
+    index = _cast(ctx.graph, index, "i64")
+    positions = ctx.graph.iota(x.shape, dim, "i64")
+    return dim, ctx.graph.eq(positions, ctx.graph.broadcast_to(index, x.shape))
+
+
+@converts(aten.gather.default)
+def _gather(ctx, a):
+    """x[..., index, ...] along dim for one index per line (a loss picking
+    the target's log-probability): the line summed where the position is
+    the index, which adds the one picked element to zeros exactly. An index
+    out of range picks nothing (0), where torch raises."""
+    x = a["input"]
+    if not isinstance(x, Tensor) or x.dtype not in _FLOATS:
+        raise Unsupported(f"gather of {getattr(x, 'dtype', x)}: kg sums floats")
+    dim, picked = _one_per_line(ctx, x, a["dim"], a["index"])
+    zero = ctx.graph.constant(0.0, (), x.dtype)
+    return ctx.graph.sum(ctx.graph.where(picked, x, zero), dim, keepdim=True)
+
+
+@converts(aten.scatter.value)
+def _scatter_value(ctx, a):
+    """input with `value` written at index along dim, one index per line
+    (the backward of a loss's gather)."""
+    x = a["input"]
+    dim, picked = _one_per_line(ctx, x, a["dim"], a["index"])
+    (value,) = _operands_as(ctx, (a["value"],), ctx.out_dtype)
+    return ctx.graph.where(picked, value, _cast(ctx.graph, x, ctx.out_dtype))
 
 
 @converts(aten.clone.default, aten.alias.default, aten.lift_fresh_copy.default,
@@ -984,11 +1243,41 @@ def _bind(node: torch.fx.Node, values: dict[torch.fx.Node, Any]) -> dict[str, An
     return named
 
 
+# Operands a converter never reads, by op and schema name: the random-number
+# state of attention's backward, which only dropout (refused) uses. They are
+# no inputs of the kernel graph, whatever their dtype (uint64 on CUDA).
+_UNREAD_OPERANDS = {
+    aten._scaled_dot_product_flash_attention_backward.default: ("philox_seed",
+                                                                "philox_offset"),
+    aten._scaled_dot_product_efficient_attention_backward.default: ("philox_seed",
+                                                                    "philox_offset"),
+    aten._scaled_dot_product_cudnn_attention_backward.default: ("philox_seed",
+                                                                "philox_offset"),
+}
+UNREAD = "operand the converter does not read"
+
+
+def _unread_inputs(node: torch.fx.Node) -> set:
+    """The FX nodes among `node`'s operands that its converter ignores."""
+    names = _UNREAD_OPERANDS.get(node.target)
+    if not names:
+        return set()
+    bound = normalize_function(node.target, node.args, node.kwargs,
+                               normalize_to_only_use_kwargs=True)
+    if bound is None:
+        return set()
+    return {bound.kwargs[name] for name in names
+            if isinstance(bound.kwargs.get(name), torch.fx.Node)}
+
+
 def _check_tensors(node: torch.fx.Node) -> None:
     """Every tensor the node reads and makes has a kg dtype and static
     shape, and no dynamic size is read as a value."""
+    unread = _unread_inputs(node)
     for index, argument in enumerate(node.all_input_nodes):
         value = argument.meta.get("val")
+        if argument in unread:
+            continue
         if isinstance(value, torch.Tensor):
             kg_dtype(value.dtype, f"operand #{index} ({argument.name})")
             shape = static_shape(value.shape, f"operand #{index} ({argument.name})")
@@ -1044,7 +1333,11 @@ def unsupported_reason(node: torch.fx.Node) -> str | None:
     token = _SCALAR_INPUTS.set(_ScalarInputs(graph, None))
     try:
         _check_tensors(node)
+        unread = _unread_inputs(node)
         for index, argument in enumerate(node.all_input_nodes):
+            if argument in unread:
+                values[argument] = UNREAD
+                continue
             value = argument.meta["val"]
             values[argument] = _operand(graph, f"x{index}", value, argument.name)
         convert_node(graph, node, values)
@@ -1110,6 +1403,10 @@ def convert_graph(module: torch.fx.GraphModule, name: str) -> ConvertedGraph:
         # Every tensor input first: the sizes read as values are the graph's
         # last inputs, whatever order the partition's nodes come in.
         for position, node in enumerate(placeholders):
+            if node.users and all(node in _unread_inputs(user) for user in node.users):
+                # Attention's random-number state: no input of the kernel graph.
+                values[node] = UNREAD
+                continue
             values[node] = _operand(graph, _input_name(node.name, len(values)),
                                     node.meta["val"], node.name)
             if isinstance(values[node], Tensor):

@@ -3,7 +3,10 @@ and which stay with PyTorch and why.
 
 It captures the model as `torch.compile(model, backend="kgc")` would, on the
 given inputs and under the caller's grad mode, partitions and converts every
-graph as the backend does, and cuts each kernel graph into kernels with
+graph as the backend does (with grad on and an input or parameter that
+requires grad, the forward graph and the backward graph, the latter made
+now instead of at the first backward call, so that nothing is run backward
+and no gradient is touched), and cuts each kernel graph into kernels with
 kgc's default pipeline up to kg-fuse, without compiling them (no GPU needed;
 tensors on any device count as they would on a CUDA one; partitions with
 dynamic extents are shown at the bucket of the example's sizes). It prints the
@@ -26,11 +29,6 @@ from kgc.torch.backend import Backend, GraphReport
 __all__ = ["Explanation", "explain"]
 
 
-# How to get kernels for a graph that needs autograd.
-INFERENCE_HINT = ("to get kgc kernels, call the model (and kgc.explain) under torch.no_grad() or "
-                  "torch.inference_mode(): kgc compiles inference graphs")
-
-
 @dataclasses.dataclass
 class Explanation:
     graphs: list[GraphReport]
@@ -47,11 +45,6 @@ class Explanation:
     def fallback_count(self) -> int:
         return sum(g.fallback_count for g in self.graphs)
 
-    @property
-    def needs_autograd(self) -> bool:
-        return any((g.whole_graph_reason or "").startswith("the graph needs autograd")
-                   for g in self.graphs)
-
     def __str__(self) -> str:
         whole = [g for g in self.graphs if g.whole_graph_reason]
         if self.graphs and len(whole) == len(self.graphs):
@@ -67,7 +60,8 @@ class Explanation:
                          + ("; the kernels below are those a CUDA GPU would run"
                             if self.kernel_count else ""))
         for number, graph in enumerate(self.graphs):
-            lines.append(f"graph {number}:")
+            lines.append(f"graph {number}:" if graph.kind == "inference"
+                         else f"graph {number} ({graph.kind}):")
             if graph.whole_graph_reason:
                 lines.append(f"  runs in PyTorch: {graph.whole_graph_reason}")
                 continue
@@ -86,8 +80,6 @@ class Explanation:
                 lines.extend(f"    {op}: {why}" for op, why in graph.fallbacks)
             if graph.views:
                 lines.append(f"  views PyTorch does without a kernel: {', '.join(graph.views)}")
-        if self.needs_autograd:
-            lines.append(INFERENCE_HINT)
         return "\n".join(lines)
 
 
@@ -98,7 +90,10 @@ def explain(model, *example_inputs, print_report: bool = True) -> Explanation:
     recorder = Backend(devices=None, require_cuda=False, describe_kernels=True,
                        run_kernels=False)
     compiled = torch.compile(model, backend=recorder)
-    compiled(*example_inputs)
+    from torch._functorch import config as functorch_config
+
+    with functorch_config.patch(force_non_lazy_backward_lowering=True):
+        compiled(*example_inputs)
     explanation = Explanation(list(recorder.reports), torch.cuda.is_available())
     if print_report:
         print(explanation)

@@ -241,19 +241,26 @@ def _creates_cycle(graph: FusionGraph, source: int, target: int, group_of: dict)
     """True when a path from group `source` reaches group `target` through
     another group, or leaves either through an op that is not fused and
     comes back (merging would make a kernel depend on itself, or leave it no
-    place among the ops that stay where they are)."""
+    place among the ops that stay where they are). A path that enters
+    another group leaves it from any of its ops: the group is one kernel,
+    each of whose results waits for all of its inputs."""
     members = [n for n in graph.nodes if group_of.get(id(n)) in (source, target)]
     frontier = [u for n in members if group_of.get(id(n)) == source
                 for u in graph.users[id(n)] if group_of.get(id(u)) not in (source, target)]
     frontier += [u for n in members for u in graph.after_outside_uses(n)]
     seen: set[int] = set()
+    entered: set[int] = set()
     while frontier:
         node = frontier.pop()
         if id(node) in seen:
             continue
         seen.add(id(node))
-        if group_of.get(id(node)) in (source, target):
+        group = group_of.get(id(node))
+        if group in (source, target):
             return True
+        if group is not None and group not in entered:
+            entered.add(group)
+            frontier.extend(n for n in graph.nodes if group_of.get(id(n)) == group)
         frontier.extend(graph.users[id(node)])
         frontier.extend(graph.after_outside_uses(node))
     return False

@@ -1,0 +1,458 @@
+"""Training through the kgc torch backend without a GPU: the forward and
+backward graphs AOTAutograd makes of a graph that needs autograd are both
+partitioned and converted, each backward op to kg ops, and a training step
+of a small decoder gives eager PyTorch's loss and gradients.
+
+Kernel graphs run on the CPU: mostly compiled by kgc's pipeline to tiled
+kernels and run by the CPU executor of tile programs; where a test is about
+what stays with PyTorch, evaluated by kgc.reference.
+"""
+
+from __future__ import annotations
+
+import operator
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import kgc
+from kgc.torch import KgcFallbackWarning
+from tests.test_torch_frontend import ReferenceBackend, TiledBackend
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def _randn(*shape, seed=[100], requires_grad=False):
+    seed[0] += 1
+    generator = torch.Generator().manual_seed(seed[0])
+    return torch.randn(shape, generator=generator).requires_grad_(requires_grad)
+
+
+def _gradients(function, inputs, backend):
+    """The result and the gradients of its weighted sum with respect to
+    every input that requires grad, compiled by `backend` and eagerly."""
+    weights = None
+    outcomes = []
+    for run in (torch.compile(function, backend=backend, fullgraph=True), function):
+        for x in inputs:
+            x.grad = None
+        result = run(*inputs)
+        if weights is None:
+            weights = _randn(*result.shape)
+        (result * weights).sum().backward()
+        outcomes.append((result.detach(), [x.grad for x in inputs if x.requires_grad]))
+    return outcomes
+
+
+def _backward_ops(backend) -> list[str]:
+    return [op.split(":")[0] for report in backend.reports if report.kind == "backward"
+            for partition in report.partitions for op in partition.ops]
+
+
+# (id, function, input shapes (each requires grad unless it is a tuple
+# (shape, False) or an index tensor), backward aten ops that must be in a
+# kgc partition)
+W = _randn(17, 5)
+CASES = [
+    # dX = dY W^T, dW = X^T dY: mm against transposed operands.
+    ("linear", lambda x, w, b: F.linear(x, w, b), [(3, 7, 17), (5, 17), (5,)],
+     ["aten.mm.default", "aten.sum.dim_IntList"]),
+    ("bmm", lambda a, b: torch.bmm(a, b), [(2, 3, 17), (2, 17, 4)], ["aten.bmm.default"]),
+    ("silu_gate", lambda x, y: F.silu(x) * y, [(3, 17), (3, 17)],
+     ["aten.sigmoid.default", "aten.mul.Tensor"]),
+    # GELU's backward whole: its decomposition needs erf, which kg lacks.
+    ("gelu", lambda x: F.gelu(x), [(3, 17)], ["aten.gelu_backward.default"]),
+    ("gelu_tanh", lambda x: F.gelu(x, approximate="tanh"), [(3, 17)],
+     ["aten.gelu_backward.default"]),
+    ("relu", lambda x: torch.relu(x @ W), [(3, 17)], ["aten.mm.default"]),
+    ("rms_norm", lambda x, w: F.rms_norm(x, (17,), w, eps=1e-6), [(2, 3, 17), (17,)],
+     ["aten.sum.dim_IntList", "aten.mul.Tensor"]),
+    ("rms_norm_explicit",
+     lambda x, w: w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)),
+     [(2, 3, 17), (17,)], ["aten.sum.dim_IntList", "aten.mul.Tensor"]),
+    # The forward saves the norm's mean and 1/std, which kgc computes too.
+    ("layer_norm", lambda x, w, b: F.layer_norm(x, (17,), w, b), [(2, 3, 17), (17,), (17,)],
+     ["aten.sum.dim_IntList", "aten.mul.Tensor"]),
+    ("softmax", lambda x: torch.softmax(x, -1), [(3, 17)], ["aten.mul.Tensor"]),
+    ("log_softmax", lambda x: torch.log_softmax(x, -1), [(3, 17)], ["aten.exp.default"]),
+    ("rotate_half", lambda x: torch.cat((-x[..., 9:], x[..., :9]), dim=-1) * 2, [(3, 18)],
+     ["aten.slice_scatter.default"]),
+    ("cross_entropy", lambda x, t: F.cross_entropy(x, t), [(5, 17), "targets"],
+     ["aten.scatter.value"]),
+]
+
+
+def _case_inputs(specs):
+    inputs = []
+    for spec in specs:
+        if spec == "targets":
+            generator = torch.Generator().manual_seed(len(inputs))
+            inputs.append(torch.randint(0, 17, (5,), generator=generator))
+        else:
+            inputs.append(_randn(*spec, requires_grad=True))
+    return inputs
+
+
+@pytest.mark.parametrize("name,function,specs,ops", CASES, ids=[c[0] for c in CASES])
+def test_each_backward_op_converts_and_runs_in_kgc_kernels(name, function, specs, ops):
+    backend = TiledBackend()
+    inputs = _case_inputs(specs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", KgcFallbackWarning)
+        (actual, actual_grads), (expected, expected_grads) = _gradients(function, inputs,
+                                                                        backend)
+    torch.testing.assert_close(actual, expected, atol=2e-5, rtol=2e-5)
+    assert len(actual_grads) == len(expected_grads)
+    for got, want in zip(actual_grads, expected_grads):
+        torch.testing.assert_close(got, want, atol=2e-5, rtol=2e-5)
+    assert [r.kind for r in backend.reports] == ["forward", "backward"]
+    forward, backward = backend.reports
+    assert not backward.fallbacks, backward.fallbacks
+    # Only the count of a loss's targets (an integer sum: kg sums floats)
+    # may stay with PyTorch in the forward.
+    assert all(op.startswith("aten.sum.dim_IntList") and " i64 " in why
+               for op, why in forward.fallbacks), forward.fallbacks
+    converted = _backward_ops(backend)
+    for op in ops:
+        assert op in converted, (op, converted)
+
+
+def test_a_strided_slice_scatter_stays_with_pytorch():
+    # kg has no strided scatter: the backward of x[:, ::2] keeps its
+    # slice_scatter in PyTorch, and the gradient is still right.
+    backend = ReferenceBackend()
+    x = _randn(3, 18, requires_grad=True)
+    (_, (got,)), (_, (want,)) = _gradients(lambda t: t[:, ::2].exp(), [x], backend)
+    torch.testing.assert_close(got, want)
+    (backward,) = [r for r in backend.reports if r.kind == "backward"]
+    reasons = {op.split(":")[0]: why for op, why in backward.fallbacks}
+    assert "step 2" in reasons["aten.slice_scatter.default"]
+
+
+def test_an_embeddings_gradient_stays_with_pytorch():
+    # Its backward adds rows of the gradient into the rows the tokens index
+    # (index_put with accumulate): a scatter-add, which kg cannot express.
+    backend = ReferenceBackend()
+    table = _randn(11, 17, requires_grad=True)
+    tokens = torch.tensor([[1, 4, 4], [0, 10, 4]])
+    (_, (got,)), (_, (want,)) = _gradients(lambda t: F.embedding(tokens, t) * 3, [table],
+                                           backend)
+    torch.testing.assert_close(got, want)
+    (backward,) = [r for r in backend.reports if r.kind == "backward"]
+    assert [op.split(":")[0] for op, _ in backward.fallbacks] == ["aten.index_put.default"]
+
+
+def test_a_gather_of_several_indices_per_line_stays_with_pytorch():
+    backend = ReferenceBackend()
+    x = _randn(4, 17, requires_grad=True)
+    index = torch.randint(0, 17, (4, 3), generator=torch.Generator().manual_seed(3))
+    (_, (got,)), (_, (want,)) = _gradients(lambda t: t.gather(1, index) * 2, [x], backend)
+    torch.testing.assert_close(got, want)
+    (forward,) = [r for r in backend.reports if r.kind == "forward"]
+    reasons = {op.split(":")[0]: why for op, why in forward.fallbacks}
+    assert "one index per line" in reasons["aten.gather.default"]
+
+
+TINY = dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
+
+
+def _model(family: str):
+    transformers = pytest.importorskip("transformers")
+    config_class, model_class = {
+        "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
+        "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
+    }[family]
+    torch.manual_seed(0)
+    return model_class(config_class(**TINY)).float()
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+def test_a_training_step_gives_eagers_loss_and_gradients(family):
+    # Every kernel graph is compiled by kgc's pipeline to tiled kernels and
+    # run by the CPU executor of tile programs, as on a GPU.
+    model = _model(family)
+    tokens = torch.randint(0, TINY["vocab_size"], (2, 17), generator=torch.Generator()
+                           .manual_seed(1))
+    backend = TiledBackend()
+    compiled = torch.compile(model, backend=backend)
+    loss = compiled(input_ids=tokens, labels=tokens).loss
+    loss.backward()
+    grads = {name: p.grad.clone() for name, p in model.named_parameters()}
+    model.zero_grad()
+    expected = model(input_ids=tokens, labels=tokens).loss
+    expected.backward()
+    torch.testing.assert_close(loss.detach(), expected.detach(), atol=1e-5, rtol=1e-5)
+    for name, p in model.named_parameters():
+        assert grads[name] is not None, name
+        torch.testing.assert_close(grads[name], p.grad, atol=1e-5, rtol=1e-4, msg=name)
+    kinds = [r.kind for r in backend.reports]
+    assert "forward" in kinds and "backward" in kinds, kinds
+    backward = [r for r in backend.reports if r.kind == "backward"]
+    ops = [op.split(":")[0] for r in backward for p in r.partitions for op in p.ops]
+    # The decoder's backward runs in kgc kernels: its matmuls (dW = X^T dY
+    # and dX = dY W^T), the norms' weight gradients summed over batch and
+    # sequence, the rotary embedding's slices scattered back.
+    for op in ("aten.mm.default", "aten.sum.dim_IntList", "aten.slice_scatter.default"):
+        assert op in ops, (op, sorted(set(ops)))
+    assert all(p.fallback_reason is None for r in backend.reports for p in r.partitions)
+
+
+def test_explain_with_grad_on_shows_forward_and_backward_kernels(capsys):
+    w = _randn(17, 5, requires_grad=True)
+    x = _randn(3, 17)
+    explanation = kgc.explain(lambda t: torch.relu(t @ w).sum(), x)
+    printed = capsys.readouterr().out
+    assert [g.kind for g in explanation.graphs] == ["forward", "backward"]
+    assert "graph 1 (backward):" in printed
+    backward_kernels = explanation.graphs[1].partitions[0].kernel_ops
+    assert any("aten.mm.default" in " ".join(ops) for ops in backward_kernels.values())
+
+
+def _backward_graph(target, arguments, values):
+    """An FX graph of one attention backward op as AOTAutograd traces it on
+    a CUDA device (meta kernels: no GPU needed), its three gradients
+    returned; `arguments` names placeholders by string."""
+    graph = torch.fx.Graph()
+    nodes = {}
+    for name, value in values.items():
+        nodes[name] = graph.placeholder(name)
+        nodes[name].meta["val"] = value.to("meta")
+    args = tuple(nodes[a] if isinstance(a, str) and a in nodes else a for a in arguments)
+    node = graph.call_function(target, args, {"scale": 0.3})
+    node.meta["val"] = target(*[a.meta["val"] if isinstance(a, torch.fx.Node) else a
+                                for a in args], scale=0.3)
+    results = []
+    for index in range(3):
+        item = graph.call_function(operator.getitem, (node, index))
+        item.meta["val"] = node.meta["val"][index]
+        results.append(item)
+    graph.output(tuple(results))
+    return torch.fx.GraphModule(torch.nn.Module(), graph), node
+
+
+aten = torch.ops.aten
+
+
+@pytest.mark.parametrize("kind", ["flash", "efficient", "cudnn"])
+@pytest.mark.parametrize("heads,kv_heads", [(3, 3), (4, 2)], ids=["mha", "gqa"])
+def test_the_cuda_attention_backward_ops_convert(kind, heads, kv_heads):
+    from kgc import reference
+    from kgc.torch import convert_graph, unsupported_reason
+
+    q = _randn(2, heads, 5, 16, requires_grad=True)
+    k, v = (_randn(2, kv_heads, 7, 16, requires_grad=True) for _ in range(2))
+    grad_out = _randn(2, heads, 5, 16)
+    # cuDNN's is called with the model's additive mask (as transformers
+    # passes it).
+    bias = _randn(2, 1, 5, 7) if kind == "cudnn" else None
+    out, lse = aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, attn_mask=bias,
+                                                                scale=0.3)
+    out.backward(grad_out)
+    values = {"grad_out": grad_out, "q": q.detach(), "k": k.detach(), "v": v.detach(),
+              "out": out.detach(), "lse": lse.detach(),
+              # The random-number state as CUDA keeps it: uint64, a dtype kg
+              # lacks, which the converter never reads.
+              "seed": torch.zeros((2,), dtype=torch.uint64),
+              "offset": torch.zeros((), dtype=torch.uint64)}
+    if kind == "flash":
+        target = aten._scaled_dot_product_flash_attention_backward.default
+        arguments = ("grad_out", "q", "k", "v", "out", "lse", None, None, 5, 7, 0.0, False,
+                     "seed", "offset")
+    elif kind == "efficient":
+        target = aten._scaled_dot_product_efficient_attention_backward.default
+        arguments = ("grad_out", "q", "k", "v", None, "out", "lse", "seed", "offset", 0.0,
+                     [True, True, True, False], False)
+    else:
+        # cuDNN keeps the logsumexp with a trailing 1 and its random-number
+        # state in int64.
+        target = aten._scaled_dot_product_cudnn_attention_backward.default
+        values["lse"] = values["lse"].unsqueeze(-1)
+        values["seed"], values["offset"] = (torch.zeros((), dtype=torch.int64),) * 2
+        values["bias"] = bias
+        arguments = ("grad_out", "q", "k", "v", "out", "lse", "seed", "offset", "bias", None,
+                     None, 5, 7, 0.0, False)
+    module, node = _backward_graph(target, arguments, values)
+    assert unsupported_reason(node) is None
+    converted = convert_graph(module, "attention_backward")
+    inputs = [values[n.name] for n in module.graph.nodes if n.op == "placeholder"]
+    inputs = [inputs[i] for i in converted.tensor_inputs]
+    results = reference.evaluate(converted.graph.build(), "attention_backward", inputs)
+    for got, want in zip([results[i] for i in converted.result_index], (q.grad, k.grad, v.grad)):
+        torch.testing.assert_close(got, want, atol=2e-5, rtol=2e-5)
+
+
+def test_the_logsumexp_attention_saves_for_its_backward_is_computed_in_kgc():
+    # The forward of attention that needs grad: its logsumexp is a result,
+    # so the fused op converts only if kgc computes it too.
+    backend = TiledBackend()
+    inputs = [_randn(2, 4, 5, 16, requires_grad=True),
+              *(_randn(2, 2, 5, 16, requires_grad=True) for _ in range(2))]
+
+    def attention(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", KgcFallbackWarning)
+        (actual, actual_grads), (expected, expected_grads) = _gradients(attention, inputs,
+                                                                        backend)
+    torch.testing.assert_close(actual, expected, atol=2e-5, rtol=2e-5)
+    for got, want in zip(actual_grads, expected_grads):
+        torch.testing.assert_close(got, want, atol=2e-5, rtol=2e-5)
+    forward, backward = backend.reports
+    assert not forward.fallbacks and not backward.fallbacks, (forward.fallbacks,
+                                                              backward.fallbacks)
+    assert "aten._scaled_dot_product_flash_attention_for_cpu_backward.default" in \
+        _backward_ops(backend)
+
+
+@pytest.mark.parametrize("kind", ["cudnn", "efficient", "flash"])
+def test_a_cuda_attention_forward_that_saves_for_its_backward_converts(kind):
+    # The forward saves the logsumexp and the random-number state for the
+    # backward; without dropout the state is never read, and kgc makes it
+    # zeros where kg holds its dtype (int64: cuDNN's and the memory-efficient
+    # kernel's); flash attention's is uint64, so that op stays with PyTorch.
+    from kgc import reference
+    from kgc.torch import convert_graph, unsupported_reason
+
+    q, k, v = (_randn(2, 3, 5, 16) for _ in range(3))
+    bias = _randn(2, 1, 5, 5)
+    graph = torch.fx.Graph()
+    nodes = {}
+    for name, value in (("q", q), ("k", k), ("v", v), ("bias", bias)):
+        nodes[name] = graph.placeholder(name)
+        nodes[name].meta["val"] = value.to("meta")
+    target, arguments, saved = {
+        "cudnn": (aten._scaled_dot_product_cudnn_attention.default,
+                  ("q", "k", "v", "bias", True, 0.0, False), (0, 1, 6, 7)),
+        "efficient": (aten._scaled_dot_product_efficient_attention.default,
+                      ("q", "k", "v", "bias", True, 0.0, False), (0, 1, 2, 3)),
+        "flash": (aten._scaled_dot_product_flash_attention.default, ("q", "k", "v", 0.0, False),
+                  (0, 1, 6, 7)),
+    }[kind]
+    args = tuple(nodes.get(a, a) if isinstance(a, str) else a for a in arguments)
+    node = graph.call_function(target, args)
+    meta = [a.meta["val"] if isinstance(a, torch.fx.Node) else a for a in args]
+    if kind == "flash":
+        # Its meta kernel names CUDA's uint64 state only where CUDA is seen.
+        node.meta["val"] = tuple(target(*meta))[:6] + (
+            torch.empty((2,), dtype=torch.uint64, device="meta"),
+            torch.empty((), dtype=torch.uint64, device="meta"), None)
+    else:
+        node.meta["val"] = target(*meta)
+        if kind == "cudnn":
+            # As CUDA's kernel reports them: the logsumexp with a trailing 1,
+            # the state in int64.
+            values = list(node.meta["val"])
+            values[1] = torch.empty((2, 3, 5, 1), device="meta")
+            values[6] = values[7] = torch.empty((), dtype=torch.int64, device="meta")
+            node.meta["val"] = tuple(values)
+    items = []
+    for index in saved:
+        item = graph.call_function(operator.getitem, (node, index))
+        item.meta["val"] = node.meta["val"][index]
+        items.append(item)
+    graph.output(tuple(items))
+    module = torch.fx.GraphModule(torch.nn.Module(), graph)
+    reason = unsupported_reason(node)
+    if kind == "flash":
+        assert "random-number state, torch.uint64" in reason
+        return
+    assert reason is None
+    converted = convert_graph(module, "attention")
+    inputs = [q, k, v, bias]
+    results = reference.evaluate(converted.graph.build(), "attention",
+                                 [inputs[i] for i in converted.tensor_inputs])
+    out, lse, *state = [results[i] for i in converted.result_index]
+    expected_out, expected_lse = aten._scaled_dot_product_flash_attention_for_cpu(
+        q, k, v, attn_mask=bias)
+    torch.testing.assert_close(out, expected_out, atol=2e-5, rtol=2e-5)
+    # The memory-efficient kernel's is padded past the 5 queries.
+    lse = lse.reshape(2, 3, -1)[..., :5]
+    torch.testing.assert_close(lse, expected_lse, atol=2e-5, rtol=2e-5)
+    assert all(s.dtype == torch.int64 and not s.any() for s in state)
+
+
+def test_integer_clamp_converts():
+    # A loss's backward clamps its int64 targets (ignore_index); kg's clamp
+    # is for floats, so integers clamp through maximum and minimum, exactly.
+    backend = TiledBackend()
+    targets = torch.randint(-40, 40, (4, 17), generator=torch.Generator().manual_seed(5))
+
+    def function(t):
+        return t.clamp(min=-3, max=11) * 2 + t.clamp(max=0)
+
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error", KgcFallbackWarning)
+        actual = torch.compile(function, backend=backend, fullgraph=True)(targets)
+    assert actual.dtype == torch.int64
+    assert torch.equal(actual, function(targets))
+    (report,) = backend.reports
+    assert not report.fallbacks
+    assert "kg.maximum" in backend.texts[0] and "kg.minimum" in backend.texts[0]
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gelus_backward_matches_torch_over_its_range(approximate, dtype):
+    # Wide and tiny inputs and exact zeros: where the exact derivative's
+    # cdf is taken as gelu(x) / x, at 0 as 1/2.
+    from kgc import reference
+    from kgc.torch import convert_graph
+
+    x = torch.cat([torch.linspace(-12, 12, 1001), torch.tensor([0.0, -0.0, 1e-30, -1e-30]),
+                   _randn(97) * 3]).to(dtype)
+    grad = _randn(x.numel()).to(dtype)
+    graph = torch.fx.Graph()
+    nodes = []
+    for name, value in (("grad", grad), ("x", x)):
+        nodes.append(graph.placeholder(name))
+        nodes[-1].meta["val"] = value
+    node = graph.call_function(aten.gelu_backward.default, tuple(nodes),
+                               {"approximate": approximate})
+    expected = aten.gelu_backward(grad, x, approximate=approximate)
+    node.meta["val"] = expected
+    graph.output(node)
+    converted = convert_graph(torch.fx.GraphModule(torch.nn.Module(), graph), "gelu_backward")
+    actual = reference.evaluate(converted.graph.build(), "gelu_backward", [grad, x])
+    # In the tails 1 + tanh and 1 - tanh^2 cancel: f32 keeps them to about
+    # ulp(1) times the slope, a few 1e-6 (torch's tanh may round to -1 and
+    # give 0 where kg's gives 1e-6).
+    atol, rtol = (1e-5, 2e-5) if dtype == torch.float32 else (1e-2, 1e-2)
+    torch.testing.assert_close(actual, expected, atol=atol, rtol=rtol)
+
+
+def test_a_lora_step_trains_only_the_adapters():
+    # A frozen base weight with trainable low-rank adapters: the backward
+    # computes the adapters' gradients only (no dW of the base), in kgc.
+    backend = TiledBackend()
+    base = _randn(33, 40)
+    down = _randn(4, 40, requires_grad=True)
+    up = _randn(33, 4, requires_grad=True)
+    x = _randn(3, 7, 40)
+
+    def lora(t, a, b):
+        return F.linear(t, base) + F.linear(F.linear(t, a), b) * 0.5
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", KgcFallbackWarning)
+        (actual, actual_grads), (expected, expected_grads) = _gradients(
+            lora, [x, down, up], backend)
+    torch.testing.assert_close(actual, expected, atol=2e-5, rtol=2e-5)
+    assert len(actual_grads) == 2
+    for got, want in zip(actual_grads, expected_grads):
+        torch.testing.assert_close(got, want, atol=5e-5, rtol=5e-5)
+    forward, backward = backend.reports
+    assert not forward.fallbacks and not backward.fallbacks
+    # dA = (dY B * 0.5)^T X and dB = (dY * 0.5)^T (X A^T): no gradient of
+    # the frozen base, whose shape no backward matmul makes.
+    assert "aten.mm.default" in _backward_ops(backend)
+    results = [n for n in backend.texts[1].splitlines() if "return" in n]
+    assert "4x40" in results[-1] and "33x40" not in results[-1], results
