@@ -34,4 +34,6 @@ def test_matches_torch(case, dtype):
             expected = case.reference(*inputs)
         finally:
             torch.backends.cuda.matmul.allow_tf32 = previous
-        assert_matches_torch(results, expected, built, inputs, tf32=case.tf32)
+        hardware = case.gpu_reference(*inputs) if case.gpu_reference else None
+        assert_matches_torch(results, expected, built, inputs, tf32=case.tf32,
+                             hardware_eager=hardware)
