@@ -34,7 +34,6 @@ without a GPU.
 from __future__ import annotations
 
 import dataclasses
-import json
 import pathlib
 import statistics
 import time
@@ -104,7 +103,9 @@ class ModelSuiteResult:
                 "rows": [row.to_dict() for row in self.rows]}
 
     def write_json(self, path) -> None:
-        pathlib.Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+        from kgc.bench import provenance
+
+        provenance.write_json(path, self.to_dict())
 
     def table(self) -> str:
         timed = bool(self.settings.get("timed"))

@@ -7,11 +7,12 @@ A number without its origin cannot be compared with a later one: the code
 may have changed under it (a commit, or uncommitted edits), or the GPU or
 the compiler underneath. `collect` gathers, once per result file:
 
-    commit     the git commit of the kgc source tree that ran (None when kgc
-               is not run from a git checkout)
+    commit     the git commit of the kgc source tree that ran (outside a git
+               checkout, KGC_SOURCE_COMMIT as the builder of the installed
+               copy set it, else None)
     dirty      whether tracked files differed from that commit (uncommitted
                edits; untracked files, such as results being written, do
-               not count)
+               not count; outside a checkout KGC_SOURCE_DIRTY=1 or 0)
     gpu        the CUDA device's name (None without one)
     versions   kgc, torch and triton as installed
     date       when the result was made, UTC, ISO 8601
@@ -109,6 +110,11 @@ def collect(argv: Sequence[str] | None = None) -> dict:
         commit = _git(root, "rev-parse", "HEAD")
         status = _git(root, "status", "--porcelain", "--untracked-files=no")
         dirty = None if status is None else bool(status)
+    if commit is None:
+        # kgc installed from a build rather than run from its checkout (a
+        # GPU host that gets a wheel): the builder names the commit.
+        commit = os.environ.get("KGC_SOURCE_COMMIT") or None
+        dirty = {"1": True, "0": False}.get(os.environ.get("KGC_SOURCE_DIRTY", ""))
     return {"commit": commit, "dirty": dirty, "gpu": _gpu(),
             "versions": _versions(),
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

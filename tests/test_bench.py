@@ -935,3 +935,15 @@ def test_torch_backend_benchmark_faces_max_autotune_with_max_autotune():
     assert ways["kgc max-autotune"] == {"backend": "kgc", "options": {"mode": "max-autotune"}}
     assert ways["torch.compile"] == {} and ways["kgc"] == {"backend": "kgc"}
     assert not any("max-autotune" in name for name, _ in module.ways_of(autotune=False))
+
+
+def test_an_installed_copy_records_the_commit_its_builder_names(monkeypatch):
+    from kgc.bench import provenance
+
+    monkeypatch.setattr(provenance, "_source_root", lambda: None)
+    monkeypatch.delenv("KGC_SOURCE_COMMIT", raising=False)
+    assert provenance.collect(["x"])["commit"] is None
+    monkeypatch.setenv("KGC_SOURCE_COMMIT", "0123abcd")
+    monkeypatch.setenv("KGC_SOURCE_DIRTY", "0")
+    record = provenance.collect(["x"])
+    assert record["commit"] == "0123abcd" and record["dirty"] is False

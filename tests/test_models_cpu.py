@@ -191,3 +191,15 @@ def test_the_cli_exits_non_zero_when_a_row_is_wrong(monkeypatch, capsys):
     assert cli(["bench", "--models", "bert", "--device", "cpu"]) == 1
     captured = capsys.readouterr()
     assert "WRONG" in captured.out and "bert forward 17 (wrong)" in captured.err
+
+
+def test_the_suites_json_says_what_produced_it(tmp_path):
+    import json
+
+    from kgc.bench.provenance import FIELDS
+
+    result = model_run.ModelSuiteResult("CPU", {"size": "cpu"}, [model_run.ModelRow("m", "r")])
+    path = tmp_path / "models.json"
+    result.write_json(path)
+    data = json.loads(path.read_text())
+    assert set(FIELDS) <= set(data["provenance"]) and data["rows"][0]["model"] == "m"
