@@ -34,7 +34,6 @@ without a GPU.
 from __future__ import annotations
 
 import dataclasses
-import pathlib
 import statistics
 import time
 import warnings
