@@ -146,3 +146,44 @@ def test_kg_tile_picks(key):
                   if name in attributes and isinstance(attributes[name], ir.IntegerAttr)}
         assert picked == knobs
         assert tuple(ir.DenseI64ArrayAttr(attributes["grid"])) == grid
+
+
+def _matmul_knobs(m: int, k: int, n: int, target: int = 90, gated: bool = False) -> dict:
+    import kgc
+    from kgc.pipeline.compiler import compile_module
+
+    g = kgc.Graph("prefill")
+    x, w = g.input("x", (m, k), "f16"), g.input("w", (k, n), "f16")
+    y = g.matmul(x, w)
+    if gated:
+        y = g.silu(y) * g.matmul(x, g.input("u", (k, n), "f16"))
+    g.output(y)
+    context = ir.Context()
+    module = g.build(context)
+    with context:
+        compile_module(module, emit="kg", target=target)
+    attributes = kernels_in(module)[0].attributes  # the matmul (or its partials)
+    return {name: ir.IntegerAttr(attributes[name]).value
+            for name in ("block_m", "block_n", "num_stages")}
+
+
+@pytest.mark.parametrize("m,k,n,knobs", [
+    # One wave of 128x128 programs over a long k loop: 4 stages, no
+    # narrowing to two waves of 128x64.
+    (512, 14336, 4096, dict(block_m=128, block_n=128, num_stages=4)),
+    (512, 4096, 4096, dict(block_m=128, block_n=128, num_stages=4)),
+    # Several waves: 3 stages, so that two programs can share an SM.
+    (512, 4096, 6144, dict(block_m=128, block_n=128, num_stages=3)),
+    (512, 4096, 32000, dict(block_m=128, block_n=128, num_stages=3)),
+    # Under half a wave, n tiles still narrow to fill the GPU.
+    (256, 4096, 4096, dict(block_m=128, block_n=64, num_stages=4)),
+])
+def test_prefill_matmuls_fill_one_wave_with_deep_pipelines(m, k, n, knobs):
+    assert _matmul_knobs(m, k, n) == knobs
+
+
+def test_a_fourth_stage_only_where_the_target_s_shared_memory_holds_it():
+    # A gated pair of 128x128 dots (split in two along k to fill the GPU)
+    # over 4 stages needs 192 KiB: sm_90 has 227 KiB per block, sm_86 99.
+    assert _matmul_knobs(512, 14336, 2048, 90, gated=True)["num_stages"] == 4
+    assert _matmul_knobs(512, 14336, 2048, 86, gated=True)["num_stages"] == 3
