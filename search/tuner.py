@@ -45,7 +45,7 @@ from typing import Callable, Mapping, Sequence
 from mlir import ir
 
 from kgc.diagnostics import KgcError
-from kgc.search.cache import Cache, CacheKey, Entry, installed_versions
+from kgc.search.cache import EVIDENCE, Cache, CacheKey, Entry, installed_versions
 from kgc.pipeline.config import GraphConfig, set_knobs
 from kgc.search.profile import REJECTED, TIMED, KernelTrial, Outcome, TrialSettings, \
     run_trial, run_trials
@@ -124,7 +124,7 @@ def superoptimize(source, *, function: str | None = None, target: str | int | No
                   warmup_iters: int = 16, profile_iters: int = 1000,
                   budget_s: float | None = None, effort: str = "default",
                   jobs: int | None = None, timeout_s: float = 120.0,
-                  configs: Mapping[str, Sequence] | None = None, cache: bool | Cache = True,
+                  configs: Mapping[str, Sequence] | None = None, cache: bool | str | Cache = True,
                   devices: Sequence[int] | None = None, verbose: bool = True,
                   tamper: Callable | None = None):
     """Searches the variants of `source` (a kgc.Graph, MLIR text or an .mlir
@@ -136,7 +136,9 @@ def superoptimize(source, *, function: str | None = None, target: str | int | No
     kernel are tried; `configs` adds configs of your own by kernel kind
     ({"matmul": [MatmulConfig(...)]}); `jobs` is the number of compile
     workers (default: every CPU core); `timeout_s` bounds one candidate's
-    compile; `cache=False` neither reads nor writes the cache; `devices`
+    compile; `cache=False` neither reads nor writes the cache, and
+    `cache="redis://host:port/db"` shares it through that server (as
+    `KGC_CACHE_URL` does); `devices`
     picks the GPUs (default: every visible one, of one model); `verbose`
     shows a progress bar. `tamper` is a test hook (see profile.TrialSettings).
     """
@@ -162,7 +164,8 @@ def superoptimize(source, *, function: str | None = None, target: str | int | No
     device = (devices or [torch.cuda.current_device()])[0]
     major, minor = torch.cuda.get_device_capability(device)
     arch = parse_target(target) if target is not None else parse_target(major * 10 + minor)
-    store = cache if isinstance(cache, Cache) else Cache() if cache else None
+    store = (cache if isinstance(cache, Cache) else Cache(remote=cache) if isinstance(cache, str)
+             else Cache() if cache else None)
     key = CacheKey(text, torch.cuda.get_device_name(device), (major, minor), installed_versions(),
                    (("effort", effort), ("function", function), ("target", str(arch)),
                     ("configs", repr(sorted((k, sorted(map(repr, v))) for k, v in
@@ -178,7 +181,7 @@ def superoptimize(source, *, function: str | None = None, target: str | int | No
             _LOG.info("superoptimize: cache hit for @%s (%s)", function, store.path(key))
             return _from_entry(entry, function, time.monotonic() - started)
         graph = search.run()
-        store.store(key, _to_entry(graph))
+        store.store(key, _to_entry(graph, key))
         return graph
 
 
@@ -500,13 +503,25 @@ def _first_line(error) -> str:
 
 # -- the cache's entries ---------------------------------------------------------
 
-def _to_entry(graph) -> Entry:
+def _to_entry(graph, key: CacheKey) -> Entry:
     with tempfile.TemporaryDirectory(prefix="kgc-entry-") as directory:
         graph.module.write(directory, graph.name)
         root = pathlib.Path(directory)
         files = {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
                  if p.is_file() and (p.name == "manifest.json" or p.parent.name == "kernels")}
-    return Entry({"graph": graph.config.to_dict(), "report": graph.report.to_dict()}, files)
+    return Entry({"graph": graph.config.to_dict(), "report": graph.report.to_dict(),
+                  EVIDENCE: _evidence(graph, key)}, files)
+
+
+def _evidence(graph, key: CacheKey) -> dict:
+    """What a machine that did not search needs to trust a result: the
+    check's verdict on the whole graph kept, on a GPU of the key's model."""
+    kept = graph.config.to_dict()
+    rows = [row for row in graph.report.rows if row.signature == GRAPH and row.config == kept]
+    row = rows[0] if rows else None
+    return {"gpu": key.device, "capability": list(key.capability),
+            "status": row.status if row else "unchecked",
+            "time_us": row.time_us if row else None, "device": row.device if row else None}
 
 
 def _from_entry(entry: Entry, function: str, wall_s: float):
