@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import io
 import json
 import logging
 import os
@@ -202,15 +203,27 @@ class Cache:
 
     def _read(self, path: pathlib.Path, key: CacheKey) -> Entry:
         with zipfile.ZipFile(path) as archive:
-            manifest = json.loads(archive.read(_MANIFEST))
-            if manifest.get("format") != _FORMAT:
-                raise CorruptEntry(f"format {manifest.get('format')}, expected {_FORMAT}")
-            if manifest.get("key") != json.loads(json.dumps(dataclasses.asdict(key))):
-                raise CorruptEntry("it was stored for another key")
-            files = {}
-            for name, digest in manifest["files"].items():
-                data = archive.read(f"files/{name}")
-                if hashlib.sha256(data).hexdigest() != digest:
-                    raise CorruptEntry(f"member {name} does not match its checksum")
-                files[name] = data
+            manifest, files = _checked(archive)
+        if manifest.get("key") != json.loads(json.dumps(dataclasses.asdict(key))):
+            raise CorruptEntry("it was stored for another key")
         return Entry(manifest["config"], files)
+
+
+def check_entry(data: bytes) -> dict:
+    """The manifest of an entry's bytes, after checking its format and every
+    member's checksum; raises CorruptEntry (or zipfile's, json's errors)."""
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        return _checked(archive)[0]
+
+
+def _checked(archive: zipfile.ZipFile) -> tuple[dict, dict[str, bytes]]:
+    manifest = json.loads(archive.read(_MANIFEST))
+    if manifest.get("format") != _FORMAT:
+        raise CorruptEntry(f"format {manifest.get('format')}, expected {_FORMAT}")
+    files = {}
+    for name, digest in manifest["files"].items():
+        data = archive.read(f"files/{name}")
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise CorruptEntry(f"member {name} does not match its checksum")
+        files[name] = data
+    return manifest, files

@@ -159,3 +159,61 @@ def test_a_corrupt_search_result_on_the_server_is_a_miss(redis_server, tmp_path)
     redis_server.client.set(key, redis_server.client.get(key)[:-1])
     with pytest.warns(RuntimeWarning, match="does not match its sha256"):
         assert Cache(tmp_path / "b", remote=redis_server.url).load(KEY) is None
+
+
+# -- cache bundles -------------------------------------------------------------------
+
+def kgc_cli(*arguments, cache_dir):
+    env = dict(os.environ, KGC_CACHE_DIR=str(cache_dir))
+    env.pop("KGC_CACHE_URL", None)
+    return subprocess.run([sys.executable, "-m", "kgc.tools.cli", *map(str, arguments)],
+                          env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_a_bundle_serves_a_compile_in_another_process_with_no_triton_compile(tmp_path):
+    built, _, _ = compile_in_child(tmp_path / "built")
+    assert built["stats"]["compiled"] == 2
+    bundle = tmp_path / "kgc-cache.tar.gz"
+    exported = kgc_cli("cache", "export", bundle, cache_dir=tmp_path / "built")
+    assert exported.returncode == 0, exported.stderr
+    assert "exported 2 kernel(s) and 0 search result(s)" in exported.stdout
+    info = kgc_cli("cache", "info", bundle, cache_dir=tmp_path / "elsewhere")
+    assert "kernels: 2" in info.stdout, info.stderr
+    imported = kgc_cli("cache", "import", bundle, cache_dir=tmp_path / "fresh")
+    assert imported.returncode == 0, imported.stderr
+    served, _, _ = compile_in_child(tmp_path / "fresh")
+    assert served["stats"] == {"local_hits": 2, "remote_hits": 0, "compiled": 0, "corrupt": 0}
+    assert served["cubins"] == built["cubins"]
+    assert "kernels: 2" in kgc_cli("cache", "info", cache_dir=tmp_path / "fresh").stdout
+
+
+def test_a_bundle_with_an_altered_entry_is_refused_whole(tmp_path):
+    import io
+    import tarfile
+
+    compile_in_child(tmp_path / "built")
+    from kgc.search.bundle import export_cache
+
+    bundle = tmp_path / "kgc-cache.tar.gz"
+    export_cache(bundle, tmp_path / "built")
+    altered = tmp_path / "altered.tar.gz"
+    with tarfile.open(bundle) as source, tarfile.open(altered, "w:gz") as target:
+        for member in source.getmembers():
+            data = source.extractfile(member).read()
+            if member.name.endswith(".kgc") and not any(
+                    m.name.endswith(".kgc") for m in target.getmembers()):
+                data = data[:-1] + bytes([data[-1] ^ 1])
+            target.addfile(member, io.BytesIO(data))
+    done = kgc_cli("cache", "import", altered, cache_dir=tmp_path / "fresh")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "does not match the size and sha256 of the manifest" in done.stderr
+    # Nothing of it was written.
+    assert not (tmp_path / "fresh").exists() or not any((tmp_path / "fresh").rglob("*.kgc"))
+
+
+def test_a_file_that_is_no_bundle_is_a_clear_error(tmp_path):
+    bogus = tmp_path / "bogus.tar.gz"
+    bogus.write_bytes(b"not a tar")
+    done = kgc_cli("cache", "import", bogus, cache_dir=tmp_path / "fresh")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert f"cannot read the cache bundle '{bogus}'" in done.stderr
