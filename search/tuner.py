@@ -45,6 +45,7 @@ from typing import Callable, Mapping, Sequence
 from mlir import ir
 
 from kgc.diagnostics import KgcError
+from kgc.search.farm import Farm
 from kgc.search.cache import EVIDENCE, Cache, CacheKey, Entry, installed_versions
 from kgc.pipeline.config import GraphConfig, set_knobs
 from kgc.search.profile import REJECTED, TIMED, KernelTrial, Outcome, TrialSettings, \
@@ -126,7 +127,7 @@ def superoptimize(source, *, function: str | None = None, target: str | int | No
                   jobs: int | None = None, timeout_s: float = 120.0,
                   configs: Mapping[str, Sequence] | None = None, cache: bool | str | Cache = True,
                   devices: Sequence[int] | None = None, verbose: bool = True,
-                  tamper: Callable | None = None):
+                  cluster: str | None = None, tamper: Callable | None = None):
     """Searches the variants of `source` (a kgc.Graph, MLIR text or an .mlir
     path) on this machine's GPU and returns the fastest checked one as a
     compiled graph (`kgc.runtime.CompiledGraph`) with `.config` (a
@@ -139,14 +140,18 @@ def superoptimize(source, *, function: str | None = None, target: str | int | No
     compile; `cache=False` neither reads nor writes the cache, and
     `cache="redis://host:port/db"` shares it through that server (as
     `KGC_CACHE_URL` does); `devices`
-    picks the GPUs (default: every visible one, of one model); `verbose`
-    shows a progress bar. `tamper` is a test hook (see profile.TrialSettings).
+    picks the GPUs (default: every visible one, of one model); `cluster`
+    ("ray", or a Ray cluster's address) lowers and compiles the candidates
+    as tasks of that cluster (`farm`), the checking and timing staying on
+    this machine's GPUs; `verbose` shows a progress bar. `tamper` is a test hook (see profile.TrialSettings).
     """
     from kgc.parsing import canonical_source
     from kgc.pipeline.stages import parse_target
     from kgc.runtime import cuda_available
 
     _check_arguments(warmup_iters, profile_iters, budget_s, effort, jobs, timeout_s)
+    if cluster is not None:
+        Farm.require(cluster)
     if not cuda_available():
         raise KgcError("superoptimize runs and times candidates on a GPU: it needs a CUDA device, "
                        "and torch sees none")
@@ -172,7 +177,7 @@ def superoptimize(source, *, function: str | None = None, target: str | int | No
                                             (configs or {}).items())))))
     search = _Search(text, function, arch, effort, configs or {}, jobs or os.cpu_count() or 1,
                      timeout_s, TrialSettings(warmup_iters, profile_iters, None, tamper),
-                     devices, budget_s, verbose, started)
+                     devices, budget_s, verbose, started, cluster)
     if store is None:
         return search.run()
     with store.locked(key):
@@ -206,8 +211,9 @@ def _check_arguments(warmup_iters, profile_iters, budget_s, effort, jobs, timeou
 
 class _Search:
     def __init__(self, text, function, target, effort, configs, jobs, timeout_s, settings,
-                 devices, budget_s, verbose, started):
+                 devices, budget_s, verbose, started, cluster=None):
         self.text, self.function, self.target = text, function, target
+        self.cluster = cluster  # None: lower here, compile in this machine's workers
         self.effort, self.extra_configs = effort, configs
         self.jobs, self.timeout_s, self.settings = jobs, timeout_s, settings
         self.devices, self.budget_s, self.verbose, self.started = devices, budget_s, verbose, started
@@ -244,12 +250,23 @@ class _Search:
         return self._finish(chosen, partitions, kernels, best)
 
     def _measure(self, kernels, selection, best, progress) -> None:
+        if self.cluster is not None:
+            with self._phase("compile"):
+                compiled = self._compile_on_cluster(kernels, selection, progress)
+            with self._phase("profile"):
+                timed = self._profile(kernels, compiled, progress)
+            self._keep_best(timed, best)
+            return
         with self._phase("lower"):
             candidates = self._lower(kernels, selection, progress)
         with self._phase("compile"):
             compiled = self._compile(kernels, candidates, progress)
         with self._phase("profile"):
             timed = self._profile(kernels, compiled, progress)
+        self._keep_best(timed, best)
+
+    @staticmethod
+    def _keep_best(timed, best) -> None:
         for signature, (index, time_us) in timed.items():
             if signature not in best or time_us < best[signature][1]:
                 best[signature] = (index, time_us)
@@ -333,6 +350,31 @@ class _Search:
                 kernel.shared = outcome.shared
             module.emitted = "cubin"
             compiled[key] = module
+            progress.count("compiled")
+        return compiled
+
+    def _compile_on_cluster(self, kernels, selection, progress) -> dict:
+        """`_lower` and `_compile` as tasks of the Ray cluster (`farm`)."""
+        requests, keys = [], []
+        for signature, index in selection:
+            variants = kernels[signature]
+            if index > 0 and self.over_budget():
+                self._row(variants, variants.configs[index], OVER_BUDGET, progress=progress)
+                continue
+            keys.append((signature, index))
+            requests.append((variants.launch_text, variants.configs[index], self.target,
+                             self.timeout_s))
+        if not requests:
+            return {}
+        results = Farm.connect(self.cluster).lower_and_compile(requests)
+        compiled = {}
+        for (signature, index), result in zip(keys, results):
+            variants = kernels[signature]
+            if isinstance(result, str):
+                self._row(variants, variants.configs[index], FAILED, reason=result,
+                          progress=progress)
+                continue
+            compiled[signature, index] = result
             progress.count("compiled")
         return compiled
 
