@@ -121,8 +121,12 @@ class KernelCache:
         """The artifact of hash `key` from the local folder, else from the
         server (then written to the folder); None on a miss."""
         path = self.path(key)
-        if path.exists():
-            artifact = self._checked(key, unframe(path.read_bytes()), str(path))
+        try:
+            data = path.read_bytes()
+        except OSError:
+            data = None
+        if data is not None:
+            artifact = self._checked(key, unframe(data), str(path))
             if artifact is not None:
                 self.stats["local_hits"] += 1
                 return artifact

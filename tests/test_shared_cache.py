@@ -217,3 +217,24 @@ def test_a_file_that_is_no_bundle_is_a_clear_error(tmp_path):
     done = kgc_cli("cache", "import", bogus, cache_dir=tmp_path / "fresh")
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert f"cannot read the cache bundle '{bogus}'" in done.stderr
+
+
+def test_a_corrupt_local_kernel_entry_is_rebuilt(tmp_path):
+    import kgc
+    from kgc.pipeline.kernel_cache import KernelCache
+
+    g = kgc.Graph("softmax")
+    g.output(g.softmax(g.input("x", (17, 1000), "f16")))
+    store = KernelCache(tmp_path)
+    first = kgc.compile(g, target=90, cache=store)
+    (entry,) = (tmp_path / "kernels").rglob("*.kgc")
+    good = entry.read_bytes()
+    entry.write_bytes(good[:len(good) // 2])  # truncated
+    with pytest.warns(RuntimeWarning, match="is corrupt .*; it is ignored and rebuilt"):
+        again = kgc.compile(g, target=90, cache=store)
+    assert store.stats == {"local_hits": 0, "remote_hits": 0, "compiled": 2, "corrupt": 1}
+    assert entry.read_bytes() == good
+    (a,), (b,) = first.module.kernels.values(), again.module.kernels.values()
+    assert a.artifact.cubin == b.artifact.cubin
+    kgc.compile(g, target=90, cache=store)
+    assert store.stats["local_hits"] == 1
