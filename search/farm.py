@@ -3,7 +3,7 @@ tasks on a cluster's CPUs, while checking and timing stay on this
 machine's GPUs.
 
     farm = Farm.connect("ray")               # or "ray://head:10001", "head:6379"
-    results = farm.lower_and_compile([(launch_text, config, target, timeout), ...])
+    results = farm.lower_and_compile([(launch_text, config, target, timeout, cache), ...])
 
 Each candidate is one task (`lower_and_compile`): the kernel's launch
 module parsed, its knobs set, lowered by kgc's pipeline to TTIR and its
@@ -29,9 +29,12 @@ from kgc.diagnostics import KgcError
 INSTALL_HINT = "pip install 'kgc[cluster]'"
 
 
-def lower_and_compile(launch_text: str, config, target: int, timeout_s: float | None):
+def lower_and_compile(launch_text: str, config, target: int, timeout_s: float | None,
+                      cache: bool | str | None = None):
     """One candidate of the search, lowered and compiled: its CompiledModule
-    at cubin, or the first line of why it failed (a str)."""
+    at cubin, or the first line of why it failed (a str). `cache` is the
+    kernel cache of the worker's compile (`KernelCache.resolve`; by default
+    the one the worker's environment asks for)."""
     from mlir import ir
 
     from kgc.pipeline.compiler import compile_module
@@ -49,7 +52,7 @@ def lower_and_compile(launch_text: str, config, target: int, timeout_s: float | 
             compiled = compile_module(module, target=target,
                                       pipeline=kernel_pipeline_text(target), emit="ttir")
         requests = [(k.asm["ttir"], k.options) for k in compiled.kernels.values()]
-        artifacts = compile_kernels(requests, target, timeout=timeout_s)
+        artifacts = compile_kernels(requests, target, timeout=timeout_s, cache=cache)
     except KgcError as error:
         text = str(error).strip()
         return text.splitlines()[0] if text else type(error).__name__
@@ -100,6 +103,6 @@ class Farm:
 
     def lower_and_compile(self, requests) -> list:
         """`lower_and_compile` of each (launch_text, config, target,
-        timeout_s), in order, as many at once as the cluster has CPUs."""
+        timeout_s[, cache]), in order, as many at once as the cluster has CPUs."""
         futures = [self._task.remote(*request) for request in requests]
         return self._ray.get(futures)

@@ -11,7 +11,9 @@ The stages, each a module of this package:
    it), and the configs to try for each kernel;
 2. lowering each (kernel, config) to TTIR here, then compiling to cubin in
    worker processes of the target (`kgc.pipeline.triton_stage.worker_pool`),
-   all of them side by side, each within a timeout;
+   all of them side by side, each within a timeout (a kernel found in the
+   kernel cache, `kgc.pipeline.kernel_cache`, when one is on, is not
+   compiled again); or both as tasks of a Ray cluster (`farm`);
 3. checking and timing each compiled candidate on the GPUs (`profile`):
    skipped when it exceeds the device's resources, rejected when its results
    differ from torch's, timed otherwise;
@@ -178,6 +180,10 @@ def superoptimize(source, *, function: str | None = None, target: str | int | No
     search = _Search(text, function, arch, effort, configs or {}, jobs or os.cpu_count() or 1,
                      timeout_s, TrialSettings(warmup_iters, profile_iters, None, tamper),
                      devices, budget_s, verbose, started, cluster)
+    if cache is False:
+        search.kernel_cache = False
+    elif isinstance(cache, str):
+        search.kernel_cache = cache
     if store is None:
         return search.run()
     with store.locked(key):
@@ -214,6 +220,9 @@ class _Search:
                  devices, budget_s, verbose, started, cluster=None):
         self.text, self.function, self.target = text, function, target
         self.cluster = cluster  # None: lower here, compile in this machine's workers
+        # The kernel cache of the candidates' compiles (KernelCache.resolve):
+        # by default the one KGC_CACHE_URL or KGC_KERNEL_CACHE=1 asks for.
+        self.kernel_cache = None
         self.effort, self.extra_configs = effort, configs
         self.jobs, self.timeout_s, self.settings = jobs, timeout_s, settings
         self.devices, self.budget_s, self.verbose, self.started = devices, budget_s, verbose, started
@@ -325,19 +334,38 @@ class _Search:
         from kgc.pipeline.triton_stage import worker_pool
         from kgc.pipeline.artifact import Artifact
 
+        import triton
+
+        from kgc.pipeline.artifact import content_hash
+        from kgc.pipeline.kernel_cache import KernelCache
+
+        store = KernelCache.resolve(self.kernel_cache)
         pool = worker_pool(self.target, self.jobs)
         futures = {}
         for key, module in lowered.items():
             # Most candidates are one kernel; a schedule may make more (a
             # split-KV attention and the kernel combining its splits).
-            futures[key] = [(kernel, pool.submit(kernel.asm["ttir"], kernel.options, self.target,
-                                                 self.timeout_s))
-                            for kernel in module.kernels.values()]
+            futures[key] = []
+            for kernel in module.kernels.values():
+                ttir, options = kernel.asm["ttir"], kernel.options
+                cached = store.load(content_hash(ttir, options, self.target,
+                                                 triton.__version__)) if store else None
+                futures[key].append((kernel, cached if cached is not None else
+                                     pool.submit(ttir, options, self.target, self.timeout_s)))
         compiled = {}
         for key, pending in futures.items():
             signature, index = key
             variants = kernels[signature]
-            outcomes = [(kernel, future.result().outcome) for kernel, future in pending]
+            outcomes = []
+            for kernel, future in pending:
+                if isinstance(future, Artifact):
+                    outcomes.append((kernel, future))
+                    continue
+                outcome = future.result().outcome
+                if store is not None and isinstance(outcome, Artifact):
+                    store.stats["compiled"] += 1
+                    store.store(outcome)
+                outcomes.append((kernel, outcome))
             failed = [outcome for _, outcome in outcomes if not isinstance(outcome, Artifact)]
             if failed:
                 self._row(variants, variants.configs[index], FAILED,
@@ -363,7 +391,7 @@ class _Search:
                 continue
             keys.append((signature, index))
             requests.append((variants.launch_text, variants.configs[index], self.target,
-                             self.timeout_s))
+                             self.timeout_s, self.kernel_cache))
         if not requests:
             return {}
         results = Farm.connect(self.cluster).lower_and_compile(requests)

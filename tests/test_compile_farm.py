@@ -103,3 +103,23 @@ def test_without_ray_the_error_names_the_extra(monkeypatch):
     # superoptimize says so before it looks for a GPU.
     with pytest.raises(KgcError, match=r"pip install 'kgc\[cluster\]'"):
         kgc.superoptimize(small_mlp(), cluster="ray")
+
+
+def test_the_search_compiles_a_candidate_once_through_the_kernel_cache(tmp_path):
+    from kgc.pipeline.kernel_cache import KernelCache
+
+    def compile_selection(store):
+        search = make_search(None)
+        search.kernel_cache = store
+        _, kernels = variant_space(search.text, search.function, "low", search.target)
+        selection = [(signature, 0) for signature in kernels]
+        progress = Progress()
+        return search._compile(kernels, search._lower(kernels, selection, progress), progress)
+
+    first_store, second_store = KernelCache(tmp_path), KernelCache(tmp_path)
+    first = compile_selection(first_store)
+    second = compile_selection(second_store)
+    assert first_store.stats["compiled"] == len(first) >= 1
+    assert second_store.stats["compiled"] == 0
+    assert second_store.stats["local_hits"] == first_store.stats["compiled"]
+    assert fingerprint(second) == fingerprint(first)
