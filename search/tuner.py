@@ -139,13 +139,14 @@ def superoptimize(source, *, function: str | None = None, target: str | int | No
     kernel are tried; `configs` adds configs of your own by kernel kind
     ({"matmul": [MatmulConfig(...)]}); `jobs` is the number of compile
     workers (default: every CPU core); `timeout_s` bounds one candidate's
-    compile; `cache=False` neither reads nor writes the cache, and
-    `cache="redis://host:port/db"` shares it through that server (as
-    `KGC_CACHE_URL` does); `devices`
-    picks the GPUs (default: every visible one, of one model); `cluster`
-    ("ray", or a Ray cluster's address) lowers and compiles the candidates
-    as tasks of that cluster (`farm`), the checking and timing staying on
-    this machine's GPUs; `verbose` shows a progress bar. `tamper` is a test hook (see profile.TrialSettings).
+    compile; `cache=False` neither reads nor writes the cache (nor the
+    kernel cache), and `cache="redis://host:port/db"` shares both through
+    that server (as `KGC_CACHE_URL` does); `devices` picks the GPUs
+    (default: every visible one, of one model); `cluster` ("ray", or a Ray
+    cluster's address) lowers and compiles the candidates as tasks of that
+    cluster (`farm`), the checking and timing staying on this machine's
+    GPUs; `verbose` shows a progress bar. `tamper` is a test hook (see
+    profile.TrialSettings).
     """
     from kgc.parsing import canonical_source
     from kgc.pipeline.stages import parse_target
@@ -331,13 +332,11 @@ class _Search:
         return lowered
 
     def _compile(self, kernels, lowered: dict, progress) -> dict:
-        from kgc.pipeline.triton_stage import worker_pool
-        from kgc.pipeline.artifact import Artifact
-
         import triton
 
-        from kgc.pipeline.artifact import content_hash
+        from kgc.pipeline.artifact import Artifact, content_hash
         from kgc.pipeline.kernel_cache import KernelCache
+        from kgc.pipeline.triton_stage import worker_pool
 
         store = KernelCache.resolve(self.kernel_cache)
         pool = worker_pool(self.target, self.jobs)
@@ -464,7 +463,8 @@ class _Search:
         with ir.Context() as context:
             context.allow_unregistered_dialects = True
             module = ir.Module.parse(self.text).operation
-            compiled = compile_module(module, target=self.target, config=config, jobs=self.jobs)
+            compiled = compile_module(module, target=self.target, config=config, jobs=self.jobs,
+                                      cache=self.kernel_cache)
         return CompiledGraph(compiled, self.function)
 
     def _finish(self, chosen: GraphConfig, partitions, kernels, best):
