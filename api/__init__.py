@@ -56,7 +56,7 @@ def _default_target() -> int:
 
 def compile(source, *, target: str | int | None = None, pipeline: str | None = None,
             function: str | None = None, output_dir: str | pathlib.Path | None = None,
-            jobs: int = 1, config=None):
+            jobs: int = 1, config=None, cache=None):
     """Compiles `source` for `target` (default: this machine's GPU, else
     sm_90) and returns a `kgc.runtime.CompiledGraph`.
 
@@ -68,6 +68,10 @@ def compile(source, *, target: str | int | None = None, pipeline: str | None = N
     `config` (a `kgc.search.GraphConfig`, its dict or JSON, or a JSON file:
     what `superoptimize` returns as `.config`) sets the partition and the
     kernels' knobs; it cannot be combined with `pipeline`.
+    `cache` (True, False, a `redis://host:port/db` URL shared by a fleet)
+    serves kernels compiled before from the kernel cache and stores new
+    ones there; by default it is on when `KGC_CACHE_URL` or
+    `KGC_KERNEL_CACHE=1` is set (`kgc.pipeline.kernel_cache`).
     Compiling needs no GPU; calling the result does.
     """
     from kgc.parsing import function_named, parse_source
@@ -95,7 +99,7 @@ def compile(source, *, target: str | int | None = None, pipeline: str | None = N
         if graph_config is not None:
             function_named(module, graph_config.function)
         compiled = compile_module(module, target=arch, pipeline=pipeline, config=graph_config,
-                                  jobs=jobs,
+                                  jobs=jobs, cache=cache,
                                   ttir_dir=pathlib.Path(output_dir) / "kernels" if output_dir else None)
         if isinstance(source, Graph) and source.name in compiled.functions:
             compiled.functions[source.name].argument_names = [t.name for t in source.inputs]

@@ -266,13 +266,16 @@ def _loaded_kernel(root: pathlib.Path, entry: dict, target: int) -> Kernel:
 
 def compile_module(module: ir.Operation, *, target: int = 90, pipeline: str | None = None,
                    emit: str = "cubin", ttir_dir: str | pathlib.Path | None = None,
-                   jobs: int = 1, config: "GraphConfig | None" = None) -> CompiledModule:
+                   jobs: int = 1, config: "GraphConfig | None" = None,
+                   cache=None) -> CompiledModule:
     """Compiles `module` (a builtin.module of kernel graphs) down to `emit`.
     With `jobs` > 1, up to that many worker processes run Triton on the
     kernels side by side. A kernel Triton fails on keeps its TTIR in
     `ttir_dir` (else in a temporary file), named in the error. `config` (a
     GraphConfig: a partition and kernel knobs) cuts the graph and sets the
-    knobs before the rest of kgc's pipeline; it excludes `pipeline`. Raises
+    knobs before the rest of kgc's pipeline; it excludes `pipeline`. `cache`
+    picks the kernel cache (`kernel_cache.KernelCache.resolve`: by default
+    the one `KGC_CACHE_URL` or `KGC_KERNEL_CACHE=1` asks for). Raises
     KgcError with diagnostics on failure."""
     if emit not in STAGES:
         raise KgcError(f"unknown stage '{emit}': choose one of {', '.join(STAGES)}")
@@ -304,7 +307,7 @@ def compile_module(module: ir.Operation, *, target: int = 90, pipeline: str | No
     from kgc.pipeline.triton_stage import compile_kernels
 
     artifacts = compile_kernels([(k.asm["ttir"], k.options) for k in kernels.values()], target,
-                                jobs=jobs, keep_failed_in=ttir_dir)
+                                jobs=jobs, keep_failed_in=ttir_dir, cache=cache)
     kept = STAGES[1:STAGES.index(emit) + 1]
     for kernel, artifact in zip(kernels.values(), artifacts):
         kernel.artifact = artifact

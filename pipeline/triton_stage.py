@@ -68,30 +68,46 @@ def compile_kernel(ttir: str, options: KernelOptions, target: int, *,
 
 def compile_kernels(requests: Sequence[tuple[str, KernelOptions]], target: int, *, jobs: int = 1,
                     timeout: float | None = None,
-                    keep_failed_in: str | pathlib.Path | None = None) -> list[Artifact]:
+                    keep_failed_in: str | pathlib.Path | None = None,
+                    cache=None) -> list[Artifact]:
     """Compiles kernels, each (TTIR, options), and returns their artifacts in
     order. Kernels with the same content hash compile once and share one
     artifact. Up to `jobs` worker processes of the target compile them side
     by side, each kernel for at most `timeout` seconds. Raises KgcError for
-    the first kernel, in order, that fails."""
+    the first kernel, in order, that fails. `cache` picks the kernel cache
+    (`kernel_cache.KernelCache.resolve`): a kernel found there is not
+    compiled, and one compiled is stored there."""
     import triton
 
+    from kgc.pipeline.kernel_cache import KernelCache
+
+    store = KernelCache.resolve(cache)
     keys = [content_hash(ttir, options, target, triton.__version__) for ttir, options in requests]
     distinct: dict[str, tuple[str, KernelOptions]] = {}
     for key, request in zip(keys, requests):
         distinct.setdefault(key, request)
-    pool = worker_pool(target, min(jobs, len(distinct)))
-    futures = {key: pool.submit(ttir, options, target, timeout)
-               for key, (ttir, options) in distinct.items()}
     compiled = {}
-    for key, future in futures.items():
-        ttir, options = distinct[key]
-        done = future.result()
-        if not isinstance(done.outcome, Artifact):
-            raise _failure(ttir, options, target, done.outcome, done.output, keep_failed_in)
-        sys.stdout.write(done.stdout)
-        _write_triton_stderr(done.stderr)
-        compiled[key] = done.outcome
+    if store is not None:
+        for key in distinct:
+            artifact = store.load(key)
+            if artifact is not None:
+                compiled[key] = artifact
+    missing = {key: request for key, request in distinct.items() if key not in compiled}
+    if missing:
+        pool = worker_pool(target, min(jobs, len(missing)))
+        futures = {key: pool.submit(ttir, options, target, timeout)
+                   for key, (ttir, options) in missing.items()}
+        for key, future in futures.items():
+            ttir, options = missing[key]
+            done = future.result()
+            if not isinstance(done.outcome, Artifact):
+                raise _failure(ttir, options, target, done.outcome, done.output, keep_failed_in)
+            sys.stdout.write(done.stdout)
+            _write_triton_stderr(done.stderr)
+            compiled[key] = done.outcome
+            if store is not None:
+                store.stats["compiled"] += 1
+                store.store(done.outcome)
     return [compiled[key] for key in keys]
 
 

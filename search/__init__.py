@@ -9,7 +9,10 @@ with a small interface:
               or several GPUs of one model
     measure   CUDA-event timing (median after warm-up; CUDA graph replays)
     verify    fresh random inputs, and the check of results (kgc.accuracy's rule)
-    cache     search results and their cubins on disk, keyed and locked
+    cache     search results and their cubins on disk, keyed and locked,
+              and on a Redis server a fleet shares behind the folder
+    bundle    the local cache (kernels and search results) as one checked file
+    farm      lowering and compiling candidates as tasks of a Ray cluster
     config    a graph's choices (partition and kernel knobs) as JSON
     tuner     `superoptimize`, which runs them in order
 """

@@ -18,6 +18,15 @@ the lock finds the first one's result. Each member's SHA-256 is stored in
 the entry's manifest and checked on load (besides zip's own CRCs): a
 truncated or corrupt entry is reported with a warning, removed and treated
 as a miss, so it is rebuilt, never served.
+
+A fleet shares results through a Redis server behind the folder
+(`Cache(remote=...)`, `KGC_CACHE_URL`; `kgc.pipeline.remote_cache` frames
+each value with its sha256 and makes an unreachable server a warning): a
+miss here is looked up there, a remote hit is checked like a local entry
+and written to the folder, and a stored result goes to both. A result from
+the server is served only with the evidence the search stored beside it
+(`EVIDENCE`): that the graph it chose passed the correctness check and was
+timed on a GPU of the key's model.
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import io
 import json
 import logging
 import os
@@ -36,17 +46,17 @@ from typing import Iterator
 
 _FORMAT = 1
 _MANIFEST = "manifest.json"
+# The config key of an entry's evidence: {"gpu": the model that checked it,
+# "status": the check's verdict on the graph kept ("timed": passed), ...}.
+EVIDENCE = "evidence"
 _LOG = logging.getLogger(__name__)
 
 
 def default_root() -> pathlib.Path:
     """`KGC_CACHE_DIR`, or kgc's directory in the user cache directory."""
-    configured = os.environ.get("KGC_CACHE_DIR")
-    if configured:
-        return pathlib.Path(configured).expanduser()
-    import platformdirs
+    from kgc.pipeline.kernel_cache import cache_root
 
-    return pathlib.Path(platformdirs.user_cache_dir("kgc", appauthor=False))
+    return cache_root()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,8 +103,18 @@ class CorruptEntry(Exception):
 class Cache:
     """Entries by key under `root`; see the module docstring."""
 
-    def __init__(self, root: str | os.PathLike | None = None):
+    def __init__(self, root: str | os.PathLike | None = None, remote=None):
+        """`remote`: a `RemoteCache`, a redis:// URL, or None for the server
+        of `KGC_CACHE_URL` if set."""
+        from kgc.pipeline.remote_cache import RemoteCache
+
         self.root = pathlib.Path(root) if root is not None else default_root()
+        if isinstance(remote, RemoteCache):
+            self.remote = remote
+        elif remote is not None:
+            self.remote = RemoteCache(remote)
+        else:
+            self.remote = RemoteCache.from_environment()
 
     def path(self, key: CacheKey) -> pathlib.Path:
         digest = key.digest
@@ -114,16 +134,43 @@ class Cache:
         """The entry for `key`, or None on a miss. A corrupt entry is a
         miss: it is reported, removed, and rebuilt by the caller."""
         path = self.path(key)
-        if not path.exists():
+        if path.exists():
+            try:
+                return self._read(path, key)
+            except (CorruptEntry, zipfile.BadZipFile, OSError, KeyError, ValueError) as problem:
+                warnings.warn(f"kgc cache entry {path} is corrupt ({problem}); it is ignored and "
+                              "rebuilt", RuntimeWarning, stacklevel=2)
+                with contextlib.suppress(OSError):
+                    path.unlink()
+        return self._load_remote(key)
+
+    def _load_remote(self, key: CacheKey) -> Entry | None:
+        if self.remote is None:
             return None
+        data = self.remote.get("search", key.digest)
+        if data is None:
+            return None
+        path = self.path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        descriptor, temporary = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
         try:
-            return self._read(path, key)
+            with os.fdopen(descriptor, "wb") as handle:
+                handle.write(data)
+            entry = self._read(pathlib.Path(temporary), key)
+            evidence = entry.config.get(EVIDENCE) or {}
+            if evidence.get("gpu") != key.device or evidence.get("status") != "timed":
+                raise CorruptEntry(f"it lacks the evidence of a passed check on a {key.device} "
+                                   f"(it has {evidence or 'none'})")
+            os.replace(temporary, path)
         except (CorruptEntry, zipfile.BadZipFile, OSError, KeyError, ValueError) as problem:
-            warnings.warn(f"kgc cache entry {path} is corrupt ({problem}); it is ignored and "
-                          "rebuilt", RuntimeWarning, stacklevel=2)
+            warnings.warn(f"kgc remote cache {self.remote.url}: search entry {key.digest[:16]}... "
+                          f"is not usable ({problem}); it is ignored and rebuilt", RuntimeWarning,
+                          stacklevel=3)
             with contextlib.suppress(OSError):
-                path.unlink()
+                os.unlink(temporary)
             return None
+        _LOG.info("search result %s from %s", key.digest[:16], self.remote.url)
+        return entry
 
     def store(self, key: CacheKey, entry: Entry) -> pathlib.Path:
         """Writes `entry` for `key` atomically (temporary file, then rename)."""
@@ -150,19 +197,33 @@ class Cache:
                 os.unlink(temporary)
             raise
         _LOG.info("stored search result %s", path)
+        if self.remote is not None:
+            self.remote.put("search", key.digest, path.read_bytes())
         return path
 
     def _read(self, path: pathlib.Path, key: CacheKey) -> Entry:
         with zipfile.ZipFile(path) as archive:
-            manifest = json.loads(archive.read(_MANIFEST))
-            if manifest.get("format") != _FORMAT:
-                raise CorruptEntry(f"format {manifest.get('format')}, expected {_FORMAT}")
-            if manifest.get("key") != json.loads(json.dumps(dataclasses.asdict(key))):
-                raise CorruptEntry("it was stored for another key")
-            files = {}
-            for name, digest in manifest["files"].items():
-                data = archive.read(f"files/{name}")
-                if hashlib.sha256(data).hexdigest() != digest:
-                    raise CorruptEntry(f"member {name} does not match its checksum")
-                files[name] = data
+            manifest, files = _checked(archive)
+        if manifest.get("key") != json.loads(json.dumps(dataclasses.asdict(key))):
+            raise CorruptEntry("it was stored for another key")
         return Entry(manifest["config"], files)
+
+
+def check_entry(data: bytes) -> dict:
+    """The manifest of an entry's bytes, after checking its format and every
+    member's checksum; raises CorruptEntry (or zipfile's, json's errors)."""
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        return _checked(archive)[0]
+
+
+def _checked(archive: zipfile.ZipFile) -> tuple[dict, dict[str, bytes]]:
+    manifest = json.loads(archive.read(_MANIFEST))
+    if manifest.get("format") != _FORMAT:
+        raise CorruptEntry(f"format {manifest.get('format')}, expected {_FORMAT}")
+    files = {}
+    for name, digest in manifest["files"].items():
+        data = archive.read(f"files/{name}")
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise CorruptEntry(f"member {name} does not match its checksum")
+        files[name] = data
+    return manifest, files

@@ -11,7 +11,9 @@ The stages, each a module of this package:
    it), and the configs to try for each kernel;
 2. lowering each (kernel, config) to TTIR here, then compiling to cubin in
    worker processes of the target (`kgc.pipeline.triton_stage.worker_pool`),
-   all of them side by side, each within a timeout;
+   all of them side by side, each within a timeout (a kernel found in the
+   kernel cache, `kgc.pipeline.kernel_cache`, when one is on, is not
+   compiled again); or both as tasks of a Ray cluster (`farm`);
 3. checking and timing each compiled candidate on the GPUs (`profile`):
    skipped when it exceeds the device's resources, rejected when its results
    differ from torch's, timed otherwise;
@@ -45,7 +47,8 @@ from typing import Callable, Mapping, Sequence
 from mlir import ir
 
 from kgc.diagnostics import KgcError
-from kgc.search.cache import Cache, CacheKey, Entry, installed_versions
+from kgc.search.farm import Farm
+from kgc.search.cache import EVIDENCE, Cache, CacheKey, Entry, installed_versions
 from kgc.pipeline.config import GraphConfig, set_knobs
 from kgc.search.profile import REJECTED, TIMED, KernelTrial, Outcome, TrialSettings, \
     run_trial, run_trials
@@ -124,9 +127,9 @@ def superoptimize(source, *, function: str | None = None, target: str | int | No
                   warmup_iters: int = 16, profile_iters: int = 1000,
                   budget_s: float | None = None, effort: str = "default",
                   jobs: int | None = None, timeout_s: float = 120.0,
-                  configs: Mapping[str, Sequence] | None = None, cache: bool | Cache = True,
+                  configs: Mapping[str, Sequence] | None = None, cache: bool | str | Cache = True,
                   devices: Sequence[int] | None = None, verbose: bool = True,
-                  tamper: Callable | None = None):
+                  cluster: str | None = None, tamper: Callable | None = None):
     """Searches the variants of `source` (a kgc.Graph, MLIR text or an .mlir
     path) on this machine's GPU and returns the fastest checked one as a
     compiled graph (`kgc.runtime.CompiledGraph`) with `.config` (a
@@ -136,15 +139,22 @@ def superoptimize(source, *, function: str | None = None, target: str | int | No
     kernel are tried; `configs` adds configs of your own by kernel kind
     ({"matmul": [MatmulConfig(...)]}); `jobs` is the number of compile
     workers (default: every CPU core); `timeout_s` bounds one candidate's
-    compile; `cache=False` neither reads nor writes the cache; `devices`
-    picks the GPUs (default: every visible one, of one model); `verbose`
-    shows a progress bar. `tamper` is a test hook (see profile.TrialSettings).
+    compile; `cache=False` neither reads nor writes the cache (nor the
+    kernel cache), and `cache="redis://host:port/db"` shares both through
+    that server (as `KGC_CACHE_URL` does); `devices` picks the GPUs
+    (default: every visible one, of one model); `cluster` ("ray", or a Ray
+    cluster's address) lowers and compiles the candidates as tasks of that
+    cluster (`farm`), the checking and timing staying on this machine's
+    GPUs; `verbose` shows a progress bar. `tamper` is a test hook (see
+    profile.TrialSettings).
     """
     from kgc.parsing import canonical_source
     from kgc.pipeline.stages import parse_target
     from kgc.runtime import cuda_available
 
     _check_arguments(warmup_iters, profile_iters, budget_s, effort, jobs, timeout_s)
+    if cluster is not None:
+        Farm.require(cluster)
     if not cuda_available():
         raise KgcError("superoptimize runs and times candidates on a GPU: it needs a CUDA device, "
                        "and torch sees none")
@@ -162,14 +172,19 @@ def superoptimize(source, *, function: str | None = None, target: str | int | No
     device = (devices or [torch.cuda.current_device()])[0]
     major, minor = torch.cuda.get_device_capability(device)
     arch = parse_target(target) if target is not None else parse_target(major * 10 + minor)
-    store = cache if isinstance(cache, Cache) else Cache() if cache else None
+    store = (cache if isinstance(cache, Cache) else Cache(remote=cache) if isinstance(cache, str)
+             else Cache() if cache else None)
     key = CacheKey(text, torch.cuda.get_device_name(device), (major, minor), installed_versions(),
                    (("effort", effort), ("function", function), ("target", str(arch)),
                     ("configs", repr(sorted((k, sorted(map(repr, v))) for k, v in
                                             (configs or {}).items())))))
     search = _Search(text, function, arch, effort, configs or {}, jobs or os.cpu_count() or 1,
                      timeout_s, TrialSettings(warmup_iters, profile_iters, None, tamper),
-                     devices, budget_s, verbose, started)
+                     devices, budget_s, verbose, started, cluster)
+    if cache is False:
+        search.kernel_cache = False
+    elif isinstance(cache, str):
+        search.kernel_cache = cache
     if store is None:
         return search.run()
     with store.locked(key):
@@ -178,7 +193,7 @@ def superoptimize(source, *, function: str | None = None, target: str | int | No
             _LOG.info("superoptimize: cache hit for @%s (%s)", function, store.path(key))
             return _from_entry(entry, function, time.monotonic() - started)
         graph = search.run()
-        store.store(key, _to_entry(graph))
+        store.store(key, _to_entry(graph, key))
         return graph
 
 
@@ -203,8 +218,12 @@ def _check_arguments(warmup_iters, profile_iters, budget_s, effort, jobs, timeou
 
 class _Search:
     def __init__(self, text, function, target, effort, configs, jobs, timeout_s, settings,
-                 devices, budget_s, verbose, started):
+                 devices, budget_s, verbose, started, cluster=None):
         self.text, self.function, self.target = text, function, target
+        self.cluster = cluster  # None: lower here, compile in this machine's workers
+        # The kernel cache of the candidates' compiles (KernelCache.resolve):
+        # by default the one KGC_CACHE_URL or KGC_KERNEL_CACHE=1 asks for.
+        self.kernel_cache = None
         self.effort, self.extra_configs = effort, configs
         self.jobs, self.timeout_s, self.settings = jobs, timeout_s, settings
         self.devices, self.budget_s, self.verbose, self.started = devices, budget_s, verbose, started
@@ -241,12 +260,23 @@ class _Search:
         return self._finish(chosen, partitions, kernels, best)
 
     def _measure(self, kernels, selection, best, progress) -> None:
+        if self.cluster is not None:
+            with self._phase("compile"):
+                compiled = self._compile_on_cluster(kernels, selection, progress)
+            with self._phase("profile"):
+                timed = self._profile(kernels, compiled, progress)
+            self._keep_best(timed, best)
+            return
         with self._phase("lower"):
             candidates = self._lower(kernels, selection, progress)
         with self._phase("compile"):
             compiled = self._compile(kernels, candidates, progress)
         with self._phase("profile"):
             timed = self._profile(kernels, compiled, progress)
+        self._keep_best(timed, best)
+
+    @staticmethod
+    def _keep_best(timed, best) -> None:
         for signature, (index, time_us) in timed.items():
             if signature not in best or time_us < best[signature][1]:
                 best[signature] = (index, time_us)
@@ -302,22 +332,39 @@ class _Search:
         return lowered
 
     def _compile(self, kernels, lowered: dict, progress) -> dict:
-        from kgc.pipeline.triton_stage import worker_pool
-        from kgc.pipeline.artifact import Artifact
+        import triton
 
+        from kgc.pipeline.artifact import Artifact, content_hash
+        from kgc.pipeline.kernel_cache import KernelCache
+        from kgc.pipeline.triton_stage import worker_pool
+
+        store = KernelCache.resolve(self.kernel_cache)
         pool = worker_pool(self.target, self.jobs)
         futures = {}
         for key, module in lowered.items():
             # Most candidates are one kernel; a schedule may make more (a
             # split-KV attention and the kernel combining its splits).
-            futures[key] = [(kernel, pool.submit(kernel.asm["ttir"], kernel.options, self.target,
-                                                 self.timeout_s))
-                            for kernel in module.kernels.values()]
+            futures[key] = []
+            for kernel in module.kernels.values():
+                ttir, options = kernel.asm["ttir"], kernel.options
+                cached = store.load(content_hash(ttir, options, self.target,
+                                                 triton.__version__)) if store else None
+                futures[key].append((kernel, cached if cached is not None else
+                                     pool.submit(ttir, options, self.target, self.timeout_s)))
         compiled = {}
         for key, pending in futures.items():
             signature, index = key
             variants = kernels[signature]
-            outcomes = [(kernel, future.result().outcome) for kernel, future in pending]
+            outcomes = []
+            for kernel, future in pending:
+                if isinstance(future, Artifact):
+                    outcomes.append((kernel, future))
+                    continue
+                outcome = future.result().outcome
+                if store is not None and isinstance(outcome, Artifact):
+                    store.stats["compiled"] += 1
+                    store.store(outcome)
+                outcomes.append((kernel, outcome))
             failed = [outcome for _, outcome in outcomes if not isinstance(outcome, Artifact)]
             if failed:
                 self._row(variants, variants.configs[index], FAILED,
@@ -330,6 +377,31 @@ class _Search:
                 kernel.shared = outcome.shared
             module.emitted = "cubin"
             compiled[key] = module
+            progress.count("compiled")
+        return compiled
+
+    def _compile_on_cluster(self, kernels, selection, progress) -> dict:
+        """`_lower` and `_compile` as tasks of the Ray cluster (`farm`)."""
+        requests, keys = [], []
+        for signature, index in selection:
+            variants = kernels[signature]
+            if index > 0 and self.over_budget():
+                self._row(variants, variants.configs[index], OVER_BUDGET, progress=progress)
+                continue
+            keys.append((signature, index))
+            requests.append((variants.launch_text, variants.configs[index], self.target,
+                             self.timeout_s, self.kernel_cache))
+        if not requests:
+            return {}
+        results = Farm.connect(self.cluster).lower_and_compile(requests)
+        compiled = {}
+        for (signature, index), result in zip(keys, results):
+            variants = kernels[signature]
+            if isinstance(result, str):
+                self._row(variants, variants.configs[index], FAILED, reason=result,
+                          progress=progress)
+                continue
+            compiled[signature, index] = result
             progress.count("compiled")
         return compiled
 
@@ -391,7 +463,8 @@ class _Search:
         with ir.Context() as context:
             context.allow_unregistered_dialects = True
             module = ir.Module.parse(self.text).operation
-            compiled = compile_module(module, target=self.target, config=config, jobs=self.jobs)
+            compiled = compile_module(module, target=self.target, config=config, jobs=self.jobs,
+                                      cache=self.kernel_cache)
         return CompiledGraph(compiled, self.function)
 
     def _finish(self, chosen: GraphConfig, partitions, kernels, best):
@@ -500,13 +573,25 @@ def _first_line(error) -> str:
 
 # -- the cache's entries ---------------------------------------------------------
 
-def _to_entry(graph) -> Entry:
+def _to_entry(graph, key: CacheKey) -> Entry:
     with tempfile.TemporaryDirectory(prefix="kgc-entry-") as directory:
         graph.module.write(directory, graph.name)
         root = pathlib.Path(directory)
         files = {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
                  if p.is_file() and (p.name == "manifest.json" or p.parent.name == "kernels")}
-    return Entry({"graph": graph.config.to_dict(), "report": graph.report.to_dict()}, files)
+    return Entry({"graph": graph.config.to_dict(), "report": graph.report.to_dict(),
+                  EVIDENCE: _evidence(graph, key)}, files)
+
+
+def _evidence(graph, key: CacheKey) -> dict:
+    """What a machine that did not search needs to trust a result: the
+    check's verdict on the whole graph kept, on a GPU of the key's model."""
+    kept = graph.config.to_dict()
+    rows = [row for row in graph.report.rows if row.signature == GRAPH and row.config == kept]
+    row = rows[0] if rows else None
+    return {"gpu": key.device, "capability": list(key.capability),
+            "status": row.status if row else "unchecked",
+            "time_us": row.time_us if row else None, "device": row.device if row else None}
 
 
 def _from_entry(entry: Entry, function: str, wall_s: float):

@@ -4,7 +4,9 @@
     kgc (base)   dialect loading, graph model, op table, tiling, fusion,
                  reference interpreter, CPU executor
     kgc.passes   the passes
-    kgc.pipeline the pass manager and the compile driver
+    kgc.pipeline the pass manager, the compile driver and the cache of
+                 compiled kernels (a local folder, and a Redis server a
+                 fleet shares behind it)
     kgc.runtime, kgc.export   running compiled graphs: launching them from
                  Python, or writing them as C that launches them without it
     kgc.search   superoptimize

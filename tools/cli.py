@@ -9,6 +9,7 @@
               [--effort low|default|high] [--reps N]
     kgc bench --models [NAME,...] [--device cuda|cpu] [--list] [--json FILE]
               [--chart FILE] [--reps N] [--seed N]
+    kgc cache export FILE | import FILE | info [FILE]
 
 `compile` compiles every function of GRAPH (a file, `-` for stdin, by
 default the built-in RMSNorm + MatMul example) and writes each stage of each kernel, its artifact record
@@ -24,6 +25,9 @@ torch.compile on a catalogue of workloads on this machine's GPU
 small configs, through `torch.compile(backend="kgc")`): each row checked
 and timed on the GPU, or with `--device cpu` checked only, with kgc's
 kernels on the CPU executor; it exits 1 when any row is wrong or fails.
+`cache` moves the local cache (compiled kernels, search results;
+`KGC_CACHE_DIR`) to and from a bundle file, every entry checked on import,
+and `cache info` says what the cache or a bundle holds (kgc.search.bundle).
 Errors are printed as `file:line:col: error: ...` and the
 exit status is 1.
 """
@@ -81,6 +85,16 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--save-config", help="write the chosen config (JSON) to this file")
     tune.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     tune.add_argument("-o", "--output", help="also write the chosen kernels' stages here")
+    cache = commands.add_parser(
+        "cache", help="export the local cache (compiled kernels, search results) to a bundle, "
+                      "import one, or show what it holds")
+    cache_actions = cache.add_subparsers(dest="action", required=True)
+    cache_actions.add_parser("export", help="write the local cache to FILE (a .tar.gz)") \
+        .add_argument("file")
+    cache_actions.add_parser("import", help="check every entry of the bundle FILE, then add "
+                                            "them to the local cache").add_argument("file")
+    cache_actions.add_parser("info", help="what the local cache (or the bundle FILE) holds") \
+        .add_argument("file", nargs="?")
     bench = commands.add_parser(
         "bench", help="time kgc against eager PyTorch and torch.compile on a catalogue of "
                       "workloads on this machine's GPU, with each one's floor")
@@ -377,6 +391,25 @@ def models_command(args) -> int:
     return 0
 
 
+def cache_command(args) -> int:
+    from kgc.search import bundle
+
+    if args.action == "export":
+        done = bundle.export_cache(args.file)
+        print(f"exported {done['kernels']} kernel(s) and {done['search_results']} search "
+              f"result(s), {done['bytes']} bytes, from {bundle.cache_root()} to {args.file}")
+    elif args.action == "import":
+        done = bundle.import_cache(args.file)
+        print(f"imported {done['kernels']} kernel(s) and {done['search_results']} search "
+              f"result(s), {done['bytes']} bytes, from {args.file} into {bundle.cache_root()}")
+    else:
+        info = bundle.cache_info(args.file)
+        print(f"{'bundle' if args.file else 'cache'}: {info.get('bundle') or info['root']}\n"
+              f"kernels: {info['kernels']}\nsearch results: {info['search_results']}\n"
+              f"bytes: {info['bytes']}")
+    return 0
+
+
 def run(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -386,6 +419,8 @@ def run(argv: list[str]) -> int:
             return tune_command(args)
         if args.command == "bench":
             return bench_command(args)
+        if args.command == "cache":
+            return cache_command(args)
     except KgcError as error:
         for diagnostic in error.diagnostics:
             text = str(diagnostic)
