@@ -138,6 +138,9 @@ CASES = [
     ("unary", lambda x: torch.exp(x).rsqrt() + torch.sigmoid(x) + torch.tanh(x) + x.relu().sqrt(),
      [(3, 17)], "CHECK: kg.exp\nCHECK: kg.rsqrt\nCHECK: kg.sigmoid\nCHECK: kg.tanh\n"
                 "CHECK: kg.relu\nCHECK: kg.sqrt"),
+    # A rotary embedding's tables: positions times frequencies, sin and cos.
+    ("sin_cos", lambda x: torch.sin(x * 3) * torch.cos(x), [((3, 17), torch.bfloat16)],
+     "CHECK: kg.sin {{.*}} tensor<3x17xbf16>\nCHECK: kg.cos {{.*}} tensor<3x17xbf16>"),
     ("gelu_silu", lambda x: F.gelu(x) + F.gelu(x, approximate="tanh") * F.silu(x), [(3, 17)],
      "CHECK: kg.gelu\nCHECK: kg.gelu {{.*}}tanh"),
     ("softmax", lambda x: torch.softmax(x, -1), [((3, 17), torch.float16)],

@@ -419,6 +419,7 @@ def _rsub(ctx, a):
 for _kind, _targets in {
     "neg": (aten.neg.default,), "relu": (aten.relu.default,),
     "sigmoid": (aten.sigmoid.default,), "tanh": (aten.tanh.default,),
+    "sin": (aten.sin.default,), "cos": (aten.cos.default,),
     "exp": (aten.exp.default,), "log": (aten.log.default,), "sqrt": (aten.sqrt.default,),
     "rsqrt": (aten.rsqrt.default,), "abs": (aten.abs.default,),
     "reciprocal": (aten.reciprocal.default,), "silu": (aten.silu.default,),
