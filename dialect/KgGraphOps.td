@@ -61,6 +61,8 @@ def Kg_ReluOp : Kg_UnaryOp<"relu", "max(x, 0)">;
 def Kg_SiluOp : Kg_UnaryOp<"silu", "x * sigmoid(x)">;
 def Kg_SigmoidOp : Kg_UnaryOp<"sigmoid", "1 / (1 + exp(-x))">;
 def Kg_TanhOp : Kg_UnaryOp<"tanh", "tanh(x)">;
+def Kg_SinOp : Kg_UnaryOp<"sin", "sin(x)">;
+def Kg_CosOp : Kg_UnaryOp<"cos", "cos(x)">;
 def Kg_SquareOp : Kg_UnaryOp<"square", "x * x">;
 def Kg_ReciprocalOp : Kg_UnaryOp<"reciprocal", "1 / x">;
 

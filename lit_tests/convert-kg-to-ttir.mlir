@@ -133,16 +133,24 @@ func.func @fp8_mixed_fast_accum(%a: tensor<64x256xf8E4M3FN>, %b: tensor<256x64xf
 // CHECK: arith.extf %{{.*}} : tensor<16xf16> to tensor<16xf32>
 // CHECK: math.exp %{{.*}} : tensor<16xf32>
 // CHECK: arith.truncf %{{.*}} : tensor<16xf32> to tensor<16xf16>
-func.func @math(%x: tensor<16xf32>, %h: tensor<16xf16>) -> (tensor<16xf32>, tensor<16xf16>) {
-  %y:2 = kg.kernel @math_0(%x, %h) attributes {block_n = 16, num_warps = 1, num_stages = 1} : (tensor<16xf32>, tensor<16xf16>) -> (tensor<16xf32>, tensor<16xf16>) {
-  ^bb0(%a: tensor<16xf32>, %b: tensor<16xf16>):
+// Sine and cosine are Triton's math.sin and math.cos, on f32; a half float
+// is widened first and the result rounded once.
+// CHECK: math.sin %{{.*}} : tensor<16xf32>
+// CHECK: arith.extf %{{.*}} : tensor<16xbf16> to tensor<16xf32>
+// CHECK: math.cos %{{.*}} : tensor<16xf32>
+// CHECK: arith.truncf %{{.*}} : tensor<16xf32> to tensor<16xbf16>
+func.func @math(%x: tensor<16xf32>, %h: tensor<16xf16>, %w: tensor<16xbf16>) -> (tensor<16xf32>, tensor<16xf16>, tensor<16xf32>, tensor<16xbf16>) {
+  %y:4 = kg.kernel @math_0(%x, %h, %w) attributes {block_n = 16, num_warps = 1, num_stages = 1} : (tensor<16xf32>, tensor<16xf16>, tensor<16xbf16>) -> (tensor<16xf32>, tensor<16xf16>, tensor<16xf32>, tensor<16xbf16>) {
+  ^bb0(%a: tensor<16xf32>, %b: tensor<16xf16>, %c: tensor<16xbf16>):
     %n = kg.neg %a : tensor<16xf32>
     %t = kg.tanh %n : tensor<16xf32>
     %g = kg.gelu %t : tensor<16xf32>
     %e = kg.exp %b : tensor<16xf16>
-    kg.yield %g, %e : tensor<16xf32>, tensor<16xf16>
+    %s = kg.sin %a : tensor<16xf32>
+    %c2 = kg.cos %c : tensor<16xbf16>
+    kg.yield %g, %e, %s, %c2 : tensor<16xf32>, tensor<16xf16>, tensor<16xf32>, tensor<16xbf16>
   }
-  return %y#0, %y#1 : tensor<16xf32>, tensor<16xf16>
+  return %y#0, %y#1, %y#2, %y#3 : tensor<16xf32>, tensor<16xf16>, tensor<16xf32>, tensor<16xbf16>
 }
 
 // -----

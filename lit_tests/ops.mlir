@@ -43,7 +43,11 @@ func.func @unary(%x: tensor<16x128xf16>) -> tensor<16x128xf16> {
   %15 = kg.clamp %14 min 0.0 : tensor<16x128xf16>
   // CHECK: kg.clamp %{{.*}} max 6.000000e+00 : tensor<16x128xf16>
   %16 = kg.clamp %15 max 6.0 : tensor<16x128xf16>
-  return %16 : tensor<16x128xf16>
+  // CHECK: kg.sin %{{.*}} : tensor<16x128xf16>
+  %17 = kg.sin %16 : tensor<16x128xf16>
+  // CHECK: kg.cos %{{.*}} : tensor<16x128xf16>
+  %18 = kg.cos %17 : tensor<16x128xf16>
+  return %18 : tensor<16x128xf16>
 }
 
 // CHECK-LABEL: func.func @binary

@@ -84,6 +84,7 @@ def _unary_cases():
         "rsqrt": (F("rsqrt"), "positive"), "neg": (F("neg"), "any"), "abs": (F("abs"), "any"),
         "relu": (F("relu"), "any"), "silu": (torch_nn("silu"), "any"),
         "sigmoid": (F("sigmoid"), "any"), "tanh": (F("tanh"), "any"),
+        "sin": (F("sin"), "any"), "cos": (F("cos"), "any"),
         "square": (F("square"), "any"), "reciprocal": (F("reciprocal"), "positive"),
     }
     cases = []

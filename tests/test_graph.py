@@ -22,14 +22,15 @@ from kgc.parsing import parse_text
 
 GRAPH_OPS = {
     "kg.exp", "kg.log", "kg.sqrt", "kg.rsqrt", "kg.neg", "kg.abs", "kg.relu", "kg.silu",
-    "kg.gelu", "kg.sigmoid", "kg.tanh", "kg.square", "kg.reciprocal", "kg.clamp",
+    "kg.gelu", "kg.sigmoid", "kg.tanh", "kg.sin", "kg.cos", "kg.square", "kg.reciprocal",
+    "kg.clamp",
     "kg.add", "kg.sub", "kg.mul", "kg.div", "kg.maximum", "kg.minimum", "kg.pow",
     "kg.constant", "kg.cast", "kg.matmul", "kg.reduce", "kg.softmax", "kg.rms_norm",
     "kg.layer_norm", "kg.transpose", "kg.reshape", "kg.broadcast_to", "kg.concat", "kg.slice",
 }
 
 UNARY_OPS = ["exp", "log", "sqrt", "rsqrt", "neg", "abs", "relu", "silu", "sigmoid", "tanh",
-             "square", "reciprocal", "gelu"]
+             "sin", "cos", "square", "reciprocal", "gelu"]
 BINARY_OPS = ["add", "sub", "mul", "div", "maximum", "minimum", "pow"]
 
 

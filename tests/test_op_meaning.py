@@ -54,6 +54,8 @@ MEANINGS: dict[str, dict] = {
     "sqrt": dict(torch=torch.sqrt, domain=("positive",)),
     "rsqrt": dict(torch=torch.rsqrt, domain=("positive",)),
     "tanh": dict(torch=torch.tanh),
+    "sin": dict(torch=torch.sin),
+    "cos": dict(torch=torch.cos),
     "neg": dict(torch=torch.neg),
     "relu": dict(torch=F.relu),
     "square": dict(torch=torch.square),

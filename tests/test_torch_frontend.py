@@ -138,6 +138,9 @@ CASES = [
     ("unary", lambda x: torch.exp(x).rsqrt() + torch.sigmoid(x) + torch.tanh(x) + x.relu().sqrt(),
      [(3, 17)], "CHECK: kg.exp\nCHECK: kg.rsqrt\nCHECK: kg.sigmoid\nCHECK: kg.tanh\n"
                 "CHECK: kg.relu\nCHECK: kg.sqrt"),
+    # A rotary embedding's tables: positions times frequencies, sin and cos.
+    ("sin_cos", lambda x: torch.sin(x * 3) * torch.cos(x), [((3, 17), torch.bfloat16)],
+     "CHECK: kg.sin {{.*}} tensor<3x17xbf16>\nCHECK: kg.cos {{.*}} tensor<3x17xbf16>"),
     ("gelu_silu", lambda x: F.gelu(x) + F.gelu(x, approximate="tanh") * F.silu(x), [(3, 17)],
      "CHECK: kg.gelu\nCHECK: kg.gelu {{.*}}tanh"),
     ("softmax", lambda x: torch.softmax(x, -1), [((3, 17), torch.float16)],
@@ -157,6 +160,19 @@ CASES = [
      "CHECK: kg.broadcast_to {{.*}} -> tensor<2x3x17xf32>\nCHECK: kg.mul"),
     ("slice_cat", lambda x: torch.cat((-x[..., 9:], x[..., :9]), dim=-1) * 2, [(3, 18)],
      "CHECK: kg.slice\nCHECK: kg.neg\nCHECK: kg.slice\nCHECK: kg.concat\nCHECK: kg.mul"),
+    # Padding that also cuts (a negative amount), as slices and constant
+    # blocks joined.
+    ("constant_pad", lambda x: F.pad(x, (1, -2, 0, 3), value=0.5) * 2, [(3, 17)],
+     "CHECK: kg.slice\nCHECK: kg.constant 5.000000e-01\nCHECK: kg.concat\n"
+     "CHECK: kg.concat {{.*}} -> tensor<6x16xf32>"),
+    # A causal LM's labels shifted by padding with the ignored index, and
+    # the count of those not ignored: torch's int64 sum of a bool, counted
+    # in f32.
+    ("shift_and_count", lambda x: F.pad((x * 4).long(), (0, 1), value=-100)[:, 1:].ne(-100)
+     .sum(-1) * x[:, 0], [(3, 17)],
+     "CHECK: kg.constant -1.000000e+02 : tensor<3x1xi64>\nCHECK: kg.concat\n"
+     "CHECK: kg.cast {{.*}} to tensor<3x17xf32>\nCHECK: kg.reduce sum\n"
+     "CHECK: kg.cast {{.*}} to tensor<3xi64>"),
     ("clone_contiguous", lambda x: x.t().contiguous().clone() + 1, [(3, 17)],
      "CHECK: kg.transpose\nCHECK: kg.add"),
     ("dtype_conversion", lambda x: (x.float() * 2).to(torch.bfloat16), [((3, 17), torch.float16)],
@@ -616,6 +632,19 @@ def test_ops_along_a_dynamic_dim_stay_with_pytorch():
     reasons = [why for _, why in backend.reports[-1].fallbacks]
     assert any("along dynamic extent" in why or "reduces over dynamic extent" in why
                for why in reasons), reasons
+
+
+def test_padding_along_a_dynamic_dim_stays_with_pytorch():
+    # Shifting a padded row by one would bring its padding into view.
+    backend = ReferenceBackend()
+    shift = lambda x: F.pad(x, (-1, 1), value=3.0) * 2  # noqa: E731
+    compiled = torch.compile(shift, backend=backend, dynamic=True)
+    with torch.no_grad():
+        for extent in SIZE_EXTENTS:
+            x = _randn(extent)
+            _assert_close(compiled(x), shift(x))
+    reasons = {op.split(":")[0]: why for op, why in backend.reports[-1].fallbacks}
+    assert "along dynamic extent" in reasons["aten.constant_pad_nd.default"], reasons
 
 
 def test_a_partition_kgc_fails_to_compile_runs_in_pytorch_with_a_warning():

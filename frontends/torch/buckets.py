@@ -124,6 +124,10 @@ def bucket_reason(node: torch.fx.Node) -> str | None:
         dim = arguments.get("dim", 0 if target in (aten.cat.default,) else None)
         dims = range(first.dim()) if dim is None else ([dim] if isinstance(dim, int) else dim)
         mixed = [d % first.dim() for d in dims] if first.dim() else []
+    elif target is aten.constant_pad_nd.default and first is not None:
+        # Padding or cutting a dim moves its end: padded rows would show.
+        pad = list(arguments.get("pad", ()))
+        mixed = [first.dim() - 1 - i // 2 for i, amount in enumerate(pad) if amount != 0]
     elif target in (aten.native_layer_norm.default, aten.rms_norm.default) and first is not None:
         mixed = list(range(first.dim() - len(arguments.get("normalized_shape", ())), first.dim()))
     elif target in _MATMULS and first is not None:

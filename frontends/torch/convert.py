@@ -419,6 +419,7 @@ def _rsub(ctx, a):
 for _kind, _targets in {
     "neg": (aten.neg.default,), "relu": (aten.relu.default,),
     "sigmoid": (aten.sigmoid.default,), "tanh": (aten.tanh.default,),
+    "sin": (aten.sin.default,), "cos": (aten.cos.default,),
     "exp": (aten.exp.default,), "log": (aten.log.default,), "sqrt": (aten.sqrt.default,),
     "rsqrt": (aten.rsqrt.default,), "abs": (aten.abs.default,),
     "reciprocal": (aten.reciprocal.default,), "silu": (aten.silu.default,),
@@ -549,6 +550,8 @@ def _reduction(kind: str):
         dims = _dims(a.get("dim"), x.ndim, f"{op_name(ctx.node)} dim")
         if a.get("dtype") is not None:
             x = _cast(ctx.graph, x, kg_dtype(a["dtype"], f"{op_name(ctx.node)} dtype"))
+        elif kind == "sum" and x.dtype == "i1" and x.ndim:
+            return _count(ctx, x, dims, bool(a.get("keepdim", False)))
         elif kind == "sum" and x.dtype not in _FLOATS:
             # torch sums bools and integers as int64.
             x = _cast(ctx.graph, x, ctx.out_dtype)
@@ -557,6 +560,24 @@ def _reduction(kind: str):
         result = getattr(ctx.graph, kind)(x, dims, keepdim=bool(a.get("keepdim", False)))
         return _cast(ctx.graph, result, ctx.out_dtype)
     return convert
+
+
+# Up to 2^24 ones, every partial sum of an f32 count is a whole number f32
+# holds exactly, in any order of summation.
+_EXACT_F32_COUNT = 1 << 24
+
+
+def _count(ctx: Context, mask: Tensor, dims: list[int], keepdim: bool) -> Tensor:
+    """The number of true elements of a bool mask over dims (a loss counting
+    its targets that are not ignored), as torch's int64 sum of a bool gives
+    it: kg sums floats, so the mask is summed as f32 ones, which is exact
+    while there are at most 2^24 of them."""
+    count = math.prod(mask.shape[d] for d in dims)
+    if count > _EXACT_F32_COUNT:
+        raise Unsupported(f"sum of {count} bools: kg counts in f32, exact up to 2^24")
+    graph = ctx.graph
+    total = graph.sum(graph.cast(mask, "f32"), dims, keepdim=keepdim)
+    return _cast(graph, total, ctx.out_dtype)
 
 
 converts(aten.sum.dim_IntList, aten.sum.default)(_reduction("sum"))
@@ -1007,6 +1028,42 @@ def _gather(ctx, a):
     dim, picked = _one_per_line(ctx, x, a["dim"], a["index"])
     zero = ctx.graph.constant(0.0, (), x.dtype)
     return ctx.graph.sum(ctx.graph.where(picked, x, zero), dim, keepdim=True)
+
+
+@converts(aten.constant_pad_nd.default)
+def _constant_pad_nd(ctx, a):
+    """x with `value` added before and after its last dims (pad lists
+    (before, after) pairs from the last dim backwards; a negative amount
+    cuts instead), as a causal LM's loss shifts its labels by one: slices
+    of x between constant blocks, joined."""
+    graph, x = ctx.graph, a["input"]
+    if not isinstance(x, Tensor):
+        raise Unsupported("constant_pad_nd of a value that is not a tensor")
+    pad = [_static_value(p, "constant_pad_nd pad") for p in a["pad"]]
+    if len(pad) % 2 or len(pad) // 2 > x.ndim:
+        raise Unsupported(f"constant_pad_nd of {x.shape} with pad {pad}")
+    value = _fill_value(a.get("value", 0), "constant_pad_nd value")
+    dtype = ctx.out_dtype
+    result = _cast(graph, x, dtype)
+    for pair in range(len(pad) // 2):
+        dim = x.ndim - 1 - pair
+        before, after = pad[2 * pair], pad[2 * pair + 1]
+        size = result.shape[dim]
+        start, end = max(0, -before), size - max(0, -after)
+        if end <= start:
+            raise Unsupported(f"constant_pad_nd cuts all of dim {dim} ({size}) with pad {pad}")
+        if (start, end) != (0, size):
+            offsets, sizes = [0] * result.ndim, list(result.shape)
+            offsets[dim], sizes[dim] = start, end - start
+            result = graph.slice(result, offsets, sizes)
+        def block(amount):
+            shape = list(result.shape)
+            shape[dim] = amount
+            return [graph.constant(value, shape, dtype)] if amount > 0 else []
+        parts = [*block(before), result, *block(after)]
+        if len(parts) > 1:
+            result = graph.concat(parts, dim)
+    return result
 
 
 @converts(aten.scatter.value)

@@ -165,6 +165,8 @@ _ROWS: dict[str, tuple] = {
     "rsqrt": (lambda x: _torch().rsqrt(x), _math("math.rsqrt"), lambda x: 1 / math.sqrt(x), True),
     "abs": (lambda x: _torch().abs(x), _CUSTOM, abs, True, "numeric"),
     "tanh": (lambda x: _torch().tanh(x), _libdevice("__nv_tanhf"), math.tanh, True),
+    "sin": (lambda x: _torch().sin(x), _math("math.sin"), math.sin, True),
+    "cos": (lambda x: _torch().cos(x), _math("math.cos"), math.cos, True),
     "neg": (lambda x: _torch().neg(x), _CUSTOM, lambda x: -x, True, "numeric"),
     "relu": (lambda x: _torch().relu(x), _CUSTOM, lambda x: max(x, 0.0), True),
     "square": (lambda x: _torch().square(x), _CUSTOM, lambda x: x * x, True),

@@ -73,3 +73,37 @@ def test_adamw_steps_follow_eagers_loss_curve(family, autocast):
     backward = [r for r in reports if r.kind == "backward"]
     assert backward and any(r.kernel_count for r in backward), reports
     assert all(p.fallback_reason is None for r in reports for p in r.partitions), reports
+
+
+def _causal_lm_loss(logits, labels):
+    # As transformers' ForCausalLMLoss computes it: labels shifted left by
+    # padding with the ignored index, logits in f32, the mean over the
+    # positions not ignored.
+    shifted = torch.nn.functional.pad(labels, (0, 1), value=-100)[..., 1:].contiguous()
+    return torch.nn.functional.cross_entropy(logits.float().view(-1, logits.shape[-1]),
+                                             shifted.view(-1), ignore_index=-100)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+@pytest.mark.parametrize("vocab", [1000, 4097])
+def test_a_causal_lms_loss_and_gradient_run_in_kgc_kernels(vocab, dtype):
+    generator = torch.Generator(device="cuda").manual_seed(vocab)
+    logits = torch.randn(3, 17, vocab, device="cuda", generator=generator).to(dtype)
+    logits.requires_grad_(True)
+    labels = torch.randint(0, vocab, (3, 17), device="cuda", generator=generator)
+    labels[0, 4] = labels[2, 16] = -100  # padding the loss ignores
+    first = len(kgc.torch.reports())
+    loss = torch.compile(_causal_lm_loss, backend="kgc", fullgraph=True)(logits, labels)
+    loss.backward()
+    got = logits.grad
+    logits.grad = None
+    expected = _causal_lm_loss(logits, labels)
+    expected.backward()
+    torch.testing.assert_close(loss, expected, atol=1e-5, rtol=1e-5)
+    # The gradient is rounded to the logits' dtype, as eager rounds it.
+    tolerance = 1e-2 if dtype is torch.bfloat16 else 1e-5
+    torch.testing.assert_close(got, logits.grad, atol=tolerance * 1e-3, rtol=tolerance)
+    reports = kgc.torch.reports()[first:]
+    assert [r.kind for r in reports] == ["forward", "backward"], reports
+    assert not any(r.fallbacks for r in reports), [r.fallbacks for r in reports]
+    assert all(r.kernel_count for r in reports), reports
