@@ -108,8 +108,8 @@ def capture_obstacle(module: torch.fx.GraphModule) -> str | None:
             continue
         for value in values:
             if isinstance(value, torch.Tensor) and value.device.type != "cuda":
-                what = "input" if node.op == "placeholder" else "result"
-                return f"an {what} is on {value.device}, not a CUDA device"
+                what = "an input" if node.op == "placeholder" else "a result"
+                return f"{what} is on {value.device}, not a CUDA device"
     try:
         from torch._inductor.utils import get_first_incompatible_cudagraph_node
     except ImportError:
@@ -123,17 +123,30 @@ def capture_obstacle(module: torch.fx.GraphModule) -> str | None:
     return None
 
 
+def _dense(tensor: torch.Tensor) -> bool:
+    """Whether the tensor's elements fill its span of memory once each, in
+    some order of its dims: then a static copy of its strides holds it."""
+    if tensor.numel() == 0:
+        return True
+    expected = 1
+    for size, stride in sorted(((size, stride) for size, stride in
+                                zip(tensor.shape, tensor.stride()) if size != 1),
+                               key=lambda pair: pair[1]):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
 def _signature(arguments) -> tuple | None:
     """What a CUDA graph is captured for: every tensor's device, dtype,
     shape and strides, every other argument's value; None for arguments a
     graph cannot take (host tensors, whose values a replay would not read;
     tensors whose elements overlap, which have no static copy)."""
-    from torch._prims_common import is_non_overlapping_and_dense
-
     key = []
     for argument in arguments:
         if isinstance(argument, torch.Tensor):
-            if argument.device.type != "cuda" or not is_non_overlapping_and_dense(argument):
+            if argument.device.type != "cuda" or not _dense(argument):
                 return None
             key.append((argument.device, argument.dtype, tuple(argument.shape),
                         argument.stride()))

@@ -1,0 +1,143 @@
+"""Mode "reduce-overhead" of the torch backend without a GPU: the mode's
+options, its refusal on the CPU executor, the fallback without CUDA graphs
+(with its warning) for graphs on host tensors, and the facts about an aten
+graph that the capture relies on (which inputs it writes, what keeps it
+from being captured). The captures themselves are checked on a GPU
+(tests/gpu/test_cuda_graphs.py)."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from kgc import reference
+from kgc.diagnostics import KgcError
+from kgc.torch import Backend, KgcFallbackWarning
+from kgc.torch.backend import _resolve_options
+from kgc.torch.cuda_graphs import CudaGraphed, capture_obstacle, mutated_inputs
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+class ReferenceBackend(Backend):
+    """The kgc backend with kernel graphs evaluated by kgc.reference on the
+    CPU."""
+
+    def __init__(self):
+        super().__init__(compile_graph=self._compile, devices=None, require_cuda=False)
+
+    @staticmethod
+    def _compile(graph, mode):
+        module = graph.build()
+        name = graph.name
+        return lambda *tensors: reference.evaluate(module, name, list(tensors))
+
+
+def test_reduce_overhead_is_a_mode_of_the_cuda_executor():
+    assert _resolve_options("reduce-overhead", None) == ("reduce-overhead", "cuda")
+    assert _resolve_options(None, {"mode": "reduce-overhead"}) == ("reduce-overhead", "cuda")
+
+
+def test_reduce_overhead_on_the_cpu_executor_is_refused_naming_both():
+    with pytest.raises(KgcError, match="'reduce-overhead' replays CUDA graphs; the CPU executor"):
+        _resolve_options(None, {"mode": "reduce-overhead", "executor": "cpu"})
+
+
+def test_a_graph_on_host_tensors_runs_without_cuda_graphs_and_says_why():
+    w = torch.randn(17, 5)
+    backend = ReferenceBackend()
+
+    def f(x):
+        return torch.relu(x @ w) * 3
+
+    compiled = torch.compile(f, backend=backend, mode="reduce-overhead")
+    with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for rows in (3, 3, 3):
+            x = torch.randn(rows, 17)
+            torch.testing.assert_close(compiled(x), f(x))
+    messages = [str(w.message) for w in caught if issubclass(w.category, KgcFallbackWarning)]
+    assert any("runs without CUDA graphs: an input is on cpu" in m for m in messages), messages
+    assert backend.reports[-1].cuda_graphs is None
+    partitions = backend.reports[-1].partitions  # kgc still computes it
+    assert len(partitions) == 1 and partitions[0].fallback_reason is None
+
+
+def test_a_graph_that_needs_autograd_runs_without_cuda_graphs_and_says_why():
+    w = torch.randn(17, 5, requires_grad=True)
+    backend = ReferenceBackend()
+    compiled = torch.compile(lambda x: (x @ w).relu().sum(), backend=backend,
+                             mode="reduce-overhead")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loss = compiled(torch.randn(3, 17))
+        loss.backward()
+    messages = [str(w.message) for w in caught if issubclass(w.category, KgcFallbackWarning)]
+    assert any("a forward graph runs without CUDA graphs: the graph needs autograd" in m
+               for m in messages), messages
+    x = torch.randn(3, 17)
+    expected = torch.autograd.grad((x @ w).relu().sum(), w)[0]
+    w.grad = None
+    compiled(x).backward()
+    torch.testing.assert_close(w.grad, expected)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the fallback without CUDA")
+def test_the_registered_backend_without_cuda_runs_the_graph_in_pytorch():
+    def f(x):
+        return torch.tanh(x) + 1
+
+    compiled = torch.compile(f, backend="kgc", mode="reduce-overhead")
+    with pytest.warns(KgcFallbackWarning, match="no CUDA device"):
+        x = torch.randn(4, 3)
+        torch.testing.assert_close(compiled(x), f(x))
+
+
+def test_host_arguments_make_the_callable_run_as_compiled_with_one_warning():
+    calls = []
+
+    def run(x, y):
+        calls.append(1)
+        return (x + y,)
+
+    graphed = CudaGraphed(run, "a test graph")
+    with pytest.warns(KgcFallbackWarning, match="a test graph runs without CUDA graphs: an "
+                                                "input is a host tensor"):
+        for _ in range(3):
+            x, y = torch.randn(3), torch.randn(3)
+            torch.testing.assert_close(graphed(x, y)[0], x + y)
+    assert len(calls) == 3 and graphed.graph_count == 0
+
+
+def test_inputs_written_in_place_are_found_through_views():
+    def writes(x, y, z):
+        x.add_(y)
+        z[0].mul_(2)
+        return y * 2
+
+    module = make_fx(writes)(torch.randn(3, 4), torch.randn(3, 4), torch.randn(3, 4))
+    assert mutated_inputs(module) == {0, 2}
+
+
+def test_a_functional_graph_writes_no_input():
+    # Views and new tensors only: nothing is written back after a replay.
+    module = make_fx(lambda x, y: (x.t() @ y).relu())(torch.randn(3, 4), torch.randn(3, 5))
+    assert mutated_inputs(module) == frozenset()
+
+
+def test_a_graph_on_host_tensors_cannot_be_captured():
+    module = make_fx(lambda x: x.sin())(torch.randn(3))
+    assert capture_obstacle(module) == "an input is on cpu, not a CUDA device"
+
+
+def test_a_graph_without_tensor_inputs_that_makes_a_host_result_cannot_be_captured():
+    module = make_fx(lambda n: torch.arange(n) * 2)(5)
+    assert capture_obstacle(module) == "a result is on cpu, not a CUDA device"
