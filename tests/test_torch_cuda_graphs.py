@@ -27,6 +27,11 @@ def fresh_dynamo():
     torch._dynamo.reset()
 
 
+# The names of the kernel graphs every ReferenceBackend compiled (a list
+# outside the backend: transformers' CompileConfig hands torch a deep copy).
+COMPILED: list[str] = []
+
+
 class ReferenceBackend(Backend):
     """The kgc backend with kernel graphs evaluated by kgc.reference on the
     CPU."""
@@ -38,6 +43,7 @@ class ReferenceBackend(Backend):
     def _compile(graph, mode):
         module = graph.build()
         name = graph.name
+        COMPILED.append(name)
         return lambda *tensors: reference.evaluate(module, name, list(tensors))
 
 
@@ -141,3 +147,45 @@ def test_a_graph_on_host_tensors_cannot_be_captured():
 def test_a_graph_without_tensor_inputs_that_makes_a_host_result_cannot_be_captured():
     module = make_fx(lambda n: torch.arange(n) * 2)(5)
     assert capture_obstacle(module) == "a result is on cpu, not a CUDA device"
+
+
+def _tiny_llama():
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=256, hidden_size=128, intermediate_size=256,
+                                      num_hidden_layers=2, num_attention_heads=4,
+                                      num_key_value_heads=2, max_position_embeddings=256,
+                                      initializer_range=0.3)
+    return transformers.LlamaForCausalLM(config).eval()
+
+
+@pytest.mark.parametrize("backend_name", ["kgc", "reference"])
+def test_transformers_compile_config_reaches_the_backend_and_keeps_eager_tokens(backend_name):
+    # transformers' CompileConfig asks for mode "reduce-overhead" (with
+    # fullgraph and dynamic for Dynamo); on the CPU, "kgc" runs the graph in
+    # PyTorch for want of CUDA, and a backend partitioning host tensors runs
+    # kgc's graphs without CUDA graphs, each saying why.
+    from transformers import CompileConfig
+
+    model = _tiny_llama()
+    ids = torch.randint(3, 256, (2, 5), generator=torch.Generator().manual_seed(1))
+    settings = dict(max_new_tokens=4, min_new_tokens=4, do_sample=False,
+                    cache_implementation="static", pad_token_id=0,
+                    attention_mask=torch.ones_like(ids))
+    eager = model.generate(ids, disable_compile=True, **settings)
+    backend = "kgc" if backend_name == "kgc" else ReferenceBackend()
+    compiled_before = len(COMPILED)
+    compile_config = CompileConfig(backend=backend)
+    compile_config._compile_all_devices = True  # transformers compiles on CUDA devices only
+    assert compile_config.mode == "reduce-overhead"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tokens = model.generate(ids, compile_config=compile_config, **settings)
+    assert torch.equal(tokens, eager)
+    messages = " ".join(str(w.message) for w in caught
+                        if issubclass(w.category, KgcFallbackWarning))
+    if backend_name == "kgc" and not torch.cuda.is_available():
+        assert "no CUDA device" in messages
+    if backend_name == "reference":
+        assert "runs without CUDA graphs: an input is on cpu" in messages
+        assert len(COMPILED) > compiled_before, "kgc computed parts of the model"

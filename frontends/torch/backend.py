@@ -286,11 +286,12 @@ class Backend:
             capture_obstacle(module)
         static, mutated = static_inputs(), mutated_inputs(module)
         run = self.compile_aten(module, "default", kind=kind)
+        name = f"{'an' if kind == 'inference' else 'a'} {kind} graph"
         if obstacle is not None:
-            warnings.warn(f"kgc: mode 'reduce-overhead': a {kind} graph runs without CUDA "
-                          f"graphs: {obstacle}", KgcFallbackWarning, stacklevel=2)
+            warnings.warn(f"kgc: mode 'reduce-overhead': {name} runs without CUDA graphs: "
+                          f"{obstacle}", KgcFallbackWarning, stacklevel=2)
             return run
-        graphed = CudaGraphed(run, f"a {kind} graph", static, mutated)
+        graphed = CudaGraphed(run, name, static, mutated)
         self.reports[-1].cuda_graphs = graphed
         return graphed
 
