@@ -11,9 +11,10 @@ strides; each other input's value):
   tensors. It is the warm-up: it loads kgc's kernels, makes cuBLAS's
   handles and compiles any bucket, none of which may happen while a stream
   is captured;
-- the second captures the graph (`torch.cuda.graph`, on a memory pool of
-  its own) on static copies of the inputs and replays it; every later call
-  copies the caller's tensors into those copies and replays.
+- the second captures the graph (`torch.cuda.graph`, on a stream and a
+  memory pool of its own, after one more run on that stream) on static
+  copies of the inputs and replays it; every later call copies the
+  caller's tensors into those copies and replays.
 
 Inputs whose address does not change from call to call (a module's
 parameters and buffers, which Dynamo passes as inputs; tensors marked with
@@ -251,11 +252,20 @@ class CudaGraphed:
         graph = torch.cuda.CUDAGraph()
         try:
             with torch.cuda.device(device if device is not None else torch.cuda.current_device()):
-                # The capture runs on torch's capture stream, which kgc's
-                # launches read as the current one; the static copies made
-                # on the caller's stream are ready before it starts (the
-                # capture synchronizes the device first).
-                with torch.cuda.graph(graph):
+                # The capture runs on a stream of its own, which kgc's
+                # launches read as the current one. A run on that stream
+                # first makes what torch makes per stream on first use (a
+                # cuBLAS workspace) outside the capture, as torch's own
+                # cudagraphify does; not where the graph writes an input in
+                # place, which would then be written twice.
+                caller = torch.cuda.current_stream()
+                stream = torch.cuda.Stream()
+                stream.wait_stream(caller)
+                if not self.mutated:
+                    with torch.cuda.stream(stream):
+                        self.run(*inputs)
+                caller.wait_stream(stream)
+                with torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local"):
                     results = self.run(*inputs)
         except Exception as error:  # noqa: BLE001 - any failure leaves the call uncaptured
             self.uncapturable.add(key)
