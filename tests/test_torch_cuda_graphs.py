@@ -7,6 +7,7 @@ from being captured). The captures themselves are checked on a GPU
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 
 import pytest
@@ -189,3 +190,133 @@ def test_transformers_compile_config_reaches_the_backend_and_keeps_eager_tokens(
     if backend_name == "reference":
         assert "runs without CUDA graphs: an input is on cpu" in messages
         assert len(COMPILED) > compiled_before, "kgc computed parts of the model"
+
+
+# CudaGraphed's bookkeeping (when to warm up, capture and replay; what is
+# copied in and back; which inputs stay where they are) on the CPU: torch's
+# CUDA graph API is replaced by a graph that records the work a capture
+# launches (`_GraphAwareRun` adds it) and replays that work on the captured
+# tensors, as a CUDA graph replays its kernels on the captured addresses.
+
+
+class _RecordedGraph:
+    capturing: "_RecordedGraph | None" = None
+
+    def __init__(self):
+        self.work = []
+
+    def replay(self):
+        for work in self.work:
+            work()
+
+
+class _Stream:
+    def wait_stream(self, other):
+        pass
+
+
+@contextlib.contextmanager
+def _capture(graph, stream=None, capture_error_mode=None):
+    _RecordedGraph.capturing = graph
+    try:
+        yield
+    finally:
+        _RecordedGraph.capturing = None
+
+
+@pytest.fixture
+def recorded_graphs(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", _RecordedGraph)
+    monkeypatch.setattr(torch.cuda, "graph", _capture)
+    monkeypatch.setattr(torch.cuda, "Stream", _Stream)
+    monkeypatch.setattr(torch.cuda, "current_stream", _Stream)
+    monkeypatch.setattr(torch.cuda, "stream", lambda stream: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "device", lambda device: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+
+
+class _GraphAwareRun:
+    """x * w + 1 into a fresh tensor, optionally adding 1 to x in place;
+    the work joins the graph being captured, if any. `runs` counts every
+    run, captured or not."""
+
+    def __init__(self, writes_input: bool = False):
+        self.writes_input = writes_input
+        self.runs = 0
+
+    def __call__(self, x, w):
+        self.runs += 1
+        out = torch.empty_like(x)
+
+        def work():
+            if self.writes_input:
+                x.add_(1)
+            torch.add(x * w, 1, out=out)
+        work()
+        if _RecordedGraph.capturing is not None:
+            _RecordedGraph.capturing.work.append(work)
+        return [out]
+
+
+def _cpu_graphed(run, **kwargs) -> CudaGraphed:
+    graphed = CudaGraphed(run, "a test graph", **kwargs)
+    graphed.device_type = "cpu"
+    return graphed
+
+
+def test_the_first_call_warms_up_the_second_captures_and_later_calls_replay(recorded_graphs):
+    run = _GraphAwareRun()
+    graphed = _cpu_graphed(run)
+    w = torch.nn.Parameter(torch.randn(3, 17), requires_grad=False)
+    results = []
+    for call in range(5):
+        x = torch.randn(3, 17)
+        (result,) = graphed(x, w)
+        torch.testing.assert_close(result, x * w + 1, msg=f"call {call}")
+        results.append(result)
+    # warm-up 1, then a run before the capture and the capture itself
+    assert run.runs == 3 and graphed.graph_count == 1
+    assert results[1] is results[2] is results[4], "replays return the graph's own results"
+    assert results[0] is not results[1], "the warm-up's result is the caller's"
+
+
+def test_a_parameter_is_captured_in_place_and_one_that_moves_is_captured_again(recorded_graphs):
+    run = _GraphAwareRun()
+    graphed = _cpu_graphed(run)
+    w = torch.nn.Parameter(torch.randn(3, 17), requires_grad=False)
+    x = torch.randn(3, 17)
+    for _ in range(3):
+        graphed(x, w)
+    with torch.no_grad():
+        w.mul_(-2)  # read where it is by the next replay
+    torch.testing.assert_close(graphed(x, w)[0], x * w + 1)
+    assert run.runs == 3
+    moved = torch.nn.Parameter(torch.randn(3, 17), requires_grad=False)
+    torch.testing.assert_close(graphed(x, moved)[0], x * moved + 1)
+    assert run.runs == 5 and graphed.graph_count == 1 and graphed.moved == {1}
+    again = torch.randn(3, 17)  # copied into the graph from now on
+    torch.testing.assert_close(graphed(x, again)[0], x * again + 1)
+    assert run.runs == 5
+
+
+def test_a_second_shape_gets_a_second_graph(recorded_graphs):
+    run = _GraphAwareRun()
+    graphed = _cpu_graphed(run)
+    for rows in (3, 3, 3, 5, 5, 5, 3):
+        x, w = torch.randn(rows, 17), torch.randn(rows, 17)
+        torch.testing.assert_close(graphed(x, w)[0], x * w + 1)
+    assert graphed.graph_count == 2 and run.runs == 6
+
+
+def test_an_input_written_in_place_is_written_back_once_per_call(recorded_graphs):
+    run = _GraphAwareRun(writes_input=True)
+    graphed = _cpu_graphed(run, mutated=frozenset({0}))
+    w = torch.randn(3, 17)
+    for call in range(4):
+        x = torch.randn(3, 17)
+        before = x.clone()
+        (result,) = graphed(x, w)
+        torch.testing.assert_close(x, before + 1, msg=f"call {call}")
+        torch.testing.assert_close(result, (before + 1) * w + 1, msg=f"call {call}")
+    # no extra run before the capture: it would write the input twice
+    assert run.runs == 2

@@ -139,7 +139,7 @@ def _dense(tensor: torch.Tensor) -> bool:
     return True
 
 
-def _signature(arguments) -> tuple | None:
+def _signature(arguments, device_type: str = "cuda") -> tuple | None:
     """What a CUDA graph is captured for: every tensor's device, dtype,
     shape and strides, every other argument's value; None for arguments a
     graph cannot take (host tensors, whose values a replay would not read;
@@ -147,7 +147,7 @@ def _signature(arguments) -> tuple | None:
     key = []
     for argument in arguments:
         if isinstance(argument, torch.Tensor):
-            if argument.device.type != "cuda" or not _dense(argument):
+            if argument.device.type != device_type or not _dense(argument):
                 return None
             key.append((argument.device, argument.dtype, tuple(argument.shape),
                         argument.stride()))
@@ -175,6 +175,9 @@ class CudaGraphed:
     """`run` (a compiled aten graph's callable on its flat inputs) with
     every signature after its first call replayed from a CUDA graph."""
 
+    # The device whose tensors a graph is captured on.
+    device_type = "cuda"
+
     def __init__(self, run: Callable, name: str, static: frozenset[int] = frozenset(),
                  mutated: frozenset[int] = frozenset()):
         self.run = run
@@ -194,7 +197,7 @@ class CudaGraphed:
         return len(self.recordings)
 
     def __call__(self, *arguments):
-        key = _signature(arguments)
+        key = _signature(arguments, self.device_type)
         if key is None or key in self.uncapturable:
             if key is None:
                 self._warn("an input is a host tensor, a tensor whose elements overlap or a "
