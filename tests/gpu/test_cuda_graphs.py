@@ -29,9 +29,10 @@ import kgc.torch  # noqa: E402
 pytestmark = pytest.mark.gpu
 
 WIDTH = 64
-# f16 results of the same kernels: only cuBLAS's choice of algorithm inside
-# a capture may differ from the run outside it.
-TOLERANCE = dict(rtol=2e-3, atol=2e-3)
+# f16 results of kgc's kernels, where the reference's may be compiled for
+# another extent (a power-of-two bucket of a dynamic dim) and sum in another
+# order; a replay on stale inputs is off by the inputs' whole size.
+TOLERANCE = dict(rtol=1e-2, atol=1e-2)
 
 
 @pytest.fixture(autouse=True)
@@ -67,9 +68,9 @@ def _randn(*shape, seed: int):
     return torch.randn(*shape, generator=generator).to("cuda", torch.float16)
 
 
-def _without_cuda_graphs(block, inputs) -> list:
+def _without_cuda_graphs(block, inputs, **compile_options) -> list:
     """kgc's results without CUDA graphs, one per input."""
-    plain = torch.compile(block, backend="kgc")
+    plain = torch.compile(block, backend="kgc", **compile_options)
     with torch.no_grad():
         results = [plain(x).clone() for x in inputs]
     torch._dynamo.reset()
@@ -133,7 +134,7 @@ def test_a_second_static_shape_makes_a_second_graph():
     block = _block()
     shapes = [(3, 17, WIDTH)] * 3 + [(5, 17, WIDTH)] * 3 + [(3, 17, WIDTH)] * 2
     inputs = [_randn(*shape, seed=10 + i) for i, shape in enumerate(shapes)]
-    expected = _without_cuda_graphs(block, inputs)
+    expected = _without_cuda_graphs(block, inputs, dynamic=False)
     first = len(kgc.torch.reports())
     graphed = torch.compile(block, backend="kgc", mode="reduce-overhead", dynamic=False)
     with torch.no_grad():
