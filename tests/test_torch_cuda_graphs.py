@@ -320,3 +320,26 @@ def test_an_input_written_in_place_is_written_back_once_per_call(recorded_graphs
         torch.testing.assert_close(result, (before + 1) * w + 1, msg=f"call {call}")
     # no extra run before the capture: it would write the input twice
     assert run.runs == 2
+
+
+def test_a_transposed_input_is_captured_with_its_strides(recorded_graphs):
+    run = _GraphAwareRun()
+    graphed = _cpu_graphed(run)
+    w = torch.randn(17, 3)
+    for call in range(4):
+        x = torch.randn(3, 17).t()
+        torch.testing.assert_close(graphed(x, w)[0], x * w + 1, msg=f"call {call}")
+    assert graphed.graph_count == 1
+    assert graphed.recordings[next(iter(graphed.recordings))].inputs[0].stride() == (1, 17)
+
+
+def test_an_input_whose_elements_overlap_runs_without_a_graph(recorded_graphs):
+    # An expanded row has no static copy of its strides to copy into.
+    run = _GraphAwareRun()
+    graphed = _cpu_graphed(run)
+    w = torch.randn(3, 17)
+    with pytest.warns(KgcFallbackWarning, match="a tensor whose elements overlap"):
+        for _ in range(3):
+            x = torch.randn(1, 17).expand(3, 17)
+            torch.testing.assert_close(graphed(x, w)[0], x * w + 1)
+    assert graphed.graph_count == 0 and run.runs == 3

@@ -143,11 +143,16 @@ def _signature(arguments, device_type: str = "cuda") -> tuple | None:
     """What a CUDA graph is captured for: every tensor's device, dtype,
     shape and strides, every other argument's value; None for arguments a
     graph cannot take (host tensors, whose values a replay would not read;
-    tensors whose elements overlap, which have no static copy)."""
+    tensors on a second device; tensors whose elements overlap, which have
+    no static copy)."""
     key = []
+    devices = set()
     for argument in arguments:
         if isinstance(argument, torch.Tensor):
             if argument.device.type != device_type or not _dense(argument):
+                return None
+            devices.add(argument.device)
+            if len(devices) > 1:  # one graph is captured on one device
                 return None
             key.append((argument.device, argument.dtype, tuple(argument.shape),
                         argument.stride()))
@@ -200,8 +205,8 @@ class CudaGraphed:
         key = _signature(arguments, self.device_type)
         if key is None or key in self.uncapturable:
             if key is None:
-                self._warn("an input is a host tensor, a tensor whose elements overlap or a "
-                           "value of no simple type")
+                self._warn("an input is a host tensor, on a second device, a tensor whose "
+                           "elements overlap or a value of no simple type")
             return self.run(*arguments)
         with self._lock:
             recording = self.recordings.get(key)
