@@ -28,6 +28,15 @@ the same tiled kernels, run program by program on CPU tensors, without
 CUDA. It is slow and meant for checking kgc's lowering of a real model on
 a machine without a GPU (`kgc bench --models NAMES --device cpu`).
 
+`mode="reduce-overhead"` compiles as "default" and replays each graph run
+without autograd from CUDA graphs (`kgc.torch.cuda_graphs`): the first call
+of each input signature warms up, the second captures kgc's launches and
+the aten ops between them, and later calls copy their inputs into the
+captured ones and replay. As with Inductor's CUDA graphs, a call's results
+are valid until the next call, which may overwrite them. It needs the CUDA
+executor; `transformers`' `CompileConfig(backend="kgc")` asks for it by
+default.
+
 Dims torch marks dynamic (a growing KV cache, a varying batch) reach the
 backend as symbols. A partition whose ops keep such a dim's elements apart
 (a batch, rows of a matmul) is compiled per power-of-two bucket of it and
@@ -63,7 +72,10 @@ __all__ = ["Backend", "CompiledPartition", "GraphReport", "KgcFallbackWarning", 
            "reports"]
 
 aten = torch.ops.aten
-MODES = ("default", "max-autotune")
+MODES = ("default", "max-autotune", "reduce-overhead")
+# The mode whose graphs are captured and replayed as CUDA graphs
+# (`kgc.torch.cuda_graphs`); its kernel graphs compile as in "default".
+REDUCE_OVERHEAD = "reduce-overhead"
 # Where kernel graphs run: launched on a CUDA GPU, or interpreted tile
 # program by tile program on the CPU (`kgc.execution.run_tiled`).
 CUDA, CPU = "cuda", "cpu"
@@ -106,6 +118,9 @@ class GraphReport:
     # "inference", or the "forward" or "backward" half of a graph that needs
     # autograd.
     kind: str = "inference"
+    # Under mode "reduce-overhead", the `CudaGraphed` that replays the graph
+    # (its `graph_count` says how many CUDA graphs it holds); None otherwise.
+    cuda_graphs: Any = None
 
     @property
     def kernel_count(self) -> int:
@@ -244,7 +259,9 @@ class Backend:
 
         def compiler(kind: str):
             def compile_aten(aten_module: torch.fx.GraphModule, inputs):
-                return make_boxed_func(self.compile_aten(aten_module, mode, kind=kind))
+                if mode != REDUCE_OVERHEAD:
+                    return make_boxed_func(self.compile_aten(aten_module, mode, kind=kind))
+                return make_boxed_func(self._cuda_graphed(aten_module, kind))
             return compile_aten
 
         # A graph that needs autograd is traced jointly with its backward and
@@ -255,6 +272,28 @@ class Backend:
                             inference_compiler=compiler("inference"),
                             partition_fn=min_cut_rematerialization_partition,
                             decompositions=decompositions)(gm, example_inputs)
+
+    def _cuda_graphed(self, module: torch.fx.GraphModule, kind: str):
+        """The aten graph compiled as in mode "default" and, where it runs
+        without autograd, replayed from CUDA graphs (`kgc.torch.cuda_graphs`).
+        The halves of a graph that needs autograd run without: a forward's
+        results saved for its backward would be overwritten by the next
+        replay before the backward reads them."""
+        from kgc.torch.cuda_graphs import (CudaGraphed, capture_obstacle, mutated_inputs,
+                                           static_inputs)
+
+        obstacle = "the graph needs autograd" if kind != "inference" else \
+            capture_obstacle(module)
+        static, mutated = static_inputs(), mutated_inputs(module)
+        run = self.compile_aten(module, "default", kind=kind)
+        name = f"{'an' if kind == 'inference' else 'a'} {kind} graph"
+        if obstacle is not None:
+            warnings.warn(f"kgc: mode 'reduce-overhead': {name} runs without CUDA graphs: "
+                          f"{obstacle}", KgcFallbackWarning, stacklevel=2)
+            return run
+        graphed = CudaGraphed(run, name, static, mutated)
+        self.reports[-1].cuda_graphs = graphed
+        return graphed
 
     def _on_cpu(self) -> "Backend":
         """This backend with its kernel graphs run by the CPU executor: it
@@ -410,6 +449,9 @@ def _resolve_options(mode: str | None, options: dict | None) -> tuple[str, str]:
     if executor not in EXECUTORS:
         raise KgcError(f"kgc backend: unknown executor {executor!r}; choose one of "
                        f"{', '.join(EXECUTORS)}")
+    if executor == CPU and chosen == REDUCE_OVERHEAD:
+        raise KgcError("kgc backend: mode 'reduce-overhead' replays CUDA graphs; the CPU "
+                       "executor has none (use mode 'default' with it)")
     if executor == CPU and chosen != "default":
         raise KgcError(f"kgc backend: mode {chosen!r} searches kernels by timing them on a GPU; "
                        "the CPU executor runs kgc's default kernels (mode 'default')")
