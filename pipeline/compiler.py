@@ -152,6 +152,14 @@ class CompiledModule:
             path.write_text(text)
             written.append(path)
         saved = set()
+        # Kernels Triton has not compiled (--emit ttir) hold kgc's TTIR,
+        # Triton's ops in the generic form: written as Triton prints them.
+        uncompiled = [k for k in self.kernels.values() if k.artifact is None and "ttir" in k.asm]
+        if uncompiled:
+            from kgc.pipeline.triton_stage import custom_forms
+
+            printed = dict(zip((k.name for k in uncompiled),
+                               custom_forms([k.asm["ttir"] for k in uncompiled], self.target)))
         for kernel in self.kernels.values():
             if kernel.artifact is not None:
                 if kernel.artifact.name not in saved:
@@ -161,6 +169,8 @@ class CompiledModule:
                                 for stage in kernel.asm] + [record]
                 continue
             for stage, content in kernel.asm.items():
+                if stage == "ttir":
+                    content = printed[kernel.name]
                 path = kernels_dir / f"{kernel.name}.{stage}"
                 if isinstance(content, bytes):
                     path.write_bytes(content)
