@@ -125,6 +125,10 @@ def superoptimize(source, *, backend: str = "triton", **options):
     if backend not in BACKENDS:
         raise KgcError(f"superoptimize: backend {backend!r} is not available: kgc generates Triton "
                        f"kernels only (backend=\"triton\", the default)")
+    from kgc.parsing import canonical_source
     from kgc.search.tuner import superoptimize as search
 
+    # The graph is checked before the device: a missing file or a syntax
+    # error is named even on a machine without a GPU.
+    canonical_source(source, options.get("function"))
     return search(source, **options)

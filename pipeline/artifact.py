@@ -20,6 +20,12 @@ calls the kernel (`MLIR_ENABLE_DUMP=<name>` and diagnostics use it), and is
 the entry point inside the cubin, so a launch looks the entry up by the
 artifact's own name.
 
+The TTIR is in Triton's custom assembly form, as Triton parsed and printed
+it: the text it compiled, so the `loc(...)` entries of the later stages
+give lines and columns in it. They name the file `<name>.ttir`, and
+`save(directory)` names `<directory>/<name>.ttir`, the TTIR it writes
+(`load` reads them back as `<name>.ttir`).
+
 On disk. `save(directory)` writes `<name>.<stage>` for each stage and
 `<name>.json`, the record: format version, name, hash, target, options,
 signature, metadata, and for each stage file its size and sha256. `load`
@@ -42,6 +48,8 @@ FORMAT = "kgc-artifact-1"
 # Every stage an artifact may hold, in compile order.
 ARTIFACT_STAGES = ("ttir", "ttgir", "llir", "ptx", "cubin")
 BINARY_STAGES = frozenset({"cubin"})
+# Stages whose text locates its ops in the kernel's TTIR (file:line:col).
+LOCATED_STAGES = frozenset({"ttgir", "llir", "ptx"})
 # The kernel's own name in the TTIR, replaced by this before hashing.
 NAME_PLACEHOLDER = "__kgc_kernel__"
 
@@ -87,6 +95,22 @@ def kernel_symbol(ttir: str) -> str:
     if match is None:
         raise KgcError("the kernel's TTIR has no tt.func to compile")
     return match.group(1)
+
+
+def relocate_sources(text: str, name: str, folder: str = "") -> str:
+    """`text` (a kernel's ttgir, llir or ptx) with its locations in the
+    kernel's TTIR naming the file `<folder>/<name>.ttir` (`<name>.ttir`
+    alone when `folder` is empty), wherever the TTIR was when Triton read
+    it: a temporary file, or for a kernel from Triton's cache, that of the
+    compile that filled it."""
+    file = f"{name}.ttir"
+    escaped = folder.replace("\\", "\\\\").replace('"', '\\"')
+    path = f"{escaped}/{file}" if folder else file
+    # LLVM's debug info keeps the folder apart from the file's name.
+    text = re.sub(r'!DIFile\(filename: "(?:[^"\n]*/)?' + re.escape(file) + r'", directory: "[^"\n]*"\)',
+                  lambda _: f'!DIFile(filename: "{file}", directory: "{escaped}")', text)
+    return re.sub(r'(?<!filename: )"(?:[^"\n]*/)?' + re.escape(file) + '"', lambda _: f'"{path}"',
+                  text)
 
 
 def content_hash(ttir: str, options: KernelOptions, target: int, triton_version: str,
@@ -178,6 +202,9 @@ class Artifact:
             if stage not in self.asm or (stages is not None and stage not in stages):
                 continue
             content = self.asm[stage]
+            if stage in LOCATED_STAGES:
+                # Their locations name the TTIR file written beside them.
+                content = relocate_sources(content, self.name, str(directory))
             data = content if isinstance(content, bytes) else content.encode()
             path = directory / f"{self.name}.{stage}"
             path.write_bytes(data)
@@ -209,6 +236,9 @@ class Artifact:
             asm = {}
             for stage, entry in record["files"].items():
                 asm[stage] = _checked_file(path.parent / entry["file"], entry, stage)
+                if stage in LOCATED_STAGES:
+                    # In memory, as compiled: located in `<name>.ttir`.
+                    asm[stage] = relocate_sources(asm[stage], record["name"])
             artifact = cls(record["name"], record["hash"], record["target"],
                            KernelOptions.from_json(record["options"]), tuple(record["signature"]),
                            record["metadata"], asm, record["triton_version"])

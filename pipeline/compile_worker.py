@@ -14,7 +14,8 @@ guard is safe), not its MLIR contexts and threads.
 Protocol: the parent writes a request (a pickled `(ttir, KernelOptions,
 target)`, preceded by its length as 8 bytes) to the worker's stdin; the
 worker answers on its stdout with `(outcome, stdout, stderr)`: the
-`Artifact` or `CompileFailure`, and what Triton printed while compiling,
+`Artifact` or `CompileFailure` (for options None, the TTIR in Triton's
+custom form: `submit_custom_form`), and what Triton printed while compiling,
 which the worker captures by pointing its own fds 1 and 2 at files for the
 time of the compile (the worker runs nothing else). A worker that outlives
 `timeout` on a kernel is killed alone and replaced. Its temporary files go
@@ -45,7 +46,7 @@ import time
 
 from kgc.pipeline.artifact import kernel_symbol
 from kgc.pipeline.instrumentation import follows
-from kgc.pipeline.triton_stage import CompileFailure, compile_outcome
+from kgc.pipeline.triton_stage import CompileFailure, compile_outcome, custom_form_outcome
 
 _LENGTH = struct.Struct("<Q")
 
@@ -94,6 +95,11 @@ class CompilePool:
         request = (ttir, options, target, dict(os.environ))
         return self._threads.submit(self._compile, request,
                                     self.timeout if timeout is None else timeout)
+
+    def submit_custom_form(self, ttir: str, target: int) -> concurrent.futures.Future:
+        """A future of the WorkerResult of printing a kernel's TTIR in
+        Triton's custom form (its outcome the text, or a CompileFailure)."""
+        return self.submit(ttir, None, target)
 
     def map(self, requests) -> list[WorkerResult]:
         futures = [self.submit(*request) for request in requests]
@@ -211,7 +217,8 @@ def serve() -> None:
             os.dup2(out.fileno(), 1)
             os.dup2(err.fileno(), 2)
             try:
-                outcome = compile_outcome(ttir, options, target)
+                outcome = (compile_outcome(ttir, options, target) if options is not None
+                           else custom_form_outcome(ttir, target))
             finally:
                 sys.stdout.flush()
                 sys.stderr.flush()

@@ -13,10 +13,13 @@ and to run the graph (`kgc.runtime`).
     <stem>.kg.mlir, <stem>.ttir.mlir    the whole module at both kgc stages
     kernels/<kernel>.<stage>            each kernel's ttir, ttgir, llir, ptx, cubin
     kernels/<kernel>.json               its artifact record (Artifact.save)
-    manifest.json                       kernels, functions, launches and
-                                        each function's memory plan
+    manifest.json                       kernels, functions, launches,
+                                        each function's memory plan and
+                                        the files written
 
-and `load_module` reads back what running needs (the manifest and the
+and removes first what an earlier `write` left in the folder (the files its
+manifest lists), so that a folder holds one compile's output.
+`load_module` reads back what running needs (the manifest and the
 artifacts), without compiling anything.
 """
 
@@ -131,8 +134,11 @@ class CompiledModule:
         """Writes every stage of the module and of every kernel, the kernels'
         artifact records and manifest.json (the layout in the module's
         docstring); KgcError naming the file where one cannot be written.
-        Kernels that are one artifact share their files."""
+        Kernels that are one artifact share their files. What an earlier
+        write left in `directory` (the files its manifest lists) is removed
+        first, so no kernel of another compile stays beside these."""
         try:
+            remove_earlier_output(directory)
             return self._write(directory, stem)
         except OSError as error:
             raise KgcError(f"cannot write '{error.filename}': {error.strerror}") from None
@@ -146,6 +152,14 @@ class CompiledModule:
             path.write_text(text)
             written.append(path)
         saved = set()
+        # Kernels Triton has not compiled (--emit ttir) hold kgc's TTIR,
+        # Triton's ops in the generic form: written as Triton prints them.
+        uncompiled = [k for k in self.kernels.values() if k.artifact is None and "ttir" in k.asm]
+        if uncompiled:
+            from kgc.pipeline.triton_stage import custom_forms
+
+            printed = dict(zip((k.name for k in uncompiled),
+                               custom_forms([k.asm["ttir"] for k in uncompiled], self.target)))
         for kernel in self.kernels.values():
             if kernel.artifact is not None:
                 if kernel.artifact.name not in saved:
@@ -155,6 +169,8 @@ class CompiledModule:
                                 for stage in kernel.asm] + [record]
                 continue
             for stage, content in kernel.asm.items():
+                if stage == "ttir":
+                    content = printed[kernel.name]
                 path = kernels_dir / f"{kernel.name}.{stage}"
                 if isinstance(content, bytes):
                     path.write_bytes(content)
@@ -162,9 +178,51 @@ class CompiledModule:
                     path.write_text(content)
                 written.append(path)
         manifest = root / "manifest.json"
-        manifest.write_text(json.dumps(self.manifest(), indent=2) + "\n")
+        # The files themselves, for the next write into this folder to remove.
+        listed = dict(self.manifest(), files=[path.relative_to(root).as_posix()
+                                              for path in written])
+        manifest.write_text(json.dumps(listed, indent=2) + "\n")
         written.append(manifest)
         return written
+
+
+def remove_earlier_output(directory: str | pathlib.Path) -> list[pathlib.Path]:
+    """Removes from `directory` what an earlier `CompiledModule.write` put
+    there: the files its manifest.json lists (for a manifest older than the
+    list, its kernels' stage files and records) and the manifest itself.
+    Nothing else is touched: not a file the manifest does not name, not one
+    outside the folder, not a folder that holds no kgc manifest. Returns
+    the files removed."""
+    root = pathlib.Path(directory)
+    path = root / "manifest.json"
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    if not isinstance(manifest, dict) or not str(manifest.get("format", "")).startswith(
+            "kgc-manifest-"):
+        return []
+    names = manifest.get("files")
+    if not isinstance(names, list):
+        names = []
+        for kernel in manifest.get("kernels") or []:
+            if not isinstance(kernel, dict):
+                continue
+            artifact = pathlib.PurePosixPath(str(kernel.get("artifact", ""))).stem
+            for name in {str(kernel.get("name", "")), artifact} - {""}:
+                names += [f"kernels/{name}.{suffix}" for suffix in (*STAGES[1:], "json")]
+    inside = root.resolve()
+    removed = []
+    for name in [*names, "manifest.json"]:
+        candidate = root / str(name)
+        try:
+            candidate.resolve().relative_to(inside)
+        except ValueError:
+            continue  # a listed path outside the folder is not the compile's
+        if candidate.is_file() or candidate.is_symlink():
+            candidate.unlink()
+            removed.append(candidate)
+    return removed
 
 
 def make_output_folder(path: str | pathlib.Path) -> pathlib.Path:
@@ -226,6 +284,9 @@ def load_module(directory: str | pathlib.Path) -> CompiledModule:
                            f"(found {manifest.get('format')!r}); compile it again")
         target = int(manifest["target"].removeprefix("sm_"))
         emitted = manifest["stages"][-1]
+        if emitted == "kg":
+            raise KgcError(f"'{path}' is of a compile that stopped at the kg stage (--emit kg), "
+                           "before there are kernels: compile down to cubin to run it")
         kernels = {}
         for entry in manifest["kernels"]:
             kernels[entry["name"]] = _loaded_kernel(root, entry, target)

@@ -31,7 +31,10 @@ KgcError when it fails. This process's fd 2 is never redirected. A worker
 that outlives `timeout` on a kernel is killed alone and replaced.
 
 Files. Triton reads TTIR from a file whose suffix names the stage; the
-worker writes it to a temporary directory removed when the compile ends.
+worker writes it to a temporary directory removed when the compile ends,
+in Triton's custom form (kgc's own bindings print Triton's ops in MLIR's
+generic form), and the later stages' locations are made to name it
+`<name>.ttir`, the file `Artifact.save` writes it to.
 Only when Triton fails is the TTIR kept, in `keep_failed_in` (`kgc compile
 -o DIR` passes DIR/kernels) or else in a temporary file, and the error says
 where and how to reproduce the failure from it.
@@ -50,7 +53,8 @@ import tempfile
 from typing import TYPE_CHECKING, Sequence
 
 from kgc.diagnostics import KgcError
-from kgc.pipeline.artifact import ARTIFACT_STAGES, Artifact, KernelOptions, content_hash, kernel_symbol
+from kgc.pipeline.artifact import (ARTIFACT_STAGES, LOCATED_STAGES, Artifact, KernelOptions,
+                                   content_hash, kernel_symbol, relocate_sources)
 
 if TYPE_CHECKING:  # the workers' module imports this one
     from kgc.pipeline.compile_worker import CompilePool
@@ -160,11 +164,40 @@ class CompileFailure:
     kind: str
     message: str
     source: str  # the TTIR file Triton read, which its diagnostics name
+    text: str = ""  # what that file held, where it is not the TTIR given
+
+
+def _custom_form(path: pathlib.Path, target: int) -> str:
+    """The TTIR in the file `path` (kgc prints it in MLIR's generic form: its
+    own bindings do not know Triton's dialects) in Triton's custom assembly
+    form, without locations."""
+    from triton._C.libtriton import ir as triton_ir
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler.compiler import make_backend
+
+    context = triton_ir.context()
+    triton_ir.load_dialects(context)
+    make_backend(GPUTarget("cuda", target, 32)).load_dialects(context)
+    return triton_ir.parse_mlir_module(str(path), context).str_nodebug()
+
+
+def custom_form_outcome(ttir: str, target: int) -> str | CompileFailure:
+    """A kernel's TTIR in Triton's custom form, or why Triton cannot parse
+    it (run in a worker, as the compiles are)."""
+    with tempfile.TemporaryDirectory(prefix="kgc-") as directory:
+        path = pathlib.Path(directory) / f"{kernel_symbol(ttir)}.ttir"
+        path.write_text(ttir)
+        try:
+            return _custom_form(path, target)
+        except Exception as error:  # Triton's parser raises RuntimeError; any is a failure
+            return CompileFailure(type(error).__name__, str(error), str(path))
 
 
 def compile_outcome(ttir: str, options: KernelOptions, target: int) -> Artifact | CompileFailure:
     """The artifact of a kernel, or why Triton failed on it (a value, so
-    that it crosses a process boundary)."""
+    that it crosses a process boundary). Triton compiles the TTIR in its
+    custom form, which the artifact keeps: the later stages' locations are
+    lines of that text, in a file they name `<name>.ttir`."""
     import triton
     from triton.backends.compiler import GPUTarget
 
@@ -173,23 +206,41 @@ def compile_outcome(ttir: str, options: KernelOptions, target: int) -> Artifact 
         path = pathlib.Path(directory) / f"{name}.ttir"
         path.write_text(ttir)
         try:
+            ttir = _custom_form(path, target)
+            path.write_text(ttir)
             compiled = triton.compile(str(path), target=GPUTarget("cuda", target, 32),
                                       options=options.triton_options())
         except Exception as error:  # Triton raises many kinds; all become a diagnostic
-            return CompileFailure(type(error).__name__, str(error), str(path))
+            return CompileFailure(type(error).__name__, str(error), str(path), ttir)
         signature = tuple(compiled.src.signature[i] for i in sorted(compiled.src.signature))
     # Triton's metadata as it writes it to its cache: JSON, the target a dict.
     metadata = json.loads(json.dumps(compiled.metadata._asdict(), default=vars))
     asm = {"ttir": ttir}
     for stage in ARTIFACT_STAGES[1:]:
         asm[stage] = compiled.asm[stage]
+        if stage in LOCATED_STAGES:
+            asm[stage] = relocate_sources(asm[stage], name)
     return Artifact(name, content_hash(ttir, options, target, triton.__version__, name), target,
                     options, signature, metadata, asm, triton.__version__)
+
+
+def custom_forms(ttirs: Sequence[str], target: int) -> list[str]:
+    """Kernels' TTIR in Triton's custom form, printed by the target's
+    workers; a kernel Triton cannot parse keeps the text it has (its
+    compile, not its printing, is where that is reported)."""
+    if not ttirs:
+        return []
+    pool = worker_pool(target)
+    futures = [pool.submit_custom_form(ttir, target) for ttir in ttirs]
+    return [outcome if isinstance(outcome := future.result().outcome, str) else ttir
+            for ttir, future in zip(ttirs, futures)]
 
 
 def _failure(ttir: str, options: KernelOptions, target: int, failure: CompileFailure,
              stderr: str, keep_failed_in) -> KgcError:
     name = kernel_symbol(ttir)
+    # What Triton read, which the lines and columns of its errors are in.
+    ttir = failure.text or ttir
     if keep_failed_in is not None:
         directory = pathlib.Path(keep_failed_in)
         directory.mkdir(parents=True, exist_ok=True)

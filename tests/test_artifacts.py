@@ -475,3 +475,81 @@ def test_resource_limits_are_read_from_the_artifact():
     assert artifact.exceeds(few) == (f"needs {registers} registers x {threads} threads = "
                                      f"{registers * threads} registers per program; the device "
                                      f"has {registers * threads - 1}")
+
+
+# --------------------------------------------------------------------------
+# The TTIR files and the locations that point into them
+# --------------------------------------------------------------------------
+
+
+def _locations(ttgir: str) -> dict[str, tuple[str, int, int]]:
+    """The TTGIR's `#locN = loc("file":line:col)` aliases."""
+    import re
+
+    return {alias: (file, int(line), int(column)) for alias, file, line, column in
+            re.findall(r'^(#loc\d+) = loc\("([^"]+)":(\d+):(\d+)\)', ttgir, re.MULTILINE)}
+
+
+def test_written_ttir_is_triton_s_custom_form_and_the_later_stages_point_into_it(
+        tmp_path, monkeypatch):
+    from kgc.tools import cli
+
+    monkeypatch.chdir(tmp_path)
+    assert cli.run(["compile", "-o", "out"]) == 0
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    for kernel in manifest["kernels"]:
+        name = kernel["name"]
+        stem = tmp_path / "out" / "kernels" / name
+        ttir = stem.with_suffix(".ttir").read_text().splitlines()
+        assert ttir[0] == f"module @{name} {{"
+        assert ttir[1].startswith(f"  tt.func public @{name}(%arg0: !tt.ptr<")
+        # Ops in their custom form where Triton has one (tt.reduce has none),
+        # and no location of its own.
+        assert not any(f'"tt.{op}"' in line or "loc(" in line for line in ttir
+                       for op in ("func", "load", "store", "splat", "get_program_id"))
+        ttgir = stem.with_suffix(".ttgir").read_text()
+        locations = _locations(ttgir)
+        files = {file for file, _, _ in locations.values()}
+        assert files == {f"out/kernels/{name}.ttir"}, files
+        # Every location is a line and column of an op in the written file;
+        # the program ids (which Triton's passes keep where they are) at theirs.
+        for _, row, column in locations.values():
+            assert ttir[row - 1][column - 1] not in " )}", (row, column, ttir[row - 1])
+        program_ids = [line for line in ttgir.splitlines()
+                       if "= tt.get_program_id " in line and "loc(#loc" in line]
+        assert program_ids
+        for line in program_ids:
+            _, row, column = locations[line[line.rindex("loc(") + 4:line.rindex(")")]]
+            assert ttir[row - 1][column - 1:].startswith("tt.get_program_id"), line
+        assert f'.file\t1 "out/kernels/{name}.ttir"' in stem.with_suffix(".ptx").read_text()
+        assert (f'!DIFile(filename: "{name}.ttir", directory: "out/kernels")'
+                in stem.with_suffix(".llir").read_text())
+        for suffix in (".ttgir", ".llir", ".ptx"):
+            assert "kgc-workers-" not in stem.with_suffix(suffix).read_text()
+    # What was written loads back: the records' hashes are of those files.
+    assert sorted(load_module(tmp_path / "out").kernels) == sorted(
+        k["name"] for k in manifest["kernels"])
+
+
+def test_emit_ttir_writes_the_custom_form_too(tmp_path, monkeypatch):
+    from kgc.tools import cli
+
+    monkeypatch.chdir(tmp_path)
+    assert cli.run(["compile", "-o", "cubin"]) == 0
+    assert cli.run(["compile", "-o", "ttir", "--emit", "ttir"]) == 0
+    for path in (tmp_path / "ttir" / "kernels").glob("*.ttir"):
+        text = path.read_text()
+        assert text.startswith(f"module @{path.stem} {{\n  tt.func public @{path.stem}(")
+        assert text == (tmp_path / "cubin" / "kernels" / path.name).read_text()
+
+
+def test_an_artifact_in_memory_is_located_in_its_own_ttir_file(tmp_path):
+    (kernel,) = kgc.compile(SOFTMAX.graph("f32")).module.kernels.values()
+    artifact = kernel.artifact
+    assert set(f for f, _, _ in _locations(artifact.asm["ttgir"]).values()) == {
+        f"{artifact.name}.ttir"}
+    artifact.save(tmp_path / "a")
+    saved = (tmp_path / "a" / f"{artifact.name}.ttgir").read_text()
+    assert set(f for f, _, _ in _locations(saved).values()) == {
+        f"{tmp_path / 'a'}/{artifact.name}.ttir"}
+    assert Artifact.load(tmp_path / "a" / f"{artifact.name}.json") == artifact

@@ -153,6 +153,22 @@ def test_missing_file_through_the_command(kgc_cli):
                  "kgc: error: cannot read 'missing.mlir': No such file or directory")
 
 
+def test_tune_checks_its_graph_before_the_device(kgc_cli, write):
+    # Named on any machine, with or without a GPU: the graph is read first.
+    assert_fails(kgc_cli("tune", "missing.mlir"),
+                 "kgc: error: cannot read 'missing.mlir': No such file or directory")
+    assert_fails(kgc_cli("tune", write("bad.mlir", UNPARSEABLE)),
+                 "bad.mlir:2:32: error: expected '>' in tensor type")
+    assert_fails(kgc_cli("tune", "--function", "nope"),
+                 "kgc: error: no function @nope (have: rmsnorm_matmul)")
+
+
+def test_superoptimize_checks_its_graph_before_the_device(tmp_path):
+    path = tmp_path / "missing.mlir"
+    with pytest.raises(kgc.KgcError, match=f"cannot read '{re.escape(str(path))}': No such file"):
+        kgc.superoptimize(str(path))
+
+
 # --------------------------------------------------------------------------
 # Bad options
 # --------------------------------------------------------------------------

@@ -598,6 +598,15 @@ def test_build_into_a_given_context_and_keep_the_op_alive():
     assert str(op) == str(fresh) == g.to_mlir()
 
 
+@pytest.mark.parametrize("context", [5, "context"])
+def test_build_names_a_context_that_is_not_one(context):
+    g = kgc.Graph("contexts")
+    g.output(g.exp(g.input("x", (4,), "f32")))
+    with pytest.raises(kgc.GraphError, match=r"build: context must be an mlir\.ir\.Context \(or "
+                                             r"None for a new one\), got .* \((int|str|type)\)$"):
+        g.build(context=context)
+
+
 def test_ops_carry_the_location_of_the_calling_line():
     g = kgc.Graph("located")
     x = g.input("x", (4,), "f32")

@@ -154,6 +154,29 @@ def test_the_space_is_finite_canonical_and_distinct(cls, extents, element):
             assert value is None if axis not in extents else value <= extents[axis]
 
 
+def test_the_space_of_the_base_class_names_the_kinds_that_have_one():
+    with pytest.raises(ConfigError, match="KernelConfig.space: the configs of one kind of kernel; "
+                                          "call it on PointwiseConfig, ReductionConfig, "
+                                          "MatmulConfig, AttentionConfig"):
+        KernelConfig.space({"m": 128, "n": 768, "k": 3072}, "f16")
+
+
+@pytest.mark.parametrize("extents, element, message", [
+    # Which tuple entry is which axis is not said: the axes are named.
+    ((128, 768, 3072), "f16",
+     "MatmulConfig.space: extents must map each axis name to its size, as "
+     "{'m': 128, 'n': 768, 'k': 3072} (matmul kernels tile the axes m, n, k); "
+     "got (128, 768, 3072) (tuple)"),
+    ({"m": 128, "n": "768"}, "f16", "extents must map axis names to integer sizes"),
+    ({"m": 128, "n": 768, "k": 3072}, 16,
+     "element must be an element type name such as 'f16', got 16 (int)"),
+])
+def test_space_arguments_it_cannot_take_are_named(extents, element, message):
+    with pytest.raises(ConfigError) as raised:
+        MatmulConfig.space(extents, element)
+    assert message in str(raised.value)
+
+
 def test_the_space_shrinks_with_the_extents():
     small = PointwiseConfig.space({"m": 3, "n": 17}, "f32")
     assert {c.block_n for c in small} == {17}

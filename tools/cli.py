@@ -3,6 +3,7 @@
     kgc --version
     kgc compile [GRAPH.mlir | -] [-o DIR] [--target sm_90] [--pass-pipeline ...]
                 [--emit kg|ttir|ttgir|llir|ptx|cubin|c] [--config FILE] [-j JOBS]
+                [--name NAME]
     kgc tune [GRAPH.mlir] [--effort low|default|high] [--budget S]
              [--save-config FILE] [-o DIR]
     kgc bench [--quick] [--workloads NAME,...] [--json FILE] [--chart FILE]
@@ -14,7 +15,8 @@
 `compile` compiles every function of GRAPH (a file, `-` for stdin, by
 default the built-in RMSNorm + MatMul example) and writes each stage of each kernel, its artifact record
 and manifest.json to DIR (`kgc.runtime.load(DIR)` runs it without
-compiling); no GPU is needed. `--emit c` writes instead DIR/<graph>.h and
+compiling), first removing what an earlier compile wrote there; no GPU is
+needed. `--emit c` writes instead DIR/<graph>.h and
 DIR/<graph>.c, which run the graph from C through the CUDA driver API
 (kgc.export). `tune` searches the graph's variants on this
 machine's GPU (kgc.search) and prints every candidate's time and status.
@@ -73,6 +75,10 @@ def _parser() -> argparse.ArgumentParser:
                           help="worker processes compiling kernels side by side (default 1)")
     compile_.add_argument("--config", help="a JSON file of a partition and kernel knobs, as "
                                            "`kgc tune --save-config` writes it")
+    compile_.add_argument("--name", help="the name of the files written (<name>.kg.mlir, "
+                                         "<name>.h, ...) and with --emit c the C prefix "
+                                         "kgc_<name>_ (default: the file's stem; for stdin, "
+                                         "the first function's name)")
     tune = commands.add_parser(
         "tune", help="search a kernel graph's fusions and kernel configs on this machine's GPU, "
                      "check and time every candidate, and print the table")
@@ -193,6 +199,8 @@ def compile_command(args) -> int:
         # diagnostic handlers) without the GIL.
         context.enable_multithreading(False)
         module, stem = _read_graph(args.graph, context)
+        if args.name is not None:
+            stem = _checked_name(args.name)
         target = parse_target(args.target)
         # Refused before compiling: a folder that cannot be written.
         output = make_output_folder(args.output)
@@ -204,8 +212,15 @@ def compile_command(args) -> int:
         if args.emit in EXPORT_FORMATS:
             from kgc.export import c_identifier
 
-            # Refused before compiling: a file name that cannot name C functions.
-            c_identifier(stem, "the graph's name (the file's stem)")
+            # Refused before compiling: a name that cannot name C functions.
+            if args.name is not None:
+                c_identifier(stem, "--name")
+            else:
+                try:
+                    c_identifier(stem, "the graph's name (the file's stem)")
+                except KgcError as error:
+                    raise KgcError(f"{error.diagnostics[0].message}; name the export with "
+                                   "--name NAME") from None
             compiled = compile_module(module, target=target, pipeline=args.pass_pipeline,
                                       config=config, emit="cubin", jobs=args.jobs)
             return _export(compiled, output, stem, args, started)
@@ -226,13 +241,28 @@ def compile_command(args) -> int:
             shared += f", {kernel.artifact.resources['registers']} registers"
         print(f"  {kernel.name}: grid {grid}, {kernel.num_warps} warps, {kernel.num_stages} "
               f"stages{shared}; {', '.join(sorted(kernel.asm))}")
-    print(f"  wrote {len(written)} files to {output}/, manifest.json describes the kernels")
+    if compiled.kernels:
+        print(f"  wrote {len(written)} files to {output}/, manifest.json describes the kernels")
+    else:
+        # The kernels become Triton modules, with launches to describe, at ttir.
+        print(f"  wrote {len(written)} files to {output}/; manifest.json lists them (it "
+              "describes kernels from --emit ttir on, once they are lowered)")
     return 0
+
+
+def _checked_name(name: str) -> str:
+    """`--name`: a file name of its own, no folder."""
+    if not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
+        raise KgcError(f"--name '{name}' must be a plain file name: no folder, no '/'")
+    return name
 
 
 def _export(compiled, output: pathlib.Path, stem: str, args, started: float) -> int:
     from kgc.export import export_module
+    from kgc.pipeline.compiler import remove_earlier_output
 
+    # The folder holds this compile's output alone, as with the other stages.
+    remove_earlier_output(output)
     exported = export_module(compiled, output, stem)
     print(f"kgc: exported {_shown(args.graph)} for "
           f"sm_{compiled.target} as C in {time.perf_counter() - started:.1f} s: "

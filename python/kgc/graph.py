@@ -478,6 +478,9 @@ class Graph:
             raise GraphError(f"build: graph {self.name!r} has no outputs; call output() first")
         if context is None:
             context = ir.Context()
+        elif not isinstance(context, ir.Context):
+            raise GraphError(f"build: context must be an mlir.ir.Context (or None for a new "
+                             f"one), got {context!r} ({type(context).__name__})")
         load_dialect(context)  # for contexts created before kgc was imported
         with context, _mlir_location(self._defined_at):
             module = ir.Module.create()

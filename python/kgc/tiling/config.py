@@ -210,6 +210,7 @@ class KernelConfig:
         """Configs worth trying for a kernel of `extents` whose widest
         operand has element type `element`, on `target` (None: the default
         target, `kgc.targets.target_for`): canonical and distinct."""
+        cls._check_space_arguments("space", extents, element)
         target = target_for(target)
         seen: dict[KernelConfig, None] = {}
         candidates = cls._candidates(extents, element, target)
@@ -219,6 +220,30 @@ class KernelConfig:
                 continue
             seen.setdefault(config.canonical(extents), None)
         return list(seen)
+
+    @classmethod
+    def _check_space_arguments(cls, method: str, extents, element) -> None:
+        """A clear ConfigError for arguments `space` and `seeds` cannot
+        take: the space is one kind's, and the extents name their axes."""
+        if not cls.kind:
+            kinds = ", ".join(c.__name__ for c in CONFIG_CLASSES.values())
+            raise ConfigError(f"KernelConfig.{method}: the configs of one kind of kernel; call it "
+                              f"on {kinds}")
+        axes = list(dict.fromkeys(cls.TILE_AXES.values()))
+        example = "{" + ", ".join(f"'{axis}': {size}" for axis, size in
+                                  zip(axes, (128, 768, 3072))) + "}"
+        if not isinstance(extents, Mapping):
+            raise ConfigError(
+                f"{cls.__name__}.{method}: extents must map each axis name to its size, as "
+                f"{example} ({cls.kind} kernels tile the axes {', '.join(axes)}); got "
+                f"{extents!r} ({type(extents).__name__})")
+        for axis, size in extents.items():
+            if not isinstance(axis, str) or not isinstance(size, int) or isinstance(size, bool):
+                raise ConfigError(f"{cls.__name__}.{method}: extents must map axis names to "
+                                  f"integer sizes, as {example}; got {axis!r}: {size!r}")
+        if not isinstance(element, str):
+            raise ConfigError(f"{cls.__name__}.{method}: element must be an element type name "
+                              f"such as 'f16', got {element!r} ({type(element).__name__})")
 
     @classmethod
     def _candidates(cls, extents: Mapping[str, int], element: str,
