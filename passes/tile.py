@@ -44,6 +44,9 @@ Rewrite rules:
             kg.tile_store of every result
             kg.yield
           }
+    a kernel whose schedule finishes it in more kernels (Schedule.tiled_form
+    and Schedule.follow_up): the tiled kernel, then its follow-ups, tiled
+    here when the schedule makes them in graph form. The built-in ones:
     kg.kernel @k(%x...) {matmul graph ops}  with split_k = S > 1
       =>  %p... = kg.kernel @k_partials(%x...) attributes {split_k = S, ...}
                   -> tensor<S x ... x f32>...  (one workspace per reduction
@@ -70,10 +73,10 @@ from kgc.targets import DEFAULT_SM, SUPPORTED_SMS, Target, target_for
 from kgc.tiling.config import ConfigError, KernelConfig
 from kgc.tiling.graph_model import Node, nodes_from_ops
 from kgc.tiling.kernel_ops import is_tiled, kernel_name, kernels_in
-from kgc.tiling import split_k
-from kgc.tiling.mlir_builder import MlirBuilder
+from kgc.tiling.mlir_builder import tiled_kernel
 from kgc.tiling.iteration import KernelPlan, Unplannable
 from kgc.tiling.registry import plan_group, schedule_for, schedules
+from kgc.tiling.schedule import SourceKernel
 
 
 def knob_attributes() -> set[str]:
@@ -189,105 +192,40 @@ class KgTile(Pass):
 
 def tile_kernel(kernel: ir.Operation, options: KernelConfig | None = None,
                 target: Target | int | None = None) -> ir.Operation:
+    """Replaces `kernel` (in graph form) by the kernels its schedule makes of
+    it: the tiled kernel, then the follow-ups (tiled here when they come in
+    graph form); returns the tiled kernel."""
     plan, outputs = plan_kernel(kernel, options, target)
-    if plan.split is not None:
-        # Warps given as an option are for every kernel, the split's reduce
-        # kernel too; the partials kernel has them through its config.
-        return tile_split_kernel(kernel, plan, options.num_warps if options is not None else None)
     schedule = schedules()[plan.schedule]
-    attributes = {name: kernel.attributes[name] for name in kernel.attributes
-                  if name not in knob_attributes()}
+    form = schedule.tiled_form(plan)
+    name = kernel_name(kernel)
+    kept = {n: kernel.attributes[n] for n in kernel.attributes if n not in knob_attributes()}
+    attributes = dict(kept)
+    if form.suffix:
+        attributes["sym_name"] = ir.StringAttr.get(name + form.suffix)
     attributes["kind"] = ir.StringAttr.get(plan.kind)
-    attributes["grid"] = ir.DenseI64ArrayAttr.get(plan.grid())
+    attributes["grid"] = ir.DenseI64ArrayAttr.get(form.grid or plan.grid())
     attributes["iteration"] = ir.DenseI64ArrayAttr.get(list(plan.extents))
     attributes["tile"] = ir.DenseI64ArrayAttr.get(list(plan.tile))
     attributes.update(plan.config.to_attributes())
     if plan.scalar_arguments:
         attributes["scalars"] = ir.DenseI64ArrayAttr.get(list(plan.scalar_arguments))
-    partial = schedule.tiled_results(plan)
+    result_types = [r.type for r in kernel.results]
     with kernel.location, ir.InsertionPoint(kernel):
-        result_types = [r.type for r in kernel.results] if partial is None else [
+        tiled_types = result_types if form.results is None else [
             ir.RankedTensorType.get(list(shape), ir.Type.parse(element))
-            for shape, element in partial]
-        tiled = ir.Operation.create("kg.kernel", results=result_types,
-                                    operands=list(kernel.operands), attributes=attributes,
-                                    regions=1)
-        buffer_types = [
-            ir.MemRefType.get(list(ir.RankedTensorType(t).shape), ir.RankedTensorType(t).element_type)
-            for t in [v.type for v in kernel.operands] + result_types]
-        block = tiled.regions[0].blocks.append(*buffer_types)
-    builder = MlirBuilder(block, list(block.arguments), len(kernel.operands), kernel.location)
-    with ir.InsertionPoint(block), kernel.location:
-        schedule.generate(plan, builder)
-        ir.Operation.create("kg.yield")
+            for shape, element in form.results]
+        tiled = tiled_kernel(list(kernel.operands), tiled_types, attributes, kernel.location,
+                             lambda builder: schedule.generate(plan, builder))
+    source = SourceKernel(name, list(kernel.operands), result_types,
+                          {n: v for n, v in kept.items() if n != "sym_name"}, kernel.location,
+                          options)
     with ir.InsertionPoint(kernel):
-        results, follow_ups = schedule.follow_up(plan, list(tiled.results), kernel_name(kernel),
-                                                 kernel.location)
+        results, follow_ups = schedule.follow_up(plan, list(tiled.results), source)
     for old, new in zip(kernel.results, results):
         old.replace_all_uses_with(new)
     kernel.erase()
     for follow_up in follow_ups:
-        tile_kernel(follow_up, target=target)
+        if not is_tiled(follow_up):
+            tile_kernel(follow_up, target=target)
     return tiled
-
-
-def _buffer_type(tensor_type: ir.Type) -> ir.MemRefType:
-    tensor = ir.RankedTensorType(tensor_type)
-    return ir.MemRefType.get(list(tensor.shape), tensor.element_type)
-
-
-def _tiled_kernel(name: str, operands: list, result_types: list, attributes: dict,
-                  location: ir.Location, generate) -> ir.Operation:
-    """A kernel in tiled form whose program `generate(builder)` writes."""
-    attributes = dict(attributes)
-    attributes["sym_name"] = ir.StringAttr.get(name)
-    with location:
-        tiled = ir.Operation.create("kg.kernel", results=result_types, operands=operands,
-                                    attributes=attributes, regions=1)
-        block = tiled.regions[0].blocks.append(
-            *[_buffer_type(t) for t in [v.type for v in operands] + result_types])
-    builder = MlirBuilder(block, list(block.arguments), len(operands), location)
-    with ir.InsertionPoint(block), location:
-        generate(builder)
-        ir.Operation.create("kg.yield")
-    return tiled
-
-
-def tile_split_kernel(kernel: ir.Operation, plan: KernelPlan,
-                      num_warps: int | None = None) -> ir.Operation:
-    """A split-K matmul kernel as its partials kernel and its reduce kernel
-    (kgc.tiling.split_k), the workspaces between them; `num_warps`, when
-    given, is the reduce kernel's too."""
-    name = kernel_name(kernel)
-    split = plan.split
-    common = {n: kernel.attributes[n] for n in kernel.attributes
-              if n not in knob_attributes() and n != "sym_name"}
-    common["kind"] = ir.StringAttr.get(plan.kind)
-    common["iteration"] = ir.DenseI64ArrayAttr.get(list(plan.extents))
-    common["tile"] = ir.DenseI64ArrayAttr.get(list(plan.tile))
-    with kernel.location:
-        workspaces = [ir.RankedTensorType.get(list(split_k.workspace_shape(split, node)),
-                                              ir.Type.parse(split_k.workspace_element(node)))
-                      for node in split.partials]
-    partial_attributes = dict(common, **plan.config.to_attributes())
-    partial_attributes["grid"] = ir.DenseI64ArrayAttr.get(split_k.partials_grid(plan))
-    with ir.InsertionPoint(kernel):
-        partials = _tiled_kernel(
-            f"{name}_partials", list(kernel.operands), workspaces, partial_attributes,
-            kernel.location, lambda b: split_k.PartialsGenerator(plan, b).run())
-    used = split_k.reduce_inputs(plan)
-    renumbered = [None] * len(kernel.operands)
-    for position, index in enumerate(used):
-        renumbered[index] = position
-    reduce_config = split_k.reduce_config(plan, num_warps)
-    reduce_attributes = dict(common, **reduce_config.to_attributes())
-    reduce_attributes["grid"] = ir.DenseI64ArrayAttr.get(plan.grid())
-    with ir.InsertionPoint(kernel):
-        reduced = _tiled_kernel(
-            f"{name}_reduce", [kernel.operands[i] for i in used] + list(partials.results),
-            [r.type for r in kernel.results], reduce_attributes, kernel.location,
-            lambda b: split_k.ReduceGenerator(plan, b, renumbered, len(used)).run())
-    for old, new in zip(kernel.results, reduced.results):
-        old.replace_all_uses_with(new)
-    kernel.erase()
-    return reduced

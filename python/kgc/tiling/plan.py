@@ -66,6 +66,23 @@ class MatmulSchedule(Schedule):
         return _plan_matmul(outputs, order, [n for n in order if n.op == "matmul"], config, kernel,
                             target)
 
+    # A split-K plan (kgc.tiling.split_k) is tiled as its partials kernel,
+    # which the reduce kernel follows.
+    def generate(self, plan, builder):
+        if plan.split is None:
+            super().generate(plan, builder)
+        else:
+            split_k.PartialsGenerator(plan, builder).run()
+
+    def tiled_form(self, plan):
+        return super().tiled_form(plan) if plan.split is None else split_k.partials_form(plan)
+
+    def follow_up(self, plan, results, source):
+        if plan.split is None:
+            return super().follow_up(plan, results, source)
+        reduced = split_k.reduce_kernel(plan, results, source)
+        return list(reduced.results), [reduced]
+
 
 class ReductionSchedule(Schedule):
     kind = "reduction"

@@ -3,14 +3,19 @@
 A `Schedule` says whether it can compute a group of ops (`match`), picks
 the kernel's iteration space, tiles, grid and loops from a `KernelConfig`
 of its kind (`plan`), and writes the tile program of a plan through a
-`Builder` (`generate`). The built-in schedules live in `kgc.tiling.plan`
+`Builder` (`generate`). A plan may become more than one kernel (split-K's
+partials and reduce kernels, split-KV's attention and combine kernels):
+`tiled_form` says how the tiled kernel differs from the group it computes
+(its name, results and grid), `follow_up` builds the kernels that finish
+its results. The built-in schedules live in `kgc.tiling.plan`
 and `kgc.tiling.attention`; `kgc.tiling.registry` lists them, in the order
 they are tried, and takes new ones (`register_schedule`).
 """
 
 from __future__ import annotations
 
-from typing import ClassVar, Sequence
+import dataclasses
+from typing import Any, ClassVar, Sequence
 
 from kgc.targets import Target
 from kgc.tiling.config import KernelConfig
@@ -18,7 +23,37 @@ from kgc.tiling.generate import Builder, Generator
 from kgc.tiling.graph_model import Node
 from kgc.tiling.iteration import KernelPlan
 
-__all__ = ["Schedule"]
+__all__ = ["Schedule", "SourceKernel", "TiledForm"]
+
+
+@dataclasses.dataclass
+class TiledForm:
+    """How the tiled kernel of a plan differs from the kernel in graph form
+    it replaces; the defaults keep everything."""
+
+    # Appended to the kernel's name (a kernel whose follow-up takes the
+    # group's outputs is named after its part: "_partials").
+    suffix: str = ""
+    # The (shape, element) of each result, when they are not the group's
+    # outputs (partial results that a follow-up kernel finishes).
+    results: list[tuple[tuple[int, ...], str]] | None = None
+    # The launch grid, when it is not the plan's (`KernelPlan.grid`).
+    grid: list[int] | None = None
+
+
+@dataclasses.dataclass
+class SourceKernel:
+    """The kernel in graph form being tiled, as its follow-up kernels see it
+    (MLIR values and attributes)."""
+
+    name: str
+    inputs: list  # its operands
+    result_types: list  # the types of its results (the group's outputs)
+    attributes: dict[str, Any]  # its attributes other than its name and knobs
+    location: Any
+    # The knobs given for every kernel at once (kg-tile's options), which a
+    # follow-up kernel may take too; None: none given.
+    options: KernelConfig | None = None
 
 
 class Schedule:
@@ -45,14 +80,15 @@ class Schedule:
         """Writes the tile program of `plan` through `builder`."""
         Generator(plan, builder).run()
 
-    def tiled_results(self, plan: KernelPlan) -> list[tuple[tuple[int, ...], str]] | None:
-        """The (shape, element) of each result of the tiled kernel, when they
-        are not the group's outputs (partial results that a follow-up kernel
-        finishes); None: the outputs."""
-        return None
+    def tiled_form(self, plan: KernelPlan) -> TiledForm:
+        """How the tiled kernel of `plan` differs from the group's kernel:
+        not at all by default."""
+        return TiledForm()
 
-    def follow_up(self, plan: KernelPlan, results: list, name: str, location) -> tuple[list, list]:
-        """Kernels in graph form that finish the tiled kernel's `results`,
-        built at the current insertion point: (the values that stand for
-        the group's outputs, the kernels made). None by default."""
+    def follow_up(self, plan: KernelPlan, results: list,
+                  source: SourceKernel) -> tuple[list, list]:
+        """Kernels that finish the tiled kernel's `results`, built at the
+        current insertion point, in graph form (kg-tile tiles them next) or
+        tiled: (the values that stand for the group's outputs, the kernels
+        made). None by default."""
         return list(results), []

@@ -40,10 +40,11 @@ from kgc.tiling.generate import DryBuilder, Generator, Tile
 from kgc.tiling.graph_model import Node, topological
 from kgc.tiling.index_maps import BufferView, ceil_div, next_power_of_two
 from kgc.tiling.iteration import KernelPlan, Unplannable
+from kgc.tiling.schedule import SourceKernel, TiledForm
 
 __all__ = ["SplitK", "PartialsGenerator", "ReduceGenerator", "attach", "partials_grid",
-           "reduce_config", "reduce_inputs", "split_count", "workspace_element",
-           "workspace_shape"]
+           "partials_form", "reduce_config", "reduce_inputs", "reduce_kernel", "split_count",
+           "workspace_element", "workspace_shape"]
 
 
 @dataclasses.dataclass
@@ -117,6 +118,42 @@ def partials_grid(plan: KernelPlan) -> list[int]:
     grid = plan.grid()
     grid[plan.split.grid_dimension] = plan.split.count
     return grid
+
+
+def partials_form(plan: KernelPlan) -> TiledForm:
+    """The tiled kernel of a split plan: the partials kernel, whose results
+    are the workspaces and whose grid walks the splits too."""
+    return TiledForm(suffix="_partials",
+                     results=[(workspace_shape(plan.split, node), workspace_element(node))
+                              for node in plan.split.partials],
+                     grid=partials_grid(plan))
+
+
+def reduce_kernel(plan: KernelPlan, partials: list, source: SourceKernel):
+    """The reduce kernel of a split plan, tiled, built at the current
+    insertion point: it reads the workspaces `partials` and the inputs of
+    `source` that the epilogue needs, and gives the group's outputs."""
+    from mlir import ir
+
+    from kgc.tiling.mlir_builder import tiled_kernel
+
+    used = reduce_inputs(plan)
+    renumbered = [None] * len(source.inputs)
+    for position, index in enumerate(used):
+        renumbered[index] = position
+    # Warps given for every kernel (kg-tile's option) are the reduce
+    # kernel's too; the partials kernel has them through its config.
+    config = reduce_config(plan, source.options.num_warps if source.options is not None else None)
+    attributes = dict(source.attributes)
+    attributes["kind"] = ir.StringAttr.get(plan.kind)
+    attributes["iteration"] = ir.DenseI64ArrayAttr.get(list(plan.extents))
+    attributes["tile"] = ir.DenseI64ArrayAttr.get(list(plan.tile))
+    attributes.update(config.to_attributes())
+    attributes["grid"] = ir.DenseI64ArrayAttr.get(plan.grid())
+    attributes["sym_name"] = ir.StringAttr.get(f"{source.name}_reduce")
+    return tiled_kernel(
+        [source.inputs[i] for i in used] + list(partials), source.result_types, attributes,
+        source.location, lambda b: ReduceGenerator(plan, b, renumbered, len(used)).run())
 
 
 def reduce_config(plan: KernelPlan, num_warps: int | None = None) -> MatmulConfig:
