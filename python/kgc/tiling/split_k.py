@@ -21,7 +21,7 @@ programs to keep the GPU's memory busy. With `split_k = S` (a
 The workspaces are results of the first kernel and operands of the second,
 so the runtime, the C export and the search treat them like any tensor
 between two kernels. The split index is a program id: the tile program of
-each kernel is the one kgc's matmul generator writes (`Generator`), with
+each kernel is the one kgc's matmul generator writes (`MatmulGenerator`), with
 the k loop bounded by the split, and the loop's reductions stored and
 reloaded around the cut.
 
@@ -36,10 +36,11 @@ import dataclasses
 
 from kgc.tiling.config import ConfigError, MatmulConfig
 from kgc.tiling.constants import COMBINE, NEUTRAL
-from kgc.tiling.generate import DryBuilder, Generator, Tile
+from kgc.tiling.generate import DryBuilder, Tile
 from kgc.tiling.graph_model import Node, topological
 from kgc.tiling.index_maps import BufferView, ceil_div, next_power_of_two
 from kgc.tiling.iteration import KernelPlan, Unplannable
+from kgc.tiling.matmul_generator import MatmulGenerator
 from kgc.tiling.schedule import SourceKernel, TiledForm
 
 __all__ = ["SplitK", "PartialsGenerator", "ReduceGenerator", "attach", "partials_grid",
@@ -94,7 +95,7 @@ def attach(plan: KernelPlan, count: int, kernel: str | None) -> None:
         raise Unplannable(f"split_k = {count} needs every reduction over k in one loop; "
                           "this kernel has reductions over k that read one another")
     for output, index_map in zip(plan.outputs, plan.output_maps):
-        probe = Generator(plan, DryBuilder())
+        probe = MatmulGenerator(plan, DryBuilder())
         if k_axis in probe._axes(output, index_map):
             raise Unplannable(f"split_k = {count}: result kg.{output.op} {output.shape} varies "
                               "along k, which the split cuts")
@@ -169,7 +170,7 @@ def reduce_config(plan: KernelPlan, num_warps: int | None = None) -> MatmulConfi
                         block_n=plan.config.block_n, split_k=plan.split.count)
 
 
-class _SplitGenerator(Generator):
+class _SplitGenerator(MatmulGenerator):
     def _workspace_view(self, node: Node) -> tuple[BufferView, frozenset, list]:
         """The view of `node`'s workspace [S, *shape] in the iteration space
         (the split index runs along the k axis, which the partials do not
