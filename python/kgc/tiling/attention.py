@@ -557,6 +557,19 @@ class AttentionGenerator(Generator):
 class AttentionSchedule(Schedule):
     kind = "attention"
     config_class = AttentionConfig
+    fusion_rule = "fuse-attention"
+
+    def fusion_pattern(self, node, users, escapes):
+        if node.op not in ("matmul", "cast"):
+            return None
+        try:
+            pattern = find_attention([node], check_operands=False)
+        except Unplannable:
+            return None
+        # The pattern's output is the last cast of P V inside it.
+        if node.op == "matmul" and len(users) == 1 and users[0].op == "cast" and not escapes:
+            return None
+        return pattern.core
 
     def match(self, order):
         return is_attention(order)

@@ -62,11 +62,23 @@ class Schedule:
 
     kind: ClassVar[str] = ""
     config_class: ClassVar[type[KernelConfig]] = KernelConfig
+    # The kg-fuse decision (a `FusionDecisions` name) under which fusion
+    # gathers this schedule's patterns (`fusion_pattern`) before it merges
+    # groups one at a time; "" for none.
+    fusion_rule: ClassVar[str] = ""
 
     def match(self, order: Sequence[Node]) -> bool:
         """True when this schedule can compute the ops `order` (every node
         the outputs depend on, producers first)."""
         raise NotImplementedError
+
+    def fusion_pattern(self, node: Node, users: Sequence[Node],
+                       escapes: bool) -> frozenset[int] | None:
+        """The ids of the ops of a pattern of this schedule whose output is
+        `node` (read by `users`, and by the caller of the graph when
+        `escapes`), for fusion to make one group; None where `node` ends no
+        pattern (always, by default)."""
+        return None
 
     def plan(self, outputs: list[Node], order: list[Node], config: KernelConfig,
              kernel: str | None, target: Target) -> KernelPlan:
