@@ -54,6 +54,20 @@ class MatmulSchedule(Schedule):
         else:
             split_k.PartialsGenerator(plan, builder).run()
 
+    def search_space(self, plan, element, precision, target, runs_on, plannable):
+        # The element the configs are chosen for is the matmuls' operands'
+        # (the widest, where they differ), as planning takes it: an FP8
+        # GEMM's f32 scales are inputs of its kernel too, and would make it
+        # look like an f32 matmul (16-bit seeds, f32 bytes in the split-k
+        # rules).
+        operands = [o.element for n in topological(plan.outputs) if n.op == "matmul"
+                    for o in n.operands]
+        if operands:
+            element = max(operands, key=element_bits)
+        space, seeds = super().search_space(plan, element, precision, target, runs_on,
+                                            plannable)
+        return _legal(space, runs_on, plannable), _legal(seeds, runs_on, plannable)
+
     def tiled_form(self, plan):
         return super().tiled_form(plan) if plan.split is None else split_k.partials_form(plan)
 
@@ -62,6 +76,21 @@ class MatmulSchedule(Schedule):
             return super().follow_up(plan, results, source)
         reduced = split_k.reduce_kernel(plan, results, source)
         return list(reduced.results), [reduced]
+
+
+def _legal(configs: list[MatmulConfig], runs_on: Target | None, plannable) -> list[MatmulConfig]:
+    """`configs` without those the kernel cannot take: `tma` where an
+    operand's layout rules TMA out (kgc.tiling.tma) or `runs_on` has no
+    tensor memory accelerator; `split_k` where its reductions over k read
+    one another, or k is one step."""
+    if any(c.tma for c in configs) and not (
+            (runs_on is None or runs_on.tma) and plannable(MatmulConfig(tma=True)) is not None):
+        configs = [c for c in configs if not c.tma]
+    if any(c.split_k for c in configs):
+        split = plannable(MatmulConfig(split_k=2))
+        if split is None or split.split is None:
+            configs = [c for c in configs if not c.split_k]
+    return configs
 
 
 def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,

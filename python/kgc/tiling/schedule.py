@@ -15,7 +15,7 @@ they are tried, and takes new ones (`register_schedule`).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, Sequence
+from typing import Any, Callable, ClassVar, Sequence
 
 from kgc.targets import Target
 from kgc.tiling.config import KernelConfig
@@ -91,6 +91,21 @@ class Schedule:
     def generate(self, plan: KernelPlan, builder: Builder) -> None:
         """Writes the tile program of `plan` through `builder`."""
         Generator(plan, builder).run()
+
+    def search_space(self, plan: KernelPlan, element: str, precision: str | None,
+                     target: Target, runs_on: Target | None,
+                     plannable: Callable[[KernelConfig], KernelPlan | None]
+                     ) -> tuple[list[KernelConfig], list[KernelConfig]]:
+        """The configs a search tries on the kernel that `plan` (kgc's
+        choice) computes: (its space, its seeds), sized for `target`, each
+        one the kernel can take on `runs_on` (None: on any target).
+        `element` is the kernel's widest input, `precision` that of its
+        matmuls (None: none, or they differ); `plannable(config)` plans the
+        kernel with `config`'s knobs (None: it cannot be). By default the
+        config class's space and seeds."""
+        space = self.config_class.space(plan.knob_extents, element, target)
+        seeds = self.config_class.seeds(plan.knob_extents, element, precision, target)
+        return space, seeds
 
     def tiled_form(self, plan: KernelPlan) -> TiledForm:
         """How the tiled kernel of `plan` differs from the group's kernel:
