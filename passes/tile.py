@@ -1,9 +1,10 @@
 """kg-tile: turn each kernel's graph ops into a tile program.
 
 Argument: `kg-tile`. Options, the knobs of a kernel config (see
-kgc.tiling.config), 0 leaving a knob to kgc:
+kgc.tiling.config) that the registered schedules' config classes offer
+(`KernelConfig.OPTIONS`), 0 leaving a knob to kgc; the built-in ones:
 
-    block-m, block-n   pointwise and matmul tile sizes
+    block-m, block-n   pointwise, matmul and attention tile sizes
     block-k, group-m   matmul: k step, row tiles per program group
     block-x, block-r   reduction: kept rows per program, reduced tile
     num-warps, num-stages
@@ -84,11 +85,30 @@ def knob_attributes() -> set[str]:
     replaces by the config it tiled with."""
     return {k for s in schedules().values() for k in s.config_class.knobs()}
 
-# Knobs that are pass options (the loop flags are kernel attributes only).
-_OPTION_KNOBS = ("block_m", "block_n", "block_k", "group_m", "block_x", "block_r", "num_warps",
-                 "num_stages", "num_programs", "split_k", "split_kv")
-# Flag knobs that are pass options too: "auto" leaves them to kgc.
-_OPTION_FLAGS = ("pack_heads",)
+
+def knob_options() -> dict[str, Option]:
+    """The options of kg-tile that set knobs: every knob that a registered
+    schedule's config class offers (`KernelConfig.OPTIONS`), the built-in
+    schedules' first, each with the kinds of kernel that have it."""
+    offered: dict[str, list] = {}
+    for schedule in reversed(list(schedules().values())):
+        for knob, option in schedule.config_class.OPTIONS.items():
+            offered.setdefault(knob, []).append((schedule, option))
+    options = {}
+    for knob, offers in offered.items():
+        kinds = [schedule.kind for schedule, _ in offers]
+        kinds = ", ".join(kinds[:-1]) + " and " + kinds[-1] if len(kinds) > 1 else kinds[0]
+        schedule, option = offers[0]
+        if knob not in schedule.config_class.FLAGS:
+            options[knob] = Option(int, 0, f"{kinds} kernels: {option.help} (0: kgc chooses)")
+        elif option.false_turns_off:
+            options[knob] = Option(str, "auto", f"{kinds} kernels: {option.help} (true, false, "
+                                                "or auto: kgc chooses)",
+                                   choices=("auto", "true", "false"))
+        else:
+            options[knob] = Option(bool, False, f"{kinds} kernels: {option.help} (false leaves "
+                                                "it to the kernel's attribute)")
+    return options
 
 
 def kernel_graph(kernel: ir.Operation) -> list[Node]:
@@ -123,35 +143,27 @@ class KgTile(Pass):
     argument = "kg-tile"
     summary = "Turn kernels in graph form into tile programs with chosen tile sizes and grid"
 
-    block_m = Option(int, 0, "rows of a pointwise or matmul tile (0: kgc chooses)")
-    block_n = Option(int, 0, "columns of a pointwise or matmul tile (0: kgc chooses)")
-    block_k = Option(int, 0, "k step of a matmul loop (0: kgc chooses)")
-    group_m = Option(int, 0, "row tiles per program group of a matmul (0: kgc chooses)")
-    block_x = Option(int, 0, "kept rows per program of a reduction (0: kgc chooses)")
-    block_r = Option(int, 0, "reduced lanes per tile of a reduction (0: kgc chooses)")
-    num_warps = Option(int, 0, "warps per program (0: kgc chooses)")
-    num_stages = Option(int, 0, "software pipeline stages (0: kgc chooses)")
-    num_programs = Option(int, 0, "persistent programs that loop over the tiles (0: one "
-                                  "program per tile)")
-    split_k = Option(int, 0, "programs sharing a matmul tile's k loop, whose partial sums a "
-                             "second kernel adds up (0: kgc chooses, 1: no split)")
-    split_kv = Option(int, 0, "attention: programs that share one query tile's keys, combined "
-                              "by a second kernel (0: kgc chooses, 1: one kernel)")
-    pack_heads = Option(str, "auto", "attention: true to make the query heads of one key/value "
-                                     "head the rows of a dot, false not to, auto: kgc chooses",
-                        choices=("auto", "true", "false"))
-    tma = Option(bool, False, "read a matmul's k-loop operands and write its results through "
-                              "TMA tensor descriptors")
     kernel = Option(str, "", "apply the knobs to this kernel only (default: every kernel)")
     target = Option(int, DEFAULT_SM, "SM version to plan for (80, 86, 89, 90, ...): kgc's "
                                      "choices fill its SMs", choices=SUPPORTED_SMS)
 
+    @classmethod
+    def option_specs(cls) -> dict[str, Option]:
+        # The knobs of the schedules registered when the pass is made.
+        return {**{name.replace("_", "-"): option for name, option in knob_options().items()},
+                **super().option_specs()}
+
     def _option_knobs(self) -> dict:
-        knobs = {name: getattr(self, name) for name in _OPTION_KNOBS if getattr(self, name) != 0}
-        knobs.update({name: getattr(self, name) == "true" for name in _OPTION_FLAGS
-                      if getattr(self, name) != "auto"})
-        if self.tma:
-            knobs["tma"] = True
+        """The knobs the options set."""
+        knobs = {}
+        for name, option in knob_options().items():
+            value = getattr(self, name, option.default)
+            if option.kind is int and value != 0:
+                knobs[name] = value
+            elif option.kind is str and value != "auto":
+                knobs[name] = value == "true"
+            elif option.kind is bool and value:
+                knobs[name] = True
         return knobs
 
     def run(self, op: ir.Operation) -> None:
