@@ -4,9 +4,10 @@
 plans the kernel, and a dry run of its generator checks that the program
 can be written. The built-in schedules are listed here, narrowest pattern
 first: attention (`kgc.tiling.attention`) before matmul
-(`kgc.tiling.matmul`), reduction and pointwise (`kgc.tiling.plan`). `register_schedule` adds one, tried before
-them; a schedule needs nothing else of kgc to be used (its module defines
-a `Schedule` and calls `register_schedule`).
+(`kgc.tiling.matmul`), reduction and pointwise (`kgc.tiling.plan`).
+`register_schedule` adds one, tried before them; a schedule needs nothing
+else of kgc to be used (its module defines a `Schedule` and calls
+`register_schedule`).
 """
 
 from __future__ import annotations

@@ -7,9 +7,12 @@ of its kind (`plan`), and writes the tile program of a plan through a
 partials and reduce kernels, split-KV's attention and combine kernels):
 `tiled_form` says how the tiled kernel differs from the group it computes
 (its name, results and grid), `follow_up` builds the kernels that finish
-its results. The built-in schedules live in `kgc.tiling.plan`
-and `kgc.tiling.attention`; `kgc.tiling.registry` lists them, in the order
-they are tried, and takes new ones (`register_schedule`).
+its results. Fusion asks a schedule for the patterns to gather into one
+group (`fusion_rule`, `fusion_pattern`), the search for the configs to try
+(`search_space`). The built-in schedules live in `kgc.tiling.attention`,
+`kgc.tiling.matmul` and `kgc.tiling.plan`; `kgc.tiling.registry` lists
+them, in the order they are tried, and takes new ones
+(`register_schedule`).
 """
 
 from __future__ import annotations
