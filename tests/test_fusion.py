@@ -396,7 +396,8 @@ def gather_bias():
 
 def _biased_matmul_groups(decisions: FusionDecisions):
     g = kgc.Graph("biased")
-    x, w, b = g.input("x", (17, 33), "f32"), g.input("w", (33, 5), "f32"), g.input("b", (17, 5), "f32")
+    x, w = g.input("x", (17, 33), "f32"), g.input("w", (33, 5), "f32")
+    b = g.input("b", (17, 5), "f32")
     g.output(g.add(g.matmul(x, w), b))
     with ir.Context() as context:
         module = _decomposed(context, g)
