@@ -1,9 +1,10 @@
 """kg-tile: turn each kernel's graph ops into a tile program.
 
 Argument: `kg-tile`. Options, the knobs of a kernel config (see
-kgc.tiling.config), 0 leaving a knob to kgc:
+kgc.tiling.config) that the registered schedules' config classes offer
+(`KernelConfig.OPTIONS`), 0 leaving a knob to kgc; the built-in ones:
 
-    block-m, block-n   pointwise and matmul tile sizes
+    block-m, block-n   pointwise, matmul and attention tile sizes
     block-k, group-m   matmul: k step, row tiles per program group
     block-x, block-r   reduction: kept rows per program, reduced tile
     num-warps, num-stages
@@ -44,6 +45,9 @@ Rewrite rules:
             kg.tile_store of every result
             kg.yield
           }
+    a kernel whose schedule finishes it in more kernels (Schedule.tiled_form
+    and Schedule.follow_up): the tiled kernel, then its follow-ups, tiled
+    here when the schedule makes them in graph form. The built-in ones:
     kg.kernel @k(%x...) {matmul graph ops}  with split_k = S > 1
       =>  %p... = kg.kernel @k_partials(%x...) attributes {split_k = S, ...}
                   -> tensor<S x ... x f32>...  (one workspace per reduction
@@ -70,10 +74,10 @@ from kgc.targets import DEFAULT_SM, SUPPORTED_SMS, Target, target_for
 from kgc.tiling.config import ConfigError, KernelConfig
 from kgc.tiling.graph_model import Node, nodes_from_ops
 from kgc.tiling.kernel_ops import is_tiled, kernel_name, kernels_in
-from kgc.tiling import split_k
-from kgc.tiling.mlir_builder import MlirBuilder
+from kgc.tiling.mlir_builder import tiled_kernel
 from kgc.tiling.iteration import KernelPlan, Unplannable
 from kgc.tiling.registry import plan_group, schedule_for, schedules
+from kgc.tiling.schedule import SourceKernel
 
 
 def knob_attributes() -> set[str]:
@@ -81,11 +85,30 @@ def knob_attributes() -> set[str]:
     replaces by the config it tiled with."""
     return {k for s in schedules().values() for k in s.config_class.knobs()}
 
-# Knobs that are pass options (the loop flags are kernel attributes only).
-_OPTION_KNOBS = ("block_m", "block_n", "block_k", "group_m", "block_x", "block_r", "num_warps",
-                 "num_stages", "num_programs", "split_k", "split_kv")
-# Flag knobs that are pass options too: "auto" leaves them to kgc.
-_OPTION_FLAGS = ("pack_heads",)
+
+def knob_options() -> dict[str, Option]:
+    """The options of kg-tile that set knobs: every knob that a registered
+    schedule's config class offers (`KernelConfig.OPTIONS`), the built-in
+    schedules' first, each with the kinds of kernel that have it."""
+    offered: dict[str, list] = {}
+    for schedule in reversed(list(schedules().values())):
+        for knob, option in schedule.config_class.OPTIONS.items():
+            offered.setdefault(knob, []).append((schedule, option))
+    options = {}
+    for knob, offers in offered.items():
+        kinds = [schedule.kind for schedule, _ in offers]
+        kinds = ", ".join(kinds[:-1]) + " and " + kinds[-1] if len(kinds) > 1 else kinds[0]
+        schedule, option = offers[0]
+        if knob not in schedule.config_class.FLAGS:
+            options[knob] = Option(int, 0, f"{kinds} kernels: {option.help} (0: kgc chooses)")
+        elif option.false_turns_off:
+            options[knob] = Option(str, "auto", f"{kinds} kernels: {option.help} (true, false, "
+                                                "or auto: kgc chooses)",
+                                   choices=("auto", "true", "false"))
+        else:
+            options[knob] = Option(bool, False, f"{kinds} kernels: {option.help} (false leaves "
+                                                "it to the kernel's attribute)")
+    return options
 
 
 def kernel_graph(kernel: ir.Operation) -> list[Node]:
@@ -120,35 +143,27 @@ class KgTile(Pass):
     argument = "kg-tile"
     summary = "Turn kernels in graph form into tile programs with chosen tile sizes and grid"
 
-    block_m = Option(int, 0, "rows of a pointwise or matmul tile (0: kgc chooses)")
-    block_n = Option(int, 0, "columns of a pointwise or matmul tile (0: kgc chooses)")
-    block_k = Option(int, 0, "k step of a matmul loop (0: kgc chooses)")
-    group_m = Option(int, 0, "row tiles per program group of a matmul (0: kgc chooses)")
-    block_x = Option(int, 0, "kept rows per program of a reduction (0: kgc chooses)")
-    block_r = Option(int, 0, "reduced lanes per tile of a reduction (0: kgc chooses)")
-    num_warps = Option(int, 0, "warps per program (0: kgc chooses)")
-    num_stages = Option(int, 0, "software pipeline stages (0: kgc chooses)")
-    num_programs = Option(int, 0, "persistent programs that loop over the tiles (0: one "
-                                  "program per tile)")
-    split_k = Option(int, 0, "programs sharing a matmul tile's k loop, whose partial sums a "
-                             "second kernel adds up (0: kgc chooses, 1: no split)")
-    split_kv = Option(int, 0, "attention: programs that share one query tile's keys, combined "
-                              "by a second kernel (0: kgc chooses, 1: one kernel)")
-    pack_heads = Option(str, "auto", "attention: true to make the query heads of one key/value "
-                                     "head the rows of a dot, false not to, auto: kgc chooses",
-                        choices=("auto", "true", "false"))
-    tma = Option(bool, False, "read a matmul's k-loop operands and write its results through "
-                              "TMA tensor descriptors")
     kernel = Option(str, "", "apply the knobs to this kernel only (default: every kernel)")
     target = Option(int, DEFAULT_SM, "SM version to plan for (80, 86, 89, 90, ...): kgc's "
                                      "choices fill its SMs", choices=SUPPORTED_SMS)
 
+    @classmethod
+    def option_specs(cls) -> dict[str, Option]:
+        # The knobs of the schedules registered when the pass is made.
+        return {**{name.replace("_", "-"): option for name, option in knob_options().items()},
+                **super().option_specs()}
+
     def _option_knobs(self) -> dict:
-        knobs = {name: getattr(self, name) for name in _OPTION_KNOBS if getattr(self, name) != 0}
-        knobs.update({name: getattr(self, name) == "true" for name in _OPTION_FLAGS
-                      if getattr(self, name) != "auto"})
-        if self.tma:
-            knobs["tma"] = True
+        """The knobs the options set."""
+        knobs = {}
+        for name, option in knob_options().items():
+            value = getattr(self, name, option.default)
+            if option.kind is int and value != 0:
+                knobs[name] = value
+            elif option.kind is str and value != "auto":
+                knobs[name] = value == "true"
+            elif option.kind is bool and value:
+                knobs[name] = True
         return knobs
 
     def run(self, op: ir.Operation) -> None:
@@ -189,105 +204,40 @@ class KgTile(Pass):
 
 def tile_kernel(kernel: ir.Operation, options: KernelConfig | None = None,
                 target: Target | int | None = None) -> ir.Operation:
+    """Replaces `kernel` (in graph form) by the kernels its schedule makes of
+    it: the tiled kernel, then the follow-ups (tiled here when they come in
+    graph form); returns the tiled kernel."""
     plan, outputs = plan_kernel(kernel, options, target)
-    if plan.split is not None:
-        # Warps given as an option are for every kernel, the split's reduce
-        # kernel too; the partials kernel has them through its config.
-        return tile_split_kernel(kernel, plan, options.num_warps if options is not None else None)
     schedule = schedules()[plan.schedule]
-    attributes = {name: kernel.attributes[name] for name in kernel.attributes
-                  if name not in knob_attributes()}
+    form = schedule.tiled_form(plan)
+    name = kernel_name(kernel)
+    kept = {n: kernel.attributes[n] for n in kernel.attributes if n not in knob_attributes()}
+    attributes = dict(kept)
+    if form.suffix:
+        attributes["sym_name"] = ir.StringAttr.get(name + form.suffix)
     attributes["kind"] = ir.StringAttr.get(plan.kind)
-    attributes["grid"] = ir.DenseI64ArrayAttr.get(plan.grid())
+    attributes["grid"] = ir.DenseI64ArrayAttr.get(form.grid or plan.grid())
     attributes["iteration"] = ir.DenseI64ArrayAttr.get(list(plan.extents))
     attributes["tile"] = ir.DenseI64ArrayAttr.get(list(plan.tile))
     attributes.update(plan.config.to_attributes())
     if plan.scalar_arguments:
         attributes["scalars"] = ir.DenseI64ArrayAttr.get(list(plan.scalar_arguments))
-    partial = schedule.tiled_results(plan)
+    result_types = [r.type for r in kernel.results]
     with kernel.location, ir.InsertionPoint(kernel):
-        result_types = [r.type for r in kernel.results] if partial is None else [
+        tiled_types = result_types if form.results is None else [
             ir.RankedTensorType.get(list(shape), ir.Type.parse(element))
-            for shape, element in partial]
-        tiled = ir.Operation.create("kg.kernel", results=result_types,
-                                    operands=list(kernel.operands), attributes=attributes,
-                                    regions=1)
-        buffer_types = [
-            ir.MemRefType.get(list(ir.RankedTensorType(t).shape), ir.RankedTensorType(t).element_type)
-            for t in [v.type for v in kernel.operands] + result_types]
-        block = tiled.regions[0].blocks.append(*buffer_types)
-    builder = MlirBuilder(block, list(block.arguments), len(kernel.operands), kernel.location)
-    with ir.InsertionPoint(block), kernel.location:
-        schedule.generate(plan, builder)
-        ir.Operation.create("kg.yield")
+            for shape, element in form.results]
+        tiled = tiled_kernel(list(kernel.operands), tiled_types, attributes, kernel.location,
+                             lambda builder: schedule.generate(plan, builder))
+    source = SourceKernel(name, list(kernel.operands), result_types,
+                          {n: v for n, v in kept.items() if n != "sym_name"}, kernel.location,
+                          options)
     with ir.InsertionPoint(kernel):
-        results, follow_ups = schedule.follow_up(plan, list(tiled.results), kernel_name(kernel),
-                                                 kernel.location)
+        results, follow_ups = schedule.follow_up(plan, list(tiled.results), source)
     for old, new in zip(kernel.results, results):
         old.replace_all_uses_with(new)
     kernel.erase()
     for follow_up in follow_ups:
-        tile_kernel(follow_up, target=target)
+        if not is_tiled(follow_up):
+            tile_kernel(follow_up, target=target)
     return tiled
-
-
-def _buffer_type(tensor_type: ir.Type) -> ir.MemRefType:
-    tensor = ir.RankedTensorType(tensor_type)
-    return ir.MemRefType.get(list(tensor.shape), tensor.element_type)
-
-
-def _tiled_kernel(name: str, operands: list, result_types: list, attributes: dict,
-                  location: ir.Location, generate) -> ir.Operation:
-    """A kernel in tiled form whose program `generate(builder)` writes."""
-    attributes = dict(attributes)
-    attributes["sym_name"] = ir.StringAttr.get(name)
-    with location:
-        tiled = ir.Operation.create("kg.kernel", results=result_types, operands=operands,
-                                    attributes=attributes, regions=1)
-        block = tiled.regions[0].blocks.append(
-            *[_buffer_type(t) for t in [v.type for v in operands] + result_types])
-    builder = MlirBuilder(block, list(block.arguments), len(operands), location)
-    with ir.InsertionPoint(block), location:
-        generate(builder)
-        ir.Operation.create("kg.yield")
-    return tiled
-
-
-def tile_split_kernel(kernel: ir.Operation, plan: KernelPlan,
-                      num_warps: int | None = None) -> ir.Operation:
-    """A split-K matmul kernel as its partials kernel and its reduce kernel
-    (kgc.tiling.split_k), the workspaces between them; `num_warps`, when
-    given, is the reduce kernel's too."""
-    name = kernel_name(kernel)
-    split = plan.split
-    common = {n: kernel.attributes[n] for n in kernel.attributes
-              if n not in knob_attributes() and n != "sym_name"}
-    common["kind"] = ir.StringAttr.get(plan.kind)
-    common["iteration"] = ir.DenseI64ArrayAttr.get(list(plan.extents))
-    common["tile"] = ir.DenseI64ArrayAttr.get(list(plan.tile))
-    with kernel.location:
-        workspaces = [ir.RankedTensorType.get(list(split_k.workspace_shape(split, node)),
-                                              ir.Type.parse(split_k.workspace_element(node)))
-                      for node in split.partials]
-    partial_attributes = dict(common, **plan.config.to_attributes())
-    partial_attributes["grid"] = ir.DenseI64ArrayAttr.get(split_k.partials_grid(plan))
-    with ir.InsertionPoint(kernel):
-        partials = _tiled_kernel(
-            f"{name}_partials", list(kernel.operands), workspaces, partial_attributes,
-            kernel.location, lambda b: split_k.PartialsGenerator(plan, b).run())
-    used = split_k.reduce_inputs(plan)
-    renumbered = [None] * len(kernel.operands)
-    for position, index in enumerate(used):
-        renumbered[index] = position
-    reduce_config = split_k.reduce_config(plan, num_warps)
-    reduce_attributes = dict(common, **reduce_config.to_attributes())
-    reduce_attributes["grid"] = ir.DenseI64ArrayAttr.get(plan.grid())
-    with ir.InsertionPoint(kernel):
-        reduced = _tiled_kernel(
-            f"{name}_reduce", [kernel.operands[i] for i in used] + list(partials.results),
-            [r.type for r in kernel.results], reduce_attributes, kernel.location,
-            lambda b: split_k.ReduceGenerator(plan, b, renumbered, len(used)).run())
-    for old, new in zip(kernel.results, reduced.results):
-        old.replace_all_uses_with(new)
-    kernel.erase()
-    return reduced

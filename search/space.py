@@ -16,9 +16,9 @@ knob away from the default, then a sample of the rest drawn with a seed of
 the kernel's signature, up to the effort's count (all of them at effort
 "high").
 
-Configs a kernel cannot take are never offered: `tma` where an operand's
-layout rules TMA out (kgc.tiling.tma: strides that are not multiples of 16
-bytes) or below sm_90 (no tensor memory accelerator).
+The kernel's schedule gives its configs and seeds
+(`Schedule.search_space`), and never offers configs the kernel cannot take
+(a matmul's `tma` where an operand's layout rules TMA out, or below sm_90).
 """
 
 from __future__ import annotations
@@ -38,10 +38,11 @@ from kgc.pipeline.pipeline import Pipeline
 from kgc.pipeline.config import GraphConfig
 from kgc.pipeline.stages import decomposition_pipeline_text
 from kgc.search import kernels as kernel_forms
-from kgc.passes.legalize_dot import TMA_SM
 from kgc.passes.registry import PassFailure
-from kgc.tiling.config import KernelConfig, MatmulConfig
+from kgc.tiling.config import KernelConfig
+from kgc.tiling.iteration import KernelPlan
 from kgc.tiling.kernel_ops import kernel_name, kernels_in, ops_named
+from kgc.tiling.registry import schedules
 
 EFFORT_CONFIGS = {"low": 8, "default": 48, "high": None}
 
@@ -71,20 +72,6 @@ def _widest_input(kernel: ir.Operation) -> str:
     return max(elements, key=element_bits) if elements else "f32"
 
 
-def _kernel_element(kernel: ir.Operation, config_class: type) -> str:
-    """The element type a kernel's configs are chosen for: for a matmul
-    kernel, that of its matmuls' operands (the widest, where they differ),
-    as kgc's planner takes it; else its widest input. An FP8 GEMM's f32
-    scales are inputs of its kernel too, and would make it look like an
-    f32 matmul (16-bit seeds, f32 bytes in the split-k rules)."""
-    matmuls = ops_named(kernel, "kg.matmul") if config_class is MatmulConfig else []
-    if not matmuls:
-        return _widest_input(kernel)
-    elements = [str(ir.RankedTensorType(v.type).element_type)
-                for op in matmuls for v in op.operands]
-    return max(elements, key=element_bits)
-
-
 def _matmul_precision(kernel: ir.Operation) -> str | None:
     """The precision ("ieee", "tf32", "fast_accum") that every matmul of
     `kernel` (graph form) sets; None when one sets none or they differ."""
@@ -92,16 +79,6 @@ def _matmul_precision(kernel: ir.Operation) -> str | None:
                   if "precision" in op.attributes else None
                   for op in ops_named(kernel, "kg.matmul")}
     return precisions.pop() if len(precisions) == 1 else None
-
-
-def _can_split_k(kernel: ir.Operation) -> bool:
-    """Whether a matmul kernel can share its k loop out (kgc.tiling.split_k):
-    not when its reductions over k read one another, or k is one step."""
-    try:
-        plan, _ = plan_kernel(kernel, MatmulConfig(split_k=2))
-    except PassFailure:
-        return False
-    return plan.split is not None
 
 
 def configs_to_try(default: KernelConfig, space: list[KernelConfig], count: int | None,
@@ -124,26 +101,16 @@ def configs_to_try(default: KernelConfig, space: list[KernelConfig], count: int 
     return list(chosen)
 
 
-def _takes_tma(kernel: ir.Operation, target: int | None) -> bool:
-    """Whether `kernel` (graph form) can be tiled with the `tma` knob on
-    for `target` (None: any target from sm_90)."""
-    if target is not None and target < TMA_SM:
-        return False
-    try:
-        plan_kernel(kernel, MatmulConfig(tma=True))
-    except PassFailure:
-        return False
-    return True
-
-
-def _legal(kernel: ir.Operation, space: list[KernelConfig], target: int | None
-           ) -> list[KernelConfig]:
-    """`space` without the configs that `kernel` cannot take."""
-    if any(getattr(c, "tma", None) for c in space) and not _takes_tma(kernel, target):
-        space = [c for c in space if not getattr(c, "tma", None)]
-    if any(getattr(c, "split_k", None) for c in space) and not _can_split_k(kernel):
-        space = [c for c in space if not getattr(c, "split_k", None)]
-    return space
+def _planner(kernel: ir.Operation):
+    """Plans `kernel` (graph form) with the knobs of a config: None when it
+    cannot take them."""
+    def plannable(config: KernelConfig) -> KernelPlan | None:
+        try:
+            plan, _ = plan_kernel(kernel, config)
+        except PassFailure:
+            return None
+        return plan
+    return plannable
 
 
 def variant_space(module_text: str, function: str, effort: str = "default",
@@ -186,14 +153,10 @@ def variant_space(module_text: str, function: str, effort: str = "default",
                 if signature in kernels:
                     continue
                 plan, _ = plan_kernel(kernel, target=record)
-                config_class = type(plan.config)
                 default = plan.config
-                element = _kernel_element(kernel, config_class)
-                space = _legal(kernel, config_class.space(plan.knob_extents, element, record),
-                               target)
-                seeds = _legal(kernel, config_class.seeds(plan.knob_extents, element,
-                                                          _matmul_precision(kernel), record),
-                               target)
+                space, seeds = schedules()[plan.schedule].search_space(
+                    plan, _widest_input(kernel), _matmul_precision(kernel), record,
+                    None if target is None else record, _planner(kernel))
                 kernels[signature] = KernelVariants(
                     signature, kernel_name(kernel), plan.kind,
                     str(kernel_forms.launch_form(kernel)), str(kernel_forms.inline_form(kernel)),

@@ -10,13 +10,16 @@ kernels run on the CPU executor against torch."""
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 import pytest
 
 import kgc
 from kgc.execution import run_tiled
 from kgc.pipeline.config import GraphConfig
-from kgc.tiling.config import PointwiseConfig
+from kgc.passes.registry import OptionError
+from kgc.passes.tile import KgTile
+from kgc.tiling.config import KnobOption, PointwiseConfig
 from kgc.tiling.graph_model import ELEMENTWISE_OPS
 from kgc.tiling.plan import PointwiseSchedule
 from kgc.tiling.registry import register_schedule, schedules, unregister_schedule
@@ -84,3 +87,38 @@ def test_unregistering_leaves_the_built_in_schedules():
     assert list(schedules()) == ["attention", "matmul", "reduction", "pointwise"]
     with pytest.raises(ValueError, match="no schedule of kind 'pointwise_rows_on_grid_y'"):
         unregister_schedule(schedule.kind)
+
+
+@dataclasses.dataclass(frozen=True)
+class _BandedConfig(PointwiseConfig):
+    """The pointwise knobs and one of its own, which kg-tile offers."""
+
+    kind: ClassVar[str] = "banded_probe"
+    OPTIONS: ClassVar[dict[str, KnobOption]] = {
+        **PointwiseConfig.OPTIONS, "bands": KnobOption("row bands per program")}
+
+    bands: int | None = None
+
+
+class _Banded(PointwiseSchedule):
+    kind = "banded_probe"
+    config_class = _BandedConfig
+
+    def match(self, order):
+        return False
+
+
+def test_kg_tile_offers_the_knobs_of_the_registered_schedules():
+    assert "bands" not in KgTile.option_specs()
+    schedule = register_schedule(_Banded())
+    try:
+        options = KgTile.option_specs()
+        assert options["bands"].kind is int and "banded_probe kernels" in options["bands"].help
+        # A knob the new schedule shares names every kind that has it.
+        assert "banded_probe" in options["block-m"].help and "matmul" in options["block-m"].help
+        assert KgTile.from_textual_options({"bands": "4"}).bands == 4
+    finally:
+        unregister_schedule(schedule.kind)
+    assert "bands" not in KgTile.option_specs()
+    with pytest.raises(OptionError, match="has no option 'bands'"):
+        KgTile.from_textual_options({"bands": "4"})

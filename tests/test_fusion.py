@@ -18,6 +18,8 @@ from kgc.passes import PassFailure
 from kgc.passes.fuse import materialize
 from kgc.pipeline import Pipeline
 from kgc.tiling.kernel_ops import ops_named
+from kgc.tiling.registry import register_schedule, unregister_schedule
+from kgc.tiling.schedule import Schedule
 from tests.cases import ALL_CASES
 
 BEFORE_FUSION = "builtin.module(kgc-cse,kgc-dce,kg-decompose,kgc-cse)"
@@ -364,3 +366,55 @@ def test_a_reused_plan_tiles_as_a_fresh_one(name, dtype):
             return str(module)
 
     assert tiled(forget_between=False) == tiled(forget_between=True)
+
+
+# -- fusion rules of schedules -------------------------------------------------
+
+
+class _GatherBias(Schedule):
+    """Plans nothing; its fusion rule gathers a matmul and the add of its
+    result, which kg-fuse would otherwise leave apart without epilogues."""
+
+    kind = "gather_bias_probe"
+    fusion_rule = "gather-bias"
+
+    def match(self, order):
+        return False
+
+    def fusion_pattern(self, node, users, escapes):
+        if node.op == "add" and node.operands[0].op == "matmul":
+            return frozenset({id(node), id(node.operands[0])})
+        return None
+
+
+@pytest.fixture
+def gather_bias():
+    schedule = register_schedule(_GatherBias())
+    yield schedule
+    unregister_schedule(schedule.kind)
+
+
+def _biased_matmul_groups(decisions: FusionDecisions):
+    g = kgc.Graph("biased")
+    x, w = g.input("x", (17, 33), "f32"), g.input("w", (33, 5), "f32")
+    b = g.input("b", (17, 5), "f32")
+    g.output(g.add(g.matmul(x, w), b))
+    with ir.Context() as context:
+        module = _decomposed(context, g)
+        result = greedy_partition(FusionGraph.of_function(_function(module)), decisions)
+        return [[n.op for n in group] for group in result.groups], result.kinds_made
+
+
+def test_a_registered_schedule_gathers_its_pattern_under_its_own_rule(gather_bias):
+    no_epilogue = FusionDecisions(fuse_epilogue=False)
+    groups, made = _biased_matmul_groups(no_epilogue)
+    assert groups == [["matmul", "add"]] and made == {"gather-bias"}
+    # Its rule is no field of FusionDecisions, and still turns off.
+    groups, made = _biased_matmul_groups(no_epilogue.without("gather-bias"))
+    assert groups == [["matmul"], ["add"]] and "gather-bias" not in made
+    assert str(no_epilogue.without("gather-bias")) == "fuse-epilogue=false gather-bias=false"
+
+
+def test_without_the_schedule_no_rule_gathers():
+    groups, made = _biased_matmul_groups(FusionDecisions(fuse_epilogue=False))
+    assert groups == [["matmul"], ["add"]] and not made

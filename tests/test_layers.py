@@ -260,3 +260,25 @@ def test_only_the_runtimes_internals_touch_triton_and_torch_internals(name, path
         assert uses  # what this check looks for is there to be found
     else:
         assert not uses, f"{path.relative_to(SOURCE)}: {uses}"
+
+
+# The modules of the built-in schedules: what a kind of kernel owns.
+SCHEDULE_MODULES = {"kgc.tiling.attention", "kgc.tiling.matmul", "kgc.tiling.matmul_generator",
+                    "kgc.tiling.split_k", "kgc.tiling.low_rank", "kgc.tiling.plan"}
+
+
+@pytest.mark.parametrize("module", ["kgc.tiling.generate", "kgc.tiling.schedule"])
+def test_the_generic_generator_and_the_protocol_reach_no_schedule(module):
+    # A schedule builds on them; were they to import one, every schedule
+    # would depend on it.
+    reached = _reachable(_edges(top_level_only=False), module)
+    assert not reached & SCHEDULE_MODULES, sorted(reached & SCHEDULE_MODULES)
+
+
+@pytest.mark.parametrize("module", ["kgc.passes.tile", "kgc.fusion.greedy", "kgc.search.space"])
+def test_tiling_fusion_and_search_ask_the_registry_not_a_schedule(module):
+    # kg-tile, fusion and the search reach a kind of kernel through the
+    # registered schedules' hooks, so that a new schedule changes none of them.
+    imported = _edges(top_level_only=False)[module]
+    assert "kgc.tiling.registry" in imported
+    assert not imported & SCHEDULE_MODULES, sorted(imported & SCHEDULE_MODULES)

@@ -13,7 +13,8 @@ import kgc
 from kgc.tiling import registry
 from kgc.tiling.config import MatmulConfig
 from kgc.tiling.iteration import Unplannable
-from kgc.tiling.plan import MatmulSchedule, PointwiseSchedule
+from kgc.tiling.matmul import MatmulSchedule
+from kgc.tiling.plan import PointwiseSchedule
 from kgc.tiling.registry import plan_group, register_schedule, schedules
 from kgc.tiling.schedule import Schedule
 

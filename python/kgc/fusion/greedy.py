@@ -26,11 +26,15 @@ k loop of X W, and the rank-r product (X A) B is added after it
 (kgc.tiling.low_rank); a product whose left operand comes from another
 kernel is made after the loop too.
 
-Before merging, `fuse-attention` gathers each attention pattern (Q K^T,
-its scale and mask, the softmax over keys and the matmul by V:
-kgc.tiling.attention) into one group when that group is one kernel, since
-the merges one at a time that would lead there pass through groups that
-are not (a matmul and a softmax over more keys than one tile holds).
+Before merging, each registered schedule with a fusion rule
+(`Schedule.fusion_rule`, `Schedule.fusion_pattern`) gathers its patterns
+into one group each, where that group is one kernel, since the merges one
+at a time that would lead there may pass through groups that are not. The
+attention schedule's rule, `fuse-attention`, gathers Q K^T, its scale and
+mask, the softmax over keys and the matmul by V (kgc.tiling.attention): a
+matmul and a softmax over more keys than one tile holds are not a kernel.
+A rule that is no field of `FusionDecisions` (a schedule registered from
+outside kgc) is on unless `without` turned it off.
 
 `fold-rms-norm` is the RMSNorm before a matmul (its 1/rms becomes a factor
 of the matmul's epilogue, its sum runs in the k loop), and any reduction
@@ -48,9 +52,10 @@ import dataclasses
 
 from kgc.fusion.graph import FusionGraph
 from kgc.fusion.partition import Partition
-from kgc.tiling.attention import find_attention
 from kgc.tiling.graph_model import Node
-from kgc.tiling.plan import Unplannable
+from kgc.tiling.iteration import Unplannable
+from kgc.tiling.registry import schedules
+from kgc.tiling.schedule import Schedule
 
 FOLD_LOW_RANK = "fold-low-rank"
 MERGE_SIBLINGS = "merge-siblings"
@@ -72,20 +77,30 @@ class FusionDecisions:
     merge_reductions: bool = True
     fold_low_rank: bool = True
     fuse_attention: bool = True
+    # The fusion rules of schedules (Schedule.fusion_rule) that are no field
+    # above and are turned off.
+    rules_off: frozenset[str] = frozenset()
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
         """The decisions as option names (`fold-rms-norm`...)."""
-        return tuple(f.name.replace("_", "-") for f in dataclasses.fields(cls))
+        return tuple(f.name.replace("_", "-") for f in dataclasses.fields(cls)
+                     if f.name != "rules_off")
 
     def allows(self, kind: str | None) -> bool:
-        return kind is None or getattr(self, kind.replace("-", "_"))
+        if kind is None:
+            return True
+        if kind in self.names():
+            return getattr(self, kind.replace("-", "_"))
+        return kind not in self.rules_off
 
     def without(self, kind: str) -> "FusionDecisions":
-        return dataclasses.replace(self, **{kind.replace("-", "_"): False})
+        if kind in self.names():
+            return dataclasses.replace(self, **{kind.replace("-", "_"): False})
+        return dataclasses.replace(self, rules_off=self.rules_off | {kind})
 
     def __str__(self) -> str:
-        off = [name for name in self.names() if not self.allows(name)]
+        off = [name for name in self.names() if not self.allows(name)] + sorted(self.rules_off)
         return " ".join(f"{name}=false" for name in off) or "default"
 
 
@@ -150,8 +165,10 @@ def greedy_partition(graph: FusionGraph, decisions: FusionDecisions = FusionDeci
         group_of[id(node)] = graph.position(node)
         groups[graph.position(node)] = [node]
     kinds_made: set[str] = set()
-    if decisions.fuse_attention and _gather_attention(graph, group_of, groups):
-        kinds_made.add(FUSE_ATTENTION)
+    for schedule in schedules().values():
+        rule = schedule.fusion_rule
+        if rule and decisions.allows(rule) and _gather(graph, schedule, group_of, groups):
+            kinds_made.add(rule)
     changed = True
     while changed:
         changed = False
@@ -182,24 +199,17 @@ def greedy_partition(graph: FusionGraph, decisions: FusionDecisions = FusionDeci
     return GreedyResult(Partition.of_groups(graph, ordered, origin), ordered, frozenset(kinds_made))
 
 
-def _gather_attention(graph: FusionGraph, group_of: dict, groups: dict) -> bool:
-    """Makes each attention pattern among the computed ops one group (its
-    ops from Q K^T to the output), where that group is one kernel. True
-    when one was made."""
+def _gather(graph: FusionGraph, schedule: Schedule, group_of: dict, groups: dict) -> bool:
+    """Makes each pattern of `schedule` among the computed ops one group,
+    where that group is one kernel. True when one was made."""
     made = False
     for node in graph.computed():
-        if id(node) not in group_of or node.op not in ("matmul", "cast"):
+        if id(node) not in group_of:
             continue
-        try:
-            pattern = find_attention([node], check_operands=False)
-        except Unplannable:
+        pattern = schedule.fusion_pattern(node, graph.users[id(node)], id(node) in graph.escapes)
+        if pattern is None:
             continue
-        # The pattern's output is the last cast of P V inside it.
-        users = graph.users[id(node)]
-        if node.op == "matmul" and len(users) == 1 and users[0].op == "cast" \
-                and id(node) not in graph.escapes:
-            continue
-        core = [n for n in graph.computed() if id(n) in pattern.core]
+        core = [n for n in graph.computed() if id(n) in pattern]
         numbers = {group_of[id(n)] for n in core}
         if any(len(groups[number]) != 1 for number in numbers):
             continue  # part of it was gathered already

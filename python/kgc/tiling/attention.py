@@ -60,7 +60,7 @@ from kgc.tiling.generate import DryBuilder, Generator, Tile
 from kgc.tiling.graph_model import ELEMENTWISE_OPS, Node, topological
 from kgc.tiling.index_maps import BufferView, IndexMap, NotAffine, ceil_div, next_power_of_two
 from kgc.tiling.iteration import KernelPlan, Unplannable, matmul_operand_maps
-from kgc.tiling.schedule import Schedule
+from kgc.tiling.schedule import Schedule, TiledForm
 
 __all__ = ["AttentionPattern", "AttentionPlan", "AttentionSchedule", "find_attention"]
 
@@ -557,6 +557,19 @@ class AttentionGenerator(Generator):
 class AttentionSchedule(Schedule):
     kind = "attention"
     config_class = AttentionConfig
+    fusion_rule = "fuse-attention"
+
+    def fusion_pattern(self, node, users, escapes):
+        if node.op not in ("matmul", "cast"):
+            return None
+        try:
+            pattern = find_attention([node], check_operands=False)
+        except Unplannable:
+            return None
+        # The pattern's output is the last cast of P V inside it.
+        if node.op == "matmul" and len(users) == 1 and users[0].op == "cast" and not escapes:
+            return None
+        return pattern.core
 
     def match(self, order):
         return is_attention(order)
@@ -567,15 +580,15 @@ class AttentionSchedule(Schedule):
     def generate(self, plan, builder):
         AttentionGenerator(plan, builder).run()
 
-    def tiled_results(self, plan):
+    def tiled_form(self, plan):
         if plan.splits == 1:
-            return None
-        return plan.partial_shapes()
+            return TiledForm()
+        return TiledForm(results=plan.partial_shapes())
 
-    def follow_up(self, plan, results, name, location):
+    def follow_up(self, plan, results, source):
         if plan.splits == 1:
             return list(results), []
-        return combine_kernel(plan, results, f"{name}_combine", location)
+        return combine_kernel(plan, results, f"{source.name}_combine", source.location)
 
 
 def combine_kernel(plan: AttentionPlan, partials, name: str, location):

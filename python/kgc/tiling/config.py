@@ -52,6 +52,17 @@ from kgc.tiling.index_maps import ceil_div, next_power_of_two
 WARPS = (1, 2, 4, 8, 16, 32)
 
 
+@dataclasses.dataclass(frozen=True)
+class KnobOption:
+    """How kg-tile offers a knob as a pass option (for every kernel whose
+    kind has the knob): what the knob sets, and for a flag whether `false`
+    turns it off (`auto` then leaves it to kgc) or only leaves it to the
+    kernel's attribute (the option can turn it on, not off)."""
+
+    help: str
+    false_turns_off: bool = True
+
+
 class ConfigError(ValueError):
     """A knob value that no kernel of its kind can take; the message names
     the kernel, the knob, the value and the legal values."""
@@ -79,6 +90,14 @@ class KernelConfig:
     TILE_AXES: ClassVar[dict[str, str]] = {}
     # knobs that are flags (true or false), not sizes
     FLAGS: ClassVar[tuple[str, ...]] = ()
+
+    # The knobs that kg-tile offers as options, in the order it lists them
+    # (a knob not here is a kernel attribute only, as the loop flags are).
+    OPTIONS: ClassVar[dict[str, KnobOption]] = {
+        "num_warps": KnobOption("warps per program"),
+        "num_stages": KnobOption("software pipeline stages"),
+        "num_programs": KnobOption("persistent programs that loop over the tiles"),
+    }
 
     num_warps: int | None = None
     num_stages: int | None = None
@@ -281,6 +300,9 @@ class PointwiseConfig(KernelConfig):
 
     kind: ClassVar[str] = "pointwise"
     TILE_AXES: ClassVar[dict[str, str]] = {"block_m": "m", "block_n": "n"}
+    OPTIONS: ClassVar[dict[str, KnobOption]] = {
+        "block_m": KnobOption("rows of a tile"), "block_n": KnobOption("columns of a tile"),
+        **KernelConfig.OPTIONS}
 
     block_m: int | None = None
     block_n: int | None = None
@@ -303,6 +325,9 @@ class ReductionConfig(KernelConfig):
 
     kind: ClassVar[str] = "reduction"
     TILE_AXES: ClassVar[dict[str, str]] = {"block_x": "x", "block_r": "r"}
+    OPTIONS: ClassVar[dict[str, KnobOption]] = {
+        "block_x": KnobOption("kept rows per program"),
+        "block_r": KnobOption("reduced lanes per tile"), **KernelConfig.OPTIONS}
 
     block_x: int | None = None
     block_r: int | None = None
@@ -337,6 +362,15 @@ class MatmulConfig(KernelConfig):
     FLAGS: ClassVar[tuple[str, ...]] = ("warp_specialize", "flatten", "tma")
     # The flags that go on the k loop for Triton (tt.<name>).
     LOOP_FLAGS: ClassVar[tuple[str, ...]] = ("warp_specialize", "flatten")
+    OPTIONS: ClassVar[dict[str, KnobOption]] = {
+        "block_m": KnobOption("rows of a tile"), "block_n": KnobOption("columns of a tile"),
+        "block_k": KnobOption("k step of the loop"),
+        "group_m": KnobOption("row tiles per program group"),
+        **KernelConfig.OPTIONS,
+        "split_k": KnobOption("programs sharing a tile's k loop, whose partial sums a second "
+                              "kernel adds up; 1: no split"),
+        "tma": KnobOption("read the k loop's operands and write the results through TMA "
+                          "tensor descriptors", false_turns_off=False)}
 
     block_m: int | None = None
     block_n: int | None = None
@@ -574,6 +608,12 @@ class AttentionConfig(KernelConfig):
     kind: ClassVar[str] = "attention"
     TILE_AXES: ClassVar[dict[str, str]] = {"block_m": "m", "block_n": "n"}
     FLAGS: ClassVar[tuple[str, ...]] = ("pack_heads",)
+    OPTIONS: ClassVar[dict[str, KnobOption]] = {
+        "block_m": KnobOption("rows of a tile"), "block_n": KnobOption("columns of a tile"),
+        **KernelConfig.OPTIONS,
+        "split_kv": KnobOption("programs that share one query tile's keys, combined by a "
+                               "second kernel; 1: one kernel"),
+        "pack_heads": KnobOption("make the query heads of one key/value head the rows of a dot")}
 
     block_m: int | None = None
     block_n: int | None = None

@@ -8,6 +8,11 @@ strided view of its buffer and a load. Values are made in the outermost
 loop scope that binds every axis they vary along, so loop-invariant work is
 hoisted. Reductions over looped axes run in phases, one loop nest each.
 
+`Generator` knows no kind of kernel: a schedule whose programs need more
+(the grouped tile order, the dot order and TMA copies of matmuls,
+`kgc.tiling.matmul_generator`) subclasses it and overrides its hooks
+(`_grouped_axes`, `_phase_order`, `_tma_load`, `_tma_store`).
+
 The generator talks to a `Builder`: `kgc.tiling.mlir_builder` writes kg tile
 ops; `DryBuilder` writes nothing and only checks that the program can be
 written, which is how `plan_group` decides whether ops can be one kernel.
@@ -19,8 +24,6 @@ import contextlib
 import dataclasses
 from typing import Any, Iterator, Sequence
 
-from kgc.tiling import tma
-from kgc.tiling.config import ConfigError
 from kgc.tiling.constants import COMBINE, INT32_MAX, INT32_MIN, NEUTRAL
 from kgc.tiling.graph_model import ELEMENTWISE_OPS, Node
 from kgc.tiling.index_maps import BufferView, IndexMap, NotAffine
@@ -120,11 +123,6 @@ class DryBuilder(Builder):
         yield
 
 
-def dry_run(plan: KernelPlan) -> None:
-    """Raises Unplannable when the tile program of `plan` cannot be written."""
-    Generator(plan, DryBuilder()).run()
-
-
 class Generator:
     def __init__(self, plan: KernelPlan, builder: Builder):
         self.plan = plan
@@ -200,15 +198,11 @@ class Generator:
 
     def _tile_offsets(self, pid, program_axes: Sequence[int]) -> None:
         """Offsets along `program_axes` of the tile that program `pid`
-        computes, the last axis varying fastest (grouped along m and n in
-        a matmul)."""
+        computes, the last axis varying fastest (grouped along the axes
+        `_grouped_axes` names)."""
         plan = self.plan
         counts = {a: plan.tiles_along(a) for a in program_axes}
-        swizzled = ()
-        if plan.kind == "matmul":
-            m_axis, _, n_axis = plan.matmul_axes
-            if m_axis in counts and n_axis in counts and plan.config.group_m > 1:
-                swizzled = (m_axis, n_axis)
+        swizzled = self._grouped_axes(counts)
         remaining = pid
         plain = [a for a in program_axes if a not in swizzled]
         if swizzled:
@@ -227,6 +221,12 @@ class Generator:
                 remaining = self.b.scalar("div", remaining, self.b.const(counts[axis]))
             self.offsets[axis] = index if plan.tile[axis] == 1 else \
                 self.b.scalar("mul", index, self.b.const(plan.tile[axis]))
+
+    def _grouped_axes(self, counts: dict[int, int]) -> tuple[int, ...]:
+        """The (row, column) program axes whose tiles are walked in groups of
+        `group_m` rows (`_swizzle`), given the tiles along each program
+        axis; () for none, the default."""
+        return ()
 
     def _swizzle(self, rest, tiles_m: int, tiles_n: int):
         """Triton's grouped ordering: consecutive programs share B tiles and
@@ -271,14 +271,7 @@ class Generator:
         """One loop nest over `axes` accumulating every reduction in `nodes`:
         reduces keep a whole tile of partial results, reduced once after
         the loop; matmuls accumulate their dot."""
-        # LoRA's side dots (m x rank) are written first. Triton 3.6 gives the
-        # dots of a loop that share an operand one warp layout, picked from
-        # the shape of one of them: written after the main dot, a square
-        # 16 x 16 side dot picks [num_warps, 1], and every warp computes all
-        # 16 rows of the main dot as well (3x slower without split-K on an
-        # H100); written before it, both get [1, num_warps].
-        # tests/test_low_rank.py checks the layout in the TTGIR.
-        nodes = sorted(nodes, key=lambda node: node not in self.plan.dot_axes)
+        nodes = self._phase_order(nodes)
         inits = [self._accumulator_init(node) for node in nodes]
 
         def body(carried):
@@ -293,6 +286,11 @@ class Generator:
             else:
                 self.memo[self.base][(id(node), self._natural_map(node))] = \
                     self._reduce_tile(node, acc)
+
+    def _phase_order(self, nodes: list[Node]) -> list[Node]:
+        """The order in which a phase writes its reductions (that of the
+        plan by default)."""
+        return nodes
 
     def _natural_map(self, node: Node) -> IndexMap:
         if node not in self.plan.maps:
@@ -530,19 +528,15 @@ class Generator:
         return Tile(value, axes, source.element)
 
     def _tma_load(self, source: Node, view: BufferView, axes: frozenset) -> bool:
-        """Whether a load goes through a TMA descriptor: with the `tma` knob,
-        every operand tile of a matmul's k loop (a tile that varies along
-        k) does, and one that cannot is a ConfigError."""
-        if not getattr(self.plan.config, "tma", None) or self.plan.kind != "matmul":
-            return False
-        if self.plan.matmul_axes[1] not in axes:
-            return False
-        reason = tma.refusal(view, source.element, self._shape(axes))
-        if reason is not None:
-            raise ConfigError(f"tma = true is not legal: input #{source.input_index} "
-                              f"({source.element} {list(source.shape)}) cannot be read by TMA: "
-                              f"{reason}; leave tma unset for this kernel")
-        return True
+        """Whether the load of `source` through `view` goes through a TMA
+        descriptor (never, by default); raises ConfigError where the
+        kernel's knobs ask for one that cannot be."""
+        return False
+
+    def _tma_store(self, output: Node, view: BufferView, axes: frozenset) -> bool:
+        """Whether the store of `output` through `view` goes through a TMA
+        descriptor (never, by default)."""
+        return False
 
     def _concat(self, node: Node, index_map: IndexMap, axes: frozenset) -> Tile:
         dim = node.attrs["dim"]
@@ -589,9 +583,6 @@ class Generator:
         sizes = tuple(self.plan.extents[a] if a in store_axes else 1 for a in range(self.n))
         offsets = [self.offsets[a] if a in store_axes else self.b.const(0) for a in range(self.n)]
         view = BufferView(sizes, tuple(strides), offset)
-        # With the `tma` knob, results go out through TMA descriptors where
-        # their layout allows it, and through pointers elsewhere.
-        tma_store = (getattr(self.plan.config, "tma", None) and self.plan.kind == "matmul"
-                     and tma.refusal(view, output.element, self._shape(store_axes)) is None)
+        tma_store = self._tma_store(output, view, store_axes)
         self.b.store(index, output.element, value, view, offsets, self._shape(store_axes),
                      **({"tma": True} if tma_store else {}))

@@ -6,8 +6,8 @@ is read at an affine `IndexMap` of the iteration. `operand_maps` and
 `result_map` carry maps from a value to its operands and back,
 `infer_maps` spreads them over a kernel from its anchors, and `axes_of`
 says along which iteration axes a value varies. A `KernelPlan` holds the
-choices a schedule made (`kgc.tiling.plan`) for the generator
-(`kgc.tiling.generate`) to write the tile program from.
+choices a schedule made (`kgc.tiling.plan`, `kgc.tiling.matmul`) for the
+generator (`kgc.tiling.generate`) to write the tile program from.
 """
 
 from __future__ import annotations

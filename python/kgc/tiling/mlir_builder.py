@@ -226,3 +226,22 @@ class MlirBuilder(Builder):
             self.frames.pop()
             self.frames[-1][1] = None
         body.finals = list(loop.results)
+
+
+def tiled_kernel(operands: Sequence[ir.Value], result_types: Sequence[ir.Type],
+                 attributes: dict, location: ir.Location, generate) -> ir.Operation:
+    """A kg.kernel in tiled form, built at the current insertion point: one
+    buffer argument per operand and result, and the tile program that
+    `generate(builder)` writes through an `MlirBuilder`."""
+    with location:
+        tiled = ir.Operation.create("kg.kernel", results=list(result_types),
+                                    operands=list(operands), attributes=attributes, regions=1)
+        block = tiled.regions[0].blocks.append(*[
+            ir.MemRefType.get(list(ir.RankedTensorType(t).shape),
+                              ir.RankedTensorType(t).element_type)
+            for t in [v.type for v in operands] + list(result_types)])
+    builder = MlirBuilder(block, list(block.arguments), len(operands), location)
+    with ir.InsertionPoint(block), location:
+        generate(builder)
+        ir.Operation.create("kg.yield")
+    return tiled

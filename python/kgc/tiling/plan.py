@@ -1,18 +1,14 @@
-"""The built-in schedules of matmuls, reductions and pointwise kernels.
+"""The built-in schedules of reductions and pointwise kernels, and the
+planning steps every schedule of the generic generator shares
+(`finish_plan`, `knob`, `check_index_range`).
 
 Each is a `Schedule` (`kgc.tiling.schedule`): `plan` picks its iteration
 space, tiles, grid and loops from a `KernelConfig` of its kind (kgc's
 heuristics fill in the knobs the config leaves open); the generic
 generator (`kgc.tiling.generate`) writes their tile programs.
-`kgc.tiling.registry` lists them, after attention:
+`kgc.tiling.registry` lists them, after attention and matmul
+(`kgc.tiling.matmul`):
 
-* matmul: iteration axes (batch..., m, k, n), and a rank axis after them
-  for LoRA's rank-r products (kgc.tiling.low_rank). Programs walk batch, m
-  and n (grouped along m for L2 reuse), a loop walks k. The operands of each
-  matmul are computed tile by tile in the loop (prologue); values over
-  (batch, m, n) are computed after it (epilogue). Factors of an operand
-  that do not vary along k, such as the 1/rms of an RMSNorm, move to the
-  epilogue, so that a reduction over k inside them runs beside the dot.
 * reduction: iteration axes (kept..., reduced...) of the largest reduce.
   Programs walk the kept axes; the reduced axes are one tile when they fit
   ("persistent") and loops otherwise, one loop per phase of dependent
@@ -26,47 +22,27 @@ maps are inferred from the anchors (`kgc.tiling.iteration`).
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Sequence
 
-from kgc.element_types import element_bits
-from kgc.targets import Target
-from kgc.tiling import low_rank, split_k
-from kgc.tiling.config import (ConfigError, KernelConfig, MatmulConfig, PointwiseConfig,
-                               ReductionConfig, default_split_k)
-from kgc.tiling.graph_model import Node, topological
+from kgc.tiling.config import KernelConfig, PointwiseConfig, ReductionConfig
+from kgc.tiling.graph_model import Node
 from kgc.tiling.index_maps import IndexMap, ceil_div, next_power_of_two, product
-from kgc.tiling.iteration import (TILE_LOOP, Expansion, KernelPlan, Unplannable, axes_of,
-                                  infer_maps, matmul_operand_maps, reduce_input_map)
+from kgc.tiling.iteration import (KernelPlan, Unplannable, axes_of, infer_maps,
+                                  reduce_input_map)
 from kgc.tiling.schedule import Schedule
 
-__all__ = ["KernelPlan", "MatmulSchedule", "PointwiseSchedule", "ReductionSchedule",
-           "Unplannable"]
+__all__ = ["KernelPlan", "PointwiseSchedule", "ReductionSchedule", "Unplannable",
+           "check_index_range", "finish_plan", "knob"]
 
 # Register budget of a tile, in elements, for reductions and pointwise tiles.
 _TILE_ELEMENTS = 4096
 _LOOPED_REDUCTION_BLOCK = 2048
 _POINTWISE_BLOCK_N = 1024
-_MAX_EPILOGUE_ROW = 256  # widest n that a matmul epilogue may reduce over
 _GRID_LIMIT = 2**31 - 1
 _INDEX_LIMIT = 2**31 - 1
-# k steps from which a one-wave matmul gets a fourth pipeline stage.
-_LONG_K_STEPS = 64
 
 
 # -- schedules -----------------------------------------------------------------
-
-
-class MatmulSchedule(Schedule):
-    kind = "matmul"
-    config_class = MatmulConfig
-
-    def match(self, order):
-        return any(n.op == "matmul" for n in order)
-
-    def plan(self, outputs, order, config, kernel, target):
-        return _plan_matmul(outputs, order, [n for n in order if n.op == "matmul"], config, kernel,
-                            target)
 
 
 class ReductionSchedule(Schedule):
@@ -95,7 +71,7 @@ class PointwiseSchedule(Schedule):
 # -- planning ------------------------------------------------------------------
 
 
-def _finish(kind, outputs, order, extents, tile, program_axes, loop_axes, seeds, reduce_axes,
+def finish_plan(kind, outputs, order, extents, tile, program_axes, loop_axes, seeds, reduce_axes,
             expansions, matmul_axes, config: KernelConfig, knob_extents: dict,
             kernel: str | None, dot_axes: dict | None = None) -> KernelPlan:
     maps = infer_maps(order, seeds, reduce_axes, matmul_axes)
@@ -175,7 +151,7 @@ def _generation_order(plan: KernelPlan) -> list[Node]:
     return order
 
 
-def _knob(value: int | None, default: int) -> int:
+def knob(value: int | None, default: int) -> int:
     """A knob of a canonical config, or its default where it is not set."""
     return default if value is None else value
 
@@ -188,14 +164,14 @@ def _default_warps(tile: Sequence[int]) -> int:
     return warps
 
 
-def _check_index_range(nodes: Sequence[Node]) -> None:
+def check_index_range(nodes: Sequence[Node]) -> None:
     for node in nodes:
         if node.numel > _INDEX_LIMIT:
             raise Unplannable(f"a tensor of {node.numel} elements is beyond 32-bit indexing")
 
 
 def _plan_pointwise(outputs, order, config: PointwiseConfig, kernel) -> KernelPlan:
-    _check_index_range(order)
+    check_index_range(order)
     first = outputs[0]
     extents = tuple(first.shape) or (1,)
     n = len(extents)
@@ -205,7 +181,7 @@ def _plan_pointwise(outputs, order, config: PointwiseConfig, kernel) -> KernelPl
     config = config.canonical(knob_extents, kernel)
     seed = IndexMap.identity(extents) if first.shape else IndexMap((), (), extents, ((0, 1),))
     default_n = min(extents[-1], _POINTWISE_BLOCK_N)
-    block_n = _knob(config.block_n, default_n)
+    block_n = knob(config.block_n, default_n)
     tile = [1] * n
     tile[-1] = block_n
     block_m = None
@@ -217,17 +193,17 @@ def _plan_pointwise(outputs, order, config: PointwiseConfig, kernel) -> KernelPl
                 block_n = tile[-1] = 64
                 cap = 64
         default_m = extents[-2] if extents[-2] <= cap else _floor_power_of_two(cap)
-        block_m = _knob(config.block_m, default_m)
+        block_m = knob(config.block_m, default_m)
         tile[-2] = block_m
     program_axes = tuple(a for a in range(n) if ceil_div(extents[a], tile[a]) > 1)
-    resolved = PointwiseConfig(num_warps=_knob(config.num_warps, _default_warps(tile)),
+    resolved = PointwiseConfig(num_warps=knob(config.num_warps, _default_warps(tile)),
                                num_programs=config.num_programs,
-                               num_stages=_knob(config.num_stages, 1),
+                               num_stages=knob(config.num_stages, 1),
                                block_m=block_m, block_n=block_n)
     # Outputs of the first output's shape walk the iteration the same way,
     # whether or not they are computed from one another.
     seeds = {o: seed for o in outputs if o.shape == first.shape}
-    return _finish("pointwise", outputs, order, extents, tile, program_axes, (), seeds, {},
+    return finish_plan("pointwise", outputs, order, extents, tile, program_axes, (), seeds, {},
                    {}, None, resolved, knob_extents, kernel)
 
 
@@ -247,7 +223,7 @@ def _floor_power_of_two(n: int) -> int:
 
 
 def _plan_reduction(outputs, order, reduces, config: ReductionConfig, kernel) -> KernelPlan:
-    _check_index_range(order)
+    check_index_range(order)
     primary = max(reduces, key=lambda r: r.operands[0].numel)
     x = primary.operands[0]
     dims = sorted(primary.attrs["dims"])
@@ -271,7 +247,7 @@ def _plan_reduction(outputs, order, reduces, config: ReductionConfig, kernel) ->
     total = product([extents[a] for a in r_axes])
     persistent_default = extents[innermost] if total <= _TILE_ELEMENTS else \
         min(extents[innermost], _LOOPED_REDUCTION_BLOCK)
-    tile[innermost] = _knob(config.block_r, persistent_default)
+    tile[innermost] = knob(config.block_r, persistent_default)
     budget //= next_power_of_two(tile[innermost])
     for axis in reversed(r_axes[:-1]):
         if tile[innermost] == extents[innermost] and extents[axis] <= budget:
@@ -284,200 +260,12 @@ def _plan_reduction(outputs, order, reduces, config: ReductionConfig, kernel) ->
         whole_r = all(tile[a] == extents[a] for a in r_axes)
         cap = max(1, _TILE_ELEMENTS // r_tile) if whole_r and r_tile <= 1024 else 1
         default_x = extents[inner_p] if extents[inner_p] <= cap else _floor_power_of_two(cap)
-        block_x = tile[inner_p] = _knob(config.block_x, default_x)
+        block_x = tile[inner_p] = knob(config.block_x, default_x)
     program_axes = tuple(a for a in p_axes if ceil_div(extents[a], tile[a]) > 1)
     loop_axes = tuple(a for a in r_axes if tile[a] < extents[a])
-    resolved = ReductionConfig(num_warps=_knob(config.num_warps, _default_warps(tile)),
+    resolved = ReductionConfig(num_warps=knob(config.num_warps, _default_warps(tile)),
                                num_programs=config.num_programs,
-                               num_stages=_knob(config.num_stages, 2 if loop_axes else 1),
+                               num_stages=knob(config.num_stages, 2 if loop_axes else 1),
                                block_x=block_x, block_r=tile[innermost])
-    return _finish("reduction", outputs, order, extents, tile, program_axes, loop_axes,
+    return finish_plan("reduction", outputs, order, extents, tile, program_axes, loop_axes,
                    {x: seed}, reduce_axes, {}, None, resolved, knob_extents, kernel)
-
-
-def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
-                 target: Target) -> KernelPlan:
-    _check_index_range(order)
-    # Main matmuls share the kernel's output shape and k; side matmuls and
-    # rank-r products beside them are LoRA's (kgc.tiling.low_rank).
-    matmuls, side_matmuls, products = low_rank.classify(matmuls, order, outputs)
-    first = matmuls[0]
-    k_extent = first.operands[0].shape[-1]
-    batch = list(first.shape[:-2])
-    m_extent, n_extent = first.shape[-2], first.shape[-1]
-    extents = batch + [m_extent, k_extent, n_extent]
-    nb = len(batch)
-    axes = (nb, nb + 1, nb + 2)
-    knob_extents = {"m": m_extent, "n": n_extent, "k": k_extent}
-    config = config.canonical(knob_extents, kernel)
-    m_axis, k_axis, n_axis = axes
-    rank = low_rank.shared_rank(products)
-    if rank is not None:
-        extents.append(rank)
-    c_map = IndexMap.select(extents, list(range(nb)) + [m_axis, n_axis])
-    seeds = {mm: c_map for mm in matmuls}
-    reduce_axes = {mm: (k_axis,) for mm in matmuls}
-    dot_axes = low_rank.place(side_matmuls, products, c_map, axes, seeds, reduce_axes)
-
-    # Maps of everything, to find what the epilogue reduces over.
-    maps = infer_maps(order, seeds, reduce_axes, axes)
-    epilogue_reduces_n = any(
-        n_axis in reduce_axes.get(node, ()) for node in order if node.op == "reduce")
-    epilogue_reduces_m = any(
-        m_axis in reduce_axes.get(node, ()) for node in order if node.op == "reduce")
-
-    bits = max(element_bits(mm.operands[0].element) for mm in matmuls)
-    default_k = 64 if bits <= 16 else 32
-    if epilogue_reduces_n:
-        if n_extent > _MAX_EPILOGUE_ROW:
-            raise Unplannable(f"the epilogue reduces over n = {n_extent}, wider than "
-                              f"{_MAX_EPILOGUE_ROW} columns fit in one tile")
-        block_n = n_extent
-        if config.block_n is not None and config.block_n < n_extent:
-            raise Unplannable("the epilogue reduces over n: block_n must cover all of n")
-        default_m = 64
-    else:
-        block_n = None
-        default_m = 128
-    if epilogue_reduces_m and m_extent > _MAX_EPILOGUE_ROW:
-        raise Unplannable(f"the epilogue reduces over m = {m_extent}, more rows than fit a tile")
-    block_m = _knob(config.block_m, m_extent if epilogue_reduces_m else
-                    (m_extent if m_extent <= default_m else default_m))
-    if block_n is None:
-        default_n = n_extent if n_extent <= 128 else 128
-        # Few row tiles give few programs: narrower n tiles keep the SMs busy
-        # (down to 64; narrower tiles read the other operand too finely).
-        # With full 128-row tiles (prefill), one wave of 128x128 programs
-        # that fills at least half the SMs beats two waves of 128x64 ones
-        # (H200: 512x14336x4096 in 95 us against 113, 512x4096x4096 in 32
-        # against 34): they narrow only below half.
-        programs = product(batch) * ceil_div(m_extent, block_m)
-        fill = target.sm_count if block_m < default_m else (target.sm_count + 1) // 2
-        while (config.block_n is None and default_n > 64 and default_n < n_extent
-               and programs * ceil_div(n_extent, default_n) < fill):
-            default_n //= 2
-        block_n = _knob(config.block_n, default_n)
-    block_k = _knob(config.block_k, min(default_k, k_extent))
-    group_m = _knob(config.group_m, 8)
-    tiles = product(batch) * ceil_div(m_extent, block_m) * ceil_div(n_extent, block_n)
-    # split_k left to kgc (None): split a kernel whose tiles leave SMs idle,
-    # unless it is persistent or reads through TMA (a choice for big tiles).
-    chosen = config.split_k is None
-    if chosen:
-        splits = 1 if config.num_programs is not None or config.tma or block_k >= k_extent \
-            else default_split_k(tiles, product(batch), m_extent, n_extent, k_extent,
-                                 block_k, bits, target.sm_count)
-    else:
-        splits = split_k.split_count(config.split_k, k_extent, block_k)
-    tile = [1] * nb + [block_m, block_k, block_n] + ([] if rank is None else [rank])
-    expansions = {mm: _expand_matmul(mm, maps, dot_axes.get(mm, axes), reduce_axes)
-                  for mm in matmuls + side_matmuls + list(products)}
-    program_axes = tuple(a for a in list(range(nb)) + [m_axis, n_axis]
-                         if ceil_div(extents[a], tile[a]) > 1)
-    loop_axes = (k_axis,) if block_k < k_extent else ()
-    if side_matmuls and not loop_axes:
-        raise Unplannable("a side matmul of rank-r products needs a k loop to ride along")
-    # Every program computes X A anew for its n tile: kept no wider than the
-    # tile, its dot and its reads of A stay a fraction of the main dot's.
-    for side in side_matmuls:
-        if side.shape[-1] > block_n:
-            raise Unplannable(f"a side matmul of rank {side.shape[-1]} needs an n tile of as "
-                              f"many columns; block_n is {block_n}")
-    # Measured on H100/H200 (benchmarks/sweep_tiles.py): 4 warps up to one
-    # 128x128 accumulator, 8 beyond (two dots share a kernel in a gated
-    # MLP); a deeper pipeline for small tiles.
-    warps_default = 8 if len(matmuls) * block_m * block_n >= 128 * 256 else 4
-    # One wave of programs with a long k loop (a prefill's 128x128 tiles,
-    # one program per SM): a fourth stage hides more of each load than a
-    # second program per SM would (H200: 512x14336x4096 95 us with 4, 116
-    # with 3); several waves keep 3, which lets two programs share an SM.
-    stage_bytes = (block_m + len(matmuls) * block_n) * block_k * bits // 8
-    one_long_wave = (tiles * splits <= target.sm_count
-                     and ceil_div(k_extent, block_k * splits) >= _LONG_K_STEPS
-                     and 4 * stage_bytes <= target.max_shared_memory_per_block)
-    stages_default = (4 if block_m * block_n <= 128 * 64 or one_long_wave else 3) \
-        if loop_axes else 1
-    # The loop flags apply to the k loop; without one they change nothing.
-    flags = {name: getattr(config, name) if loop_axes else None
-             for name in MatmulConfig.LOOP_FLAGS}
-    resolved = MatmulConfig(num_warps=_knob(config.num_warps, warps_default),
-                            num_programs=config.num_programs,
-                            num_stages=_knob(config.num_stages, stages_default),
-                            block_m=block_m, block_n=block_n, block_k=block_k, group_m=group_m,
-                            # Off is the default: written only when on.
-                            tma=True if config.tma else None,
-                            **flags, **({"split_k": splits} if splits > 1 else {}))
-    plan = _finish("matmul", outputs, order, extents, tile, program_axes, loop_axes, seeds,
-                   reduce_axes, expansions, axes, resolved, knob_extents, kernel, dot_axes)
-    if splits > 1:
-        try:
-            split_k.attach(plan, splits, kernel)
-        except (Unplannable, ConfigError):
-            if not chosen:
-                raise
-            # kgc's own split, where this kernel cannot be split: none.
-            plan.split = None
-            plan.config = dataclasses.replace(plan.config, split_k=None)
-    k_loop = {f"tt.{name}": True for name, value in flags.items() if value}
-    if config.num_programs is not None and k_loop.pop("tt.flatten", None):
-        # Triton flattens a loop with the loops nested in it: in a persistent
-        # program that is the tile loop, so that the next tile's loads start
-        # during this tile's epilogue.
-        plan.loop_attributes[TILE_LOOP] = {"tt.flatten": True}
-    if k_loop:
-        plan.loop_attributes[k_axis] = k_loop
-    return plan
-
-
-def _expand_matmul(mm: Node, maps: dict, axes, reduce_axes: dict) -> Expansion:
-    """Moves the factors of each operand that do not vary along k, and hold
-    a reduction over k, out of the dot (the 1/rms of an RMSNorm before the
-    matmul). Pulling a factor out of a cast skips one rounding."""
-    a, b = mm.operands
-    a_map, b_map = matmul_operand_maps(mm, maps[mm], axes)
-    splitter = _FactorSplitter(axes, reduce_axes)
-    core_a = splitter.split(a, a_map)
-    core_b = splitter.split(b, b_map)
-    return Expansion(core_a, core_b, splitter.factors, splitter.divisors)
-
-
-class _FactorSplitter:
-    def __init__(self, matmul_axes, reduce_axes: dict):
-        self.matmul_axes = matmul_axes
-        self.k_axis = matmul_axes[1]
-        self.reduce_axes = reduce_axes
-        self.factors: list[Node] = []
-        self.divisors: list[Node] = []
-
-    def split(self, node: Node, index_map: IndexMap) -> Node:
-        """`node` without the factors it gives up."""
-        if node.op == "cast":
-            inner_map = index_map.broadcast_from(node.shape, node.operands[0].shape)
-            inner = self.split(node.operands[0], inner_map)
-            if inner is node.operands[0]:
-                return node
-            return dataclasses.replace(node, operands=[inner], value=None)
-        if node.op not in ("mul", "div"):
-            return node
-        lhs, rhs = node.operands
-        lhs_map = index_map.broadcast_from(node.shape, lhs.shape)
-        rhs_map = index_map.broadcast_from(node.shape, rhs.shape)
-        if self._movable(rhs, rhs_map):
-            (self.factors if node.op == "mul" else self.divisors).append(rhs)
-            return self.split(lhs, lhs_map)
-        if node.op == "mul" and self._movable(lhs, lhs_map):
-            self.factors.append(lhs)
-            return self.split(rhs, rhs_map)
-        new_lhs = self.split(lhs, lhs_map)
-        if new_lhs is lhs:
-            return node
-        return dataclasses.replace(node, operands=[new_lhs, rhs], value=None)
-
-    def _movable(self, node: Node, index_map: IndexMap) -> bool:
-        """True when `node` does not vary along k but holds a reduction."""
-        if not any(n.op == "reduce" for n in topological([node])):
-            return False
-        try:
-            return self.k_axis not in axes_of(node, index_map, self.reduce_axes, self.matmul_axes)
-        except Unplannable:
-            return False

@@ -3,10 +3,11 @@
 `plan_group` asks the registered schedules in turn; the first that matches
 plans the kernel, and a dry run of its generator checks that the program
 can be written. The built-in schedules are listed here, narrowest pattern
-first: attention (`kgc.tiling.attention`) before matmul, reduction and
-pointwise (`kgc.tiling.plan`). `register_schedule` adds one, tried before
-them; a schedule needs nothing else of kgc to be used (its module defines
-a `Schedule` and calls `register_schedule`).
+first: attention (`kgc.tiling.attention`) before matmul
+(`kgc.tiling.matmul`), reduction and pointwise (`kgc.tiling.plan`).
+`register_schedule` adds one, tried before them; a schedule needs nothing
+else of kgc to be used (its module defines a `Schedule` and calls
+`register_schedule`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from kgc.tiling.config import ConfigError, KernelConfig
 from kgc.tiling.generate import DryBuilder
 from kgc.tiling.graph_model import SUPPORTED_OPS, Node, topological
 from kgc.tiling.iteration import KernelPlan, Unplannable
-from kgc.tiling.plan import MatmulSchedule, PointwiseSchedule, ReductionSchedule
+from kgc.tiling.matmul import MatmulSchedule
+from kgc.tiling.plan import PointwiseSchedule, ReductionSchedule
 from kgc.tiling.schedule import Schedule
 
 __all__ = ["kernel_kind", "plan_group", "register_schedule", "schedule_for", "schedules",

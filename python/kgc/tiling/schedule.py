@@ -3,14 +3,22 @@
 A `Schedule` says whether it can compute a group of ops (`match`), picks
 the kernel's iteration space, tiles, grid and loops from a `KernelConfig`
 of its kind (`plan`), and writes the tile program of a plan through a
-`Builder` (`generate`). The built-in schedules live in `kgc.tiling.plan`
-and `kgc.tiling.attention`; `kgc.tiling.registry` lists them, in the order
-they are tried, and takes new ones (`register_schedule`).
+`Builder` (`generate`). A plan may become more than one kernel (split-K's
+partials and reduce kernels, split-KV's attention and combine kernels):
+`tiled_form` says how the tiled kernel differs from the group it computes
+(its name, results and grid), `follow_up` builds the kernels that finish
+its results. Fusion asks a schedule for the patterns to gather into one
+group (`fusion_rule`, `fusion_pattern`), the search for the configs to try
+(`search_space`). The built-in schedules live in `kgc.tiling.attention`,
+`kgc.tiling.matmul` and `kgc.tiling.plan`; `kgc.tiling.registry` lists
+them, in the order they are tried, and takes new ones
+(`register_schedule`).
 """
 
 from __future__ import annotations
 
-from typing import ClassVar, Sequence
+import dataclasses
+from typing import Any, Callable, ClassVar, Sequence
 
 from kgc.targets import Target
 from kgc.tiling.config import KernelConfig
@@ -18,7 +26,37 @@ from kgc.tiling.generate import Builder, Generator
 from kgc.tiling.graph_model import Node
 from kgc.tiling.iteration import KernelPlan
 
-__all__ = ["Schedule"]
+__all__ = ["Schedule", "SourceKernel", "TiledForm"]
+
+
+@dataclasses.dataclass
+class TiledForm:
+    """How the tiled kernel of a plan differs from the kernel in graph form
+    it replaces; the defaults keep everything."""
+
+    # Appended to the kernel's name (a kernel whose follow-up takes the
+    # group's outputs is named after its part: "_partials").
+    suffix: str = ""
+    # The (shape, element) of each result, when they are not the group's
+    # outputs (partial results that a follow-up kernel finishes).
+    results: list[tuple[tuple[int, ...], str]] | None = None
+    # The launch grid, when it is not the plan's (`KernelPlan.grid`).
+    grid: list[int] | None = None
+
+
+@dataclasses.dataclass
+class SourceKernel:
+    """The kernel in graph form being tiled, as its follow-up kernels see it
+    (MLIR values and attributes)."""
+
+    name: str
+    inputs: list  # its operands
+    result_types: list  # the types of its results (the group's outputs)
+    attributes: dict[str, Any]  # its attributes other than its name and knobs
+    location: Any
+    # The knobs given for every kernel at once (kg-tile's options), which a
+    # follow-up kernel may take too; None: none given.
+    options: KernelConfig | None = None
 
 
 class Schedule:
@@ -27,11 +65,23 @@ class Schedule:
 
     kind: ClassVar[str] = ""
     config_class: ClassVar[type[KernelConfig]] = KernelConfig
+    # The kg-fuse decision (a `FusionDecisions` name) under which fusion
+    # gathers this schedule's patterns (`fusion_pattern`) before it merges
+    # groups one at a time; "" for none.
+    fusion_rule: ClassVar[str] = ""
 
     def match(self, order: Sequence[Node]) -> bool:
         """True when this schedule can compute the ops `order` (every node
         the outputs depend on, producers first)."""
         raise NotImplementedError
+
+    def fusion_pattern(self, node: Node, users: Sequence[Node],
+                       escapes: bool) -> frozenset[int] | None:
+        """The ids of the ops of a pattern of this schedule whose output is
+        `node` (read by `users`, and by the caller of the graph when
+        `escapes`), for fusion to make one group; None where `node` ends no
+        pattern (always, by default)."""
+        return None
 
     def plan(self, outputs: list[Node], order: list[Node], config: KernelConfig,
              kernel: str | None, target: Target) -> KernelPlan:
@@ -45,14 +95,30 @@ class Schedule:
         """Writes the tile program of `plan` through `builder`."""
         Generator(plan, builder).run()
 
-    def tiled_results(self, plan: KernelPlan) -> list[tuple[tuple[int, ...], str]] | None:
-        """The (shape, element) of each result of the tiled kernel, when they
-        are not the group's outputs (partial results that a follow-up kernel
-        finishes); None: the outputs."""
-        return None
+    def search_space(self, plan: KernelPlan, element: str, precision: str | None,
+                     target: Target, runs_on: Target | None,
+                     plannable: Callable[[KernelConfig], KernelPlan | None]
+                     ) -> tuple[list[KernelConfig], list[KernelConfig]]:
+        """The configs a search tries on the kernel that `plan` (kgc's
+        choice) computes: (its space, its seeds), sized for `target`, each
+        one the kernel can take on `runs_on` (None: on any target).
+        `element` is the kernel's widest input, `precision` that of its
+        matmuls (None: none, or they differ); `plannable(config)` plans the
+        kernel with `config`'s knobs (None: it cannot be). By default the
+        config class's space and seeds."""
+        space = self.config_class.space(plan.knob_extents, element, target)
+        seeds = self.config_class.seeds(plan.knob_extents, element, precision, target)
+        return space, seeds
 
-    def follow_up(self, plan: KernelPlan, results: list, name: str, location) -> tuple[list, list]:
-        """Kernels in graph form that finish the tiled kernel's `results`,
-        built at the current insertion point: (the values that stand for
-        the group's outputs, the kernels made). None by default."""
+    def tiled_form(self, plan: KernelPlan) -> TiledForm:
+        """How the tiled kernel of `plan` differs from the group's kernel:
+        not at all by default."""
+        return TiledForm()
+
+    def follow_up(self, plan: KernelPlan, results: list,
+                  source: SourceKernel) -> tuple[list, list]:
+        """Kernels that finish the tiled kernel's `results`, built at the
+        current insertion point, in graph form (kg-tile tiles them next) or
+        tiled: (the values that stand for the group's outputs, the kernels
+        made). None by default."""
         return list(results), []

@@ -21,7 +21,7 @@ programs to keep the GPU's memory busy. With `split_k = S` (a
 The workspaces are results of the first kernel and operands of the second,
 so the runtime, the C export and the search treat them like any tensor
 between two kernels. The split index is a program id: the tile program of
-each kernel is the one kgc's matmul generator writes (`Generator`), with
+each kernel is the one kgc's matmul generator writes (`MatmulGenerator`), with
 the k loop bounded by the split, and the loop's reductions stored and
 reloaded around the cut.
 
@@ -36,14 +36,16 @@ import dataclasses
 
 from kgc.tiling.config import ConfigError, MatmulConfig
 from kgc.tiling.constants import COMBINE, NEUTRAL
-from kgc.tiling.generate import DryBuilder, Generator, Tile
+from kgc.tiling.generate import DryBuilder, Tile
 from kgc.tiling.graph_model import Node, topological
 from kgc.tiling.index_maps import BufferView, ceil_div, next_power_of_two
 from kgc.tiling.iteration import KernelPlan, Unplannable
+from kgc.tiling.matmul_generator import MatmulGenerator
+from kgc.tiling.schedule import SourceKernel, TiledForm
 
 __all__ = ["SplitK", "PartialsGenerator", "ReduceGenerator", "attach", "partials_grid",
-           "reduce_config", "reduce_inputs", "split_count", "workspace_element",
-           "workspace_shape"]
+           "partials_form", "reduce_config", "reduce_inputs", "reduce_kernel", "split_count",
+           "workspace_element", "workspace_shape"]
 
 
 @dataclasses.dataclass
@@ -93,7 +95,7 @@ def attach(plan: KernelPlan, count: int, kernel: str | None) -> None:
         raise Unplannable(f"split_k = {count} needs every reduction over k in one loop; "
                           "this kernel has reductions over k that read one another")
     for output, index_map in zip(plan.outputs, plan.output_maps):
-        probe = Generator(plan, DryBuilder())
+        probe = MatmulGenerator(plan, DryBuilder())
         if k_axis in probe._axes(output, index_map):
             raise Unplannable(f"split_k = {count}: result kg.{output.op} {output.shape} varies "
                               "along k, which the split cuts")
@@ -119,6 +121,42 @@ def partials_grid(plan: KernelPlan) -> list[int]:
     return grid
 
 
+def partials_form(plan: KernelPlan) -> TiledForm:
+    """The tiled kernel of a split plan: the partials kernel, whose results
+    are the workspaces and whose grid walks the splits too."""
+    return TiledForm(suffix="_partials",
+                     results=[(workspace_shape(plan.split, node), workspace_element(node))
+                              for node in plan.split.partials],
+                     grid=partials_grid(plan))
+
+
+def reduce_kernel(plan: KernelPlan, partials: list, source: SourceKernel):
+    """The reduce kernel of a split plan, tiled, built at the current
+    insertion point: it reads the workspaces `partials` and the inputs of
+    `source` that the epilogue needs, and gives the group's outputs."""
+    from mlir import ir
+
+    from kgc.tiling.mlir_builder import tiled_kernel
+
+    used = reduce_inputs(plan)
+    renumbered = [None] * len(source.inputs)
+    for position, index in enumerate(used):
+        renumbered[index] = position
+    # Warps given for every kernel (kg-tile's option) are the reduce
+    # kernel's too; the partials kernel has them through its config.
+    config = reduce_config(plan, source.options.num_warps if source.options is not None else None)
+    attributes = dict(source.attributes)
+    attributes["kind"] = ir.StringAttr.get(plan.kind)
+    attributes["iteration"] = ir.DenseI64ArrayAttr.get(list(plan.extents))
+    attributes["tile"] = ir.DenseI64ArrayAttr.get(list(plan.tile))
+    attributes.update(config.to_attributes())
+    attributes["grid"] = ir.DenseI64ArrayAttr.get(plan.grid())
+    attributes["sym_name"] = ir.StringAttr.get(f"{source.name}_reduce")
+    return tiled_kernel(
+        [source.inputs[i] for i in used] + list(partials), source.result_types, attributes,
+        source.location, lambda b: ReduceGenerator(plan, b, renumbered, len(used)).run())
+
+
 def reduce_config(plan: KernelPlan, num_warps: int | None = None) -> MatmulConfig:
     """The launch knobs of the reduce kernel: the matmul's (m, n) tiles,
     `num_warps` when the user asks for warps on every kernel (kg-tile's
@@ -132,7 +170,7 @@ def reduce_config(plan: KernelPlan, num_warps: int | None = None) -> MatmulConfi
                         block_n=plan.config.block_n, split_k=plan.split.count)
 
 
-class _SplitGenerator(Generator):
+class _SplitGenerator(MatmulGenerator):
     def _workspace_view(self, node: Node) -> tuple[BufferView, frozenset, list]:
         """The view of `node`'s workspace [S, *shape] in the iteration space
         (the split index runs along the k axis, which the partials do not

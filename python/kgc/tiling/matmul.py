@@ -1,0 +1,283 @@
+"""The matmul schedule: matmul kernels with their prologue and epilogue,
+LoRA's rank-r products beside them, and split-K.
+
+Iteration axes (batch..., m, k, n), and a rank axis after them for LoRA's
+rank-r products (kgc.tiling.low_rank). Programs walk batch, m and n
+(grouped along m for L2 reuse), a loop walks k. The operands of each matmul
+are computed tile by tile in the loop (prologue); values over (batch, m, n)
+are computed after it (epilogue). Factors of an operand that do not vary
+along k, such as the 1/rms of an RMSNorm, move to the epilogue, so that a
+reduction over k inside them runs beside the dot.
+
+Its tile program is `MatmulGenerator`'s (kgc.tiling.matmul_generator). A
+plan split along k (kgc.tiling.split_k) becomes a partials kernel
+(`tiled_form`, `generate`) and a reduce kernel (`follow_up`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from kgc.element_types import element_bits
+from kgc.targets import Target
+from kgc.tiling import low_rank, split_k
+from kgc.tiling.config import ConfigError, MatmulConfig, default_split_k
+from kgc.tiling.graph_model import Node, topological
+from kgc.tiling.index_maps import IndexMap, ceil_div, product
+from kgc.tiling.iteration import (TILE_LOOP, Expansion, KernelPlan, Unplannable, axes_of,
+                                  infer_maps, matmul_operand_maps)
+from kgc.tiling.matmul_generator import MatmulGenerator
+from kgc.tiling.plan import check_index_range, finish_plan, knob
+from kgc.tiling.schedule import Schedule
+
+__all__ = ["MatmulSchedule"]
+
+_MAX_EPILOGUE_ROW = 256  # widest n that a matmul epilogue may reduce over
+# k steps from which a one-wave matmul gets a fourth pipeline stage.
+_LONG_K_STEPS = 64
+
+
+class MatmulSchedule(Schedule):
+    kind = "matmul"
+    config_class = MatmulConfig
+
+    def match(self, order):
+        return any(n.op == "matmul" for n in order)
+
+    def plan(self, outputs, order, config, kernel, target):
+        return _plan_matmul(outputs, order, [n for n in order if n.op == "matmul"], config, kernel,
+                            target)
+
+    # A split-K plan (kgc.tiling.split_k) is tiled as its partials kernel,
+    # which the reduce kernel follows.
+    def generate(self, plan, builder):
+        if plan.split is None:
+            MatmulGenerator(plan, builder).run()
+        else:
+            split_k.PartialsGenerator(plan, builder).run()
+
+    def search_space(self, plan, element, precision, target, runs_on, plannable):
+        # The element the configs are chosen for is the matmuls' operands'
+        # (the widest, where they differ), as planning takes it: an FP8
+        # GEMM's f32 scales are inputs of its kernel too, and would make it
+        # look like an f32 matmul (16-bit seeds, f32 bytes in the split-k
+        # rules).
+        operands = [o.element for n in topological(plan.outputs) if n.op == "matmul"
+                    for o in n.operands]
+        if operands:
+            element = max(operands, key=element_bits)
+        space, seeds = super().search_space(plan, element, precision, target, runs_on,
+                                            plannable)
+        return _legal(space, runs_on, plannable), _legal(seeds, runs_on, plannable)
+
+    def tiled_form(self, plan):
+        return super().tiled_form(plan) if plan.split is None else split_k.partials_form(plan)
+
+    def follow_up(self, plan, results, source):
+        if plan.split is None:
+            return super().follow_up(plan, results, source)
+        reduced = split_k.reduce_kernel(plan, results, source)
+        return list(reduced.results), [reduced]
+
+
+def _legal(configs: list[MatmulConfig], runs_on: Target | None, plannable) -> list[MatmulConfig]:
+    """`configs` without those the kernel cannot take: `tma` where an
+    operand's layout rules TMA out (kgc.tiling.tma) or `runs_on` has no
+    tensor memory accelerator; `split_k` where its reductions over k read
+    one another, or k is one step."""
+    if any(c.tma for c in configs) and not (
+            (runs_on is None or runs_on.tma) and plannable(MatmulConfig(tma=True)) is not None):
+        configs = [c for c in configs if not c.tma]
+    if any(c.split_k for c in configs):
+        split = plannable(MatmulConfig(split_k=2))
+        if split is None or split.split is None:
+            configs = [c for c in configs if not c.split_k]
+    return configs
+
+
+def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
+                 target: Target) -> KernelPlan:
+    check_index_range(order)
+    # Main matmuls share the kernel's output shape and k; side matmuls and
+    # rank-r products beside them are LoRA's (kgc.tiling.low_rank).
+    matmuls, side_matmuls, products = low_rank.classify(matmuls, order, outputs)
+    first = matmuls[0]
+    k_extent = first.operands[0].shape[-1]
+    batch = list(first.shape[:-2])
+    m_extent, n_extent = first.shape[-2], first.shape[-1]
+    extents = batch + [m_extent, k_extent, n_extent]
+    nb = len(batch)
+    axes = (nb, nb + 1, nb + 2)
+    knob_extents = {"m": m_extent, "n": n_extent, "k": k_extent}
+    config = config.canonical(knob_extents, kernel)
+    m_axis, k_axis, n_axis = axes
+    rank = low_rank.shared_rank(products)
+    if rank is not None:
+        extents.append(rank)
+    c_map = IndexMap.select(extents, list(range(nb)) + [m_axis, n_axis])
+    seeds = {mm: c_map for mm in matmuls}
+    reduce_axes = {mm: (k_axis,) for mm in matmuls}
+    dot_axes = low_rank.place(side_matmuls, products, c_map, axes, seeds, reduce_axes)
+
+    # Maps of everything, to find what the epilogue reduces over.
+    maps = infer_maps(order, seeds, reduce_axes, axes)
+    epilogue_reduces_n = any(
+        n_axis in reduce_axes.get(node, ()) for node in order if node.op == "reduce")
+    epilogue_reduces_m = any(
+        m_axis in reduce_axes.get(node, ()) for node in order if node.op == "reduce")
+
+    bits = max(element_bits(mm.operands[0].element) for mm in matmuls)
+    default_k = 64 if bits <= 16 else 32
+    if epilogue_reduces_n:
+        if n_extent > _MAX_EPILOGUE_ROW:
+            raise Unplannable(f"the epilogue reduces over n = {n_extent}, wider than "
+                              f"{_MAX_EPILOGUE_ROW} columns fit in one tile")
+        block_n = n_extent
+        if config.block_n is not None and config.block_n < n_extent:
+            raise Unplannable("the epilogue reduces over n: block_n must cover all of n")
+        default_m = 64
+    else:
+        block_n = None
+        default_m = 128
+    if epilogue_reduces_m and m_extent > _MAX_EPILOGUE_ROW:
+        raise Unplannable(f"the epilogue reduces over m = {m_extent}, more rows than fit a tile")
+    block_m = knob(config.block_m, m_extent if epilogue_reduces_m else
+                    (m_extent if m_extent <= default_m else default_m))
+    if block_n is None:
+        default_n = n_extent if n_extent <= 128 else 128
+        # Few row tiles give few programs: narrower n tiles keep the SMs busy
+        # (down to 64; narrower tiles read the other operand too finely).
+        # With full 128-row tiles (prefill), one wave of 128x128 programs
+        # that fills at least half the SMs beats two waves of 128x64 ones
+        # (H200: 512x14336x4096 in 95 us against 113, 512x4096x4096 in 32
+        # against 34): they narrow only below half.
+        programs = product(batch) * ceil_div(m_extent, block_m)
+        fill = target.sm_count if block_m < default_m else (target.sm_count + 1) // 2
+        while (config.block_n is None and default_n > 64 and default_n < n_extent
+               and programs * ceil_div(n_extent, default_n) < fill):
+            default_n //= 2
+        block_n = knob(config.block_n, default_n)
+    block_k = knob(config.block_k, min(default_k, k_extent))
+    group_m = knob(config.group_m, 8)
+    tiles = product(batch) * ceil_div(m_extent, block_m) * ceil_div(n_extent, block_n)
+    # split_k left to kgc (None): split a kernel whose tiles leave SMs idle,
+    # unless it is persistent or reads through TMA (a choice for big tiles).
+    chosen = config.split_k is None
+    if chosen:
+        splits = 1 if config.num_programs is not None or config.tma or block_k >= k_extent \
+            else default_split_k(tiles, product(batch), m_extent, n_extent, k_extent,
+                                 block_k, bits, target.sm_count)
+    else:
+        splits = split_k.split_count(config.split_k, k_extent, block_k)
+    tile = [1] * nb + [block_m, block_k, block_n] + ([] if rank is None else [rank])
+    expansions = {mm: _expand_matmul(mm, maps, dot_axes.get(mm, axes), reduce_axes)
+                  for mm in matmuls + side_matmuls + list(products)}
+    program_axes = tuple(a for a in list(range(nb)) + [m_axis, n_axis]
+                         if ceil_div(extents[a], tile[a]) > 1)
+    loop_axes = (k_axis,) if block_k < k_extent else ()
+    if side_matmuls and not loop_axes:
+        raise Unplannable("a side matmul of rank-r products needs a k loop to ride along")
+    # Every program computes X A anew for its n tile: kept no wider than the
+    # tile, its dot and its reads of A stay a fraction of the main dot's.
+    for side in side_matmuls:
+        if side.shape[-1] > block_n:
+            raise Unplannable(f"a side matmul of rank {side.shape[-1]} needs an n tile of as "
+                              f"many columns; block_n is {block_n}")
+    # Measured on H100/H200 (benchmarks/sweep_tiles.py): 4 warps up to one
+    # 128x128 accumulator, 8 beyond (two dots share a kernel in a gated
+    # MLP); a deeper pipeline for small tiles.
+    warps_default = 8 if len(matmuls) * block_m * block_n >= 128 * 256 else 4
+    # One wave of programs with a long k loop (a prefill's 128x128 tiles,
+    # one program per SM): a fourth stage hides more of each load than a
+    # second program per SM would (H200: 512x14336x4096 95 us with 4, 116
+    # with 3); several waves keep 3, which lets two programs share an SM.
+    stage_bytes = (block_m + len(matmuls) * block_n) * block_k * bits // 8
+    one_long_wave = (tiles * splits <= target.sm_count
+                     and ceil_div(k_extent, block_k * splits) >= _LONG_K_STEPS
+                     and 4 * stage_bytes <= target.max_shared_memory_per_block)
+    stages_default = (4 if block_m * block_n <= 128 * 64 or one_long_wave else 3) \
+        if loop_axes else 1
+    # The loop flags apply to the k loop; without one they change nothing.
+    flags = {name: getattr(config, name) if loop_axes else None
+             for name in MatmulConfig.LOOP_FLAGS}
+    resolved = MatmulConfig(num_warps=knob(config.num_warps, warps_default),
+                            num_programs=config.num_programs,
+                            num_stages=knob(config.num_stages, stages_default),
+                            block_m=block_m, block_n=block_n, block_k=block_k, group_m=group_m,
+                            # Off is the default: written only when on.
+                            tma=True if config.tma else None,
+                            **flags, **({"split_k": splits} if splits > 1 else {}))
+    plan = finish_plan("matmul", outputs, order, extents, tile, program_axes, loop_axes, seeds,
+                   reduce_axes, expansions, axes, resolved, knob_extents, kernel, dot_axes)
+    if splits > 1:
+        try:
+            split_k.attach(plan, splits, kernel)
+        except (Unplannable, ConfigError):
+            if not chosen:
+                raise
+            # kgc's own split, where this kernel cannot be split: none.
+            plan.split = None
+            plan.config = dataclasses.replace(plan.config, split_k=None)
+    k_loop = {f"tt.{name}": True for name, value in flags.items() if value}
+    if config.num_programs is not None and k_loop.pop("tt.flatten", None):
+        # Triton flattens a loop with the loops nested in it: in a persistent
+        # program that is the tile loop, so that the next tile's loads start
+        # during this tile's epilogue.
+        plan.loop_attributes[TILE_LOOP] = {"tt.flatten": True}
+    if k_loop:
+        plan.loop_attributes[k_axis] = k_loop
+    return plan
+
+
+def _expand_matmul(mm: Node, maps: dict, axes, reduce_axes: dict) -> Expansion:
+    """Moves the factors of each operand that do not vary along k, and hold
+    a reduction over k, out of the dot (the 1/rms of an RMSNorm before the
+    matmul). Pulling a factor out of a cast skips one rounding."""
+    a, b = mm.operands
+    a_map, b_map = matmul_operand_maps(mm, maps[mm], axes)
+    splitter = _FactorSplitter(axes, reduce_axes)
+    core_a = splitter.split(a, a_map)
+    core_b = splitter.split(b, b_map)
+    return Expansion(core_a, core_b, splitter.factors, splitter.divisors)
+
+
+class _FactorSplitter:
+    def __init__(self, matmul_axes, reduce_axes: dict):
+        self.matmul_axes = matmul_axes
+        self.k_axis = matmul_axes[1]
+        self.reduce_axes = reduce_axes
+        self.factors: list[Node] = []
+        self.divisors: list[Node] = []
+
+    def split(self, node: Node, index_map: IndexMap) -> Node:
+        """`node` without the factors it gives up."""
+        if node.op == "cast":
+            inner_map = index_map.broadcast_from(node.shape, node.operands[0].shape)
+            inner = self.split(node.operands[0], inner_map)
+            if inner is node.operands[0]:
+                return node
+            return dataclasses.replace(node, operands=[inner], value=None)
+        if node.op not in ("mul", "div"):
+            return node
+        lhs, rhs = node.operands
+        lhs_map = index_map.broadcast_from(node.shape, lhs.shape)
+        rhs_map = index_map.broadcast_from(node.shape, rhs.shape)
+        if self._movable(rhs, rhs_map):
+            (self.factors if node.op == "mul" else self.divisors).append(rhs)
+            return self.split(lhs, lhs_map)
+        if node.op == "mul" and self._movable(lhs, lhs_map):
+            self.factors.append(lhs)
+            return self.split(rhs, rhs_map)
+        new_lhs = self.split(lhs, lhs_map)
+        if new_lhs is lhs:
+            return node
+        return dataclasses.replace(node, operands=[new_lhs, rhs], value=None)
+
+    def _movable(self, node: Node, index_map: IndexMap) -> bool:
+        """True when `node` does not vary along k but holds a reduction."""
+        if not any(n.op == "reduce" for n in topological([node])):
+            return False
+        try:
+            return self.k_axis not in axes_of(node, index_map, self.reduce_axes, self.matmul_axes)
+        except Unplannable:
+            return False
