@@ -192,9 +192,13 @@ class Artifact:
                 "options": self.options.to_json(), "signature": list(self.signature),
                 "metadata": self.metadata, "resources": self.resources}
 
-    def save(self, directory: str | pathlib.Path, stages=None) -> pathlib.Path:
+    def save(self, directory: str | pathlib.Path, stages=None,
+             sources: str | None = None) -> pathlib.Path:
         """Writes `<name>.<stage>` for every stage (or those of `stages`) and
-        the record `<name>.json`; returns the record's path."""
+        the record `<name>.json`; returns the record's path. The TTGIR's,
+        LLVM IR's and PTX's locations name the TTIR in `sources` (default:
+        `directory`, where it is written; "" for the bare file name, which
+        leaves the files the same wherever they are written)."""
         directory = pathlib.Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         files = {}
@@ -204,7 +208,8 @@ class Artifact:
             content = self.asm[stage]
             if stage in LOCATED_STAGES:
                 # Their locations name the TTIR file written beside them.
-                content = relocate_sources(content, self.name, str(directory))
+                content = relocate_sources(content, self.name,
+                                           str(directory) if sources is None else sources)
             data = content if isinstance(content, bytes) else content.encode()
             path = directory / f"{self.name}.{stage}"
             path.write_bytes(data)

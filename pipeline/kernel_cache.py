@@ -2,13 +2,14 @@
 and, when one is configured, on a server a fleet shares behind it.
 
     store = KernelCache.resolve(cache)       # None: compile everything
-    artifact = store.load(hash)              # local, then remote; or None
-    store.store(artifact)                    # both levels
+    artifact = store.load(key)               # local, then remote; or None
+    store.store(artifact, key)               # both levels
 
 An entry is one artifact (`Artifact.save`'s files) as a zip, named by the
-artifact's content hash (its TTIR without its name, options, target and
-Triton version) under `<cache root>/kernels/`, and on the server under the
-same hash and kgc's version (`remote_cache`). The entry's bytes are framed
+content hash of the compile it answers (the TTIR kgc handed Triton, without
+its name, with options, target and Triton version; the entry records it)
+under `<cache root>/kernels/`, and on the server under the same hash and
+kgc's version (`remote_cache`). The entry's bytes are framed
 with their sha256 (`remote_cache.frame`) in both places, and an artifact
 read back is checked once more by `Artifact.load` (every stage file's
 sha256, and the hash against its TTIR): an entry that fails a check is
@@ -59,15 +60,34 @@ def cache_root() -> pathlib.Path:
     return pathlib.Path(platformdirs.user_cache_dir("kgc", appauthor=False))
 
 
-def artifact_bytes(artifact: Artifact) -> bytes:
-    """An artifact's files (`Artifact.save`) as one deterministic zip."""
+# The member of an entry that names the compile it answers: the content
+# hash of the TTIR kgc asked Triton to compile, which Triton prints anew
+# (its custom form), so that the artifact's own hash differs from it.
+REQUEST = "request.key"
+
+
+def artifact_bytes(artifact: Artifact, request: str | None = None) -> bytes:
+    """An artifact's files (`Artifact.save`) as one deterministic zip, with
+    the key of the compile it answers (default: its own hash)."""
     with tempfile.TemporaryDirectory(prefix="kgc-entry-") as directory:
-        artifact.save(directory)
+        # Locations name the bare TTIR file: an entry's bytes must not
+        # depend on the folder it was packed in.
+        artifact.save(directory, sources="")
         buffer = io.BytesIO()
         with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
             for path in sorted(pathlib.Path(directory).iterdir()):
                 archive.writestr(zipfile.ZipInfo(path.name, _EPOCH), path.read_bytes())
+            archive.writestr(zipfile.ZipInfo(REQUEST, _EPOCH), request or artifact.hash)
     return buffer.getvalue()
+
+
+def request_of(payload: bytes) -> str | None:
+    """The compile key an entry answers, or None where it names none."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(payload)) as archive:
+            return archive.read(REQUEST).decode() if REQUEST in archive.namelist() else None
+    except (zipfile.BadZipFile, ValueError, KeyError, UnicodeDecodeError):
+        return None
 
 
 def artifact_from_bytes(payload: bytes) -> Artifact:
@@ -143,19 +163,23 @@ class KernelCache:
             self._write_local(key, frame(payload))
         return artifact
 
-    def store(self, artifact: Artifact) -> None:
-        payload = artifact_bytes(artifact)
-        self._write_local(artifact.hash, frame(payload))
+    def store(self, artifact: Artifact, key: str | None = None) -> None:
+        """`artifact` under `key`, the content hash of the TTIR whose
+        compile made it (default: the artifact's own hash)."""
+        key = key or artifact.hash
+        payload = artifact_bytes(artifact, key)
+        self._write_local(key, frame(payload))
         if self.remote is not None:
-            self.remote.put("kernel", artifact.hash, payload)
+            self.remote.put("kernel", key, payload)
 
     def _checked(self, key: str, payload: bytes | None, where: str) -> Artifact | None:
         problem = "its sha256 does not match" if payload is None else None
         if payload is not None:
             try:
                 artifact = artifact_from_bytes(payload)
-                if artifact.hash != key:
-                    problem = f"it holds kernel {artifact.hash[:16]}..."
+                answers = request_of(payload) or artifact.hash
+                if answers != key:
+                    problem = f"it holds the compile of {answers[:16]}..."
                 else:
                     return artifact
             except KgcError as error:

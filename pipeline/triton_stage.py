@@ -111,7 +111,7 @@ def compile_kernels(requests: Sequence[tuple[str, KernelOptions]], target: int, 
             compiled[key] = done.outcome
             if store is not None:
                 store.stats["compiled"] += 1
-                store.store(done.outcome)
+                store.store(done.outcome, key)
     return [compiled[key] for key in keys]
 
 

@@ -30,7 +30,7 @@ import tempfile
 import zipfile
 
 from kgc.diagnostics import KgcError
-from kgc.pipeline.kernel_cache import KERNELS, artifact_from_bytes, cache_root
+from kgc.pipeline.kernel_cache import KERNELS, artifact_from_bytes, cache_root, request_of
 from kgc.pipeline.remote_cache import kgc_version, unframe
 from kgc.search.cache import CorruptEntry, check_entry
 
@@ -137,8 +137,9 @@ def _check_content(entry: BundleEntry, data: bytes, where: str) -> None:
         if payload is None:
             raise KgcError(f"{where} does not match its own sha256")
         artifact = artifact_from_bytes(payload)
-        if artifact.hash != pathlib.PurePosixPath(entry.path).stem:
-            raise KgcError(f"{where} holds kernel {artifact.hash[:16]}..., not the one it is "
+        answers = request_of(payload) or artifact.hash
+        if answers != pathlib.PurePosixPath(entry.path).stem:
+            raise KgcError(f"{where} holds the compile of {answers[:16]}..., not the one it is "
                            "named for")
     else:
         try:

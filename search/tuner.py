@@ -347,23 +347,23 @@ class _Search:
             futures[key] = []
             for kernel in module.kernels.values():
                 ttir, options = kernel.asm["ttir"], kernel.options
-                cached = store.load(content_hash(ttir, options, self.target,
-                                                 triton.__version__)) if store else None
-                futures[key].append((kernel, cached if cached is not None else
+                request = content_hash(ttir, options, self.target, triton.__version__)
+                cached = store.load(request) if store else None
+                futures[key].append((kernel, request, cached if cached is not None else
                                      pool.submit(ttir, options, self.target, self.timeout_s)))
         compiled = {}
         for key, pending in futures.items():
             signature, index = key
             variants = kernels[signature]
             outcomes = []
-            for kernel, future in pending:
+            for kernel, request, future in pending:
                 if isinstance(future, Artifact):
                     outcomes.append((kernel, future))
                     continue
                 outcome = future.result().outcome
                 if store is not None and isinstance(outcome, Artifact):
                     store.stats["compiled"] += 1
-                    store.store(outcome)
+                    store.store(outcome, request)
                 outcomes.append((kernel, outcome))
             failed = [outcome for _, outcome in outcomes if not isinstance(outcome, Artifact)]
             if failed:
