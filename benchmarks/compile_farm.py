@@ -15,13 +15,13 @@ which is not counted.
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import time
 
 import ray
 
 import kgc
+from kgc.bench import provenance
 from kgc.parsing import canonical_source
 from kgc.search.farm import Farm
 from kgc.search.space import variant_space
@@ -73,8 +73,7 @@ def main() -> None:
         print(f"{row['cpus']} Ray worker(s): {row['candidates']} candidates in {row['wall_s']} s, "
               f"{row['per_s']} per s ({row['failed']} failed)")
     if args.json:
-        with open(args.json, "w") as handle:
-            json.dump(rows, handle, indent=2)
+        provenance.write_json(args.json, {"rows": rows})
 
 
 if __name__ == "__main__":
