@@ -343,6 +343,17 @@ def bench_command(args) -> int:
                            progress=not args.no_progress)
     print(result.header(time.perf_counter() - started))
     print(result.table())
+    _write_outputs(args, result)
+    failed = result.failed
+    if failed:
+        print(f"kgc: {len(failed)} workload(s) failed: "
+              + ", ".join(f"{row.workload} ({row.kgc_status})" for row in failed), file=sys.stderr)
+        return 1
+    return 0
+
+
+def _write_outputs(args, result) -> None:
+    """The results as JSON (`--json`) and a chart (`--chart`), where asked."""
     for path, write, what in ((args.json, result.write_json, "results"),
                               (args.chart, result.write_chart, "chart")):
         if path is not None:
@@ -351,12 +362,6 @@ def bench_command(args) -> int:
             except OSError as error:
                 raise KgcError(f"cannot write '{path}': {error.strerror}") from None
             print(f"wrote the {what} to {path}")
-    failed = result.failed
-    if failed:
-        print(f"kgc: {len(failed)} workload(s) failed: "
-              + ", ".join(f"{row.workload} ({row.kgc_status})" for row in failed), file=sys.stderr)
-        return 1
-    return 0
 
 
 def models_command(args) -> int:
@@ -404,14 +409,7 @@ def models_command(args) -> int:
     print(f"kgc model suite on {result.device}, {result.settings['dtype']}, "
           f"{time.perf_counter() - started:.0f} s")
     print(result.table())
-    for path, write, what in ((args.json, result.write_json, "results"),
-                              (args.chart, result.write_chart, "chart")):
-        if path is not None:
-            try:
-                write(path)
-            except OSError as error:
-                raise KgcError(f"cannot write '{path}': {error.strerror}") from None
-            print(f"wrote the {what} to {path}")
+    _write_outputs(args, result)
     failed = result.failed
     if failed:
         print(f"kgc: {len(failed)} of {len(result.rows)} model rows are not correct: "
