@@ -17,6 +17,7 @@ which the bench reports in the workload's row.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Callable
 
@@ -44,33 +45,35 @@ def make_kgc(workload: Workload, effort: str, reps: int, verbose: bool):
     """The workload's graph after superoptimize (cache on, each candidate
     timed over about `reps` calls), with the search's `.report`."""
     from kgc.api import superoptimize
-    from kgc.diagnostics import KgcError
 
-    try:
-        compiled = superoptimize(workload.build(), effort=effort, profile_iters=reps,
-                                 verbose=verbose)
-    except KgcError as error:
-        raise Unavailable("; ".join((f"{d.location}: " if d.location else "") + d.message
-                                    for d in error.diagnostics)) from None
-    except Exception as error:  # a failure of the compiler is this row's result, not the run's
-        _LOG.debug("kgc failed on %s", workload.name, exc_info=True)
-        raise Unavailable(f"kgc failed: {first_line(error)}") from None
-    return compiled
+    with _compile_failures(workload, "kgc"):
+        return superoptimize(workload.build(), effort=effort, profile_iters=reps,
+                             verbose=verbose)
 
 
 def make_kgc_default(workload: Workload):
     """The workload's graph through `kgc.compile`: kgc's default choices for
     the current GPU, no search."""
     from kgc.api import compile as compile_graph
+
+    with _compile_failures(workload, "kgc's default compile"):
+        return compile_graph(workload.build())
+
+
+@contextlib.contextmanager
+def _compile_failures(workload: Workload, who: str):
+    """A compile's failure as this row's result (`Unavailable`), not the
+    run's: kgc's own errors with their locations, anything else by its
+    first line (the traceback logged at debug level)."""
     from kgc.diagnostics import KgcError
 
     try:
-        return compile_graph(workload.build())
+        yield
     except KgcError as error:
         raise Unavailable("; ".join((f"{d.location}: " if d.location else "") + d.message
                                     for d in error.diagnostics)) from None
-    except Exception as error:  # a failure of the compiler is this row's result, not the run's
-        _LOG.debug("kgc's default compile failed on %s", workload.name, exc_info=True)
+    except Exception as error:
+        _LOG.debug("%s failed on %s", who, workload.name, exc_info=True)
         raise Unavailable(f"kgc failed: {first_line(error)}") from None
 
 
