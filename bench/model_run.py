@@ -104,7 +104,10 @@ class ModelSuiteResult:
     def write_json(self, path) -> None:
         from kgc.bench import provenance
 
-        provenance.write_json(path, self.to_dict())
+        # The models' code is transformers': its version is part of what
+        # produced the numbers.
+        provenance.write_json(path, self.to_dict(),
+                              packages=("kgc", "torch", "triton", "transformers"))
 
     def table(self) -> str:
         timed = bool(self.settings.get("timed"))
@@ -243,7 +246,7 @@ def run_models(specs: Sequence[ModelSpec], *, device: str = "cuda", seed: int = 
     name = torch.cuda.get_device_name() if size == GPU else "CPU (kgc's CPU executor)"
     settings = {"size": size, "dtype": str(dtype).removeprefix("torch."),
                 "reference_dtype": str(reference_dtype).removeprefix("torch."), "seed": seed,
-                "reps": reps, "timed": timed and size == GPU, "versions": _versions()}
+                "reps": reps, "timed": timed and size == GPU}
     return ModelSuiteResult(name, settings, rows)
 
 
@@ -457,13 +460,3 @@ def _first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text.splitlines()[0]}" if text else type(error).__name__
 
 
-def _versions() -> dict:
-    from importlib import metadata
-
-    versions = {}
-    for package in ("kgc", "torch", "triton", "transformers"):
-        try:
-            versions[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            versions[package] = None
-    return versions

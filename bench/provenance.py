@@ -55,11 +55,11 @@ def _git(folder: pathlib.Path, *arguments: str) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
-def _versions() -> dict:
+def _versions(packages: Sequence[str] = _PACKAGES) -> dict:
     from importlib import metadata
 
     versions = {}
-    for package in _PACKAGES:
+    for package in packages:
         try:
             versions[package] = metadata.version(package)
         except metadata.PackageNotFoundError:
@@ -101,9 +101,10 @@ def command_line(argv: Sequence[str] | None = None, root: pathlib.Path | None = 
     return shlex.join(words + [portable(a) for a in argv[1:]])
 
 
-def collect(argv: Sequence[str] | None = None) -> dict:
+def collect(argv: Sequence[str] | None = None, packages: Sequence[str] = _PACKAGES) -> dict:
     """The provenance of a result made now by this process, run as `argv`
-    (default sys.argv); see the module docstring."""
+    (default sys.argv), with the versions of `packages`; see the module
+    docstring."""
     root = _source_root()
     commit = dirty = None
     if root is not None:
@@ -116,15 +117,16 @@ def collect(argv: Sequence[str] | None = None) -> dict:
         commit = os.environ.get("KGC_SOURCE_COMMIT") or None
         dirty = {"1": True, "0": False}.get(os.environ.get("KGC_SOURCE_DIRTY", ""))
     return {"commit": commit, "dirty": dirty, "gpu": _gpu(),
-            "versions": _versions(),
+            "versions": _versions(packages),
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "command": command_line(argv, root)}
 
 
-def write_json(path, data: dict, argv: Sequence[str] | None = None, indent: int = 2) -> None:
+def write_json(path, data: dict, argv: Sequence[str] | None = None, indent: int = 2,
+               packages: Sequence[str] = _PACKAGES) -> None:
     """`data` (a dict of results) written to `path` as JSON, with its
-    provenance under "provenance"."""
+    provenance (the versions of `packages`) under "provenance"."""
     if not isinstance(data, dict):
         raise TypeError(f"results to write are a dict, not {type(data).__name__}")
-    record = {"provenance": collect(argv), **data}
+    record = {"provenance": collect(argv, packages), **data}
     pathlib.Path(path).write_text(json.dumps(record, indent=indent) + "\n")

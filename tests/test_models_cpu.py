@@ -196,6 +196,8 @@ def test_the_cli_exits_non_zero_when_a_row_is_wrong(monkeypatch, capsys):
 def test_the_suites_json_says_what_produced_it(tmp_path):
     import json
 
+    import transformers
+
     from kgc.bench.provenance import FIELDS
 
     result = model_run.ModelSuiteResult("CPU", {"size": "cpu"}, [model_run.ModelRow("m", "r")])
@@ -203,3 +205,4 @@ def test_the_suites_json_says_what_produced_it(tmp_path):
     result.write_json(path)
     data = json.loads(path.read_text())
     assert set(FIELDS) <= set(data["provenance"]) and data["rows"][0]["model"] == "m"
+    assert data["provenance"]["versions"]["transformers"] == transformers.__version__
