@@ -169,6 +169,13 @@ def greedy_partition(graph: FusionGraph, decisions: FusionDecisions = FusionDeci
         rule = schedule.fusion_rule
         if rule and decisions.allows(rule) and _gather(graph, schedule, group_of, groups):
             kinds_made.add(rule)
+    # A merge refused for two groups stays refused while neither grows:
+    # what it depends on (the kind, a cycle, the plan) is theirs alone, and
+    # merging other groups only adds paths between groups, never removes
+    # one. Without this, every pass of the loop below would check each
+    # refused pair again, a cycle search and a plan each.
+    version: dict[int, int] = dict.fromkeys(groups, 0)
+    refused: set[tuple[int, int, int, int]] = set()
     changed = True
     while changed:
         changed = False
@@ -178,18 +185,17 @@ def greedy_partition(graph: FusionGraph, decisions: FusionDecisions = FusionDeci
                 source = group_of.get(id(operand))
                 if source is None or source == target:
                     continue
+                pair = (source, target, version[source], version[target])
+                if pair in refused:
+                    continue
+                if not _merges(graph, decisions, groups, group_of, source, target):
+                    refused.add(pair)
+                    continue
                 kind = merge_kind(groups[source], groups[target])
-                if not decisions.allows(kind):
-                    continue
-                merged = graph.in_program_order(groups[source] + groups[target])
-                if _creates_cycle(graph, source, target, group_of) or not graph.plannable(merged):
-                    continue
-                if kind in (FOLD_RMS_NORM, FUSE_PROLOGUE) and \
-                        _costs_the_split(graph, groups[target], merged):
-                    continue
                 for node in groups[source]:
                     group_of[id(node)] = target
-                groups[target] = merged
+                groups[target] = graph.in_program_order(groups[source] + groups[target])
+                version[target] += 1
                 del groups[source]
                 if kind is not None:
                     kinds_made.add(kind)
@@ -197,6 +203,19 @@ def greedy_partition(graph: FusionGraph, decisions: FusionDecisions = FusionDeci
     ordered = sorted(groups.values(), key=lambda g: graph.position(g[-1]))
     origin = str(decisions)
     return GreedyResult(Partition.of_groups(graph, ordered, origin), ordered, frozenset(kinds_made))
+
+
+def _merges(graph: FusionGraph, decisions: FusionDecisions, groups: dict, group_of: dict,
+            source: int, target: int) -> bool:
+    """Whether group `source` may be merged into its consumer group `target`."""
+    kind = merge_kind(groups[source], groups[target])
+    if not decisions.allows(kind):
+        return False
+    merged = graph.in_program_order(groups[source] + groups[target])
+    if _creates_cycle(graph, source, target, group_of, groups) or not graph.plannable(merged):
+        return False
+    return not (kind in (FOLD_RMS_NORM, FUSE_PROLOGUE) and
+                _costs_the_split(graph, groups[target], merged))
 
 
 def _gather(graph: FusionGraph, schedule: Schedule, group_of: dict, groups: dict) -> bool:
@@ -247,15 +266,16 @@ def _escapes_inside(graph: FusionGraph, core: list[Node], output: Node) -> bool:
                for n in core)
 
 
-def _creates_cycle(graph: FusionGraph, source: int, target: int, group_of: dict) -> bool:
+def _creates_cycle(graph: FusionGraph, source: int, target: int, group_of: dict,
+                   groups: dict) -> bool:
     """True when a path from group `source` reaches group `target` through
     another group, or leaves either through an op that is not fused and
     comes back (merging would make a kernel depend on itself, or leave it no
     place among the ops that stay where they are). A path that enters
     another group leaves it from any of its ops: the group is one kernel,
     each of whose results waits for all of its inputs."""
-    members = [n for n in graph.nodes if group_of.get(id(n)) in (source, target)]
-    frontier = [u for n in members if group_of.get(id(n)) == source
+    members = groups[source] + groups[target]
+    frontier = [u for n in groups[source]
                 for u in graph.users[id(n)] if group_of.get(id(u)) not in (source, target)]
     frontier += [u for n in members for u in graph.after_outside_uses(n)]
     seen: set[int] = set()
@@ -270,7 +290,7 @@ def _creates_cycle(graph: FusionGraph, source: int, target: int, group_of: dict)
             return True
         if group is not None and group not in entered:
             entered.add(group)
-            frontier.extend(n for n in graph.nodes if group_of.get(id(n)) == group)
+            frontier.extend(groups[group])
         frontier.extend(graph.users[id(node)])
         frontier.extend(graph.after_outside_uses(node))
     return False
