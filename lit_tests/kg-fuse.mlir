@@ -8,7 +8,11 @@
 // RUN: kgc-opt %s --kg-decompose --kg-fuse | FileCheck %s
 // The attention kernels of the first part without the attention fusion:
 // RUN: kgc-opt %s --kg-decompose --kg-fuse='fuse-attention=false' | FileCheck %s --check-prefix=NOATT
-// The second part, from the line `// A gated MLP of one row whose projections come back as (1, 1, N), as a
+// The second part, from the line `// PRIMITIVE INPUT`, is made of primitives
+// already and runs through kg-fuse alone:
+// RUN: sed -n '/^\/\/ PRIMITIVE INPUT$/,$p' %s | kgc-opt --kg-fuse | FileCheck %s --check-prefix=PRIM
+
+// A gated MLP of one row whose projections come back as (1, 1, N), as a
 // module's (batch, sequence, features) do. The reshape adds a dimension of
 // size 1 and reads the matmuls' own elements, so silu(g) * u is the
 // epilogue of one kernel of both matmuls, as it is for 8 rows; a one-row
@@ -52,9 +56,27 @@ func.func @matmul_sliced(%x: tensor<16x256xf16>, %w: tensor<256x64xf16>) -> tens
   return %e : tensor<16x32xf16>
 }
 
-// PRIMITIVE INPUT`, is made of primitives
-// already and runs through kg-fuse alone:
-// RUN: sed -n '/^\/\/ PRIMITIVE INPUT$/,$p' %s | kgc-opt --kg-fuse | FileCheck %s --check-prefix=PRIM
+// A slice read in two pieces by two reductions is stored for the second,
+// so it cannot join the kernel of the first, which iterates over the
+// first piece only and would store the slice in part; it becomes a kernel
+// of its own that each reduction reads.
+// CHECK-LABEL: func.func @slice_read_in_two_pieces(
+// CHECK: %[[Q:.*]] = kg.kernel @slice_read_in_two_pieces_0_pointwise(%arg0) : (tensor<5x144xf32>) -> tensor<5x48xf32>
+// CHECK: %[[A:.*]] = kg.kernel @slice_read_in_two_pieces_1_reduction(%[[Q]]) : (tensor<5x48xf32>) -> tensor<5x1xf32>
+// CHECK: %[[B:.*]] = kg.kernel @slice_read_in_two_pieces_2_reduction(%[[Q]]) : (tensor<5x48xf32>) -> tensor<5x1xf32>
+// CHECK: kg.kernel @slice_read_in_two_pieces_3_pointwise(%arg0, %[[A]], %[[B]])
+func.func @slice_read_in_two_pieces(%y: tensor<5x144xf32>) -> tensor<5x48xf32> {
+  %q = kg.slice %y offsets [0, 0] strides [1, 1] : tensor<5x144xf32> -> tensor<5x48xf32>
+  %k = kg.slice %y offsets [0, 48] strides [1, 1] : tensor<5x144xf32> -> tensor<5x48xf32>
+  %a = kg.slice %q offsets [0, 0] strides [1, 1] : tensor<5x48xf32> -> tensor<5x17xf32>
+  %b = kg.slice %q offsets [0, 17] strides [1, 1] : tensor<5x48xf32> -> tensor<5x31xf32>
+  %sa = kg.reduce sum %a dims [1] keepdim : tensor<5x17xf32> -> tensor<5x1xf32>
+  %sb = kg.reduce sum %b dims [1] keepdim : tensor<5x31xf32> -> tensor<5x1xf32>
+  %r = kg.relu %k : tensor<5x48xf32>
+  %t = kg.add %r, %sa : (tensor<5x48xf32>, tensor<5x1xf32>) -> tensor<5x48xf32>
+  %u = kg.sub %t, %sb : (tensor<5x48xf32>, tensor<5x1xf32>) -> tensor<5x48xf32>
+  return %u : tensor<5x48xf32>
+}
 
 // ---------------------------------------------------------------------------
 // Reductions with prologue and epilogue: one kernel each

@@ -134,3 +134,33 @@ def test_norm_reduces_the_whole_head_when_rotary_halves_read_it(seq, heads, head
     eager = kgc.reference.evaluate(built, None, inputs)
     exact = kgc.reference.evaluate(built, None, inputs, exact=True)
     assert_as_accurate_as_eager(results, eager, exact, who="the tiled kernels")
+
+
+def sliced_twice(rows: int, first: int) -> kgc.Graph:
+    """A slice `q` of a fused projection, stored because two reductions
+    read it in two pieces (GPT-2's split of its qkv projection, then a
+    split of q). The first reduction's kernel iterates over its piece."""
+    g = kgc.Graph("sliced_twice")
+    y = g.input("y", (rows, 144), "f32")
+    q = g.slice(y, [0, 0], [rows, 48])
+    k = g.slice(y, [0, 48], [rows, 48])
+    head = g.sum(g.slice(q, [0, 0], [rows, first]), -1, keepdim=True)
+    tail = g.mean(g.slice(q, [0, first], [rows, 48 - first]), -1, keepdim=True)
+    g.output(g.relu(k) + head - tail)
+    return g
+
+
+@pytest.mark.parametrize("rows", [1, 3, 17])
+@pytest.mark.parametrize("first", [1, 17, 24, 47])
+def test_a_value_read_in_pieces_is_stored_whole(rows, first):
+    # `q` fused into the kernel of the first reduction was stored only
+    # over that reduction's window of its columns; the second reduction
+    # then read elements no kernel had written (on a GPU, whatever memory
+    # held). A kernel's iteration must reach every element of what it
+    # stores.
+    module = tiled(sliced_twice(rows, first))
+    y = torch.randn(rows, 144, generator=torch.Generator().manual_seed(rows * 100 + first))
+    results = run_tiled(module, None, y)
+    expected = torch.relu(y[:, 48:96]) + y[:, :first].sum(-1, keepdim=True) \
+        - y[:, first:48].mean(-1, keepdim=True)
+    torch.testing.assert_close(results, expected, atol=1e-5, rtol=1e-5)

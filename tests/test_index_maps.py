@@ -193,3 +193,20 @@ def test_tile_arithmetic():
     assert [next_power_of_two(n) for n in (0, 1, 2, 3, 4, 17, 1000, 1024, 4097)] == \
         [1, 1, 2, 4, 4, 32, 1024, 1024, 8192]
     assert [ceil_div(n, 4) for n in (1, 4, 5, 17)] == [1, 1, 2, 5]
+
+
+def test_covers_asks_every_index_of_the_value_to_be_reached():
+    whole = IndexMap.identity((5, 48))
+    assert whole.covers((5, 48))
+    # The first 17 columns of a (5, 48) value: a kernel iterating over them
+    # would store a (5, 48) result in part.
+    window = IndexMap.identity((5, 17))
+    assert window.covers((5, 17)) and not window.covers((5, 48))
+    shifted = window.sliced_from((0, 17), (1, 1))
+    assert not shifted.covers((5, 48))
+    # A dimension no axis reads covers only a size of 1.
+    row = IndexMap.select((5, 48), (None, 1))
+    assert row.covers((1, 48)) and not row.covers((2, 48))
+    # Two dims reading one axis (a diagonal) reach n of n*n indices.
+    diagonal = IndexMap.select((4,), (0, 0))
+    assert not diagonal.covers((4, 4))

@@ -14,6 +14,7 @@ possible on a buffer, whose elements sit at affine addresses anyway
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from typing import Sequence
 
@@ -80,6 +81,36 @@ class IndexMap:
             c == 0 or self.extents[j] == 1 for j, c in enumerate(self.rows[k]))
 
     # -- views, from a value's map to its operand's map -------------------
+
+    def covers(self, shape: Sequence[int]) -> bool:
+        """Whether the points of the iteration space (within the windows)
+        reach every index of a value of `shape`: a kernel result stored
+        through this map is then written whole. Rows of one axis each, with
+        different axes, are checked as ranges; a small map of any other
+        form is enumerated, a large one is taken as covering."""
+        axes = [self.axis_of_row(k) for k in range(self.rank)]
+        simple = all(axis is not None or not any(row) for axis, row in zip(axes, self.rows))
+        used = [axis for axis in axes if axis is not None]
+        if simple and len(used) == len(set(used)):
+            for k, size in enumerate(shape):
+                if axes[k] is None:
+                    if size != 1 or self.offsets[k] != 0:
+                        return False
+                    continue
+                lo, hi = self.windows[axes[k]]
+                if lo + self.offsets[k] > 0 or hi + self.offsets[k] < size:
+                    return False
+            return True
+        depends = sorted(self.depends_on())
+        points = math.prod(self.windows[j][1] - self.windows[j][0] for j in depends)
+        if points > 1 << 20:
+            return True
+        reached = set()
+        for point in itertools.product(*(range(*self.windows[j]) for j in depends)):
+            full = dict(zip(depends, point))
+            reached.add(tuple(sum(c * full.get(j, 0) for j, c in enumerate(row)) + offset
+                              for row, offset in zip(self.rows, self.offsets)))
+        return all(index in reached for index in itertools.product(*map(range, shape)))
 
     def broadcast_from(self, result_shape: Sequence[int], operand_shape: Sequence[int]) -> "IndexMap":
         """The map of an operand that numpy-broadcasts to the result. A

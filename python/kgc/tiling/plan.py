@@ -80,6 +80,11 @@ def finish_plan(kind, outputs, order, extents, tile, program_axes, loop_axes, se
         if output not in maps:
             raise Unplannable(f"output {output.op} {output.shape} does not follow the kernel's "
                               f"iteration over {extents}")
+        if not maps[output].covers(output.shape):
+            # A value stored through a window of the iteration (a slice of
+            # it read inside the kernel) would be written in part.
+            raise Unplannable(f"output {output.op} {output.shape} is only partly reached by "
+                              f"the kernel's iteration over {extents}")
         output_maps.append(maps[output])
     for node in order:
         if node.op == "reduce" and node not in reduce_axes:
