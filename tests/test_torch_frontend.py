@@ -160,6 +160,12 @@ CASES = [
      "CHECK: kg.broadcast_to {{.*}} -> tensor<2x3x17xf32>\nCHECK: kg.mul"),
     ("slice_cat", lambda x: torch.cat((-x[..., 9:], x[..., :9]), dim=-1) * 2, [(3, 18)],
      "CHECK: kg.slice\nCHECK: kg.neg\nCHECK: kg.slice\nCHECK: kg.concat\nCHECK: kg.mul"),
+    # A fused projection split after its matmul (GPT-2's c_attn, Phi-3's
+    # qkv_proj): each piece a slice, by sizes and by a chunk size.
+    ("split_with_sizes", lambda x: (lambda a, b, c: a * b + c[..., 1:6])(*x.split([5, 5, 7], -1)),
+     [(3, 17)], "CHECK: kg.slice\nCHECK: kg.slice\nCHECK: kg.slice\nCHECK: kg.mul\nCHECK: kg.add"),
+    ("split_chunks", lambda x: (lambda a, b, c: a - b * c)(*torch.split(x, 6, dim=0)), [(18, 3)],
+     "CHECK: kg.slice {{.*}} -> tensor<6x3xf32>\nCHECK: kg.mul\nCHECK: kg.sub"),
     # Padding that also cuts (a negative amount), as slices and constant
     # blocks joined.
     ("constant_pad", lambda x: F.pad(x, (1, -2, 0, 3), value=0.5) * 2, [(3, 17)],
@@ -802,3 +808,16 @@ def test_every_extra_with_torch_brings_numpy_so_torch_imports_without_a_warning(
     assert {"torch", "bench", "test"} <= set(with_torch)
     for name in with_torch:
         assert any(r.startswith("numpy") for r in extras[name]), name
+
+
+@pytest.mark.parametrize("rows", [1, 3, 17, 1000])
+def test_a_fused_projection_split_after_its_matmul_runs_in_kgc_kernels(rows):
+    # GPT-2's attention input: one matmul for q, k and v, split into its
+    # three pieces, each read by other ops.
+    projection = torch.nn.Linear(64, 3 * 48)
+
+    def attention_inputs(x):
+        q, k, v = projection(x).split(48, dim=-1)
+        return torch.relu(k) * v + q.sum(-1, keepdim=True) - q[..., 17:].mean(-1, keepdim=True)
+
+    _run_tiled(attention_inputs, _randn(rows, 64))

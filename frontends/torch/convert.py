@@ -76,6 +76,9 @@ _FLOATS = ("f32", "f16", "bf16")
 # Ops that only rename or re-lay out elements: they never make a partition
 # worth a kernel on their own, and PyTorch does them without copying.
 _LAYOUT_OPS: set = set()
+# Multi-result ops whose converter computes every result (a fused attention
+# op computes only the ones its backward reads).
+_EVERY_RESULT: set = set()
 
 
 @dataclasses.dataclass
@@ -109,15 +112,18 @@ Converter = Callable[[Context, dict[str, Any]], Any]
 CONVERTERS: dict[Any, Converter] = {}
 
 
-def converts(*targets, layout: bool = False):
+def converts(*targets, layout: bool = False, every_result: bool = False):
     """Registers a converter for aten overloads `targets`; `layout` marks
     ops that move no data by themselves (views, copies, casts of a dtype to
-    itself)."""
+    itself); `every_result`, ops of several results that kgc computes all
+    of."""
     def register(function: Converter) -> Converter:
         for target in targets:
             CONVERTERS[target] = function
             if layout:
                 _LAYOUT_OPS.add(target)
+            if every_result:
+                _EVERY_RESULT.add(target)
         return function
     return register
 
@@ -944,6 +950,27 @@ def _slice(ctx, a):
     return ctx.graph.slice(x, offsets, ctx.out_shape, strides)
 
 
+@converts(aten.split_with_sizes.default, aten.split.Tensor, layout=True, every_result=True)
+def _split(ctx, a):
+    """Each piece a slice: the fused projections of GPT-2 (`c_attn`) and
+    Phi-3 (`qkv_proj`, `gate_up_proj`) split after their matmul, which
+    then fuses with what reads each piece."""
+    x = a["input"]
+    dim = _static_value(a.get("dim", 0), "split dim") % x.ndim
+    pieces, start = [], 0
+    for index, value in enumerate(ctx.value):
+        if isinstance(value.shape[dim], torch.SymInt):
+            raise Unsupported(f"a split along dim {dim}, whose pieces have dynamic sizes")
+        shape = static_shape(value.shape, f"piece #{index} of the split")
+        if shape[dim] == 0:
+            raise Unsupported(f"a split with an empty piece (#{index})")
+        offsets = [0] * x.ndim
+        offsets[dim] = start
+        pieces.append(x if shape == x.shape else ctx.graph.slice(x, offsets, shape))
+        start += shape[dim]
+    return tuple(pieces)
+
+
 @converts(aten.select.int, layout=True)
 def _select(ctx, a):
     x = a["input"]
@@ -1380,7 +1407,7 @@ def unsupported_reason(node: torch.fx.Node) -> str | None:
     if node.target is operator.getitem:
         source = node.args[0]
         if not isinstance(source, torch.fx.Node) or source.target not in CONVERTERS \
-                or node.args[1] != 0:
+                or (node.args[1] != 0 and source.target not in _EVERY_RESULT):
             return f"result #{node.args[1]} of {op_name(source)} is not computed by kgc"
         return unsupported_reason(source)
     if node.target not in CONVERTERS:
