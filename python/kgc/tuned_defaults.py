@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import importlib.resources
 import json
 import math
@@ -141,6 +142,11 @@ class TunedTable:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1, sort_keys=True) + "\n"
+
+    def fingerprint(self) -> str:
+        """A digest of the table's content: what a cache of results that
+        depend on the default compile keys them by."""
+        return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
 
 
 def log_distance(a: Mapping[str, int], b: Mapping[str, int]) -> float:
