@@ -249,24 +249,34 @@ def default_kernels(shape: Shape, target: int):
 
 def measure_shape(shape: Shape, target: int, budget_s: float, effort: str, verbose: bool):
     """The table's entries for `shape`: superoptimize with kgc's heuristics
-    as the default, then per kernel of the default partition the fastest
-    timed config, its time and the heuristic's."""
+    as the default (`entries_from_report`)."""
     from kgc.search.tuner import superoptimize
-    from kgc.tiling.config import KernelConfig
-    from kgc.tuned_defaults import Entry
 
     with tuned_defaults_setting("off"):
         kernels = default_kernels(shape, target)
         graph = superoptimize(shape.build(), target=target, budget_s=budget_s, effort=effort,
                               cache=False, verbose=verbose)
+    return entries_from_report(shape, kernels, graph.report)
+
+
+def entries_from_report(shape: Shape, kernels, report) -> list:
+    """Per kernel of the default partition (`default_kernels`), the fastest
+    config the search's `report` timed for it (written `portable`), its
+    time and the heuristic config's time."""
+    from kgc.tiling.config import KernelConfig
+    from kgc.tuned_defaults import Entry
+
     entries = []
     for signature, key, kind, extents in kernels:
         if key is None:
             continue
-        rows = [row for row in graph.report.rows if row.signature == signature
+        rows = [row for row in report.rows if row.signature == signature
                 and row.status == "timed" and row.time_us is not None]
         heuristic = [row.time_us for row in rows if row.default]
-        if not rows or not heuristic:
+        # A search that timed nothing but the heuristic's config (its budget
+        # spent) says nothing of which config wins: no entry, so that nearby
+        # shapes keep their own heuristics.
+        if len(rows) < 2 or not heuristic:
             continue
         best = min(rows, key=lambda row: row.time_us)
         config = portable(KernelConfig.from_dict(best.config), extents)

@@ -140,8 +140,9 @@ def plan_kernel(kernel: ir.Operation, options: KernelConfig | None = None,
     """The plan of a kernel in graph form for `target` (a Target or an SM
     version; None: the default), with the knobs of its attributes,
     overridden by those `options` sets; a kernel given no knob takes the
-    tuned-defaults `table`'s config where it suits (None: no table; by
-    default the one `KGC_TUNED_DEFAULTS` names, `kgc.tuned_defaults`)."""
+    tuned-defaults `table`'s config where it suits (a TunedTable, None for
+    none, or a setting as kg-tile's `tuned-defaults` option takes it; by
+    default the table `KGC_TUNED_DEFAULTS` names, `kgc.tuned_defaults`)."""
     name = kernel_name(kernel)
     outputs = kernel_graph(kernel)
     try:
@@ -149,7 +150,8 @@ def plan_kernel(kernel: ir.Operation, options: KernelConfig | None = None,
         if options is not None:
             config = config.merged(options)
         if isinstance(table, str):
-            table = resolve(None, target_for(target).sm)
+            setting = None if table == FROM_ENVIRONMENT else table
+            table = resolve(setting, target_for(target).sm)
         plan = plan_group(outputs, config, name, target, table)
     except TunedTableError as error:
         raise PassFailure(error.message, kernel.location) from None

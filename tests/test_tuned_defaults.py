@@ -15,7 +15,8 @@ import pytest
 from mlir import ir
 
 import kgc
-from kgc.bench.tune_defaults import Shape, corpus, default_kernels, portable, read_shapes
+from kgc.bench.tune_defaults import (Shape, corpus, default_kernels, entries_from_report,
+                                     portable, read_shapes)
 from kgc.passes.tile import plan_kernel
 from kgc.pipeline.compiler import compile_module
 from kgc.targets import table_record
@@ -170,6 +171,35 @@ def test_the_builders_kernels_are_keyed_as_the_compile_looks_them_up():
     assert norm[1] == _key(3, 33, 64, variant="norm")
 
 
+def test_the_builder_records_the_fastest_timed_config_against_the_heuristics():
+    from kgc.search.tuner import CandidateRow, SearchReport
+
+    shape = Shape.of("matmul", m=17, n=777, k=1000)
+    kernels = default_kernels(shape, 90)
+    ((signature, key, kind, extents),) = kernels
+    heuristic = MatmulConfig(block_m=17, block_n=64, block_k=64, group_m=1, num_warps=4,
+                             num_stages=4)
+    fast = MatmulConfig(block_m=17, block_n=32, block_k=128, group_m=1, num_warps=4,
+                        num_stages=3)
+
+    def report(*rows):
+        return SearchReport(list(rows), [], None, None, 1.0)
+
+    rows = [CandidateRow("k", signature, heuristic.to_dict(), True, "timed", 9.0),
+            CandidateRow("k", signature, fast.to_dict(), False, "timed", 6.0),
+            # Faster, but wrong, or another kernel's: never recorded.
+            CandidateRow("k", signature, TABLE_MATMUL.to_dict(), False, "rejected", 1.0),
+            CandidateRow("k", "other", TABLE_MATMUL.to_dict(), False, "timed", 2.0)]
+    (entry,) = entries_from_report(shape, kernels, report(*rows))
+    assert (entry.kind, entry.element, entry.variant) == ("matmul", "f16", "")
+    assert entry.features == {"batch": 1, "m": 17, "n": 777, "k": 1000}
+    # The 17-row tile covered the rows: written as the power of two that does.
+    assert entry.config == dataclasses.replace(fast, block_m=32)
+    assert (entry.time_us, entry.heuristic_us, entry.workload) == (6.0, 9.0, shape.name)
+    # Only the heuristic's config timed (the budget spent): nothing learnt.
+    assert entries_from_report(shape, kernels, report(rows[0], rows[2])) == []
+
+
 def test_portable_configs_cover_their_axis_with_a_power_of_two():
     config = MatmulConfig(block_m=17, block_n=64, block_k=1000, num_warps=4)
     moved = portable(config, {"m": 17, "n": 777, "k": 1000})
@@ -245,8 +275,11 @@ def test_the_search_plans_its_default_from_the_table(tmp_path, monkeypatch):
         (kernel,) = kernels_in(module.operation)
         plan, _ = plan_kernel(kernel, target=SM90)
         assert plan.config == TABLE_MATMUL.canonical({"m": 17, "n": 777, "k": 1000})
-        plan, _ = plan_kernel(kernel, target=SM90, table=None)
-        assert plan.config.block_n != TABLE_MATMUL.block_n
+        for table in (None, "off"):
+            plan, _ = plan_kernel(kernel, target=SM90, table=table)
+            assert plan.config.block_n != TABLE_MATMUL.block_n
+        plan, _ = plan_kernel(kernel, target=SM90, table=str(tmp_path / "sm_90.json"))
+        assert plan.config == TABLE_MATMUL.canonical({"m": 17, "n": 777, "k": 1000})
 
 
 def test_the_search_cache_keys_results_by_the_table_in_use(tmp_path, monkeypatch):

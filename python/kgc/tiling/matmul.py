@@ -93,16 +93,19 @@ class MatmulSchedule(Schedule):
 
     def tuned_config(self, plan, table, target):
         config = super().tuned_config(plan, table, target)
-        if config is None or config.block_k is None:
-            return config
+        if config is None:
+            return None
         # The pipeline's stages must fit the target's shared memory (a
-        # config measured beside a narrower kernel of one dot may not).
+        # config measured on a kernel of one dot may not, beside two). Knobs
+        # the entry leaves open are sized as the heuristics sized them.
+        def size(knob: str) -> int:
+            value = getattr(config, knob)
+            return value if value is not None else getattr(plan.config, knob)
+
         main = [mm for mm in plan.expansions if mm not in plan.dot_axes]
         bits = max(element_bits(o.element) for mm in main for o in mm.operands)
-        stage_bytes = ((config.block_m or plan.knob_extents["m"])
-                       + len(main) * (config.block_n or plan.knob_extents["n"])) \
-            * config.block_k * bits // 8
-        if (config.num_stages or 1) * stage_bytes > target.max_shared_memory_per_block:
+        stage_bytes = (size("block_m") + len(main) * size("block_n")) * size("block_k") * bits // 8
+        if size("num_stages") * stage_bytes > target.max_shared_memory_per_block:
             return None
         return config
 
