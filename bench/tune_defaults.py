@@ -4,6 +4,8 @@
     python -m kgc.bench.tune_defaults check --table sm_90.json --held-out shapes.json
     python -m kgc.bench.tune_defaults corpus        # the corpus, one shape a line
 
+(`kgc tune-defaults ...` is the same command.)
+
 `build` runs superoptimize (`kgc.search`) with kgc's heuristics alone as
 the default (`KGC_TUNED_DEFAULTS=off`) on each shape of the corpus
 (`corpus()`: matmuls with M from 1 to 8192 against the N, K of Llama-3-8B
@@ -199,7 +201,13 @@ def read_shapes(path: str | os.PathLike) -> list[Shape]:
         raise KgcError(f"{path}: cannot read a list of shapes: {error}") from None
     if not isinstance(data, list):
         raise KgcError(f"{path}: expected a JSON list of shapes")
-    return [Shape.from_dict(item) for item in data]
+    shapes = []
+    for index, item in enumerate(data):
+        try:
+            shapes.append(Shape.from_dict(item))
+        except KgcError as error:
+            raise KgcError(f"{path}: shape {index}: {error.diagnostics[0].message}") from None
+    return shapes
 
 
 # -- building ------------------------------------------------------------------------
@@ -449,8 +457,8 @@ def check(shapes: Iterable[tuple[str, object]], table: str | None, budget_s: flo
 
 # -- the command line ----------------------------------------------------------------
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m kgc.bench.tune_defaults",
+def _parser(prog: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog,
                                      description="Build kgc's tuned-defaults table on this GPU, "
                                                  "or check the default compile against the "
                                                  "search.")
@@ -485,33 +493,38 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def main(argv: Sequence[str] | None = None,
+         prog: str = "python -m kgc.bench.tune_defaults") -> int:
+    """The command line (`kgc tune-defaults` too); the exit status."""
+    args = _parser(prog).parse_args(argv)
     try:
         if args.action == "corpus":
             for shape in corpus():
                 print(json.dumps(shape.to_dict()))
             return 0
+        # What to measure first, so that a bad file fails before any GPU work.
+        if args.action == "build":
+            shapes = read_shapes(args.shapes) if args.shapes else corpus()
+        else:
+            from kgc.bench.workloads import select
+
+            names = None if args.workloads is None else \
+                [n.strip() for n in args.workloads.split(",") if n.strip()]
+            workloads = select(names, quick=False) if names != [] else []
+            graphs = [(f"kgc bench {w.name}", w.build()) for w in workloads]
+            if args.held_out:
+                graphs += [(s.name, s.build()) for s in read_shapes(args.held_out)]
         from kgc.runtime import cuda_available
 
         if not cuda_available():
             raise KgcError("tune_defaults measures on a GPU: it needs a CUDA device, and torch "
                            "sees none")
         if args.action == "build":
-            shapes = read_shapes(args.shapes) if args.shapes else corpus()
             table = build(shapes, pathlib.Path(args.out), args.budget_s, args.shape_budget_s,
                           args.effort, args.verbose)
             print(f"{args.out}: {len(table.entries)} entries for {table.target} ({table.gpu})")
             return 0
-        from kgc.bench.workloads import select
-
-        names = None if args.workloads is None else \
-            [n.strip() for n in args.workloads.split(",") if n.strip()]
-        workloads = select(names, quick=False) if names != [] else []
-        shapes = [(f"kgc bench {w.name}", w.build()) for w in workloads]
-        if args.held_out:
-            shapes += [(s.name, s.build()) for s in read_shapes(args.held_out)]
-        results = check(shapes, args.table, args.budget_s, args.effort, args.tolerance,
+        results = check(graphs, args.table, args.budget_s, args.effort, args.tolerance,
                         args.verbose)
         over = [r for r in results if r.ratio is None or r.ratio > 1 + args.tolerance]
         print(f"{len(results) - len(over)} of {len(results)} within {args.tolerance:.0%} of the "

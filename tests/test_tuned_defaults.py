@@ -399,3 +399,38 @@ def test_the_corpus_spans_the_rows_and_models_asked_for():
     for m in (1, 16, 64, 128, 512, 2048, 8192):
         for n, k in ((4096, 4096), (6144, 4096), (28672, 4096), (4096, 14336), (32000, 4096)):
             assert (m, n, k) in matmuls
+
+
+# -- the command line -------------------------------------------------------------------
+
+
+def _kgc(*arguments: str) -> subprocess.CompletedProcess:
+    return subprocess.run([console_script("kgc"), *arguments], capture_output=True, text=True)
+
+
+def test_the_command_prints_the_corpus():
+    done = _kgc("tune-defaults", "corpus")
+    assert done.returncode == 0
+    assert [Shape.from_dict(json.loads(line)) for line in done.stdout.splitlines()] == corpus()
+
+
+def test_a_bad_shapes_file_is_an_error_naming_it(tmp_path):
+    path = tmp_path / "shapes.json"
+    path.write_text(json.dumps([{"kind": "matmul", "m": 3, "n": 5, "k": 7},
+                                {"kind": "matmul", "m": 0, "n": 5, "k": 7}]))
+    done = _kgc("tune-defaults", "check", "--workloads", "", "--held-out", str(path))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert f"{path}: shape 1: shape matmul takes the positive integer dims m, n, k" in done.stderr
+    done = _kgc("tune-defaults", "build", "--out", str(tmp_path / "t.json"), "--shapes",
+                str(tmp_path / "none.json"))
+    assert done.returncode == 1 and "cannot read a list of shapes" in done.stderr
+
+
+def test_measuring_without_a_gpu_is_an_error(tmp_path):
+    from kgc.runtime import cuda_available
+
+    if cuda_available():
+        pytest.skip("a GPU is here")
+    done = _kgc("tune-defaults", "build", "--out", str(tmp_path / "t.json"))
+    assert done.returncode == 1 and "needs a CUDA device" in done.stderr
+    assert "Traceback" not in done.stderr
