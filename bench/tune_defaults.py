@@ -339,7 +339,8 @@ def build(shapes: Sequence[Shape], out: pathlib.Path, budget_s: float, shape_bud
     record = provenance.collect()
     header = dict(target=f"sm_{target}", gpu=torch.cuda.get_device_name(),
                   triton=triton.__version__,
-                  kgc_commit=(record["commit"] or "unknown") + ("-dirty" if record["dirty"] else ""),
+                  kgc_commit=(record["commit"] or "unknown")
+                  + ("-dirty" if record["dirty"] else ""),
                   date=record["date"])
     entries: dict[tuple, object] = {}
     done: set[str] = set()

@@ -10,9 +10,10 @@ partials and reduce kernels, split-KV's attention and combine kernels):
 its results. Fusion asks a schedule for the patterns to gather into one
 group (`fusion_rule`, `fusion_pattern`), the search for the configs to try
 (`search_space`), and the tuned-defaults table for the config the search
-chose on the nearest measured shape (`table_key`, `tuned_config`). The built-in schedules live in `kgc.tiling.attention`,
-`kgc.tiling.matmul` and `kgc.tiling.plan`; `kgc.tiling.registry` lists
-them, in the order they are tried, and takes new ones
+chose on the nearest measured shape (`table_key`, `tuned_config`). The
+built-in schedules live in `kgc.tiling.attention`, `kgc.tiling.matmul`
+and `kgc.tiling.plan`; `kgc.tiling.registry` lists them, in the order
+they are tried, and takes new ones
 (`register_schedule`).
 """
 
