@@ -319,6 +319,7 @@ def _entry_key(entry) -> tuple:
 def write_table(path: pathlib.Path, table) -> None:
     """`table` written to `path` through a temporary file and a rename: an
     interrupted write leaves the previous table."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(path.name + ".partial")
     temporary.write_text(table.to_json())
     os.replace(temporary, path)
@@ -346,9 +347,9 @@ def build(shapes: Sequence[Shape], out: pathlib.Path, budget_s: float, shape_bud
     done: set[str] = set()
     if out.exists():
         earlier = load_table(out)
-        if earlier.target != header["target"]:
-            raise KgcError(f"{out} is a table for {earlier.target}; this GPU is "
-                           f"{header['target']}: give another --out")
+        if (earlier.target, earlier.gpu) != (header["target"], header["gpu"]):
+            raise KgcError(f"{out} is a table of {earlier.gpu} ({earlier.target}); this GPU is "
+                           f"{header['gpu']} ({header['target']}): give another --out")
         entries = {_entry_key(e): e for e in earlier.entries}
         done = {e.workload for e in earlier.entries}
     started = time.monotonic()
@@ -362,9 +363,10 @@ def build(shapes: Sequence[Shape], out: pathlib.Path, budget_s: float, shape_bud
             break
         try:
             measured = measure_shape(shape, target, min(shape_budget_s, left), effort, verbose)
-        except KgcError as error:
+        except Exception as error:  # noqa: BLE001 - one shape's failure is its line, not the run's
+            text = str(error).strip()
             log(f"[{index + 1}/{len(shapes)}] {shape.name}: failed: "
-                f"{str(error).splitlines()[0]}")
+                f"{text.splitlines()[0] if text else type(error).__name__}")
             continue
         for entry in measured:
             entries[_entry_key(entry)] = entry
