@@ -17,6 +17,7 @@ its floor.
 from __future__ import annotations
 
 import logging
+import pathlib
 import secrets
 import sys
 import time
@@ -57,8 +58,28 @@ def run_bench(workloads: Sequence[Workload], *, effort: str = "default", reps: i
                                       device))
             if device == "cuda":
                 torch.cuda.empty_cache()
-    settings = {"effort": effort, "reps": reps, "quick": quick, "seed": seed}
+    settings = {"effort": effort, "reps": reps, "quick": quick, "seed": seed,
+                "tuned_defaults": _tuned_defaults_in_use(device)}
     return BenchResult(name, peaks.to_dict(), settings, rows, provenance.collect(command))
+
+
+def _tuned_defaults_in_use(device: str) -> str | None:
+    """The tuned-defaults table kgc's default compile read on this GPU
+    (`kgc.tuned_defaults`): its file's name (not its folder, which names
+    the machine), its GPU, date and content digest; None for the
+    heuristics alone."""
+    import torch
+
+    from kgc.tuned_defaults import resolve
+
+    if device != "cuda":
+        return None
+    major, minor = torch.cuda.get_device_capability()
+    table = resolve(None, major * 10 + minor)
+    if table is None:
+        return None
+    name = pathlib.PurePath(table.source).name if table.source else table.target
+    return f"{name} ({table.gpu}, {table.date}, {table.fingerprint()})"
 
 
 def _run_workload(workload: Workload, peaks, effort: str, reps: int, seed: int, bar,

@@ -19,6 +19,11 @@ kgc.tiling.config) that the registered schedules' config classes offer
     target=SM          the SM version planned for (default 90): kgc's
                        choices (split-K, split-KV, tile widths) fill that
                        GPU's SMs (kgc.targets.target_for)
+    tuned-defaults=S   where kgc's choices come from for a kernel given no
+                       knob: `on` (the table shipped for the target, where
+                       there is one), `off` (the heuristics alone), or a
+                       table file or folder of tables (kgc.tuned_defaults);
+                       unset: the KGC_TUNED_DEFAULTS variable, else `on`
 
     kgc-opt graph.mlir --kg-tile='block-m=64 num-warps=8'
 
@@ -26,9 +31,13 @@ A knob applies to every kernel whose kind has it (block-m to pointwise and
 matmul kernels, not to reductions); an option that applies to no kernel is
 an error, as is a `kernel` that does not exist. A kernel's own knob
 attributes (`block_m = 64` and so on, declared on kg.kernel; what a user or
-a tuner wrote) are used for the knobs the options leave unset; kgc's
-heuristics choose the rest. An illegal value (a tile size that is neither a
-power of two nor covers its axis, 3 warps) fails with an error naming the
+a tuner wrote) are used for the knobs the options leave unset; kgc chooses
+the rest. For a kernel given no knob at all, kgc's choice is the config the
+search chose on the nearest shape of the target's tuned-defaults table
+(`tuned-defaults`), where the kernel's schedule finds one that suits it
+(`Schedule.tuned_config`), and its heuristics otherwise; a kernel given
+some knobs gets the heuristics for the rest. An illegal value (a tile size
+that is neither a power of two nor covers its axis, 3 warps) fails with an error naming the
 kernel, the knob and the legal values; a tile at or above its axis's
 extent is the whole axis.
 
@@ -78,6 +87,7 @@ from kgc.tiling.mlir_builder import tiled_kernel
 from kgc.tiling.iteration import KernelPlan, Unplannable
 from kgc.tiling.registry import plan_group, schedule_for, schedules
 from kgc.tiling.schedule import SourceKernel
+from kgc.tuned_defaults import TunedTable, TunedTableError, resolve
 
 
 def knob_attributes() -> set[str]:
@@ -119,18 +129,32 @@ def kernel_graph(kernel: ir.Operation) -> list[Node]:
     return [by_value[value] for value in block.operations[len(ops)].operands]
 
 
+# plan_kernel's table when none is given: the one KGC_TUNED_DEFAULTS names.
+FROM_ENVIRONMENT = "environment"
+
+
 def plan_kernel(kernel: ir.Operation, options: KernelConfig | None = None,
-                target: Target | int | None = None) -> tuple[KernelPlan, list[Node]]:
+                target: Target | int | None = None,
+                table: TunedTable | None | str = FROM_ENVIRONMENT
+                ) -> tuple[KernelPlan, list[Node]]:
     """The plan of a kernel in graph form for `target` (a Target or an SM
     version; None: the default), with the knobs of its attributes,
-    overridden by those `options` sets."""
+    overridden by those `options` sets; a kernel given no knob takes the
+    tuned-defaults `table`'s config where it suits (a TunedTable, None for
+    none, or a setting as kg-tile's `tuned-defaults` option takes it; by
+    default the table `KGC_TUNED_DEFAULTS` names, `kgc.tuned_defaults`)."""
     name = kernel_name(kernel)
     outputs = kernel_graph(kernel)
     try:
         config = schedule_for(outputs).config_class.from_attributes(kernel.attributes, name)
         if options is not None:
             config = config.merged(options)
-        plan = plan_group(outputs, config, name, target)
+        if isinstance(table, str):
+            setting = None if table == FROM_ENVIRONMENT else table
+            table = resolve(setting, target_for(target).sm)
+        plan = plan_group(outputs, config, name, target, table)
+    except TunedTableError as error:
+        raise PassFailure(error.message, kernel.location) from None
     except ConfigError as error:
         raise PassFailure(str(error), kernel.location) from None
     except Unplannable as reason:
@@ -146,6 +170,9 @@ class KgTile(Pass):
     kernel = Option(str, "", "apply the knobs to this kernel only (default: every kernel)")
     target = Option(int, DEFAULT_SM, "SM version to plan for (80, 86, 89, 90, ...): kgc's "
                                      "choices fill its SMs", choices=SUPPORTED_SMS)
+    tuned_defaults = Option(str, "", "kgc's choice for a kernel given no knob: on (the "
+                                     "target's shipped table), off (heuristics), or a table "
+                                     "file or folder (default: KGC_TUNED_DEFAULTS, else on)")
 
     @classmethod
     def option_specs(cls) -> dict[str, Option]:
@@ -198,16 +225,22 @@ class KgTile(Pass):
             raise PassFailure(f"kg-tile: option {unused[0].replace('_', '-')} applies to no kernel: "
                               f"only {' and '.join(kinds)} kernels have it", op.location)
         target = target_for(self.target)
+        try:
+            table = resolve(self.tuned_defaults, target.sm)
+        except TunedTableError as error:
+            raise PassFailure(error.message, op.location) from None
         for kernel, options in plans:
-            tile_kernel(kernel, options, target)
+            tile_kernel(kernel, options, target, table)
 
 
 def tile_kernel(kernel: ir.Operation, options: KernelConfig | None = None,
-                target: Target | int | None = None) -> ir.Operation:
+                target: Target | int | None = None,
+                table: TunedTable | None | str = FROM_ENVIRONMENT) -> ir.Operation:
     """Replaces `kernel` (in graph form) by the kernels its schedule makes of
     it: the tiled kernel, then the follow-ups (tiled here when they come in
-    graph form); returns the tiled kernel."""
-    plan, outputs = plan_kernel(kernel, options, target)
+    graph form, with kgc's heuristics: the search tunes the kernel they
+    follow); returns the tiled kernel."""
+    plan, outputs = plan_kernel(kernel, options, target, table)
     schedule = schedules()[plan.schedule]
     form = schedule.tiled_form(plan)
     name = kernel_name(kernel)
@@ -239,5 +272,5 @@ def tile_kernel(kernel: ir.Operation, options: KernelConfig | None = None,
     kernel.erase()
     for follow_up in follow_ups:
         if not is_tiled(follow_up):
-            tile_kernel(follow_up, target=target)
+            tile_kernel(follow_up, target=target, table=None)
     return tiled

@@ -9,7 +9,8 @@ sum of its kernels' best times. So the search grows with the sum of the
 choices, not their product.
 
 How many configs of a kernel are tried is the effort: its default config
-(kgc's heuristic choice) first, then the seeds of its kind
+(kgc's choice: the tuned-defaults table's where it has one, else the
+heuristics'; `kgc.tuned_defaults`) first, then the seeds of its kind
 (`KernelConfig.seeds`: the configs known to do well on such kernels, such
 as Triton's Hopper matmul configs for big GEMMs), then every config one
 knob away from the default, then a sample of the rest drawn with a seed of

@@ -55,6 +55,7 @@ from kgc.search.profile import REJECTED, TIMED, KernelTrial, Outcome, TrialSetti
 from kgc.search.kernels import FUNCTION
 from kgc.search.space import EFFORT_CONFIGS, KernelVariants, variant_space
 from kgc.tiling.kernel_ops import kernels_in
+from kgc.tuned_defaults import resolve as resolve_tuned_defaults
 
 _LOG = logging.getLogger(__name__)
 FAILED, OVER_BUDGET, PRUNED = "failed", "over budget", "pruned"
@@ -176,6 +177,8 @@ def superoptimize(source, *, function: str | None = None, target: str | int | No
              else Cache() if cache else None)
     key = CacheKey(text, torch.cuda.get_device_name(device), (major, minor), installed_versions(),
                    (("effort", effort), ("function", function), ("target", str(arch)),
+                    # The default compile the choice is checked against.
+                    ("tuned_defaults", _tuned_defaults_fingerprint(arch)),
                     ("configs", repr(sorted((k, sorted(map(repr, v))) for k, v in
                                             (configs or {}).items())))))
     search = _Search(text, function, arch, effort, configs or {}, jobs or os.cpu_count() or 1,
@@ -195,6 +198,13 @@ def superoptimize(source, *, function: str | None = None, target: str | int | No
         graph = search.run()
         store.store(key, _to_entry(graph, key))
         return graph
+
+
+def _tuned_defaults_fingerprint(sm: int) -> str:
+    """The tuned-defaults table a default compile for sm_<sm> reads here
+    (`kgc.tuned_defaults`), by content; "none" for the heuristics alone."""
+    table = resolve_tuned_defaults(None, sm)
+    return "none" if table is None else table.fingerprint()
 
 
 def _check_arguments(warmup_iters, profile_iters, budget_s, effort, jobs, timeout_s) -> None:

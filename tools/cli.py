@@ -11,6 +11,8 @@
     kgc bench --models [NAME,...] [--device cuda|cpu] [--list] [--json FILE]
               [--chart FILE] [--reps N] [--seed N]
     kgc cache export FILE | import FILE | info [FILE]
+    kgc tune-defaults build --out FILE [--budget-s S] [--shape-budget-s S]
+    kgc tune-defaults check [--table T] [--held-out FILE] | corpus
 
 `compile` compiles every function of GRAPH (a file, `-` for stdin, by
 default the built-in RMSNorm + MatMul example) and writes each stage of each kernel, its artifact record
@@ -30,6 +32,9 @@ kernels on the CPU executor; it exits 1 when any row is wrong or fails.
 `cache` moves the local cache (compiled kernels, search results;
 `KGC_CACHE_DIR`) to and from a bundle file, every entry checked on import,
 and `cache info` says what the cache or a bundle holds (kgc.search.bundle).
+`tune-defaults` builds the tuned-defaults table of this machine's GPU from
+the search, or checks the default compile against the search
+(kgc.bench.tune_defaults, the same as `python -m kgc.bench.tune_defaults`).
 Errors are printed as `file:line:col: error: ...` and the
 exit status is 1.
 """
@@ -101,6 +106,11 @@ def _parser() -> argparse.ArgumentParser:
                                             "them to the local cache").add_argument("file")
     cache_actions.add_parser("info", help="what the local cache (or the bundle FILE) holds") \
         .add_argument("file", nargs="?")
+    commands.add_parser(
+        "tune-defaults", add_help=False,
+        help="build the tuned-defaults table of this machine's GPU from the search, or check "
+             "the default compile against the search (`kgc tune-defaults --help`)") \
+        .add_argument("arguments", nargs=argparse.REMAINDER)
     bench = commands.add_parser(
         "bench", help="time kgc against eager PyTorch and torch.compile on a catalogue of "
                       "workloads on this machine's GPU, with each one's floor")
@@ -439,6 +449,12 @@ def cache_command(args) -> int:
 
 
 def run(argv: list[str]) -> int:
+    if argv[:1] == ["tune-defaults"]:
+        # Its own parser takes every argument after the command (argparse's
+        # remainder would leave `--help` to kgc's).
+        from kgc.bench import tune_defaults
+
+        return tune_defaults.main(argv[1:], prog="kgc tune-defaults")
     args = _parser().parse_args(argv)
     try:
         if args.command == "compile":

@@ -58,9 +58,11 @@ from kgc.targets import Target
 from kgc.tiling.config import AttentionConfig
 from kgc.tiling.generate import DryBuilder, Generator, Tile
 from kgc.tiling.graph_model import ELEMENTWISE_OPS, Node, topological
-from kgc.tiling.index_maps import BufferView, IndexMap, NotAffine, ceil_div, next_power_of_two
+from kgc.tiling.index_maps import (BufferView, IndexMap, NotAffine, ceil_div, next_power_of_two,
+                                   product)
 from kgc.tiling.iteration import KernelPlan, Unplannable, matmul_operand_maps
-from kgc.tiling.schedule import Schedule, TiledForm
+from kgc.tiling.schedule import Schedule, TiledForm, widest_input
+from kgc.tuned_defaults import TableKey
 
 __all__ = ["AttentionPattern", "AttentionPlan", "AttentionSchedule", "find_attention"]
 
@@ -579,6 +581,15 @@ class AttentionSchedule(Schedule):
 
     def generate(self, plan, builder):
         AttentionGenerator(plan, builder).run()
+
+    def table_key(self, plan):
+        # Queries and keys per head, the heads (batch x heads), the head
+        # dims of Q/K and of V, and the query heads per key/value head.
+        batch = product(plan.pattern.output_mm.shape[:-2])
+        return TableKey(widest_input(plan), "", {
+            "heads": batch, "m": plan.extents[plan.m_axis], "n": plan.extents[plan.n_axis],
+            "d": plan.extents[plan.d_axis], "e": plan.extents[plan.e_axis],
+            "g": plan.knob_extents.get("g", 1)})
 
     def tiled_form(self, plan):
         if plan.splits == 1:

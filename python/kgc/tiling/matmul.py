@@ -29,6 +29,7 @@ from kgc.tiling.iteration import (TILE_LOOP, Expansion, KernelPlan, Unplannable,
 from kgc.tiling.matmul_generator import MatmulGenerator
 from kgc.tiling.plan import check_index_range, finish_plan, knob
 from kgc.tiling.schedule import Schedule
+from kgc.tuned_defaults import TableKey
 
 __all__ = ["MatmulSchedule"]
 
@@ -69,6 +70,44 @@ class MatmulSchedule(Schedule):
         space, seeds = super().search_space(plan, element, precision, target, runs_on,
                                             plannable)
         return _legal(space, runs_on, plannable), _legal(seeds, runs_on, plannable)
+
+    def table_key(self, plan):
+        # Its variant: what changes which config wins beyond the shape: two
+        # dots sharing the k loop (a gated MLP), LoRA's rank-r products, an
+        # RMSNorm's sum of squares riding along the k loop, a reduction in
+        # the epilogue.
+        m_axis, k_axis, _ = plan.matmul_axes
+        main = [mm for mm in plan.expansions if mm not in plan.dot_axes]
+        reductions = [axes for node, axes in plan.reduce_axes.items() if node.op == "reduce"]
+        parts = [f"dots={len(main)}"] if len(main) > 1 else []
+        if plan.dot_axes:
+            parts.append("lora")
+        if any(k_axis in axes for axes in reductions):
+            parts.append("norm")
+        if any(k_axis not in axes for axes in reductions):
+            parts.append("epilogue-reduce")
+        element = max((operand.element for mm in main for operand in mm.operands),
+                      key=element_bits)
+        features = {"batch": product(plan.extents[:m_axis]), **plan.knob_extents}
+        return TableKey(element, "+".join(parts), features)
+
+    def tuned_config(self, plan, table, target):
+        config = super().tuned_config(plan, table, target)
+        if config is None:
+            return None
+        # The pipeline's stages must fit the target's shared memory (a
+        # config measured on a kernel of one dot may not, beside two). Knobs
+        # the entry leaves open are sized as the heuristics sized them.
+        def size(knob: str) -> int:
+            value = getattr(config, knob)
+            return value if value is not None else getattr(plan.config, knob)
+
+        main = [mm for mm in plan.expansions if mm not in plan.dot_axes]
+        bits = max(element_bits(o.element) for mm in main for o in mm.operands)
+        stage_bytes = (size("block_m") + len(main) * size("block_n")) * size("block_k") * bits // 8
+        if size("num_stages") * stage_bytes > target.max_shared_memory_per_block:
+            return None
+        return config
 
     def tiled_form(self, plan):
         return super().tiled_form(plan) if plan.split is None else split_k.partials_form(plan)

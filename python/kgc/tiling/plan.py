@@ -29,7 +29,8 @@ from kgc.tiling.graph_model import Node
 from kgc.tiling.index_maps import IndexMap, ceil_div, next_power_of_two, product
 from kgc.tiling.iteration import (KernelPlan, Unplannable, axes_of, infer_maps,
                                   reduce_input_map)
-from kgc.tiling.schedule import Schedule
+from kgc.tiling.schedule import Schedule, widest_input
+from kgc.tuned_defaults import TableKey
 
 __all__ = ["KernelPlan", "PointwiseSchedule", "ReductionSchedule", "Unplannable",
            "check_index_range", "finish_plan", "knob"]
@@ -56,6 +57,17 @@ class ReductionSchedule(Schedule):
         return _plan_reduction(outputs, order, [n for n in order if n.op == "reduce"], config,
                                kernel)
 
+    def table_key(self, plan):
+        # A row's length and how many rows, and how many reductions walk a
+        # row (softmax and layer norm two, RMSNorm one): each walk is a pass
+        # over memory when the row is looped.
+        reduced = {axis for axes in plan.reduce_axes.values() for axis in axes}
+        row = product([plan.extents[axis] for axis in reduced])
+        rows = product(plan.extents) // row
+        reductions = sum(1 for node in plan.reduce_axes if node.op == "reduce")
+        return TableKey(widest_input(plan), f"reductions={reductions}",
+                        {"rows": rows, "row": row})
+
 
 class PointwiseSchedule(Schedule):
     kind = "pointwise"
@@ -66,6 +78,11 @@ class PointwiseSchedule(Schedule):
 
     def plan(self, outputs, order, config, kernel, target):
         return _plan_pointwise(outputs, order, config, kernel)
+
+    def table_key(self, plan):
+        # The last axis (contiguous) and the rows over it.
+        return TableKey(widest_input(plan), "", {"rows": product(plan.extents[:-1]),
+                                                 "n": plan.extents[-1]})
 
 
 # -- planning ------------------------------------------------------------------

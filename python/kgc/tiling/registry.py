@@ -25,6 +25,7 @@ from kgc.tiling.iteration import KernelPlan, Unplannable
 from kgc.tiling.matmul import MatmulSchedule
 from kgc.tiling.plan import PointwiseSchedule, ReductionSchedule
 from kgc.tiling.schedule import Schedule
+from kgc.tuned_defaults import TunedTable
 
 __all__ = ["kernel_kind", "plan_group", "register_schedule", "schedule_for", "schedules",
            "unregister_schedule"]
@@ -75,14 +76,21 @@ def kernel_kind(outputs: Sequence[Node]) -> str:
 
 
 def plan_group(outputs: Sequence[Node], config: KernelConfig | None = None,
-               kernel: str | None = None, target: Target | int | None = None) -> KernelPlan:
+               kernel: str | None = None, target: Target | int | None = None,
+               table: TunedTable | None = None) -> KernelPlan:
     """The plan of a kernel computing `outputs` with the knobs `config` sets
     (kgc's choice for the others) for `target` (a Target or an SM version;
     None: the default, `kgc.targets.target_for`), checked by a dry run of
     its schedule's generator. Raises Unplannable, or ConfigError for an
     illegal knob (naming `kernel`). A group of the same content planned
     before with the same config for the same target (kg-fuse's, for
-    kg-tile) gives its plan again (plan_cache)."""
+    kg-tile) gives its plan again (plan_cache).
+
+    With a tuned-defaults `table` (`kgc.tuned_defaults`) and no knob given,
+    kgc's choice is the config of the table's nearest entry where the
+    schedule finds one that suits this kernel (`Schedule.tuned_config`)
+    and the kernel plans with it; its heuristics otherwise. Given knobs
+    (a user's, a search candidate's) are never mixed with the table's."""
     outputs = list(outputs)
     target = target_for(target)
     schedule = schedule_for(outputs)
@@ -90,6 +98,22 @@ def plan_group(outputs: Sequence[Node], config: KernelConfig | None = None,
         config = schedule.config_class()
     elif not isinstance(config, schedule.config_class):
         raise Unplannable(f"a {config.kind} config was given for a {schedule.kind} kernel")
+    plan = _plan_with(schedule, outputs, config, kernel, target)
+    if table is None or config.given():
+        return plan
+    tuned = schedule.tuned_config(plan, table, target)
+    if tuned is None or tuned == plan.config:
+        return plan
+    try:
+        return _plan_with(schedule, outputs, tuned, kernel, target)
+    except (Unplannable, ConfigError):
+        # The nearest measured config does not suit this kernel (a tile
+        # that must cover an axis here, an operand TMA cannot read).
+        return plan
+
+
+def _plan_with(schedule: Schedule, outputs: list[Node], config: KernelConfig,
+               kernel: str | None, target: Target) -> KernelPlan:
     cache_key = plan_cache.key(outputs, schedule.kind, config, target)
     known = plan_cache.recall(cache_key)
     if known is not None:

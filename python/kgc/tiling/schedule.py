@@ -9,9 +9,11 @@ partials and reduce kernels, split-KV's attention and combine kernels):
 (its name, results and grid), `follow_up` builds the kernels that finish
 its results. Fusion asks a schedule for the patterns to gather into one
 group (`fusion_rule`, `fusion_pattern`), the search for the configs to try
-(`search_space`). The built-in schedules live in `kgc.tiling.attention`,
-`kgc.tiling.matmul` and `kgc.tiling.plan`; `kgc.tiling.registry` lists
-them, in the order they are tried, and takes new ones
+(`search_space`), and the tuned-defaults table for the config the search
+chose on the nearest measured shape (`table_key`, `tuned_config`). The
+built-in schedules live in `kgc.tiling.attention`, `kgc.tiling.matmul`
+and `kgc.tiling.plan`; `kgc.tiling.registry` lists them, in the order
+they are tried, and takes new ones
 (`register_schedule`).
 """
 
@@ -20,13 +22,15 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, ClassVar, Sequence
 
+from kgc.element_types import element_bits
 from kgc.targets import Target
-from kgc.tiling.config import KernelConfig
+from kgc.tiling.config import ConfigError, KernelConfig
 from kgc.tiling.generate import Builder, Generator
-from kgc.tiling.graph_model import Node
+from kgc.tiling.graph_model import Node, topological
 from kgc.tiling.iteration import KernelPlan
+from kgc.tuned_defaults import TableKey, TunedTable
 
-__all__ = ["Schedule", "SourceKernel", "TiledForm"]
+__all__ = ["Schedule", "SourceKernel", "TiledForm", "widest_input"]
 
 
 @dataclasses.dataclass
@@ -110,6 +114,31 @@ class Schedule:
         seeds = self.config_class.seeds(plan.knob_extents, element, precision, target)
         return space, seeds
 
+    def table_key(self, plan: KernelPlan) -> TableKey | None:
+        """What the tuned-defaults table knows the kernel of `plan` (kgc's
+        heuristic plan) by: its element type, variant and shape features
+        (`kgc.tuned_defaults`); None: the table has nothing for this
+        schedule (the default)."""
+        return None
+
+    def tuned_config(self, plan: KernelPlan, table: TunedTable,
+                     target: Target) -> KernelConfig | None:
+        """The config of `table`'s entry nearest the kernel of `plan`
+        (kgc's heuristic plan, for `target`), canonical for this kernel, or
+        None where the table has none or this kernel cannot take it (an
+        illegal knob here). Planning with it may still fail; the caller
+        then keeps `plan`."""
+        key = self.table_key(plan)
+        if key is None:
+            return None
+        entry = table.nearest(self.kind, key)
+        if entry is None or not isinstance(entry.config, self.config_class):
+            return None
+        try:
+            return entry.config.canonical(plan.knob_extents)
+        except ConfigError:
+            return None
+
     def tiled_form(self, plan: KernelPlan) -> TiledForm:
         """How the tiled kernel of `plan` differs from the group's kernel:
         not at all by default."""
@@ -122,3 +151,10 @@ class Schedule:
         tiled: (the values that stand for the group's outputs, the kernels
         made). None by default."""
         return list(results), []
+
+
+def widest_input(plan: KernelPlan) -> str:
+    """The widest element type among the inputs of the kernel of `plan`
+    (f32 for a kernel without inputs)."""
+    elements = [node.element for node in topological(plan.outputs) if node.is_input]
+    return max(elements, key=element_bits) if elements else "f32"

@@ -1,0 +1,84 @@
+"""The tuned-defaults builder on a GPU: two small shapes searched at low
+effort (8 configs each, within a minute: enough for the search to time
+more than the heuristic's config, without which no entry is written), the
+table it writes loads, and the default compile follows it; the checker
+compares the default with the search."""
+
+import dataclasses
+
+import pytest
+
+from kgc.bench.tune_defaults import Shape, build, check
+from kgc.pipeline.compiler import compile_module
+from kgc.tiling.config import CONFIG_CLASSES, KernelConfig
+from kgc.tiling.kernel_ops import kernels_in
+from kgc.tuned_defaults import ENVIRONMENT, load_table
+
+torch = pytest.importorskip("torch")
+
+pytestmark = pytest.mark.gpu
+
+SHAPES = [Shape.of("matmul", m=17, n=512, k=512), Shape.of("softmax", rows=16, columns=512)]
+
+
+def _default_config(shape: Shape, sm: int, kind: str) -> KernelConfig:
+    module = shape.build().build()
+    with module.context:
+        compile_module(module, emit="kg", target=sm)
+        (kernel,) = [k for k in kernels_in(module.operation)]
+        return CONFIG_CLASSES[kind].from_attributes(kernel.attributes)
+
+
+def test_the_builder_writes_a_table_the_default_compile_uses(tmp_path, monkeypatch):
+    out = tmp_path / "table.json"
+    lines = []
+    table = build(SHAPES, out, budget_s=300, shape_budget_s=60, effort="low",
+                  log=lines.append)
+    major, minor = torch.cuda.get_device_capability()
+    sm = major * 10 + minor
+    loaded = load_table(out)
+    assert loaded.to_json() == table.to_json()
+    assert loaded.target == f"sm_{sm}" and loaded.gpu == torch.cuda.get_device_name()
+    assert {e.workload for e in loaded.entries} == {s.name for s in SHAPES}, lines
+    for entry in loaded.entries:
+        assert entry.time_us > 0 and entry.heuristic_us > 0
+        # The search's best is at least as fast as the heuristic it timed.
+        assert entry.time_us <= entry.heuristic_us
+
+    monkeypatch.setenv(ENVIRONMENT, str(out))
+    by_kind = {e.kind: e for e in loaded.entries}
+    matmul = _default_config(SHAPES[0], sm, "matmul")
+    expected = by_kind["matmul"].config.canonical({"m": 17, "n": 512, "k": 512})
+    for knob in ("block_m", "block_n", "block_k", "num_warps", "num_stages"):
+        if getattr(expected, knob) is not None:
+            assert getattr(matmul, knob) == getattr(expected, knob), knob
+
+    # Another config in the table: the compile follows it; with the table
+    # off it does not.
+    monkeypatch.setenv(ENVIRONMENT, "off")
+    heuristic_warps = _default_config(SHAPES[0], sm, "matmul").num_warps
+    best = by_kind["matmul"].config
+    warps = next(w for w in (2, 4, 8) if w not in (heuristic_warps, best.num_warps))
+    changed = dataclasses.replace(best, num_warps=warps)
+    entries = tuple(dataclasses.replace(e, config=changed) if e.kind == "matmul" else e
+                    for e in loaded.entries)
+    out.write_text(dataclasses.replace(loaded, entries=entries).to_json())
+    monkeypatch.setenv(ENVIRONMENT, str(out))
+    assert _default_config(SHAPES[0], sm, "matmul").num_warps == warps
+    monkeypatch.setenv(ENVIRONMENT, "off")
+    assert _default_config(SHAPES[0], sm, "matmul").num_warps == heuristic_warps
+
+    # A second run keeps what the first measured and measures nothing.
+    again = build(SHAPES, out, budget_s=300, shape_budget_s=60, effort="low",
+                  log=lines.append)
+    assert again.entries == load_table(out).entries
+
+
+def test_the_checker_compares_the_default_with_the_search():
+    lines = []
+    (result,) = check([(SHAPES[1].name, SHAPES[1].build())], "off", budget_s=5, effort="low",
+                      tolerance=0.05, log=lines.append)
+    assert result.default_us > 0 and result.heuristic_us > 0 and result.searched_us > 0
+    # The search's result is the faster of its choice and the default.
+    assert result.searched_us <= result.default_us and result.ratio >= 1.0
+    assert SHAPES[1].name in lines[-1]

@@ -1,0 +1,436 @@
+"""The tuned-defaults table: its format, the nearest-shape lookup, each
+schedule's use of it in the default compile (and its fall back to the
+heuristics), the switch that turns it off, and the held-out shapes that the
+table's acceptance is checked on."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+import subprocess
+
+import pytest
+from mlir import ir
+
+import kgc
+from kgc.bench.tune_defaults import (Shape, corpus, default_kernels, entries_from_report,
+                                     portable, read_shapes)
+from kgc.passes.tile import plan_kernel
+from kgc.pipeline.compiler import compile_module
+from kgc.targets import table_record
+from kgc.tiling.config import MatmulConfig, ReductionConfig
+from kgc.tiling.graph_model import Node
+from kgc.tiling.kernel_ops import kernels_in
+from kgc.tiling.registry import plan_group, schedules
+from kgc.tuned_defaults import (ENVIRONMENT, MAX_LOG2_DISTANCE, Entry, TableKey, TunedTable,
+                                TunedTableError, load_table, packaged_table, parse_table,
+                                resolve)
+from tests.tools import console_script
+
+HELD_OUT = pathlib.Path(__file__).with_name("tuned_defaults_held_out.json")
+SM90 = table_record(90)
+# Not what kgc's heuristics choose for the matmuls below (64x64 tiles with
+# 64-deep k steps, 4 warps, 4 stages): a compile that took this config read
+# the table.
+TABLE_MATMUL = MatmulConfig(block_m=32, block_n=32, block_k=32, group_m=1, num_warps=2,
+                            num_stages=3)
+
+
+def _entry(m, n, k, config=TABLE_MATMUL, element="f16", variant="", kind="matmul"):
+    return Entry(kind, element, variant, {"batch": 1, "m": m, "n": n, "k": k}, config,
+                 10.0, 12.0, f"matmul {m}x{n}x{k}")
+
+
+def _table(*entries, target="sm_90") -> TunedTable:
+    return TunedTable(target, "NVIDIA H100 80GB HBM3", "3.6.0", "0123abc",
+                      "2026-11-26T06:00:00+00:00", tuple(entries))
+
+
+def _write(folder: pathlib.Path, table: TunedTable, name: str | None = None) -> pathlib.Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / (name or f"{table.target}.json")
+    path.write_text(table.to_json())
+    return path
+
+
+def _input(shape, element="f16", index=0):
+    return Node("input", [], tuple(shape), element, {}, input_index=index)
+
+
+def _matmul(m, k, n, element="f16"):
+    a, b = _input((m, k), element, 0), _input((k, n), element, 1)
+    return [Node("matmul", [a, b], (m, n), element, {"precision": None})]
+
+
+def _key(m, n, k, element="f16", variant=""):
+    return TableKey(element, variant, {"batch": 1, "m": m, "n": n, "k": k})
+
+
+# -- the lookup ---------------------------------------------------------------------
+
+
+def test_nearest_is_the_closest_shape_in_log_space():
+    small = _entry(16, 4096, 4096, dataclasses.replace(TABLE_MATMUL, num_warps=4))
+    large = _entry(512, 4096, 4096, dataclasses.replace(TABLE_MATMUL, num_warps=8))
+    table = _table(small, large)
+    # 64 is 2 doublings from 16 and 3 from 512; 300 is nearer 512.
+    assert table.nearest("matmul", _key(64, 4096, 4096)) is small
+    assert table.nearest("matmul", _key(300, 4096, 4096)) is large
+    assert table.nearest("matmul", _key(16, 4096, 4096)) is small
+    # Every feature counts: n four times smaller moves 512 rows closer.
+    assert table.nearest("matmul", _key(90, 4096, 4096)) is small
+    assert table.nearest("matmul", _key(200, 4096, 4096)) is large
+
+
+def test_nearest_respects_kind_element_variant_and_features():
+    table = _table(_entry(16, 4096, 4096))
+    assert table.nearest("matmul", _key(16, 4096, 4096)) is not None
+    assert table.nearest("matmul", _key(16, 4096, 4096, element="bf16")) is None
+    assert table.nearest("matmul", _key(16, 4096, 4096, variant="norm")) is None
+    assert table.nearest("attention", _key(16, 4096, 4096)) is None
+    assert table.nearest("matmul", TableKey("f16", "", {"m": 16, "n": 4096, "k": 4096})) is None
+
+
+def test_nearest_ignores_shapes_too_far_away():
+    table = _table(_entry(16, 4096, 4096))
+    assert MAX_LOG2_DISTANCE == 3.0
+    assert table.nearest("matmul", _key(128, 4096, 4096)) is not None  # 3 doublings
+    assert table.nearest("matmul", _key(256, 4096, 4096)) is None  # 4
+
+
+# -- the schedules' use of it ---------------------------------------------------------
+
+
+def test_the_matmul_schedule_takes_the_nearest_entrys_config():
+    outputs = _matmul(17, 1000, 777)
+    heuristic = plan_group(outputs, target=SM90).config
+    assert heuristic.block_n != TABLE_MATMUL.block_n  # else the test shows nothing
+    tuned = plan_group(outputs, target=SM90, table=_table(_entry(16, 777, 1000))).config
+    # Canonical for this kernel: a 32-row tile covers the 17 rows.
+    assert tuned == TABLE_MATMUL.canonical({"m": 17, "n": 777, "k": 1000})
+    assert tuned.block_m == 17
+
+
+def test_a_table_of_other_shapes_element_or_kind_leaves_the_heuristics():
+    outputs = _matmul(17, 1000, 777)
+    heuristic = plan_group(outputs, target=SM90).config
+    for table in (_table(), _table(_entry(16, 777, 1000, element="bf16")),
+                  _table(_entry(16, 777, 1000, variant="norm")),
+                  _table(_entry(4096, 777, 1000))):
+        assert plan_group(outputs, target=SM90, table=table).config == heuristic
+
+
+def test_given_knobs_are_never_mixed_with_the_table():
+    outputs = _matmul(17, 1000, 777)
+    given = MatmulConfig(num_warps=8)
+    tuned = plan_group(outputs, given, target=SM90, table=_table(_entry(16, 777, 1000)))
+    assert tuned.config == plan_group(outputs, given, target=SM90).config
+    assert tuned.config.num_warps == 8 and tuned.config.block_n != TABLE_MATMUL.block_n
+
+
+def test_an_entry_this_kernel_cannot_take_falls_back_to_the_heuristics():
+    # f16 rows of 1000 elements are 2000 bytes apart: TMA cannot read them
+    # (its strides are multiples of 16 bytes), so the generator refuses the
+    # table's tma; kgc's heuristics plan the kernel instead of failing it.
+    outputs = _matmul(17, 1000, 777)
+    heuristic = plan_group(outputs, target=SM90).config
+    tma = _table(_entry(16, 777, 1000, dataclasses.replace(TABLE_MATMUL, tma=True)))
+    assert plan_group(outputs, target=SM90, table=tma).config == heuristic
+    # A pipeline deeper than the target's shared memory holds.
+    deep = MatmulConfig(block_m=128, block_n=256, block_k=128, group_m=1, num_warps=8,
+                        num_stages=8)
+    table = _table(_entry(16, 777, 1000, deep))
+    assert schedules()["matmul"].tuned_config(plan_group(outputs, target=SM90), table,
+                                              SM90) is None
+    assert plan_group(outputs, target=SM90, table=table).config == heuristic
+
+
+def test_a_reduction_looks_up_its_rows_row_length_and_reductions():
+    x = _input((1000, 4096), "f16")
+    squares = Node("mul", [x, x], (1000, 4096), "f16", {})
+    total = Node("reduce", [squares], (1000,), "f16", {"dims": [1], "kind": "sum",
+                                                         "keepdim": False})
+    plan = plan_group([total], target=SM90)
+    key = schedules()["reduction"].table_key(plan)
+    assert key == TableKey("f16", "reductions=1", {"rows": 1000, "row": 4096})
+    config = ReductionConfig(block_x=2, block_r=4096, num_warps=16, num_stages=1)
+    table = _table(Entry("reduction", "f16", "reductions=1", {"rows": 512, "row": 4096},
+                         config, 5.0, 6.0))
+    assert plan_group([total], target=SM90, table=table).config == config
+    assert plan.config != config
+
+
+def test_the_builders_kernels_are_keyed_as_the_compile_looks_them_up():
+    (gated,) = default_kernels(Shape.of("gated-mlp", m=8, n=1376, k=512), 90)
+    _, key, kind, extents = gated
+    assert kind == "matmul" and key.variant == "dots=2" and extents == {"m": 8, "n": 1376,
+                                                                          "k": 512}
+    (norm,) = default_kernels(Shape.of("rmsnorm-matmul", m=3, n=33, k=64), 90)
+    assert norm[1] == _key(3, 33, 64, variant="norm")
+
+
+def test_the_builder_records_the_fastest_timed_config_against_the_heuristics():
+    from kgc.search.tuner import CandidateRow, SearchReport
+
+    shape = Shape.of("matmul", m=17, n=777, k=1000)
+    kernels = default_kernels(shape, 90)
+    ((signature, key, kind, extents),) = kernels
+    heuristic = MatmulConfig(block_m=17, block_n=64, block_k=64, group_m=1, num_warps=4,
+                             num_stages=4)
+    fast = MatmulConfig(block_m=17, block_n=32, block_k=128, group_m=1, num_warps=4,
+                        num_stages=3)
+
+    def report(*rows):
+        return SearchReport(list(rows), [], None, None, 1.0)
+
+    rows = [CandidateRow("k", signature, heuristic.to_dict(), True, "timed", 9.0),
+            CandidateRow("k", signature, fast.to_dict(), False, "timed", 6.0),
+            # Faster, but wrong, or another kernel's: never recorded.
+            CandidateRow("k", signature, TABLE_MATMUL.to_dict(), False, "rejected", 1.0),
+            CandidateRow("k", "other", TABLE_MATMUL.to_dict(), False, "timed", 2.0)]
+    (entry,) = entries_from_report(shape, kernels, report(*rows))
+    assert (entry.kind, entry.element, entry.variant) == ("matmul", "f16", "")
+    assert entry.features == {"batch": 1, "m": 17, "n": 777, "k": 1000}
+    # The 17-row tile covered the rows: written as the power of two that does.
+    assert entry.config == dataclasses.replace(fast, block_m=32)
+    assert (entry.time_us, entry.heuristic_us, entry.workload) == (6.0, 9.0, shape.name)
+    # Only the heuristic's config timed (the budget spent): nothing learnt.
+    assert entries_from_report(shape, kernels, report(rows[0], rows[2])) == []
+
+
+def test_portable_configs_cover_their_axis_with_a_power_of_two():
+    config = MatmulConfig(block_m=17, block_n=64, block_k=1000, num_warps=4)
+    moved = portable(config, {"m": 17, "n": 777, "k": 1000})
+    assert (moved.block_m, moved.block_n, moved.block_k) == (32, 64, 1024)
+    assert moved.canonical({"m": 17, "n": 777, "k": 1000}) == config
+
+
+# -- the compile and its switch --------------------------------------------------------
+
+
+def _graph(m=17, k=1000, n=777):
+    g = kgc.Graph("tuned")
+    g.output(g.matmul(g.input("x", (m, k), "f16"), g.input("w", (k, n), "f16")))
+    return g
+
+
+def _compiled_matmul_config(graph) -> MatmulConfig:
+    module = graph.build()
+    with module.context:
+        compile_module(module, emit="kg")
+        (kernel,) = [k for k in kernels_in(module.operation)]
+        return MatmulConfig.from_attributes(kernel.attributes)
+
+
+def test_a_compile_reads_the_table_the_variable_names(tmp_path, monkeypatch):
+    _write(tmp_path, _table(_entry(16, 777, 1000)))
+    monkeypatch.setenv(ENVIRONMENT, "off")
+    heuristic = _compiled_matmul_config(_graph())
+    monkeypatch.setenv(ENVIRONMENT, str(tmp_path))
+    tuned = _compiled_matmul_config(_graph())
+    assert tuned == TABLE_MATMUL.canonical({"m": 17, "n": 777, "k": 1000}) != heuristic
+    # A file names a table too; a table for another target is not used.
+    monkeypatch.setenv(ENVIRONMENT, str(tmp_path / "sm_90.json"))
+    assert _compiled_matmul_config(_graph()) == tuned
+    other = _write(tmp_path / "other", _table(_entry(16, 777, 1000), target="sm_80"))
+    monkeypatch.setenv(ENVIRONMENT, str(other))
+    assert _compiled_matmul_config(_graph()) == heuristic
+
+
+def test_kg_tile_option_wins_over_the_variable(tmp_path, monkeypatch):
+    _write(tmp_path, _table(_entry(16, 777, 1000)))
+    source = tmp_path / "graph.mlir"
+    source.write_text(str(_graph().build()))
+    monkeypatch.setenv(ENVIRONMENT, "off")
+    opt = console_script("kgc-opt")
+
+    def tiled(option: str) -> MatmulConfig:
+        output = subprocess.run([opt, str(source), "--kg-decompose", "--kg-fuse",
+                                 f"--kg-tile={option}"], capture_output=True, text=True,
+                                check=True).stdout
+        with ir.Context() as context:
+            context.allow_unregistered_dialects = True
+            module = ir.Module.parse(output)
+            (kernel,) = kernels_in(module.operation)
+            return MatmulConfig.from_attributes(kernel.attributes)
+
+    assert tiled(f"tuned-defaults={tmp_path}") == \
+        TABLE_MATMUL.canonical({"m": 17, "n": 777, "k": 1000})
+    monkeypatch.setenv(ENVIRONMENT, str(tmp_path))
+    assert tiled("tuned-defaults=off").block_n != TABLE_MATMUL.block_n
+
+
+def test_the_search_plans_its_default_from_the_table(tmp_path, monkeypatch):
+    # variant_space times each kernel's default first: the table's config.
+    _write(tmp_path, _table(_entry(16, 777, 1000)))
+    monkeypatch.setenv(ENVIRONMENT, str(tmp_path))
+    module = _graph().build()
+    with module.context:
+        from kgc.pipeline.pipeline import Pipeline
+        from kgc.pipeline.stages import fusion_pipeline_text
+
+        Pipeline.parse(fusion_pipeline_text()).run(module.operation)
+        (kernel,) = kernels_in(module.operation)
+        plan, _ = plan_kernel(kernel, target=SM90)
+        assert plan.config == TABLE_MATMUL.canonical({"m": 17, "n": 777, "k": 1000})
+        for table in (None, "off"):
+            plan, _ = plan_kernel(kernel, target=SM90, table=table)
+            assert plan.config.block_n != TABLE_MATMUL.block_n
+        plan, _ = plan_kernel(kernel, target=SM90, table=str(tmp_path / "sm_90.json"))
+        assert plan.config == TABLE_MATMUL.canonical({"m": 17, "n": 777, "k": 1000})
+
+
+def test_the_search_cache_keys_results_by_the_table_in_use(tmp_path, monkeypatch):
+    from kgc.search.tuner import _tuned_defaults_fingerprint
+
+    monkeypatch.setenv(ENVIRONMENT, "off")
+    assert _tuned_defaults_fingerprint(90) == "none"
+    _write(tmp_path, _table(_entry(16, 777, 1000)))
+    monkeypatch.setenv(ENVIRONMENT, str(tmp_path))
+    first = _tuned_defaults_fingerprint(90)
+    _write(tmp_path, _table(_entry(32, 777, 1000)))
+    assert first != _tuned_defaults_fingerprint(90) != "none"
+
+
+def test_no_table_for_a_target_is_the_heuristics(tmp_path):
+    _write(tmp_path, _table(_entry(16, 777, 1000)))
+    assert resolve(str(tmp_path), 80) is None
+    assert resolve("off", 90) is None
+    assert resolve(str(tmp_path), 90).entries
+
+
+def test_shipped_tables_are_valid_and_named_after_their_target():
+    import importlib.resources
+
+    for resource in importlib.resources.files("kgc.tuned_tables").iterdir():
+        if resource.name.endswith(".json"):
+            with importlib.resources.as_file(resource) as path:
+                table = load_table(path)
+            assert resource.name == f"{table.target}.json"
+            assert table.entries and all(e.time_us <= e.heuristic_us * 1.05
+                                         for e in table.entries)
+    # A target with no table compiles with the heuristics.
+    shipped = {r.name for r in importlib.resources.files("kgc.tuned_tables").iterdir()}
+    if "sm_87.json" not in shipped:
+        assert packaged_table(87) is None
+        assert resolve("on", 87) is None
+
+
+# -- the format -----------------------------------------------------------------------
+
+
+def _valid() -> dict:
+    return _table(_entry(16, 777, 1000)).to_dict()
+
+
+def test_a_table_round_trips_through_json():
+    table = _table(_entry(16, 777, 1000), _entry(512, 4096, 4096))
+    again = parse_table(json.loads(table.to_json()))
+    assert again.entries == table.entries and again.to_json() == table.to_json()
+
+
+@pytest.mark.parametrize("change,message", [
+    (lambda d: d.update(format="other"), "\"format\" must be \"kgc-tuned-defaults\""),
+    (lambda d: d.update(version=2), "\"version\" 2 is not one kgc reads"),
+    (lambda d: d.pop("gpu"), "\"gpu\" must be a non-empty string"),
+    (lambda d: d.update(target="90"), "\"target\" must name an SM version"),
+    (lambda d: d.update(entries={}), "\"entries\" must be a list"),
+    (lambda d: d["entries"][0].update(element="f17"), "entry 0: \"element\" must be"),
+    (lambda d: d["entries"][0]["features"].update(m=0), "entry 0: \"features\" must be"),
+    (lambda d: d["entries"][0]["config"].update(block_n=48),
+     "entry 0: config: matmul kernel: block_n = 48 is not legal"),
+    (lambda d: d["entries"][0]["config"].update(num_warps=3), "num_warps = 3 is not legal"),
+    (lambda d: d["entries"][0]["config"].update(blocks=3), "matmul kernels have no knob blocks"),
+    (lambda d: d["entries"][0]["config"].update(kind="reduction"),
+     "entry 0: its config is of kind 'reduction'"),
+    (lambda d: d["entries"][0].update(time_us=-1), "entry 0: \"time_us\" must be a positive"),
+    (lambda d: d["entries"][0].update(speed=1), "entry 0: unknown field(s) speed"),
+    (lambda d: d["entries"].append([]), "entry 1 must be an object"),
+])
+def test_a_malformed_table_is_an_error_naming_what_is_wrong(change, message):
+    data = _valid()
+    change(data)
+    with pytest.raises(TunedTableError) as caught:
+        parse_table(data, "t.json")
+    assert str(caught.value).startswith("error: tuned-defaults table t.json: ")
+    assert message in str(caught.value)
+
+
+def test_a_corrupted_table_file_fails_the_compile_with_its_name(tmp_path):
+    path = tmp_path / "sm_90.json"
+    path.write_text(_table(_entry(16, 777, 1000)).to_json()[:-40])
+    source = tmp_path / "graph.mlir"
+    source.write_text(str(_graph().build()))
+    done = subprocess.run([console_script("kgc"), "compile", str(source), "-o",
+                           str(tmp_path / "out"), "--emit", "kg"], capture_output=True,
+                          text=True, env={**os.environ, ENVIRONMENT: str(tmp_path)})
+    assert done.returncode == 1
+    assert f"tuned-defaults table {path}:" in done.stderr and "not JSON" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_missing_table_file_is_an_error(tmp_path):
+    with pytest.raises(TunedTableError, match="cannot be read"):
+        resolve(str(tmp_path / "none.json"), 90)
+
+
+# -- the held-out shapes ----------------------------------------------------------------
+
+
+def test_the_held_out_shapes_are_not_in_the_corpus():
+    held_out = read_shapes(HELD_OUT)
+    assert len(held_out) >= 20 and len(set(held_out)) == len(held_out)
+    assert not set(held_out) & set(corpus())
+    kinds = {shape.kind for shape in held_out}
+    assert {"matmul", "rmsnorm-matmul", "gated-mlp", "lora", "attention", "attention-decode",
+            "softmax", "rms-norm", "layer-norm"} <= kinds
+
+
+@pytest.mark.parametrize("shape", read_shapes(HELD_OUT), ids=lambda s: s.name)
+def test_each_held_out_shape_builds_a_graph(shape):
+    assert shape.build().build() is not None
+
+
+def test_the_corpus_spans_the_rows_and_models_asked_for():
+    matmuls = {(dict(s.dims)["m"], dict(s.dims)["n"], dict(s.dims)["k"])
+               for s in corpus() if s.kind == "matmul" and s.dtype == "f16"}
+    for m in (1, 16, 64, 128, 512, 2048, 8192):
+        for n, k in ((4096, 4096), (6144, 4096), (28672, 4096), (4096, 14336), (32000, 4096)):
+            assert (m, n, k) in matmuls
+
+
+# -- the command line -------------------------------------------------------------------
+
+
+def _kgc(*arguments: str) -> subprocess.CompletedProcess:
+    return subprocess.run([console_script("kgc"), *arguments], capture_output=True, text=True)
+
+
+def test_the_command_prints_the_corpus():
+    done = _kgc("tune-defaults", "corpus")
+    assert done.returncode == 0
+    assert [Shape.from_dict(json.loads(line)) for line in done.stdout.splitlines()] == corpus()
+
+
+def test_a_bad_shapes_file_is_an_error_naming_it(tmp_path):
+    path = tmp_path / "shapes.json"
+    path.write_text(json.dumps([{"kind": "matmul", "m": 3, "n": 5, "k": 7},
+                                {"kind": "matmul", "m": 0, "n": 5, "k": 7}]))
+    done = _kgc("tune-defaults", "check", "--workloads", "", "--held-out", str(path))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert f"{path}: shape 1: shape matmul takes the positive integer dims m, n, k" in done.stderr
+    done = _kgc("tune-defaults", "build", "--out", str(tmp_path / "t.json"), "--shapes",
+                str(tmp_path / "none.json"))
+    assert done.returncode == 1 and "cannot read a list of shapes" in done.stderr
+
+
+def test_measuring_without_a_gpu_is_an_error(tmp_path):
+    from kgc.runtime import cuda_available
+
+    if cuda_available():
+        pytest.skip("a GPU is here")
+    done = _kgc("tune-defaults", "build", "--out", str(tmp_path / "t.json"))
+    assert done.returncode == 1 and "needs a CUDA device" in done.stderr
+    assert "Traceback" not in done.stderr
