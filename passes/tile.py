@@ -24,10 +24,10 @@ kgc.tiling.config) that the registered schedules' config classes offer
 
 A knob applies to every kernel whose kind has it (block-m to pointwise and
 matmul kernels, not to reductions); an option that applies to no kernel is
-an error, as is a `kernel` that does not exist. A kernel's own knob
-attributes (`block_m = 64` and so on, declared on kg.kernel; what a user or
-a tuner wrote) are used for the knobs the options leave unset; kgc's
-heuristics choose the rest. An illegal value (a tile size that is neither a
+an error, as is a `kernel` that does not exist. A kernel's own config
+attribute (`config = {block_m = 64, num_warps = 4}`, declared on kg.kernel;
+what a user or a tuner wrote) gives the knobs the options leave unset; kgc's
+heuristics choose the rest. A knob its kind does not have is an error. An illegal value (a tile size that is neither a
 power of two nor covers its axis, 3 warps) fails with an error naming the
 kernel, the knob and the legal values; a tile at or above its axis's
 extent is the whole axis.
@@ -36,7 +36,7 @@ Rewrite rules:
 
     kg.kernel @k(%x...) { graph ops; kg.yield %y... }
       =>  kg.kernel @k(%x...) attributes {kind, grid, iteration, tile,
-                                          num_warps, num_stages, block_*} {
+                                          config = {num_warps, num_stages, block_*...}} {
           ^bb0(%x_buf: memref..., %y_buf: memref...):
             kg.program_id, memref.reinterpret_cast views of the buffers,
             kg.tile_load (marked tma: the k loop's operand tiles of a
@@ -49,7 +49,7 @@ Rewrite rules:
     and Schedule.follow_up): the tiled kernel, then its follow-ups, tiled
     here when the schedule makes them in graph form. The built-in ones:
     kg.kernel @k(%x...) {matmul graph ops}  with split_k = S > 1
-      =>  %p... = kg.kernel @k_partials(%x...) attributes {split_k = S, ...}
+      =>  %p... = kg.kernel @k_partials(%x...) attributes {config = {split_k = S, ...}}
                   -> tensor<S x ... x f32>...  (one workspace per reduction
                   over k: the matmul accumulators, the sums of an RMSNorm)
           %y... = kg.kernel @k_reduce(%x used by the epilogue..., %p...)
@@ -59,7 +59,7 @@ Rewrite rules:
           kg.kernel @k_combine (tiled: their combination, the results of @k)
     kg.kernel already in tiled form  =>  unchanged
 
-The knob attributes of a tiled kernel are its whole config, canonical.
+The config attribute of a tiled kernel is its whole config, canonical.
 Tiles may have any size here; `kg-pad-mask` pads them to powers of two and
 masks the accesses of partial tiles. See the schedules (kgc.tiling.registry
 lists them) for how the iteration space and tiles are chosen.
@@ -73,17 +73,12 @@ from kgc.passes.registry import Option, Pass, PassFailure, register_pass
 from kgc.targets import DEFAULT_SM, SUPPORTED_SMS, Target, target_for
 from kgc.tiling.config import ConfigError, KernelConfig
 from kgc.tiling.graph_model import Node, nodes_from_ops
-from kgc.tiling.kernel_ops import is_tiled, kernel_name, kernels_in
+from kgc.tiling.kernel_ops import (CONFIG_ATTRIBUTE, config_attribute, is_tiled, kernel_name,
+                                   kernels_in)
 from kgc.tiling.mlir_builder import tiled_kernel
 from kgc.tiling.iteration import KernelPlan, Unplannable
 from kgc.tiling.registry import plan_group, schedule_for, schedules
 from kgc.tiling.schedule import SourceKernel
-
-
-def knob_attributes() -> set[str]:
-    """Every knob of every kind of kernel: the attributes kg-tile reads and
-    replaces by the config it tiled with."""
-    return {k for s in schedules().values() for k in s.config_class.knobs()}
 
 
 def knob_options() -> dict[str, Option]:
@@ -126,8 +121,15 @@ def plan_kernel(kernel: ir.Operation, options: KernelConfig | None = None,
     overridden by those `options` sets."""
     name = kernel_name(kernel)
     outputs = kernel_graph(kernel)
+    stray = [n for n in kernel.attributes
+             if n != CONFIG_ATTRIBUTE and any(n in s.config_class.knobs() for s in schedules().values())]
+    if stray:
+        value = kernel.attributes[stray[0]]
+        raise PassFailure(f"kernel @{name}: knob {stray[0]} is set as an attribute of its own; knobs "
+                          f"go in the kernel's config attribute: config = {{{stray[0]} = {value}}}",
+                          kernel.location)
     try:
-        config = schedule_for(outputs).config_class.from_attributes(kernel.attributes, name)
+        config = schedule_for(outputs).config_class.from_attribute(config_attribute(kernel), name)
         if options is not None:
             config = config.merged(options)
         plan = plan_group(outputs, config, name, target)
@@ -211,7 +213,7 @@ def tile_kernel(kernel: ir.Operation, options: KernelConfig | None = None,
     schedule = schedules()[plan.schedule]
     form = schedule.tiled_form(plan)
     name = kernel_name(kernel)
-    kept = {n: kernel.attributes[n] for n in kernel.attributes if n not in knob_attributes()}
+    kept = {n: kernel.attributes[n] for n in kernel.attributes if n != CONFIG_ATTRIBUTE}
     attributes = dict(kept)
     if form.suffix:
         attributes["sym_name"] = ir.StringAttr.get(name + form.suffix)
@@ -219,7 +221,7 @@ def tile_kernel(kernel: ir.Operation, options: KernelConfig | None = None,
     attributes["grid"] = ir.DenseI64ArrayAttr.get(form.grid or plan.grid())
     attributes["iteration"] = ir.DenseI64ArrayAttr.get(list(plan.extents))
     attributes["tile"] = ir.DenseI64ArrayAttr.get(list(plan.tile))
-    attributes.update(plan.config.to_attributes())
+    attributes[CONFIG_ATTRIBUTE] = plan.config.to_attribute()
     if plan.scalar_arguments:
         attributes["scalars"] = ir.DenseI64ArrayAttr.get(list(plan.scalar_arguments))
     result_types = [r.type for r in kernel.results]

@@ -24,7 +24,7 @@ from mlir import ir
 from kgc.diagnostics import KgcError
 from kgc.targets import DEFAULT_SM
 from kgc.tiling.config import ConfigError, KernelConfig
-from kgc.tiling.kernel_ops import kernel_name, kernels_in
+from kgc.tiling.kernel_ops import CONFIG_ATTRIBUTE, config_attribute, kernel_name, kernels_in
 
 FORMAT = "kgc-config-1"
 
@@ -112,8 +112,12 @@ class GraphConfig:
 
 
 def set_knobs(kernel: ir.Operation, config: KernelConfig) -> None:
-    """Writes the knobs `config` sets as attributes of `kernel` (a kg.kernel
-    in graph form), where kg-tile reads them."""
+    """Writes the knobs `config` sets into the config attribute of `kernel`
+    (a kg.kernel in graph form), where kg-tile reads them; knobs it leaves
+    unset keep their values."""
     with kernel.context:
-        for attribute, value in config.to_attributes().items():
-            kernel.attributes[attribute] = value
+        knobs = config_attribute(kernel)
+        merged = {} if knobs is None else {knobs[i].name: knobs[i].attr for i in range(len(knobs))}
+        new = config.to_attribute()
+        merged.update({new[i].name: new[i].attr for i in range(len(new))})
+        kernel.attributes[CONFIG_ATTRIBUTE] = ir.DictAttr.get(merged)

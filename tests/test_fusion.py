@@ -17,7 +17,7 @@ from kgc.parsing import parse_text
 from kgc.passes import PassFailure
 from kgc.passes.fuse import materialize
 from kgc.pipeline import Pipeline
-from kgc.tiling.kernel_ops import ops_named
+from kgc.tiling.kernel_ops import knob, ops_named
 from kgc.tiling.registry import register_schedule, unregister_schedule
 from kgc.tiling.schedule import Schedule
 from tests.cases import ALL_CASES
@@ -320,11 +320,12 @@ def test_kg_tile_plans_again_for_a_kernel_with_knobs(monkeypatch):
         module = _decomposed(context, _case("matmul-128x256x192").graph("f32"))
         Pipeline.parse("builtin.module(kg-fuse)").run(module)
         kernel = ops_named(module.operation, "kg.kernel")[0]
-        kernel.attributes["block_m"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 32)
+        kernel.attributes["config"] = ir.DictAttr.get(
+            {"block_m": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 32)})
         calls.clear()
         Pipeline.parse("builtin.module(kg-tile)").run(module)
         tiled = ops_named(module.operation, "kg.kernel")[0]
-        assert ir.IntegerAttr(tiled.attributes["block_m"]).value == 32
+        assert knob(tiled, "block_m") == 32
     assert len(calls) == 1
 
 

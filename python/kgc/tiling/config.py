@@ -190,26 +190,34 @@ class KernelConfig:
             raise ConfigError("a kernel config in JSON is an object of knobs and a \"kind\"")
         return KernelConfig.from_dict(data)
 
-    def to_attributes(self) -> dict:
-        """The set knobs as MLIR attributes (i64 integers, booleans for
-        flags), as kg.kernel declares them. Needs an MLIR context."""
+    def to_attribute(self):
+        """The set knobs as kg.kernel's `config` attribute: a dictionary of
+        i64 integers and booleans (flags), in the form the dialect checks.
+        Needs an MLIR context."""
         from mlir import ir
 
         i64 = ir.IntegerType.get_signless(64)
-        return {name: ir.BoolAttr.get(value) if name in self.FLAGS else ir.IntegerAttr.get(i64, value)
-                for name, value in self.given().items()}
+        return ir.DictAttr.get(
+            {name: ir.BoolAttr.get(value) if name in self.FLAGS else ir.IntegerAttr.get(i64, value)
+             for name, value in self.given().items()})
 
     @classmethod
-    def from_attributes(cls, attributes, kernel: str | None = None) -> "KernelConfig":
-        """The knobs of this kind found among `attributes` (an op's
-        attributes or a dict of MLIR attributes)."""
+    def from_attribute(cls, config, kernel: str | None = None) -> "KernelConfig":
+        """The config that kg.kernel's `config` attribute (a DictionaryAttr,
+        or None for none) holds. The dialect has checked its form (integers
+        and booleans); which knobs a kernel of this kind has, and whether
+        each is a flag or a size, is this class's to check."""
         from mlir import ir
 
+        where = f"{cls.kind} kernel @{kernel}" if kernel else f"{cls.kind} kernel"
         values: dict[str, Any] = {}
-        for name in cls.knobs():
-            if name not in attributes:
-                continue
-            attribute = attributes[name]
+        dictionary = None if config is None else ir.DictAttr(config)
+        entries = [] if dictionary is None else [dictionary[i] for i in range(len(dictionary))]
+        for entry in entries:
+            name, attribute = entry.name, entry.attr
+            if name not in cls.knobs():
+                raise ConfigError(f"{where}: its config has no knob {name} (the knobs of "
+                                  f"{cls.kind} kernels: {', '.join(cls.knobs())})")
             if name in cls.FLAGS and isinstance(attribute, ir.BoolAttr):
                 values[name] = ir.BoolAttr(attribute).value
             elif name not in cls.FLAGS and isinstance(attribute, ir.IntegerAttr) \
@@ -217,8 +225,7 @@ class KernelConfig:
                 values[name] = ir.IntegerAttr(attribute).value
             else:
                 what = "true or false" if name in cls.FLAGS else "an integer"
-                where = f"kernel @{kernel}" if kernel else "kernel"
-                raise ConfigError(f"{where}: attribute {name} must be {what}, got {attribute}")
+                raise ConfigError(f"{where}: config knob {name} must be {what}, got {attribute}")
         return cls(**values)
 
     # -- search space ---------------------------------------------------------

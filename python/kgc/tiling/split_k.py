@@ -136,6 +136,7 @@ def reduce_kernel(plan: KernelPlan, partials: list, source: SourceKernel):
     `source` that the epilogue needs, and gives the group's outputs."""
     from mlir import ir
 
+    from kgc.tiling.kernel_ops import CONFIG_ATTRIBUTE
     from kgc.tiling.mlir_builder import tiled_kernel
 
     used = reduce_inputs(plan)
@@ -149,7 +150,7 @@ def reduce_kernel(plan: KernelPlan, partials: list, source: SourceKernel):
     attributes["kind"] = ir.StringAttr.get(plan.kind)
     attributes["iteration"] = ir.DenseI64ArrayAttr.get(list(plan.extents))
     attributes["tile"] = ir.DenseI64ArrayAttr.get(list(plan.tile))
-    attributes.update(config.to_attributes())
+    attributes[CONFIG_ATTRIBUTE] = config.to_attribute()
     attributes["grid"] = ir.DenseI64ArrayAttr.get(plan.grid())
     attributes["sym_name"] = ir.StringAttr.get(f"{source.name}_reduce")
     return tiled_kernel(
