@@ -60,6 +60,10 @@ Rewrite rules:
     kg.kernel already in tiled form  =>  unchanged
 
 The config attribute of a tiled kernel is its whole config, canonical.
+A kernel whose body is a group that kg-fuse planned in the same pipeline
+run, with the same knobs, gets kg-fuse's plan (the run's planner,
+kgc.tiling.planner); any other kernel (kg-tile run alone on a fused file,
+knobs set in between) is planned here.
 Tiles may have any size here; `kg-pad-mask` pads them to powers of two and
 masks the accesses of partial tiles. See the schedules (kgc.tiling.registry
 lists them) for how the iteration space and tiles are chosen.
@@ -77,7 +81,8 @@ from kgc.tiling.kernel_ops import (CONFIG_ATTRIBUTE, config_attribute, is_tiled,
                                    kernels_in)
 from kgc.tiling.mlir_builder import tiled_kernel
 from kgc.tiling.iteration import KernelPlan, Unplannable
-from kgc.tiling.registry import plan_group, schedule_for, schedules
+from kgc.tiling.planner import Planner
+from kgc.tiling.registry import schedule_for, schedules
 from kgc.tiling.schedule import SourceKernel
 
 
@@ -115,10 +120,13 @@ def kernel_graph(kernel: ir.Operation) -> list[Node]:
 
 
 def plan_kernel(kernel: ir.Operation, options: KernelConfig | None = None,
-                target: Target | int | None = None) -> tuple[KernelPlan, list[Node]]:
+                target: Target | int | None = None,
+                planner: Planner | None = None) -> tuple[KernelPlan, list[Node]]:
     """The plan of a kernel in graph form for `target` (a Target or an SM
-    version; None: the default), with the knobs of its attributes,
-    overridden by those `options` sets."""
+    version; None: the default), with the knobs of its config attribute,
+    overridden by those `options` sets: `planner`'s plan of a group of the
+    same content and config (kg-fuse's, in the same pipeline run), else a
+    new one."""
     name = kernel_name(kernel)
     outputs = kernel_graph(kernel)
     stray = [n for n in kernel.attributes
@@ -132,7 +140,8 @@ def plan_kernel(kernel: ir.Operation, options: KernelConfig | None = None,
         config = schedule_for(outputs).config_class.from_attribute(config_attribute(kernel), name)
         if options is not None:
             config = config.merged(options)
-        plan = plan_group(outputs, config, name, target)
+        plan = (planner if planner is not None else Planner()).plan(outputs, config, name,
+                                                                    target)
     except ConfigError as error:
         raise PassFailure(str(error), kernel.location) from None
     except Unplannable as reason:
@@ -144,6 +153,7 @@ def plan_kernel(kernel: ir.Operation, options: KernelConfig | None = None,
 class KgTile(Pass):
     argument = "kg-tile"
     summary = "Turn kernels in graph form into tile programs with chosen tile sizes and grid"
+    plans_kernels = True
 
     kernel = Option(str, "", "apply the knobs to this kernel only (default: every kernel)")
     target = Option(int, DEFAULT_SM, "SM version to plan for (80, 86, 89, 90, ...): kgc's "
@@ -200,16 +210,21 @@ class KgTile(Pass):
             raise PassFailure(f"kg-tile: option {unused[0].replace('_', '-')} applies to no kernel: "
                               f"only {' and '.join(kinds)} kernels have it", op.location)
         target = target_for(self.target)
+        # Outside a pipeline (or kg-tile on a file fused elsewhere) nothing
+        # was planned: plan here.
+        planner = self.planner if self.planner is not None else Planner()
         for kernel, options in plans:
-            tile_kernel(kernel, options, target)
+            tile_kernel(kernel, options, target, planner)
 
 
 def tile_kernel(kernel: ir.Operation, options: KernelConfig | None = None,
-                target: Target | int | None = None) -> ir.Operation:
+                target: Target | int | None = None,
+                planner: Planner | None = None) -> ir.Operation:
     """Replaces `kernel` (in graph form) by the kernels its schedule makes of
     it: the tiled kernel, then the follow-ups (tiled here when they come in
-    graph form); returns the tiled kernel."""
-    plan, outputs = plan_kernel(kernel, options, target)
+    graph form); returns the tiled kernel. `planner` gives the plans made
+    before in the same pipeline run (None: none)."""
+    plan, outputs = plan_kernel(kernel, options, target, planner)
     schedule = schedules()[plan.schedule]
     form = schedule.tiled_form(plan)
     name = kernel_name(kernel)
@@ -241,5 +256,5 @@ def tile_kernel(kernel: ir.Operation, options: KernelConfig | None = None,
     kernel.erase()
     for follow_up in follow_ups:
         if not is_tiled(follow_up):
-            tile_kernel(follow_up, target=target)
+            tile_kernel(follow_up, target=target, planner=planner)
     return tiled

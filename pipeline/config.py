@@ -94,20 +94,24 @@ class GraphConfig:
                                f"not have (kernels: {', '.join(sorted(found)) or 'none'})")
             set_knobs(kernel, config)
 
-    def fuse(self, module: ir.Operation, target: int = DEFAULT_SM) -> None:
+    def fuse(self, module: ir.Operation, target: int = DEFAULT_SM, planner=None) -> None:
         """Cuts `module`'s function into this config's kernels (kgc's passes
-        up to kg-fuse, planning for sm_<target>) and sets their knobs."""
+        up to kg-fuse, planning for sm_<target> with `planner`, a
+        kgc.tiling.planner.Planner: None, one of this run's own) and sets
+        their knobs."""
         from kgc.pipeline.pipeline import Pipeline
         from kgc.pipeline.stages import fusion_pipeline_text
 
-        Pipeline.parse(fusion_pipeline_text(self.fuse_options(), target)).run(module)
+        Pipeline.parse(fusion_pipeline_text(self.fuse_options(), target)).run(
+            module, planner=planner)
         self.configure_kernels(module)
 
-    def apply(self, module: ir.Operation, target: int) -> str:
-        """`fuse`, then the pipeline that compiles the rest (kg-tile onwards)."""
+    def apply(self, module: ir.Operation, target: int, planner=None) -> str:
+        """`fuse`, then the pipeline that compiles the rest (kg-tile onwards),
+        to run with the same `planner`."""
         from kgc.pipeline.stages import kernel_pipeline_text
 
-        self.fuse(module, target)
+        self.fuse(module, target, planner)
         return kernel_pipeline_text(target)
 
 
