@@ -22,6 +22,8 @@ maps are inferred from the anchors (`kgc.tiling.iteration`).
 
 from __future__ import annotations
 
+import dataclasses
+
 from typing import Sequence
 
 from kgc.tiling.config import KernelConfig, PointwiseConfig, ReductionConfig
@@ -196,10 +198,12 @@ def _plan_pointwise(outputs, order, config: PointwiseConfig, kernel) -> KernelPl
         block_m = knob(config.block_m, default_m)
         tile[-2] = block_m
     program_axes = tuple(a for a in range(n) if ceil_div(extents[a], tile[a]) > 1)
-    resolved = PointwiseConfig(num_warps=knob(config.num_warps, _default_warps(tile)),
-                               num_programs=config.num_programs,
-                               num_stages=knob(config.num_stages, 1),
-                               block_m=block_m, block_n=block_n)
+    # A replace, not a new PointwiseConfig: a schedule built on this one may
+    # plan with a subclass whose own knobs the plan's config keeps.
+    resolved = dataclasses.replace(config, num_warps=knob(config.num_warps, _default_warps(tile)),
+                                   num_programs=config.num_programs,
+                                   num_stages=knob(config.num_stages, 1),
+                                   block_m=block_m, block_n=block_n)
     # Outputs of the first output's shape walk the iteration the same way,
     # whether or not they are computed from one another.
     seeds = {o: seed for o in outputs if o.shape == first.shape}
