@@ -23,7 +23,6 @@ maps are inferred from the anchors (`kgc.tiling.iteration`).
 from __future__ import annotations
 
 import dataclasses
-
 from typing import Sequence
 
 from kgc.tiling.config import KernelConfig, PointwiseConfig, ReductionConfig
