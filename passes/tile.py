@@ -129,13 +129,15 @@ def plan_kernel(kernel: ir.Operation, options: KernelConfig | None = None,
     new one."""
     name = kernel_name(kernel)
     outputs = kernel_graph(kernel)
-    stray = [n for n in kernel.attributes
-             if n != CONFIG_ATTRIBUTE and any(n in s.config_class.knobs() for s in schedules().values())]
+    # A knob beside the config (the form before there was one) would be
+    # ignored without a word.
+    knobs = {k for s in schedules().values() for k in s.config_class.knobs()}
+    stray = [n for n in kernel.attributes if n != CONFIG_ATTRIBUTE and n in knobs]
     if stray:
         value = kernel.attributes[stray[0]]
-        raise PassFailure(f"kernel @{name}: knob {stray[0]} is set as an attribute of its own; knobs "
-                          f"go in the kernel's config attribute: config = {{{stray[0]} = {value}}}",
-                          kernel.location)
+        raise PassFailure(f"kernel @{name}: knob {stray[0]} is set as an attribute of its own; "
+                          f"knobs go in the kernel's config attribute: config = "
+                          f"{{{stray[0]} = {value}}}", kernel.location)
     try:
         config = schedule_for(outputs).config_class.from_attribute(config_attribute(kernel), name)
         if options is not None:
