@@ -27,10 +27,11 @@ matmul kernels, not to reductions); an option that applies to no kernel is
 an error, as is a `kernel` that does not exist. A kernel's own config
 attribute (`config = {block_m = 64, num_warps = 4}`, declared on kg.kernel;
 what a user or a tuner wrote) gives the knobs the options leave unset; kgc's
-heuristics choose the rest. A knob its kind does not have is an error. An illegal value (a tile size that is neither a
-power of two nor covers its axis, 3 warps) fails with an error naming the
-kernel, the knob and the legal values; a tile at or above its axis's
-extent is the whole axis.
+heuristics choose the rest. The dialect checks the attribute's form, the
+kernel's schedule its contents: a knob its kind does not have is an error,
+and so is an illegal value (a tile size that is neither a power of two nor
+covers its axis, 3 warps), each naming the kernel, the knob and the legal
+values; a tile at or above its axis's extent is the whole axis.
 
 Rewrite rules:
 
