@@ -14,7 +14,7 @@ kgc.tiling.config) that the registered schedules' config classes offer
                        (kgc.tiling.split_k)
     tma                matmul: copy operand tiles (and results) through TMA
                        tensor descriptors (kgc.tiling.tma); false leaves it
-                       to the kernel's attribute
+                       to the kernel's config
     kernel=NAME        apply the knobs to kernel @NAME only
     target=SM          the SM version planned for (default 90): kgc's
                        choices (split-K, split-KV, tile widths) fill that
@@ -108,7 +108,7 @@ def knob_options() -> dict[str, Option]:
                                    choices=("auto", "true", "false"))
         else:
             options[knob] = Option(bool, False, f"{kinds} kernels: {option.help} (false leaves "
-                                                "it to the kernel's attribute)")
+                                                "it to the kernel's config)")
     return options
 
 

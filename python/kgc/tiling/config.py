@@ -3,8 +3,10 @@
 A `KernelConfig` holds what a user or a tuner may choose for one kernel:
 tile sizes, the matmul program grouping, warps and pipeline stages, and how
 its loops are scheduled. A knob left `None` is kgc's choice. Configs are
-immutable; `kg-tile` reads them from kernel attributes and from its
-options, and the planner fills in the knobs left open, so that the config
+immutable; `kg-tile` reads them from kg.kernel's `config` attribute
+(`from_attribute`: a knob the kind does not have, or a flag where a size
+goes, is refused here; the dialect checks only the attribute's form) and
+from its options, and the planner fills in the knobs left open, so that the config
 of a tiled kernel (`KernelPlan.config`) names every choice it was made with.
 
 Legality, checked by `canonical` against the kernel's extents (the sizes of
@@ -57,7 +59,7 @@ class KnobOption:
     """How kg-tile offers a knob as a pass option (for every kernel whose
     kind has the knob): what the knob sets, and for a flag whether `false`
     turns it off (`auto` then leaves it to kgc) or only leaves it to the
-    kernel's attribute (the option can turn it on, not off)."""
+    kernel's config (the option can turn it on, not off)."""
 
     help: str
     false_turns_off: bool = True
@@ -92,7 +94,8 @@ class KernelConfig:
     FLAGS: ClassVar[tuple[str, ...]] = ()
 
     # The knobs that kg-tile offers as options, in the order it lists them
-    # (a knob not here is a kernel attribute only, as the loop flags are).
+    # (a knob not here is set in the kernel's config only, as the loop
+    # flags are).
     OPTIONS: ClassVar[dict[str, KnobOption]] = {
         "num_warps": KnobOption("warps per program"),
         "num_stages": KnobOption("software pipeline stages"),
