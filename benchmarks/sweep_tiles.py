@@ -80,8 +80,7 @@ def main() -> None:
             module = ir.Module.parse(fused_text, context)
             for op in module.body.operations[0].regions[0].blocks[0].operations:
                 if op.operation.name == "kg.kernel":
-                    for name, attribute in config.to_attributes().items():
-                        op.operation.attributes[name] = attribute
+                    op.operation.attributes["config"] = config.to_attribute()
             try:
                 compiled = compile_module(module.operation, pipeline=AFTER_FUSION)
                 runner = CompiledGraph(compiled)

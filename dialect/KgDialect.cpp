@@ -16,6 +16,7 @@
 #include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
@@ -651,26 +652,33 @@ bool KernelOp::isTiled() {
                       [](Type t) { return isa<MemRefType>(t); });
 }
 
-// The kernel's knob attributes, checked alone; whether a tile size suits
-// the kernel's extents is for kg-tile to say.
-static LogicalResult verifyKnobs(KernelOp op) {
-  std::pair<StringRef, IntegerAttr> sizes[] = {
-      {"block_m", op.getBlockMAttr()}, {"block_n", op.getBlockNAttr()},
-      {"block_k", op.getBlockKAttr()}, {"group_m", op.getGroupMAttr()},
-      {"block_x", op.getBlockXAttr()}, {"block_r", op.getBlockRAttr()},
-      {"num_stages", op.getNumStagesAttr()},
-      {"num_programs", op.getNumProgramsAttr()},
-      {"split_k", op.getSplitKAttr()},
-      {"split_kv", op.getSplitKvAttr()}};
-  for (auto [name, attr] : sizes)
-    if (attr && attr.getInt() < 1)
-      return op.emitOpError() << name << " = " << attr.getInt()
-                              << " must be a positive integer";
-  if (IntegerAttr warps = op.getNumWarpsAttr()) {
-    int64_t value = warps.getInt();
-    if (value < 1 || value > 32 || !llvm::isPowerOf2_64(value))
-      return op.emitOpError() << "num_warps = " << value
-                              << " must be a power of two from 1 to 32";
+// The form of the kernel's config: a dictionary of knobs named by
+// identifiers, each a flag or a positive integer. Which knobs a kernel has
+// and which values suit its extents is for its schedule to say (kg-tile),
+// as schedules may be added without touching the dialect.
+static LogicalResult verifyConfig(KernelOp op) {
+  DictionaryAttr config = op.getConfigAttr();
+  if (!config)
+    return success();
+  for (NamedAttribute knob : config) {
+    StringRef name = knob.getName().getValue();
+    bool identifier =
+        !name.empty() && (llvm::isAlpha(name.front()) || name.front() == '_') &&
+        llvm::all_of(name, [](char c) { return llvm::isAlnum(c) || c == '_'; });
+    if (!identifier)
+      return op.emitOpError() << "config knob \"" << name
+                              << "\" must be named by an identifier (a letter "
+                                 "or _, then letters, digits or _)";
+    if (isa<BoolAttr>(knob.getValue()))
+      continue;
+    auto value = dyn_cast<IntegerAttr>(knob.getValue());
+    if (!value || !value.getType().isSignlessInteger(64))
+      return op.emitOpError() << "config knob " << name << " = "
+                              << knob.getValue()
+                              << " must be an i64 integer or a boolean";
+    if (value.getInt() < 1)
+      return op.emitOpError() << "config knob " << name << " = "
+                              << value.getInt() << " must be a positive integer";
   }
   return success();
 }
@@ -678,7 +686,7 @@ static LogicalResult verifyKnobs(KernelOp op) {
 LogicalResult KernelOp::verify() {
   if (getNumResults() == 0)
     return emitOpError() << "must produce at least one tensor";
-  if (failed(verifyKnobs(*this)))
+  if (failed(verifyConfig(*this)))
     return failure();
   Block &body = getBody().front();
   auto yield = body.empty() ? YieldOp() : dyn_cast<YieldOp>(body.back());

@@ -564,26 +564,31 @@ def Kg_KernelOp : Kg_Op<"kernel", [IsolatedFromAbove, SingleBlock,
     tensor; the body is a tile program that reads the inputs and writes
     the results through tile ops, one program per grid point, and ends in
     an empty `kg.yield`. The launch configuration is kept as attributes:
-    `grid` (three program counts), `num_warps`, `num_stages` and the tile
-    sizes chosen.
+    `grid` (three program counts) and `config` (every knob it was made
+    with: warps, stages, tile sizes).
 
-    Knobs (kgc.tiling.config): a user or a tuner may set them before
-    `kg-tile`, which keeps them and fills in the others; after it they are
-    the kernel's whole config. Tile sizes `block_m`, `block_n` (pointwise
-    and matmul kernels), `block_k`, `group_m` (matmul), `block_x`, `block_r`
-    (reductions) are positive; `num_warps` is a power of two up to 32,
-    `num_stages` positive. `num_programs` (positive) makes the kernel
-    persistent: that many programs walk its tiles. `split_k` (positive)
-    shares a matmul's k loop out between that many programs per tile: kg-tile
-    makes the kernel a partials kernel and a reduce kernel. `warp_specialize`
-    and `flatten` ask Triton to
-    warp-specialize or flatten a matmul's k loop. `tma` reads a matmul's
-    operands (and writes its results) through TMA tensor descriptors. Attention kernels take
-    `block_m` (queries), `block_n` (keys), `split_kv` (positive: programs
-    that share one row's keys, each writing a partial result that a second
-    kernel combines; 1 is one kernel) and `pack_heads` (the query heads of
-    one key/value head share a dot). Which values suit a kernel's extents
-    (a power of two, or the whole axis) `kg-tile` checks.
+    Knobs (kgc.tiling.config): the `config` attribute, a dictionary of a
+    kernel's knobs, each an integer or a flag (true or false). A user or a
+    tuner may set some before `kg-tile`, which keeps them and fills in the
+    others; after it they are the kernel's whole config. The dialect checks
+    the dictionary's form: names are identifiers (a letter or `_`, then
+    letters, digits, `_`), values booleans or positive integers. Which knobs
+    a kernel has, and which values suit its extents, its schedule says
+    (`kg-tile` checks them): the built-in ones take tile sizes `block_m`,
+    `block_n`, `block_k`, `group_m` (matmul), `block_x`, `block_r`
+    (reductions), `num_warps`, `num_stages`, `num_programs` (persistent
+    programs), `split_k`, `warp_specialize`, `flatten`, `tma` (matmul),
+    `split_kv` and `pack_heads` (attention); a schedule registered from
+    outside kgc brings its own.
+
+    ```mlir
+    %c = kg.kernel @mm(%a, %b) attributes {config = {block_m = 64, block_n = 128, num_warps = 4, tma = true}}
+        : (tensor<512x256xf16>, tensor<256x1024xf16>) -> tensor<512x1024xf16> {
+    ^bb0(%x: tensor<512x256xf16>, %w: tensor<256x1024xf16>):
+      %p = kg.matmul %x, %w : (tensor<512x256xf16>, tensor<256x1024xf16>) -> tensor<512x1024xf16>
+      kg.yield %p : tensor<512x1024xf16>
+    }
+    ```
 
     Example:
 
@@ -597,17 +602,7 @@ def Kg_KernelOp : Kg_Op<"kernel", [IsolatedFromAbove, SingleBlock,
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, Variadic<Kg_Tensor>:$inputs,
-                       OptionalAttr<I64Attr>:$block_m, OptionalAttr<I64Attr>:$block_n,
-                       OptionalAttr<I64Attr>:$block_k, OptionalAttr<I64Attr>:$group_m,
-                       OptionalAttr<I64Attr>:$block_x, OptionalAttr<I64Attr>:$block_r,
-                       OptionalAttr<I64Attr>:$num_warps, OptionalAttr<I64Attr>:$num_stages,
-                       OptionalAttr<I64Attr>:$num_programs,
-                       OptionalAttr<I64Attr>:$split_k,
-                       OptionalAttr<BoolAttr>:$warp_specialize,
-                       OptionalAttr<BoolAttr>:$flatten,
-                       OptionalAttr<I64Attr>:$split_kv,
-                       OptionalAttr<BoolAttr>:$pack_heads,
-                       OptionalAttr<BoolAttr>:$tma);
+                       OptionalAttr<DictionaryAttr>:$config);
   let results = (outs Variadic<Kg_Tensor>:$outputs);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name `(` $inputs `)` attr-dict-with-keyword `:` "

@@ -18,7 +18,7 @@ func.func @not_tiled(%x: tensor<4xf32>) -> tensor<4xf32> {
 // cannot (sizes that are not powers of two).
 func.func @not_padded(%x: tensor<3xf32>) -> tensor<3xf32> {
   // expected-error @+1 {{kernel @tiled_0 is not padded; run kg-pad-mask first}}
-  %y = kg.kernel @tiled_0(%x) attributes {grid = array<i64: 1, 1, 1>, num_stages = 1, num_warps = 1} : (tensor<3xf32>) -> tensor<3xf32> {
+  %y = kg.kernel @tiled_0(%x) attributes {config = {num_stages = 1, num_warps = 1}, grid = array<i64: 1, 1, 1>} : (tensor<3xf32>) -> tensor<3xf32> {
   ^bb0(%a: memref<3xf32>, %out: memref<3xf32>):
     kg.yield
   }

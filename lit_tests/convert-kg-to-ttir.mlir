@@ -27,7 +27,7 @@
 // CHECK: "tt.return"() : () -> ()
 // CHECK: arg_attrs = [{tt.divisibility = 16 : i32}, {tt.divisibility = 16 : i32}, {tt.divisibility = 16 : i32}], function_type = (!tt.ptr<f32>, !tt.ptr<f32>, !tt.ptr<f32>) -> (), noinline = false, sym_name = "pointwise_0", sym_visibility = "public"
 func.func @pointwise(%x: tensor<17x1000xf32>, %b: tensor<1000xf32>) -> tensor<17x1000xf32> {
-  %y = kg.kernel @pointwise_0(%x, %b) attributes {block_m = 4, block_n = 1000, num_warps = 8, num_stages = 1} : (tensor<17x1000xf32>, tensor<1000xf32>) -> tensor<17x1000xf32> {
+  %y = kg.kernel @pointwise_0(%x, %b) attributes {config = {block_m = 4, block_n = 1000, num_warps = 8, num_stages = 1}} : (tensor<17x1000xf32>, tensor<1000xf32>) -> tensor<17x1000xf32> {
   ^bb0(%a: tensor<17x1000xf32>, %bias: tensor<1000xf32>):
     %s = kg.add %a, %bias : (tensor<17x1000xf32>, tensor<1000xf32>) -> tensor<17x1000xf32>
     %r = kg.relu %s : tensor<17x1000xf32>
@@ -46,7 +46,7 @@ func.func @pointwise(%x: tensor<17x1000xf32>, %b: tensor<1000xf32>) -> tensor<17
 // CHECK: "tt.reduce.return"(%[[S]]) : (f32) -> ()
 // CHECK: }) {axis = 1 : i32} : (tensor<4x1024xf32>) -> tensor<4xf32>
 func.func @row_sum(%x: tensor<17x1000xf32>) -> tensor<17x1xf32> {
-  %y = kg.kernel @row_sum_0(%x) attributes {block_x = 4, block_r = 1000, num_warps = 8, num_stages = 1} : (tensor<17x1000xf32>) -> tensor<17x1xf32> {
+  %y = kg.kernel @row_sum_0(%x) attributes {config = {block_x = 4, block_r = 1000, num_warps = 8, num_stages = 1}} : (tensor<17x1000xf32>) -> tensor<17x1xf32> {
   ^bb0(%a: tensor<17x1000xf32>):
     %s = kg.reduce sum %a dims [1] keepdim : tensor<17x1000xf32> -> tensor<17x1xf32>
     kg.yield %s : tensor<17x1xf32>
@@ -63,7 +63,7 @@ func.func @row_sum(%x: tensor<17x1000xf32>) -> tensor<17x1xf32> {
 // CHECK: "tt.dot"(%{{.*}}, %{{.*}}, %{{.*}}) {inputPrecision = 2 : i32, maxNumImpreciseAcc = 0 : i32} : (tensor<64x32xf32>, tensor<32x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
 // CHECK: scf.yield
 func.func @matmul(%a: tensor<64x128xf32>, %b: tensor<128x64xf32>) -> tensor<64x64xf32> {
-  %y = kg.kernel @matmul_0(%a, %b) attributes {block_m = 64, block_n = 64, block_k = 32, group_m = 8, num_warps = 4, num_stages = 4} : (tensor<64x128xf32>, tensor<128x64xf32>) -> tensor<64x64xf32> {
+  %y = kg.kernel @matmul_0(%a, %b) attributes {config = {block_m = 64, block_n = 64, block_k = 32, group_m = 8, num_warps = 4, num_stages = 4}} : (tensor<64x128xf32>, tensor<128x64xf32>) -> tensor<64x64xf32> {
   ^bb0(%x: tensor<64x128xf32>, %w: tensor<128x64xf32>):
     %m = kg.matmul %x, %w : (tensor<64x128xf32>, tensor<128x64xf32>) -> tensor<64x64xf32>
     kg.yield %m : tensor<64x64xf32>
@@ -80,7 +80,7 @@ func.func @matmul(%a: tensor<64x128xf32>, %b: tensor<128x64xf32>) -> tensor<64x6
 // CHECK: scf.for
 // CHECK: "tt.dot"(%{{.*}}, %{{.*}}, %{{.*}}) {inputPrecision = 2 : i32, maxNumImpreciseAcc = 64 : i32} : (tensor<64x64xf8E4M3FN>, tensor<64x64xf8E4M3FN>, tensor<64x64xf32>) -> tensor<64x64xf32>
 func.func @fp8_precise(%a: tensor<64x256xf8E4M3FN>, %b: tensor<256x64xf8E4M3FN>) -> tensor<64x64xf32> {
-  %y = kg.kernel @fp8_precise_0(%a, %b) attributes {block_m = 64, block_n = 64, block_k = 64, group_m = 8, num_warps = 4, num_stages = 3} : (tensor<64x256xf8E4M3FN>, tensor<256x64xf8E4M3FN>) -> tensor<64x64xf32> {
+  %y = kg.kernel @fp8_precise_0(%a, %b) attributes {config = {block_m = 64, block_n = 64, block_k = 64, group_m = 8, num_warps = 4, num_stages = 3}} : (tensor<64x256xf8E4M3FN>, tensor<256x64xf8E4M3FN>) -> tensor<64x64xf32> {
   ^bb0(%x: tensor<64x256xf8E4M3FN>, %w: tensor<256x64xf8E4M3FN>):
     %m = kg.matmul %x, %w : (tensor<64x256xf8E4M3FN>, tensor<256x64xf8E4M3FN>) -> tensor<64x64xf32>
     kg.yield %m : tensor<64x64xf32>
@@ -98,7 +98,7 @@ func.func @fp8_precise(%a: tensor<64x256xf8E4M3FN>, %b: tensor<256x64xf8E4M3FN>)
 // CHECK: scf.for
 // CHECK: "tt.dot"(%{{.*}}, %{{.*}}, %{{.*}}) {inputPrecision = 2 : i32, maxNumImpreciseAcc = 1073741824 : i32} : (tensor<64x64xf8E4M3FN>, tensor<64x64xf8E4M3FN>, tensor<64x64xf32>) -> tensor<64x64xf32>
 func.func @fp8_fast_accum(%a: tensor<64x256xf8E4M3FN>, %b: tensor<256x64xf8E4M3FN>) -> tensor<64x64xf32> {
-  %y = kg.kernel @fp8_fast_accum_0(%a, %b) attributes {block_m = 64, block_n = 64, block_k = 64, group_m = 8, num_warps = 4, num_stages = 3} : (tensor<64x256xf8E4M3FN>, tensor<256x64xf8E4M3FN>) -> tensor<64x64xf32> {
+  %y = kg.kernel @fp8_fast_accum_0(%a, %b) attributes {config = {block_m = 64, block_n = 64, block_k = 64, group_m = 8, num_warps = 4, num_stages = 3}} : (tensor<64x256xf8E4M3FN>, tensor<256x64xf8E4M3FN>) -> tensor<64x64xf32> {
   ^bb0(%x: tensor<64x256xf8E4M3FN>, %w: tensor<256x64xf8E4M3FN>):
     %m = kg.matmul %x, %w precision = fast_accum : (tensor<64x256xf8E4M3FN>, tensor<256x64xf8E4M3FN>) -> tensor<64x64xf32>
     kg.yield %m : tensor<64x64xf32>
@@ -114,7 +114,7 @@ func.func @fp8_fast_accum(%a: tensor<64x256xf8E4M3FN>, %b: tensor<256x64xf8E4M3F
 // CHECK-LABEL: func.func @fp8_mixed_fast_accum
 // CHECK: "tt.dot"(%{{.*}}, %{{.*}}, %{{.*}}) {inputPrecision = 2 : i32, maxNumImpreciseAcc = 0 : i32} : (tensor<64x64xf16>, tensor<64x64xf16>, tensor<64x64xf32>) -> tensor<64x64xf32>
 func.func @fp8_mixed_fast_accum(%a: tensor<64x256xf8E4M3FN>, %b: tensor<256x64xf8E5M2>) -> tensor<64x64xf32> {
-  %y = kg.kernel @fp8_mixed_fast_accum_0(%a, %b) attributes {block_m = 64, block_n = 64, block_k = 64, group_m = 8, num_warps = 4, num_stages = 3} : (tensor<64x256xf8E4M3FN>, tensor<256x64xf8E5M2>) -> tensor<64x64xf32> {
+  %y = kg.kernel @fp8_mixed_fast_accum_0(%a, %b) attributes {config = {block_m = 64, block_n = 64, block_k = 64, group_m = 8, num_warps = 4, num_stages = 3}} : (tensor<64x256xf8E4M3FN>, tensor<256x64xf8E5M2>) -> tensor<64x64xf32> {
   ^bb0(%x: tensor<64x256xf8E4M3FN>, %w: tensor<256x64xf8E5M2>):
     %m = kg.matmul %x, %w precision = fast_accum : (tensor<64x256xf8E4M3FN>, tensor<256x64xf8E5M2>) -> tensor<64x64xf32>
     kg.yield %m : tensor<64x64xf32>
@@ -140,7 +140,7 @@ func.func @fp8_mixed_fast_accum(%a: tensor<64x256xf8E4M3FN>, %b: tensor<256x64xf
 // CHECK: math.cos %{{.*}} : tensor<16xf32>
 // CHECK: arith.truncf %{{.*}} : tensor<16xf32> to tensor<16xbf16>
 func.func @math(%x: tensor<16xf32>, %h: tensor<16xf16>, %w: tensor<16xbf16>) -> (tensor<16xf32>, tensor<16xf16>, tensor<16xf32>, tensor<16xbf16>) {
-  %y:4 = kg.kernel @math_0(%x, %h, %w) attributes {block_n = 16, num_warps = 1, num_stages = 1} : (tensor<16xf32>, tensor<16xf16>, tensor<16xbf16>) -> (tensor<16xf32>, tensor<16xf16>, tensor<16xf32>, tensor<16xbf16>) {
+  %y:4 = kg.kernel @math_0(%x, %h, %w) attributes {config = {block_n = 16, num_warps = 1, num_stages = 1}} : (tensor<16xf32>, tensor<16xf16>, tensor<16xbf16>) -> (tensor<16xf32>, tensor<16xf16>, tensor<16xf32>, tensor<16xbf16>) {
   ^bb0(%a: tensor<16xf32>, %b: tensor<16xf16>, %c: tensor<16xbf16>):
     %n = kg.neg %a : tensor<16xf32>
     %t = kg.tanh %n : tensor<16xf32>
@@ -165,7 +165,7 @@ func.func @math(%x: tensor<16xf32>, %h: tensor<16xf16>, %w: tensor<16xbf16>) -> 
 // CHECK: scf.yield
 // CHECK-NEXT: } {tt.flatten}
 func.func @loop_flags(%a: tensor<64x256xf16>, %b: tensor<256x64xf16>) -> tensor<64x64xf16> {
-  %y = kg.kernel @loop_flags_0(%a, %b) attributes {block_k = 64, flatten = true} : (tensor<64x256xf16>, tensor<256x64xf16>) -> tensor<64x64xf16> {
+  %y = kg.kernel @loop_flags_0(%a, %b) attributes {config = {block_k = 64, flatten = true}} : (tensor<64x256xf16>, tensor<256x64xf16>) -> tensor<64x64xf16> {
   ^bb0(%x: tensor<64x256xf16>, %w: tensor<256x64xf16>):
     %m = kg.matmul %x, %w : (tensor<64x256xf16>, tensor<256x64xf16>) -> tensor<64x64xf16>
     kg.yield %m : tensor<64x64xf16>
@@ -183,7 +183,7 @@ func.func @loop_flags(%a: tensor<64x256xf16>, %b: tensor<256x64xf16>) -> tensor<
 // CHECK: "tt.store"
 // CHECK: } {tt.num_stages = 2 : i32}
 func.func @loop_stages(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
-  %y = kg.kernel @loop_stages_0(%x) attributes {grid = array<i64: 1, 1, 1>, iteration = array<i64: 4, 8>, tile = array<i64: 4, 2>, num_warps = 1, num_stages = 1} : (tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %y = kg.kernel @loop_stages_0(%x) attributes {config = {num_warps = 1, num_stages = 1}, grid = array<i64: 1, 1, 1>, iteration = array<i64: 4, 8>, tile = array<i64: 4, 2>} : (tensor<4x8xf32>) -> tensor<4x8xf32> {
   ^bb0(%in: memref<4x8xf32>, %out: memref<4x8xf32>):
     %c0 = arith.constant 0 : i32
     %c2 = arith.constant 2 : i32
@@ -212,7 +212,7 @@ func.func @loop_stages(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 // CHECK: "tt.load"({{.*}}) {{.*}} : (tensor<2x2x!tt.ptr<f32>>, tensor<2x2xi1>, tensor<2x2xf32>) -> tensor<2x2xf32>
 // CHECK: "tt.store"({{.*}}) {{.*}} : (tensor<2x2x!tt.ptr<f32>>, tensor<2x2xf32>, tensor<2x2xi1>) -> ()
 func.func @grid_2d(%x: tensor<4x5xf32>) -> tensor<4x5xf32> {
-  %y = kg.kernel @grid_2d_0(%x) attributes {grid = array<i64: 2, 3, 1>, iteration = array<i64: 4, 5>, tile = array<i64: 2, 2>, num_warps = 1, num_stages = 1} : (tensor<4x5xf32>) -> tensor<4x5xf32> {
+  %y = kg.kernel @grid_2d_0(%x) attributes {config = {num_warps = 1, num_stages = 1}, grid = array<i64: 2, 3, 1>, iteration = array<i64: 4, 5>, tile = array<i64: 2, 2>} : (tensor<4x5xf32>) -> tensor<4x5xf32> {
   ^bb0(%in: memref<4x5xf32>, %out: memref<4x5xf32>):
     %c2 = arith.constant 2 : i32
     %px = kg.program_id 0 : i32
@@ -242,7 +242,7 @@ func.func @grid_2d(%x: tensor<4x5xf32>) -> tensor<4x5xf32> {
 // CHECK: "tt.load"({{.*}}) {{.*}} : (tensor<2x8x!tt.ptr<f32>>, tensor<2x8xi1>, tensor<2x8xf32>) -> tensor<2x8xf32>
 // CHECK: "tt.store"({{.*}}) {{.*}} : (tensor<2x8x!tt.ptr<f32>>, tensor<2x8xf32>, tensor<2x8xi1>) -> ()
 func.func @persistent(%x: tensor<9x8xf32>) -> tensor<9x8xf32> {
-  %y = kg.kernel @persistent_0(%x) attributes {grid = array<i64: 2, 1, 1>, iteration = array<i64: 9, 8>, tile = array<i64: 2, 8>, num_warps = 1, num_stages = 1} : (tensor<9x8xf32>) -> tensor<9x8xf32> {
+  %y = kg.kernel @persistent_0(%x) attributes {config = {num_warps = 1, num_stages = 1}, grid = array<i64: 2, 1, 1>, iteration = array<i64: 9, 8>, tile = array<i64: 2, 8>} : (tensor<9x8xf32>) -> tensor<9x8xf32> {
   ^bb0(%in: memref<9x8xf32>, %out: memref<9x8xf32>):
     %c0 = arith.constant 0 : i32
     %c2 = arith.constant 2 : i32
@@ -275,7 +275,7 @@ func.func @persistent(%x: tensor<9x8xf32>) -> tensor<9x8xf32> {
 // CHECK: arith.cmpi slt
 // CHECK: arg_attrs = [{tt.divisibility = 16 : i32}, {tt.divisibility = 16 : i32}, {}], function_type = (!tt.ptr<f32>, !tt.ptr<f32>, i32) -> ()
 func.func @scalar_arguments(%x: tensor<9x8xf32>) -> tensor<9x8xf32> {
-  %y = kg.kernel @scalar_arguments_0(%x) attributes {grid = array<i64: 2, 1, 1>, iteration = array<i64: 9, 8>, tile = array<i64: 2, 8>, num_warps = 1, num_stages = 1, scalars = array<i64: 5>} : (tensor<9x8xf32>) -> tensor<9x8xf32> {
+  %y = kg.kernel @scalar_arguments_0(%x) attributes {config = {num_warps = 1, num_stages = 1}, grid = array<i64: 2, 1, 1>, iteration = array<i64: 9, 8>, tile = array<i64: 2, 8>, scalars = array<i64: 5>} : (tensor<9x8xf32>) -> tensor<9x8xf32> {
   ^bb0(%in: memref<9x8xf32>, %out: memref<9x8xf32>):
     %c0 = arith.constant 0 : i32
     %c2 = arith.constant 2 : i32
@@ -318,7 +318,7 @@ func.func @scalar_arguments(%x: tensor<9x8xf32>) -> tensor<9x8xf32> {
 // CHECK: "tt.store"
 // CHECK-NOT: "tt.func"
 func.func @causal_softmax(%s: tensor<17x17xf32>) -> tensor<17x17xf32> {
-  %y = kg.kernel @causal_softmax_0(%s) attributes {block_x = 1, block_r = 17, num_warps = 4, num_stages = 1} : (tensor<17x17xf32>) -> tensor<17x17xf32> {
+  %y = kg.kernel @causal_softmax_0(%s) attributes {config = {block_x = 1, block_r = 17, num_warps = 4, num_stages = 1}} : (tensor<17x17xf32>) -> tensor<17x17xf32> {
   ^bb0(%x: tensor<17x17xf32>):
     %rows = kg.iota dim 0 : tensor<17x1xi32>
     %cols = kg.iota dim 1 : tensor<1x17xi32>
@@ -362,7 +362,7 @@ func.func @causal_softmax(%s: tensor<17x17xf32>) -> tensor<17x17xf32> {
 // CHECK: "tt.store"({{.*}}) {{.*}} : (tensor<1024x!tt.ptr<i32>>, tensor<1024xi32>, tensor<1024xi1>) -> ()
 // CHECK: "tt.store"({{.*}}) {{.*}} : (tensor<1024x!tt.ptr<i64>>, tensor<1024xi64>, tensor<1024xi1>) -> ()
 func.func @integers(%i: tensor<1000xi32>, %j: tensor<1000xi32>, %w: tensor<1000xi64>) -> (tensor<1000xi32>, tensor<1000xi64>) {
-  %y:2 = kg.kernel @integers_0(%i, %j, %w) attributes {block_m = 1, block_n = 1024, num_warps = 4, num_stages = 1} : (tensor<1000xi32>, tensor<1000xi32>, tensor<1000xi64>) -> (tensor<1000xi32>, tensor<1000xi64>) {
+  %y:2 = kg.kernel @integers_0(%i, %j, %w) attributes {config = {block_m = 1, block_n = 1024, num_warps = 4, num_stages = 1}} : (tensor<1000xi32>, tensor<1000xi32>, tensor<1000xi64>) -> (tensor<1000xi32>, tensor<1000xi64>) {
   ^bb0(%a: tensor<1000xi32>, %b: tensor<1000xi32>, %c: tensor<1000xi64>):
     %s = kg.add %a, %b : (tensor<1000xi32>, tensor<1000xi32>) -> tensor<1000xi32>
     %d = kg.sub %s, %a : (tensor<1000xi32>, tensor<1000xi32>) -> tensor<1000xi32>
@@ -418,7 +418,7 @@ func.func @integers(%i: tensor<1000xi32>, %j: tensor<1000xi32>, %w: tensor<1000x
 // CHECK: %[[IB:.*]] = arith.cmpi ne, %[[IS]], %{{.*}} : tensor<1024xi32>
 // CHECK: arith.extui %[[IB]] : tensor<1024xi1> to tensor<1024xi32>
 func.func @casts_and_logic(%x: tensor<1000xf16>, %i: tensor<1000xi32>, %b: tensor<1000xi1>) -> (tensor<1000xi1>, tensor<1000xf32>, tensor<1000xi32>) {
-  %y:3 = kg.kernel @casts_and_logic_0(%x, %i, %b) attributes {block_m = 1, block_n = 1024, num_warps = 4, num_stages = 1} : (tensor<1000xf16>, tensor<1000xi32>, tensor<1000xi1>) -> (tensor<1000xi1>, tensor<1000xf32>, tensor<1000xi32>) {
+  %y:3 = kg.kernel @casts_and_logic_0(%x, %i, %b) attributes {config = {block_m = 1, block_n = 1024, num_warps = 4, num_stages = 1}} : (tensor<1000xf16>, tensor<1000xi32>, tensor<1000xi1>) -> (tensor<1000xi1>, tensor<1000xf32>, tensor<1000xi32>) {
   ^bb0(%xs: tensor<1000xf16>, %is: tensor<1000xi32>, %bs: tensor<1000xi1>):
     %zero = kg.constant 0.0 : tensor<f16>
     %neg = kg.cmp lt %xs, %zero : (tensor<1000xf16>, tensor<f16>) -> tensor<1000xi1>
@@ -455,7 +455,7 @@ func.func @casts_and_logic(%x: tensor<1000xf16>, %i: tensor<1000xi32>, %b: tenso
 // CHECK-NOT: tt.trans
 // CHECK: "tt.dot"(%{{.*}}, %{{.*}}, %{{.*}}) {{.*}} : (tensor<16x32xf16>, tensor<32x64xf16>, tensor<16x64xf32>) -> tensor<16x64xf32>
 func.func @attention_rows(%q: tensor<2x3x64xf16>, %k: tensor<2x100x64xf16>, %v: tensor<2x100x64xf16>) -> tensor<2x3x64xf16> {
-  %o = kg.kernel @attention_rows_0(%k, %q, %v) attributes {block_m = 3, block_n = 32, split_kv = 1, num_warps = 4, num_stages = 2} : (tensor<2x100x64xf16>, tensor<2x3x64xf16>, tensor<2x100x64xf16>) -> tensor<2x3x64xf16> {
+  %o = kg.kernel @attention_rows_0(%k, %q, %v) attributes {config = {block_m = 3, block_n = 32, split_kv = 1, num_warps = 4, num_stages = 2}} : (tensor<2x100x64xf16>, tensor<2x3x64xf16>, tensor<2x100x64xf16>) -> tensor<2x3x64xf16> {
   ^bb0(%a: tensor<2x100x64xf16>, %b: tensor<2x3x64xf16>, %c: tensor<2x100x64xf16>):
     %kt = kg.transpose %a [0, 2, 1] : tensor<2x100x64xf16> -> tensor<2x64x100xf16>
     %s = kg.matmul %b, %kt : (tensor<2x3x64xf16>, tensor<2x64x100xf16>) -> tensor<2x3x100xf16>

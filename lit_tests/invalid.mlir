@@ -731,10 +731,10 @@ func.func @kernel_no_results(%a: tensor<4xf32>) {
 
 // -----
 
-// Knob attributes: warps are a power of two up to 32.
-func.func @kernel_bad_warps(%a: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{num_warps = 3 must be a power of two from 1 to 32}}
-  %y = kg.kernel @k(%a) attributes {num_warps = 3} : (tensor<4xf32>) -> tensor<4xf32> {
+// The config attribute is a dictionary of knobs.
+func.func @kernel_config_not_a_dictionary(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{attribute 'config' failed to satisfy constraint: dictionary of named attribute values}}
+  %y = kg.kernel @k(%a) attributes {config = [64]} : (tensor<4xf32>) -> tensor<4xf32> {
   ^bb0(%x: tensor<4xf32>):
     kg.yield %x : tensor<4xf32>
   }
@@ -743,10 +743,11 @@ func.func @kernel_bad_warps(%a: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
-// Knob attributes: tile sizes are positive.
-func.func @kernel_bad_block(%a: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{block_n = 0 must be a positive integer}}
-  %y = kg.kernel @k(%a) attributes {block_n = 0} : (tensor<4xf32>) -> tensor<4xf32> {
+// Config knobs: a size is a positive integer (which sizes suit the kernel
+// is for its schedule, in kg-tile).
+func.func @kernel_config_zero(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{config knob block_n = 0 must be a positive integer}}
+  %y = kg.kernel @k(%a) attributes {config = {block_n = 0}} : (tensor<4xf32>) -> tensor<4xf32> {
   ^bb0(%x: tensor<4xf32>):
     kg.yield %x : tensor<4xf32>
   }
@@ -755,10 +756,10 @@ func.func @kernel_bad_block(%a: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
-// Knob attributes: a split count is positive.
-func.func @kernel_bad_split(%a: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{split_k = 0 must be a positive integer}}
-  %y = kg.kernel @k(%a) attributes {split_k = 0} : (tensor<4xf32>) -> tensor<4xf32> {
+// Config knobs: a negative count is no knob value either.
+func.func @kernel_config_negative(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{config knob split_k = -2 must be a positive integer}}
+  %y = kg.kernel @k(%a) attributes {config = {split_k = -2}} : (tensor<4xf32>) -> tensor<4xf32> {
   ^bb0(%x: tensor<4xf32>):
     kg.yield %x : tensor<4xf32>
   }
@@ -767,10 +768,34 @@ func.func @kernel_bad_split(%a: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
-// Knob attributes have declared types: a tile size is a 64-bit integer.
-func.func @kernel_block_type(%a: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{attribute 'block_m' failed to satisfy constraint: 64-bit signless integer attribute}}
-  %y = kg.kernel @k(%a) attributes {block_m = "big"} : (tensor<4xf32>) -> tensor<4xf32> {
+// Config knobs are integers or flags, not strings.
+func.func @kernel_config_string(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{config knob block_m = "big" must be an i64 integer or a boolean}}
+  %y = kg.kernel @k(%a) attributes {config = {block_m = "big"}} : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%x: tensor<4xf32>):
+    kg.yield %x : tensor<4xf32>
+  }
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// Config knobs are 64-bit integers, as kg-tile writes them.
+func.func @kernel_config_i32(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{config knob num_warps = 4 : i32 must be an i64 integer or a boolean}}
+  %y = kg.kernel @k(%a) attributes {config = {num_warps = 4 : i32}} : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%x: tensor<4xf32>):
+    kg.yield %x : tensor<4xf32>
+  }
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// Config knobs are named by identifiers.
+func.func @kernel_config_name(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{config knob "block m" must be named by an identifier (a letter or _, then letters, digits or _)}}
+  %y = kg.kernel @k(%a) attributes {config = {"block m" = 4}} : (tensor<4xf32>) -> tensor<4xf32> {
   ^bb0(%x: tensor<4xf32>):
     kg.yield %x : tensor<4xf32>
   }
@@ -1678,18 +1703,6 @@ func.func @tile_range_shape(%a: tensor<16x16xf32>) -> tensor<16x16xf32> {
     kg.yield
   }
   return %y : tensor<16x16xf32>
-}
-
-// -----
-
-// Knob attributes: split_kv (an attention kernel's key splits) is positive.
-func.func @kernel_bad_split_kv(%a: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{split_kv = 0 must be a positive integer}}
-  %y = kg.kernel @k(%a) attributes {split_kv = 0} : (tensor<4xf32>) -> tensor<4xf32> {
-  ^bb0(%x: tensor<4xf32>):
-    kg.yield %x : tensor<4xf32>
-  }
-  return %y : tensor<4xf32>
 }
 
 // -----

@@ -17,7 +17,7 @@
 // CHECK: kg.tile_dot %{{.*}}, %{{.*}}, %{{.*}} {dims = array<i64: 1, 3, 2>} : (tensor<1x16x1x64x1xf16>, tensor<1x1x32x64x1xf16>, tensor<1x16x32x1x1xf32>) -> tensor<1x16x32x1x1xf32>
 // CHECK: kg.tile_dot %{{.*}}, %{{.*}}, %{{.*}} {dims = array<i64: 1, 2, 4>} : (tensor<1x16x32x1x1xf16>, tensor<1x1x32x1x64xf16>, tensor<1x16x1x1x64xf32>) -> tensor<1x16x1x1x64xf32>
 func.func @attention_rows(%q: tensor<2x3x64xf16>, %k: tensor<2x100x64xf16>, %v: tensor<2x100x64xf16>) -> tensor<2x3x64xf16> {
-  %o = kg.kernel @attention_rows_0(%k, %q, %v) attributes {block_m = 3, block_n = 32, split_kv = 1, num_warps = 4, num_stages = 2} : (tensor<2x100x64xf16>, tensor<2x3x64xf16>, tensor<2x100x64xf16>) -> tensor<2x3x64xf16> {
+  %o = kg.kernel @attention_rows_0(%k, %q, %v) attributes {config = {block_m = 3, block_n = 32, split_kv = 1, num_warps = 4, num_stages = 2}} : (tensor<2x100x64xf16>, tensor<2x3x64xf16>, tensor<2x100x64xf16>) -> tensor<2x3x64xf16> {
   ^bb0(%a: tensor<2x100x64xf16>, %b: tensor<2x3x64xf16>, %c: tensor<2x100x64xf16>):
     %kt = kg.transpose %a [0, 2, 1] : tensor<2x100x64xf16> -> tensor<2x64x100xf16>
     %s = kg.matmul %b, %kt : (tensor<2x3x64xf16>, tensor<2x64x100xf16>) -> tensor<2x3x100xf16>
@@ -45,7 +45,7 @@ func.func @attention_rows(%q: tensor<2x3x64xf16>, %k: tensor<2x100x64xf16>, %v: 
 // CHECK: kg.tile_dot %{{.*}}, %{{.*}}, %{{.*}} {dims = array<i64: 1, 3, 2>} : (tensor<1x16x1x64x1xf16>, tensor<1x1x32x64x1xf16>, tensor<1x16x32x1x1xf32>) -> tensor<1x16x32x1x1xf32>
 // CHECK: kg.tile_dot %{{.*}}, %{{.*}}, %{{.*}} {dims = array<i64: 1, 2, 4>} : (tensor<1x16x32x1x1xf16>, tensor<1x1x32x1x64xf16>, tensor<1x16x1x1x64xf32>) -> tensor<1x16x1x1x64xf32>
 func.func @attention_matvec(%q: tensor<2x1x64xf16>, %k: tensor<2x100x64xf16>, %v: tensor<2x100x64xf16>) -> tensor<2x1x64xf16> {
-  %o = kg.kernel @attention_matvec_0(%k, %q, %v) attributes {block_m = 1, block_n = 32, split_kv = 1, num_warps = 4, num_stages = 2} : (tensor<2x100x64xf16>, tensor<2x1x64xf16>, tensor<2x100x64xf16>) -> tensor<2x1x64xf16> {
+  %o = kg.kernel @attention_matvec_0(%k, %q, %v) attributes {config = {block_m = 1, block_n = 32, split_kv = 1, num_warps = 4, num_stages = 2}} : (tensor<2x100x64xf16>, tensor<2x1x64xf16>, tensor<2x100x64xf16>) -> tensor<2x1x64xf16> {
   ^bb0(%a: tensor<2x100x64xf16>, %b: tensor<2x1x64xf16>, %c: tensor<2x100x64xf16>):
     %kt = kg.transpose %a [0, 2, 1] : tensor<2x100x64xf16> -> tensor<2x64x100xf16>
     %s = kg.matmul %b, %kt : (tensor<2x1x64xf16>, tensor<2x64x100xf16>) -> tensor<2x1x100xf16>
@@ -73,7 +73,7 @@ func.func @attention_matvec(%q: tensor<2x1x64xf16>, %k: tensor<2x100x64xf16>, %v
 // CHECK: kg.tile_dot %{{.*}}, %{{.*}}, %{{.*}} : (tensor<16x64x1xf16>, tensor<1x64x64xf16>, tensor<16x1x64xf32>) -> tensor<16x1x64xf32>
 // CHECK: kg.tile_store %{{.*}} : tensor<16x1x64xf16>
 func.func @matvec(%a: tensor<1x1000xf16>, %b: tensor<1000x300xf16>) -> tensor<1x300xf16> {
-  %y = kg.kernel @matvec_0(%a, %b) attributes {block_m = 1, block_n = 64, block_k = 64, group_m = 8, num_warps = 4, num_stages = 4} : (tensor<1x1000xf16>, tensor<1000x300xf16>) -> tensor<1x300xf16> {
+  %y = kg.kernel @matvec_0(%a, %b) attributes {config = {block_m = 1, block_n = 64, block_k = 64, group_m = 8, num_warps = 4, num_stages = 4}} : (tensor<1x1000xf16>, tensor<1000x300xf16>) -> tensor<1x300xf16> {
   ^bb0(%x: tensor<1x1000xf16>, %w: tensor<1000x300xf16>):
     %m = kg.matmul %x, %w : (tensor<1x1000xf16>, tensor<1000x300xf16>) -> tensor<1x300xf16>
     kg.yield %m : tensor<1x300xf16>
@@ -91,7 +91,7 @@ func.func @matvec(%a: tensor<1x1000xf16>, %b: tensor<1000x300xf16>) -> tensor<1x
 // CHECK: %[[S:.*]] = kg.reduce sum %[[P]] dims [1] keepdim : tensor<1x64x64xf32> -> tensor<1x1x64xf32>
 // CHECK: kg.add %{{.*}}, %[[S]] : (tensor<1x1x64xf32>, tensor<1x1x64xf32>) -> tensor<1x1x64xf32>
 func.func @matvec_f32(%a: tensor<1x1000xf32>, %b: tensor<1000x300xf32>) -> tensor<1x300xf32> {
-  %y = kg.kernel @matvec_f32_0(%a, %b) attributes {block_m = 1, block_n = 64, block_k = 64, group_m = 8, num_warps = 4, num_stages = 4} : (tensor<1x1000xf32>, tensor<1000x300xf32>) -> tensor<1x300xf32> {
+  %y = kg.kernel @matvec_f32_0(%a, %b) attributes {config = {block_m = 1, block_n = 64, block_k = 64, group_m = 8, num_warps = 4, num_stages = 4}} : (tensor<1x1000xf32>, tensor<1000x300xf32>) -> tensor<1x300xf32> {
   ^bb0(%x: tensor<1x1000xf32>, %w: tensor<1000x300xf32>):
     %m = kg.matmul %x, %w : (tensor<1x1000xf32>, tensor<1000x300xf32>) -> tensor<1x300xf32>
     kg.yield %m : tensor<1x300xf32>
@@ -110,7 +110,7 @@ func.func @matvec_f32(%a: tensor<1x1000xf32>, %b: tensor<1000x300xf32>) -> tenso
 // CHECK: kg.reduce sum %{{.*}} dims [1] keepdim : tensor<1x16x128xf32> -> tensor<1x1x128xf32>
 // CHECK: kg.tile_store %{{.*}} : tensor<1x16x128xbf16>
 func.func @matvec_stored_along_k(%a: tensor<16xbf16>, %b: tensor<16x128xbf16>) -> tensor<16x128xbf16> {
-  %y = kg.kernel @matvec_stored_along_k_0(%a, %b) attributes {block_m = 1, block_n = 128, block_k = 16, group_m = 1, num_warps = 4, num_stages = 1} : (tensor<16xbf16>, tensor<16x128xbf16>) -> tensor<16x128xbf16> {
+  %y = kg.kernel @matvec_stored_along_k_0(%a, %b) attributes {config = {block_m = 1, block_n = 128, block_k = 16, group_m = 1, num_warps = 4, num_stages = 1}} : (tensor<16xbf16>, tensor<16x128xbf16>) -> tensor<16x128xbf16> {
   ^bb0(%x: tensor<16xbf16>, %w: tensor<16x128xbf16>):
     %row = kg.reshape %x : tensor<16xbf16> -> tensor<1x16xbf16>
     %m = kg.matmul %row, %w : (tensor<1x16xbf16>, tensor<16x128xbf16>) -> tensor<1x128xbf16>
@@ -130,7 +130,7 @@ func.func @matvec_stored_along_k(%a: tensor<16xbf16>, %b: tensor<16x128xbf16>) -
 // CHECK: kg.mul %{{.*}}, %{{.*}} : (tensor<1x3x1x64x1xf32>, tensor<1x1x1x64x1xf32>) -> tensor<1x3x1x64x1xf32>
 // CHECK-NEXT: kg.reduce sum %{{.*}} dims [3] keepdim : tensor<1x3x1x64x1xf32> -> tensor<1x3x1x1x1xf32>
 func.func @attention_one_key(%q: tensor<2x3x64xf16>, %k: tensor<2x1x64xf16>, %v: tensor<2x1x64xf16>) -> tensor<2x3x64xf16> {
-  %o = kg.kernel @attention_one_key_0(%k, %q, %v) attributes {block_m = 3, block_n = 1, split_kv = 1, num_warps = 4, num_stages = 2} : (tensor<2x1x64xf16>, tensor<2x3x64xf16>, tensor<2x1x64xf16>) -> tensor<2x3x64xf16> {
+  %o = kg.kernel @attention_one_key_0(%k, %q, %v) attributes {config = {block_m = 3, block_n = 1, split_kv = 1, num_warps = 4, num_stages = 2}} : (tensor<2x1x64xf16>, tensor<2x3x64xf16>, tensor<2x1x64xf16>) -> tensor<2x3x64xf16> {
   ^bb0(%a: tensor<2x1x64xf16>, %b: tensor<2x3x64xf16>, %c: tensor<2x1x64xf16>):
     %kt = kg.transpose %a [0, 2, 1] : tensor<2x1x64xf16> -> tensor<2x64x1xf16>
     %s = kg.matmul %b, %kt : (tensor<2x3x64xf16>, tensor<2x64x1xf16>) -> tensor<2x3x1xf16>
@@ -156,7 +156,7 @@ func.func @attention_one_key(%q: tensor<2x3x64xf16>, %k: tensor<2x1x64xf16>, %v:
 // CHECK: %[[P:.*]] = kg.mul %{{.*}}, %{{.*}} : (tensor<40x1x1xf32>, tensor<1x1x24xf32>) -> tensor<40x1x24xf32>
 // CHECK: kg.add %{{.*}}, %[[P]]
 func.func @outer(%a: tensor<40x1xf32>, %b: tensor<1x24xf32>) -> tensor<40x24xf32> {
-  %y = kg.kernel @outer_0(%a, %b) attributes {block_m = 40, block_n = 24, block_k = 1, group_m = 8, num_warps = 4, num_stages = 1} : (tensor<40x1xf32>, tensor<1x24xf32>) -> tensor<40x24xf32> {
+  %y = kg.kernel @outer_0(%a, %b) attributes {config = {block_m = 40, block_n = 24, block_k = 1, group_m = 8, num_warps = 4, num_stages = 1}} : (tensor<40x1xf32>, tensor<1x24xf32>) -> tensor<40x24xf32> {
   ^bb0(%x: tensor<40x1xf32>, %w: tensor<1x24xf32>):
     %m = kg.matmul %x, %w : (tensor<40x1xf32>, tensor<1x24xf32>) -> tensor<40x24xf32>
     kg.yield %m : tensor<40x24xf32>
@@ -174,7 +174,7 @@ func.func @outer(%a: tensor<40x1xf32>, %b: tensor<1x24xf32>) -> tensor<40x24xf32
 // CHECK: kg.tile_dot %{{.*}}, %{{.*}}, %{{.*}} : (tensor<16x64x1xbf16>, tensor<1x64x48xbf16>, tensor<16x1x48xf32>) -> tensor<16x1x48xf32>
 // CHECK: kg.tile_store {{.*}} : tensor<16x1x48xbf16>
 func.func @small_m(%a: tensor<8x64xbf16>, %b: tensor<64x48xbf16>) -> tensor<8x48xbf16> {
-  %y = kg.kernel @small_m_0(%a, %b) attributes {block_m = 8, block_n = 48, block_k = 64, group_m = 8, num_warps = 4, num_stages = 1} : (tensor<8x64xbf16>, tensor<64x48xbf16>) -> tensor<8x48xbf16> {
+  %y = kg.kernel @small_m_0(%a, %b) attributes {config = {block_m = 8, block_n = 48, block_k = 64, group_m = 8, num_warps = 4, num_stages = 1}} : (tensor<8x64xbf16>, tensor<64x48xbf16>) -> tensor<8x48xbf16> {
   ^bb0(%x: tensor<8x64xbf16>, %w: tensor<64x48xbf16>):
     %m = kg.matmul %x, %w : (tensor<8x64xbf16>, tensor<64x48xbf16>) -> tensor<8x48xbf16>
     kg.yield %m : tensor<8x48xbf16>
@@ -189,12 +189,12 @@ func.func @small_m(%a: tensor<8x64xbf16>, %b: tensor<64x48xbf16>) -> tensor<8x48
 // CHECK: kg.tile_dot %{{.*}}, %{{.*}}, %{{.*}} precision = ieee
 // CHECK: kg.tile_dot %{{.*}}, %{{.*}}, %{{.*}} precision = tf32
 func.func @f32_precision(%a: tensor<64x64xf32>, %b: tensor<64x64xf32>) -> (tensor<64x64xf32>, tensor<64x64xf32>) {
-  %y = kg.kernel @ieee_0(%a, %b) attributes {block_m = 64, block_n = 64, block_k = 32, group_m = 8, num_warps = 4, num_stages = 4} : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32> {
+  %y = kg.kernel @ieee_0(%a, %b) attributes {config = {block_m = 64, block_n = 64, block_k = 32, group_m = 8, num_warps = 4, num_stages = 4}} : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32> {
   ^bb0(%x: tensor<64x64xf32>, %w: tensor<64x64xf32>):
     %m = kg.matmul %x, %w : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
     kg.yield %m : tensor<64x64xf32>
   }
-  %z = kg.kernel @tf32_0(%a, %b) attributes {block_m = 64, block_n = 64, block_k = 32, group_m = 8, num_warps = 4, num_stages = 4} : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32> {
+  %z = kg.kernel @tf32_0(%a, %b) attributes {config = {block_m = 64, block_n = 64, block_k = 32, group_m = 8, num_warps = 4, num_stages = 4}} : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32> {
   ^bb0(%x: tensor<64x64xf32>, %w: tensor<64x64xf32>):
     %m = kg.matmul %x, %w precision = tf32 : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
     kg.yield %m : tensor<64x64xf32>
@@ -214,7 +214,7 @@ func.func @f32_precision(%a: tensor<64x64xf32>, %b: tensor<64x64xf32>) -> (tenso
 // SM80: %[[B:.*]] = kg.cast %{{.*}} : tensor<1x64x64xf8E4M3FN> to tensor<1x64x64xf16>
 // SM80: kg.tile_dot %[[A]], %[[B]], %{{.*}} : (tensor<64x64x1xf16>, tensor<1x64x64xf16>
 func.func @fp8(%a: tensor<64x128xf8E4M3FN>, %b: tensor<128x64xf8E4M3FN>) -> tensor<64x64xf32> {
-  %y = kg.kernel @fp8_0(%a, %b) attributes {block_m = 64, block_n = 64, block_k = 64, group_m = 8, num_warps = 4, num_stages = 4} : (tensor<64x128xf8E4M3FN>, tensor<128x64xf8E4M3FN>) -> tensor<64x64xf32> {
+  %y = kg.kernel @fp8_0(%a, %b) attributes {config = {block_m = 64, block_n = 64, block_k = 64, group_m = 8, num_warps = 4, num_stages = 4}} : (tensor<64x128xf8E4M3FN>, tensor<128x64xf8E4M3FN>) -> tensor<64x64xf32> {
   ^bb0(%x: tensor<64x128xf8E4M3FN>, %w: tensor<128x64xf8E4M3FN>):
     %m = kg.matmul %x, %w : (tensor<64x128xf8E4M3FN>, tensor<128x64xf8E4M3FN>) -> tensor<64x64xf32>
     kg.yield %m : tensor<64x64xf32>
@@ -235,7 +235,7 @@ func.func @fp8(%a: tensor<64x128xf8E4M3FN>, %b: tensor<128x64xf8E4M3FN>) -> tens
 // SM80: %[[B:.*]] = kg.cast %{{.*}} : tensor<1x64x64xf8E4M3FN> to tensor<1x64x64xf16>
 // SM80: kg.tile_dot %[[A]], %[[B]], %{{[^ ]*}} : (tensor<64x64x1xf16>, tensor<1x64x64xf16>
 func.func @fp8_fast_accum(%a: tensor<64x128xf8E4M3FN>, %b: tensor<128x64xf8E4M3FN>) -> tensor<64x64xf32> {
-  %y = kg.kernel @fp8_fast_accum_0(%a, %b) attributes {block_m = 64, block_n = 64, block_k = 64, group_m = 8, num_warps = 4, num_stages = 4} : (tensor<64x128xf8E4M3FN>, tensor<128x64xf8E4M3FN>) -> tensor<64x64xf32> {
+  %y = kg.kernel @fp8_fast_accum_0(%a, %b) attributes {config = {block_m = 64, block_n = 64, block_k = 64, group_m = 8, num_warps = 4, num_stages = 4}} : (tensor<64x128xf8E4M3FN>, tensor<128x64xf8E4M3FN>) -> tensor<64x64xf32> {
   ^bb0(%x: tensor<64x128xf8E4M3FN>, %w: tensor<128x64xf8E4M3FN>):
     %m = kg.matmul %x, %w precision = fast_accum : (tensor<64x128xf8E4M3FN>, tensor<128x64xf8E4M3FN>) -> tensor<64x64xf32>
     kg.yield %m : tensor<64x64xf32>
@@ -250,7 +250,7 @@ func.func @fp8_fast_accum(%a: tensor<64x128xf8E4M3FN>, %b: tensor<128x64xf8E4M3F
 // CHECK: tile = array<i64: 64, 64, 64>
 // CHECK: kg.tile_dot %{{.*}}, %{{.*}}, %{{.*}} : (tensor<64x64x1xf16>, tensor<1x64x64xf16>, tensor<64x1x64xf32>) -> tensor<64x1x64xf32>
 func.func @legal(%a: tensor<64x128xf16>, %b: tensor<128x64xf16>) -> tensor<64x64xf16> {
-  %y = kg.kernel @legal_0(%a, %b) attributes {block_m = 64, block_n = 64, block_k = 64, group_m = 8, num_warps = 4, num_stages = 4} : (tensor<64x128xf16>, tensor<128x64xf16>) -> tensor<64x64xf16> {
+  %y = kg.kernel @legal_0(%a, %b) attributes {config = {block_m = 64, block_n = 64, block_k = 64, group_m = 8, num_warps = 4, num_stages = 4}} : (tensor<64x128xf16>, tensor<128x64xf16>) -> tensor<64x64xf16> {
   ^bb0(%x: tensor<64x128xf16>, %w: tensor<128x64xf16>):
     %m = kg.matmul %x, %w : (tensor<64x128xf16>, tensor<128x64xf16>) -> tensor<64x64xf16>
     kg.yield %m : tensor<64x64xf16>
@@ -264,7 +264,7 @@ func.func @legal(%a: tensor<64x128xf16>, %b: tensor<128x64xf16>) -> tensor<64x64
 // rows would belong to the next tile.
 func.func @too_small(%a: tensor<100x64xf16>, %b: tensor<64x64xf16>) -> tensor<100x64xf16> {
   // expected-error @+1 {{kernel @too_small_0: a dot tile of 8 along axis 0 does not cover the axis (100); choose a tile of at least 16 there}}
-  %y = kg.kernel @too_small_0(%a, %b) attributes {block_m = 8, block_n = 64, block_k = 64, group_m = 8, num_warps = 4, num_stages = 1} : (tensor<100x64xf16>, tensor<64x64xf16>) -> tensor<100x64xf16> {
+  %y = kg.kernel @too_small_0(%a, %b) attributes {config = {block_m = 8, block_n = 64, block_k = 64, group_m = 8, num_warps = 4, num_stages = 1}} : (tensor<100x64xf16>, tensor<64x64xf16>) -> tensor<100x64xf16> {
   ^bb0(%x: tensor<100x64xf16>, %w: tensor<64x64xf16>):
     %m = kg.matmul %x, %w : (tensor<100x64xf16>, tensor<64x64xf16>) -> tensor<100x64xf16>
     kg.yield %m : tensor<100x64xf16>
@@ -282,7 +282,7 @@ func.func @too_small(%a: tensor<100x64xf16>, %b: tensor<64x64xf16>) -> tensor<10
 // SM100: } {kg.axis = 1 : i64, tt.warp_specialize}
 func.func @warp_specialized(%a: tensor<64x256xf16>, %b: tensor<256x64xf16>) -> tensor<64x64xf16> {
   // expected-error @+1 {{kernel @ws_0: warp_specialize needs sm_100 or newer, where Triton warp-specializes loops of pointer loads, or tma = true on sm_90 or newer; the target is sm_90 and the kernel has no tma}}
-  %y = kg.kernel @ws_0(%a, %b) attributes {block_k = 64, warp_specialize = true} : (tensor<64x256xf16>, tensor<256x64xf16>) -> tensor<64x64xf16> {
+  %y = kg.kernel @ws_0(%a, %b) attributes {config = {block_k = 64, warp_specialize = true}} : (tensor<64x256xf16>, tensor<256x64xf16>) -> tensor<64x64xf16> {
   ^bb0(%x: tensor<64x256xf16>, %w: tensor<256x64xf16>):
     %m = kg.matmul %x, %w : (tensor<64x256xf16>, tensor<256x64xf16>) -> tensor<64x64xf16>
     kg.yield %m : tensor<64x64xf16>
@@ -298,7 +298,7 @@ func.func @warp_specialized(%a: tensor<64x256xf16>, %b: tensor<256x64xf16>) -> t
 // CHECK: kg.tile_dot
 // CHECK: } {kg.axis = 1 : i64, tt.warp_specialize}
 func.func @warp_specialized_tma(%a: tensor<64x256xf16>, %b: tensor<256x64xf16>) -> tensor<64x64xf16> {
-  %y = kg.kernel @ws_tma_0(%a, %b) attributes {block_k = 64, warp_specialize = true, tma = true} : (tensor<64x256xf16>, tensor<256x64xf16>) -> tensor<64x64xf16> {
+  %y = kg.kernel @ws_tma_0(%a, %b) attributes {config = {block_k = 64, warp_specialize = true, tma = true}} : (tensor<64x256xf16>, tensor<256x64xf16>) -> tensor<64x64xf16> {
   ^bb0(%x: tensor<64x256xf16>, %w: tensor<256x64xf16>):
     %m = kg.matmul %x, %w : (tensor<64x256xf16>, tensor<256x64xf16>) -> tensor<64x64xf16>
     kg.yield %m : tensor<64x64xf16>

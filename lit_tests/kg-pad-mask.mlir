@@ -21,7 +21,7 @@
 // CHECK: kg.reduce sum %[[SAFE]] dims [1] keepdim
 // CHECK: kg.tile_store %{{.*}}, %{{.*}}[%[[ROW]], %{{.*}}] mask %{{.*}} : tensor<4x1024xf32>
 func.func @softmax(%x: tensor<17x1000xf32>) -> tensor<17x1000xf32> {
-  %y = kg.kernel @softmax_0(%x) attributes {block_x = 4, block_r = 1000, num_warps = 8, num_stages = 1} : (tensor<17x1000xf32>) -> tensor<17x1000xf32> {
+  %y = kg.kernel @softmax_0(%x) attributes {config = {block_x = 4, block_r = 1000, num_warps = 8, num_stages = 1}} : (tensor<17x1000xf32>) -> tensor<17x1000xf32> {
   ^bb0(%a: tensor<17x1000xf32>):
     %m = kg.reduce max %a dims [1] keepdim : tensor<17x1000xf32> -> tensor<17x1xf32>
     %d = kg.sub %a, %m : (tensor<17x1000xf32>, tensor<17x1xf32>) -> tensor<17x1000xf32>
@@ -43,7 +43,7 @@ func.func @softmax(%x: tensor<17x1000xf32>) -> tensor<17x1000xf32> {
 // CHECK: kg.tile_load %{{.*}}[%{{.*}}, %{{.*}}] : memref<64x1024xf32, strided<[1024, 1]>> -> tensor<4x1024xf32>
 // CHECK: kg.tile_store %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}] : tensor<4x1024xf32>
 func.func @exact_tiles(%x: tensor<64x1024xf32>) -> tensor<64x1024xf32> {
-  %y = kg.kernel @exact_0(%x) attributes {block_m = 4, block_n = 1024, num_warps = 8, num_stages = 1} : (tensor<64x1024xf32>) -> tensor<64x1024xf32> {
+  %y = kg.kernel @exact_0(%x) attributes {config = {block_m = 4, block_n = 1024, num_warps = 8, num_stages = 1}} : (tensor<64x1024xf32>) -> tensor<64x1024xf32> {
   ^bb0(%a: tensor<64x1024xf32>):
     %r = kg.exp %a : tensor<64x1024xf32>
     kg.yield %r : tensor<64x1024xf32>
@@ -67,7 +67,7 @@ func.func @exact_tiles(%x: tensor<64x1024xf32>) -> tensor<64x1024xf32> {
 // CHECK: %[[SAFE:.*]] = kg.tile_select %[[VALID]], %[[E]], %{{.*}}
 // CHECK: kg.add %{{.*}}, %[[SAFE]]
 func.func @looped(%x: tensor<17x1000xf32>) -> tensor<17x1000xf32> {
-  %y = kg.kernel @softmax_0(%x) attributes {block_x = 1, block_r = 256, num_warps = 1, num_stages = 2} : (tensor<17x1000xf32>) -> tensor<17x1000xf32> {
+  %y = kg.kernel @softmax_0(%x) attributes {config = {block_x = 1, block_r = 256, num_warps = 1, num_stages = 2}} : (tensor<17x1000xf32>) -> tensor<17x1000xf32> {
   ^bb0(%a: tensor<17x1000xf32>):
     %m = kg.reduce max %a dims [1] keepdim : tensor<17x1000xf32> -> tensor<17x1xf32>
     %d = kg.sub %a, %m : (tensor<17x1000xf32>, tensor<17x1xf32>) -> tensor<17x1000xf32>
@@ -90,7 +90,7 @@ func.func @looped(%x: tensor<17x1000xf32>) -> tensor<17x1000xf32> {
 // CHECK-NOT: kg.tile_select
 // CHECK: kg.tile_dot
 func.func @partial_k(%a: tensor<33x100xf16>, %b: tensor<100x40xf16>) -> tensor<33x40xf16> {
-  %y = kg.kernel @mm_0(%a, %b) attributes {block_m = 33, block_n = 40, block_k = 64, group_m = 8, num_warps = 4, num_stages = 4} : (tensor<33x100xf16>, tensor<100x40xf16>) -> tensor<33x40xf16> {
+  %y = kg.kernel @mm_0(%a, %b) attributes {config = {block_m = 33, block_n = 40, block_k = 64, group_m = 8, num_warps = 4, num_stages = 4}} : (tensor<33x100xf16>, tensor<100x40xf16>) -> tensor<33x40xf16> {
   ^bb0(%x: tensor<33x100xf16>, %w: tensor<100x40xf16>):
     %m = kg.matmul %x, %w : (tensor<33x100xf16>, tensor<100x40xf16>) -> tensor<33x40xf16>
     kg.yield %m : tensor<33x40xf16>
@@ -106,7 +106,7 @@ func.func @partial_k(%a: tensor<33x100xf16>, %b: tensor<100x40xf16>) -> tensor<3
 // CHECK: %[[SHIFTED:.*]] = arith.subi
 // CHECK: kg.tile_mask [%{{.*}}, %[[SHIFTED]]] lower [-2147483648, 0] upper [17, 100] : tensor<32x128xi1>
 func.func @concat(%a: tensor<17x3xf32>, %b: tensor<17x100xf32>) -> tensor<17x103xf32> {
-  %y = kg.kernel @concat_0(%a, %b) attributes {block_m = 17, block_n = 103, num_warps = 8, num_stages = 1} : (tensor<17x3xf32>, tensor<17x100xf32>) -> tensor<17x103xf32> {
+  %y = kg.kernel @concat_0(%a, %b) attributes {config = {block_m = 17, block_n = 103, num_warps = 8, num_stages = 1}} : (tensor<17x3xf32>, tensor<17x100xf32>) -> tensor<17x103xf32> {
   ^bb0(%x: tensor<17x3xf32>, %z: tensor<17x100xf32>):
     %c = kg.concat %x, %z dim 1 : (tensor<17x3xf32>, tensor<17x100xf32>) -> tensor<17x103xf32>
     kg.yield %c : tensor<17x103xf32>
@@ -166,7 +166,7 @@ func.func @second_grid_axis(%x: tensor<17xf32>) -> tensor<17xf32> {
 // CHECK-NOT: kg.tile_select
 // CHECK: kg.reduce max %[[M]] dims [1]
 func.func @masked_max(%x: tensor<17x1000xf32>, %keep: tensor<17x1000xi1>) -> tensor<17x1xf32> {
-  %y = kg.kernel @masked_max_0(%x, %keep) attributes {block_x = 4, block_r = 1000, num_warps = 8, num_stages = 1} : (tensor<17x1000xf32>, tensor<17x1000xi1>) -> tensor<17x1xf32> {
+  %y = kg.kernel @masked_max_0(%x, %keep) attributes {config = {block_x = 4, block_r = 1000, num_warps = 8, num_stages = 1}} : (tensor<17x1000xf32>, tensor<17x1000xi1>) -> tensor<17x1xf32> {
   ^bb0(%a: tensor<17x1000xf32>, %k: tensor<17x1000xi1>):
     %ninf = kg.constant 0xFFF0000000000000 : tensor<f32>
     %m = kg.select %k, %a, %ninf : (tensor<17x1000xi1>, tensor<17x1000xf32>, tensor<f32>) -> tensor<17x1000xf32>
@@ -188,7 +188,7 @@ func.func @masked_max(%x: tensor<17x1000xf32>, %keep: tensor<17x1000xi1>) -> ten
 // CHECK: %[[SAFE:.*]] = kg.tile_select %{{.*}}, %[[F]], %[[NINF]]
 // CHECK: kg.reduce max %[[SAFE]] dims [1]
 func.func @integer_max(%i: tensor<17x1000xi32>) -> tensor<17x1xf32> {
-  %y = kg.kernel @integer_max_0(%i) attributes {block_x = 4, block_r = 1000, num_warps = 8, num_stages = 1} : (tensor<17x1000xi32>) -> tensor<17x1xf32> {
+  %y = kg.kernel @integer_max_0(%i) attributes {config = {block_x = 4, block_r = 1000, num_warps = 8, num_stages = 1}} : (tensor<17x1000xi32>) -> tensor<17x1xf32> {
   ^bb0(%a: tensor<17x1000xi32>):
     %f = kg.cast %a : tensor<17x1000xi32> to tensor<17x1000xf32>
     %r = kg.reduce max %f dims [1] keepdim : tensor<17x1000xf32> -> tensor<17x1xf32>
@@ -207,7 +207,7 @@ func.func @integer_max(%i: tensor<17x1000xi32>) -> tensor<17x1xf32> {
 // CHECK-NOT: kg.tile_select
 // CHECK: kg.reduce sum %[[F]] dims [1]
 func.func @integer_sum(%i: tensor<17x1000xi32>) -> tensor<17x1xf32> {
-  %y = kg.kernel @integer_sum_0(%i) attributes {block_x = 4, block_r = 1000, num_warps = 8, num_stages = 1} : (tensor<17x1000xi32>) -> tensor<17x1xf32> {
+  %y = kg.kernel @integer_sum_0(%i) attributes {config = {block_x = 4, block_r = 1000, num_warps = 8, num_stages = 1}} : (tensor<17x1000xi32>) -> tensor<17x1xf32> {
   ^bb0(%a: tensor<17x1000xi32>):
     %f = kg.cast %a : tensor<17x1000xi32> to tensor<17x1000xf32>
     %r = kg.reduce sum %f dims [1] keepdim : tensor<17x1000xf32> -> tensor<17x1xf32>
@@ -228,7 +228,7 @@ func.func @integer_sum(%i: tensor<17x1000xi32>) -> tensor<17x1xf32> {
 // CHECK: kg.tile_select
 // CHECK: kg.tile_dot %[[A]]
 func.func @fp8_fill(%x: tensor<16x100xf32>, %w: tensor<100x16xf32>) -> tensor<16x16xf32> {
-  %y = kg.kernel @fp8_fill_0(%x, %w) attributes {block_m = 16, block_n = 16, block_k = 64, group_m = 1, num_warps = 4, num_stages = 1} : (tensor<16x100xf32>, tensor<100x16xf32>) -> tensor<16x16xf32> {
+  %y = kg.kernel @fp8_fill_0(%x, %w) attributes {config = {block_m = 16, block_n = 16, block_k = 64, group_m = 1, num_warps = 4, num_stages = 1}} : (tensor<16x100xf32>, tensor<100x16xf32>) -> tensor<16x16xf32> {
   ^bb0(%a: tensor<16x100xf32>, %b: tensor<100x16xf32>):
     %ea = kg.exp %a : tensor<16x100xf32>
     %qa = kg.cast %ea : tensor<16x100xf32> to tensor<16x100xf8E4M3FN>

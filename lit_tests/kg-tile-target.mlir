@@ -10,14 +10,12 @@
 
 // sm_90 (H100 SXM, 132 SMs): 16 tiles x 16 splits (the most kgc takes).
 // SM90: kg.kernel @gemv_0_partials
-// SM90-SAME: grid = array<i64: 16, 16, 1>
-// SM90-SAME: split_k = 16 : i64
+// SM90-SAME: split_k = 16 : i64}, grid = array<i64: 16, 16, 1>
 // SM90: kg.kernel @gemv_0_reduce
 
 // sm_80 (A100, 108 SMs): 16 tiles x 8 splits already fill it.
 // SM80: kg.kernel @gemv_0_partials
-// SM80-SAME: grid = array<i64: 16, 8, 1>
-// SM80-SAME: split_k = 8 : i64
+// SM80-SAME: split_k = 8 : i64}, grid = array<i64: 16, 8, 1>
 // SM80: kg.kernel @gemv_0_reduce
 
 // sm_87 (Jetson Orin, 16 SMs): the 16 tiles fill it; nothing is split,
@@ -31,8 +29,7 @@
 // A split the user gives is kept whatever the target: the target only
 // decides the knobs left to kgc.
 // GIVEN: kg.kernel @gemv_0_partials
-// GIVEN-SAME: grid = array<i64: 16, 2, 1>
-// GIVEN-SAME: split_k = 2 : i64
+// GIVEN-SAME: split_k = 2 : i64}, grid = array<i64: 16, 2, 1>
 
 // BAD-TARGET: kgc-opt: error: option 'target' of pass 'kg-tile' must be one of 80, 86, 87, 89, 90, 100, 101, 120; got '75'
 

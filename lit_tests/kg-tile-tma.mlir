@@ -41,7 +41,7 @@
 // OFF: "tt.load"
 // OFF: "tt.store"
 func.func @gemm(%a: tensor<100x264xf16>, %b: tensor<264x96xf16>) -> tensor<100x96xf16> {
-  %y = kg.kernel @gemm_0(%a, %b) attributes {block_m = 64, block_n = 64, block_k = 32} : (tensor<100x264xf16>, tensor<264x96xf16>) -> tensor<100x96xf16> {
+  %y = kg.kernel @gemm_0(%a, %b) attributes {config = {block_m = 64, block_n = 64, block_k = 32}} : (tensor<100x264xf16>, tensor<264x96xf16>) -> tensor<100x96xf16> {
   ^bb0(%x: tensor<100x264xf16>, %w: tensor<264x96xf16>):
     %m = kg.matmul %x, %w : (tensor<100x264xf16>, tensor<264x96xf16>) -> tensor<100x96xf16>
     kg.yield %m : tensor<100x96xf16>
@@ -59,7 +59,7 @@ func.func @gemm(%a: tensor<100x264xf16>, %b: tensor<264x96xf16>) -> tensor<100x9
 // TTIR: %[[W:[0-9]+]] = "tt.descriptor_load"(%[[WD]], {{.*}} -> tensor<64x32xf16>
 // TTIR: "tt.trans"(%[[W]]) {order = array<i32: 1, 0>} : (tensor<64x32xf16>) -> tensor<32x64xf16>
 func.func @linear(%a: tensor<128x256xf16>, %w: tensor<192x256xf16>) -> tensor<128x192xf16> {
-  %y = kg.kernel @linear_0(%a, %w) attributes {block_m = 64, block_n = 64, block_k = 32} : (tensor<128x256xf16>, tensor<192x256xf16>) -> tensor<128x192xf16> {
+  %y = kg.kernel @linear_0(%a, %w) attributes {config = {block_m = 64, block_n = 64, block_k = 32}} : (tensor<128x256xf16>, tensor<192x256xf16>) -> tensor<128x192xf16> {
   ^bb0(%x: tensor<128x256xf16>, %v: tensor<192x256xf16>):
     %t = kg.transpose %v [1, 0] : tensor<192x256xf16> -> tensor<256x192xf16>
     %m = kg.matmul %x, %t : (tensor<128x256xf16>, tensor<256x192xf16>) -> tensor<128x192xf16>
@@ -136,7 +136,7 @@ func.func @narrow_result(%a: tensor<64x256xf16>, %w: tensor<17x256xf16>) -> tens
 // OFF-LABEL: module @fp8_0
 // OFF: "tt.dot"({{.*}}) {inputPrecision = 2 : i32, maxNumImpreciseAcc = 64 : i32}
 func.func @fp8(%a: tensor<64x256xf8E4M3FN>, %b: tensor<256x64xf8E4M3FN>) -> tensor<64x64xf32> {
-  %y = kg.kernel @fp8_0(%a, %b) attributes {block_k = 64} : (tensor<64x256xf8E4M3FN>, tensor<256x64xf8E4M3FN>) -> tensor<64x64xf32> {
+  %y = kg.kernel @fp8_0(%a, %b) attributes {config = {block_k = 64}} : (tensor<64x256xf8E4M3FN>, tensor<256x64xf8E4M3FN>) -> tensor<64x64xf32> {
   ^bb0(%x: tensor<64x256xf8E4M3FN>, %w: tensor<256x64xf8E4M3FN>):
     %m = kg.matmul %x, %w : (tensor<64x256xf8E4M3FN>, tensor<256x64xf8E4M3FN>) -> tensor<64x64xf32>
     kg.yield %m : tensor<64x64xf32>

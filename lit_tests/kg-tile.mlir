@@ -6,7 +6,7 @@
 // bias is read through a view with stride 0 along the rows, as a 1-row tile.
 // CHECK-LABEL: func.func @pointwise
 // CHECK: kg.kernel @pointwise_0
-// CHECK-SAME: block_m = 4 : i64, block_n = 1000 : i64, grid = array<i64: 5, 1, 1>, iteration = array<i64: 17, 1000>, kind = "pointwise"
+// CHECK-SAME: config = {block_m = 4 : i64, block_n = 1000 : i64, num_stages = 1 : i64, num_warps = 8 : i64}, grid = array<i64: 5, 1, 1>, iteration = array<i64: 17, 1000>, kind = "pointwise"
 // CHECK-SAME: tile = array<i64: 4, 1000>
 // CHECK: ^bb0(%{{.*}}: memref<17x1000xf32>, %{{.*}}: memref<1000xf32>, %{{.*}}: memref<17x1000xf32>):
 // CHECK-DAG: %[[PID:.*]] = kg.program_id 0 : i32
@@ -34,10 +34,10 @@ func.func @pointwise(%x: tensor<17x1000xf32>, %b: tensor<1000xf32>) -> tensor<17
 // Tile sizes set by hand on the kernel are kept.
 // CHECK-LABEL: func.func @user_tiles
 // CHECK: kg.kernel @user_tiles_0
-// CHECK-SAME: block_m = 1 : i64, block_n = 256 : i64, grid = array<i64: 68, 1, 1>
+// CHECK-SAME: config = {block_m = 1 : i64, block_n = 256 : i64, {{.*}}}, grid = array<i64: 68, 1, 1>
 // CHECK: kg.tile_load {{.*}} -> tensor<1x256xf32>
 func.func @user_tiles(%x: tensor<17x1000xf32>) -> tensor<17x1000xf32> {
-  %y = kg.kernel @user_tiles_0(%x) attributes {block_m = 1, block_n = 256} : (tensor<17x1000xf32>) -> tensor<17x1000xf32> {
+  %y = kg.kernel @user_tiles_0(%x) attributes {config = {block_m = 1, block_n = 256}} : (tensor<17x1000xf32>) -> tensor<17x1000xf32> {
   ^bb0(%a: tensor<17x1000xf32>):
     %r = kg.exp %a : tensor<17x1000xf32>
     kg.yield %r : tensor<17x1000xf32>
@@ -66,7 +66,7 @@ func.func @transposed_read(%x: tensor<48x64xf16>) -> tensor<64x48xf16> {
 // per program.
 // CHECK-LABEL: func.func @softmax_persistent
 // CHECK: kg.kernel @softmax_0
-// CHECK-SAME: block_r = 1000 : i64, block_x = 4 : i64, grid = array<i64: 5, 1, 1>
+// CHECK-SAME: config = {block_r = 1000 : i64, block_x = 4 : i64, {{.*}}}, grid = array<i64: 5, 1, 1>
 // CHECK-SAME: kind = "reduction"
 // CHECK-NOT: scf.for
 // CHECK: %[[T:.*]] = kg.tile_load {{.*}} -> tensor<4x1000xf32>
@@ -94,7 +94,7 @@ func.func @softmax_persistent(%x: tensor<17x1000xf32>) -> tensor<17x1000xf32> {
 // phase, max, then sum, then the output; each loop keeps a whole tile of
 // partial results and reduces it once after the loop.
 // CHECK-LABEL: func.func @softmax_looped
-// CHECK: block_r = 256 : i64, block_x = 1 : i64, grid = array<i64: 17, 1, 1>
+// CHECK: config = {block_r = 256 : i64, block_x = 1 : i64, {{.*}}}, grid = array<i64: 17, 1, 1>
 // CHECK: %[[MAX:[a-z0-9_]+]] = scf.for %[[I:[a-z0-9_]+]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[ACC:[a-z0-9_]+]] = %{{.*}}) -> (tensor<1x256xf32>)
 // CHECK: %[[T:.*]] = kg.tile_load %{{.*}}[%{{.*}}, %[[I]]]
 // CHECK: kg.maximum %[[ACC]], %[[T]]
@@ -110,7 +110,7 @@ func.func @softmax_persistent(%x: tensor<17x1000xf32>) -> tensor<17x1000xf32> {
 // CHECK: kg.tile_store
 // CHECK: } {kg.axis = 1 : i64}
 func.func @softmax_looped(%x: tensor<17x1000xf32>) -> tensor<17x1000xf32> {
-  %y = kg.kernel @softmax_0(%x) attributes {block_r = 256} : (tensor<17x1000xf32>) -> tensor<17x1000xf32> {
+  %y = kg.kernel @softmax_0(%x) attributes {config = {block_r = 256}} : (tensor<17x1000xf32>) -> tensor<17x1000xf32> {
   ^bb0(%a: tensor<17x1000xf32>):
     %m = kg.reduce max %a dims [1] keepdim : tensor<17x1000xf32> -> tensor<17x1xf32>
     %d = kg.sub %a, %m : (tensor<17x1000xf32>, tensor<17x1xf32>) -> tensor<17x1000xf32>
@@ -129,7 +129,7 @@ func.func @softmax_looped(%x: tensor<17x1000xf32>) -> tensor<17x1000xf32> {
 // runs once after the loop. With 3 row tiles, n tiles narrow to 64 so that
 // the grid fills more of the GPU; small tiles get a deeper pipeline.
 // CHECK-LABEL: func.func @matmul_epilogue
-// CHECK: block_k = 64 : i64, block_m = 128 : i64, block_n = 64 : i64, grid = array<i64: 48, 1, 1>, group_m = 8 : i64, iteration = array<i64: 384, 512, 1024>, kind = "matmul", num_stages = 4 : i64, num_warps = 4 : i64
+// CHECK: config = {block_k = 64 : i64, block_m = 128 : i64, block_n = 64 : i64, group_m = 8 : i64, num_stages = 4 : i64, num_warps = 4 : i64}, grid = array<i64: 48, 1, 1>, iteration = array<i64: 384, 512, 1024>, kind = "matmul"
 // CHECK: arith.minsi
 // CHECK: %[[ACC:.*]] = scf.for
 // CHECK: kg.tile_load {{.*}} -> tensor<128x64x1xf16>
@@ -158,7 +158,7 @@ func.func @matmul_epilogue(%a: tensor<384x512xf16>, %b: tensor<512x1024xf16>, %b
 // 128x64 tiles: n tiles narrow only below half a wave. One program per SM
 // over 224 k steps gets a fourth pipeline stage.
 // CHECK-LABEL: func.func @matmul_prefill_one_wave
-// CHECK: block_k = 64 : i64, block_m = 128 : i64, block_n = 128 : i64, grid = array<i64: 128, 1, 1>, {{.*}} num_stages = 4 : i64
+// CHECK: config = {block_k = 64 : i64, block_m = 128 : i64, block_n = 128 : i64, {{.*}} num_stages = 4 : i64{{.*}}}, grid = array<i64: 128, 1, 1>
 func.func @matmul_prefill_one_wave(%a: tensor<512x14336xf16>, %b: tensor<14336x4096xf16>) -> tensor<512x4096xf16> {
   %y = kg.kernel @matmul_prefill_one_wave_0(%a, %b) : (tensor<512x14336xf16>, tensor<14336x4096xf16>) -> tensor<512x4096xf16> {
   ^bb0(%x: tensor<512x14336xf16>, %w: tensor<14336x4096xf16>):
@@ -173,7 +173,7 @@ func.func @matmul_prefill_one_wave(%a: tensor<512x14336xf16>, %b: tensor<14336x4
 // Several waves (192 programs): the default 3 stages stay, which lets two
 // programs share an SM.
 // CHECK-LABEL: func.func @matmul_prefill_waves
-// CHECK: block_k = 64 : i64, block_m = 128 : i64, block_n = 128 : i64, grid = array<i64: 192, 1, 1>, {{.*}} num_stages = 3 : i64
+// CHECK: config = {block_k = 64 : i64, block_m = 128 : i64, block_n = 128 : i64, {{.*}} num_stages = 3 : i64{{.*}}}, grid = array<i64: 192, 1, 1>
 func.func @matmul_prefill_waves(%a: tensor<512x4096xf16>, %b: tensor<4096x6144xf16>) -> tensor<512x6144xf16> {
   %y = kg.kernel @matmul_prefill_waves_0(%a, %b) : (tensor<512x4096xf16>, tensor<4096x6144xf16>) -> tensor<512x6144xf16> {
   ^bb0(%x: tensor<512x4096xf16>, %w: tensor<4096x6144xf16>):
@@ -185,19 +185,17 @@ func.func @matmul_prefill_waves(%a: tensor<512x4096xf16>, %b: tensor<4096x6144xf
 
 // -----
 
-// A matmul config in the kernel's attributes: a block_m above m is the whole
+// A matmul config in the kernel's config attribute: a block_m above m is the whole
 // of m, so the grid has one row tile and group_m, with nothing to group,
 // is 1; warp_specialize and flatten go on the k loop for Triton.
 // CHECK-LABEL: func.func @matmul_config
 // CHECK: kg.kernel @matmul_config_0
-// CHECK-SAME: block_k = 32 : i64, block_m = 96 : i64, block_n = 64 : i64, flatten = true, grid = array<i64: 4, 1, 1>, group_m = 1 : i64
-// CHECK-SAME: num_stages = 2 : i64, num_warps = 8 : i64
-// CHECK-SAME: warp_specialize = true
+// CHECK-SAME: config = {block_k = 32 : i64, block_m = 96 : i64, block_n = 64 : i64, flatten = true, group_m = 1 : i64, num_stages = 2 : i64, num_warps = 8 : i64, warp_specialize = true}, grid = array<i64: 4, 1, 1>
 // CHECK: scf.for
 // CHECK: kg.tile_dot
 // CHECK: } {kg.axis = 1 : i64, tt.flatten, tt.warp_specialize}
 func.func @matmul_config(%a: tensor<96x128xf16>, %b: tensor<128x256xf16>) -> tensor<96x256xf16> {
-  %y = kg.kernel @matmul_config_0(%a, %b) attributes {block_m = 1024, block_n = 64, block_k = 32, group_m = 4, num_warps = 8, num_stages = 2, warp_specialize = true, flatten = true} : (tensor<96x128xf16>, tensor<128x256xf16>) -> tensor<96x256xf16> {
+  %y = kg.kernel @matmul_config_0(%a, %b) attributes {config = {block_m = 1024, block_n = 64, block_k = 32, group_m = 4, num_warps = 8, num_stages = 2, warp_specialize = true, flatten = true}} : (tensor<96x128xf16>, tensor<128x256xf16>) -> tensor<96x256xf16> {
   ^bb0(%x: tensor<96x128xf16>, %w: tensor<128x256xf16>):
     %m = kg.matmul %x, %w : (tensor<96x128xf16>, tensor<128x256xf16>) -> tensor<96x256xf16>
     kg.yield %m : tensor<96x256xf16>
@@ -215,7 +213,7 @@ func.func @matmul_config(%a: tensor<96x128xf16>, %b: tensor<128x256xf16>) -> ten
 // CHECK-NOT: scf.for
 // CHECK: kg.tile_dot
 func.func @matmul_flags_without_loop(%a: tensor<32x16xf16>, %b: tensor<16x32xf16>) -> tensor<32x32xf16> {
-  %y = kg.kernel @no_loop_0(%a, %b) attributes {warp_specialize = true} : (tensor<32x16xf16>, tensor<16x32xf16>) -> tensor<32x32xf16> {
+  %y = kg.kernel @no_loop_0(%a, %b) attributes {config = {warp_specialize = true}} : (tensor<32x16xf16>, tensor<16x32xf16>) -> tensor<32x32xf16> {
   ^bb0(%x: tensor<32x16xf16>, %w: tensor<16x32xf16>):
     %m = kg.matmul %x, %w : (tensor<32x16xf16>, tensor<16x32xf16>) -> tensor<32x32xf16>
     kg.yield %m : tensor<32x32xf16>
@@ -251,7 +249,7 @@ func.func @concat(%a: tensor<17x3xf32>, %b: tensor<17x100xf32>) -> tensor<17x103
 // CHECK: scf.for %[[KEY:.*]] = %c0_i32 to %c100_i32
 // CHECK: kg.tile_dot %[[Q]], %{{.*}}
 func.func @attention_rotated_query(%q: tensor<1x8x1x64xf16>, %k: tensor<1x2x100x64xf16>, %v: tensor<1x2x100x64xf16>) -> tensor<1x8x1x64xf16> {
-  %o = kg.kernel @rotated_0(%k, %v, %q) attributes {split_kv = 1, pack_heads = false} : (tensor<1x2x100x64xf16>, tensor<1x2x100x64xf16>, tensor<1x8x1x64xf16>) -> tensor<1x8x1x64xf16> {
+  %o = kg.kernel @rotated_0(%k, %v, %q) attributes {config = {split_kv = 1, pack_heads = false}} : (tensor<1x2x100x64xf16>, tensor<1x2x100x64xf16>, tensor<1x8x1x64xf16>) -> tensor<1x8x1x64xf16> {
   ^bb0(%a: tensor<1x2x100x64xf16>, %b: tensor<1x2x100x64xf16>, %c: tensor<1x8x1x64xf16>):
     %hi = kg.slice %c offsets [0, 0, 0, 32] strides [1, 1, 1, 1] : tensor<1x8x1x64xf16> -> tensor<1x8x1x32xf16>
     %lo = kg.slice %c offsets [0, 0, 0, 0] strides [1, 1, 1, 1] : tensor<1x8x1x64xf16> -> tensor<1x8x1x32xf16>
@@ -287,7 +285,7 @@ func.func @attention_rotated_query(%q: tensor<1x8x1x64xf16>, %k: tensor<1x2x100x
 // into workspaces; and a reduce kernel, which takes only the workspaces,
 // sums the 4 partials in order and only then applies the 1/rms factor.
 // CHECK-LABEL: func.func @split_k_rmsnorm_matmul
-// CHECK: %[[P:.*]]:2 = kg.kernel @split_0_partials(%{{.*}}, %{{.*}}, %{{.*}}) attributes {{{.*}}grid = array<i64: 1, 4, 1>{{.*}}split_k = 4 : i64{{.*}}} : (tensor<3x1000xf16>, tensor<1000xf16>, tensor<1000x100xf16>) -> (tensor<4x3x1xf32>, tensor<4x3x100xf32>)
+// CHECK: %[[P:.*]]:2 = kg.kernel @split_0_partials(%{{.*}}, %{{.*}}, %{{.*}}) attributes {config = {{{.*}}split_k = 4 : i64}, grid = array<i64: 1, 4, 1>{{.*}}} : (tensor<3x1000xf16>, tensor<1000xf16>, tensor<1000x100xf16>) -> (tensor<4x3x1xf32>, tensor<4x3x100xf32>)
 // CHECK: %[[SPLIT:.*]] = kg.program_id 1 : i32
 // CHECK: %[[START:.*]] = arith.muli %[[SPLIT]], %c256_i32 : i32
 // CHECK: %[[NEXT:.*]] = arith.addi %[[START]], %c256_i32 : i32
@@ -308,7 +306,7 @@ func.func @attention_rotated_query(%q: tensor<1x8x1x64xf16>, %k: tensor<1x2x100x
 // CHECK: kg.tile_store
 // CHECK: return %[[Y]] : tensor<3x100xf16>
 func.func @split_k_rmsnorm_matmul(%arg0: tensor<3x1000xf16>, %arg1: tensor<1000xf16>, %arg2: tensor<1000x100xf16>) -> tensor<3x100xf16> {
-  %0 = kg.kernel @split_0(%arg0, %arg1, %arg2) attributes {split_k = 4} : (tensor<3x1000xf16>, tensor<1000xf16>, tensor<1000x100xf16>) -> tensor<3x100xf16> {
+  %0 = kg.kernel @split_0(%arg0, %arg1, %arg2) attributes {config = {split_k = 4}} : (tensor<3x1000xf16>, tensor<1000xf16>, tensor<1000x100xf16>) -> tensor<3x100xf16> {
   ^bb0(%arg3: tensor<3x1000xf16>, %arg4: tensor<1000xf16>, %arg5: tensor<1000x100xf16>):
     %1 = kg.constant 1.000000e-03 : tensor<f32>
     %2 = kg.constant 9.9999999999999995E-7 : tensor<f32>
@@ -340,7 +338,7 @@ func.func @split_k_rmsnorm_matmul(%arg0: tensor<3x1000xf16>, %arg1: tensor<1000x
 // combines the four. Decoding keeps three blocks of K and V in flight
 // (num_stages = 3).
 // CHECK-LABEL: func.func @attention_split_kv
-// CHECK: %[[P:.*]]:2 = kg.kernel @attention_0_attention(%{{.*}}, %{{.*}}, %{{.*}}) attributes {block_n = 64 : i64, grid = array<i64: 8, 1, 1>, iteration = array<i64: 1, 2, 4, 4, 1, 1000, 64, 64>, kind = "attention", num_stages = 3 : i64, num_warps = 4 : i64, pack_heads = true, split_kv = 4 : i64, tile = array<i64: 1, 1, 4, 1, 1, 64, 64, 64>} : ({{.*}}) -> (tensor<1x8x1x4x64xf32>, tensor<1x8x1x4xf32>)
+// CHECK: %[[P:.*]]:2 = kg.kernel @attention_0_attention(%{{.*}}, %{{.*}}, %{{.*}}) attributes {config = {block_n = 64 : i64, num_stages = 3 : i64, num_warps = 4 : i64, pack_heads = true, split_kv = 4 : i64}, grid = array<i64: 8, 1, 1>, iteration = array<i64: 1, 2, 4, 4, 1, 1000, 64, 64>, kind = "attention", tile = array<i64: 1, 1, 4, 1, 1, 64, 64, 64>} : ({{.*}}) -> (tensor<1x8x1x4x64xf32>, tensor<1x8x1x4xf32>)
 // CHECK: memref.reinterpret_cast %{{.*}} to offset: [0], sizes: [1, 2, 1, 1, 1, 1000, 64, 1], strides: [0, 64000, 0, 0, 0, 64, 1, 0]
 // CHECK: %[[SPLIT:.*]] = arith.remsi
 // CHECK: %[[START:.*]] = arith.muli %[[SPLIT]], %c256_i32
@@ -364,7 +362,7 @@ func.func @split_k_rmsnorm_matmul(%arg0: tensor<3x1000xf16>, %arg1: tensor<1000x
 // CHECK: kg.div
 // CHECK: return %[[O]] : tensor<1x8x1x64xf16>
 func.func @attention_split_kv(%q: tensor<1x8x1x64xf16>, %k: tensor<1x2x1000x64xf16>, %v: tensor<1x2x1000x64xf16>) -> tensor<1x8x1x64xf16> {
-  %o = kg.kernel @attention_0_attention(%k, %v, %q) attributes {split_kv = 4} : (tensor<1x2x1000x64xf16>, tensor<1x2x1000x64xf16>, tensor<1x8x1x64xf16>) -> tensor<1x8x1x64xf16> {
+  %o = kg.kernel @attention_0_attention(%k, %v, %q) attributes {config = {split_kv = 4}} : (tensor<1x2x1000x64xf16>, tensor<1x2x1000x64xf16>, tensor<1x8x1x64xf16>) -> tensor<1x8x1x64xf16> {
   ^bb0(%a: tensor<1x2x1000x64xf16>, %b: tensor<1x2x1000x64xf16>, %c: tensor<1x8x1x64xf16>):
     %k5 = kg.reshape %a : tensor<1x2x1000x64xf16> -> tensor<1x2x1x1000x64xf16>
     %kb = kg.broadcast_to %k5 : tensor<1x2x1x1000x64xf16> -> tensor<1x2x4x1000x64xf16>
@@ -399,7 +397,7 @@ func.func @attention_split_kv(%q: tensor<1x8x1x64xf16>, %k: tensor<1x2x1000x64xf
 // CHECK: scf.for
 // CHECK: kg.sigmoid
 func.func @split_k_gated_mlp(%x: tensor<3x300xf32>, %w1: tensor<300x50xf32>, %w2: tensor<300x50xf32>) -> tensor<3x50xf32> {
-  %y = kg.kernel @gated_0(%x, %w1, %w2) attributes {split_k = 2} : (tensor<3x300xf32>, tensor<300x50xf32>, tensor<300x50xf32>) -> tensor<3x50xf32> {
+  %y = kg.kernel @gated_0(%x, %w1, %w2) attributes {config = {split_k = 2}} : (tensor<3x300xf32>, tensor<300x50xf32>, tensor<300x50xf32>) -> tensor<3x50xf32> {
   ^bb0(%a: tensor<3x300xf32>, %b1: tensor<300x50xf32>, %b2: tensor<300x50xf32>):
     %g = kg.matmul %a, %b1 : (tensor<3x300xf32>, tensor<300x50xf32>) -> tensor<3x50xf32>
     %u = kg.matmul %a, %b2 : (tensor<3x300xf32>, tensor<300x50xf32>) -> tensor<3x50xf32>
@@ -421,7 +419,7 @@ func.func @split_k_gated_mlp(%x: tensor<3x300xf32>, %w1: tensor<300x50xf32>, %w2
 // CHECK-NOT: kg.kernel
 // CHECK: return
 func.func @split_k_of_one_step(%a: tensor<4x32xf16>, %b: tensor<32x64xf16>) -> tensor<4x64xf16> {
-  %y = kg.kernel @one_step_0(%a, %b) attributes {split_k = 8} : (tensor<4x32xf16>, tensor<32x64xf16>) -> tensor<4x64xf16> {
+  %y = kg.kernel @one_step_0(%a, %b) attributes {config = {split_k = 8}} : (tensor<4x32xf16>, tensor<32x64xf16>) -> tensor<4x64xf16> {
   ^bb0(%x: tensor<4x32xf16>, %w: tensor<32x64xf16>):
     %m = kg.matmul %x, %w : (tensor<4x32xf16>, tensor<32x64xf16>) -> tensor<4x64xf16>
     kg.yield %m : tensor<4x64xf16>
@@ -471,12 +469,12 @@ func.func @lora_one_kernel(%x: tensor<3x1000xf16>, %w: tensor<1000x300xf16>, %a:
 // The same attention with split_kv = 1 and without packing: one kernel,
 // one program per query head, K and V still read at their key/value head.
 // CHECK-LABEL: func.func @attention_one_kernel
-// CHECK: %[[O:.*]] = kg.kernel @attention_1_attention(%{{.*}}, %{{.*}}, %{{.*}}) attributes {block_m = 1 : i64, block_n = 128 : i64, grid = array<i64: 8, 1, 1>, iteration = array<i64: 1, 2, 4, 1, 1000, 64, 64>, kind = "attention", num_stages = 3 : i64, num_warps = 4 : i64, pack_heads = false, split_kv = 1 : i64
+// CHECK: %[[O:.*]] = kg.kernel @attention_1_attention(%{{.*}}, %{{.*}}, %{{.*}}) attributes {config = {block_m = 1 : i64, block_n = 128 : i64, num_stages = 3 : i64, num_warps = 4 : i64, pack_heads = false, split_kv = 1 : i64}, grid = array<i64: 8, 1, 1>, iteration = array<i64: 1, 2, 4, 1, 1000, 64, 64>, kind = "attention"
 // CHECK: scf.for %{{.*}} = %c0_i32 to %c1000_i32 step %c128_i32
 // CHECK-NOT: kg.kernel
 // CHECK: return %[[O]] : tensor<1x8x1x64xf16>
 func.func @attention_one_kernel(%q: tensor<1x8x1x64xf16>, %k: tensor<1x2x1000x64xf16>, %v: tensor<1x2x1000x64xf16>) -> tensor<1x8x1x64xf16> {
-  %o = kg.kernel @attention_1_attention(%k, %v, %q) attributes {split_kv = 1, pack_heads = false} : (tensor<1x2x1000x64xf16>, tensor<1x2x1000x64xf16>, tensor<1x8x1x64xf16>) -> tensor<1x8x1x64xf16> {
+  %o = kg.kernel @attention_1_attention(%k, %v, %q) attributes {config = {split_kv = 1, pack_heads = false}} : (tensor<1x2x1000x64xf16>, tensor<1x2x1000x64xf16>, tensor<1x8x1x64xf16>) -> tensor<1x8x1x64xf16> {
   ^bb0(%a: tensor<1x2x1000x64xf16>, %b: tensor<1x2x1000x64xf16>, %c: tensor<1x8x1x64xf16>):
     %k5 = kg.reshape %a : tensor<1x2x1000x64xf16> -> tensor<1x2x1x1000x64xf16>
     %kb = kg.broadcast_to %k5 : tensor<1x2x1x1000x64xf16> -> tensor<1x2x4x1000x64xf16>
@@ -520,7 +518,7 @@ func.func @already_tiled(%x: tensor<4xf32>) -> tensor<4xf32> {
 // refused: its padding lanes would overlap the next tile.
 func.func @bad_tile(%x: tensor<17x1000xf32>) -> tensor<17x1000xf32> {
   // expected-error @+1 {{pointwise kernel @bad_0: block_n = 100 is not legal; block_n must be a power of two, or at least 1000 to cover its axis}}
-  %y = kg.kernel @bad_0(%x) attributes {block_n = 100} : (tensor<17x1000xf32>) -> tensor<17x1000xf32> {
+  %y = kg.kernel @bad_0(%x) attributes {config = {block_n = 100}} : (tensor<17x1000xf32>) -> tensor<17x1000xf32> {
   ^bb0(%a: tensor<17x1000xf32>):
     %r = kg.exp %a : tensor<17x1000xf32>
     kg.yield %r : tensor<17x1000xf32>
@@ -534,7 +532,7 @@ func.func @bad_tile(%x: tensor<17x1000xf32>) -> tensor<17x1000xf32> {
 // of the whole row, so its reductions over k run in two loops.
 func.func @split_k_of_chained_reductions(%x: tensor<4x512xf32>, %w: tensor<512x64xf32>) -> tensor<4x64xf32> {
   // expected-error @+1 {{kernel @chained_0 cannot be tiled: split_k = 2 needs every reduction over k in one loop; this kernel has reductions over k that read one another}}
-  %y = kg.kernel @chained_0(%x, %w) attributes {split_k = 2, block_k = 64} : (tensor<4x512xf32>, tensor<512x64xf32>) -> tensor<4x64xf32> {
+  %y = kg.kernel @chained_0(%x, %w) attributes {config = {split_k = 2, block_k = 64}} : (tensor<4x512xf32>, tensor<512x64xf32>) -> tensor<4x64xf32> {
   ^bb0(%a: tensor<4x512xf32>, %b: tensor<512x64xf32>):
     %1 = kg.reduce max %a dims [1] keepdim : tensor<4x512xf32> -> tensor<4x1xf32>
     %2 = kg.sub %a, %1 : (tensor<4x512xf32>, tensor<4x1xf32>) -> tensor<4x512xf32>
@@ -553,7 +551,7 @@ func.func @split_k_of_chained_reductions(%x: tensor<4x512xf32>, %w: tensor<512x6
 // persistent.
 func.func @split_k_persistent(%a: tensor<4x512xf16>, %b: tensor<512x64xf16>) -> tensor<4x64xf16> {
   // expected-error @+1 {{matmul kernel @both_0: split_k = 2 and num_programs = 1 cannot both be set; a split kernel launches one program per tile and split}}
-  %y = kg.kernel @both_0(%a, %b) attributes {split_k = 2, num_programs = 1} : (tensor<4x512xf16>, tensor<512x64xf16>) -> tensor<4x64xf16> {
+  %y = kg.kernel @both_0(%a, %b) attributes {config = {split_k = 2, num_programs = 1}} : (tensor<4x512xf16>, tensor<512x64xf16>) -> tensor<4x64xf16> {
   ^bb0(%x: tensor<4x512xf16>, %w: tensor<512x64xf16>):
     %m = kg.matmul %x, %w : (tensor<4x512xf16>, tensor<512x64xf16>) -> tensor<4x64xf16>
     kg.yield %m : tensor<4x64xf16>
@@ -595,4 +593,59 @@ func.func @lora_two_ranks(%x: tensor<3x1000xf16>, %w: tensor<1000x64xf16>, %a: t
     kg.yield %r : tensor<3x64xf16>
   }
   return %y : tensor<3x64xf16>
+}
+
+// -----
+
+// The dialect checks only the config's form; which knobs a kernel has is its
+// schedule's to say: a pointwise kernel has no block_x (a reduction's).
+func.func @knob_of_another_kind(%x: tensor<17x1000xf32>) -> tensor<17x1000xf32> {
+  // expected-error @+1 {{pointwise kernel @other_0: its config has no knob block_x (the knobs of pointwise kernels: num_warps, num_stages, num_programs, block_m, block_n)}}
+  %y = kg.kernel @other_0(%x) attributes {config = {block_x = 4}} : (tensor<17x1000xf32>) -> tensor<17x1000xf32> {
+  ^bb0(%a: tensor<17x1000xf32>):
+    %r = kg.exp %a : tensor<17x1000xf32>
+    kg.yield %r : tensor<17x1000xf32>
+  }
+  return %y : tensor<17x1000xf32>
+}
+
+// -----
+
+// A flag where the schedule takes a size.
+func.func @flag_for_a_size(%x: tensor<17x1000xf32>) -> tensor<17x1000xf32> {
+  // expected-error @+1 {{pointwise kernel @flag_0: config knob num_warps must be an integer, got true}}
+  %y = kg.kernel @flag_0(%x) attributes {config = {num_warps = true}} : (tensor<17x1000xf32>) -> tensor<17x1000xf32> {
+  ^bb0(%a: tensor<17x1000xf32>):
+    %r = kg.exp %a : tensor<17x1000xf32>
+    kg.yield %r : tensor<17x1000xf32>
+  }
+  return %y : tensor<17x1000xf32>
+}
+
+// -----
+
+// A positive integer of the right form that no kernel takes: warps are a
+// power of two up to 32.
+func.func @three_warps(%x: tensor<17x1000xf32>) -> tensor<17x1000xf32> {
+  // expected-error @+1 {{pointwise kernel @warps_0: num_warps = 3 is not legal; num_warps must be a power of two up to 32 (1, 2, 4, 8, 16, 32)}}
+  %y = kg.kernel @warps_0(%x) attributes {config = {num_warps = 3}} : (tensor<17x1000xf32>) -> tensor<17x1000xf32> {
+  ^bb0(%a: tensor<17x1000xf32>):
+    %r = kg.exp %a : tensor<17x1000xf32>
+    kg.yield %r : tensor<17x1000xf32>
+  }
+  return %y : tensor<17x1000xf32>
+}
+
+// -----
+
+// A knob written as an attribute of its own (outside config) would be
+// ignored silently; kg-tile says where it goes.
+func.func @knob_outside_config(%x: tensor<17x1000xf32>) -> tensor<17x1000xf32> {
+  // expected-error @+1 {{kernel @stray_0: knob num_warps is set as an attribute of its own; knobs go in the kernel's config attribute: config = {num_warps = 4 : i64}}}
+  %y = kg.kernel @stray_0(%x) attributes {num_warps = 4} : (tensor<17x1000xf32>) -> tensor<17x1000xf32> {
+  ^bb0(%a: tensor<17x1000xf32>):
+    %r = kg.exp %a : tensor<17x1000xf32>
+    kg.yield %r : tensor<17x1000xf32>
+  }
+  return %y : tensor<17x1000xf32>
 }

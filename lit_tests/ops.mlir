@@ -194,10 +194,10 @@ func.func @views(%x: tensor<16x128xf32>, %b: tensor<128xf32>, %y: tensor<16x32xf
 
 // CHECK-LABEL: func.func @kernel_graph_form
 func.func @kernel_graph_form(%a: tensor<16x128xf32>, %b: tensor<128xf32>) -> tensor<16x128xf32> {
-  // CHECK: kg.kernel @add_relu(%{{.*}}, %{{.*}}) attributes {num_warps = 4 : i64} : (tensor<16x128xf32>, tensor<128xf32>) -> tensor<16x128xf32> {
+  // CHECK: kg.kernel @add_relu(%{{.*}}, %{{.*}}) attributes {config = {num_warps = 4 : i64}} : (tensor<16x128xf32>, tensor<128xf32>) -> tensor<16x128xf32> {
   // CHECK: ^bb0(%{{.*}}: tensor<16x128xf32>, %{{.*}}: tensor<128xf32>):
   // CHECK: kg.yield %{{.*}} : tensor<16x128xf32>
-  %y = kg.kernel @add_relu(%a, %b) attributes {num_warps = 4} : (tensor<16x128xf32>, tensor<128xf32>) -> tensor<16x128xf32> {
+  %y = kg.kernel @add_relu(%a, %b) attributes {config = {num_warps = 4}} : (tensor<16x128xf32>, tensor<128xf32>) -> tensor<16x128xf32> {
   ^bb0(%x: tensor<16x128xf32>, %bias: tensor<128xf32>):
     %s = kg.add %x, %bias : (tensor<16x128xf32>, tensor<128xf32>) -> tensor<16x128xf32>
     %r = kg.relu %s : tensor<16x128xf32>

@@ -65,9 +65,9 @@ feeds such an op and reads its result. Inside a kernel, the f32 -> f16 -> f32
 round trips that kg-decompose's promotions leave between two ops are
 dropped (one rounding less); a user's own casts stay.
 
-Each candidate group is planned once (kgc.fusion.FusionGraph.plan); a
-kernel whose body is the group as planned gets that plan again in kg-tile
-(kgc.tiling.plan_cache).
+Each candidate group is planned once (kgc.fusion.FusionGraph.plan), by the
+planner of the pipeline run (kgc.tiling.planner): a kernel whose body is
+the group as planned gets that plan again in kg-tile of the same run.
 
     func.func @f(...) { kg ops; return }  =>  func.func @f(...) {
                                                 %r = kg.kernel @f_0_kind(...) {...}
@@ -92,6 +92,7 @@ from kgc.targets import DEFAULT_SM, SUPPORTED_SMS, Target, target_for
 from kgc.tiling.graph_model import SOURCE_OPS, Node
 from kgc.tiling.kernel_ops import ops_named
 from kgc.tiling.plan import Unplannable
+from kgc.tiling.planner import Planner
 
 # An op's kernel, given in the input instead of a partition option.
 FUSION_GROUP_ATTRIBUTE = "kg.fusion_group"
@@ -101,6 +102,7 @@ FUSION_GROUP_ATTRIBUTE = "kg.fusion_group"
 class KgFuse(Pass):
     argument = "kg-fuse"
     summary = "Partition kernel graphs into kg.kernel ops (fused GPU kernels)"
+    plans_kernels = True
 
     partition = Option(str, "", "the kernels to make: op positions, ',' between positions, "
                                 "';' between groups (default: fuse greedily)")
@@ -131,20 +133,24 @@ class KgFuse(Pass):
         if self.function and all(function_name(f) != self.function for f in functions):
             raise PassFailure(f"kg-fuse: no function @{self.function} to partition", op.location)
         target = target_for(self.target)
+        # One planner for every function, as the pipeline gives kg-tile too.
+        planner = self.planner if self.planner is not None else Planner()
         for function in functions:
             applies = not self.function or function_name(function) == self.function
-            fuse_function(function, given if applies else None, self.decisions(), target)
+            fuse_function(function, given if applies else None, self.decisions(), target,
+                          planner)
 
 
 def fuse_function(function: ir.Operation, partition: Partition | None = None,
                   decisions: FusionDecisions = FusionDecisions(),
-                  target: Target | int | None = None) -> None:
+                  target: Target | int | None = None, planner: Planner | None = None) -> None:
     """Partitions `function` into kernels: by `partition`, by the ops'
     kg.fusion_group attributes, or greedily under `decisions`, with groups
-    planned for `target` (None: the default). Raises PassFailure naming the
-    op at fault when a partition does not fit."""
+    planned for `target` (None: the default) by `planner` (None: one of its
+    own). Raises PassFailure naming the op at fault when a partition does
+    not fit."""
     try:
-        graph = FusionGraph.of_function(function, target)
+        graph = FusionGraph.of_function(function, target, planner)
     except NotFusable as error:
         raise PassFailure(error.message, error.location) from None
     if not graph.nodes:
@@ -165,11 +171,12 @@ def fuse_function(function: ir.Operation, partition: Partition | None = None,
 
 
 def materialize(function: ir.Operation, partition: Partition,
-                target: Target | int | None = None) -> None:
+                target: Target | int | None = None, planner: Planner | None = None) -> None:
     """Rewrites `function` into the kernels of `partition` (one of
-    kgc.fusion.propose_partitions, say), planned for `target`. Raises
-    PassFailure naming the op at fault when the partition does not fit."""
-    fuse_function(function, partition, target=target)
+    kgc.fusion.propose_partitions, say), planned for `target` by `planner`.
+    Raises PassFailure naming the op at fault when the partition does not
+    fit."""
+    fuse_function(function, partition, target=target, planner=planner)
 
 
 def _checked_groups(graph: FusionGraph, partition: Partition,

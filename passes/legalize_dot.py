@@ -49,7 +49,7 @@ from mlir import ir
 
 from kgc.dialects import kg
 from kgc.passes.registry import Option, Pass, PassFailure, register_pass
-from kgc.tiling.kernel_ops import (dot_dims, int_array, is_tiled, kernel_name, kernels_in,
+from kgc.tiling.kernel_ops import (dot_dims, int_array, is_tiled, kernel_name, kernels_in, knob,
                                    replace_with, resize_axes, set_int_array, tensor_values,
                                    walk_ops)
 from kgc.targets import SUPPORTED_SMS
@@ -79,14 +79,14 @@ class KgLegalizeDot(Pass):
                 self._legalize_kernel(kernel)
 
     def _legalize_kernel(self, kernel: ir.Operation) -> None:
-        flag = kernel.attributes["warp_specialize"] if "warp_specialize" in kernel.attributes else None
-        tma = "tma" in kernel.attributes and ir.BoolAttr(kernel.attributes["tma"]).value
+        warp_specialize = knob(kernel, "warp_specialize") is True
+        tma = knob(kernel, "tma") is True
         if tma and self.target < TMA_SM:
             raise PassFailure(f"kernel @{kernel_name(kernel)}: tma = true needs sm_{TMA_SM} or "
                               f"newer, which have a tensor memory accelerator; the target is "
                               f"sm_{self.target}", kernel.location)
         lowest = WARP_SPECIALIZE_TMA_SM if tma else WARP_SPECIALIZE_SM
-        if flag is not None and ir.BoolAttr(flag).value and self.target < lowest:
+        if warp_specialize and self.target < lowest:
             raise PassFailure(f"kernel @{kernel_name(kernel)}: warp_specialize needs "
                               f"sm_{WARP_SPECIALIZE_SM} or newer, where Triton warp-specializes "
                               f"loops of pointer loads, or tma = true on sm_"

@@ -99,6 +99,13 @@ class Pass:
     # (Triton's tt); the pipeline then allows them before it runs, since a
     # context cannot change that while passes run on several threads.
     creates_unregistered_ops: ClassVar[bool] = False
+    # Set by passes that plan kernels (kg-fuse, kg-tile): a pipeline run
+    # gives each of them its one `kgc.tiling.planner.Planner` (`planner`),
+    # so that they plan each kernel once between them.
+    plans_kernels: ClassVar[bool] = False
+    # The run's planner while a pipeline runs the pass; None otherwise (the
+    # pass then plans with one of its own).
+    planner: Any = None
 
     def __init__(self, **options: Any):
         known = self.option_specs()

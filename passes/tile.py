@@ -14,7 +14,7 @@ kgc.tiling.config) that the registered schedules' config classes offer
                        (kgc.tiling.split_k)
     tma                matmul: copy operand tiles (and results) through TMA
                        tensor descriptors (kgc.tiling.tma); false leaves it
-                       to the kernel's attribute
+                       to the kernel's config
     kernel=NAME        apply the knobs to kernel @NAME only
     target=SM          the SM version planned for (default 90): kgc's
                        choices (split-K, split-KV, tile widths) fill that
@@ -29,23 +29,25 @@ kgc.tiling.config) that the registered schedules' config classes offer
 
 A knob applies to every kernel whose kind has it (block-m to pointwise and
 matmul kernels, not to reductions); an option that applies to no kernel is
-an error, as is a `kernel` that does not exist. A kernel's own knob
-attributes (`block_m = 64` and so on, declared on kg.kernel; what a user or
-a tuner wrote) are used for the knobs the options leave unset; kgc chooses
-the rest. For a kernel given no knob at all, kgc's choice is the config the
-search chose on the nearest shape of the target's tuned-defaults table
-(`tuned-defaults`), where the kernel's schedule finds one that suits it
-(`Schedule.tuned_config`), and its heuristics otherwise; a kernel given
-some knobs gets the heuristics for the rest. An illegal value (a tile size
-that is neither a power of two nor covers its axis, 3 warps) fails with an error naming the
-kernel, the knob and the legal values; a tile at or above its axis's
-extent is the whole axis.
+an error, as is a `kernel` that does not exist. A kernel's own config
+attribute (`config = {block_m = 64, num_warps = 4}`, declared on kg.kernel;
+what a user or a tuner wrote) gives the knobs the options leave unset; kgc
+chooses the rest. For a kernel given no knob at all, kgc's choice is the
+config the search chose on the nearest shape of the target's tuned-defaults
+table (`tuned-defaults`), where the kernel's schedule finds one that suits
+it (`Schedule.tuned_config`), and its heuristics otherwise; a kernel given
+some knobs gets the heuristics for the rest. The dialect checks the
+attribute's form, the kernel's schedule its contents: a knob its kind does
+not have is an error, and so is an illegal value (a tile size that is
+neither a power of two nor covers its axis, 3 warps), each naming the
+kernel, the knob and the legal values; a tile at or above its axis's extent
+is the whole axis.
 
 Rewrite rules:
 
     kg.kernel @k(%x...) { graph ops; kg.yield %y... }
       =>  kg.kernel @k(%x...) attributes {kind, grid, iteration, tile,
-                                          num_warps, num_stages, block_*} {
+                                          config = {num_warps, num_stages, block_*...}} {
           ^bb0(%x_buf: memref..., %y_buf: memref...):
             kg.program_id, memref.reinterpret_cast views of the buffers,
             kg.tile_load (marked tma: the k loop's operand tiles of a
@@ -58,7 +60,7 @@ Rewrite rules:
     and Schedule.follow_up): the tiled kernel, then its follow-ups, tiled
     here when the schedule makes them in graph form. The built-in ones:
     kg.kernel @k(%x...) {matmul graph ops}  with split_k = S > 1
-      =>  %p... = kg.kernel @k_partials(%x...) attributes {split_k = S, ...}
+      =>  %p... = kg.kernel @k_partials(%x...) attributes {config = {split_k = S, ...}}
                   -> tensor<S x ... x f32>...  (one workspace per reduction
                   over k: the matmul accumulators, the sums of an RMSNorm)
           %y... = kg.kernel @k_reduce(%x used by the epilogue..., %p...)
@@ -68,7 +70,11 @@ Rewrite rules:
           kg.kernel @k_combine (tiled: their combination, the results of @k)
     kg.kernel already in tiled form  =>  unchanged
 
-The knob attributes of a tiled kernel are its whole config, canonical.
+The config attribute of a tiled kernel is its whole config, canonical.
+A kernel whose body is a group that kg-fuse planned in the same pipeline
+run, with the same knobs, gets kg-fuse's plan (the run's planner,
+kgc.tiling.planner); any other kernel (kg-tile run alone on a fused file,
+knobs set in between) is planned here.
 Tiles may have any size here; `kg-pad-mask` pads them to powers of two and
 masks the accesses of partial tiles. See the schedules (kgc.tiling.registry
 lists them) for how the iteration space and tiles are chosen.
@@ -82,18 +88,14 @@ from kgc.passes.registry import Option, Pass, PassFailure, register_pass
 from kgc.targets import DEFAULT_SM, SUPPORTED_SMS, Target, target_for
 from kgc.tiling.config import ConfigError, KernelConfig
 from kgc.tiling.graph_model import Node, nodes_from_ops
-from kgc.tiling.kernel_ops import is_tiled, kernel_name, kernels_in
+from kgc.tiling.kernel_ops import (CONFIG_ATTRIBUTE, config_attribute, is_tiled, kernel_name,
+                                   kernels_in)
 from kgc.tiling.mlir_builder import tiled_kernel
 from kgc.tiling.iteration import KernelPlan, Unplannable
-from kgc.tiling.registry import plan_group, schedule_for, schedules
+from kgc.tiling.planner import Planner
+from kgc.tiling.registry import schedule_for, schedules
 from kgc.tiling.schedule import SourceKernel
 from kgc.tuned_defaults import TunedTable, TunedTableError, resolve
-
-
-def knob_attributes() -> set[str]:
-    """Every knob of every kind of kernel: the attributes kg-tile reads and
-    replaces by the config it tiled with."""
-    return {k for s in schedules().values() for k in s.config_class.knobs()}
 
 
 def knob_options() -> dict[str, Option]:
@@ -117,7 +119,7 @@ def knob_options() -> dict[str, Option]:
                                    choices=("auto", "true", "false"))
         else:
             options[knob] = Option(bool, False, f"{kinds} kernels: {option.help} (false leaves "
-                                                "it to the kernel's attribute)")
+                                                "it to the kernel's config)")
     return options
 
 
@@ -135,24 +137,37 @@ FROM_ENVIRONMENT = "environment"
 
 def plan_kernel(kernel: ir.Operation, options: KernelConfig | None = None,
                 target: Target | int | None = None,
+                planner: Planner | None = None,
                 table: TunedTable | None | str = FROM_ENVIRONMENT
                 ) -> tuple[KernelPlan, list[Node]]:
     """The plan of a kernel in graph form for `target` (a Target or an SM
-    version; None: the default), with the knobs of its attributes,
-    overridden by those `options` sets; a kernel given no knob takes the
-    tuned-defaults `table`'s config where it suits (a TunedTable, None for
-    none, or a setting as kg-tile's `tuned-defaults` option takes it; by
-    default the table `KGC_TUNED_DEFAULTS` names, `kgc.tuned_defaults`)."""
+    version; None: the default), with the knobs of its config attribute,
+    overridden by those `options` sets: `planner`'s plan of a group of the
+    same content and config (kg-fuse's, in the same pipeline run), else a
+    new one. A kernel given no knob takes the tuned-defaults `table`'s
+    config where it suits (a TunedTable, None for none, or a setting as
+    kg-tile's `tuned-defaults` option takes it; by default the table
+    `KGC_TUNED_DEFAULTS` names, `kgc.tuned_defaults`)."""
     name = kernel_name(kernel)
     outputs = kernel_graph(kernel)
+    # A knob beside the config (the form before there was one) would be
+    # ignored without a word.
+    knobs = {k for s in schedules().values() for k in s.config_class.knobs()}
+    stray = [n for n in kernel.attributes if n != CONFIG_ATTRIBUTE and n in knobs]
+    if stray:
+        value = kernel.attributes[stray[0]]
+        raise PassFailure(f"kernel @{name}: knob {stray[0]} is set as an attribute of its own; "
+                          f"knobs go in the kernel's config attribute: config = "
+                          f"{{{stray[0]} = {value}}}", kernel.location)
     try:
-        config = schedule_for(outputs).config_class.from_attributes(kernel.attributes, name)
+        config = schedule_for(outputs).config_class.from_attribute(config_attribute(kernel), name)
         if options is not None:
             config = config.merged(options)
         if isinstance(table, str):
             setting = None if table == FROM_ENVIRONMENT else table
             table = resolve(setting, target_for(target).sm)
-        plan = plan_group(outputs, config, name, target, table)
+        plan = (planner if planner is not None else Planner()).plan(outputs, config, name,
+                                                                    target, table)
     except TunedTableError as error:
         raise PassFailure(error.message, kernel.location) from None
     except ConfigError as error:
@@ -166,6 +181,7 @@ def plan_kernel(kernel: ir.Operation, options: KernelConfig | None = None,
 class KgTile(Pass):
     argument = "kg-tile"
     summary = "Turn kernels in graph form into tile programs with chosen tile sizes and grid"
+    plans_kernels = True
 
     kernel = Option(str, "", "apply the knobs to this kernel only (default: every kernel)")
     target = Option(int, DEFAULT_SM, "SM version to plan for (80, 86, 89, 90, ...): kgc's "
@@ -229,22 +245,27 @@ class KgTile(Pass):
             table = resolve(self.tuned_defaults, target.sm)
         except TunedTableError as error:
             raise PassFailure(error.message, op.location) from None
+        # Outside a pipeline (or kg-tile on a file fused elsewhere) nothing
+        # was planned: plan here.
+        planner = self.planner if self.planner is not None else Planner()
         for kernel, options in plans:
-            tile_kernel(kernel, options, target, table)
+            tile_kernel(kernel, options, target, planner, table)
 
 
 def tile_kernel(kernel: ir.Operation, options: KernelConfig | None = None,
                 target: Target | int | None = None,
+                planner: Planner | None = None,
                 table: TunedTable | None | str = FROM_ENVIRONMENT) -> ir.Operation:
     """Replaces `kernel` (in graph form) by the kernels its schedule makes of
     it: the tiled kernel, then the follow-ups (tiled here when they come in
     graph form, with kgc's heuristics: the search tunes the kernel they
-    follow); returns the tiled kernel."""
-    plan, outputs = plan_kernel(kernel, options, target, table)
+    follow); returns the tiled kernel. `planner` gives the plans made
+    before in the same pipeline run (None: none)."""
+    plan, outputs = plan_kernel(kernel, options, target, planner, table)
     schedule = schedules()[plan.schedule]
     form = schedule.tiled_form(plan)
     name = kernel_name(kernel)
-    kept = {n: kernel.attributes[n] for n in kernel.attributes if n not in knob_attributes()}
+    kept = {n: kernel.attributes[n] for n in kernel.attributes if n != CONFIG_ATTRIBUTE}
     attributes = dict(kept)
     if form.suffix:
         attributes["sym_name"] = ir.StringAttr.get(name + form.suffix)
@@ -252,7 +273,7 @@ def tile_kernel(kernel: ir.Operation, options: KernelConfig | None = None,
     attributes["grid"] = ir.DenseI64ArrayAttr.get(form.grid or plan.grid())
     attributes["iteration"] = ir.DenseI64ArrayAttr.get(list(plan.extents))
     attributes["tile"] = ir.DenseI64ArrayAttr.get(list(plan.tile))
-    attributes.update(plan.config.to_attributes())
+    attributes[CONFIG_ATTRIBUTE] = plan.config.to_attribute()
     if plan.scalar_arguments:
         attributes["scalars"] = ir.DenseI64ArrayAttr.get(list(plan.scalar_arguments))
     result_types = [r.type for r in kernel.results]
@@ -272,5 +293,5 @@ def tile_kernel(kernel: ir.Operation, options: KernelConfig | None = None,
     kernel.erase()
     for follow_up in follow_ups:
         if not is_tiled(follow_up):
-            tile_kernel(follow_up, target=target, table=None)
+            tile_kernel(follow_up, target=target, planner=planner, table=None)
     return tiled

@@ -86,7 +86,7 @@ from kgc.tiling import tma
 from kgc.tiling.constants import INT32_MAX, INT32_MIN
 from kgc.tiling.index_maps import BufferView
 from kgc.tiling.graph_model import reduce_kind
-from kgc.tiling.kernel_ops import dot_dims, int_array, is_tiled, kernel_name, kernels_in
+from kgc.tiling.kernel_ops import dot_dims, int_array, is_tiled, kernel_name, kernels_in, knob
 
 _DIVISIBILITY = 16
 _COMBINERS = {"sum": "arith.addf", "max": "arith.maximumf", "min": "arith.minimumf"}
@@ -123,6 +123,10 @@ def _lower_kernel(kernel: ir.Operation, top: ir.Operation) -> None:
     grid = int_array(kernel, "grid")
     if "padded" not in kernel.attributes:
         raise PassFailure(f"kernel @{name} is not padded; run kg-pad-mask first", kernel.location)
+    warps, stages = knob(kernel, "num_warps"), knob(kernel, "num_stages")
+    if warps is None or stages is None:
+        raise PassFailure(f"kernel @{name}'s config sets no num_warps or no num_stages, which "
+                          "its launch needs; kg-tile writes both", kernel.location)
     body = kernel.regions[0].blocks[0]
     pointer_types = [ir.Type.parse(f"!tt.ptr<{ir.MemRefType(a.type).element_type}>")
                      for a in body.arguments]
@@ -160,8 +164,8 @@ def _lower_kernel(kernel: ir.Operation, top: ir.Operation) -> None:
                 attributes={
                     "callee": ir.FlatSymbolRefAttr.get(name),
                     "grid": ir.DenseI64ArrayAttr.get(grid),
-                    "num_warps": ir.IntegerAttr.get(i64, ir.IntegerAttr(kernel.attributes["num_warps"]).value),
-                    "num_stages": ir.IntegerAttr.get(i64, ir.IntegerAttr(kernel.attributes["num_stages"]).value),
+                    "num_warps": ir.IntegerAttr.get(i64, warps),
+                    "num_stages": ir.IntegerAttr.get(i64, stages),
                     **({"scalars": ir.DenseI64ArrayAttr.get(scalars)} if scalars else {}),
                 })
     for old, new in zip(kernel.results, launch.results):

@@ -42,6 +42,7 @@ from kgc.pipeline.resources import check_resources
 from kgc.pipeline.stages import (STAGES, default_pipeline_text, pipeline_for_target,
                                   split_at_lowering)
 from kgc.tiling.kernel_ops import ops_named, walk_ops
+from kgc.tiling.planner import Planner
 
 if TYPE_CHECKING:
     from kgc.pipeline.config import GraphConfig
@@ -344,15 +345,18 @@ def compile_module(module: ir.Operation, *, target: int = 90, pipeline: str | No
         raise KgcError(f"jobs must be at least 1, got {jobs}")
     _check_target(module, target)
     _check_signatures(module)
+    # kg-fuse and kg-tile plan each kernel once between them, though a
+    # config runs them in two pipelines.
+    planner = Planner()
     if config is not None:
         if pipeline is not None:
             raise KgcError("give a config or a pipeline, not both: a config sets the choices of "
                            "kgc's own pipeline")
-        pipeline = config.apply(module, target)
+        pipeline = config.apply(module, target, planner)
     full = Pipeline.parse(pipeline_for_target(pipeline, target) if pipeline
                           else default_pipeline_text(target))
     to_kg, to_ttir = split_at_lowering(full)
-    to_kg.run(module)
+    to_kg.run(module, planner=planner)
     stages = {"kg": module.get_asm()}
     if emit == "kg":
         return CompiledModule(target, stages, {}, {}, "kg")

@@ -24,7 +24,7 @@ from mlir import ir
 from kgc.diagnostics import KgcError
 from kgc.targets import DEFAULT_SM
 from kgc.tiling.config import ConfigError, KernelConfig
-from kgc.tiling.kernel_ops import kernel_name, kernels_in
+from kgc.tiling.kernel_ops import CONFIG_ATTRIBUTE, config_attribute, kernel_name, kernels_in
 
 FORMAT = "kgc-config-1"
 
@@ -94,26 +94,34 @@ class GraphConfig:
                                f"not have (kernels: {', '.join(sorted(found)) or 'none'})")
             set_knobs(kernel, config)
 
-    def fuse(self, module: ir.Operation, target: int = DEFAULT_SM) -> None:
+    def fuse(self, module: ir.Operation, target: int = DEFAULT_SM, planner=None) -> None:
         """Cuts `module`'s function into this config's kernels (kgc's passes
-        up to kg-fuse, planning for sm_<target>) and sets their knobs."""
+        up to kg-fuse, planning for sm_<target> with `planner`, a
+        kgc.tiling.planner.Planner: None, one of this run's own) and sets
+        their knobs."""
         from kgc.pipeline.pipeline import Pipeline
         from kgc.pipeline.stages import fusion_pipeline_text
 
-        Pipeline.parse(fusion_pipeline_text(self.fuse_options(), target)).run(module)
+        Pipeline.parse(fusion_pipeline_text(self.fuse_options(), target)).run(
+            module, planner=planner)
         self.configure_kernels(module)
 
-    def apply(self, module: ir.Operation, target: int) -> str:
-        """`fuse`, then the pipeline that compiles the rest (kg-tile onwards)."""
+    def apply(self, module: ir.Operation, target: int, planner=None) -> str:
+        """`fuse`, then the pipeline that compiles the rest (kg-tile onwards),
+        to run with the same `planner`."""
         from kgc.pipeline.stages import kernel_pipeline_text
 
-        self.fuse(module, target)
+        self.fuse(module, target, planner)
         return kernel_pipeline_text(target)
 
 
 def set_knobs(kernel: ir.Operation, config: KernelConfig) -> None:
-    """Writes the knobs `config` sets as attributes of `kernel` (a kg.kernel
-    in graph form), where kg-tile reads them."""
+    """Writes the knobs `config` sets into the config attribute of `kernel`
+    (a kg.kernel in graph form), where kg-tile reads them; knobs it leaves
+    unset keep their values."""
     with kernel.context:
-        for attribute, value in config.to_attributes().items():
-            kernel.attributes[attribute] = value
+        knobs = config_attribute(kernel)
+        merged = {} if knobs is None else {knobs[i].name: knobs[i].attr for i in range(len(knobs))}
+        new = config.to_attribute()
+        merged.update({new[i].name: new[i].attr for i in range(len(new))})
+        kernel.attributes[CONFIG_ATTRIBUTE] = ir.DictAttr.get(merged)

@@ -26,6 +26,7 @@ from kgc.diagnostics import KgcError, from_mlir_error
 from kgc.passes import OptionError, Pass, PassFailure, get_pass
 from kgc.pipeline.instrumentation import IRPrinting, anchored_ops, upstream_display_name
 from kgc.pipeline.textual import PassSpec, PipelineSpec, parse_pipeline
+from kgc.tiling.planner import Planner
 
 PassLike = Union[str, Pass, type]
 
@@ -114,10 +115,25 @@ class Pipeline:
             self._pass_manager(None)
 
     def run(self, target: ir.Module | ir.Operation, *, ir_printing: IRPrinting | None = None,
-            timing: bool = False, verify_each: bool = True) -> None:
+            timing: bool = False, verify_each: bool = True, planner: Planner | None = None) -> None:
         """Runs the pipeline on `target` in place. Raises KgcError with MLIR
         diagnostics when a pass fails or leaves invalid IR. IR printing from
-        `MLIR_ENABLE_DUMP` is added to `ir_printing`."""
+        `MLIR_ENABLE_DUMP` is added to `ir_printing`. The passes that plan
+        kernels (kg-fuse, kg-tile) share `planner` (None: a new one for
+        this run), so that each kernel is planned once; a caller that runs
+        them in several pipelines passes one planner to every run."""
+        planner = planner if planner is not None else Planner()
+        planning = [e for _, e in self._steps(()) if isinstance(e, Pass) and e.plans_kernels]
+        for element in planning:
+            element.planner = planner
+        try:
+            self._run(target, ir_printing, timing, verify_each)
+        finally:
+            for element in planning:
+                element.planner = None
+
+    def _run(self, target: ir.Module | ir.Operation, ir_printing: IRPrinting | None,
+             timing: bool, verify_each: bool) -> None:
         operation = target.operation
         environment = IRPrinting.from_environment()
         printing = ir_printing.merged(environment) if ir_printing else environment

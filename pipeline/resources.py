@@ -23,10 +23,11 @@ _REGISTER_KNOBS = re.compile(r"block_\w+|num_warps")
 
 
 def kernel_knobs(kg_stage: str | None, kernel) -> dict[str, int]:
-    """The integer knobs of `kernel` as the kg stage's `kg.kernel` op holds
-    them (block sizes, warps, stages), else its warps and stages."""
+    """The integer knobs of `kernel` as the config attribute of the kg
+    stage's `kg.kernel` op holds them (block sizes, warps, stages), else its
+    warps and stages."""
     if kg_stage:
-        match = re.search(rf"kg\.kernel @{re.escape(kernel.name)}\(.*?attributes \{{(.*?)\}} :",
+        match = re.search(rf"kg\.kernel @{re.escape(kernel.name)}\([^\n]*?\bconfig = \{{([^}}]*)\}}",
                           kg_stage)
         if match:
             return {name: int(value) for name, value in

@@ -43,6 +43,7 @@ from kgc.passes.registry import PassFailure
 from kgc.tiling.config import KernelConfig
 from kgc.tiling.iteration import KernelPlan
 from kgc.tiling.kernel_ops import kernel_name, kernels_in, ops_named
+from kgc.tiling.planner import Planner
 from kgc.tiling.registry import schedules
 
 EFFORT_CONFIGS = {"low": 8, "default": 48, "high": None}
@@ -102,12 +103,12 @@ def configs_to_try(default: KernelConfig, space: list[KernelConfig], count: int 
     return list(chosen)
 
 
-def _planner(kernel: ir.Operation):
+def _plannable(kernel: ir.Operation, planner: Planner):
     """Plans `kernel` (graph form) with the knobs of a config: None when it
     cannot take them."""
     def plannable(config: KernelConfig) -> KernelPlan | None:
         try:
-            plan, _ = plan_kernel(kernel, config)
+            plan, _ = plan_kernel(kernel, config, planner=planner)
         except PassFailure:
             return None
         return plan
@@ -126,6 +127,8 @@ def variant_space(module_text: str, function: str, effort: str = "default",
         raise KgcError(f"effort must be one of {', '.join(EFFORT_CONFIGS)}, got {effort!r}")
     count = EFFORT_CONFIGS[effort]
     record = target_for(target)
+    # The groups of every partition, and then their kernels, planned once.
+    planner = Planner()
     with ir.Context() as context:
         context.allow_unregistered_dialects = True
         module = ir.Module.parse(module_text).operation
@@ -134,7 +137,7 @@ def variant_space(module_text: str, function: str, effort: str = "default",
                      for f in ops_named(module, "func.func")}
         if function not in functions:
             raise KgcError(f"no function @{function} (have: {', '.join(functions)})")
-        partitions = propose_partitions(functions[function], record)
+        partitions = propose_partitions(functions[function], record, planner)
     variants: list[PartitionVariant] = []
     kernels: dict[str, KernelVariants] = {}
     for partition in partitions:
@@ -143,7 +146,7 @@ def variant_space(module_text: str, function: str, effort: str = "default",
             # Cut as a compile with this partition will cut it, so that the
             # kernels and their names are the ones a GraphConfig refers to.
             fused = ir.Module.parse(module_text).operation
-            GraphConfig(function, str(partition)).fuse(fused, record.sm)
+            GraphConfig(function, str(partition)).fuse(fused, record.sm, planner)
             made = []
             for kernel in kernels_in(fused):
                 if kernel.parent.name != "func.func" or ir.StringAttr(
@@ -153,11 +156,11 @@ def variant_space(module_text: str, function: str, effort: str = "default",
                 made.append((kernel_name(kernel), signature))
                 if signature in kernels:
                     continue
-                plan, _ = plan_kernel(kernel, target=record)
+                plan, _ = plan_kernel(kernel, target=record, planner=planner)
                 default = plan.config
                 space, seeds = schedules()[plan.schedule].search_space(
                     plan, _widest_input(kernel), _matmul_precision(kernel), record,
-                    None if target is None else record, _planner(kernel))
+                    None if target is None else record, _plannable(kernel, planner))
                 kernels[signature] = KernelVariants(
                     signature, kernel_name(kernel), plan.kind,
                     str(kernel_forms.launch_form(kernel)), str(kernel_forms.inline_form(kernel)),

@@ -27,7 +27,7 @@ from kgc.pipeline.stages import decomposition_pipeline_text
 from kgc import targets
 from kgc.diagnostics import KgcError
 from kgc.tiling.config import AttentionConfig, ConfigError, KernelConfig
-from kgc.tiling.kernel_ops import kernel_name, kernels_in, ops_named
+from kgc.tiling.kernel_ops import kernel_name, kernels_in, knob, ops_named
 from kgc.tiling.registry import plan_group
 from kgc.fusion import FusionGraph, propose_partitions
 from tests.attention_graphs import (AttentionShape, attention_eager, attention_graph,
@@ -124,14 +124,14 @@ def test_a_reshaped_result_is_stored_by_the_attention_kernel(shape, dtype, tile)
 ], ids=str)
 def test_decoding_keeps_three_key_blocks_in_flight(shape, stages):
     attention = kernels_in(_tiled(shape, "f16"))[0]
-    assert ir.IntegerAttr(attention.attributes["num_stages"]).value == stages
+    assert knob(attention, "num_stages") == stages
 
 
-def test_split_kv_and_packing_are_kernel_attributes():
+def test_split_kv_and_packing_are_in_the_kernel_config():
     module = _tiled(AttentionShape(1, 32, 8, 1, 4096, 128), "f16", tile="split-kv=8")
     attention, combine = kernels_in(module)
-    assert ir.IntegerAttr(attention.attributes["split_kv"]).value == 8
-    assert ir.BoolAttr(attention.attributes["pack_heads"]).value
+    assert knob(attention, "split_kv") == 8
+    assert knob(attention, "pack_heads") is True
     # 8 key/value heads x 8 splits, the 4 query heads of a group in one
     # program; the combination: one program per query head.
     assert list(ir.DenseI64ArrayAttr(attention.attributes["grid"])) == [64, 1, 1]

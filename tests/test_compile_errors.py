@@ -55,7 +55,7 @@ func.func @empty_k(%a: tensor<4x0xf16>, %b: tensor<0x8xf16>) -> tensor<4x8xf16> 
 # 100: neither a power of two nor the whole axis.
 BAD_TILE = """\
 func.func @scale(%a: tensor<16x1000xf32>) -> tensor<16x1000xf32> {
-  %y = kg.kernel @relu_rows(%a) attributes {block_n = 100} : (tensor<16x1000xf32>) -> tensor<16x1000xf32> {
+  %y = kg.kernel @relu_rows(%a) attributes {config = {block_n = 100}} : (tensor<16x1000xf32>) -> tensor<16x1000xf32> {
   ^bb0(%x: tensor<16x1000xf32>):
     %r = kg.relu %x : tensor<16x1000xf32>
     kg.yield %r : tensor<16x1000xf32>
@@ -280,7 +280,7 @@ def test_valid_tile_set_by_hand_is_kept(tmp_path):
 
 TMA_KERNEL = """\
 func.func @gemm(%a: tensor<64x64xf16>, %b: tensor<64x64xf16>) -> tensor<64x64xf16> {
-  %c = kg.kernel @gemm_0_matmul(%a, %b) attributes {tma = true} : (tensor<64x64xf16>, tensor<64x64xf16>) -> tensor<64x64xf16> {
+  %c = kg.kernel @gemm_0_matmul(%a, %b) attributes {config = {tma = true}} : (tensor<64x64xf16>, tensor<64x64xf16>) -> tensor<64x64xf16> {
   ^bb0(%x: tensor<64x64xf16>, %y: tensor<64x64xf16>):
     %m = kg.matmul %x, %y : (tensor<64x64xf16>, tensor<64x64xf16>) -> tensor<64x64xf16>
     kg.yield %m : tensor<64x64xf16>

@@ -21,6 +21,7 @@ from kgc.passes.registry import OptionError
 from kgc.passes.tile import KgTile
 from kgc.tiling.config import KnobOption, PointwiseConfig
 from kgc.tiling.graph_model import ELEMENTWISE_OPS
+from kgc.tiling.index_maps import next_power_of_two
 from kgc.tiling.plan import PointwiseSchedule
 from kgc.tiling.registry import register_schedule, schedules, unregister_schedule
 
@@ -122,3 +123,87 @@ def test_kg_tile_offers_the_knobs_of_the_registered_schedules():
     assert "bands" not in KgTile.option_specs()
     with pytest.raises(OptionError, match="has no option 'bands'"):
         KgTile.from_textual_options({"bands": "4"})
+
+
+@dataclasses.dataclass(frozen=True)
+class _RowBandsConfig(PointwiseConfig):
+    """The pointwise knobs and `bands`: how many programs share the rows."""
+
+    kind: ClassVar[str] = "row_bands"
+
+    bands: int | None = None
+
+    def _canonical_extra(self, extents, kernel):
+        rows = extents.get("m", 1)
+        if self.bands is not None and self.bands > rows:
+            raise self._error(kernel, "bands", self.bands, f"at most {rows}, the rows")
+        return self
+
+
+class _RowBands(PointwiseSchedule):
+    """2-D pointwise kernels whose rows go to `bands` programs (a row tile
+    of the power of two that covers rows / bands)."""
+
+    kind = "row_bands"
+    config_class = _RowBandsConfig
+
+    def match(self, order):
+        return len(order[-1].shape) == 2 and all(
+            node.is_input or node.op in ELEMENTWISE_OPS for node in order)
+
+    def plan(self, outputs, order, config, kernel, target):
+        if config.bands is not None:
+            rows = outputs[0].shape[0]
+            config = dataclasses.replace(config, block_m=next_power_of_two(-(-rows // config.bands)))
+        return super().plan(outputs, order, config, kernel, target)
+
+
+@pytest.fixture
+def row_bands():
+    schedule = register_schedule(_RowBands())
+    yield schedule
+    unregister_schedule(schedule.kind)
+
+
+def _banded_text(config: str) -> str:
+    return f"""
+func.func @banded(%x: tensor<17x100xf32>) -> tensor<17x100xf32> {{
+  %y = kg.kernel @banded_0(%x) attributes {{config = {{{config}}}}} : (tensor<17x100xf32>) -> tensor<17x100xf32> {{
+  ^bb0(%a: tensor<17x100xf32>):
+    %r = kg.exp %a : tensor<17x100xf32>
+    kg.yield %r : tensor<17x100xf32>
+  }}
+  return %y : tensor<17x100xf32>
+}}
+"""
+
+
+_FROM_TILING = ("builtin.module(kg-tile,kg-legalize-dot,kg-pad-mask,convert-kg-to-ttir,kgc-cse,"
+                "kgc-dce)")
+
+
+def test_a_registered_schedule_takes_its_own_knob_from_the_config_attribute(row_bands):
+    # 17 rows in 2 bands: row tiles of 16 (the power of two covering 9), 2
+    # programs along the rows; the knob stays in the tiled kernel's config.
+    graph = kgc.compile(_banded_text("bands = 2, block_n = 128"), target="sm_90",
+                        pipeline=_FROM_TILING)
+    (kernel,) = graph.module.kernels.values()
+    assert kernel.grid == (2, 1, 1)
+    assert "config = {bands = 2 : i64, block_m = 16 : i64, block_n = 100 : i64" in \
+        graph.module.stages["kg"]
+    x = torch.randn(17, 100)
+    torch.testing.assert_close(run_tiled(graph.module.stages["kg"], "banded", x), torch.exp(x))
+
+
+def test_the_registered_schedule_validates_its_knob(row_bands):
+    with pytest.raises(kgc.KgcError, match="row_bands kernel @banded_0: bands = 40 is not legal; "
+                                           "bands must be at most 17, the rows"):
+        kgc.compile(_banded_text("bands = 40"), target="sm_90", pipeline=_FROM_TILING)
+
+
+def test_a_knob_of_an_unregistered_schedule_is_refused():
+    # Without the schedule, the kernel is an ordinary pointwise one, whose
+    # schedule has no such knob.
+    with pytest.raises(kgc.KgcError, match=r"pointwise kernel @banded_0: its config has no knob "
+                                           r"bands \(the knobs of pointwise kernels: "):
+        kgc.compile(_banded_text("bands = 2"), target="sm_90", pipeline=_FROM_TILING)

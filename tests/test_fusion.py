@@ -10,14 +10,14 @@ import pytest
 from mlir import ir
 
 import kgc
-import kgc.fusion.graph as fusion_graph
 from kgc.fusion import (FusionDecisions, FusionGraph, InvalidPartition, Partition,
                         greedy_partition, propose_partitions)
 from kgc.parsing import parse_text
 from kgc.passes import PassFailure
 from kgc.passes.fuse import materialize
 from kgc.pipeline import Pipeline
-from kgc.tiling.kernel_ops import ops_named
+from kgc.tiling.kernel_ops import knob, ops_named
+from kgc.tiling.planner import Planner
 from kgc.tiling.registry import register_schedule, unregister_schedule
 from kgc.tiling.schedule import Schedule
 from tests.cases import ALL_CASES
@@ -193,20 +193,15 @@ def test_every_combination_of_decisions_gives_a_proposed_partition():
             assert greedy_partition(graph, decisions).partition in proposed, decisions
 
 
-def test_groups_are_planned_once():
-    calls = []
-    real = fusion_graph.plan_group
+def test_groups_are_planned_once(monkeypatch):
+    calls = _count_plans(monkeypatch)
     with ir.Context() as context:
         module = _decomposed(context, _case("attention-2x4x100x64").graph("f16"))
         graph = FusionGraph.of_function(_function(module))
-        fusion_graph.plan_group = lambda *args, **kwargs: calls.append(1) or real(*args, **kwargs)
-        try:
-            propose_partitions(graph)
-            first = len(calls)
-            propose_partitions(graph)
-            greedy_partition(graph, FusionDecisions(fuse_epilogue=False))
-        finally:
-            fusion_graph.plan_group = real
+        propose_partitions(graph)
+        first = len(calls)
+        propose_partitions(graph)
+        greedy_partition(graph, FusionDecisions(fuse_epilogue=False))
     assert first > 0
     assert len(calls) == first
 
@@ -282,50 +277,90 @@ def _count_plans(monkeypatch) -> list:
     return calls
 
 
-def test_kg_tile_reuses_the_plans_of_kg_fuse(monkeypatch):
-    from kgc.tiling import plan_cache
-
-    plan_cache.forget_all()
+def test_kg_tile_reuses_the_plans_of_kg_fuse_in_one_pipeline(monkeypatch):
     calls = _count_plans(monkeypatch)
     with ir.Context() as context:
         module = _decomposed(context, _case("attention-1x1x300x40").graph("f32"))
         Pipeline.parse("builtin.module(kg-fuse)").run(module)
-        assert calls
+        fusing = len(calls)
+        assert fusing
         calls.clear()
-        Pipeline.parse("builtin.module(kg-tile)").run(module)
+        module = _decomposed(context, _case("attention-1x1x300x40").graph("f32"))
+        Pipeline.parse("builtin.module(kg-fuse,kg-tile)").run(module)
+        assert ops_named(module.operation, "kg.tile_store")
+    assert len(calls) == fusing
+
+
+def test_a_planner_given_to_two_pipelines_plans_once(monkeypatch):
+    calls = _count_plans(monkeypatch)
+    planner = Planner()
+    with ir.Context() as context:
+        module = _decomposed(context, _case("attention-1x1x300x40").graph("f32"))
+        Pipeline.parse("builtin.module(kg-fuse)").run(module, planner=planner)
+        assert calls and planner.made == len(calls)
+        calls.clear()
+        Pipeline.parse("builtin.module(kg-tile)").run(module, planner=planner)
     assert calls == []
+
+
+def test_kg_tile_alone_plans_the_kernels_it_was_given(monkeypatch):
+    # A fused file tiled by a pipeline of its own (kgc-opt --kg-tile): no
+    # plan was made in this run, so kg-tile plans each kernel.
+    calls = _count_plans(monkeypatch)
+    with ir.Context() as context:
+        module = _decomposed(context, _case("gated_mlp-17x100x33").graph("f32"))
+        Pipeline.parse("builtin.module(kg-fuse)").run(module)
+        fused = str(module)
+        kernels = len(ops_named(module.operation, "kg.kernel"))
+    calls.clear()
+    with ir.Context() as context:
+        module = parse_text(fused, "fused.mlir", context)
+        Pipeline.parse("builtin.module(kg-tile)").run(module)
+        assert len(ops_named(module.operation, "kg.tile_store")) >= kernels
+    assert len(calls) == kernels
 
 
 def test_kg_tile_plans_a_kernel_whose_body_kg_fuse_changed(monkeypatch):
     # f16 math runs in f32 between casts; kg-fuse drops the round trip
     # between silu and mul, so the body is no longer the group it planned.
-    from kgc.tiling import plan_cache
-
-    plan_cache.forget_all()
     calls = _count_plans(monkeypatch)
+    planner = Planner()
     with ir.Context() as context:
         module = _decomposed(context, _case("gated_mlp-17x100x33").graph("f16"))
-        Pipeline.parse("builtin.module(kg-fuse)").run(module)
+        Pipeline.parse("builtin.module(kg-fuse)").run(module, planner=planner)
         calls.clear()
-        Pipeline.parse("builtin.module(kg-tile)").run(module)
+        Pipeline.parse("builtin.module(kg-tile)").run(module, planner=planner)
     assert len(calls) == 1
 
 
 def test_kg_tile_plans_again_for_a_kernel_with_knobs(monkeypatch):
-    from kgc.tiling import plan_cache
-
-    plan_cache.forget_all()
     calls = _count_plans(monkeypatch)
+    planner = Planner()
     with ir.Context() as context:
         module = _decomposed(context, _case("matmul-128x256x192").graph("f32"))
-        Pipeline.parse("builtin.module(kg-fuse)").run(module)
+        Pipeline.parse("builtin.module(kg-fuse)").run(module, planner=planner)
         kernel = ops_named(module.operation, "kg.kernel")[0]
-        kernel.attributes["block_m"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 32)
+        kernel.attributes["config"] = ir.DictAttr.get(
+            {"block_m": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 32)})
         calls.clear()
-        Pipeline.parse("builtin.module(kg-tile)").run(module)
+        Pipeline.parse("builtin.module(kg-tile)").run(module, planner=planner)
         tiled = ops_named(module.operation, "kg.kernel")[0]
-        assert ir.IntegerAttr(tiled.attributes["block_m"]).value == 32
+        assert knob(tiled, "block_m") == 32
     assert len(calls) == 1
+
+
+def test_plans_do_not_outlive_their_planner(monkeypatch):
+    # Two compiles of one graph plan it twice: nothing is kept between
+    # pipeline runs but a planner a caller hands on.
+    calls = _count_plans(monkeypatch)
+    counts = []
+    for _ in range(2):
+        calls.clear()
+        with ir.Context() as context:
+            module = _decomposed(context, _case("matmul-128x256x192").graph("f32"))
+            Pipeline.parse("builtin.module(kg-fuse,kg-tile)").run(module)
+        counts.append(len(calls))
+    assert counts[0] > 0 and counts[1] == counts[0]
 
 
 def test_signatures_name_a_groups_content():
@@ -353,19 +388,17 @@ def test_signatures_name_a_groups_content():
                                          ("rmsnorm_matmul-33x1000x100", "bf16"),
                                          ("layernorm_then_softmax-17x1000", "f32")])
 def test_a_reused_plan_tiles_as_a_fresh_one(name, dtype):
-    from kgc.tiling import plan_cache
-
-    def tiled(forget_between: bool) -> str:
-        plan_cache.forget_all()
+    def tiled(shared: bool) -> str:
         with ir.Context() as context:
             module = _decomposed(context, _case(name).graph(dtype))
-            Pipeline.parse("builtin.module(kg-fuse)").run(module)
-            if forget_between:
-                plan_cache.forget_all()
-            Pipeline.parse("builtin.module(kg-tile)").run(module)
+            if shared:
+                Pipeline.parse("builtin.module(kg-fuse,kg-tile)").run(module)
+            else:
+                Pipeline.parse("builtin.module(kg-fuse)").run(module)
+                Pipeline.parse("builtin.module(kg-tile)").run(module)
             return str(module)
 
-    assert tiled(forget_between=False) == tiled(forget_between=True)
+    assert tiled(shared=True) == tiled(shared=False)
 
 
 # -- fusion rules of schedules -------------------------------------------------

@@ -111,7 +111,7 @@ def test_a_config_of_another_kind_is_refused():
 def test_json_and_attributes_round_trip(config):
     assert KernelConfig.from_json(config.to_json()) == config
     with ir.Context():
-        assert type(config).from_attributes(config.to_attributes()) == config
+        assert type(config).from_attribute(config.to_attribute()) == config
 
 
 def test_json_names_the_kind_and_only_the_set_knobs():
@@ -129,10 +129,27 @@ def test_bad_json_is_refused(text, message):
         KernelConfig.from_json(text)
 
 
-def test_an_attribute_of_the_wrong_type_is_refused():
+def test_a_config_knob_of_the_wrong_type_is_refused():
     with ir.Context():
-        with pytest.raises(ConfigError, match="kernel @k: attribute block_m must be an integer"):
-            PointwiseConfig.from_attributes({"block_m": ir.StringAttr.get("big")}, kernel="k")
+        config = ir.DictAttr.get({"block_m": ir.BoolAttr.get(True)})
+        with pytest.raises(ConfigError, match="pointwise kernel @k: config knob block_m must be an "
+                                              "integer, got true"):
+            PointwiseConfig.from_attribute(config, kernel="k")
+        flag = ir.DictAttr.get({"tma": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 1)})
+        with pytest.raises(ConfigError, match="config knob tma must be true or false, got 1"):
+            MatmulConfig.from_attribute(flag, kernel="k")
+
+
+def test_a_config_knob_the_kind_does_not_have_is_refused():
+    with ir.Context():
+        config = ir.DictAttr.get({"block_k": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 64)})
+        with pytest.raises(ConfigError, match="reduction kernel @k: its config has no knob block_k "
+                                              r"\(the knobs of reduction kernels: num_warps, "):
+            ReductionConfig.from_attribute(config, kernel="k")
+
+
+def test_no_config_attribute_is_an_empty_config():
+    assert MatmulConfig.from_attribute(None) == MatmulConfig()
 
 
 # -- search space ---------------------------------------------------------------

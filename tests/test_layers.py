@@ -118,7 +118,7 @@ def test_the_base_does_not_import_the_facade():
 
 def _edges(top_level_only: bool) -> dict[str, set[str]]:
     """Module -> the package's modules it imports by name (`from kgc.tiling
-    import plan_cache` names the module plan_cache; `from kgc.passes import
+    import tma` names the module tma; `from kgc.passes import
     Pass` the package kgc.passes). The parent packages that Python runs
     first are not counted: every module would import its package's facade."""
     known = {name for name, _ in MODULES} | {"kgc"}

@@ -20,7 +20,7 @@ from kgc.tiling.schedule import Schedule
 
 MATMUL_WITH_FLAGS = """
 func.func @flags(%a: tensor<128x512xf16>, %b: tensor<512x128xf16>) -> tensor<128x128xf16> {
-  %y = kg.kernel @flags_0(%a, %b) attributes {block_k = 64, %s} : (tensor<128x512xf16>, tensor<512x128xf16>) -> tensor<128x128xf16> {
+  %y = kg.kernel @flags_0(%a, %b) attributes {config = {block_k = 64, %s}} : (tensor<128x512xf16>, tensor<512x128xf16>) -> tensor<128x128xf16> {
   ^bb0(%x: tensor<128x512xf16>, %w: tensor<512x128xf16>):
     %m = kg.matmul %x, %w : (tensor<128x512xf16>, tensor<512x128xf16>) -> tensor<128x128xf16>
     kg.yield %m : tensor<128x128xf16>
@@ -191,7 +191,7 @@ def test_persistent_programs_and_a_grid_of_several_dimensions_do_not_mix():
 
 SCALAR_KERNEL = """
 func.func @scaled(%x: tensor<9x8xf32>) -> tensor<9x8xf32> {
-  %y = kg.kernel @scaled_0(%x) attributes {grid = array<i64: 2, 1, 1>, iteration = array<i64: 9, 8>, tile = array<i64: 2, 8>, num_warps = 1, num_stages = 1, scalars = array<i64: 5>} : (tensor<9x8xf32>) -> tensor<9x8xf32> {
+  %y = kg.kernel @scaled_0(%x) attributes {grid = array<i64: 2, 1, 1>, iteration = array<i64: 9, 8>, tile = array<i64: 2, 8>, config = {num_warps = 1, num_stages = 1}, scalars = array<i64: 5>} : (tensor<9x8xf32>) -> tensor<9x8xf32> {
   ^bb0(%in: memref<9x8xf32>, %out: memref<9x8xf32>):
     %c0 = arith.constant 0 : i32
     %c2 = arith.constant 2 : i32

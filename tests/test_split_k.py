@@ -20,7 +20,7 @@ from kgc.execution import run_tiled
 from kgc.pipeline.compiler import compile_module
 from kgc.pipeline.config import GraphConfig
 from kgc.tiling.config import ConfigError, MatmulConfig
-from kgc.tiling.kernel_ops import int_array, kernel_name, kernels_in
+from kgc.tiling.kernel_ops import int_array, kernel_name, kernels_in, knob
 from kgc.tiling.split_k import split_count
 from tests.comparison import assert_matches_torch
 
@@ -206,7 +206,7 @@ def test_the_split_index_is_a_grid_dimension_and_chunks_are_k_steps():
     # 300 columns in tiles of 64 (m = 3 in one tile): 5 tiles x 3 splits.
     assert int_array(partials, "grid") == [5, 3, 1]
     assert int_array(reduce, "grid") == [5, 1, 1]
-    assert ir.IntegerAttr(partials.attributes["split_k"]).value == 3
+    assert knob(partials, "split_k") == 3
 
 
 def test_more_splits_than_k_steps_become_one_per_step():

@@ -234,8 +234,8 @@ def _compiled_kernel(shared=0, warps=4, registers=None):
     return SimpleNamespace(name="g_0_matmul", num_warps=warps, num_stages=3, artifact=artifact)
 
 
-KG_STAGE = ("%0 = kg.kernel @g_0_matmul(%arg0) attributes {block_k = 64 : i64, block_m = 128 : "
-            "i64, grid = array<i64: 4, 1, 1>, num_stages = 3 : i64, num_warps = 8 : i64} : "
+KG_STAGE = ("%0 = kg.kernel @g_0_matmul(%arg0) attributes {config = {block_k = 64 : i64, block_m = "
+            "128 : i64, num_stages = 3 : i64, num_warps = 8 : i64}, grid = array<i64: 4, 1, 1>} : "
             "(tensor<4xf32>) -> tensor<4xf32> {")
 
 

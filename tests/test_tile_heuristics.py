@@ -17,12 +17,11 @@ from mlir import ir
 import kgc  # noqa: F401  (registers the kg dialect)
 from kgc.parsing import parse_text
 from kgc.pipeline import Pipeline
-from kgc.tiling.kernel_ops import kernel_name, kernels_in
+from kgc.tiling.kernel_ops import kernel_name, kernels_in, knob
 from kgc.tiling.config import CONFIG_CLASSES
 
 LIT_TESTS = pathlib.Path(__file__).resolve().parent.parent / "lit_tests"
-_ALL_KNOBS = sorted({knob for config in CONFIG_CLASSES.values() for knob in config.knobs()})
-_KNOB_ATTRIBUTE = re.compile(rf"\b({'|'.join(_ALL_KNOBS)}) = \d+(, )?")
+_CONFIG_ATTRIBUTE = re.compile(r"\bconfig = \{[^}]*\}(, )?")
 
 
 def _kernels_without_knobs() -> dict[str, str]:
@@ -34,7 +33,7 @@ def _kernels_without_knobs() -> dict[str, str]:
             match = re.search(r"kg\.kernel @(\w+)\(.*", part)
             if match is None or "grid =" in match.group(0):
                 continue  # already tiled
-            text = _KNOB_ATTRIBUTE.sub("", part).replace(" attributes {}", "")
+            text = _CONFIG_ATTRIBUTE.sub("", part).replace(" attributes {}", "")
             parts[f"{name}:{match.group(1)}"] = text
     return parts
 
@@ -141,9 +140,8 @@ def test_kg_tile_picks(key):
         [kernel] = [k for k in kernels_in(module) if kernel_name(k) == key.split(":")[1]]
         attributes = {name: kernel.attributes[name] for name in kernel.attributes}
         assert ir.StringAttr(attributes["kind"]).value == kind
-        picked = {name: ir.IntegerAttr(attributes[name]).value
-                  for name in CONFIG_CLASSES[kind].knobs()
-                  if name in attributes and isinstance(attributes[name], ir.IntegerAttr)}
+        picked = {name: value for name in CONFIG_CLASSES[kind].knobs()
+                  if (value := knob(kernel, name)) is not None and not isinstance(value, bool)}
         assert picked == knobs
         assert tuple(ir.DenseI64ArrayAttr(attributes["grid"])) == grid
 
@@ -162,9 +160,8 @@ def _matmul_knobs(m: int, k: int, n: int, target: int = 90, gated: bool = False)
     module = g.build(context)
     with context:
         compile_module(module, emit="kg", target=target)
-    attributes = kernels_in(module)[0].attributes  # the matmul (or its partials)
-    return {name: ir.IntegerAttr(attributes[name]).value
-            for name in ("block_m", "block_n", "num_stages")}
+    kernel = kernels_in(module)[0]  # the matmul (or its partials)
+    return {name: knob(kernel, name) for name in ("block_m", "block_n", "num_stages")}
 
 
 @pytest.mark.parametrize("m,k,n,knobs", [

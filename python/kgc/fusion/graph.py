@@ -5,7 +5,9 @@ The fusable ops are the kg ops of the function's body in program order,
 kernels and launches already there excepted; their positions in that order
 are how a `Partition` names them. Each group of ops considered as a kernel
 is planned at most once (`FusionGraph.plan`), however many partitions or
-merges ask about it.
+merges ask about it, by the planner the graph is given
+(`kgc.tiling.planner.Planner`), which kg-tile then asks for the plans of
+the kernels made.
 """
 
 from __future__ import annotations
@@ -15,11 +17,10 @@ import dataclasses
 from mlir import ir
 
 from kgc.targets import Target, target_for
-from kgc.tiling import plan_cache
 from kgc.tiling.graph_model import SOURCE_OPS, Node, nodes_from_ops
 from kgc.tiling.kernel_ops import walk_ops
 from kgc.tiling.iteration import KernelPlan, Unplannable
-from kgc.tiling.registry import plan_group
+from kgc.tiling.planner import Planner, signature
 
 
 class NotFusable(Exception):
@@ -46,11 +47,12 @@ class FusionGraph:
     fused constrain the order of kernels."""
 
     @classmethod
-    def of_function(cls, function: ir.Operation,
-                    target: Target | int | None = None) -> "FusionGraph":
+    def of_function(cls, function: ir.Operation, target: Target | int | None = None,
+                    planner: Planner | None = None) -> "FusionGraph":
         """The graph of `function`'s body, its groups planned for `target`
-        (None: the default, kgc.targets.target_for). Raises NotFusable for a
-        kg op with other than one result."""
+        (None: the default, kgc.targets.target_for) by `planner` (None: one
+        of the graph's own). Raises NotFusable for a kg op with other than
+        one result."""
         blocks = function.regions[0].blocks
         # A declaration has no body, so nothing to fuse.
         ops = [o.operation for o in blocks[0].operations] if len(blocks) else []
@@ -59,12 +61,13 @@ class FusionGraph:
             if len(op.results) != 1:
                 raise NotFusable(f"{op.name} cannot be fused", op.location)
         nodes, by_value = nodes_from_ops(fusable)
-        return cls(function_name(function), nodes, by_value, ops, target)
+        return cls(function_name(function), nodes, by_value, ops, target, planner)
 
     def __init__(self, name: str, nodes: list[Node], by_value: dict, ops: list[ir.Operation],
-                 target: Target | int | None = None):
+                 target: Target | int | None = None, planner: Planner | None = None):
         self.name = name
         self.target = target_for(target)
+        self.planner = planner if planner is not None else Planner()
         self.nodes = nodes
         self.by_value = by_value
         self.index = {id(n): i for i, n in enumerate(nodes)}
@@ -172,7 +175,7 @@ class FusionGraph:
     def signature(self, group: list[Node]) -> str:
         """A stable name of the group's content as a kernel (the same ops on
         the same types and inputs, in any function, give the same name)."""
-        return plan_cache.signature(self.isolated_outputs(group))
+        return signature(self.isolated_outputs(group))
 
     def plan(self, group: list[Node]) -> KernelPlan:
         """The default plan of `group` as one kernel, computed once per set
@@ -181,7 +184,7 @@ class FusionGraph:
         known = self._plans.get(key)
         if known is None:
             try:
-                known = plan_group(self.isolated_outputs(group), target=self.target)
+                known = self.planner.plan(self.isolated_outputs(group), target=self.target)
             except Unplannable as reason:
                 known = reason
             self._plans[key] = known

@@ -18,14 +18,16 @@ from kgc.fusion.greedy import FusionDecisions, greedy_partition
 from kgc.fusion.partition import Partition
 
 
-def propose_partitions(function: ir.Operation | FusionGraph, target=None) -> list[Partition]:
+def propose_partitions(function: ir.Operation | FusionGraph, target=None,
+                       planner=None) -> list[Partition]:
     """Distinct partitions of `function` (a func.func, whose groups are
     planned for `target`, a kgc.targets.Target or SM version, None the
-    default; or its graph): the default greedy one first, then those of
-    other decisions in the order found, then no fusion. Each partition's
-    `origin` names the decisions that gave it first."""
+    default, by `planner`, a kgc.tiling.planner.Planner, None one of its
+    own; or its graph): the default greedy one first, then those of other
+    decisions in the order found, then no fusion. Each partition's `origin`
+    names the decisions that gave it first."""
     graph = function if isinstance(function, FusionGraph) else \
-        FusionGraph.of_function(function, target)
+        FusionGraph.of_function(function, target, planner)
     found: list[Partition] = []
     tried: set[FusionDecisions] = set()
     pending = [FusionDecisions()]

@@ -231,6 +231,10 @@ class AttentionPlan(KernelPlan):
     output_map: IndexMap | None = None
     v_map: IndexMap | None = None
 
+    def contraction_axes(self) -> tuple[int, int, int]:
+        # The scores' dot: rows by head dim, against the keys.
+        return self.row_axis, self.d_axis, self.n_axis
+
     def partial_shapes(self) -> list[tuple[tuple[int, ...], str]]:
         """The kernel's results with split keys: each split's output
         (normalised) and its log-sum-exp, in f32."""
@@ -387,8 +391,7 @@ def _plan(pattern: AttentionPattern, outputs, config: AttentionConfig, kernel,
                                    False if g_axis is not None else None))
     plan = AttentionPlan(
         "attention", tuple(extents), tuple(tile), program_axes, (n_axis,), list(outputs),
-        [output_map], maps, {}, [], {}, (row_axis, d_axis, n_axis),
-        resolved.canonical(knob_extents, kernel), dict(knob_extents),
+        [output_map], maps, {}, [], resolved.canonical(knob_extents, kernel), dict(knob_extents),
         pattern=pattern, row_axis=row_axis, m_axis=m_axis, n_axis=n_axis, d_axis=d_axis,
         e_axis=e_axis, g_axis=g_axis, s_axis=s_axis, splits=splits, chunk=chunk,
         scores_map=scores_map, output_map=output_map, v_map=v_map)

@@ -3,8 +3,10 @@
 A `KernelConfig` holds what a user or a tuner may choose for one kernel:
 tile sizes, the matmul program grouping, warps and pipeline stages, and how
 its loops are scheduled. A knob left `None` is kgc's choice. Configs are
-immutable; `kg-tile` reads them from kernel attributes and from its
-options, and the planner fills in the knobs left open, so that the config
+immutable; `kg-tile` reads them from kg.kernel's `config` attribute
+(`from_attribute`: a knob the kind does not have, or a flag where a size
+goes, is refused here; the dialect checks only the attribute's form) and
+from its options, and the planner fills in the knobs left open, so that the config
 of a tiled kernel (`KernelPlan.config`) names every choice it was made with.
 
 Legality, checked by `canonical` against the kernel's extents (the sizes of
@@ -57,7 +59,7 @@ class KnobOption:
     """How kg-tile offers a knob as a pass option (for every kernel whose
     kind has the knob): what the knob sets, and for a flag whether `false`
     turns it off (`auto` then leaves it to kgc) or only leaves it to the
-    kernel's attribute (the option can turn it on, not off)."""
+    kernel's config (the option can turn it on, not off)."""
 
     help: str
     false_turns_off: bool = True
@@ -92,7 +94,8 @@ class KernelConfig:
     FLAGS: ClassVar[tuple[str, ...]] = ()
 
     # The knobs that kg-tile offers as options, in the order it lists them
-    # (a knob not here is a kernel attribute only, as the loop flags are).
+    # (a knob not here is set in the kernel's config only, as the loop
+    # flags are).
     OPTIONS: ClassVar[dict[str, KnobOption]] = {
         "num_warps": KnobOption("warps per program"),
         "num_stages": KnobOption("software pipeline stages"),
@@ -190,26 +193,34 @@ class KernelConfig:
             raise ConfigError("a kernel config in JSON is an object of knobs and a \"kind\"")
         return KernelConfig.from_dict(data)
 
-    def to_attributes(self) -> dict:
-        """The set knobs as MLIR attributes (i64 integers, booleans for
-        flags), as kg.kernel declares them. Needs an MLIR context."""
+    def to_attribute(self):
+        """The set knobs as kg.kernel's `config` attribute: a dictionary of
+        i64 integers and booleans (flags), in the form the dialect checks.
+        Needs an MLIR context."""
         from mlir import ir
 
         i64 = ir.IntegerType.get_signless(64)
-        return {name: ir.BoolAttr.get(value) if name in self.FLAGS else ir.IntegerAttr.get(i64, value)
-                for name, value in self.given().items()}
+        return ir.DictAttr.get(
+            {name: ir.BoolAttr.get(value) if name in self.FLAGS else ir.IntegerAttr.get(i64, value)
+             for name, value in self.given().items()})
 
     @classmethod
-    def from_attributes(cls, attributes, kernel: str | None = None) -> "KernelConfig":
-        """The knobs of this kind found among `attributes` (an op's
-        attributes or a dict of MLIR attributes)."""
+    def from_attribute(cls, config, kernel: str | None = None) -> "KernelConfig":
+        """The config that kg.kernel's `config` attribute (a DictionaryAttr,
+        or None for none) holds. The dialect has checked its form (integers
+        and booleans); which knobs a kernel of this kind has, and whether
+        each is a flag or a size, is this class's to check."""
         from mlir import ir
 
+        where = f"{cls.kind} kernel @{kernel}" if kernel else f"{cls.kind} kernel"
         values: dict[str, Any] = {}
-        for name in cls.knobs():
-            if name not in attributes:
-                continue
-            attribute = attributes[name]
+        dictionary = None if config is None else ir.DictAttr(config)
+        entries = [] if dictionary is None else [dictionary[i] for i in range(len(dictionary))]
+        for entry in entries:
+            name, attribute = entry.name, entry.attr
+            if name not in cls.knobs():
+                raise ConfigError(f"{where}: its config has no knob {name} (the knobs of "
+                                  f"{cls.kind} kernels: {', '.join(cls.knobs())})")
             if name in cls.FLAGS and isinstance(attribute, ir.BoolAttr):
                 values[name] = ir.BoolAttr(attribute).value
             elif name not in cls.FLAGS and isinstance(attribute, ir.IntegerAttr) \
@@ -217,8 +228,7 @@ class KernelConfig:
                 values[name] = ir.IntegerAttr(attribute).value
             else:
                 what = "true or false" if name in cls.FLAGS else "an integer"
-                where = f"kernel @{kernel}" if kernel else "kernel"
-                raise ConfigError(f"{where}: attribute {name} must be {what}, got {attribute}")
+                raise ConfigError(f"{where}: config knob {name} must be {what}, got {attribute}")
         return cls(**values)
 
     # -- search space ---------------------------------------------------------

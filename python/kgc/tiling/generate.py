@@ -321,7 +321,7 @@ class Generator:
                                   node.element, self._shape(x.axes))
 
     def _accumulate_dot(self, node: Node, acc_value) -> Any:
-        expansion = self.plan.expansions[node]
+        expansion = self.plan.matmul_expansions()[node]
         dims = self.plan.axes_of_dot(node)
         a_map, b_map = matmul_operand_maps(node, self._natural_map(node), dims)
         a = self.gen(expansion.core_a, a_map)
@@ -367,7 +367,7 @@ class Generator:
     def _finish_reduction(self, node: Node, acc: Tile) -> Tile:
         if node.op != "matmul":
             return acc
-        expansion = self.plan.expansions[node]
+        expansion = self.plan.matmul_expansions()[node]
         value, axes = acc.value, acc.axes
         for group, op in ((expansion.factors, "mul"), (expansion.divisors, "div")):
             for factor in group:
@@ -391,8 +391,8 @@ class Generator:
     # -- values -----------------------------------------------------------------
 
     def _axes(self, node: Node, index_map: IndexMap) -> frozenset:
-        return axes_of(node, index_map, self.plan.reduce_axes, self.plan.matmul_axes,
-                       self.plan.expansions, self.axes_memo)
+        return axes_of(node, index_map, self.plan.reduce_axes, self.plan.contraction_axes(),
+                       self.plan.matmul_expansions(), self.axes_memo)
 
     def _shape(self, axes: frozenset) -> tuple[int, ...]:
         return tuple(self.plan.tile[a] if a in axes else 1 for a in range(self.n))
@@ -446,7 +446,7 @@ class Generator:
             dims = self.plan.axes_of_dot(node)
             m_axis, _, n_axis = dims
             full = frozenset({m_axis, n_axis})
-            expansion = self.plan.expansions[node]
+            expansion = self.plan.matmul_expansions()[node]
             a_map, b_map = matmul_operand_maps(node, index_map, dims)
             zero = self.b.constant(0.0, "f32", self._shape(full))
             acc = self._dot(self.gen(expansion.core_a, a_map), self.gen(expansion.core_b, b_map),
@@ -460,7 +460,7 @@ class Generator:
             return self._reduce_tile(node, self.gen(node.operands[0], x_map))
         if op == "concat":
             return self._concat(node, index_map, axes)
-        maps = operand_maps(node, index_map, self.plan.reduce_axes, self.plan.matmul_axes)
+        maps = operand_maps(node, index_map, self.plan.reduce_axes, self.plan.contraction_axes())
         if any(m is None for m in maps):
             raise Unplannable(f"kg.{op} cannot be read at an affine index here")
         if op in ("transpose", "broadcast_to", "slice", "reshape"):

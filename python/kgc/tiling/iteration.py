@@ -41,6 +41,12 @@ class Expansion:
 
 @dataclasses.dataclass
 class KernelPlan:
+    """What the plan of every kind of kernel holds: its iteration space,
+    tiles, grid and loops, the maps of its values, its reductions and its
+    config. A schedule whose kernels need more adds it in a plan type of
+    its own module (`kgc.tiling.matmul.MatmulPlan`: dot axes, expanded
+    matmuls, split-K; `kgc.tiling.attention.AttentionPlan`)."""
+
     kind: str
     extents: tuple[int, ...]
     tile: tuple[int, ...]
@@ -51,8 +57,6 @@ class KernelPlan:
     maps: dict  # Node -> its natural IndexMap
     reduce_axes: dict  # Node -> tuple of iteration axes it reduces
     phases: list  # (looped axes, reductions): one loop nest each, in order
-    expansions: dict  # matmul Node -> Expansion
-    matmul_axes: tuple[int, int, int] | None
     config: KernelConfig  # every knob the kernel was made with, canonical
     # The extent of each axis a tile knob of the config tiles ("m", "n",
     # "k", "x", "r"), for `KernelConfig.canonical` and `space`.
@@ -72,14 +76,6 @@ class KernelPlan:
     scalar_arguments: tuple[int, ...] = ()
     # The kind of the schedule that made the plan (and writes its program).
     schedule: str = ""
-    # A matmul's k loop shared out between programs (kgc.tiling.split_k.SplitK):
-    # the kernel becomes a partials kernel and a reduce kernel. None: one
-    # kernel.
-    split: object = None
-    # The (m, k, n) axes of the matmuls that do not use `matmul_axes`: LoRA's
-    # side matmuls (m, k, rank) and rank-r products (m, rank, n), which
-    # kgc.tiling.low_rank places on a rank axis. Empty: none.
-    dot_axes: dict = dataclasses.field(default_factory=dict)
 
     @property
     def num_warps(self) -> int:
@@ -115,12 +111,30 @@ class KernelPlan:
         counts = [product([self.tiles_along(a) for a in axes]) for axes in self.grid_dimensions()]
         return counts + [1] * (3 - len(counts))
 
+    # -- dots: a plan of a kind whose kernels multiply matrices (the matmul
+    # schedule's MatmulPlan, attention's AttentionPlan) says where they are;
+    # the generic generator asks through these.
+
+    def contraction_axes(self) -> tuple[int, int, int] | None:
+        """The (m, k, n) iteration axes of the kernel's matmuls (one that
+        reduces another axis takes it as its k); None: it has none."""
+        return None
+
+    def matmul_expansions(self) -> dict:
+        """matmul Node -> its Expansion, for the matmuls computed as a dot of
+        cores times factors (a folded RMSNorm); none by default."""
+        return {}
+
     def axes_of_dot(self, node: Node) -> tuple[int, int, int]:
         """The (m, k, n) iteration axes of matmul `node`'s dot."""
-        return self.dot_axes.get(node, self.matmul_axes)
+        axes = self.contraction_axes()
+        if axes is None:
+            raise Unplannable(f"kg.{node.op} {node.shape} is a dot, and a {self.kind} plan has "
+                              "no matmul axes")
+        return axes
 
     def operands_for_generation(self, node: Node) -> list[Node]:
-        expansion = self.expansions.get(node)
+        expansion = self.matmul_expansions().get(node)
         if expansion is not None:
             return [expansion.core_a, expansion.core_b, *expansion.factors, *expansion.divisors]
         return list(node.operands)

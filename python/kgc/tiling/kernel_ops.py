@@ -39,6 +39,29 @@ def kernel_name(kernel: ir.Operation) -> str:
     return ir.StringAttr(kernel.attributes["sym_name"]).value
 
 
+# kg.kernel's dictionary of knobs (kgc.tiling.config): the dialect checks
+# its form, the kernel's schedule its contents.
+CONFIG_ATTRIBUTE = "config"
+
+
+def config_attribute(kernel: ir.Operation):
+    """The kernel's `config` attribute (an ir.DictAttr), or None."""
+    if CONFIG_ATTRIBUTE not in kernel.attributes:
+        return None
+    return ir.DictAttr(kernel.attributes[CONFIG_ATTRIBUTE])
+
+
+def knob(kernel: ir.Operation, name: str) -> int | bool | None:
+    """The value of knob `name` in the kernel's config, None when unset."""
+    config = config_attribute(kernel)
+    if config is None or name not in config:
+        return None
+    value = config[name]
+    if isinstance(value, ir.BoolAttr):
+        return ir.BoolAttr(value).value
+    return ir.IntegerAttr(value).value
+
+
 def int_array(kernel: ir.Operation, name: str) -> list[int] | None:
     if name not in kernel.attributes:
         return None

@@ -24,9 +24,10 @@ from kgc.tiling import low_rank, split_k
 from kgc.tiling.config import ConfigError, MatmulConfig, default_split_k
 from kgc.tiling.graph_model import Node, topological
 from kgc.tiling.index_maps import IndexMap, ceil_div, product
-from kgc.tiling.iteration import (TILE_LOOP, Expansion, KernelPlan, Unplannable, axes_of,
+from kgc.tiling.iteration import (TILE_LOOP, Expansion, Unplannable, axes_of,
                                   infer_maps, matmul_operand_maps)
 from kgc.tiling.matmul_generator import MatmulGenerator
+from kgc.tiling.matmul_plan import MatmulPlan
 from kgc.tiling.plan import check_index_range, finish_plan, knob
 from kgc.tiling.schedule import Schedule
 from kgc.tuned_defaults import TableKey
@@ -135,7 +136,7 @@ def _legal(configs: list[MatmulConfig], runs_on: Target | None, plannable) -> li
 
 
 def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
-                 target: Target) -> KernelPlan:
+                 target: Target) -> MatmulPlan:
     check_index_range(order)
     # Main matmuls share the kernel's output shape and k; side matmuls and
     # rank-r products beside them are LoRA's (kgc.tiling.low_rank).
@@ -247,7 +248,9 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
                             tma=True if config.tma else None,
                             **flags, **({"split_k": splits} if splits > 1 else {}))
     plan = finish_plan("matmul", outputs, order, extents, tile, program_axes, loop_axes, seeds,
-                   reduce_axes, expansions, axes, resolved, knob_extents, kernel, dot_axes)
+                       reduce_axes, resolved, knob_extents, kernel, contraction_axes=axes,
+                       plan_type=MatmulPlan, matmul_axes=axes, expansions=expansions,
+                       dot_axes=dict(dot_axes))
     if splits > 1:
         try:
             split_k.attach(plan, splits, kernel)

@@ -22,6 +22,7 @@ maps are inferred from the anchors (`kgc.tiling.iteration`).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Sequence
 
 from kgc.tiling.config import KernelConfig, PointwiseConfig, ReductionConfig
@@ -89,9 +90,14 @@ class PointwiseSchedule(Schedule):
 
 
 def finish_plan(kind, outputs, order, extents, tile, program_axes, loop_axes, seeds, reduce_axes,
-            expansions, matmul_axes, config: KernelConfig, knob_extents: dict,
-            kernel: str | None, dot_axes: dict | None = None) -> KernelPlan:
-    maps = infer_maps(order, seeds, reduce_axes, matmul_axes)
+                config: KernelConfig, knob_extents: dict, kernel: str | None, *,
+                contraction_axes: tuple[int, int, int] | None = None,
+                plan_type: type[KernelPlan] = KernelPlan, **fields) -> KernelPlan:
+    """The plan (a `plan_type`, with its own `fields`) once the schedule has
+    chosen its iteration space, tiles and loops: the maps of every value
+    inferred from `seeds` (matmuls contract over `contraction_axes`),
+    checked, and the loop nests of its reductions."""
+    maps = infer_maps(order, seeds, reduce_axes, contraction_axes)
     output_maps = []
     for output in outputs:
         if output not in maps:
@@ -111,11 +117,9 @@ def finish_plan(kind, outputs, order, extents, tile, program_axes, loop_axes, se
             if tile[axis] < extents[axis] and axis not in loop_axes:
                 raise Unplannable(f"kg.{node.op} reduces axis {axis}, which the grid splits "
                                   "between programs")
-    plan = KernelPlan(kind, tuple(extents), tuple(tile), tuple(program_axes), tuple(loop_axes),
-                      list(outputs), output_maps, maps, reduce_axes, [], expansions, matmul_axes,
-                      config.canonical(knob_extents, kernel), dict(knob_extents))
-    if dot_axes:
-        plan.dot_axes = dict(dot_axes)
+    plan = plan_type(kind, tuple(extents), tuple(tile), tuple(program_axes), tuple(loop_axes),
+                     list(outputs), output_maps, maps, reduce_axes, [],
+                     config.canonical(knob_extents, kernel), dict(knob_extents), **fields)
     plan.phases = _phases(plan)
     if plan.num_programs() > _GRID_LIMIT:
         raise Unplannable(f"{plan.num_programs()} programs exceed the grid limit")
@@ -137,8 +141,8 @@ def _phases(plan: KernelPlan) -> list[tuple[tuple[int, ...], list[Node]]]:
         if node not in plan.maps:
             raise Unplannable(f"kg.reduce {node.shape} does not follow the kernel's iteration")
         x_map = reduce_input_map(node, plan.maps[node], plan.reduce_axes[node])
-        varying = axes_of(node.operands[0], x_map, plan.reduce_axes, plan.matmul_axes,
-                          plan.expansions)
+        varying = axes_of(node.operands[0], x_map, plan.reduce_axes, plan.contraction_axes(),
+                          plan.matmul_expansions())
         return tuple(sorted(axes & varying))
 
     depth: dict[Node, int] = {}
@@ -146,7 +150,7 @@ def _phases(plan: KernelPlan) -> list[tuple[tuple[int, ...], list[Node]]]:
     for node in _generation_order(plan):
         # A matmul's factors are applied after its loop: only the operands of
         # its dot must be ready before it.
-        expansion = plan.expansions.get(node)
+        expansion = plan.matmul_expansions().get(node)
         inside = [expansion.core_a, expansion.core_b] if expansion else node.operands
         below = max((depth[o] for o in inside), default=0)
         axes = looped_axes(node)
@@ -218,15 +222,17 @@ def _plan_pointwise(outputs, order, config: PointwiseConfig, kernel) -> KernelPl
         block_m = knob(config.block_m, default_m)
         tile[-2] = block_m
     program_axes = tuple(a for a in range(n) if ceil_div(extents[a], tile[a]) > 1)
-    resolved = PointwiseConfig(num_warps=knob(config.num_warps, _default_warps(tile)),
-                               num_programs=config.num_programs,
-                               num_stages=knob(config.num_stages, 1),
-                               block_m=block_m, block_n=block_n)
+    # A replace, not a new PointwiseConfig: a schedule built on this one may
+    # plan with a subclass whose own knobs the plan's config keeps.
+    resolved = dataclasses.replace(config, num_warps=knob(config.num_warps, _default_warps(tile)),
+                                   num_programs=config.num_programs,
+                                   num_stages=knob(config.num_stages, 1),
+                                   block_m=block_m, block_n=block_n)
     # Outputs of the first output's shape walk the iteration the same way,
     # whether or not they are computed from one another.
     seeds = {o: seed for o in outputs if o.shape == first.shape}
     return finish_plan("pointwise", outputs, order, extents, tile, program_axes, (), seeds, {},
-                   {}, None, resolved, knob_extents, kernel)
+                       resolved, knob_extents, kernel)
 
 
 def _reads_across_rows(order, extents) -> bool:
@@ -290,4 +296,4 @@ def _plan_reduction(outputs, order, reduces, config: ReductionConfig, kernel) ->
                                num_stages=knob(config.num_stages, 2 if loop_axes else 1),
                                block_x=block_x, block_r=tile[innermost])
     return finish_plan("reduction", outputs, order, extents, tile, program_axes, loop_axes,
-                   {x: seed}, reduce_axes, {}, None, resolved, knob_extents, kernel)
+                       {x: seed}, reduce_axes, resolved, knob_extents, kernel)

@@ -16,7 +16,6 @@ import dataclasses
 from typing import Sequence
 
 from kgc.targets import Target, target_for
-from kgc.tiling import plan_cache
 from kgc.tiling.attention import AttentionSchedule
 from kgc.tiling.config import ConfigError, KernelConfig
 from kgc.tiling.generate import DryBuilder
@@ -82,9 +81,9 @@ def plan_group(outputs: Sequence[Node], config: KernelConfig | None = None,
     (kgc's choice for the others) for `target` (a Target or an SM version;
     None: the default, `kgc.targets.target_for`), checked by a dry run of
     its schedule's generator. Raises Unplannable, or ConfigError for an
-    illegal knob (naming `kernel`). A group of the same content planned
-    before with the same config for the same target (kg-fuse's, for
-    kg-tile) gives its plan again (plan_cache).
+    illegal knob (naming `kernel`). Each call plans anew; a
+    `kgc.tiling.planner.Planner` remembers plans for the passes of a
+    pipeline run.
 
     With a tuned-defaults `table` (`kgc.tuned_defaults`) and no knob given,
     kgc's choice is the config of the table's nearest entry where the
@@ -114,10 +113,6 @@ def plan_group(outputs: Sequence[Node], config: KernelConfig | None = None,
 
 def _plan_with(schedule: Schedule, outputs: list[Node], config: KernelConfig,
                kernel: str | None, target: Target) -> KernelPlan:
-    cache_key = plan_cache.key(outputs, schedule.kind, config, target)
-    known = plan_cache.recall(cache_key)
-    if known is not None:
-        return known
     order = topological(outputs)
     for node in order:
         if not node.is_input and node.op not in SUPPORTED_OPS:
@@ -139,5 +134,4 @@ def _plan_with(schedule: Schedule, outputs: list[Node], config: KernelConfig,
         # A knob the generator found illegal for this kernel's buffers (tma).
         where = f"{schedule.kind} kernel @{kernel}" if kernel else f"{schedule.kind} kernel"
         raise ConfigError(f"{where}: {error}") from None
-    plan_cache.remember(cache_key, plan)
     return plan

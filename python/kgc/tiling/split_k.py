@@ -39,23 +39,14 @@ from kgc.tiling.constants import COMBINE, NEUTRAL
 from kgc.tiling.generate import DryBuilder, Tile
 from kgc.tiling.graph_model import Node, topological
 from kgc.tiling.index_maps import BufferView, ceil_div, next_power_of_two
-from kgc.tiling.iteration import KernelPlan, Unplannable
+from kgc.tiling.iteration import Unplannable
 from kgc.tiling.matmul_generator import MatmulGenerator
+from kgc.tiling.matmul_plan import MatmulPlan, SplitK
 from kgc.tiling.schedule import SourceKernel, TiledForm
 
 __all__ = ["SplitK", "PartialsGenerator", "ReduceGenerator", "attach", "partials_grid",
            "partials_form", "reduce_config", "reduce_inputs", "reduce_kernel", "split_count",
            "workspace_element", "workspace_shape"]
-
-
-@dataclasses.dataclass
-class SplitK:
-    """How a matmul plan's k loop is split."""
-
-    count: int  # S: programs per (batch, m, n) tile
-    chunk: int  # k elements per split, a multiple of block_k
-    partials: list[Node]  # the reductions over k, one workspace each, in order
-    grid_dimension: int  # the grid dimension (0-2) that walks the splits
 
 
 def split_count(requested: int | None, k_extent: int, block_k: int) -> int:
@@ -78,7 +69,7 @@ def workspace_shape(split: SplitK, node: Node) -> tuple[int, ...]:
     return (split.count,) + tuple(node.shape)
 
 
-def attach(plan: KernelPlan, count: int, kernel: str | None) -> None:
+def attach(plan: MatmulPlan, count: int, kernel: str | None) -> None:
     """Makes `plan` (a matmul plan with a k loop) a split-K plan of `count`
     splits; raises Unplannable when the kernel cannot be split, ConfigError
     for knobs that exclude one another."""
@@ -110,18 +101,18 @@ def attach(plan: KernelPlan, count: int, kernel: str | None) -> None:
     ReduceGenerator(plan, DryBuilder(), list(range(_input_count(plan))), _input_count(plan)).run()
 
 
-def _input_count(plan: KernelPlan) -> int:
+def _input_count(plan: MatmulPlan) -> int:
     return 1 + max((n.input_index for n in topological(plan.outputs) if n.is_input), default=-1)
 
 
-def partials_grid(plan: KernelPlan) -> list[int]:
+def partials_grid(plan: MatmulPlan) -> list[int]:
     """The grid of the partials kernel: the tiles', then the splits."""
     grid = plan.grid()
     grid[plan.split.grid_dimension] = plan.split.count
     return grid
 
 
-def partials_form(plan: KernelPlan) -> TiledForm:
+def partials_form(plan: MatmulPlan) -> TiledForm:
     """The tiled kernel of a split plan: the partials kernel, whose results
     are the workspaces and whose grid walks the splits too."""
     return TiledForm(suffix="_partials",
@@ -130,12 +121,13 @@ def partials_form(plan: KernelPlan) -> TiledForm:
                      grid=partials_grid(plan))
 
 
-def reduce_kernel(plan: KernelPlan, partials: list, source: SourceKernel):
+def reduce_kernel(plan: MatmulPlan, partials: list, source: SourceKernel):
     """The reduce kernel of a split plan, tiled, built at the current
     insertion point: it reads the workspaces `partials` and the inputs of
     `source` that the epilogue needs, and gives the group's outputs."""
     from mlir import ir
 
+    from kgc.tiling.kernel_ops import CONFIG_ATTRIBUTE
     from kgc.tiling.mlir_builder import tiled_kernel
 
     used = reduce_inputs(plan)
@@ -149,7 +141,7 @@ def reduce_kernel(plan: KernelPlan, partials: list, source: SourceKernel):
     attributes["kind"] = ir.StringAttr.get(plan.kind)
     attributes["iteration"] = ir.DenseI64ArrayAttr.get(list(plan.extents))
     attributes["tile"] = ir.DenseI64ArrayAttr.get(list(plan.tile))
-    attributes.update(config.to_attributes())
+    attributes[CONFIG_ATTRIBUTE] = config.to_attribute()
     attributes["grid"] = ir.DenseI64ArrayAttr.get(plan.grid())
     attributes["sym_name"] = ir.StringAttr.get(f"{source.name}_reduce")
     return tiled_kernel(
@@ -157,7 +149,7 @@ def reduce_kernel(plan: KernelPlan, partials: list, source: SourceKernel):
         source.location, lambda b: ReduceGenerator(plan, b, renumbered, len(used)).run())
 
 
-def reduce_config(plan: KernelPlan, num_warps: int | None = None) -> MatmulConfig:
+def reduce_config(plan: MatmulPlan, num_warps: int | None = None) -> MatmulConfig:
     """The launch knobs of the reduce kernel: the matmul's (m, n) tiles,
     `num_warps` when the user asks for warps on every kernel (kg-tile's
     option), else warps for an f32 tile of them, two stages to overlap the
@@ -232,7 +224,7 @@ class ReduceGenerator(_SplitGenerator):
     `input_indices` renumbers the matmul kernel's inputs (those the
     epilogue reads); workspace j is input `workspace_base + j`."""
 
-    def __init__(self, plan: KernelPlan, builder, input_indices: list[int | None],
+    def __init__(self, plan: MatmulPlan, builder, input_indices: list[int | None],
                  workspace_base: int):
         super().__init__(plan, builder)
         self.input_indices = input_indices
@@ -278,7 +270,7 @@ class ReduceGenerator(_SplitGenerator):
             self._store(index, output, index_map)
 
 
-def reduce_inputs(plan: KernelPlan) -> list[int]:
+def reduce_inputs(plan: MatmulPlan) -> list[int]:
     """The matmul kernel's inputs that its reduce kernel reads (the
     epilogue's), in order."""
     recorder = _LoadRecorder()
