@@ -25,6 +25,9 @@ times Dynamo compiled the forward after its first graph (a new shape: a
 decode step after the prefill, a cache that grows; or a graph break's
 resumed frame).
 
+The training and LoRA rows (one training step; `kgc.bench.model_train`)
+are checked on their gradients and timed per step, with their peak memory.
+
 With `device="cpu"` only the correctness half runs, in f32 on CPU tensors,
 with kgc's kernel graphs on the CPU executor of tiled kernels
 (`options={"executor": "cpu"}`): a wrong lowering in a real model shows
@@ -39,14 +42,16 @@ import time
 import warnings
 from typing import Callable, Sequence
 
-from kgc.bench.models import CPU, FORWARD, GPU, ModelSpec, RowSpec
+from kgc.bench.models import CPU, FORWARD, GPU, KINDS, TRAINING_KINDS, ModelSpec, RowSpec
 
 EAGER, INDUCTOR, CUDA_GRAPHS, KGC = "eager", "torch.compile", "cudagraphs", "kgc"
 GPU_RUNNERS = (EAGER, INDUCTOR, CUDA_GRAPHS, KGC)
 LABELS = {EAGER: "eager", INDUCTOR: "torch.compile", CUDA_GRAPHS: "torch.compile reduce-overhead",
           KGC: "kgc"}
 OK, WRONG, FAILED = "ok", "wrong", "failed"
-SCHEMA_VERSION = 1
+# 2: training and LoRA rows; rows have "peak_mb" (per runner) and
+# "kgc_graphs" (per kind of graph: inference, forward, backward).
+SCHEMA_VERSION = 2
 
 
 @dataclasses.dataclass
@@ -55,7 +60,9 @@ class ModelRow:
     row: str
     status: str = OK  # kgc's: ok, wrong (checked and differs) or failed (did not run)
     reason: str | None = None  # why not ok
-    kgc_error: float | None = None  # max |logits - reference|
+    # max |logits - reference|; for the training rows, the largest over the
+    # loss and each gradient of max |x - reference| / max |reference|.
+    kgc_error: float | None = None
     eager_error: float | None = None
     tokens_equal: bool | None = None  # generate rows
     # Where the tokens part from eager's at a near-tie, which step and why
@@ -65,13 +72,27 @@ class ModelRow:
     gpu_ms: dict[str, float] = dataclasses.field(default_factory=dict)  # kernels' time per call
     compile_s: dict[str, float] = dataclasses.field(default_factory=dict)  # first call
     errors: dict[str, str] = dataclasses.field(default_factory=dict)  # runner -> why no time
+    # Training rows: the most memory allocated during one step, MiB
+    # (weights, optimizer state, activations and gradients).
+    peak_mb: dict[str, float] = dataclasses.field(default_factory=dict)
     kgc_kernels: int | None = None
     kgc_fallbacks: dict[str, int] = dataclasses.field(default_factory=dict)  # aten op -> count
+    # Per kind of graph (inference; a training step's forward and backward):
+    # {"kernels": count, "fallbacks": {aten op: count}}.
+    kgc_graphs: dict[str, dict] = dataclasses.field(default_factory=dict)
     recompiles: int | None = None  # Dynamo compiles after the first, over the whole row
 
     @property
     def fallback_count(self) -> int:
         return sum(self.kgc_fallbacks.values())
+
+    def fallback_cell(self) -> str:
+        """The ops left to PyTorch, as forward+backward for a training
+        step."""
+        if "backward" not in self.kgc_graphs:
+            return str(self.fallback_count)
+        return "+".join(str(sum(self.kgc_graphs.get(kind, {}).get("fallbacks", {}).values()))
+                        for kind in ("forward", "backward"))
 
     def speedup(self, over: str = INDUCTOR, times: str = "gpu_ms") -> float | None:
         measured = getattr(self, times)
@@ -116,6 +137,8 @@ class ModelSuiteResult:
             headers += [f"{LABELS[r] if r != CUDA_GRAPHS else r} ms" for r in GPU_RUNNERS]
             headers += [f"{r} gpu ms" for r in GPU_RUNNERS]
             headers += ["speedup", "kgc 1st s", "compile 1st s"]
+            memory = [r for r in GPU_RUNNERS if any(r in row.peak_mb for row in self.rows)]
+            headers += [f"{LABELS[r]} MiB" for r in memory]
         else:
             headers += ["kgc 1st s"]
         headers += ["kernels", "left to torch", "recompiles"]
@@ -130,9 +153,10 @@ class ModelSuiteResult:
                 cells += ["-" if speedup is None else f"{speedup:.2f}x",
                           _number(row.compile_s.get(KGC), ".1f"),
                           _number(row.compile_s.get(INDUCTOR), ".1f")]
+                cells += [_number(row.peak_mb.get(r), ".0f") for r in memory]
             else:
                 cells += [_number(row.compile_s.get(KGC), ".1f")]
-            cells += [_number(row.kgc_kernels, "d"), str(row.fallback_count),
+            cells += [_number(row.kgc_kernels, "d"), row.fallback_cell(),
                       _number(row.recompiles, "d")]
             lines.append(cells)
         widths = [max(len(str(c)) for c in column) for column in zip(headers, *lines)]
@@ -143,9 +167,15 @@ class ModelSuiteResult:
         wrong = len(self.failed)
         note = (f"err: max |logits - {self.settings.get('reference_dtype')} reference|; "
                 f"{len(self.rows) - wrong} of {len(self.rows)} rows correct")
+        if any(row.kgc_graphs.get("backward") for row in self.rows):
+            note += ("; train and lora rows: err is the largest over the loss and each "
+                     "gradient of max |x - reference| / max |reference|, left to torch is "
+                     "forward+backward")
         if timed:
             note += ("; ms as called (median) and GPU kernel time per call; speedup: "
                      "torch.compile's GPU time / kgc's")
+            if memory:
+                note += "; MiB: peak memory allocated during one training step"
         out.append(note)
         for row in self.rows:
             if row.reason:
@@ -211,7 +241,7 @@ def describe_row(row: ModelRow) -> str:
     if row.tokens_equal is not None:
         text += " tokens " + ("equal" if row.tokens_equal else "DIFFER")
     if row.kgc_kernels is not None:
-        text += f", {row.kgc_kernels} kernels, {row.fallback_count} ops left to torch"
+        text += f", {row.kgc_kernels} kernels, {row.fallback_cell()} ops left to torch"
     if row.reason:
         text += f": {row.reason}"
     elif row.note:
@@ -220,12 +250,15 @@ def describe_row(row: ModelRow) -> str:
 
 
 def run_models(specs: Sequence[ModelSpec], *, device: str = "cuda", seed: int = 0,
-               reps: int = 20, timed: bool = True,
+               reps: int = 20, timed: bool = True, kinds: tuple[str, ...] = KINDS,
                progress: Callable[[ModelRow], None] | None = None) -> ModelSuiteResult:
-    """Every row of every model in `specs`, on the GPU (f16; timed against
-    eager and torch.compile unless `timed` is False) or, with
-    `device="cpu"`, on the CPU executor (correctness only, f32)."""
+    """Every row of the `kinds` asked for of every model in `specs`, on the
+    GPU (f16, training rows in f32 under bf16 autocast; timed against eager
+    and torch.compile unless `timed` is False) or, with `device="cpu"`, on
+    the CPU executor (correctness only, f32)."""
     import torch
+
+    from kgc.bench import model_train
 
     size = CPU if device == "cpu" else GPU
     dtype, reference_dtype = ((torch.float32, torch.float64) if size == CPU
@@ -234,9 +267,13 @@ def run_models(specs: Sequence[ModelSpec], *, device: str = "cuda", seed: int = 
     for spec in specs:
         model = spec.build(size, seed).to(device=device, dtype=dtype)
         reference = spec.build(size, seed).to(device=device, dtype=reference_dtype)
-        for index, row_spec in enumerate(spec.rows(size)):
-            row = _run_row(spec, model, reference, row_spec, size, seed + index,
-                           reps if timed else 0)
+        for index, row_spec in enumerate(spec.rows(size, kinds)):
+            if row_spec.kind in TRAINING_KINDS:
+                row = model_train.run_training_row(spec, reference, row_spec, size,
+                                                   seed + index, reps if timed else 0)
+            else:
+                row = _run_row(spec, model, reference, row_spec, size, seed + index,
+                               reps if timed else 0)
             rows.append(row)
             if progress is not None:
                 progress(row)
@@ -265,7 +302,7 @@ def _run_row(spec: ModelSpec, model, reference, row_spec: RowSpec, size: str, se
         try:
             eager = call(model)
         except Exception as error:
-            row.status, row.reason = FAILED, f"eager PyTorch fails this row: {_first_line(error)}"
+            row.status, row.reason = FAILED, f"eager PyTorch fails this row: {first_line(error)}"
             return row
         expected = _reference_logits(reference, spec, row_spec, ids, eager)
         runners = GPU_RUNNERS if size == GPU and reps else (KGC,)
@@ -315,13 +352,9 @@ def _run_contender(row: ModelRow, runner: str, model, call, size: str, calls: in
     from torch._dynamo.utils import counters
 
     torch._dynamo.reset()
-    graphs_before = len(_kgc_reports())
+    graphs_before = len(kgc_reports())
     try:
-        if runner != EAGER:
-            options = {"executor": "cpu"} if size == CPU else None
-            compile_options = (dict(backend="kgc", options=options) if runner == KGC else
-                               dict(mode="reduce-overhead") if runner == CUDA_GRAPHS else {})
-            model.forward = torch.compile(model.forward, **compile_options)
+        compile_forward(model, runner, size)
         try:
             started = time.perf_counter()
             with warnings.catch_warnings():
@@ -338,14 +371,28 @@ def _run_contender(row: ModelRow, runner: str, model, call, size: str, calls: in
                 _time_calls(row, runner, model, call, calls)
             if runner == KGC:
                 row.recompiles = max(0, counters["frames"]["ok"] - frames_before - 1)
-                _record_kgc(row, _kgc_reports()[graphs_before:])
+                record_kgc(row, kgc_reports()[graphs_before:])
         finally:
             if runner != EAGER:
                 del model.forward  # the class's forward again
     except Exception as error:
-        row.errors[runner] = _first_line(error)
+        row.errors[runner] = first_line(error)
         if runner == KGC and row.status == OK:
-            row.status, row.reason = FAILED, _first_line(error)
+            row.status, row.reason = FAILED, first_line(error)
+
+
+def compile_forward(model, runner: str, size: str) -> None:
+    """`model.forward = torch.compile(model.forward, ...)` as `runner`
+    compiles it, as a user would (nothing for eager); `del model.forward`
+    undoes it."""
+    import torch
+
+    if runner == EAGER:
+        return
+    options = {"executor": "cpu"} if size == CPU else None
+    compile_options = (dict(backend="kgc", options=options) if runner == KGC else
+                       dict(mode="reduce-overhead") if runner == CUDA_GRAPHS else {})
+    model.forward = torch.compile(model.forward, **compile_options)
 
 
 def _check(row: ModelRow, result, eager, expected) -> None:
@@ -405,7 +452,6 @@ def _time_calls(row: ModelRow, runner: str, model, call, calls: int) -> None:
     """Median wall time of a call as called over `calls` calls after
     warm-up, and the GPU kernel time of one call."""
     import torch
-    from torch.autograd import DeviceType
 
     for _ in range(2):  # CUDA graphs are recorded on the second and third calls
         call(model)
@@ -417,32 +463,43 @@ def _time_calls(row: ModelRow, runner: str, model, call, calls: int) -> None:
         torch.cuda.synchronize()
         times.append(time.perf_counter() - started)
     row.wall_ms[runner] = statistics.median(times) * 1e3
+    row.gpu_ms[runner] = gpu_kernel_ms(lambda: call(model))
+
+
+def gpu_kernel_ms(call: Callable[[], object]) -> float:
+    """The GPU kernel time of one `call()`, ms: the sum of the times of the
+    kernels it launches, from torch's profiler."""
+    import torch
+    from torch.autograd import DeviceType
+
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profile:
-        call(model)
+        call()
         torch.cuda.synchronize()
     kernels_us = sum(event.time_range.elapsed_us() for event in profile.events()
                      if event.device_type == DeviceType.CUDA)
-    row.gpu_ms[runner] = kernels_us / 1e3
+    return kernels_us / 1e3
 
 
-def _record_kgc(row: ModelRow, reports: list) -> None:
-    kernels, fallbacks = 0, {}
+def record_kgc(row: ModelRow, reports: list) -> None:
+    """kgc's kernels and the ops left to PyTorch in `reports` (the graphs
+    of the row), in all and per kind of graph."""
+    row.kgc_kernels, row.kgc_fallbacks, row.kgc_graphs = 0, {}, {}
     for report in reports:
         if report.whole_graph_reason is not None:
             raise RuntimeError(f"a whole graph ran in PyTorch: {report.whole_graph_reason}")
-        kernels += report.kernel_count
-        for op, _ in report.fallbacks:
+        graph = row.kgc_graphs.setdefault(report.kind, {"kernels": 0, "fallbacks": {}})
+        graph["kernels"] += report.kernel_count
+        row.kgc_kernels += report.kernel_count
+        left = [op for op, _ in report.fallbacks]
+        left += [op for partition in report.partitions if partition.fallback_reason is not None
+                 for op in partition.ops]
+        for op in left:
             name = op.split(":")[0]
-            fallbacks[name] = fallbacks.get(name, 0) + 1
-        for partition in report.partitions:
-            if partition.fallback_reason is not None:
-                for op in partition.ops:
-                    name = op.split(":")[0]
-                    fallbacks[name] = fallbacks.get(name, 0) + 1
-    row.kgc_kernels, row.kgc_fallbacks = kernels, fallbacks
+            row.kgc_fallbacks[name] = row.kgc_fallbacks.get(name, 0) + 1
+            graph["fallbacks"][name] = graph["fallbacks"].get(name, 0) + 1
 
 
-def _kgc_reports() -> list:
+def kgc_reports() -> list:
     from kgc.torch import reports
 
     return reports()
@@ -455,7 +512,7 @@ def _synchronize(size: str) -> None:
         torch.cuda.synchronize()
 
 
-def _first_line(error: BaseException) -> str:
+def first_line(error: BaseException) -> str:
     text = str(error).strip()
     return f"{type(error).__name__}: {text.splitlines()[0]}" if text else type(error).__name__
 
