@@ -325,3 +325,44 @@ def test_the_suites_json_says_what_produced_it(tmp_path):
     data = json.loads(path.read_text())
     assert set(FIELDS) <= set(data["provenance"]) and data["rows"][0]["model"] == "m"
     assert data["provenance"]["versions"]["transformers"] == transformers.__version__
+
+
+def test_a_timed_training_row_shows_in_the_table_json_and_chart(tmp_path):
+    import json
+
+    pytest.importorskip("matplotlib")
+    forward = model_run.ModelRow("llama", "forward 64", kgc_error=1e-3, eager_error=1e-3,
+                                 wall_ms={"eager": 2.0, "torch.compile": 1.0, "kgc": 0.9},
+                                 gpu_ms={"eager": 1.5, "torch.compile": 0.8, "kgc": 0.7},
+                                 kgc_kernels=20, kgc_fallbacks={"aten.embedding.default": 1},
+                                 kgc_graphs={"inference": {
+                                     "kernels": 20, "fallbacks": {"aten.embedding.default": 1}}})
+    train = model_run.ModelRow(
+        "llama", "train 4x256", kgc_error=2e-3, eager_error=3e-3,
+        wall_ms={"eager": 9.0, "torch.compile": 6.0, "kgc": 5.0},
+        gpu_ms={"eager": 8.0, "torch.compile": 5.5, "kgc": 4.4},
+        peak_mb={"eager": 1500.0, "torch.compile": 1200.0, "kgc": 1100.0},
+        compile_s={"torch.compile": 30.0, "kgc": 20.0}, kgc_kernels=120,
+        kgc_fallbacks={"aten.embedding.default": 1, "aten.index_put.default": 1},
+        kgc_graphs={"forward": {"kernels": 50, "fallbacks": {"aten.embedding.default": 1}},
+                    "backward": {"kernels": 70, "fallbacks": {"aten.index_put.default": 1}}})
+    result = model_run.ModelSuiteResult("H100", {"size": "gpu", "timed": True,
+                                                 "reference_dtype": "float32"}, [forward, train])
+    table = result.table()
+    header, forward_line, train_line = table.splitlines()[:3]
+    for runner in ("eager", "torch.compile", "kgc"):
+        assert f"{runner} MiB" in header
+    # Peak memory only where a training step measured it; the ops left to
+    # PyTorch as forward+backward.
+    # (the last columns: MiB per contender, kernels, left to torch, recompiles)
+    assert forward_line.split()[-6:] == ["-", "-", "-", "20", "1", "-"]
+    assert train_line.split()[-6:] == ["1500", "1200", "1100", "120", "1+1", "-"]
+    assert "1.25x" in train_line
+    assert "forward+backward" in table and "peak memory" in table
+    path = tmp_path / "models.json"
+    result.write_json(path)
+    (_, row) = json.loads(path.read_text())["rows"]
+    assert row["peak_mb"]["kgc"] == 1100.0 and row["kgc_graphs"]["backward"]["kernels"] == 70
+    chart = tmp_path / "models.png"
+    result.write_chart(chart)
+    assert chart.read_bytes().startswith(b"\x89PNG")
