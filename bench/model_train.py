@@ -39,10 +39,10 @@ import statistics
 import time
 import warnings
 
-from kgc.bench.model_run import (EAGER, FAILED, INDUCTOR, KGC, OK, WRONG, ModelRow,
-                                 compile_forward, first_line, gpu_kernel_ms, kgc_reports,
-                                 record_kgc)
-from kgc.bench.models import CPU, GPU, LORA, ModelSpec, RowSpec
+from kgc.bench.model_rows import (EAGER, FAILED, INDUCTOR, KGC, OK, WRONG, ModelRow,
+                                  compile_forward, first_line, gpu_kernel_ms, kgc_reports,
+                                  record_kgc)
+from kgc.bench.models import GPU, LORA, ModelSpec, RowSpec
 
 TRAINING_RUNNERS = (EAGER, INDUCTOR, KGC)
 LEARNING_RATE = 1e-4
