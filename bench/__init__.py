@@ -16,10 +16,12 @@ commit, GPU, versions, date and command, recorded in every result file that
 
 The model suite (`kgc bench --models`) is its other half: `models` (the
 catalogue of transformers architectures from small configs, and the rows
-each runs) and `model_run` (each row checked against eager and a wider
+each runs), `model_run` (each row checked against eager and a wider
 reference, and timed, through `torch.compile(backend="kgc")`; or, with
 `device="cpu"`, checked with kgc's kernels on the CPU executor; its table,
-JSON and chart).
+JSON and chart), `model_train` (the training and LoRA rows: one training
+step, its gradients checked, its time and peak memory) and `lora` (the
+low-rank adapters of the LoRA row).
 """
 
 from kgc.bench.report import BenchResult, Row

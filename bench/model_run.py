@@ -25,6 +25,9 @@ times Dynamo compiled the forward after its first graph (a new shape: a
 decode step after the prefill, a cache that grows; or a graph break's
 resumed frame).
 
+The training and LoRA rows (one training step; `kgc.bench.model_train`)
+are checked on their gradients and timed per step, with their peak memory.
+
 With `device="cpu"` only the correctness half runs, in f32 on CPU tensors,
 with kgc's kernel graphs on the CPU executor of tiled kernels
 (`options={"executor": "cpu"}`): a wrong lowering in a real model shows
@@ -39,51 +42,15 @@ import time
 import warnings
 from typing import Callable, Sequence
 
-from kgc.bench.models import CPU, FORWARD, GPU, ModelSpec, RowSpec
+from kgc.bench import model_train
+from kgc.bench.model_rows import (CUDA_GRAPHS, EAGER, FAILED, GPU_RUNNERS, INDUCTOR, KGC, LABELS,
+                                  OK, WRONG, ModelRow, compile_forward, first_line,
+                                  gpu_kernel_ms, kgc_reports, record_kgc)
+from kgc.bench.models import CPU, FORWARD, GPU, KINDS, TRAINING_KINDS, ModelSpec, RowSpec
 
-EAGER, INDUCTOR, CUDA_GRAPHS, KGC = "eager", "torch.compile", "cudagraphs", "kgc"
-GPU_RUNNERS = (EAGER, INDUCTOR, CUDA_GRAPHS, KGC)
-LABELS = {EAGER: "eager", INDUCTOR: "torch.compile", CUDA_GRAPHS: "torch.compile reduce-overhead",
-          KGC: "kgc"}
-OK, WRONG, FAILED = "ok", "wrong", "failed"
-SCHEMA_VERSION = 1
-
-
-@dataclasses.dataclass
-class ModelRow:
-    model: str
-    row: str
-    status: str = OK  # kgc's: ok, wrong (checked and differs) or failed (did not run)
-    reason: str | None = None  # why not ok
-    kgc_error: float | None = None  # max |logits - reference|
-    eager_error: float | None = None
-    tokens_equal: bool | None = None  # generate rows
-    # Where the tokens part from eager's at a near-tie, which step and why
-    # that is no error (the row stays ok).
-    note: str | None = None
-    wall_ms: dict[str, float] = dataclasses.field(default_factory=dict)  # as called, median
-    gpu_ms: dict[str, float] = dataclasses.field(default_factory=dict)  # kernels' time per call
-    compile_s: dict[str, float] = dataclasses.field(default_factory=dict)  # first call
-    errors: dict[str, str] = dataclasses.field(default_factory=dict)  # runner -> why no time
-    kgc_kernels: int | None = None
-    kgc_fallbacks: dict[str, int] = dataclasses.field(default_factory=dict)  # aten op -> count
-    recompiles: int | None = None  # Dynamo compiles after the first, over the whole row
-
-    @property
-    def fallback_count(self) -> int:
-        return sum(self.kgc_fallbacks.values())
-
-    def speedup(self, over: str = INDUCTOR, times: str = "gpu_ms") -> float | None:
-        measured = getattr(self, times)
-        if KGC not in measured or over not in measured:
-            return None
-        return measured[over] / measured[KGC]
-
-    def to_dict(self) -> dict:
-        data = dataclasses.asdict(self)
-        data["speedup_gpu"] = self.speedup()
-        data["speedup_wall"] = self.speedup(times="wall_ms")
-        return data
+# 2: training and LoRA rows; rows have "peak_mb" (per runner) and
+# "kgc_graphs" (per kind of graph: inference, forward, backward).
+SCHEMA_VERSION = 2
 
 
 @dataclasses.dataclass
@@ -116,6 +83,8 @@ class ModelSuiteResult:
             headers += [f"{LABELS[r] if r != CUDA_GRAPHS else r} ms" for r in GPU_RUNNERS]
             headers += [f"{r} gpu ms" for r in GPU_RUNNERS]
             headers += ["speedup", "kgc 1st s", "compile 1st s"]
+            memory = [r for r in GPU_RUNNERS if any(r in row.peak_mb for row in self.rows)]
+            headers += [f"{LABELS[r]} MiB" for r in memory]
         else:
             headers += ["kgc 1st s"]
         headers += ["kernels", "left to torch", "recompiles"]
@@ -130,9 +99,10 @@ class ModelSuiteResult:
                 cells += ["-" if speedup is None else f"{speedup:.2f}x",
                           _number(row.compile_s.get(KGC), ".1f"),
                           _number(row.compile_s.get(INDUCTOR), ".1f")]
+                cells += [_number(row.peak_mb.get(r), ".0f") for r in memory]
             else:
                 cells += [_number(row.compile_s.get(KGC), ".1f")]
-            cells += [_number(row.kgc_kernels, "d"), str(row.fallback_count),
+            cells += [_number(row.kgc_kernels, "d"), row.fallback_cell(),
                       _number(row.recompiles, "d")]
             lines.append(cells)
         widths = [max(len(str(c)) for c in column) for column in zip(headers, *lines)]
@@ -143,9 +113,15 @@ class ModelSuiteResult:
         wrong = len(self.failed)
         note = (f"err: max |logits - {self.settings.get('reference_dtype')} reference|; "
                 f"{len(self.rows) - wrong} of {len(self.rows)} rows correct")
+        if any(row.kgc_graphs.get("backward") for row in self.rows):
+            note += ("; train and lora rows: err is the largest over the loss and each "
+                     "gradient of max |x - reference| / max |reference|, left to torch is "
+                     "forward+backward")
         if timed:
             note += ("; ms as called (median) and GPU kernel time per call; speedup: "
                      "torch.compile's GPU time / kgc's")
+            if memory:
+                note += "; MiB: peak memory allocated during one training step"
         out.append(note)
         for row in self.rows:
             if row.reason:
@@ -211,7 +187,7 @@ def describe_row(row: ModelRow) -> str:
     if row.tokens_equal is not None:
         text += " tokens " + ("equal" if row.tokens_equal else "DIFFER")
     if row.kgc_kernels is not None:
-        text += f", {row.kgc_kernels} kernels, {row.fallback_count} ops left to torch"
+        text += f", {row.kgc_kernels} kernels, {row.fallback_cell()} ops left to torch"
     if row.reason:
         text += f": {row.reason}"
     elif row.note:
@@ -220,11 +196,12 @@ def describe_row(row: ModelRow) -> str:
 
 
 def run_models(specs: Sequence[ModelSpec], *, device: str = "cuda", seed: int = 0,
-               reps: int = 20, timed: bool = True,
+               reps: int = 20, timed: bool = True, kinds: tuple[str, ...] = KINDS,
                progress: Callable[[ModelRow], None] | None = None) -> ModelSuiteResult:
-    """Every row of every model in `specs`, on the GPU (f16; timed against
-    eager and torch.compile unless `timed` is False) or, with
-    `device="cpu"`, on the CPU executor (correctness only, f32)."""
+    """Every row of the `kinds` asked for of every model in `specs`, on the
+    GPU (f16, training rows in f32 under bf16 autocast; timed against eager
+    and torch.compile unless `timed` is False) or, with `device="cpu"`, on
+    the CPU executor (correctness only, f32)."""
     import torch
 
     size = CPU if device == "cpu" else GPU
@@ -234,9 +211,13 @@ def run_models(specs: Sequence[ModelSpec], *, device: str = "cuda", seed: int = 
     for spec in specs:
         model = spec.build(size, seed).to(device=device, dtype=dtype)
         reference = spec.build(size, seed).to(device=device, dtype=reference_dtype)
-        for index, row_spec in enumerate(spec.rows(size)):
-            row = _run_row(spec, model, reference, row_spec, size, seed + index,
-                           reps if timed else 0)
+        for index, row_spec in enumerate(spec.rows(size, kinds)):
+            if row_spec.kind in TRAINING_KINDS:
+                row = model_train.run_training_row(spec, reference, row_spec, size,
+                                                   seed + index, reps if timed else 0)
+            else:
+                row = _run_row(spec, model, reference, row_spec, size, seed + index,
+                               reps if timed else 0)
             rows.append(row)
             if progress is not None:
                 progress(row)
@@ -265,7 +246,7 @@ def _run_row(spec: ModelSpec, model, reference, row_spec: RowSpec, size: str, se
         try:
             eager = call(model)
         except Exception as error:
-            row.status, row.reason = FAILED, f"eager PyTorch fails this row: {_first_line(error)}"
+            row.status, row.reason = FAILED, f"eager PyTorch fails this row: {first_line(error)}"
             return row
         expected = _reference_logits(reference, spec, row_spec, ids, eager)
         runners = GPU_RUNNERS if size == GPU and reps else (KGC,)
@@ -315,13 +296,9 @@ def _run_contender(row: ModelRow, runner: str, model, call, size: str, calls: in
     from torch._dynamo.utils import counters
 
     torch._dynamo.reset()
-    graphs_before = len(_kgc_reports())
+    graphs_before = len(kgc_reports())
     try:
-        if runner != EAGER:
-            options = {"executor": "cpu"} if size == CPU else None
-            compile_options = (dict(backend="kgc", options=options) if runner == KGC else
-                               dict(mode="reduce-overhead") if runner == CUDA_GRAPHS else {})
-            model.forward = torch.compile(model.forward, **compile_options)
+        compile_forward(model, runner, size)
         try:
             started = time.perf_counter()
             with warnings.catch_warnings():
@@ -338,14 +315,14 @@ def _run_contender(row: ModelRow, runner: str, model, call, size: str, calls: in
                 _time_calls(row, runner, model, call, calls)
             if runner == KGC:
                 row.recompiles = max(0, counters["frames"]["ok"] - frames_before - 1)
-                _record_kgc(row, _kgc_reports()[graphs_before:])
+                record_kgc(row, kgc_reports()[graphs_before:])
         finally:
             if runner != EAGER:
                 del model.forward  # the class's forward again
     except Exception as error:
-        row.errors[runner] = _first_line(error)
+        row.errors[runner] = first_line(error)
         if runner == KGC and row.status == OK:
-            row.status, row.reason = FAILED, _first_line(error)
+            row.status, row.reason = FAILED, first_line(error)
 
 
 def _check(row: ModelRow, result, eager, expected) -> None:
@@ -405,7 +382,6 @@ def _time_calls(row: ModelRow, runner: str, model, call, calls: int) -> None:
     """Median wall time of a call as called over `calls` calls after
     warm-up, and the GPU kernel time of one call."""
     import torch
-    from torch.autograd import DeviceType
 
     for _ in range(2):  # CUDA graphs are recorded on the second and third calls
         call(model)
@@ -417,35 +393,7 @@ def _time_calls(row: ModelRow, runner: str, model, call, calls: int) -> None:
         torch.cuda.synchronize()
         times.append(time.perf_counter() - started)
     row.wall_ms[runner] = statistics.median(times) * 1e3
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profile:
-        call(model)
-        torch.cuda.synchronize()
-    kernels_us = sum(event.time_range.elapsed_us() for event in profile.events()
-                     if event.device_type == DeviceType.CUDA)
-    row.gpu_ms[runner] = kernels_us / 1e3
-
-
-def _record_kgc(row: ModelRow, reports: list) -> None:
-    kernels, fallbacks = 0, {}
-    for report in reports:
-        if report.whole_graph_reason is not None:
-            raise RuntimeError(f"a whole graph ran in PyTorch: {report.whole_graph_reason}")
-        kernels += report.kernel_count
-        for op, _ in report.fallbacks:
-            name = op.split(":")[0]
-            fallbacks[name] = fallbacks.get(name, 0) + 1
-        for partition in report.partitions:
-            if partition.fallback_reason is not None:
-                for op in partition.ops:
-                    name = op.split(":")[0]
-                    fallbacks[name] = fallbacks.get(name, 0) + 1
-    row.kgc_kernels, row.kgc_fallbacks = kernels, fallbacks
-
-
-def _kgc_reports() -> list:
-    from kgc.torch import reports
-
-    return reports()
+    row.gpu_ms[runner] = gpu_kernel_ms(lambda: call(model))
 
 
 def _synchronize(size: str) -> None:
@@ -453,10 +401,3 @@ def _synchronize(size: str) -> None:
         import torch
 
         torch.cuda.synchronize()
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return f"{type(error).__name__}: {text.splitlines()[0]}" if text else type(error).__name__
-
-

@@ -11,8 +11,11 @@ ones have). Weights come from a fixed seed, so that a row is the same model
 in every run.
 
 A `RowSpec` is one thing a user does with the model: a forward over a
-prompt of some length, or `generate()` with the static or the dynamic KV
-cache. Encoders have forward rows only.
+prompt of some length, `generate()` with the static or the dynamic KV
+cache, one training step (forward, cross-entropy loss, backward, AdamW), or
+one LoRA fine-tuning step (the same with the base frozen and low-rank
+adapters on the attention projections trained: `kgc.bench.lora`).
+Encoders have forward rows only.
 """
 
 from __future__ import annotations
@@ -21,14 +24,18 @@ import dataclasses
 from typing import Callable
 
 GPU, CPU = "gpu", "cpu"
-FORWARD, GENERATE = "forward", "generate"
+FORWARD, GENERATE, TRAIN, LORA = "forward", "generate", "train", "lora"
+KINDS = (FORWARD, GENERATE, TRAIN, LORA)
+# The rows that run a training step (`kgc.bench.model_train`).
+TRAINING_KINDS = (TRAIN, LORA)
 STATIC, DYNAMIC = "static", "dynamic"
 
 
 @dataclasses.dataclass(frozen=True)
 class RowSpec:
-    """A forward over `tokens` tokens, or `generate()` of `new_tokens`
-    after a prompt of `tokens`, greedy, with the `cache` implementation."""
+    """A forward over `tokens` tokens, `generate()` of `new_tokens` after a
+    prompt of `tokens`, greedy, with the `cache` implementation, or a
+    training or LoRA step on `batch` sequences of `tokens` tokens."""
 
     kind: str
     tokens: int
@@ -40,6 +47,8 @@ class RowSpec:
     def name(self) -> str:
         if self.kind == FORWARD:
             return f"forward {self.tokens}"
+        if self.kind in TRAINING_KINDS:
+            return f"{self.kind} {self.batch}x{self.tokens}"
         return f"generate {self.cache} {self.new_tokens}"
 
 
@@ -51,6 +60,11 @@ GPU_ROWS = (RowSpec(FORWARD, 1), RowSpec(FORWARD, 64), RowSpec(FORWARD, 512),
             RowSpec(GENERATE, 16, STATIC, 32), RowSpec(GENERATE, 16, DYNAMIC, 32))
 CPU_ROWS = (RowSpec(FORWARD, 17), RowSpec(GENERATE, 8, STATIC, 4),
             RowSpec(GENERATE, 8, DYNAMIC, 4))
+# A decoder's training step on the GPU, (batch, tokens): enough tokens that
+# the step's matmuls are a training step's, not a decode's; on the CPU two
+# sequences of a length that is no tile multiple.
+GPU_TRAINING_SHAPE = (4, 256)
+CPU_TRAINING_SHAPE = (2, 17)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,10 +75,18 @@ class ModelSpec:
     make_config: Callable[[str], object]  # size -> a transformers config
     model_class: str  # the transformers class built from it
     gpu_only: bool = False  # too large for the CPU executor
+    # (batch, tokens) of the GPU training rows, when not GPU_TRAINING_SHAPE.
+    training_shape: tuple[int, int] | None = None
 
-    def rows(self, size: str) -> tuple[RowSpec, ...]:
+    def rows(self, size: str, kinds: tuple[str, ...] = KINDS) -> tuple[RowSpec, ...]:
+        """The rows of this model at `size`, of the `kinds` asked for:
+        forward for every model; generate, train and lora for decoders."""
         rows = GPU_ROWS if size == GPU else CPU_ROWS
-        return tuple(r for r in rows if self.decoder or r.kind == FORWARD)
+        if self.decoder:
+            batch, tokens = (CPU_TRAINING_SHAPE if size == CPU else
+                             self.training_shape or GPU_TRAINING_SHAPE)
+            rows += tuple(RowSpec(kind, tokens, batch=batch) for kind in TRAINING_KINDS)
+        return tuple(r for r in rows if (self.decoder or r.kind == FORWARD) and r.kind in kinds)
 
     def build(self, size: str, seed: int = 0):
         """The model at `size` in f32 and eval mode, its weights drawn from
@@ -174,9 +196,24 @@ CATALOGUE: dict[str, ModelSpec] = {spec.name: spec for spec in (
     ModelSpec("gpt2", "GPT-2 (LayerNorm, GELU, Conv1D projections)", True, _gpt2,
               "GPT2LMHeadModel"),
     ModelSpec("bert", "BERT (encoder, masked LM head)", False, _bert, "BertForMaskedLM"),
+    # Its training step at the batch and length of the issue's prefill row.
     ModelSpec("llama3-8b-layers", "Llama-3-8B layer shapes, 4 layers", True, _llama3_8b_layers,
-              "LlamaForCausalLM", gpu_only=True),
+              "LlamaForCausalLM", gpu_only=True, training_shape=(1, 512)),
 )}
+
+
+def select_kinds(names: list[str] | None) -> tuple[str, ...]:
+    """The row kinds named (all by default); an unknown one is a KgcError
+    naming it."""
+    from kgc.diagnostics import KgcError
+
+    if names is None:
+        return KINDS
+    unknown = [name for name in names if name not in KINDS]
+    if unknown:
+        raise KgcError(f"unknown row kind(s) {', '.join(unknown)}; rows are of the kinds "
+                       f"{', '.join(KINDS)}")
+    return tuple(kind for kind in KINDS if kind in names)
 
 
 def select(names: list[str] | None, size: str = GPU) -> list[ModelSpec]:

@@ -3,11 +3,13 @@ configs with random weights, compiled with
 `torch.compile(..., backend="kgc", options={"executor": "cpu"})` so that
 kgc's kernels run on the CPU executor of tiled kernels, and checked against
 eager PyTorch and an f64 reference: a forward and a short greedy
-`generate()` with the static and with the dynamic cache. A wrong lowering in
-a real model fails here without a GPU.
+`generate()` with the static and with the dynamic cache, and a training
+step (loss and every gradient; for the Llama also a LoRA step). A wrong
+lowering in a real model fails here without a GPU.
 
-Also: the executor option itself, the suite's check on results made wrong
-on purpose, and `kgc bench --models` on the command line.
+Also: the executor option itself, the suite's check on results and on a
+gradient made wrong on purpose, and `kgc bench --models` on the command
+line.
 """
 
 from __future__ import annotations
@@ -34,8 +36,9 @@ def fresh_dynamo():
 
 
 @pytest.mark.parametrize("name", DECODERS)
-def test_every_row_of_a_tiny_decoder_is_right_on_the_cpu_executor(name):
-    result = model_run.run_models(models.select([name], models.CPU), device="cpu")
+def test_every_inference_row_of_a_tiny_decoder_is_right_on_the_cpu_executor(name):
+    result = model_run.run_models(models.select([name], models.CPU), device="cpu",
+                                  kinds=(models.FORWARD, models.GENERATE))
     rows = {row.row: row for row in result.rows}
     assert set(rows) == {"forward 17", "generate static 4", "generate dynamic 4"}
     for row in result.rows:
@@ -44,6 +47,118 @@ def test_every_row_of_a_tiny_decoder_is_right_on_the_cpu_executor(name):
     wrong = [model_run.describe_row(row) for row in result.rows if row.status != model_run.OK]
     assert not wrong, "\n" + "\n".join(wrong)
     assert all(rows[r].tokens_equal for r in ("generate static 4", "generate dynamic 4"))
+
+
+@pytest.mark.parametrize("name", DECODERS)
+def test_a_tiny_decoders_training_step_is_right_on_the_cpu_executor(name):
+    (row,) = model_run.run_models(models.select([name], models.CPU), device="cpu",
+                                  kinds=(models.TRAIN,)).rows
+    assert row.row == "train 2x17", row.row
+    assert row.status == model_run.OK, model_run.describe_row(row)
+    # Both halves of the step ran kgc kernels.
+    assert row.kgc_graphs["forward"]["kernels"] and row.kgc_graphs["backward"]["kernels"], \
+        row.kgc_graphs
+
+
+def test_the_cli_checks_a_training_and_a_lora_step_on_the_cpu(tmp_path, capsys):
+    import json
+
+    path = tmp_path / "training.json"
+    assert cli(["bench", "--models", "llama", "--rows", "train,lora", "--device", "cpu",
+                "--json", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "train 2x17" in out and "lora 2x17" in out and "2 of 2 rows correct" in out
+    rows = {row["row"]: row for row in json.loads(path.read_text())["rows"]}
+    assert set(rows) == {"train 2x17", "lora 2x17"}
+    for row in rows.values():
+        assert row["status"] == "ok", row
+        assert row["kgc_graphs"]["backward"]["kernels"] >= 1, row
+    # The embedding's lookup (forward) and its gradient's scatter-add
+    # (backward) are left to PyTorch; a LoRA step, whose embedding is
+    # frozen, has no embedding gradient to scatter.
+    assert "aten.embedding.default" in rows["train 2x17"]["kgc_graphs"]["forward"]["fallbacks"]
+    assert "aten.index_put.default" in rows["train 2x17"]["kgc_graphs"]["backward"]["fallbacks"]
+    assert "aten.index_put.default" not in rows["lora 2x17"]["kgc_graphs"]["backward"]["fallbacks"]
+
+
+def _with_a_wrong_gradient(monkeypatch, parameter_name):
+    """kgc's compile of the training rows, with a hook that moves one
+    element of `parameter_name`'s gradient by 0.1 % of the gradient's
+    largest magnitude: what a slightly wrong backward kernel would give."""
+    from kgc.bench import model_train
+
+    compile_forward = model_train.compile_forward
+
+    def compile_with_a_wrong_gradient(model, runner, size):
+        compile_forward(model, runner, size)
+        if runner == model_run.KGC:
+            def perturb(grad):
+                grad = grad.clone()
+                grad.view(-1)[7] += 1e-3 * grad.abs().max()
+                return grad
+            model.get_parameter(parameter_name).register_hook(perturb)
+
+    monkeypatch.setattr(model_train, "compile_forward", compile_with_a_wrong_gradient)
+
+
+def test_a_wrong_gradient_fails_the_training_row_and_the_cli(monkeypatch, capsys):
+    name = "model.layers.1.mlp.up_proj.weight"
+    _with_a_wrong_gradient(monkeypatch, name)
+    assert cli(["bench", "--models", "llama", "--rows", "train", "--device", "cpu"]) == 1
+    captured = capsys.readouterr()
+    assert "llama train 2x17 (wrong)" in captured.err
+    assert f"the gradient of {name} is off by" in captured.out
+
+
+def test_a_wrong_adapter_gradient_fails_the_lora_row(monkeypatch):
+    name = "model.layers.0.self_attn.v_proj.down"
+    _with_a_wrong_gradient(monkeypatch, name)
+    (row,) = model_run.run_models(models.select(["llama"], models.CPU), device="cpu",
+                                  kinds=(models.LORA,)).rows
+    assert row.status == model_run.WRONG and f"the gradient of {name}" in row.reason
+
+
+def test_a_gradient_of_a_frozen_parameter_is_wrong():
+    from kgc.bench import model_train
+
+    model = torch.nn.Linear(3, 2)
+    model.weight.requires_grad_(False)
+    model.weight.grad = torch.ones(2, 3)
+    model.bias.grad = torch.tensor([0.5, -0.25])
+    loss = torch.tensor(1.0)
+    expected = (loss.double(), {"bias": model.bias.grad.double()})
+    row = model_run.ModelRow("m", "lora 1x1")
+    model_train.check_gradients(row, model, loss, (loss, {"bias": model.bias.grad}), expected)
+    assert row.status == model_run.WRONG and row.reason.startswith("frozen weight has a gradient")
+
+
+def test_adapters_wrap_the_attention_projections_and_train_alone():
+    from kgc.bench import lora
+
+    model = models.CATALOGUE["llama"].build(models.CPU)
+    ids = torch.randint(1, 256, (1, 5), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        base = model(ids).logits
+    wrapped = lora.add_adapters(model)
+    assert wrapped == [f"model.layers.{i}.self_attn.{p}_proj" for i in range(2)
+                       for p in "qkvo"]
+    trainable = [name for name, p in model.named_parameters() if p.requires_grad]
+    assert trainable == [f"{module}.{matrix}" for module in wrapped for matrix in ("down", "up")]
+    with torch.no_grad():
+        adapted = model(ids).logits
+    # The adapters start from small random values, not LoRA's zero `up`:
+    # their first gradients are all non-zero, so a check of them can fail.
+    assert not torch.allclose(adapted, base, atol=1e-4)
+    model(ids, labels=ids).loss.backward()
+    assert all(model.get_parameter(name).grad.abs().min() > 0 for name in trainable)
+
+
+def test_gpt2s_conv1d_projections_take_adapters():
+    from kgc.bench import lora
+
+    model = models.CATALOGUE["gpt2"].build(models.CPU)
+    assert lora.add_adapters(model) == [f"transformer.h.{i}.attn.{p}" for i in range(2)
+                                        for p in ("c_attn", "c_proj")]
 
 
 def test_a_tiny_encoder_forward_is_right_on_the_cpu_executor():
@@ -165,6 +280,9 @@ def test_the_cli_lists_the_models(capsys):
     (["bench", "--models", "llama3-8b-layers", "--device", "cpu"], "run on a GPU only"),
     (["bench", "--device", "cpu"], "add --models"),
     (["bench", "--models", "llama", "--workloads", "softmax"], "--workloads is for the workloads"),
+    (["bench", "--models", "llama", "--rows", "train,backward", "--device", "cpu"],
+     "unknown row kind(s) backward"),
+    (["bench", "--rows", "train"], "add --models"),
 ])
 def test_the_cli_refuses_bad_model_requests(argv, message, capsys):
     assert cli(argv) == 1
@@ -206,3 +324,44 @@ def test_the_suites_json_says_what_produced_it(tmp_path):
     data = json.loads(path.read_text())
     assert set(FIELDS) <= set(data["provenance"]) and data["rows"][0]["model"] == "m"
     assert data["provenance"]["versions"]["transformers"] == transformers.__version__
+
+
+def test_a_timed_training_row_shows_in_the_table_json_and_chart(tmp_path):
+    import json
+
+    pytest.importorskip("matplotlib")
+    forward = model_run.ModelRow("llama", "forward 64", kgc_error=1e-3, eager_error=1e-3,
+                                 wall_ms={"eager": 2.0, "torch.compile": 1.0, "kgc": 0.9},
+                                 gpu_ms={"eager": 1.5, "torch.compile": 0.8, "kgc": 0.7},
+                                 kgc_kernels=20, kgc_fallbacks={"aten.embedding.default": 1},
+                                 kgc_graphs={"inference": {
+                                     "kernels": 20, "fallbacks": {"aten.embedding.default": 1}}})
+    train = model_run.ModelRow(
+        "llama", "train 4x256", kgc_error=2e-3, eager_error=3e-3,
+        wall_ms={"eager": 9.0, "torch.compile": 6.0, "kgc": 5.0},
+        gpu_ms={"eager": 8.0, "torch.compile": 5.5, "kgc": 4.4},
+        peak_mb={"eager": 1500.0, "torch.compile": 1200.0, "kgc": 1100.0},
+        compile_s={"torch.compile": 30.0, "kgc": 20.0}, kgc_kernels=120,
+        kgc_fallbacks={"aten.embedding.default": 1, "aten.index_put.default": 1},
+        kgc_graphs={"forward": {"kernels": 50, "fallbacks": {"aten.embedding.default": 1}},
+                    "backward": {"kernels": 70, "fallbacks": {"aten.index_put.default": 1}}})
+    result = model_run.ModelSuiteResult("H100", {"size": "gpu", "timed": True,
+                                                 "reference_dtype": "float32"}, [forward, train])
+    table = result.table()
+    header, forward_line, train_line = table.splitlines()[:3]
+    for runner in ("eager", "torch.compile", "kgc"):
+        assert f"{runner} MiB" in header
+    # Peak memory only where a training step measured it; the ops left to
+    # PyTorch as forward+backward.
+    # (the last columns: MiB per contender, kernels, left to torch, recompiles)
+    assert forward_line.split()[-6:] == ["-", "-", "-", "20", "1", "-"]
+    assert train_line.split()[-6:] == ["1500", "1200", "1100", "120", "1+1", "-"]
+    assert "1.25x" in train_line
+    assert "forward+backward" in table and "peak memory" in table
+    path = tmp_path / "models.json"
+    result.write_json(path)
+    (_, row) = json.loads(path.read_text())["rows"]
+    assert row["peak_mb"]["kgc"] == 1100.0 and row["kgc_graphs"]["backward"]["kernels"] == 70
+    chart = tmp_path / "models.png"
+    result.write_chart(chart)
+    assert chart.read_bytes().startswith(b"\x89PNG")

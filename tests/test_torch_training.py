@@ -255,6 +255,33 @@ def test_explain_with_grad_on_shows_forward_and_backward_kernels(capsys):
     assert any("aten.mm.default" in " ".join(ops) for ops in backward_kernels.values())
 
 
+def test_explain_shows_a_training_steps_forward_and_backward_kernels(capsys):
+    # A decoder's loss with grad on: explain makes the backward graph now,
+    # without running it, and lists its kernels beside the forward's.
+    model = _model("llama")
+    tokens = torch.randint(1, TINY["vocab_size"], (2, 17),
+                           generator=torch.Generator().manual_seed(3))
+    explanation = kgc.explain(
+        lambda ids: model(input_ids=ids, labels=ids, use_cache=False).loss, tokens)
+    printed = capsys.readouterr().out
+    assert [g.kind for g in explanation.graphs] == ["forward", "backward"]
+    forward, backward = explanation.graphs
+    assert "graph 0 (forward):" in printed and "graph 1 (backward):" in printed
+    backward_text = printed[printed.index("graph 1 (backward):"):]
+    assert "kernel " in backward_text
+    kernel_ops = [op.split(":")[0] for p in backward.partitions
+                  for ops in p.kernel_ops.values() for op in ops]
+    # The weight gradients' matmuls, the norms' weight gradients and the
+    # loss's backward scatter are among the backward's kernels.
+    for op in ("aten.mm.default", "aten.sum.dim_IntList", "aten.scatter.value"):
+        assert op in kernel_ops, (op, sorted(set(kernel_ops)))
+    # The embedding's gradient, a scatter-add, is named as left to PyTorch.
+    assert [op.split(":")[0] for op, _ in backward.fallbacks] == ["aten.index_put.default"]
+    assert "aten.index_put.default" in backward_text
+    # Nothing ran backward: no parameter has a gradient.
+    assert all(p.grad is None for p in model.parameters())
+
+
 def _backward_graph(target, arguments, values):
     """An FX graph of one attention backward op as AOTAutograd traces it on
     a CUDA device (meta kernels: no GPU needed), its three gradients

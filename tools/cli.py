@@ -8,8 +8,8 @@
              [--save-config FILE] [-o DIR]
     kgc bench [--quick] [--workloads NAME,...] [--json FILE] [--chart FILE]
               [--effort low|default|high] [--reps N]
-    kgc bench --models [NAME,...] [--device cuda|cpu] [--list] [--json FILE]
-              [--chart FILE] [--reps N] [--seed N]
+    kgc bench --models [NAME,...] [--rows KIND,...] [--device cuda|cpu] [--list]
+              [--json FILE] [--chart FILE] [--reps N] [--seed N]
     kgc cache export FILE | import FILE | info [FILE]
     kgc tune-defaults build --out FILE [--budget-s S] [--shape-budget-s S]
     kgc tune-defaults check [--table T] [--held-out FILE] | corpus
@@ -122,6 +122,9 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--models", nargs="?", const="", metavar="NAME,...",
                        help="run the model suite (default: every model) instead of the "
                             "workloads")
+    bench.add_argument("--rows", metavar="KIND,...",
+                       help="with --models: the kinds of rows to run (forward, generate, train, "
+                            "lora; default: all)")
     bench.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
                        help="with --models: cuda checks and times every row; cpu checks every "
                             "row's correctness with kgc's kernels on the CPU executor")
@@ -320,6 +323,8 @@ def bench_command(args) -> int:
 
     if args.models is not None or (args.list and args.device == "cpu"):
         return models_command(args)
+    if args.rows is not None:
+        raise KgcError("--rows chooses rows of the model suite: add --models")
     if args.device != "cuda":
         raise KgcError("--device cpu checks the model suite only: add --models")
     if args.list:
@@ -390,6 +395,7 @@ def models_command(args) -> int:
         return 0
     size = models.CPU if args.device == "cpu" else models.GPU
     specs = models.select(_optional_names(args.models), size)
+    kinds = models.select_kinds(None if args.rows is None else _optional_names(args.rows))
     for path, what in ((args.json, "--json"), (args.chart, "--chart")):
         if path is not None and not pathlib.Path(path).parent.resolve().is_dir():
             raise KgcError(f"{what}: the folder of '{path}' does not exist")
@@ -415,7 +421,7 @@ def models_command(args) -> int:
     started = time.perf_counter()
     progress = None if args.no_progress else lambda row: print(describe_row(row), flush=True)
     result = run_models(specs, device=args.device, seed=0 if args.seed is None else args.seed,
-                        reps=args.reps or 20, progress=progress)
+                        reps=args.reps or 20, kinds=kinds, progress=progress)
     print(f"kgc model suite on {result.device}, {result.settings['dtype']}, "
           f"{time.perf_counter() - started:.0f} s")
     print(result.table())

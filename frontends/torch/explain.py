@@ -12,10 +12,11 @@ tensors on any device count as they would on a CUDA one; partitions with
 dynamic extents are shown at the bucket of the example's sizes). It prints the
 report and returns it.
 
-The report says what the backend itself would do here: a graph that needs
-autograd runs in PyTorch (and how to get kernels instead), and without a
-CUDA device every graph runs in PyTorch, the kernels shown being those a
-CUDA GPU would run.
+The report says what the backend itself would do here: each graph's kernels
+(a training step's forward graph, then its backward graph, each marked
+with its kind), the ops left to PyTorch and why; without a CUDA device
+every graph runs in PyTorch, the kernels shown being those a CUDA GPU would
+run.
 """
 
 from __future__ import annotations

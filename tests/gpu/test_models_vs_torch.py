@@ -3,8 +3,9 @@
 `torch.compile(model.forward, backend="kgc")`, its logits checked against
 eager PyTorch's and an f32 reference, and `generate()`'s greedy tokens
 against eager's (forward at 1, 64 and 512 tokens; 32 new tokens with the
-static and with the dynamic cache); and `kgc bench --models` end to end on
-one model, timed, with its JSON and chart."""
+static and with the dynamic cache; a training and a LoRA step, their
+gradients); and `kgc bench --models` end to end on one model, timed, with
+its JSON and chart."""
 
 from __future__ import annotations
 
@@ -49,7 +50,8 @@ def test_bench_models_times_every_contender(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "llama" in done.stdout and "speedup" in done.stdout
     data = json.loads(results.read_text())
-    assert [row["row"] for row in data["rows"]] == [r.name for r in models.GPU_ROWS]
+    assert [row["row"] for row in data["rows"]] == [
+        r.name for r in models.CATALOGUE["llama"].rows(models.GPU)]
     for row in data["rows"]:
         assert row["status"] == "ok", row
         for times in ("wall_ms", "gpu_ms"):

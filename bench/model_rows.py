@@ -1,0 +1,134 @@
+"""The rows of the model suite and what their runs share: a row's results
+(`ModelRow`: kgc's status and errors, each contender's times, compile time
+and peak memory, kgc's kernels and the ops it leaves to PyTorch), the
+contenders' names, compiling a model's forward as a contender does, the GPU
+kernel time of a call, and kgc's reports of a row's graphs.
+
+`kgc.bench.model_run` runs the forward and generate rows and makes the
+suite's table, JSON and chart; `kgc.bench.model_train` runs the training
+rows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+from kgc.bench.models import CPU
+
+EAGER, INDUCTOR, CUDA_GRAPHS, KGC = "eager", "torch.compile", "cudagraphs", "kgc"
+GPU_RUNNERS = (EAGER, INDUCTOR, CUDA_GRAPHS, KGC)
+LABELS = {EAGER: "eager", INDUCTOR: "torch.compile", CUDA_GRAPHS: "torch.compile reduce-overhead",
+          KGC: "kgc"}
+OK, WRONG, FAILED = "ok", "wrong", "failed"
+
+
+@dataclasses.dataclass
+class ModelRow:
+    model: str
+    row: str
+    status: str = OK  # kgc's: ok, wrong (checked and differs) or failed (did not run)
+    reason: str | None = None  # why not ok
+    # max |logits - reference|; for the training rows, the largest over the
+    # loss and each gradient of max |x - reference| / max |reference|.
+    kgc_error: float | None = None
+    eager_error: float | None = None
+    tokens_equal: bool | None = None  # generate rows
+    # Where the tokens part from eager's at a near-tie, which step and why
+    # that is no error (the row stays ok).
+    note: str | None = None
+    wall_ms: dict[str, float] = dataclasses.field(default_factory=dict)  # as called, median
+    gpu_ms: dict[str, float] = dataclasses.field(default_factory=dict)  # kernels' time per call
+    compile_s: dict[str, float] = dataclasses.field(default_factory=dict)  # first call
+    errors: dict[str, str] = dataclasses.field(default_factory=dict)  # runner -> why no time
+    # Training rows: the most memory allocated during one step, MiB
+    # (weights, optimizer state, activations and gradients).
+    peak_mb: dict[str, float] = dataclasses.field(default_factory=dict)
+    kgc_kernels: int | None = None
+    kgc_fallbacks: dict[str, int] = dataclasses.field(default_factory=dict)  # aten op -> count
+    # Per kind of graph (inference; a training step's forward and backward):
+    # {"kernels": count, "fallbacks": {aten op: count}}.
+    kgc_graphs: dict[str, dict] = dataclasses.field(default_factory=dict)
+    recompiles: int | None = None  # Dynamo compiles after the first, over the whole row
+
+    @property
+    def fallback_count(self) -> int:
+        return sum(self.kgc_fallbacks.values())
+
+    def fallback_cell(self) -> str:
+        """The ops left to PyTorch, as forward+backward for a training
+        step."""
+        if "backward" not in self.kgc_graphs:
+            return str(self.fallback_count)
+        return "+".join(str(sum(self.kgc_graphs.get(kind, {}).get("fallbacks", {}).values()))
+                        for kind in ("forward", "backward"))
+
+    def speedup(self, over: str = INDUCTOR, times: str = "gpu_ms") -> float | None:
+        measured = getattr(self, times)
+        if KGC not in measured or over not in measured:
+            return None
+        return measured[over] / measured[KGC]
+
+    def to_dict(self) -> dict:
+        data = dataclasses.asdict(self)
+        data["speedup_gpu"] = self.speedup()
+        data["speedup_wall"] = self.speedup(times="wall_ms")
+        return data
+
+
+def compile_forward(model, runner: str, size: str) -> None:
+    """`model.forward = torch.compile(model.forward, ...)` as `runner`
+    compiles it, as a user would (nothing for eager); `del model.forward`
+    undoes it."""
+    import torch
+
+    if runner == EAGER:
+        return
+    options = {"executor": "cpu"} if size == CPU else None
+    compile_options = (dict(backend="kgc", options=options) if runner == KGC else
+                       dict(mode="reduce-overhead") if runner == CUDA_GRAPHS else {})
+    model.forward = torch.compile(model.forward, **compile_options)
+
+
+def gpu_kernel_ms(call: Callable[[], object]) -> float:
+    """The GPU kernel time of one `call()`, ms: the sum of the times of the
+    kernels it launches, from torch's profiler."""
+    import torch
+    from torch.autograd import DeviceType
+
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profile:
+        call()
+        torch.cuda.synchronize()
+    kernels_us = sum(event.time_range.elapsed_us() for event in profile.events()
+                     if event.device_type == DeviceType.CUDA)
+    return kernels_us / 1e3
+
+
+def record_kgc(row: ModelRow, reports: list) -> None:
+    """kgc's kernels and the ops left to PyTorch in `reports` (the graphs
+    of the row), in all and per kind of graph."""
+    row.kgc_kernels, row.kgc_fallbacks, row.kgc_graphs = 0, {}, {}
+    for report in reports:
+        if report.whole_graph_reason is not None:
+            raise RuntimeError(f"a whole graph ran in PyTorch: {report.whole_graph_reason}")
+        graph = row.kgc_graphs.setdefault(report.kind, {"kernels": 0, "fallbacks": {}})
+        graph["kernels"] += report.kernel_count
+        row.kgc_kernels += report.kernel_count
+        left = [op for op, _ in report.fallbacks]
+        left += [op for partition in report.partitions if partition.fallback_reason is not None
+                 for op in partition.ops]
+        for op in left:
+            name = op.split(":")[0]
+            row.kgc_fallbacks[name] = row.kgc_fallbacks.get(name, 0) + 1
+            graph["fallbacks"][name] = graph["fallbacks"].get(name, 0) + 1
+
+
+def kgc_reports() -> list:
+    from kgc.torch import reports
+
+    return reports()
+
+
+def first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text.splitlines()[0]}" if text else type(error).__name__
