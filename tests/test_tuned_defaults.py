@@ -22,7 +22,7 @@ from kgc.pipeline.compiler import compile_module
 from kgc.targets import table_record
 from kgc.tiling.config import MatmulConfig, ReductionConfig
 from kgc.tiling.graph_model import Node
-from kgc.tiling.kernel_ops import kernels_in
+from kgc.tiling.kernel_ops import config_attribute, kernels_in
 from kgc.tiling.registry import plan_group, schedules
 from kgc.tuned_defaults import (ENVIRONMENT, MAX_LOG2_DISTANCE, Entry, TableKey, TunedTable,
                                 TunedTableError, load_table, packaged_table, parse_table,
@@ -221,7 +221,7 @@ def _compiled_matmul_config(graph) -> MatmulConfig:
     with module.context:
         compile_module(module, emit="kg")
         (kernel,) = [k for k in kernels_in(module.operation)]
-        return MatmulConfig.from_attributes(kernel.attributes)
+        return MatmulConfig.from_attribute(config_attribute(kernel))
 
 
 def test_a_compile_reads_the_table_the_variable_names(tmp_path, monkeypatch):
@@ -254,7 +254,7 @@ def test_kg_tile_option_wins_over_the_variable(tmp_path, monkeypatch):
             context.allow_unregistered_dialects = True
             module = ir.Module.parse(output)
             (kernel,) = kernels_in(module.operation)
-            return MatmulConfig.from_attributes(kernel.attributes)
+            return MatmulConfig.from_attribute(config_attribute(kernel))
 
     assert tiled(f"tuned-defaults={tmp_path}") == \
         TABLE_MATMUL.canonical({"m": 17, "n": 777, "k": 1000})

@@ -11,7 +11,7 @@ import pytest
 from kgc.bench.tune_defaults import Shape, build, check
 from kgc.pipeline.compiler import compile_module
 from kgc.tiling.config import CONFIG_CLASSES, KernelConfig
-from kgc.tiling.kernel_ops import kernels_in
+from kgc.tiling.kernel_ops import config_attribute, kernels_in
 from kgc.tuned_defaults import ENVIRONMENT, load_table
 
 torch = pytest.importorskip("torch")
@@ -26,7 +26,7 @@ def _default_config(shape: Shape, sm: int, kind: str) -> KernelConfig:
     with module.context:
         compile_module(module, emit="kg", target=sm)
         (kernel,) = [k for k in kernels_in(module.operation)]
-        return CONFIG_CLASSES[kind].from_attributes(kernel.attributes)
+        return CONFIG_CLASSES[kind].from_attribute(config_attribute(kernel))
 
 
 def test_the_builder_writes_a_table_the_default_compile_uses(tmp_path, monkeypatch):
