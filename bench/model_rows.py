@@ -17,9 +17,12 @@ from typing import Callable
 from kgc.bench.models import CPU
 
 EAGER, INDUCTOR, CUDA_GRAPHS, KGC = "eager", "torch.compile", "cudagraphs", "kgc"
-GPU_RUNNERS = (EAGER, INDUCTOR, CUDA_GRAPHS, KGC)
+# kgc's forward under mode="reduce-overhead": its launches and the PyTorch
+# ops between them replayed as CUDA graphs (kgc.torch.cuda_graphs).
+KGC_GRAPHS = "kgc-cudagraphs"
+GPU_RUNNERS = (EAGER, INDUCTOR, CUDA_GRAPHS, KGC, KGC_GRAPHS)
 LABELS = {EAGER: "eager", INDUCTOR: "torch.compile", CUDA_GRAPHS: "torch.compile reduce-overhead",
-          KGC: "kgc"}
+          KGC: "kgc", KGC_GRAPHS: "kgc reduce-overhead"}
 OK, WRONG, FAILED = "ok", "wrong", "failed"
 
 
@@ -86,6 +89,7 @@ def compile_forward(model, runner: str, size: str) -> None:
         return
     options = {"executor": "cpu"} if size == CPU else None
     compile_options = (dict(backend="kgc", options=options) if runner == KGC else
+                       dict(backend="kgc", mode="reduce-overhead") if runner == KGC_GRAPHS else
                        dict(mode="reduce-overhead") if runner == CUDA_GRAPHS else {})
     model.forward = torch.compile(model.forward, **compile_options)
 

@@ -365,3 +365,16 @@ def test_a_timed_training_row_shows_in_the_table_json_and_chart(tmp_path):
     chart = tmp_path / "models.png"
     result.write_chart(chart)
     assert chart.read_bytes().startswith(b"\x89PNG")
+
+
+def test_kgc_under_cuda_graphs_is_a_column_of_its_own():
+    row = model_run.ModelRow("llama", "forward 1", kgc_error=1e-3, eager_error=1e-3,
+                             wall_ms={"eager": 2.0, "torch.compile": 0.9, "kgc": 1.3,
+                                      "kgc-cudagraphs": 0.31},
+                             gpu_ms={"eager": 0.2, "torch.compile": 0.08, "kgc": 0.079,
+                                     "kgc-cudagraphs": 0.078})
+    result = model_run.ModelSuiteResult("H100", {"size": "gpu", "timed": True,
+                                                 "reference_dtype": "float32"}, [row])
+    header, line = result.table().splitlines()[:2]
+    assert "kgc-cudagraphs ms" in header and "kgc-cudagraphs gpu ms" in header
+    assert "0.310" in line.split() and "0.078" in line.split()
