@@ -76,7 +76,7 @@ from kgc.tiling.graph_model import Node, nodes_from_ops
 from kgc.tiling.kernel_ops import is_tiled, kernel_name, kernels_in
 from kgc.tiling.mlir_builder import tiled_kernel
 from kgc.tiling.iteration import KernelPlan, Unplannable
-from kgc.tiling.registry import plan_group, schedule_for, schedules
+from kgc.tiling.registry import matching_schedules, plan_group, schedule_for, schedules
 from kgc.tiling.schedule import SourceKernel
 
 
@@ -119,15 +119,47 @@ def kernel_graph(kernel: ir.Operation) -> list[Node]:
     return [by_value[value] for value in block.operations[len(ops)].operands]
 
 
+def kernel_knobs(kernel: ir.Operation) -> dict:
+    """The knobs set as attributes of `kernel` (name -> value), of whatever
+    kind: they decide between schedules that match the same ops (a bare
+    matmul's library call or Triton matmul)."""
+    knobs = {}
+    for name in knob_attributes():
+        if name not in kernel.attributes:
+            continue
+        attribute = kernel.attributes[name]
+        if isinstance(attribute, ir.BoolAttr):
+            knobs[name] = ir.BoolAttr(attribute).value
+        elif isinstance(attribute, ir.IntegerAttr):
+            knobs[name] = ir.IntegerAttr(attribute).value
+        else:
+            knobs[name] = attribute
+    return knobs
+
+
+def choose_schedule(kernel: ir.Operation, outputs: list[Node], options: KernelConfig | None,
+                    target: Target | int | None):
+    """The schedule of a kernel in graph form: the kind of `options` where
+    given, else the first matching schedule that takes the kernel with the
+    knobs of its attributes."""
+    if options is not None:
+        return schedule_for(outputs, kind=options.kind)
+    return schedule_for(outputs, kernel_knobs(kernel), target=target)
+
+
 def plan_kernel(kernel: ir.Operation, options: KernelConfig | None = None,
                 target: Target | int | None = None) -> tuple[KernelPlan, list[Node]]:
     """The plan of a kernel in graph form for `target` (a Target or an SM
     version; None: the default), with the knobs of its attributes,
-    overridden by those `options` sets."""
+    overridden by those `options` sets. The kind of `options` picks the
+    schedule where several match (a bare matmul: the library's or
+    Triton's); without options, the knobs of the kernel's attributes and
+    kgc's rules do."""
     name = kernel_name(kernel)
     outputs = kernel_graph(kernel)
     try:
-        config = schedule_for(outputs).config_class.from_attributes(kernel.attributes, name)
+        schedule = choose_schedule(kernel, outputs, options, target)
+        config = schedule.config_class.from_attributes(kernel.attributes, name)
         if options is not None:
             config = config.merged(options)
         plan = plan_group(outputs, config, name, target)
@@ -180,18 +212,28 @@ class KgTile(Pass):
                 plans.append((kernel, None))
                 continue
             try:
-                schedule = schedule_for(kernel_graph(kernel))
+                outputs = kernel_graph(kernel)
+                schedule = schedule_for(outputs, {**kernel_knobs(kernel), **knobs},
+                                        target=self.target)
             except Unplannable as reason:
                 raise PassFailure(f"kernel @{kernel_name(kernel)} cannot be tiled: {reason}",
                                   kernel.location) from None
             kind, cls = schedule.kind, schedule.config_class
+            # A knob that chose between the schedules matching the kernel
+            # (library=false keeping a bare matmul Triton) was used.
+            choosing = {k for s in matching_schedules(outputs) for k in s.choice_knobs
+                        if k in knobs}
+            used |= choosing
             applicable = {k: v for k, v in knobs.items() if k in cls.knobs()}
-            if self.kernel and len(applicable) < len(knobs):
-                missing = ", ".join(k.replace("_", "-") for k in knobs if k not in applicable)
+            if self.kernel and len(applicable) + len(choosing - set(applicable)) < len(knobs):
+                missing = ", ".join(k.replace("_", "-") for k in knobs
+                                    if k not in applicable and k not in choosing)
                 raise PassFailure(f"kg-tile: {kind} kernel @{self.kernel} has no knob {missing} "
                                   f"(its knobs: {', '.join(cls.knobs())})", kernel.location)
             used |= set(applicable)
-            plans.append((kernel, cls(**applicable) if applicable else None))
+            # The config's kind keeps the schedule chosen here, where the
+            # options chose it.
+            plans.append((kernel, cls(**applicable) if applicable or choosing else None))
         unused = [k for k in knobs if k not in used]
         if unused and kernels:
             kinds = [s.kind for s in schedules().values() if unused[0] in s.config_class.knobs()]
@@ -220,6 +262,7 @@ def tile_kernel(kernel: ir.Operation, options: KernelConfig | None = None,
     attributes["iteration"] = ir.DenseI64ArrayAttr.get(list(plan.extents))
     attributes["tile"] = ir.DenseI64ArrayAttr.get(list(plan.tile))
     attributes.update(plan.config.to_attributes())
+    attributes.update(form.attributes)
     if plan.scalar_arguments:
         attributes["scalars"] = ir.DenseI64ArrayAttr.get(list(plan.scalar_arguments))
     result_types = [r.type for r in kernel.results]

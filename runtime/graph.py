@@ -55,7 +55,8 @@ class CompiledGraph:
         self.module = module
         self.function = module.functions[function]
         for launch in self.function.launches:
-            if module.kernels[launch.kernel].artifact is None:
+            kernel = module.kernels[launch.kernel]
+            if kernel.artifact is None and kernel.library is None:
                 raise KgcError(f"kernel @{launch.kernel} has no compiled artifact to run")
         self._specs = None  # per argument (shape, torch dtype), made on the first call
         self._layout = None  # the launching.BufferLayout, made with the specs
