@@ -13,12 +13,12 @@
 
 // A prefill's qkv projection (512x4096x6144, f16): a library call.
 // CHECK-LABEL: func.func @qkv
-// CHECK: kg.kernel @qkv_0(%{{.*}}, %{{.*}}) attributes {grid = array<i64: 1, 1, 1>, iteration = array<i64: 512, 4096, 6144>, kind = "library_matmul", library = true, library_call = {name = "matmul", transpose_a = false, transpose_b = false}
+// CHECK: kg.kernel @qkv_0(%{{.*}}, %{{.*}}) attributes {grid = array<i64: 1, 1, 1>, iteration = array<i64: 512, 4096, 6144>, kind = "library_matmul", library = true, library_call = {name = "matmul", operands = array<i64: 0, 1>, transpose_a = false, transpose_b = false}
 // CHECK-NEXT: ^bb0(%{{.*}}: memref<512x4096xf16>, %{{.*}}: memref<4096x6144xf16>, %{{.*}}: memref<512x6144xf16>):
 // CHECK-NEXT: kg.yield
 // TTIR-LABEL: func.func @qkv
-// TTIR: kg.launch @qkv_0(%{{.*}}, %{{.*}}) grid [1, 1, 1] num_warps 1 num_stages 1 {library_call = {name = "matmul", transpose_a = false, transpose_b = false}}
-// TTIR: module @qkv_0 attributes {kg.library_call = {name = "matmul", transpose_a = false, transpose_b = false}} {
+// TTIR: kg.launch @qkv_0(%{{.*}}, %{{.*}}) grid [1, 1, 1] num_warps 1 num_stages 1 {library_call = {name = "matmul", operands = array<i64: 0, 1>, transpose_a = false, transpose_b = false}}
+// TTIR: module @qkv_0 attributes {kg.library_call = {name = "matmul", operands = array<i64: 0, 1>, transpose_a = false, transpose_b = false}} {
 // TTIR-NEXT: }
 // With library=false, the same kernel is Triton's.
 // OFF-LABEL: func.func @qkv
@@ -39,7 +39,7 @@ func.func @qkv(%a: tensor<512x4096xf16>, %b: tensor<4096x6144xf16>) -> tensor<51
 // an input is the call's transpose_b, not a computed operand. Batched
 // operands (bf16) are one call too.
 // CHECK-LABEL: func.func @linear_batched
-// CHECK: kind = "library_matmul", library = true, library_call = {name = "matmul", transpose_a = false, transpose_b = true}
+// CHECK: kind = "library_matmul", library = true, library_call = {name = "matmul", operands = array<i64: 0, 1>, transpose_a = false, transpose_b = true}
 // CHECK-NOT: kg.transpose
 // CHECK: kg.yield
 func.func @linear_batched(%a: tensor<2x512x1024xbf16>, %w: tensor<2x768x1024xbf16>) -> tensor<2x512x768xbf16> {

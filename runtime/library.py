@@ -41,13 +41,10 @@ def library_function(kernel: str, call: LibraryCall, element: str) -> Callable[.
     settings = torch.backends.cuda.matmul
     setting = _INEXACT_SETTING.get(element)
     matmul = torch.matmul
-    transpose_a, transpose_b = call.transpose_a, call.transpose_b
+    arguments = call.arguments
 
-    def run(a, b, c) -> None:
-        if transpose_a:
-            a = a.transpose(-1, -2)
-        if transpose_b:
-            b = b.transpose(-1, -2)
+    def run(*buffers) -> None:
+        a, b, c = arguments(buffers)
         if setting is None or not getattr(settings, setting):
             matmul(a, b, out=c)
             return

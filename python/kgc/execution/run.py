@@ -132,18 +132,15 @@ def run_kernel(kernel: ir.Operation, inputs: Sequence) -> list:
 
 def _run_library_call(kernel: ir.Operation, call, inputs: Sequence, arguments):
     """The result of a library kernel's call on `inputs`."""
-    if call.name != "matmul" or len(inputs) != 2 or len(kernel.results) != 1:
+    if call.name != "matmul" or len(kernel.results) != 1 or \
+            any(not 0 <= index < len(inputs) for index in call.operands):
         raise located(kernel, f"kernel @{kernel_name(kernel)}: the CPU executor runs the "
-                              f"library call 'matmul' of two inputs, not '{call.name}' of "
-                              f"{len(inputs)}")
+                              f"library call 'matmul' of the kernel's inputs, not "
+                              f"'{call.name}' of inputs {list(call.operands)} of {len(inputs)}")
     for index, tensor in enumerate(inputs):
         _check_buffer(kernel, index, tensor.shape, tensor.dtype, arguments[index].type)
     result = ir.RankedTensorType(kernel.results[0].type)
-    a, b = (tensor.float() for tensor in inputs)
-    if call.transpose_a:
-        a = a.transpose(-1, -2)
-    if call.transpose_b:
-        b = b.transpose(-1, -2)
+    a, b, _ = call.arguments([tensor.float() for tensor in inputs] + [None])
     return (a @ b).to(torch_dtype(result.element_type))
 
 

@@ -8,8 +8,10 @@ generates no code for it. What the kernel becomes:
 
 * kg-tile: a tiled kernel of kind `library_matmul` with an empty tile
   program, grid [1, 1, 1], the knob `library = true`, and the call it makes
-  as `library_call = {name = "matmul", transpose_a = ..., transpose_b = ...}`
-  (`transpose_x`: the operand is the input with its last two axes swapped);
+  as `library_call = {name = "matmul", operands = array<i64: A, B>,
+  transpose_a = ..., transpose_b = ...}` (A, B: the kernel inputs that are
+  a and b; `transpose_x`: the operand is the input with its last two axes
+  swapped);
 * convert-kg-to-ttir: a kernel module holding no `tt.func`, marked
   `kg.library_call`, and a `kg.launch` of it carrying the same
   `library_call`; Triton compiles nothing for it;
@@ -56,6 +58,8 @@ was kgc's choice.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import os
 from typing import ClassVar, Mapping, Sequence
@@ -69,7 +73,7 @@ from kgc.tiling.schedule import Schedule, TiledForm
 
 __all__ = ["LIBRARY_CALL_ATTRIBUTE", "MODULE_LIBRARY_CALL_ATTRIBUTE", "LibraryCall", "LibraryMatmulConfig", "LibraryMatmulPlan",
            "LibraryMatmulSchedule", "ENVIRONMENT_SWITCH", "bare_matmul", "library_call_of",
-           "library_kernels_enabled", "prefers_library"]
+           "library_kernels", "library_kernels_enabled", "prefers_library"]
 
 KIND = "library_matmul"
 # The attribute of a tiled kernel, a kernel module and a kg.launch that
@@ -113,19 +117,24 @@ class LibraryMatmulConfig(KernelConfig):
 @dataclasses.dataclass(frozen=True)
 class LibraryCall:
     """The call a library kernel makes: `name` ("matmul": c = a @ b as
-    torch.matmul computes it), and whether each operand is its input with
-    the last two axes swapped."""
+    torch.matmul computes it); which of the kernel's inputs are a and b
+    (`operands`: fusion numbers a kernel's inputs by first use, so b may
+    come first, and a @ a has one input); and whether each operand is its
+    input with the last two axes swapped."""
 
     name: str
+    operands: tuple[int, int] = (0, 1)
     transpose_a: bool = False
     transpose_b: bool = False
 
     def to_json(self) -> dict:
-        return dataclasses.asdict(self)
+        return {"name": self.name, "operands": list(self.operands),
+                "transpose_a": self.transpose_a, "transpose_b": self.transpose_b}
 
     @classmethod
     def from_json(cls, data: Mapping) -> "LibraryCall":
-        return cls(str(data["name"]), bool(data.get("transpose_a", False)),
+        a, b = (int(index) for index in data["operands"])
+        return cls(str(data["name"]), (a, b), bool(data.get("transpose_a", False)),
                    bool(data.get("transpose_b", False)))
 
     def to_attribute(self):
@@ -133,6 +142,7 @@ class LibraryCall:
         from mlir import ir
 
         return ir.DictAttr.get({"name": ir.StringAttr.get(self.name),
+                                "operands": ir.DenseI64ArrayAttr.get(list(self.operands)),
                                 "transpose_a": ir.BoolAttr.get(self.transpose_a),
                                 "transpose_b": ir.BoolAttr.get(self.transpose_b)})
 
@@ -141,7 +151,8 @@ class LibraryCall:
         from mlir import ir
 
         entries = ir.DictAttr(attribute)
-        return cls(ir.StringAttr(entries["name"]).value,
+        a, b = ir.DenseI64ArrayAttr(entries["operands"])
+        return cls(ir.StringAttr(entries["name"]).value, (a, b),
                    ir.BoolAttr(entries["transpose_a"]).value,
                    ir.BoolAttr(entries["transpose_b"]).value)
 
@@ -149,6 +160,16 @@ class LibraryCall:
         a = "a^T" if self.transpose_a else "a"
         b = "b^T" if self.transpose_b else "b"
         return f"library call: BLAS {self.name} {a} @ {b} (cuBLAS through torch)"
+
+    def arguments(self, buffers: Sequence) -> tuple:
+        """(a, b, c) of the kernel's `buffers` (its inputs, then its
+        result), the operands swapped where the call says."""
+        a, b = buffers[self.operands[0]], buffers[self.operands[1]]
+        if self.transpose_a:
+            a = a.transpose(-1, -2)
+        if self.transpose_b:
+            b = b.transpose(-1, -2)
+        return a, b, buffers[-1]
 
 
 def library_call_of(op) -> LibraryCall | None:
@@ -173,6 +194,10 @@ class LibraryMatmulPlan:
     knob_extents: dict
     kind: str = KIND
     schedule: str = KIND
+    # What fusion names the kernel after: the kind of kernel it stands in
+    # for, so that names (which configs refer to) do not depend on the
+    # choice of library.
+    family: str = "matmul"
     scalar_arguments: tuple[int, ...] = ()
     persistent_programs: int | None = None
     split: None = None  # never split along k: the library decides how it runs
@@ -223,14 +248,35 @@ def bare_matmul(order: Sequence[Node]) -> tuple[Node, LibraryCall] | None:
         return None
     if matmul.attrs.get("precision") not in (None, "ieee"):
         return None
-    return matmul, LibraryCall("matmul", a[1], b[1])
+    return matmul, LibraryCall("matmul", (a[0].input_index, b[0].input_index), a[1], b[1])
+
+
+# What `library_kernels(...)` set for the code it runs; None: the environment.
+_CHOSEN: contextvars.ContextVar[bool | None] = contextvars.ContextVar("library_kernels",
+                                                                     default=None)
 
 
 def library_kernels_enabled() -> bool:
-    """False where the environment turns kgc's choice of library kernels
-    off (`KGC_LIBRARY_KERNELS=0`)."""
+    """Whether kgc may choose library kernels itself: as `library_kernels`
+    set it around the caller, else off where the environment says
+    `KGC_LIBRARY_KERNELS=0`."""
+    chosen = _CHOSEN.get()
+    if chosen is not None:
+        return chosen
     return os.environ.get(ENVIRONMENT_SWITCH, "1").strip().lower() not in (
         "0", "false", "off", "no")
+
+
+@contextlib.contextmanager
+def library_kernels(enabled: bool | None):
+    """Within the block, kgc chooses library kernels by its rule (True) or
+    never (False); None leaves it to the environment
+    (`kgc.compile(..., library_kernels=...)` uses it)."""
+    token = _CHOSEN.set(enabled)
+    try:
+        yield
+    finally:
+        _CHOSEN.reset(token)
 
 
 def prefers_library(m: int, n: int, k: int, element: str) -> bool:
