@@ -268,3 +268,17 @@ def test_a_fused_matmul_is_offered_no_library_call():
              v.inline_text]
     assert fused
     assert all(c.kind == "matmul" for v in fused for c in v.configs)
+
+
+def test_explain_names_a_library_kernel_as_a_call(capsys):
+    # Linear layers without bias: the second is a bare matmul of 300 rows
+    # (the GELU folds into the first), which cuBLAS computes.
+    model = torch.nn.Sequential(torch.nn.Linear(512, 512, bias=False), torch.nn.GELU(),
+                                torch.nn.Linear(512, 384, bias=False)).eval()
+    with torch.no_grad():
+        explanation = kgc.explain(model, torch.randn(300, 512))
+    printed = capsys.readouterr().out
+    calls = [line for line in printed.splitlines()
+             if "(library call: cuBLAS through torch)" in line]
+    assert len(calls) == 1 and "aten.mm.default" in calls[0], printed
+    assert explanation.kernel_count == 2
