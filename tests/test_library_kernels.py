@@ -282,3 +282,42 @@ def test_explain_names_a_library_kernel_as_a_call(capsys):
              if "(library call: cuBLAS through torch)" in line]
     assert len(calls) == 1 and "aten.mm.default" in calls[0], printed
     assert explanation.kernel_count == 2
+
+
+def test_the_compiled_graph_shows_the_call_where_code_would_be():
+    graph = kgc.compile(gemm(512, 512, 512), target="sm_90")
+    assert graph.ttir() == ("// @gemm_0_matmul: library call: BLAS matmul a @ b (cuBLAS "
+                            "through torch)")
+    assert graph.stages() == {"gemm_0_matmul": {}}
+
+
+def test_a_config_picks_only_among_the_choices_of_a_group():
+    # A bare matmul may be the library's or Triton's; a fused one is only
+    # Triton's, and an attention kernel only attention's, whatever matches
+    # its ops too.
+    from kgc.tiling.registry import schedule_for
+    from kgc.tiling.iteration import Unplannable
+    from tests.attention_graphs import AttentionShape, attention_graph
+
+    bare = _outputs(gemm(512, 512, 512))
+    assert schedule_for(bare, kind="matmul").kind == "matmul"
+    assert schedule_for(bare, kind="library_matmul").kind == "library_matmul"
+    assert schedule_for(bare).kind == "library_matmul"
+    assert schedule_for(bare, {"library": False}).kind == "matmul"
+    with pytest.raises(Unplannable, match="a library_matmul config was given for a matmul"):
+        schedule_for(_outputs(gemm(512, 512, 512, relu=True)), kind="library_matmul")
+    with pytest.raises(Unplannable, match="a matmul config was given for a attention kernel"):
+        schedule_for(_outputs(attention_graph(AttentionShape(1, 2, 2, 64, 64, 64), "f16")),
+                     kind="matmul")
+
+
+def _outputs(graph: kgc.Graph):
+    """The output nodes of the graph's one kernel after fusion."""
+    from kgc.passes.tile import kernel_graph
+
+    context = ir.Context()
+    module = graph.build(context)
+    with context:
+        GraphConfig(graph.name).fuse(module)
+        (kernel,) = kernels_in(module)
+        return kernel_graph(kernel)

@@ -87,17 +87,24 @@ def schedule_for(outputs: Sequence[Node], knobs: dict | None = None, kind: str |
     matching = [schedule for schedule in _SCHEDULES if schedule.match(order)]
     if not matching:
         raise Unplannable("no schedule computes these ops")
+    # The choices: the first matching schedule, and past it only where the
+    # ones before may leave the group to the next (they override `takes`).
+    choices = []
+    for schedule in matching:
+        choices.append(schedule)
+        if type(schedule).takes is Schedule.takes:
+            break
     if kind is not None:
-        for schedule in matching:
+        for schedule in choices:
             if schedule.config_class.kind == kind:
                 return schedule
-        raise Unplannable(f"a {kind} config was given for a {matching[0].kind} kernel")
+        raise Unplannable(f"a {kind} config was given for a {choices[0].kind} kernel")
     knobs = dict(knobs or {})
     record = target_for(target)
-    for schedule in matching[:-1]:
+    for schedule in choices[:-1]:
         if schedule.takes(order, knobs, record):
             return schedule
-    return matching[-1]
+    return choices[-1]
 
 
 def kernel_kind(outputs: Sequence[Node]) -> str:
