@@ -321,3 +321,19 @@ def _outputs(graph: kgc.Graph):
         GraphConfig(graph.name).fuse(module)
         (kernel,) = kernels_in(module)
         return kernel_graph(kernel)
+
+
+def test_a_transposed_operand_the_kernel_returns_too_keeps_it_triton():
+    # Both the transposed weight and the product leave the kernel: a call
+    # writes only the product, so the kernel stays Triton's.
+    from kgc.tiling.graph_model import topological
+    from kgc.tiling.registry import schedule_for
+
+    g = kgc.Graph("both")
+    a, w = g.input("a", (512, 512), "f16"), g.input("w", (512, 512), "f16")
+    t = g.transpose(w, [1, 0])
+    g.output(g.matmul(a, t))
+    product = _outputs(g)[0]
+    (view,) = [n for n in topological([product]) if n.op == "transpose"]
+    assert schedule_for([product]).kind == "library_matmul"
+    assert schedule_for([view, product]).kind == "matmul"

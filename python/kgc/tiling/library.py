@@ -71,9 +71,10 @@ from kgc.tiling.iteration import Unplannable
 from kgc.tiling.matmul import MatmulSchedule
 from kgc.tiling.schedule import Schedule, TiledForm
 
-__all__ = ["LIBRARY_CALL_ATTRIBUTE", "MODULE_LIBRARY_CALL_ATTRIBUTE", "LibraryCall", "LibraryMatmulConfig", "LibraryMatmulPlan",
-           "LibraryMatmulSchedule", "ENVIRONMENT_SWITCH", "bare_matmul", "library_call_of",
-           "library_kernels", "library_kernels_enabled", "prefers_library"]
+__all__ = ["ENVIRONMENT_SWITCH", "KIND", "LIBRARY_CALL_ATTRIBUTE", "LibraryCall",
+           "LibraryMatmulConfig", "LibraryMatmulPlan", "LibraryMatmulSchedule",
+           "MODULE_LIBRARY_CALL_ATTRIBUTE", "bare_matmul", "library_call_of", "library_kernels",
+           "library_kernels_enabled", "prefers_library"]
 
 KIND = "library_matmul"
 # The attribute of a tiled kernel, a kernel module and a kg.launch that
@@ -241,8 +242,6 @@ def bare_matmul(order: Sequence[Node]) -> tuple[Node, LibraryCall] | None:
     views = {id(o) for o in matmul.operands if not o.is_input}
     if any(n is not matmul and id(n) not in views for n in computed):
         return None
-    if any(id(n) in views and n not in matmul.operands for n in computed):
-        return None
     elements = {o.element for o in matmul.operands}
     if len(elements) != 1 or matmul.element not in elements or matmul.element not in ELEMENTS:
         return None
@@ -293,7 +292,11 @@ class LibraryMatmulSchedule(Schedule):
     def match(self, order):
         return bare_matmul(order) is not None
 
-    def takes(self, order, knobs, target):
+    def takes(self, outputs, order, knobs, target):
+        # A transposed operand that the kernel returns too is not a call's.
+        found = bare_matmul(order)
+        if found is None or list(outputs) != [found[0]]:
+            return False
         # The kernel's own choice first; a Triton matmul knob set by a user
         # or the search is a choice of Triton.
         chosen = knobs.get("library")
@@ -303,7 +306,7 @@ class LibraryMatmulSchedule(Schedule):
             return False
         if not library_kernels_enabled():
             return False
-        matmul, _ = bare_matmul(order)
+        matmul = found[0]
         return prefers_library(matmul.shape[-2], matmul.shape[-1],
                                matmul.operands[0].shape[-1], matmul.element)
 

@@ -102,7 +102,7 @@ def schedule_for(outputs: Sequence[Node], knobs: dict | None = None, kind: str |
     knobs = dict(knobs or {})
     record = target_for(target)
     for schedule in choices[:-1]:
-        if schedule.takes(order, knobs, record):
+        if schedule.takes(list(outputs), order, knobs, record):
             return schedule
     return choices[-1]
 

@@ -82,10 +82,12 @@ class Schedule:
         the outputs depend on, producers first)."""
         raise NotImplementedError
 
-    def takes(self, order: Sequence[Node], knobs: dict[str, Any], target: Target) -> bool:
-        """Whether kgc plans a group this schedule matches with it, given the
-        knobs set on the kernel (name -> value, of any kind) and the GPU
-        `target`; False leaves the group to the next schedule that matches
+    def takes(self, outputs: Sequence[Node], order: Sequence[Node], knobs: dict[str, Any],
+              target: Target) -> bool:
+        """Whether kgc plans a group this schedule matches (computing
+        `outputs`) with it, given the knobs set on the kernel (name ->
+        value, of any kind) and the GPU `target`; False leaves the group to
+        the next schedule that matches
         (a library call that wins over kgc's kernel only on some shapes,
         kgc.tiling.library). True by default."""
         return True
