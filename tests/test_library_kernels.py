@@ -337,3 +337,32 @@ def test_a_transposed_operand_the_kernel_returns_too_keeps_it_triton():
     (view,) = [n for n in topological([product]) if n.op == "transpose"]
     assert schedule_for([product]).kind == "library_matmul"
     assert schedule_for([view, product]).kind == "matmul"
+
+
+def test_the_torch_backend_on_the_cpu_executor_runs_library_kernels(monkeypatch):
+    # The CPU check of models (executor "cpu") covers graphs with library
+    # kernels: the Linear layers' bare matmuls run as the calls' products.
+    from kgc.execution import run as execution
+
+    calls = []
+    real = execution._run_library_call
+
+    def counting(kernel, call, inputs, arguments):
+        calls.append(call)
+        return real(kernel, call, inputs, arguments)
+
+    monkeypatch.setattr(execution, "_run_library_call", counting)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(512, 512, bias=False), torch.nn.GELU(),
+                                torch.nn.Linear(512, 384, bias=False)).eval()
+    x = torch.randn(300, 512)
+    torch._dynamo.reset()
+    try:
+        with torch.no_grad():
+            compiled = torch.compile(model, backend="kgc", options={"executor": "cpu"})
+            result = compiled(x)
+            eager = model(x)
+    finally:
+        torch._dynamo.reset()
+    assert calls and all(c.transpose_b for c in calls)
+    torch.testing.assert_close(result, eager, rtol=1e-4, atol=1e-4)
