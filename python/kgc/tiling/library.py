@@ -48,9 +48,11 @@ Triton. The same rule is used on every target; only sm_90 was measured.
 Overrides: the kernel knob `library` (a flag of `LibraryMatmulConfig`,
 kg-tile's option `library=true|false|auto`): true calls the library for a
 bare matmul whatever its size, false keeps Triton; a kernel with Triton
-matmul knobs set (a tile size a user or the search chose) is Triton. The
-environment variable `KGC_LIBRARY_KERNELS=0` turns kgc's own choice off
-(explicit `library = true` still holds), for benchmarks that compare.
+matmul knobs set (a tile size a user or the search chose) is Triton.
+`kgc.compile(..., library_kernels=False)` (`library_kernels`, around any
+compile) or the environment variable `KGC_LIBRARY_KERNELS=0` turns kgc's
+own choice off (an explicit `library = true` still holds), for benchmarks
+that compare; the torch backend follows the environment variable.
 The search offers both: the library config beside the Triton space of a
 bare matmul (`search_space`), and `kgc.search.space` adds it where Triton
 was kgc's choice.
