@@ -56,7 +56,7 @@ def _default_target() -> int:
 
 def compile(source, *, target: str | int | None = None, pipeline: str | None = None,
             function: str | None = None, output_dir: str | pathlib.Path | None = None,
-            jobs: int = 1, config=None, cache=None):
+            jobs: int = 1, config=None, cache=None, library_kernels: bool | None = None):
     """Compiles `source` for `target` (default: this machine's GPU, else
     sm_90) and returns a `kgc.runtime.CompiledGraph`.
 
@@ -72,6 +72,9 @@ def compile(source, *, target: str | int | None = None, pipeline: str | None = N
     serves kernels compiled before from the kernel cache and stores new
     ones there; by default it is on when `KGC_CACHE_URL` or
     `KGC_KERNEL_CACHE=1` is set (`kgc.pipeline.kernel_cache`).
+    `library_kernels=False` keeps every kernel Triton: by default (None,
+    unless `KGC_LIBRARY_KERNELS=0` is set) a kernel that is a bare matmul
+    large enough calls the GPU's BLAS instead (`kgc.tiling.library`).
     Compiling needs no GPU; calling the result does.
     """
     from kgc.parsing import function_named, parse_source
@@ -79,7 +82,11 @@ def compile(source, *, target: str | int | None = None, pipeline: str | None = N
     from kgc.pipeline.config import GraphConfig
     from kgc.pipeline.stages import parse_target
     from kgc.runtime import CompiledGraph
+    from kgc.tiling.library import library_kernels as library_choice
 
+    if library_kernels is not None and not isinstance(library_kernels, bool):
+        raise KgcError(f"library_kernels {library_kernels!r} ({type(library_kernels).__name__}) "
+                       "is not True, False or None")
     arch = parse_target(_default_target() if target is None else target)
     for name, value, kinds, expected in (
             ("pipeline", pipeline, (str,), "a textual pass pipeline"),
@@ -95,7 +102,7 @@ def compile(source, *, target: str | int | None = None, pipeline: str | None = N
         context = ir.Context()
         context.allow_unregistered_dialects = True
         module, stem = parse_source(source, context)
-    with module.context:
+    with module.context, library_choice(library_kernels):
         if graph_config is not None:
             function_named(module, graph_config.function)
         compiled = compile_module(module, target=arch, pipeline=pipeline, config=graph_config,

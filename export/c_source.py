@@ -27,6 +27,10 @@ parameters its cubin was compiled for:
   0 unless the kernel asks for some (`global_scratch_size` > 0), in which
   case it points to grid size x that many bytes of the workspace; profile
   scratch is always 0 (kernels compiled for profiling are refused).
+  A library kernel (a bare matmul kgc leaves to cuBLAS, kgc.tiling.library)
+  is refused, naming it and how to compile without library kernels: the C
+  would need cuBLAS linked and a handle per stream, which the driver-API-
+  only export does not ask of its callers.
   Kernels that need a launch Triton makes through `cuLaunchKernelEx`
   (clusters of CTAs, cooperative grids, programmatic dependent launch) or
   tensor descriptors are refused at export time, with the reason.
@@ -144,6 +148,12 @@ class CubinModule:
 def _check_launchable(kernel) -> None:
     """Refuses, naming the kernel, what the plain cuLaunchKernel path does
     not launch as Triton would."""
+    if kernel.library is not None:
+        raise KgcError(
+            f"kernel @{kernel.name} is a library kernel (a bare matmul that cuBLAS computes "
+            "through torch), which the C export does not call: compile with library kernels "
+            "off (KGC_LIBRARY_KERNELS=0 in the environment, or kg-tile's option library=false) "
+            "to export it as a Triton kernel")
     artifact = kernel.artifact
     if artifact is None:
         raise KgcError(f"kernel @{kernel.name} has no compiled artifact: compile down to cubin "

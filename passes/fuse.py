@@ -226,7 +226,11 @@ def _materialize(graph: FusionGraph, groups: list[list[Node]]) -> None:
         group = groups[number]
         outputs = graph.outputs(group)
         try:
-            kind = graph.plan(group).kind
+            plan = graph.plan(group)
+            # Named after what it computes (a library call's plan names the
+            # kernel kind it stands in for), so that a kernel's name, which
+            # configs refer to, does not change with the choice of library.
+            kind = getattr(plan, "family", plan.kind)
         except Unplannable as reason:
             raise PassFailure(f"{group[-1].value.owner.name} cannot be made a kernel: {reason}",
                               group[-1].location) from None

@@ -135,6 +135,33 @@ def kernel_graph(kernel: ir.Operation) -> list[Node]:
 FROM_ENVIRONMENT = "environment"
 
 
+def kernel_knobs(kernel: ir.Operation) -> dict:
+    """The knobs of `kernel`'s config attribute (name -> value), of whatever
+    kind: they decide between schedules that match the same ops (a bare
+    matmul's library call or Triton matmul)."""
+    config = config_attribute(kernel)
+    knobs = {}
+    for index in range(0 if config is None else len(config)):
+        entry = config[index]
+        if isinstance(entry.attr, ir.BoolAttr):
+            knobs[entry.name] = ir.BoolAttr(entry.attr).value
+        elif isinstance(entry.attr, ir.IntegerAttr):
+            knobs[entry.name] = ir.IntegerAttr(entry.attr).value
+        else:
+            knobs[entry.name] = entry.attr
+    return knobs
+
+
+def choose_schedule(kernel: ir.Operation, outputs: list[Node], options: KernelConfig | None,
+                    target: Target | int | None):
+    """The schedule of a kernel in graph form: the kind of `options` where
+    given, else the first matching schedule that takes the kernel with the
+    knobs of its config attribute."""
+    if options is not None:
+        return schedule_for(outputs, kind=options.kind)
+    return schedule_for(outputs, kernel_knobs(kernel), target=target)
+
+
 def plan_kernel(kernel: ir.Operation, options: KernelConfig | None = None,
                 target: Target | int | None = None,
                 planner: Planner | None = None,
@@ -144,10 +171,12 @@ def plan_kernel(kernel: ir.Operation, options: KernelConfig | None = None,
     version; None: the default), with the knobs of its config attribute,
     overridden by those `options` sets: `planner`'s plan of a group of the
     same content and config (kg-fuse's, in the same pipeline run), else a
-    new one. A kernel given no knob takes the tuned-defaults `table`'s
-    config where it suits (a TunedTable, None for none, or a setting as
-    kg-tile's `tuned-defaults` option takes it; by default the table
-    `KGC_TUNED_DEFAULTS` names, `kgc.tuned_defaults`)."""
+    new one. The kind of `options` picks the schedule where several match
+    (a bare matmul: the library's or Triton's); without options, the knobs
+    of the kernel's config and kgc's rules do. A kernel given no knob takes
+    the tuned-defaults `table`'s config where it suits (a TunedTable, None
+    for none, or a setting as kg-tile's `tuned-defaults` option takes it; by
+    default the table `KGC_TUNED_DEFAULTS` names, `kgc.tuned_defaults`)."""
     name = kernel_name(kernel)
     outputs = kernel_graph(kernel)
     # A knob beside the config (the form before there was one) would be
@@ -160,7 +189,8 @@ def plan_kernel(kernel: ir.Operation, options: KernelConfig | None = None,
                           f"knobs go in the kernel's config attribute: config = "
                           f"{{{stray[0]} = {value}}}", kernel.location)
     try:
-        config = schedule_for(outputs).config_class.from_attribute(config_attribute(kernel), name)
+        schedule = choose_schedule(kernel, outputs, options, target)
+        config = schedule.config_class.from_attribute(config_attribute(kernel), name)
         if options is not None:
             config = config.merged(options)
         if isinstance(table, str):
@@ -223,18 +253,28 @@ class KgTile(Pass):
                 plans.append((kernel, None))
                 continue
             try:
-                schedule = schedule_for(kernel_graph(kernel))
+                outputs = kernel_graph(kernel)
+                schedule = schedule_for(outputs, {**kernel_knobs(kernel), **knobs},
+                                        target=self.target)
             except Unplannable as reason:
                 raise PassFailure(f"kernel @{kernel_name(kernel)} cannot be tiled: {reason}",
                                   kernel.location) from None
             kind, cls = schedule.kind, schedule.config_class
+            # A knob that chose between the schedules matching the kernel
+            # (library=false keeping a bare matmul Triton) was used.
+            choosing = {k for s in matching_schedules(outputs) for k in s.choice_knobs
+                        if k in knobs}
+            used |= choosing
             applicable = {k: v for k, v in knobs.items() if k in cls.knobs()}
-            if self.kernel and len(applicable) < len(knobs):
-                missing = ", ".join(k.replace("_", "-") for k in knobs if k not in applicable)
+            if self.kernel and len(applicable) + len(choosing - set(applicable)) < len(knobs):
+                missing = ", ".join(k.replace("_", "-") for k in knobs
+                                    if k not in applicable and k not in choosing)
                 raise PassFailure(f"kg-tile: {kind} kernel @{self.kernel} has no knob {missing} "
                                   f"(its knobs: {', '.join(cls.knobs())})", kernel.location)
             used |= set(applicable)
-            plans.append((kernel, cls(**applicable) if applicable else None))
+            # The config's kind keeps the schedule chosen here, where the
+            # options chose it.
+            plans.append((kernel, cls(**applicable) if applicable or choosing else None))
         unused = [k for k in knobs if k not in used]
         if unused and kernels:
             kinds = [s.kind for s in schedules().values() if unused[0] in s.config_class.knobs()]
@@ -274,6 +314,7 @@ def tile_kernel(kernel: ir.Operation, options: KernelConfig | None = None,
     attributes["iteration"] = ir.DenseI64ArrayAttr.get(list(plan.extents))
     attributes["tile"] = ir.DenseI64ArrayAttr.get(list(plan.tile))
     attributes[CONFIG_ATTRIBUTE] = plan.config.to_attribute()
+    attributes.update(form.attributes)
     if plan.scalar_arguments:
         attributes["scalars"] = ir.DenseI64ArrayAttr.get(list(plan.scalar_arguments))
     result_types = [r.type for r in kernel.results]

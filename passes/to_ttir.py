@@ -4,6 +4,14 @@ Argument: `convert-kg-to-ttir`. No options.
 
 Rewrite rules:
 
+    kg.kernel @k(%x...) {library_call = C}  (a library kernel: a bare matmul
+                                        that the GPU's BLAS computes,
+                                        kgc.tiling.library)
+                                        =>  module @k attributes {kg.library_call = C} {}
+                                            (no tt.func: Triton compiles nothing)
+                                            and in the graph:
+                                            kg.launch @k(%x...) grid [1, 1, 1]
+                                            num_warps 1 num_stages 1 {library_call = C}
     kg.kernel @k(%x...) {tile program}  =>  module @k { tt.func public @k(
                                                %x: !tt.ptr<T> {tt.divisibility = 16},
                                                ..., %y: !tt.ptr<T> ...,
@@ -85,6 +93,7 @@ from kgc.passes.registry import Pass, PassFailure, register_pass
 from kgc.tiling import tma
 from kgc.tiling.constants import INT32_MAX, INT32_MIN
 from kgc.tiling.index_maps import BufferView
+from kgc.tiling.library import LIBRARY_CALL_ATTRIBUTE, MODULE_LIBRARY_CALL_ATTRIBUTE
 from kgc.tiling.graph_model import reduce_kind
 from kgc.tiling.kernel_ops import dot_dims, int_array, is_tiled, kernel_name, kernels_in, knob
 
@@ -118,8 +127,36 @@ def _module_body(top: ir.Operation) -> ir.Block:
     return top.regions[0].blocks[0]
 
 
+def _lower_library_kernel(kernel: ir.Operation, top: ir.Operation) -> None:
+    """A library kernel: an empty kernel module that names its call, and a
+    launch of it that carries the call for the runtime."""
+    name = kernel_name(kernel)
+    call = kernel.attributes[LIBRARY_CALL_ATTRIBUTE]
+    with kernel.location:
+        with ir.InsertionPoint(_module_body(top)):
+            module = ir.Operation.create("builtin.module", regions=1, attributes={
+                "sym_name": ir.StringAttr.get(name), MODULE_LIBRARY_CALL_ATTRIBUTE: call})
+        module.regions[0].blocks.append()
+        i64 = ir.IntegerType.get_signless(64)
+        with ir.InsertionPoint(kernel):
+            launch = ir.Operation.create(
+                "kg.launch", results=[r.type for r in kernel.results],
+                operands=list(kernel.operands), attributes={
+                    "callee": ir.FlatSymbolRefAttr.get(name),
+                    "grid": ir.DenseI64ArrayAttr.get([1, 1, 1]),
+                    "num_warps": ir.IntegerAttr.get(i64, 1),
+                    "num_stages": ir.IntegerAttr.get(i64, 1),
+                    LIBRARY_CALL_ATTRIBUTE: call})
+    for old, new in zip(kernel.results, launch.results):
+        old.replace_all_uses_with(new)
+    kernel.erase()
+
+
 def _lower_kernel(kernel: ir.Operation, top: ir.Operation) -> None:
     name = kernel_name(kernel)
+    if LIBRARY_CALL_ATTRIBUTE in kernel.attributes:
+        _lower_library_kernel(kernel, top)
+        return
     grid = int_array(kernel, "grid")
     if "padded" not in kernel.attributes:
         raise PassFailure(f"kernel @{name} is not padded; run kg-pad-mask first", kernel.location)

@@ -13,6 +13,9 @@ and to run the graph (`kgc.runtime`).
     <stem>.kg.mlir, <stem>.ttir.mlir    the whole module at both kgc stages
     kernels/<kernel>.<stage>            each kernel's ttir, ttgir, llir, ptx, cubin
     kernels/<kernel>.json               its artifact record (Artifact.save)
+                                        (a library kernel, a call of the GPU's
+                                        BLAS, has neither: its manifest entry
+                                        holds its "library" call)
     manifest.json                       kernels, functions, launches,
                                         each function's memory plan and
                                         the files written
@@ -42,6 +45,7 @@ from kgc.pipeline.resources import check_resources
 from kgc.pipeline.stages import (STAGES, default_pipeline_text, pipeline_for_target,
                                   split_at_lowering)
 from kgc.tiling.kernel_ops import ops_named, walk_ops
+from kgc.tiling.library import LibraryCall, library_call_of
 from kgc.tiling.planner import Planner
 
 if TYPE_CHECKING:
@@ -72,6 +76,9 @@ class Kernel:
     artifact: Artifact | None = None  # what Triton compiled, for launching
     # i32 arguments passed after the pointers, in order (kg.launch's scalars)
     scalars: tuple[int, ...] = ()
+    # A library kernel's call (kgc.tiling.library): no Triton code and no
+    # artifact; the runtime calls the GPU's BLAS. None: a Triton kernel.
+    library: LibraryCall | None = None
 
     @property
     def options(self) -> KernelOptions:
@@ -252,6 +259,8 @@ def _kernel_entry(kernel: Kernel) -> dict:
                  {"role": "input" if i < kernel.num_inputs else "output",
                   "shape": list(a.shape), "dtype": a.dtype}
                  for i, a in enumerate(kernel.arguments)]}
+    if kernel.library is not None:
+        entry["library"] = kernel.library.to_json()
     if kernel.artifact is not None:
         entry["artifact"] = f"kernels/{kernel.artifact.name}.json"
         entry["hash"] = kernel.artifact.hash
@@ -314,6 +323,8 @@ def _loaded_kernel(root: pathlib.Path, entry: dict, target: int) -> Kernel:
     num_inputs = sum(a["role"] == "input" for a in entry["arguments"])
     kernel = Kernel(entry["name"], tuple(entry["grid"]), entry["num_warps"], entry["num_stages"],
                     arguments, num_inputs, shared=entry["shared_memory_bytes"])
+    if "library" in entry:
+        kernel.library = LibraryCall.from_json(entry["library"])
     if "artifact" not in entry:
         return kernel
     artifact = Artifact.load(root / entry["artifact"])
@@ -371,10 +382,12 @@ def compile_module(module: ir.Operation, *, target: int = 90, pipeline: str | No
         make_output_folder(ttir_dir)
     from kgc.pipeline.triton_stage import compile_kernels
 
-    artifacts = compile_kernels([(k.asm["ttir"], k.options) for k in kernels.values()], target,
+    # Library kernels are calls: Triton compiles only the others.
+    generated = [k for k in kernels.values() if k.library is None]
+    artifacts = compile_kernels([(k.asm["ttir"], k.options) for k in generated], target,
                                 jobs=jobs, keep_failed_in=ttir_dir, cache=cache)
     kept = STAGES[1:STAGES.index(emit) + 1]
-    for kernel, artifact in zip(kernels.values(), artifacts):
+    for kernel, artifact in zip(generated, artifacts):
         kernel.artifact = artifact
         kernel.asm = {stage: artifact.asm[stage] for stage in kept}
         kernel.shared = artifact.shared
@@ -435,10 +448,12 @@ def _kernels(module: ir.Operation) -> dict[str, Kernel]:
         grid = tuple(ir.DenseI64ArrayAttr(launch.attributes["grid"]))
         arguments = [TensorSpec.of(v.type) for v in launch.operands] + \
             [TensorSpec.of(r.type) for r in launch.results]
+        library = library_call_of(launch)
         kernels[name] = Kernel(
             name, grid, ir.IntegerAttr(launch.attributes["num_warps"]).value,
             ir.IntegerAttr(launch.attributes["num_stages"]).value, arguments,
-            len(launch.operands), {"ttir": texts[name]}, scalars=tuple(_scalars(launch)))
+            len(launch.operands), {} if library else {"ttir": texts[name]},
+            scalars=tuple(_scalars(launch)), library=library)
     return kernels
 
 

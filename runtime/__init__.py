@@ -33,6 +33,7 @@ The modules:
     launching   binding a function's launches on a device (one BoundLaunch
                 each, made by one factory), the workspace, the fast path
     checks      the checks of a call's tensors and the errors naming them
+    library     library kernels' calls: a bare matmul run by cuBLAS through torch
     internals   the only module that uses Triton's and torch's private API
 """
 

@@ -55,7 +55,8 @@ class CompiledGraph:
         self.module = module
         self.function = module.functions[function]
         for launch in self.function.launches:
-            if module.kernels[launch.kernel].artifact is None:
+            kernel = module.kernels[launch.kernel]
+            if kernel.artifact is None and kernel.library is None:
                 raise KgcError(f"kernel @{launch.kernel} has no compiled artifact to run")
         self._specs = None  # per argument (shape, torch dtype), made on the first call
         self._layout = None  # the launching.BufferLayout, made with the specs
@@ -143,12 +144,18 @@ class CompiledGraph:
         return {kernel.name: dict(kernel.asm) for kernel in self.kernels()}
 
     def ttir(self) -> str:
-        """The Triton IR of the function's kernels, one module each."""
-        return "\n".join(kernel.asm["ttir"] for kernel in self.kernels())
+        """The Triton IR of the function's kernels, one module each (a
+        library kernel, which has none, as a comment naming its call)."""
+        return "\n".join(kernel.asm["ttir"] if kernel.library is None else
+                         f"// @{kernel.name}: {kernel.library.describe()}"
+                         for kernel in self.kernels())
 
     def ptx(self) -> str:
-        """The PTX of the function's kernels."""
-        return "\n".join(kernel.asm["ptx"] for kernel in self.kernels())
+        """The PTX of the function's kernels (a library kernel, which has
+        none, as a comment naming its call)."""
+        return "\n".join(kernel.asm["ptx"] if kernel.library is None else
+                         f"// @{kernel.name}: {kernel.library.describe()}"
+                         for kernel in self.kernels())
 
     def export_c(self, directory, name: str | None = None):
         """Writes this function as C over the CUDA driver API, its kernels'

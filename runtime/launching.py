@@ -10,6 +10,11 @@ function's memory plan says (`BufferLayout`); `fast_call` is the call as
 it is once kernels are bound, for arguments that need no checking beyond
 what it does itself.
 
+A library kernel (a bare matmul that the GPU's BLAS computes,
+`kgc.tiling.library`) binds no cubin: its launch holds the call
+(`kgc.runtime.library`), which gets the buffers as tensors (intermediates
+as views of the workspace) where Triton's launches get pointers.
+
 A kernel that asks for global scratch memory (Triton's `global_scratch_size`
 metadata: the TMA descriptors that matmuls with the `tma` knob build on the
 device, 128 bytes each per program) gets a fresh torch allocation of that
@@ -24,6 +29,7 @@ from typing import Callable
 from kgc.element_types import poison as poison_value
 from kgc.element_types import torch_dtype
 from kgc.runtime import internals
+from kgc.runtime.library import library_function
 from kgc.runtime.checks import ALIGNMENT, overlap
 from kgc.runtime.internals import LaunchCall, LoadedKernel
 
@@ -34,14 +40,16 @@ class BoundLaunch:
     buffers it passes (inputs, then outputs), its i32 scalars, and its call
     with Triton's launch hooks (`hooked`) and without them (`bare`: an
     empty chain of hooks is still a Python call before and after every
-    launch)."""
+    launch). A library kernel has no Triton call: `library` takes its
+    buffers as tensors (kgc.runtime.library)."""
 
     kernel: str
     grid: tuple[int, int, int]
     operands: tuple[int, ...]
     scalars: tuple[int, ...]
-    hooked: LaunchCall
-    bare: LaunchCall
+    hooked: LaunchCall | None
+    bare: LaunchCall | None
+    library: Callable[..., None] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,7 +103,14 @@ def bind(module, function, device: int) -> BoundFunction:
     with torch.cuda.device(device):
         limits = internals.device_limits(device)
         for launch in function.launches:
-            artifact = module.kernels[launch.kernel].artifact
+            kernel = module.kernels[launch.kernel]
+            if kernel.library is not None:
+                launches.append(BoundLaunch(
+                    launch.kernel, (1, 1, 1), tuple(launch.inputs + launch.outputs), (), None,
+                    None, library_function(launch.kernel, kernel.library,
+                                           kernel.arguments[0].dtype)))
+                continue
+            artifact = kernel.artifact
             key = (artifact.hash, artifact.entry)
             if key not in loaded:
                 loaded[key] = internals.load_kernel(artifact, device, limits)
@@ -127,6 +142,9 @@ def launch(bound: BoundFunction, layout: BufferLayout, buffers: list, poison: bo
             buffers[index].fill_(poison_value(dtype))
     stream = bound.stream_of(device)
     for bound_launch in bound.launches:
+        if bound_launch.library is not None:
+            bound_launch.library(*[buffers[i] for i in bound_launch.operands])
+            continue
         call = bound_launch.hooked
         call.function(*bound_launch.grid, stream, *call.fixed,
                       *[buffers[i].data_ptr() for i in bound_launch.operands],
@@ -158,10 +176,15 @@ def fast_call(function, specs: list, layout: BufferLayout, bound: BoundFunction)
     results_are_fresh = all(index >= count for index in results)
     stream_of = bound.stream_of
     single = len(results) == 1
-    hooked_launches = [(b.hooked.function, b.grid, b.hooked.fixed, b.operands, b.scalars)
+    # A library launch has no Triton call: its library call takes tensors.
+    hooked_launches = [(b.library, None, None, None, b.operands, None) if b.library else
+                       (None, b.hooked.function, b.grid, b.hooked.fixed, b.operands, b.scalars)
                        for b in bound.launches]
-    bare_launches = [(b.bare.function, b.grid, b.bare.fixed, b.operands, b.scalars)
+    bare_launches = [(b.library, None, None, None, b.operands, None) if b.library else
+                     (None, b.bare.function, b.grid, b.bare.fixed, b.operands, b.scalars)
                      for b in bound.launches]
+    libraries = any(b.library is not None for b in bound.launches)
+    specs_of = [(torch.Size(b.shape), torch_dtype(b.dtype)) for b in function.buffers]
     # Every launch was bound with the same two hook chains (Triton's knobs).
     hooks, any_hooked = bound.hooks, internals.any_hooked
 
@@ -196,10 +219,17 @@ def fast_call(function, specs: list, layout: BufferLayout, bound: BoundFunction)
             base = workspace.data_ptr()
             for index, offset in offsets:
                 pointers[index] = base + offset
+                if libraries:
+                    shape, dtype = specs_of[index]
+                    buffers[index] = workspace[offset:offset + shape.numel() * dtype.itemsize] \
+                        .view(dtype).view(shape)
         stream = stream_of(device)
         # Hooks added after the first call (a profiler's) still run.
         launches = hooked_launches if any_hooked(hooks) else bare_launches
-        for call, grid, fixed, operands, scalars in launches:
+        for library, call, grid, fixed, operands, scalars in launches:
+            if library is not None:
+                library(*[buffers[i] for i in operands])
+                continue
             call(*grid, stream, *fixed, *[pointers[i] for i in operands], *scalars)
         if out is not None:
             return outs[0] if len(outs) == 1 else outs

@@ -51,12 +51,14 @@ def lower_and_compile(launch_text: str, config, target: int, timeout_s: float | 
             set_knobs(kernel, config)
             compiled = compile_module(module, target=target,
                                       pipeline=kernel_pipeline_text(target), emit="ttir")
-        requests = [(k.asm["ttir"], k.options) for k in compiled.kernels.values()]
+        # A library kernel is a call: nothing to compile.
+        generated = [k for k in compiled.kernels.values() if k.library is None]
+        requests = [(k.asm["ttir"], k.options) for k in generated]
         artifacts = compile_kernels(requests, target, timeout=timeout_s, cache=cache)
     except KgcError as error:
         text = str(error).strip()
         return text.splitlines()[0] if text else type(error).__name__
-    for kernel, artifact in zip(compiled.kernels.values(), artifacts):
+    for kernel, artifact in zip(generated, artifacts):
         kernel.artifact = artifact
         kernel.asm = dict(artifact.asm)
         kernel.shared = artifact.shared

@@ -109,7 +109,8 @@ def run_trial(trial: KernelTrial, settings: TrialSettings,
     inputs, eager, exact = reference.inputs, reference.eager, reference.exact
     outcomes = []
     for candidate, compiled in trial.candidates:
-        reasons = [k.artifact.exceeds(limits) for k in compiled.kernels.values()]
+        reasons = [k.artifact.exceeds(limits) for k in compiled.kernels.values()
+                   if k.artifact is not None]
         reason = next((r for r in reasons if r), None)
         if reason is not None:
             outcomes.append(Outcome(candidate, SKIPPED, reason=reason, device=local))

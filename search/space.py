@@ -20,6 +20,10 @@ the kernel's signature, up to the effort's count (all of them at effort
 The kernel's schedule gives its configs and seeds
 (`Schedule.search_space`), and never offers configs the kernel cannot take
 (a matmul's `tma` where an operand's layout rules TMA out, or below sm_90).
+A schedule that chooses whether it takes a kernel (`Schedule.takes`: a bare
+matmul's library call, kgc.tiling.library) and that kgc did not choose is
+offered too: its default config follows kgc's, so that the search times the
+library call against the Triton matmul it would replace.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ from kgc.tiling.config import KernelConfig
 from kgc.tiling.iteration import KernelPlan
 from kgc.tiling.kernel_ops import kernel_name, kernels_in, ops_named
 from kgc.tiling.planner import Planner
-from kgc.tiling.registry import schedules
+from kgc.tiling.registry import matching_schedules, schedules
 
 EFFORT_CONFIGS = {"low": 8, "default": 48, "high": None}
 
@@ -115,6 +119,19 @@ def _plannable(kernel: ir.Operation, planner: Planner):
     return plannable
 
 
+def _other_choices(plan: KernelPlan, outputs, plannable) -> list[KernelConfig]:
+    """The default configs of the schedules that match the kernel, choose
+    whether they take it (`Schedule.choice_knobs`) and were not chosen."""
+    configs = []
+    for schedule in matching_schedules(outputs):
+        if schedule.kind == plan.schedule or not schedule.choice_knobs:
+            continue
+        other = plannable(schedule.config_class())
+        if other is not None and other.schedule == schedule.kind:
+            configs.append(other.config)
+    return configs
+
+
 def variant_space(module_text: str, function: str, effort: str = "default",
                   target: int | None = None
                   ) -> tuple[list[PartitionVariant], dict[str, KernelVariants]]:
@@ -156,11 +173,13 @@ def variant_space(module_text: str, function: str, effort: str = "default",
                 made.append((kernel_name(kernel), signature))
                 if signature in kernels:
                     continue
-                plan, _ = plan_kernel(kernel, target=record, planner=planner)
+                plan, outputs = plan_kernel(kernel, target=record, planner=planner)
                 default = plan.config
+                plannable = _plannable(kernel, planner)
                 space, seeds = schedules()[plan.schedule].search_space(
                     plan, _widest_input(kernel), _matmul_precision(kernel), record,
-                    None if target is None else record, _plannable(kernel, planner))
+                    None if target is None else record, plannable)
+                seeds = _other_choices(plan, outputs, plannable) + list(seeds)
                 kernels[signature] = KernelVariants(
                     signature, kernel_name(kernel), plan.kind,
                     str(kernel_forms.launch_form(kernel)), str(kernel_forms.inline_form(kernel)),

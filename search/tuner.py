@@ -356,6 +356,8 @@ class _Search:
             # split-KV attention and the kernel combining its splits).
             futures[key] = []
             for kernel in module.kernels.values():
+                if kernel.library is not None:
+                    continue  # a library kernel is a call: nothing to compile
                 ttir, options = kernel.asm["ttir"], kernel.options
                 request = content_hash(ttir, options, self.target, triton.__version__)
                 cached = store.load(request) if store else None

@@ -38,6 +38,11 @@ def test_workload_graph_compiles_for_sm90(name):
     function = compiled.functions[graph.name]
     assert function.launches, f"{name} compiled to no kernel"
     for kernel in compiled.kernels.values():
+        if kernel.library is not None:
+            # A bare GEMM this large is a call of cuBLAS (kgc.tiling.library):
+            # kgc has no code to compile for it.
+            assert not kernel.asm and kernel.artifact is None
+            continue
         assert "tt.func" in kernel.asm["ttir"] and kernel.asm["cubin"]
 
 

@@ -210,7 +210,12 @@ def test_every_config_of_a_space_plans():
 
 
 def test_each_kind_has_its_config():
-    assert set(CONFIG_CLASSES) == {"pointwise", "reduction", "matmul", "attention"}
+    # The library kernel's config (kgc.tiling.library) is registered with its
+    # schedule.
+    import kgc.tiling.registry  # noqa: F401
+
+    assert set(CONFIG_CLASSES) == {"pointwise", "reduction", "matmul", "attention",
+                                   "library_matmul"}
     assert MatmulConfig.knobs() == ("num_warps", "num_stages", "num_programs", "block_m", "block_n",
                                     "block_k", "group_m", "warp_specialize", "flatten", "split_k", "tma")
 

@@ -158,7 +158,10 @@ def _matmul_knobs(m: int, k: int, n: int, target: int = 90, gated: bool = False)
     g.output(y)
     context = ir.Context()
     module = g.build(context)
-    with context:
+    # Triton's heuristics: a bare matmul this large would otherwise be a
+    # library call (kgc.tiling.library).
+    with context, pytest.MonkeyPatch.context() as patch:
+        patch.setenv("KGC_LIBRARY_KERNELS", "0")
         compile_module(module, emit="kg", target=target)
     kernel = kernels_in(module)[0]  # the matmul (or its partials)
     return {name: knob(kernel, name) for name in ("block_m", "block_n", "num_stages")}

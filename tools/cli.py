@@ -248,6 +248,10 @@ def compile_command(args) -> int:
         names = ", ".join(launch.kernel for launch in function.launches) or "no kernel"
         print(f"  @{function.name}: {len(function.launches)} kernel(s): {names}")
     for kernel in compiled.kernels.values():
+        if kernel.library is not None:
+            # No code of kgc's: the GPU's BLAS computes it when it runs.
+            print(f"  {kernel.name}: {kernel.library.describe()}, no kernel files")
+            continue
         grid = "x".join(str(g) for g in kernel.grid)
         shared = f", {kernel.shared} B shared" if kernel.shared is not None else ""
         if kernel.artifact is not None and "registers" in kernel.artifact.resources:

@@ -105,6 +105,9 @@ class PartitionReport:
     kernels: list[str]  # names of the kgc kernels its graph launches (when compiled)
     kernel_ops: dict[str, list[str]]  # kernel -> the ops it computes (explain)
     fallback_reason: str | None = None  # set when kgc failed to compile it
+    # The kernels of kernel_ops that are calls of the GPU's BLAS, not kgc's
+    # code (kgc.tiling.library).
+    library_kernels: list[str] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -348,11 +351,12 @@ class Backend:
                               f"{error}", KgcFallbackWarning, stacklevel=2)
                 report.partitions.append(PartitionReport(graph_name, ops, [], {}, str(error)))
                 continue
-            kernel_ops = _kernel_ops(converted.graph) if self.describe_kernels else {}
+            kernel_ops, library = _kernel_ops(converted.graph) if self.describe_kernels \
+                else ({}, [])
             kernels = [] if isinstance(partition, BucketedPartition) else \
                 _kernel_names(partition.run) if partition is not None else list(kernel_ops)
             report.partitions.append(PartitionReport(graph_name, converted.ops, kernels,
-                                                     kernel_ops))
+                                                     kernel_ops, library_kernels=library))
             if isinstance(partition, BucketedPartition):
                 partition.report = report.partitions[-1]
             if partition is not None:
@@ -392,22 +396,26 @@ class Backend:
         return (partition if self.run_kernels else None), converted
 
 
-def _kernel_ops(graph) -> dict[str, list[str]]:
+def _kernel_ops(graph) -> tuple[dict[str, list[str]], list[str]]:
     """kernel name -> the aten ops (by origin) whose kg ops kg-fuse put in
     it: the graph cut into kernels as kgc's default pipeline cuts it for
-    the GPU that kgc.compile compiles for (the one at hand)."""
+    the GPU that kgc.compile compiles for (the one at hand); and the names
+    of those kernels that kg-tile will make calls of the GPU's BLAS."""
     from mlir import ir
 
     from kgc import targets
+    from kgc.passes.tile import choose_schedule, kernel_graph
     from kgc.pipeline import Pipeline
     from kgc.pipeline.stages import fusion_pipeline_text
+    from kgc.tiling.library import KIND as LIBRARY_KIND
 
     present = targets.present_gpu()
+    target = present.sm if present else targets.DEFAULT_SM
     module = graph.build()
     with module.context:
-        Pipeline.parse(fusion_pipeline_text(
-            target=present.sm if present else targets.DEFAULT_SM)).run(module)
+        Pipeline.parse(fusion_pipeline_text(target=target)).run(module)
     kernels: dict[str, list[str]] = {}
+    library: list[str] = []
 
     def origin(location) -> str | None:
         # Graph.origin's NameLoc: loc("aten.mm.default:mm_1"(<file location>)).
@@ -429,7 +437,11 @@ def _kernel_ops(graph) -> dict[str, list[str]]:
                 if found is not None and found not in seen:
                     seen.append(found)
             kernels[name] = seen
-    return kernels
+            with module.context:
+                schedule = choose_schedule(inner, kernel_graph(inner), None, target)
+            if schedule.kind == LIBRARY_KIND:
+                library.append(name)
+    return kernels, library
 
 
 def _resolve_mode(mode: str | None, options: dict | None) -> str:

@@ -75,7 +75,10 @@ class Explanation:
                 lines.append(f"  {partition.name}: {len(partition.ops)} op(s) in "
                              f"{len(partition.kernel_ops)} kernel(s)")
                 for kernel, ops in partition.kernel_ops.items():
-                    lines.append(f"    kernel {kernel}: {', '.join(ops)}")
+                    # A library kernel is no code of kgc's: cuBLAS runs it.
+                    call = " (library call: cuBLAS through torch)" \
+                        if kernel in partition.library_kernels else ""
+                    lines.append(f"    kernel {kernel}{call}: {', '.join(ops)}")
             if graph.fallbacks:
                 lines.append("  left to PyTorch:")
                 lines.extend(f"    {op}: {why}" for op, why in graph.fallbacks)

@@ -1,4 +1,8 @@
-"""Running the functions of a module in tiled form: kernels and returns."""
+"""Running the functions of a module in tiled form: kernels and returns.
+
+A library kernel (a bare matmul left to the GPU's BLAS, kgc.tiling.library)
+has no tile program: it runs as the product it calls, accumulated in f32
+and rounded once to the result's element type, as kg.matmul says."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from kgc.element_types import poison
 from kgc.execution.errors import located
 from kgc.execution.program import TileProgram
 from kgc.tiling.kernel_ops import is_tiled, kernel_name
+from kgc.tiling.library import library_call_of
 
 
 def run_tiled(module, function: str | None, *tensors):
@@ -91,8 +96,11 @@ def run_kernel(kernel: ir.Operation, inputs: Sequence) -> list:
     name = kernel_name(kernel)
     if not is_tiled(kernel):
         raise located(kernel, f"kernel @{name} is not tiled; run kg-tile and kg-pad-mask first")
-    program = TileProgram(kernel)
     arguments = kernel.regions[0].blocks[0].arguments
+    call = library_call_of(kernel)
+    if call is not None:
+        return [_run_library_call(kernel, call, inputs, arguments)]
+    program = TileProgram(kernel)
     buffers, written = [], []
     for index, (tensor, argument) in enumerate(zip(inputs, arguments)):
         _check_buffer(kernel, index, tensor.shape, tensor.dtype, argument.type)
@@ -120,6 +128,20 @@ def run_kernel(kernel: ir.Operation, inputs: Sequence) -> list:
                         f"{index}")
         outputs.append(buffers[len(inputs) + number].reshape(shape))
     return outputs
+
+
+def _run_library_call(kernel: ir.Operation, call, inputs: Sequence, arguments):
+    """The result of a library kernel's call on `inputs`."""
+    if call.name != "matmul" or len(kernel.results) != 1 or \
+            any(not 0 <= index < len(inputs) for index in call.operands):
+        raise located(kernel, f"kernel @{kernel_name(kernel)}: the CPU executor runs the "
+                              f"library call 'matmul' of the kernel's inputs, not "
+                              f"'{call.name}' of inputs {list(call.operands)} of {len(inputs)}")
+    for index, tensor in enumerate(inputs):
+        _check_buffer(kernel, index, tensor.shape, tensor.dtype, arguments[index].type)
+    result = ir.RankedTensorType(kernel.results[0].type)
+    a, b, _ = call.arguments([tensor.float() for tensor in inputs] + [None])
+    return (a @ b).to(torch_dtype(result.element_type))
 
 
 def torch_dtype(element: ir.Type):

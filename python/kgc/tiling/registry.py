@@ -5,9 +5,12 @@ plans the kernel, and a dry run of its generator checks that the program
 can be written. The built-in schedules are listed here, narrowest pattern
 first: attention (`kgc.tiling.attention`) before matmul
 (`kgc.tiling.matmul`), reduction and pointwise (`kgc.tiling.plan`).
-`register_schedule` adds one, tried before them; a schedule needs nothing
-else of kgc to be used (its module defines a `Schedule` and calls
-`register_schedule`).
+A bare matmul's library call (`kgc.tiling.library`) is tried before the
+matmul schedule; it takes a group only where its rule or the kernel's knobs
+say so (`Schedule.takes`). `register_schedule` adds one, tried before them;
+a schedule needs nothing else of kgc to be used (its module defines a
+`Schedule` and calls `register_schedule`), and its config class can be read
+back from JSON (`KernelConfig.from_dict`) while it is registered.
 """
 
 from __future__ import annotations
@@ -17,22 +20,26 @@ from typing import Sequence
 
 from kgc.targets import Target, target_for
 from kgc.tiling.attention import AttentionSchedule
-from kgc.tiling.config import ConfigError, KernelConfig
+from kgc.tiling.config import CONFIG_CLASSES, ConfigError, KernelConfig
 from kgc.tiling.generate import DryBuilder
 from kgc.tiling.graph_model import SUPPORTED_OPS, Node, topological
 from kgc.tiling.iteration import KernelPlan, Unplannable
+from kgc.tiling.library import LibraryMatmulSchedule
 from kgc.tiling.matmul import MatmulSchedule
 from kgc.tiling.plan import PointwiseSchedule, ReductionSchedule
 from kgc.tiling.schedule import Schedule
 from kgc.tuned_defaults import TunedTable
 
-__all__ = ["kernel_kind", "plan_group", "register_schedule", "schedule_for", "schedules",
-           "unregister_schedule"]
+__all__ = ["kernel_kind", "matching_schedules", "plan_group", "register_schedule",
+           "schedule_for", "schedules", "unregister_schedule"]
 
-# Tried in order; the first that matches plans the kernel. Attention plans
-# a narrower pattern than matmuls: it goes first.
-_SCHEDULES: list[Schedule] = [AttentionSchedule(), MatmulSchedule(), ReductionSchedule(),
-                              PointwiseSchedule()]
+# Tried in order; the first that matches (and takes the group) plans the
+# kernel. Attention plans a narrower pattern than matmuls: it goes first; a
+# bare matmul's library call goes before the Triton matmul.
+_SCHEDULES: list[Schedule] = [AttentionSchedule(), LibraryMatmulSchedule(), MatmulSchedule(),
+                              ReductionSchedule(), PointwiseSchedule()]
+for _schedule in _SCHEDULES:
+    CONFIG_CLASSES.setdefault(_schedule.config_class.kind, _schedule.config_class)
 
 
 def register_schedule(schedule: Schedule) -> Schedule:
@@ -43,6 +50,7 @@ def register_schedule(schedule: Schedule) -> Schedule:
     if any(s.kind == schedule.kind for s in _SCHEDULES):
         raise ValueError(f"a schedule of kind '{schedule.kind}' is registered already")
     _SCHEDULES.insert(0, schedule)
+    CONFIG_CLASSES.setdefault(schedule.config_class.kind, schedule.config_class)
     return schedule
 
 
@@ -51,6 +59,9 @@ def unregister_schedule(kind: str) -> Schedule:
     say, for the time a test needs it) and returns it."""
     for index, schedule in enumerate(_SCHEDULES):
         if schedule.kind == kind:
+            if not any(s.config_class is schedule.config_class
+                       for s in _SCHEDULES if s is not schedule):
+                CONFIG_CLASSES.pop(schedule.config_class.kind, None)
             return _SCHEDULES.pop(index)
     raise ValueError(f"no schedule of kind '{kind}' is registered")
 
@@ -60,17 +71,45 @@ def schedules() -> dict[str, Schedule]:
     return {s.kind: s for s in _SCHEDULES}
 
 
-def schedule_for(outputs: Sequence[Node]) -> Schedule:
-    """The schedule that computes `outputs`."""
+def matching_schedules(outputs: Sequence[Node]) -> list[Schedule]:
+    """Every registered schedule that can compute `outputs`, in the order
+    they are tried."""
     order = topological(list(outputs))
-    for schedule in _SCHEDULES:
-        if schedule.match(order):
+    return [schedule for schedule in _SCHEDULES if schedule.match(order)]
+
+
+def schedule_for(outputs: Sequence[Node], knobs: dict | None = None, kind: str | None = None,
+                 target: Target | int | None = None) -> Schedule:
+    """The schedule that computes `outputs`: of the schedules that match,
+    the one of config kind `kind` when given, else the first that takes the
+    group with the kernel's `knobs` (name -> value) on `target`."""
+    order = topological(list(outputs))
+    matching = [schedule for schedule in _SCHEDULES if schedule.match(order)]
+    if not matching:
+        raise Unplannable("no schedule computes these ops")
+    # The choices: the first matching schedule, and past it only where the
+    # ones before may leave the group to the next (they override `takes`).
+    choices = []
+    for schedule in matching:
+        choices.append(schedule)
+        if type(schedule).takes is Schedule.takes:
+            break
+    if kind is not None:
+        for schedule in choices:
+            if schedule.config_class.kind == kind:
+                return schedule
+        raise Unplannable(f"a {kind} config was given for a {choices[0].kind} kernel")
+    knobs = dict(knobs or {})
+    record = target_for(target)
+    for schedule in choices[:-1]:
+        if schedule.takes(list(outputs), order, knobs, record):
             return schedule
-    raise Unplannable("no schedule computes these ops")
+    return choices[-1]
 
 
 def kernel_kind(outputs: Sequence[Node]) -> str:
-    """The kind of kernel (its schedule's) that computes `outputs`."""
+    """The kind of kernel (its schedule's) that computes `outputs` when kgc
+    chooses."""
     return schedule_for(outputs).kind
 
 
@@ -92,7 +131,9 @@ def plan_group(outputs: Sequence[Node], config: KernelConfig | None = None,
     (a user's, a search candidate's) are never mixed with the table's."""
     outputs = list(outputs)
     target = target_for(target)
-    schedule = schedule_for(outputs)
+    # A config names its kind, which picks among the schedules that match.
+    schedule = schedule_for(outputs, kind=None if config is None else config.kind,
+                            target=target)
     if config is None:
         config = schedule.config_class()
     elif not isinstance(config, schedule.config_class):

@@ -46,6 +46,9 @@ class TiledForm:
     results: list[tuple[tuple[int, ...], str]] | None = None
     # The launch grid, when it is not the plan's (`KernelPlan.grid`).
     grid: list[int] | None = None
+    # Attributes the tiled kernel carries besides its config (MLIR
+    # attributes by name): a library kernel's call (kgc.tiling.library).
+    attributes: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -73,11 +76,25 @@ class Schedule:
     # gathers this schedule's patterns (`fusion_pattern`) before it merges
     # groups one at a time; "" for none.
     fusion_rule: ClassVar[str] = ""
+    # Knobs that decide only whether this schedule takes a group it matches
+    # (`takes`): kg-tile's options for them apply to such groups even when
+    # another schedule plans them.
+    choice_knobs: ClassVar[tuple[str, ...]] = ()
 
     def match(self, order: Sequence[Node]) -> bool:
         """True when this schedule can compute the ops `order` (every node
         the outputs depend on, producers first)."""
         raise NotImplementedError
+
+    def takes(self, outputs: Sequence[Node], order: Sequence[Node], knobs: dict[str, Any],
+              target: Target) -> bool:
+        """Whether kgc plans a group this schedule matches (computing
+        `outputs`) with it, given the knobs set on the kernel (name ->
+        value, of any kind) and the GPU `target`; False leaves the group to
+        the next schedule that matches
+        (a library call that wins over kgc's kernel only on some shapes,
+        kgc.tiling.library). True by default."""
+        return True
 
     def fusion_pattern(self, node: Node, users: Sequence[Node],
                        escapes: bool) -> frozenset[int] | None:

@@ -1,0 +1,344 @@
+"""Library kernels: a kernel that is a bare matmul, run by the GPU's BLAS.
+
+kgc writes every other kernel as Triton. A kernel whose ops after fusion
+are one `kg.matmul` and nothing else (each operand a kernel input, or an
+input whose last two axes a `kg.transpose` swaps) can instead be a call of
+a hand-written library, as Inductor calls cuBLAS for its plain GEMMs: kgc
+generates no code for it. What the kernel becomes:
+
+* kg-tile: a tiled kernel of kind `library_matmul` with an empty tile
+  program, grid [1, 1, 1], the knob `library = true`, and the call it makes
+  as `library_call = {name = "matmul", operands = array<i64: A, B>,
+  transpose_a = ..., transpose_b = ...}` (A, B: the kernel inputs that are
+  a and b; `transpose_x`: the operand is the input with its last two axes
+  swapped);
+* convert-kg-to-ttir: a kernel module holding no `tt.func`, marked
+  `kg.library_call`, and a `kg.launch` of it carrying the same
+  `library_call`; Triton compiles nothing for it;
+* the manifest: the kernel with `"library": {...}` (the call) and no
+  artifact; the memory plan places its buffers like any kernel's;
+* the Python runtime: `torch.matmul(a, b, out=c)` on the buffers (views
+  where an operand is transposed), on the current stream (cuBLAS or
+  cuBLASLt, as torch picks); the CPU executor: the same product in f32;
+* the C export: refused, naming the kernel and how to turn library kernels
+  off (a C caller would need cuBLAS linked and a handle; kgc's C has only
+  the driver API).
+
+What it takes: f16, bf16 and f32 operands of one element type, the result
+of that element type (torch's matmul writes no other), f32 only at the
+default `ieee` precision (the runtime turns TF32 and torch's reduced-
+precision reductions off around the call, so that cuBLAS accumulates in f32
+as `kg.matmul` says); any batch axes `torch.matmul` broadcasts. Nothing is
+fused into it: not a bias, a scale or an activation, although cuBLASLt has
+epilogues for some of them, because a fused Triton kernel saves the round
+trip through memory that such an epilogue saves, and kgc would have to
+prove the library's epilogue matches kg's rounding; a kernel fusion made is
+never split to use the library.
+
+When kgc chooses it (`prefers_library`): a bare matmul with at least 256
+rows (m), 256 columns (n) and 256 k steps per product, at f16, bf16 or f32.
+The rule comes from an H200 with Triton 3.6 (benchmarks/NOTES.md, "Real
+models"): at 512 tokens kgc's Triton matmuls ran at 0.81x to 0.97x cuBLAS
+(qkv 512x4096x6144: 48.3 us against 39.8; lm head 512x4096x32000: 227.7
+against 205.7; down 512x14336x4096: 96.7 against 90.7), and a GEMM 4096^3
+at 227.4 against 205.3 (issue 25's table). Below 256 rows (a decode's
+GEMVs, a few tokens) kgc's split-K kernels beat cuBLAS today, so they stay
+Triton. The same rule is used on every target; only sm_90 was measured.
+
+Overrides: the kernel knob `library` (a flag of `LibraryMatmulConfig`,
+kg-tile's option `library=true|false|auto`): true calls the library for a
+bare matmul whatever its size, false keeps Triton; a kernel with Triton
+matmul knobs set (a tile size a user or the search chose) is Triton.
+`kgc.compile(..., library_kernels=False)` (`library_kernels`, around any
+compile) or the environment variable `KGC_LIBRARY_KERNELS=0` turns kgc's
+own choice off (an explicit `library = true` still holds), for benchmarks
+that compare; the torch backend follows the environment variable.
+The search offers both: the library config beside the Triton space of a
+bare matmul (`search_space`), and `kgc.search.space` adds it where Triton
+was kgc's choice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import os
+from typing import ClassVar, Mapping, Sequence
+
+from kgc.targets import Target
+from kgc.tiling.config import KernelConfig, KnobOption, MatmulConfig
+from kgc.tiling.graph_model import Node
+from kgc.tiling.iteration import Unplannable
+from kgc.tiling.matmul import MatmulSchedule
+from kgc.tiling.schedule import Schedule, TiledForm
+
+__all__ = ["ENVIRONMENT_SWITCH", "KIND", "LIBRARY_CALL_ATTRIBUTE", "LibraryCall",
+           "LibraryMatmulConfig", "LibraryMatmulPlan", "LibraryMatmulSchedule",
+           "MODULE_LIBRARY_CALL_ATTRIBUTE", "bare_matmul", "library_call_of", "library_kernels",
+           "library_kernels_enabled", "prefers_library"]
+
+KIND = "library_matmul"
+# The attribute of a tiled kernel, a kernel module and a kg.launch that
+# holds the call a library kernel makes.
+LIBRARY_CALL_ATTRIBUTE = "library_call"
+# A kernel module's attributes must name their dialect.
+MODULE_LIBRARY_CALL_ATTRIBUTE = "kg.library_call"
+# Set to 0 (or false, off, no): kgc never picks a library kernel itself.
+ENVIRONMENT_SWITCH = "KGC_LIBRARY_KERNELS"
+ELEMENTS = ("f16", "bf16", "f32")
+# The rule's thresholds (see the module docstring for the measurements).
+MIN_ROWS = 256
+MIN_COLUMNS = 256
+MIN_DEPTH = 256
+
+
+@dataclasses.dataclass(frozen=True)
+class LibraryMatmulConfig(KernelConfig):
+    """The one knob of a bare matmul's kernel that picks between a library
+    call and kgc's Triton matmul: `library` (true: the library; false:
+    Triton; unset: kgc's rule). A library call has no tiles, warps or
+    stages: the inherited knobs are not this kind's."""
+
+    kind: ClassVar[str] = KIND
+    FLAGS: ClassVar[tuple[str, ...]] = ("library",)
+    OPTIONS: ClassVar[dict[str, KnobOption]] = {
+        "library": KnobOption("call the GPU's BLAS for a kernel that is a bare matmul "
+                              "(kgc.tiling.library)")}
+
+    library: bool | None = None
+
+    @classmethod
+    def knobs(cls) -> tuple[str, ...]:
+        return ("library",)
+
+    @classmethod
+    def _candidates(cls, extents, element, target):
+        return {"library": (True,)}
+
+
+@dataclasses.dataclass(frozen=True)
+class LibraryCall:
+    """The call a library kernel makes: `name` ("matmul": c = a @ b as
+    torch.matmul computes it); which of the kernel's inputs are a and b
+    (`operands`: fusion numbers a kernel's inputs by first use, so b may
+    come first, and a @ a has one input); and whether each operand is its
+    input with the last two axes swapped."""
+
+    name: str
+    operands: tuple[int, int] = (0, 1)
+    transpose_a: bool = False
+    transpose_b: bool = False
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "operands": list(self.operands),
+                "transpose_a": self.transpose_a, "transpose_b": self.transpose_b}
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> "LibraryCall":
+        a, b = (int(index) for index in data["operands"])
+        return cls(str(data["name"]), (a, b), bool(data.get("transpose_a", False)),
+                   bool(data.get("transpose_b", False)))
+
+    def to_attribute(self):
+        """As an MLIR dictionary attribute (needs a context)."""
+        from mlir import ir
+
+        return ir.DictAttr.get({"name": ir.StringAttr.get(self.name),
+                                "operands": ir.DenseI64ArrayAttr.get(list(self.operands)),
+                                "transpose_a": ir.BoolAttr.get(self.transpose_a),
+                                "transpose_b": ir.BoolAttr.get(self.transpose_b)})
+
+    @classmethod
+    def from_attribute(cls, attribute) -> "LibraryCall":
+        from mlir import ir
+
+        entries = ir.DictAttr(attribute)
+        a, b = ir.DenseI64ArrayAttr(entries["operands"])
+        return cls(ir.StringAttr(entries["name"]).value, (a, b),
+                   ir.BoolAttr(entries["transpose_a"]).value,
+                   ir.BoolAttr(entries["transpose_b"]).value)
+
+    def describe(self) -> str:
+        a = "a^T" if self.transpose_a else "a"
+        b = "b^T" if self.transpose_b else "b"
+        return f"library call: BLAS {self.name} {a} @ {b} (cuBLAS through torch)"
+
+    def arguments(self, buffers: Sequence) -> tuple:
+        """(a, b, c) of the kernel's `buffers` (its inputs, then its
+        result), the operands swapped where the call says."""
+        a, b = buffers[self.operands[0]], buffers[self.operands[1]]
+        if self.transpose_a:
+            a = a.transpose(-1, -2)
+        if self.transpose_b:
+            b = b.transpose(-1, -2)
+        return a, b, buffers[-1]
+
+
+def library_call_of(op) -> LibraryCall | None:
+    """The call of a tiled kernel, kernel module or kg.launch that is a
+    library kernel; None for every other op."""
+    for name in (LIBRARY_CALL_ATTRIBUTE, MODULE_LIBRARY_CALL_ATTRIBUTE):
+        if name in op.attributes:
+            return LibraryCall.from_attribute(op.attributes[name])
+    return None
+
+
+@dataclasses.dataclass
+class LibraryMatmulPlan:
+    """A library kernel's plan: no tiles and no program, one call. It has
+    what kg-tile and the registry read of every plan (kind, extents, tile,
+    grid, config)."""
+
+    outputs: list[Node]
+    extents: tuple[int, ...]  # (batch..., m, k, n)
+    call: LibraryCall
+    config: LibraryMatmulConfig
+    knob_extents: dict
+    kind: str = KIND
+    schedule: str = KIND
+    # What fusion names the kernel after: the kind of kernel it stands in
+    # for, so that names (which configs refer to) do not depend on the
+    # choice of library.
+    family: str = "matmul"
+    scalar_arguments: tuple[int, ...] = ()
+    persistent_programs: int | None = None
+    split: None = None  # never split along k: the library decides how it runs
+
+    @property
+    def tile(self) -> tuple[int, ...]:
+        return self.extents
+
+    def grid(self) -> list[int]:
+        return [1, 1, 1]
+
+    def num_programs(self) -> int:
+        return 1
+
+
+def _operand(node: Node) -> tuple[Node, bool] | None:
+    """The kernel input a matmul operand reads, and whether the operand
+    swaps its last two axes; None when it is computed."""
+    if node.is_input:
+        return node, False
+    if node.op == "transpose" and node.operands[0].is_input:
+        permutation = list(node.attrs["permutation"])
+        rank = len(permutation)
+        if rank >= 2 and permutation == list(range(rank - 2)) + [rank - 1, rank - 2]:
+            return node.operands[0], True
+    return None
+
+
+def bare_matmul(order: Sequence[Node]) -> tuple[Node, LibraryCall] | None:
+    """The matmul of a group that is one kg.matmul of inputs (or of inputs
+    whose last two axes are swapped) of a type the library takes, and its
+    call; None for any other group."""
+    computed = [n for n in order if not n.is_input]
+    matmuls = [n for n in computed if n.op == "matmul"]
+    if len(matmuls) != 1:
+        return None
+    matmul = matmuls[0]
+    a, b = (_operand(o) for o in matmul.operands)
+    if a is None or b is None:
+        return None
+    views = {id(o) for o in matmul.operands if not o.is_input}
+    if any(n is not matmul and id(n) not in views for n in computed):
+        return None
+    elements = {o.element for o in matmul.operands}
+    if len(elements) != 1 or matmul.element not in elements or matmul.element not in ELEMENTS:
+        return None
+    if matmul.attrs.get("precision") not in (None, "ieee"):
+        return None
+    return matmul, LibraryCall("matmul", (a[0].input_index, b[0].input_index), a[1], b[1])
+
+
+# What `library_kernels(...)` set for the code it runs; None: the environment.
+_CHOSEN: contextvars.ContextVar[bool | None] = contextvars.ContextVar("library_kernels",
+                                                                     default=None)
+
+
+def library_kernels_enabled() -> bool:
+    """Whether kgc may choose library kernels itself: as `library_kernels`
+    set it around the caller, else off where the environment says
+    `KGC_LIBRARY_KERNELS=0`."""
+    chosen = _CHOSEN.get()
+    if chosen is not None:
+        return chosen
+    return os.environ.get(ENVIRONMENT_SWITCH, "1").strip().lower() not in (
+        "0", "false", "off", "no")
+
+
+@contextlib.contextmanager
+def library_kernels(enabled: bool | None):
+    """Within the block, kgc chooses library kernels by its rule (True) or
+    never (False); None leaves it to the environment
+    (`kgc.compile(..., library_kernels=...)` uses it)."""
+    token = _CHOSEN.set(enabled)
+    try:
+        yield
+    finally:
+        _CHOSEN.reset(token)
+
+
+def prefers_library(m: int, n: int, k: int, element: str) -> bool:
+    """kgc's rule: the GPU's BLAS for a bare matmul of at least 256 rows,
+    columns and k steps (see the module docstring for the measurements)."""
+    return element in ELEMENTS and m >= MIN_ROWS and n >= MIN_COLUMNS and k >= MIN_DEPTH
+
+
+class LibraryMatmulSchedule(Schedule):
+    kind = KIND
+    config_class = LibraryMatmulConfig
+    choice_knobs = ("library",)
+
+    def match(self, order):
+        return bare_matmul(order) is not None
+
+    def takes(self, outputs, order, knobs, target):
+        # A transposed operand that the kernel returns too is not a call's.
+        found = bare_matmul(order)
+        if found is None or list(outputs) != [found[0]]:
+            return False
+        # The kernel's own choice first; a Triton matmul knob set by a user
+        # or the search is a choice of Triton.
+        chosen = knobs.get("library")
+        if chosen is not None:
+            return bool(chosen)
+        if any(knobs.get(name) is not None for name in MatmulConfig.knobs()):
+            return False
+        if not library_kernels_enabled():
+            return False
+        matmul = found[0]
+        return prefers_library(matmul.shape[-2], matmul.shape[-1],
+                               matmul.operands[0].shape[-1], matmul.element)
+
+    def plan(self, outputs, order, config, kernel, target):
+        found = bare_matmul(order)
+        if found is None or len(outputs) != 1 or outputs[0] is not found[0]:
+            raise Unplannable("a library kernel computes one bare matmul")
+        if config.library is False:
+            raise Unplannable("the kernel's knob library = false asks for a Triton matmul")
+        matmul, call = found
+        m, n = matmul.shape[-2], matmul.shape[-1]
+        k = matmul.operands[0].shape[-1]
+        extents = tuple(matmul.shape[:-2]) + (m, k, n)
+        return LibraryMatmulPlan(list(outputs), extents, call, LibraryMatmulConfig(library=True),
+                                 {"m": m, "n": n, "k": k})
+
+    def generate(self, plan, builder):
+        # No tile program: the kernel is a call.
+        return None
+
+    def tiled_form(self, plan):
+        return TiledForm(attributes={LIBRARY_CALL_ATTRIBUTE: plan.call.to_attribute()})
+
+    def search_space(self, plan, element, precision, target, runs_on, plannable):
+        # The library call, then the Triton matmul's space and seeds for the
+        # same kernel, so that the search times both.
+        library = [plan.config]
+        triton = plannable(MatmulConfig())
+        if triton is None or triton.schedule != MatmulSchedule.kind:
+            return library, library
+        space, seeds = MatmulSchedule().search_space(triton, element, precision, target,
+                                                     runs_on, plannable)
+        return library + [triton.config] + space, library + seeds

@@ -1,0 +1,57 @@
+"""Library kernels at run time: the GPU's BLAS called through torch.
+
+A library kernel (`kgc.tiling.library`) is a bare matmul that kgc leaves to
+the GPU's BLAS. `library_function` makes its call: `torch.matmul(a, b,
+out=c)` on the kernel's buffers (the transposed views where the call swaps
+an operand's last two axes), on torch's current stream of the device,
+which is the stream kgc's Triton kernels run on, so the call is ordered
+with them. torch picks cuBLAS or cuBLASLt and the algorithm.
+
+`kg.matmul` accumulates in f32 and rounds once; cuBLAS does so only with
+TF32 off (f32 operands) and without reduced-precision reductions (f16,
+bf16 split-K). Where torch's process-wide settings allow them
+(`torch.backends.cuda.matmul`), the call turns them off for its duration
+and restores them after: the settings are global, so a thread that changes
+them while a library kernel runs may see them changed.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from kgc.diagnostics import KgcError
+from kgc.tiling.library import LibraryCall
+
+__all__ = ["library_function"]
+
+# The setting of torch.backends.cuda.matmul that lets cuBLAS accumulate a
+# product of this element type less exactly than in f32.
+_INEXACT_SETTING = {"f32": "allow_tf32", "f16": "allow_fp16_reduced_precision_reduction",
+                    "bf16": "allow_bf16_reduced_precision_reduction"}
+
+
+def library_function(kernel: str, call: LibraryCall, element: str) -> Callable[..., None]:
+    """The call of library kernel `kernel` on its buffers (tensors: its
+    inputs, then its result), whose operands are of `element`."""
+    import torch
+
+    if call.name != "matmul":
+        raise KgcError(f"kernel @{kernel} calls the library function '{call.name}', which this "
+                       "runtime does not know (it knows 'matmul'); compile it again")
+    settings = torch.backends.cuda.matmul
+    setting = _INEXACT_SETTING.get(element)
+    matmul = torch.matmul
+    arguments = call.arguments
+
+    def run(*buffers) -> None:
+        a, b, c = arguments(buffers)
+        if setting is None or not getattr(settings, setting):
+            matmul(a, b, out=c)
+            return
+        setattr(settings, setting, False)
+        try:
+            matmul(a, b, out=c)
+        finally:
+            setattr(settings, setting, True)
+
+    return run

@@ -1,0 +1,368 @@
+"""Library kernels (kgc.tiling.library) without a GPU: which kernels kgc
+makes calls of the GPU's BLAS, the options that turn that off, the
+manifest's record of the call, the CPU executor and the runtime's launch
+running it, the C export refusing it, and the search offering both."""
+
+import json
+
+import pytest
+from mlir import ir
+
+import kgc
+from kgc.diagnostics import KgcError
+from kgc.pipeline.compiler import compile_module, load_module
+from kgc.pipeline.config import GraphConfig
+from kgc.tiling.config import MatmulConfig
+from kgc.tiling.kernel_ops import kernels_in
+from kgc.tiling.library import (LibraryCall, LibraryMatmulConfig, library_kernels,
+                                library_kernels_enabled, prefers_library)
+
+torch = pytest.importorskip("torch")
+
+DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
+
+
+def gemm(m, k, n, dtype="f16", transposed_b=False, batch=None, relu=False) -> kgc.Graph:
+    g = kgc.Graph("gemm")
+    lead = () if batch is None else (batch,)
+    a = g.input("a", lead + (m, k), dtype)
+    if transposed_b:
+        order = list(range(len(lead))) + [len(lead) + 1, len(lead)]
+        b = g.transpose(g.input("w", lead + (n, k), dtype), order)
+    else:
+        b = g.input("b", lead + (k, n), dtype)
+    y = g.matmul(a, b)
+    g.output(g.relu(y) if relu else y)
+    return g
+
+
+def kinds(graph: kgc.Graph, target: int = 90) -> list[str]:
+    """The kind of each kernel kgc makes of `graph`."""
+    context = ir.Context()
+    module = graph.build(context)
+    with context:
+        compile_module(module, emit="kg", target=target)
+        return [ir.StringAttr(k.attributes["kind"]).value for k in kernels_in(module)]
+
+
+def forced(graph: kgc.Graph, library: bool) -> GraphConfig:
+    """A GraphConfig that sets the knob `library` on the graph's one kernel."""
+    context = ir.Context()
+    module = graph.build(context)
+    with context:
+        GraphConfig(graph.name).fuse(module)
+        (kernel,) = kernels_in(module)
+        name = ir.StringAttr(kernel.attributes["sym_name"]).value
+    return GraphConfig(graph.name, None, {name: LibraryMatmulConfig(library=library)})
+
+
+# -- the rule ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("m,k,n,element,expected", [
+    (512, 4096, 6144, "f16", True),  # a prefill's qkv projection
+    (256, 256, 256, "bf16", True),  # at the thresholds
+    (4096, 4096, 4096, "f32", True),
+    (255, 4096, 4096, "f16", False),  # too few rows: Triton's split-K wins
+    (16, 4096, 6144, "f16", False),  # a decode's GEMV
+    (512, 128, 4096, "f16", False),  # too short a k loop
+    (512, 4096, 128, "f16", False),  # too narrow
+    (512, 4096, 4096, "f8E4M3FN", False),  # not an element the call takes
+])
+def test_the_rule_by_size_and_element(m, k, n, element, expected):
+    assert prefers_library(m, n, k, element) is expected
+
+
+def test_a_bare_large_matmul_is_a_library_kernel():
+    assert kinds(gemm(512, 4096, 6144)) == ["library_matmul"]
+    assert kinds(gemm(512, 1024, 768, "bf16", transposed_b=True, batch=2)) == ["library_matmul"]
+
+
+def test_fused_and_small_matmuls_stay_triton():
+    # An epilogue makes it no bare matmul; a kernel is never split to call
+    # the library.
+    assert kinds(gemm(512, 4096, 6144, relu=True)) == ["matmul"]
+    # Few rows: kgc's kernels (here split over k) beat cuBLAS.
+    assert "library_matmul" not in kinds(gemm(17, 4096, 6144))
+
+
+def test_the_option_and_the_environment_turn_the_choice_off(monkeypatch):
+    with library_kernels(False):
+        assert not library_kernels_enabled()
+        assert kinds(gemm(512, 4096, 6144)) == ["matmul"]
+    assert library_kernels_enabled()
+    monkeypatch.setenv("KGC_LIBRARY_KERNELS", "0")
+    assert kinds(gemm(512, 4096, 6144)) == ["matmul"]
+    # The option wins over the environment.
+    with library_kernels(True):
+        assert kinds(gemm(512, 4096, 6144)) == ["library_matmul"]
+
+
+def test_kgc_compile_takes_library_kernels_false():
+    graph = gemm(512, 512, 512)
+    on = kgc.compile(graph, target="sm_90")
+    off = kgc.compile(graph, target="sm_90", library_kernels=False)
+    assert [k.library for k in on.module.kernels.values()] == [LibraryCall("matmul")]
+    assert [k.library for k in off.module.kernels.values()] == [None]
+    with pytest.raises(KgcError, match="library_kernels 'no'"):
+        kgc.compile(graph, library_kernels="no")
+
+
+def test_the_knob_overrides_the_rule_both_ways():
+    small, large = gemm(17, 256, 300), gemm(512, 4096, 6144)
+    assert all(k.library is None for k in kgc.compile(small, target="sm_90")
+               .module.kernels.values())
+    assert [k.library for k in kgc.compile(small, target="sm_90", config=forced(small, True))
+            .module.kernels.values()] == [LibraryCall("matmul")]
+    assert all(k.library is None for k in kgc.compile(
+        large, target="sm_90", config=forced(large, False)).module.kernels.values())
+    # A Triton knob is a choice of Triton.
+    tiled = GraphConfig("gemm", None, {name: MatmulConfig(block_m=64)
+                                       for name in forced(large, True).kernels})
+    assert all(k.library is None for k in kgc.compile(
+        large, target="sm_90", config=tiled).module.kernels.values())
+
+
+# -- the manifest, the CPU executor, the runtime, the C export -----------------------
+
+
+def test_the_manifest_records_the_call_and_loads_back(tmp_path):
+    kgc.compile(gemm(300, 260, 270, "f32", transposed_b=True), target="sm_90",
+                config=forced(gemm(300, 260, 270, "f32", transposed_b=True), True),
+                output_dir=tmp_path)
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    (entry,) = manifest["kernels"]
+    # Fusion numbers the kernel's inputs by first use: the transposed w first.
+    assert entry["library"] == {"name": "matmul", "operands": [1, 0], "transpose_a": False,
+                                "transpose_b": True}
+    assert "artifact" not in entry
+    assert not any(name.startswith("kernels/") for name in manifest["files"])
+    loaded = load_module(tmp_path)
+    (kernel,) = loaded.kernels.values()
+    assert kernel.library == LibraryCall("matmul", (1, 0), transpose_b=True)
+    assert kernel.artifact is None
+    kgc.runtime.load(tmp_path)  # runnable: a library kernel needs no artifact
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16", "f32"])
+@pytest.mark.parametrize("m", [1, 3, 17, 1000])
+def test_the_cpu_executor_runs_a_library_kernel(m, dtype):
+    from kgc.execution.run import run_tiled
+
+    graph = gemm(m, 260, 33, dtype, transposed_b=True, batch=2)
+    context = ir.Context()
+    module = graph.build(context)
+    config = forced(graph, True)
+    with context:
+        compiled = compile_module(module, emit="kg", config=config)
+    assert '"library_matmul"' in compiled.stages["kg"]
+    generator = torch.Generator().manual_seed(m)
+    a = torch.randn(2, m, 260, generator=generator).to(DTYPES[dtype])
+    w = torch.randn(2, 33, 260, generator=generator).to(DTYPES[dtype])
+    result = run_tiled(compiled.stages["kg"], None, a, w)
+    expected = (a.float() @ w.float().transpose(-1, -2)).to(DTYPES[dtype])
+    assert result.dtype == DTYPES[dtype]
+    torch.testing.assert_close(result, expected, rtol=0, atol=0)
+
+
+def test_a_product_of_one_input_with_itself_is_one_call():
+    from kgc.execution.run import run_tiled
+
+    g = kgc.Graph("gram")
+    x = g.input("x", (300, 257), "f32")
+    g.output(g.matmul(x, g.transpose(x, [1, 0])))
+    compiled = kgc.compile(g, target="sm_90")
+    (kernel,) = compiled.module.kernels.values()
+    assert kernel.library == LibraryCall("matmul", (0, 0), transpose_b=True)
+    assert kernel.num_inputs == 1
+    value = torch.randn(300, 257, generator=torch.Generator().manual_seed(5))
+    torch.testing.assert_close(run_tiled(compiled.module.stages["kg"], None, value),
+                               value @ value.T)
+
+
+def test_the_runtime_calls_the_library_on_buffers_of_the_workspace(tmp_path):
+    # A library matmul whose result a Triton reduction reads: the matmul's
+    # result is an intermediate, a view of the workspace, which the library
+    # call writes and the reduction's launch gets the pointer of.
+    from kgc.element_types import torch_dtype
+    from kgc.runtime import launching
+    from kgc.runtime.internals import LaunchCall
+    from kgc.runtime.library import library_function
+
+    g = kgc.Graph("gemm_sum")
+    a, b = g.input("a", (300, 260), "f32"), g.input("b", (260, 512), "f32")
+    g.output(g.sum(g.matmul(a, b), 1))
+    graph = kgc.compile(g, target="sm_90", output_dir=tmp_path)
+    function = graph.function
+    kernels = graph.module.kernels
+    (library,) = [launch for launch in function.launches if kernels[launch.kernel].library]
+    assert library.outputs[0] in function.memory.offsets()
+    recorded = []
+    bound = launching.BoundFunction("cpu", tuple(
+        launching.BoundLaunch(
+            launch.kernel, (1, 1, 1), tuple(launch.inputs + launch.outputs), (), None, None,
+            library_function(launch.kernel, kernels[launch.kernel].library, "f32"))
+        if kernels[launch.kernel].library else
+        launching.BoundLaunch(launch.kernel, (1, 1, 1), tuple(launch.inputs + launch.outputs),
+                              tuple(launch.scalars),
+                              LaunchCall(lambda *arguments: recorded.append(arguments), ()),
+                              None)
+        for launch in function.launches), (None, None), lambda device: "stream")
+    generator = torch.Generator().manual_seed(3)
+    buffers = [torch.randn(spec.shape, generator=generator).to(torch_dtype(spec.dtype))
+               for spec in function.buffers[:function.num_arguments]]
+    buffers += [None] * (len(function.buffers) - function.num_arguments)
+    launching.launch(bound, graph.buffer_layout(), buffers, poison=True)
+    product = buffers[library.outputs[0]]
+    torch.testing.assert_close(product, buffers[0] @ buffers[1])
+    (reduction,) = recorded
+    assert product.data_ptr() in reduction[4:]
+
+
+def test_the_c_export_refuses_a_library_kernel_by_name(tmp_path):
+    from kgc.export import export_c
+
+    graph = gemm(512, 512, 512)
+    with pytest.raises(KgcError, match=r"kernel @gemm_0_matmul is a library kernel.*"
+                                       r"KGC_LIBRARY_KERNELS=0"):
+        export_c(kgc.compile(graph, target="sm_90"), tmp_path)
+    written = export_c(kgc.compile(graph, target="sm_90", library_kernels=False), tmp_path)
+    assert written
+
+
+def test_kgc_compile_prints_the_call(tmp_path):
+    import subprocess
+
+    from tests.tools import console_script
+
+    source = tmp_path / "gemm.mlir"
+    source.write_text(gemm(512, 512, 512).to_mlir())
+    result = subprocess.run([console_script("kgc"), "compile", str(source), "-o",
+                             str(tmp_path / "out")], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "gemm_0_matmul: library call: BLAS matmul a @ b" in result.stdout
+
+
+# -- the search ------------------------------------------------------------------
+
+
+def test_the_search_offers_the_library_and_triton_for_a_bare_matmul():
+    from kgc.search.space import variant_space
+
+    for m, default_kind in ((512, "library_matmul"), (17, "matmul")):
+        text = gemm(m, 4096, 1024).to_mlir()
+        _, kernels = variant_space(text, "gemm", "low", 90)
+        (variants,) = kernels.values()
+        assert variants.default.kind == default_kind
+        found = {config.kind for config in variants.configs}
+        assert found == {"library_matmul", "matmul"}, variants.configs
+
+
+def test_a_fused_matmul_is_offered_no_library_call():
+    # The partition that fuses the relu into the matmul offers Triton only;
+    # the one that leaves the matmul bare offers the library too.
+    from kgc.search.space import variant_space
+
+    _, kernels = variant_space(gemm(512, 4096, 1024, relu=True).to_mlir(), "gemm", "low", 90)
+    fused = [v for v in kernels.values() if "kg.relu" in v.inline_text and "kg.matmul" in
+             v.inline_text]
+    assert fused
+    assert all(c.kind == "matmul" for v in fused for c in v.configs)
+
+
+def test_explain_names_a_library_kernel_as_a_call(capsys):
+    # Linear layers without bias: the second is a bare matmul of 300 rows
+    # (the GELU folds into the first), which cuBLAS computes.
+    model = torch.nn.Sequential(torch.nn.Linear(512, 512, bias=False), torch.nn.GELU(),
+                                torch.nn.Linear(512, 384, bias=False)).eval()
+    with torch.no_grad():
+        explanation = kgc.explain(model, torch.randn(300, 512))
+    printed = capsys.readouterr().out
+    calls = [line for line in printed.splitlines()
+             if "(library call: cuBLAS through torch)" in line]
+    assert len(calls) == 1 and "aten.mm.default" in calls[0], printed
+    assert explanation.kernel_count == 2
+
+
+def test_the_compiled_graph_shows_the_call_where_code_would_be():
+    graph = kgc.compile(gemm(512, 512, 512), target="sm_90")
+    assert graph.ttir() == ("// @gemm_0_matmul: library call: BLAS matmul a @ b (cuBLAS "
+                            "through torch)")
+    assert graph.stages() == {"gemm_0_matmul": {}}
+
+
+def test_a_config_picks_only_among_the_choices_of_a_group():
+    # A bare matmul may be the library's or Triton's; a fused one is only
+    # Triton's, and an attention kernel only attention's, whatever matches
+    # its ops too.
+    from kgc.tiling.registry import schedule_for
+    from kgc.tiling.iteration import Unplannable
+    from tests.attention_graphs import AttentionShape, attention_graph
+
+    bare = _outputs(gemm(512, 512, 512))
+    assert schedule_for(bare, kind="matmul").kind == "matmul"
+    assert schedule_for(bare, kind="library_matmul").kind == "library_matmul"
+    assert schedule_for(bare).kind == "library_matmul"
+    assert schedule_for(bare, {"library": False}).kind == "matmul"
+    with pytest.raises(Unplannable, match="a library_matmul config was given for a matmul"):
+        schedule_for(_outputs(gemm(512, 512, 512, relu=True)), kind="library_matmul")
+    with pytest.raises(Unplannable, match="a matmul config was given for a attention kernel"):
+        schedule_for(_outputs(attention_graph(AttentionShape(1, 2, 2, 64, 64, 64), "f16")),
+                     kind="matmul")
+
+
+def _outputs(graph: kgc.Graph):
+    """The output nodes of the graph's one kernel after fusion."""
+    from kgc.passes.tile import kernel_graph
+
+    context = ir.Context()
+    module = graph.build(context)
+    with context:
+        GraphConfig(graph.name).fuse(module)
+        (kernel,) = kernels_in(module)
+        return kernel_graph(kernel)
+
+
+def test_a_transposed_operand_the_kernel_returns_too_keeps_it_triton():
+    # Both the transposed weight and the product leave the kernel: a call
+    # writes only the product, so the kernel stays Triton's.
+    from kgc.tiling.graph_model import topological
+    from kgc.tiling.registry import schedule_for
+
+    g = kgc.Graph("both")
+    a, w = g.input("a", (512, 512), "f16"), g.input("w", (512, 512), "f16")
+    t = g.transpose(w, [1, 0])
+    g.output(g.matmul(a, t))
+    product = _outputs(g)[0]
+    (view,) = [n for n in topological([product]) if n.op == "transpose"]
+    assert schedule_for([product]).kind == "library_matmul"
+    assert schedule_for([view, product]).kind == "matmul"
+
+
+def test_the_torch_backend_on_the_cpu_executor_runs_library_kernels(monkeypatch):
+    # The CPU check of models (executor "cpu") covers graphs with library
+    # kernels: the Linear layers' bare matmuls run as the calls' products.
+    from kgc.execution import run as execution
+
+    calls = []
+    real = execution._run_library_call
+
+    def counting(kernel, call, inputs, arguments):
+        calls.append(call)
+        return real(kernel, call, inputs, arguments)
+
+    monkeypatch.setattr(execution, "_run_library_call", counting)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(512, 512, bias=False), torch.nn.GELU(),
+                                torch.nn.Linear(512, 384, bias=False)).eval()
+    x = torch.randn(300, 512)
+    torch._dynamo.reset()
+    try:
+        with torch.no_grad():
+            compiled = torch.compile(model, backend="kgc", options={"executor": "cpu"})
+            result = compiled(x)
+            eager = model(x)
+    finally:
+        torch._dynamo.reset()
+    assert calls and all(c.transpose_b for c in calls)
+    torch.testing.assert_close(result, eager, rtol=1e-4, atol=1e-4)
