@@ -13,7 +13,7 @@
 
 // A prefill's qkv projection (512x4096x6144, f16): a library call.
 // CHECK-LABEL: func.func @qkv
-// CHECK: kg.kernel @qkv_0(%{{.*}}, %{{.*}}) attributes {grid = array<i64: 1, 1, 1>, iteration = array<i64: 512, 4096, 6144>, kind = "library_matmul", library = true, library_call = {name = "matmul", operands = array<i64: 0, 1>, transpose_a = false, transpose_b = false}
+// CHECK: kg.kernel @qkv_0(%{{.*}}, %{{.*}}) attributes {config = {library = true}, grid = array<i64: 1, 1, 1>, iteration = array<i64: 512, 4096, 6144>, kind = "library_matmul", library_call = {name = "matmul", operands = array<i64: 0, 1>, transpose_a = false, transpose_b = false}
 // CHECK-NEXT: ^bb0(%{{.*}}: memref<512x4096xf16>, %{{.*}}: memref<4096x6144xf16>, %{{.*}}: memref<512x6144xf16>):
 // CHECK-NEXT: kg.yield
 // TTIR-LABEL: func.func @qkv
@@ -39,7 +39,7 @@ func.func @qkv(%a: tensor<512x4096xf16>, %b: tensor<4096x6144xf16>) -> tensor<51
 // an input is the call's transpose_b, not a computed operand. Batched
 // operands (bf16) are one call too.
 // CHECK-LABEL: func.func @linear_batched
-// CHECK: kind = "library_matmul", library = true, library_call = {name = "matmul", operands = array<i64: 0, 1>, transpose_a = false, transpose_b = true}
+// CHECK: config = {library = true}, {{.*}} kind = "library_matmul", library_call = {name = "matmul", operands = array<i64: 0, 1>, transpose_a = false, transpose_b = true}
 // CHECK-NOT: kg.transpose
 // CHECK: kg.yield
 func.func @linear_batched(%a: tensor<2x512x1024xbf16>, %w: tensor<2x768x1024xbf16>) -> tensor<2x512x768xbf16> {
@@ -80,7 +80,7 @@ func.func @fused(%a: tensor<512x4096xf16>, %b: tensor<4096x6144xf16>) -> tensor<
 // CHECK-NOT: library
 // CHECK: kg.tile_dot
 // ON-LABEL: func.func @decode
-// ON: kind = "library_matmul", library = true
+// ON: config = {library = true}, {{.*}} kind = "library_matmul"
 func.func @decode(%a: tensor<16x4096xf16>, %b: tensor<4096x6144xf16>) -> tensor<16x6144xf16> {
   %y = kg.kernel @decode_0(%a, %b) : (tensor<16x4096xf16>, tensor<4096x6144xf16>) -> tensor<16x6144xf16> {
   ^bb0(%x: tensor<16x4096xf16>, %w: tensor<4096x6144xf16>):
@@ -100,7 +100,7 @@ func.func @decode(%a: tensor<16x4096xf16>, %b: tensor<4096x6144xf16>) -> tensor<
 // CHECK-NOT: library
 // CHECK: kg.tile_dot
 func.func @tiled_by_hand(%a: tensor<512x4096xf16>, %b: tensor<4096x6144xf16>) -> tensor<512x6144xf16> {
-  %y = kg.kernel @tiled_by_hand_0(%a, %b) attributes {block_m = 64} : (tensor<512x4096xf16>, tensor<4096x6144xf16>) -> tensor<512x6144xf16> {
+  %y = kg.kernel @tiled_by_hand_0(%a, %b) attributes {config = {block_m = 64}} : (tensor<512x4096xf16>, tensor<4096x6144xf16>) -> tensor<512x6144xf16> {
   ^bb0(%x: tensor<512x4096xf16>, %w: tensor<4096x6144xf16>):
     %m = kg.matmul %x, %w : (tensor<512x4096xf16>, tensor<4096x6144xf16>) -> tensor<512x6144xf16>
     kg.yield %m : tensor<512x6144xf16>

@@ -156,13 +156,13 @@ func.func @matmul_epilogue(%a: tensor<384x512xf16>, %b: tensor<512x1024xf16>, %b
 // A prefill's matmul: 4 row tiles of 128 times 32 column tiles of 128 make
 // 128 programs, one wave on sm_90's 132 SMs, which beats two waves of
 // 128x64 tiles: n tiles narrow only below half a wave. One program per SM
-// over 224 k steps gets a fourth pipeline stage. (library = false keeps it
+// over 224 k steps gets a fourth pipeline stage. (config = {library = false} keeps it
 // Triton: by default a bare matmul this large calls the GPU's BLAS,
 // kg-tile-library.mlir.)
 // CHECK-LABEL: func.func @matmul_prefill_one_wave
 // CHECK: config = {block_k = 64 : i64, block_m = 128 : i64, block_n = 128 : i64, {{.*}} num_stages = 4 : i64{{.*}}}, grid = array<i64: 128, 1, 1>
 func.func @matmul_prefill_one_wave(%a: tensor<512x14336xf16>, %b: tensor<14336x4096xf16>) -> tensor<512x4096xf16> {
-  %y = kg.kernel @matmul_prefill_one_wave_0(%a, %b) attributes {library = false} : (tensor<512x14336xf16>, tensor<14336x4096xf16>) -> tensor<512x4096xf16> {
+  %y = kg.kernel @matmul_prefill_one_wave_0(%a, %b) attributes {config = {library = false}} : (tensor<512x14336xf16>, tensor<14336x4096xf16>) -> tensor<512x4096xf16> {
   ^bb0(%x: tensor<512x14336xf16>, %w: tensor<14336x4096xf16>):
     %m = kg.matmul %x, %w : (tensor<512x14336xf16>, tensor<14336x4096xf16>) -> tensor<512x4096xf16>
     kg.yield %m : tensor<512x4096xf16>
@@ -177,7 +177,7 @@ func.func @matmul_prefill_one_wave(%a: tensor<512x14336xf16>, %b: tensor<14336x4
 // CHECK-LABEL: func.func @matmul_prefill_waves
 // CHECK: config = {block_k = 64 : i64, block_m = 128 : i64, block_n = 128 : i64, {{.*}} num_stages = 3 : i64{{.*}}}, grid = array<i64: 192, 1, 1>
 func.func @matmul_prefill_waves(%a: tensor<512x4096xf16>, %b: tensor<4096x6144xf16>) -> tensor<512x6144xf16> {
-  %y = kg.kernel @matmul_prefill_waves_0(%a, %b) attributes {library = false} : (tensor<512x4096xf16>, tensor<4096x6144xf16>) -> tensor<512x6144xf16> {
+  %y = kg.kernel @matmul_prefill_waves_0(%a, %b) attributes {config = {library = false}} : (tensor<512x4096xf16>, tensor<4096x6144xf16>) -> tensor<512x6144xf16> {
   ^bb0(%x: tensor<512x4096xf16>, %w: tensor<4096x6144xf16>):
     %m = kg.matmul %x, %w : (tensor<512x4096xf16>, tensor<4096x6144xf16>) -> tensor<512x6144xf16>
     kg.yield %m : tensor<512x6144xf16>

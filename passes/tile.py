@@ -93,7 +93,7 @@ from kgc.tiling.kernel_ops import (CONFIG_ATTRIBUTE, config_attribute, is_tiled,
 from kgc.tiling.mlir_builder import tiled_kernel
 from kgc.tiling.iteration import KernelPlan, Unplannable
 from kgc.tiling.planner import Planner
-from kgc.tiling.registry import schedule_for, schedules
+from kgc.tiling.registry import matching_schedules, schedule_for, schedules
 from kgc.tiling.schedule import SourceKernel
 from kgc.tuned_defaults import TunedTable, TunedTableError, resolve
 
@@ -162,6 +162,20 @@ def choose_schedule(kernel: ir.Operation, outputs: list[Node], options: KernelCo
     return schedule_for(outputs, kernel_knobs(kernel), target=target)
 
 
+def _without_other_choices(config, outputs: list[Node], schedule):
+    """The config attribute less the knobs by which other matching
+    schedules decide whether they take the kernel (`library = false` on a
+    matmul that stays Triton's): they chose, and are not the chosen
+    schedule's knobs."""
+    if config is None:
+        return None
+    choosing = {k for s in matching_schedules(outputs) if s is not schedule
+                for k in s.choice_knobs} - set(schedule.config_class.knobs())
+    kept = {config[i].name: config[i].attr for i in range(len(config))
+            if config[i].name not in choosing}
+    return ir.DictAttr.get(kept)
+
+
 def plan_kernel(kernel: ir.Operation, options: KernelConfig | None = None,
                 target: Target | int | None = None,
                 planner: Planner | None = None,
@@ -190,7 +204,8 @@ def plan_kernel(kernel: ir.Operation, options: KernelConfig | None = None,
                           f"{{{stray[0]} = {value}}}", kernel.location)
     try:
         schedule = choose_schedule(kernel, outputs, options, target)
-        config = schedule.config_class.from_attribute(config_attribute(kernel), name)
+        config = schedule.config_class.from_attribute(
+            _without_other_choices(config_attribute(kernel), outputs, schedule), name)
         if options is not None:
             config = config.merged(options)
         if isinstance(table, str):
