@@ -45,8 +45,11 @@ def make_search(cluster):
 
 
 def fingerprint(compiled: dict) -> dict:
+    # A library kernel (a bare matmul offered to the GPU's BLAS) compiles
+    # nothing: it has no artifact.
     return {key: sorted((a.hash, hashlib.sha256(a.cubin).hexdigest())
-                        for a in (k.artifact for k in module.kernels.values()))
+                        for a in (k.artifact for k in module.kernels.values())
+                        if a is not None)
             for key, module in compiled.items()}
 
 
