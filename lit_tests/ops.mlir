@@ -192,6 +192,18 @@ func.func @views(%x: tensor<16x128xf32>, %b: tensor<128xf32>, %y: tensor<16x32xf
   return %0 : tensor<128x16xf32>
 }
 
+// CHECK-LABEL: func.func @indexed
+func.func @indexed(%table: tensor<2048x512xf16>, %ids: tensor<16xi64>, %rows: tensor<16x512xf16>,
+                   %cache: tensor<1x4x512x64xbf16>, %at: tensor<1xi32>, %k: tensor<1x4x1x64xbf16>) -> tensor<16x512xf16> {
+  // CHECK: kg.gather %{{.*}}[%{{.*}}] dim 0 : (tensor<2048x512xf16>, tensor<16xi64>) -> tensor<16x512xf16>
+  %0 = kg.gather %table[%ids] dim 0 : (tensor<2048x512xf16>, tensor<16xi64>) -> tensor<16x512xf16>
+  // CHECK: kg.scatter add %{{.*}}[%{{.*}}], %{{.*}} dim 0 : (tensor<2048x512xf16>, tensor<16xi64>, tensor<16x512xf16>) -> tensor<2048x512xf16>
+  %1 = kg.scatter add %table[%ids], %rows dim 0 : (tensor<2048x512xf16>, tensor<16xi64>, tensor<16x512xf16>) -> tensor<2048x512xf16>
+  // CHECK: kg.scatter assign %{{.*}}[%{{.*}}], %{{.*}} dim 2 : (tensor<1x4x512x64xbf16>, tensor<1xi32>, tensor<1x4x1x64xbf16>) -> tensor<1x4x512x64xbf16>
+  %2 = kg.scatter assign %cache[%at], %k dim 2 : (tensor<1x4x512x64xbf16>, tensor<1xi32>, tensor<1x4x1x64xbf16>) -> tensor<1x4x512x64xbf16>
+  return %0 : tensor<16x512xf16>
+}
+
 // CHECK-LABEL: func.func @kernel_graph_form
 func.func @kernel_graph_form(%a: tensor<16x128xf32>, %b: tensor<128xf32>) -> tensor<16x128xf32> {
   // CHECK: kg.kernel @add_relu(%{{.*}}, %{{.*}}) attributes {num_warps = 4 : i64} : (tensor<16x128xf32>, tensor<128xf32>) -> tensor<16x128xf32> {

@@ -100,6 +100,11 @@ def node_attrs(op: ir.Operation) -> dict:
         out["approximate"] = _enum_text(attributes, "approximate", "none")
     elif name == "matmul":
         out["precision"] = _enum_text(attributes, "precision", None)
+    elif name == "gather":
+        out["dim"] = ir.IntegerAttr(attributes["dim"]).value
+    elif name == "scatter":
+        out["dim"] = ir.IntegerAttr(attributes["dim"]).value
+        out["mode"] = _enum_text(attributes, "mode", None)
     return out
 
 
@@ -111,7 +116,8 @@ def _enum_text(attributes, name: str, default):
 
     value = ir.IntegerAttr(attributes[name]).value
     enum = {"approximate": kg.GeluApproximation, "precision": kg.Precision,
-            "kind": kg.ReduceKind, "predicate": kg.ComparePredicate}[name]
+            "kind": kg.ReduceKind, "predicate": kg.ComparePredicate,
+            "mode": kg.ScatterMode}[name]
     return str(enum(value))
 
 
