@@ -843,6 +843,27 @@ LogicalResult TileLoadOp::verify() {
   return verifyTmaBuffer(*this, getSrc().getType(), "src");
 }
 
+LogicalResult TileGatherOp::verify() {
+  MemRefType src = getSrc().getType();
+  RankedTensorType tile = getResult().getType();
+  if (failed(verifyTileAccess(*this, src, tile, getOffsets().size(), "src")))
+    return failure();
+  int64_t dim = getDim();
+  if (dim < 0 || dim >= src.getRank())
+    return emitOpError() << "dim " << dim << " is out of range for src " << src
+                         << " of rank " << src.getRank();
+  RankedTensorType indices = getIndices().getType();
+  bool broadcasts = indices.getRank() == tile.getRank();
+  for (int64_t d = 0; broadcasts && d < tile.getRank(); ++d)
+    broadcasts = indices.getDimSize(d) == 1 ||
+                 indices.getDimSize(d) == tile.getDimSize(d);
+  if (!broadcasts)
+    return emitOpError() << "indices " << indices
+                         << " must broadcast to the tile " << tile
+                         << " (the same rank, each dimension 1 or the tile's)";
+  return success();
+}
+
 LogicalResult TileStoreOp::verify() {
   if (failed(verifyTileAccess(*this, getDst().getType(), getValue().getType(),
                               getOffsets().size(), "dst")))

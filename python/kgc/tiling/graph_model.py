@@ -23,7 +23,10 @@ VIEW_OPS = frozenset("transpose reshape broadcast_to slice concat".split())
 # Ops without operands whose value at an index is known from the index
 # alone: copied into every kernel that reads them, never a kernel's input.
 SOURCE_OPS = frozenset({"constant", "iota"})
-SUPPORTED_OPS = ELEMENTWISE_OPS | VIEW_OPS | SOURCE_OPS | {"reduce", "matmul"}
+# Ops that read a kernel input at positions held in another tensor: only
+# the schedules of `kgc.tiling.gather` write their loads.
+INDIRECT_OPS = frozenset({"gather"})
+SUPPORTED_OPS = ELEMENTWISE_OPS | VIEW_OPS | SOURCE_OPS | INDIRECT_OPS | {"reduce", "matmul"}
 
 
 @dataclasses.dataclass(eq=False)

@@ -3,8 +3,9 @@
 `plan_group` asks the registered schedules in turn; the first that matches
 plans the kernel, and a dry run of its generator checks that the program
 can be written. The built-in schedules are listed here, narrowest pattern
-first: attention (`kgc.tiling.attention`) before matmul
-(`kgc.tiling.matmul`), reduction and pointwise (`kgc.tiling.plan`).
+first: the gathers (`kgc.tiling.gather`), then attention
+(`kgc.tiling.attention`) before matmul (`kgc.tiling.matmul`), reduction
+and pointwise (`kgc.tiling.plan`).
 `register_schedule` adds one, tried before them; a schedule needs nothing
 else of kgc to be used (its module defines a `Schedule` and calls
 `register_schedule`).
@@ -19,6 +20,7 @@ from kgc.targets import Target, target_for
 from kgc.tiling import plan_cache
 from kgc.tiling.attention import AttentionSchedule
 from kgc.tiling.config import ConfigError, KernelConfig
+from kgc.tiling.gather import GatherReductionSchedule, GatherSchedule
 from kgc.tiling.generate import DryBuilder
 from kgc.tiling.graph_model import SUPPORTED_OPS, Node, topological
 from kgc.tiling.iteration import KernelPlan, Unplannable
@@ -30,9 +32,10 @@ __all__ = ["kernel_kind", "plan_group", "register_schedule", "schedule_for", "sc
            "unregister_schedule"]
 
 # Tried in order; the first that matches plans the kernel. Attention plans
-# a narrower pattern than matmuls: it goes first.
-_SCHEDULES: list[Schedule] = [AttentionSchedule(), MatmulSchedule(), ReductionSchedule(),
-                              PointwiseSchedule()]
+# a narrower pattern than matmuls: it goes first. Only the gathers' own
+# schedules write a kg.gather: they go before every other.
+_SCHEDULES: list[Schedule] = [GatherReductionSchedule(), GatherSchedule(), AttentionSchedule(),
+                              MatmulSchedule(), ReductionSchedule(), PointwiseSchedule()]
 
 
 def register_schedule(schedule: Schedule) -> Schedule:

@@ -1,0 +1,112 @@
+"""Kernels that gather: an embedding lookup and what its rows flow into.
+
+`kg.gather` reads its table at the positions its indices hold, which no
+affine map of the iteration gives, so the generic generator has no tile
+form for it. The two schedules here plan a kernel with a gather as the
+built-in pointwise and reduction schedules do (`kgc.tiling.plan`): the
+gather's result is read at an affine map like any value, and so are its
+indices (at the row of the gathered dimension). `GatherGenerator` writes
+their programs with the generic generator and one more rule: a gather read
+at a map whose gathered dimension is one iteration axis becomes a tile of
+its indices and a `kg.tile_gather` of the table, which reads along that
+axis at the indices and along the others as a load would.
+
+* gather: the gather and elementwise ops and views around it (an embedding
+  scaled by a constant, cast to the model's type);
+* gather_reduction: the gather and a reduction of what it reads (the
+  embedding and the RMSNorm of the first layer in one kernel, the rows
+  never written to memory between them).
+
+The table must be a kernel input (its rows are read from memory), and its
+gathered dimension must map to one iteration axis alone. Both schedules
+are registered in `kgc.tiling.registry` before the built-in ones.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from kgc.tiling.generate import Generator, Tile
+from kgc.tiling.graph_model import INDIRECT_OPS, Node
+from kgc.tiling.index_maps import BufferView, IndexMap
+from kgc.tiling.iteration import Unplannable, gather_indices_map
+from kgc.tiling.plan import PointwiseSchedule, ReductionSchedule
+
+__all__ = ["GatherGenerator", "GatherReductionSchedule", "GatherSchedule"]
+
+
+def _gathers(order: Sequence[Node]) -> bool:
+    return any(node.op in INDIRECT_OPS for node in order)
+
+
+def _has(order: Sequence[Node], op: str) -> bool:
+    return any(node.op == op for node in order)
+
+
+class GatherSchedule(PointwiseSchedule):
+    """A gather and the pointwise ops around it, tiled as pointwise kernels
+    are."""
+
+    kind = "gather"
+
+    def match(self, order):
+        return _gathers(order) and not _has(order, "reduce") and not _has(order, "matmul")
+
+    def generate(self, plan, builder):
+        GatherGenerator(plan, builder).run()
+
+
+class GatherReductionSchedule(ReductionSchedule):
+    """A gather and reductions of what it reads, tiled as reduction kernels
+    are."""
+
+    kind = "gather_reduction"
+
+    def match(self, order):
+        return _gathers(order) and _has(order, "reduce") and not _has(order, "matmul")
+
+    def generate(self, plan, builder):
+        GatherGenerator(plan, builder).run()
+
+
+class GatherGenerator(Generator):
+    """The generic generator, with kg.gather read through kg.tile_gather."""
+
+    def _emit(self, node: Node, index_map: IndexMap, axes: frozenset) -> Tile:
+        if node.op != "gather":
+            return super()._emit(node, index_map, axes)
+        table, indices = node.operands
+        dim = node.attrs["dim"]
+        if not table.is_input:
+            raise Unplannable(f"the table {table.shape} of kg.gather is computed in the kernel; "
+                              "a gather reads its rows from memory, a kernel input")
+        axis = index_map.axis_of_row(dim)
+        if axis is None or index_map.offsets[dim] != 0 or any(
+                row[axis] for d, row in enumerate(index_map.rows) if d != dim):
+            raise Unplannable("kg.gather is read through a view that does not keep its gathered "
+                              "dimension on one iteration axis of its own")
+        positions = self.gen(indices, gather_indices_map(node, index_map))
+        # The table as a view over the iteration: the other dimensions where
+        # the map reads them, the gathered one spanning the table along
+        # `axis`, at the positions the indices give (offset 0).
+        strides, offset = BufferView.contiguous(table.shape).address_map(index_map)
+        sizes, offsets = [], []
+        for a in range(self.n):
+            if a == axis:
+                sizes.append(table.shape[dim])
+                offsets.append(self.b.const(0))
+            elif strides[a] == 0:
+                sizes.append(1)
+                offsets.append(self.b.const(0))
+            else:
+                lo, hi = index_map.windows[a]
+                offset += strides[a] * lo
+                sizes.append(hi - lo)
+                offsets.append(self.offsets[a] if lo == 0 else
+                               self.b.scalar("sub", self.offsets[a], self.b.const(lo)))
+        if offset < 0:
+            raise Unplannable("a view starts before its buffer")
+        view = BufferView(tuple(sizes), tuple(strides), offset)
+        value = self.b.gather(table.input_index, table.element, view, offsets, positions.value,
+                              axis, self._shape(axes))
+        return Tile(value, axes, table.element)
