@@ -17,13 +17,17 @@ axis at the indices and along the others as a load would.
   embedding and the RMSNorm of the first layer in one kernel, the rows
   never written to memory between them).
 
-The table must be a kernel input (its rows are read from memory), and its
-gathered dimension must map to one iteration axis alone. Both schedules
+The table must be a kernel input (its rows are read from memory), and the
+indices must vary along an iteration axis that the table's other
+dimensions are not read along (an embedding of a batch of sequences read
+as [batch, sequence, hidden] carries the table's rows on the sequence
+axis, its positions varying along batch and sequence). Both schedules
 are registered in `kgc.tiling.registry` before the built-in ones.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Sequence
 
 from kgc.tiling.generate import Generator, Tile
@@ -80,22 +84,29 @@ class GatherGenerator(Generator):
         if not table.is_input:
             raise Unplannable(f"the table {table.shape} of kg.gather is computed in the kernel; "
                               "a gather reads its rows from memory, a kernel input")
-        axis = index_map.axis_of_row(dim)
-        if axis is None or index_map.offsets[dim] != 0 or any(
-                row[axis] for d, row in enumerate(index_map.rows) if d != dim):
-            raise Unplannable("kg.gather is read through a view that does not keep its gathered "
-                              "dimension on one iteration axis of its own")
         positions = self.gen(indices, gather_indices_map(node, index_map))
-        # The table as a view over the iteration: the other dimensions where
-        # the map reads them, the gathered one spanning the table along
-        # `axis`, at the positions the indices give (offset 0).
-        strides, offset = BufferView.contiguous(table.shape).address_map(index_map)
+        # The table as a view over the iteration: its other dimensions where
+        # the map reads them; its gathered dimension on one axis that they
+        # do not read (the innermost of those the indices vary along),
+        # spanning the table there, at the positions the indices give.
+        rows = tuple((0,) * self.n if d == dim else row for d, row in enumerate(index_map.rows))
+        offsets_ = tuple(0 if d == dim else o for d, o in enumerate(index_map.offsets))
+        contiguous = BufferView.contiguous(table.shape)
+        strides, offset = contiguous.address_map(
+            dataclasses.replace(index_map, rows=rows, offsets=offsets_))
+        strides = list(strides)
+        free = [a for a, c in enumerate(index_map.rows[dim]) if c != 0 and strides[a] == 0]
+        if not free:
+            raise Unplannable("kg.gather is read where its gathered dimension has no iteration "
+                              "axis of its own")
+        axis = free[-1]
+        strides[axis] = contiguous.strides[dim]
         sizes, offsets = [], []
         for a in range(self.n):
             if a == axis:
                 sizes.append(table.shape[dim])
                 offsets.append(self.b.const(0))
-            elif strides[a] == 0:
+            elif a not in axes:
                 sizes.append(1)
                 offsets.append(self.b.const(0))
             else:
