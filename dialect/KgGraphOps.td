@@ -600,7 +600,10 @@ def Kg_ScatterOp : Kg_Op<"scatter", [Pure]> {
     position's contributions in f32 and rounds once. Where an index repeats
     under `assign`, one of the slices written there is kept, and which one
     is unspecified (torch's rule; kgc's reference keeps the last). Every
-    index must lie in `[0, dest.shape[dim])`, as for `kg.gather`.
+    index must lie in `[0, dest.shape[dim])`: `kgc.reference` reports one
+    outside (naming the op, the index and where it sits); the kernels kgc
+    makes of a scatter (`kg-decompose`) write or add nothing for it, on the
+    GPU and on the CPU executor alike.
 
     Example:
 
