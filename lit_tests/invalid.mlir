@@ -1077,6 +1077,38 @@ func.func @program_id_i64(%a: tensor<16x16xf32>) -> tensor<16x16xf32> {
 
 // -----
 
+// tile_gather: its indices broadcast to the tile.
+func.func @tile_gather_indices_shape(%a: tensor<50x16xf32>, %i: tensor<8xi64>) -> tensor<8x16xf32> {
+  %y = kg.kernel @k(%a, %i) : (tensor<50x16xf32>, tensor<8xi64>) -> tensor<8x16xf32> {
+  ^bb0(%x: memref<50x16xf32>, %ids: memref<8xi64>, %out: memref<8x16xf32>):
+    %c0 = arith.constant 0 : i32
+    %v = memref.reinterpret_cast %ids to offset: [0], sizes: [4, 1], strides: [1, 0] : memref<8xi64> to memref<4x1xi64, strided<[1, 0]>>
+    %rows = kg.tile_load %v[%c0, %c0] : memref<4x1xi64, strided<[1, 0]>> -> tensor<4x1xi64>
+    // expected-error @+1 {{indices 'tensor<4x1xi64>' must broadcast to the tile 'tensor<8x16xf32>' (the same rank, each dimension 1 or the tile's)}}
+    %t = kg.tile_gather %x[%c0, %c0] indices %rows dim 0 : memref<50x16xf32>, tensor<4x1xi64> -> tensor<8x16xf32>
+    kg.yield
+  }
+  return %y : tensor<8x16xf32>
+}
+
+// -----
+
+// tile_gather: dim names a dimension of the buffer.
+func.func @tile_gather_dim(%a: tensor<50x16xf32>, %i: tensor<8xi64>) -> tensor<8x16xf32> {
+  %y = kg.kernel @k(%a, %i) : (tensor<50x16xf32>, tensor<8xi64>) -> tensor<8x16xf32> {
+  ^bb0(%x: memref<50x16xf32>, %ids: memref<8xi64>, %out: memref<8x16xf32>):
+    %c0 = arith.constant 0 : i32
+    %v = memref.reinterpret_cast %ids to offset: [0], sizes: [8, 1], strides: [1, 0] : memref<8xi64> to memref<8x1xi64, strided<[1, 0]>>
+    %rows = kg.tile_load %v[%c0, %c0] : memref<8x1xi64, strided<[1, 0]>> -> tensor<8x1xi64>
+    // expected-error @+1 {{dim 2 is out of range for src 'memref<50x16xf32>' of rank 2}}
+    %t = kg.tile_gather %x[%c0, %c0] indices %rows dim 2 : memref<50x16xf32>, tensor<8x1xi64> -> tensor<8x16xf32>
+    kg.yield
+  }
+  return %y : tensor<8x16xf32>
+}
+
+// -----
+
 // tile_load takes one offset per buffer dimension.
 func.func @tile_load_offsets(%a: tensor<16x16xf32>) -> tensor<16x16xf32> {
   %y = kg.kernel @k(%a) : (tensor<16x16xf32>) -> tensor<16x16xf32> {

@@ -259,6 +259,24 @@ func.func @kernel_tiled_form(%a: tensor<17x1000xf32>, %w: tensor<1000x64xf16>) -
   return %y : tensor<17x64xf32>
 }
 
+// CHECK-LABEL: func.func @tile_gather
+func.func @tile_gather(%table: tensor<50x64xf16>, %ids: tensor<16xi64>) -> tensor<16x64xf16> {
+  %y = kg.kernel @gathered(%table, %ids) attributes {grid = array<i64: 1, 1, 1>} : (tensor<50x64xf16>, tensor<16xi64>) -> tensor<16x64xf16> {
+  ^bb0(%t: memref<50x64xf16>, %i: memref<16xi64>, %out: memref<16x64xf16>):
+    %c0 = arith.constant 0 : i32
+    %iv = memref.reinterpret_cast %i to offset: [0], sizes: [16, 1], strides: [1, 0] : memref<16xi64> to memref<16x1xi64, strided<[1, 0]>>
+    %rows = kg.tile_load %iv[%c0, %c0] : memref<16x1xi64, strided<[1, 0]>> -> tensor<16x1xi64>
+    %m = kg.tile_mask [%c0, %c0] lower [0, 0] upper [16, 60] : tensor<16x64xi1>
+    // CHECK: kg.tile_gather %{{.*}}[%{{.*}}, %{{.*}}] indices %{{.*}} dim 0 : memref<50x64xf16>, tensor<16x1xi64> -> tensor<16x64xf16>
+    %g = kg.tile_gather %t[%c0, %c0] indices %rows dim 0 : memref<50x64xf16>, tensor<16x1xi64> -> tensor<16x64xf16>
+    // CHECK: kg.tile_gather %{{.*}}[%{{.*}}, %{{.*}}] indices %{{.*}} dim 0 mask %{{.*}} padding 0.000000e+00 : memref<50x64xf16>, tensor<16x1xi64> -> tensor<16x64xf16>
+    %h = kg.tile_gather %t[%c0, %c0] indices %rows dim 0 mask %m padding 0.0 : memref<50x64xf16>, tensor<16x1xi64> -> tensor<16x64xf16>
+    kg.tile_store %g, %out[%c0, %c0] : tensor<16x64xf16>, memref<16x64xf16>
+    kg.yield
+  }
+  return %y : tensor<16x64xf16>
+}
+
 // CHECK-LABEL: func.func @tf32_tile_dot
 func.func @tf32_tile_dot(%arg: tensor<16x16xf32>) -> tensor<16x16xf32> {
   %y = kg.kernel @dot(%arg) : (tensor<16x16xf32>) -> tensor<16x16xf32> {
