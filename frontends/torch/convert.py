@@ -1076,8 +1076,6 @@ def _single_index(ctx: Context, x: Tensor, indices) -> tuple[int, Tensor]:
 
 def _gathered(ctx: Context, x: Tensor, dim: int, index: Tensor, wrap: bool) -> Tensor:
     """x[..., index, ...] along dim: the index's own shape in place of dim."""
-    if not isinstance(x, Tensor):
-        raise Unsupported(f"{op_name(ctx.node)} of a value that is not a tensor")
     flat = _flat_index(ctx, index, x.shape[dim], wrap)
     rows = ctx.graph.gather(x, flat, dim)
     shape = x.shape[:dim] + index.shape + x.shape[dim + 1:]
@@ -1090,8 +1088,6 @@ def _scattered(ctx: Context, x: Tensor, dim: int, index: Tensor, values, mode: s
     """x with `values` (broadcast to x[..., index, ...]) written or added
     at index along dim."""
     graph = ctx.graph
-    if not isinstance(x, Tensor):
-        raise Unsupported(f"{op_name(ctx.node)} into a value that is not a tensor")
     dtype = ctx.out_dtype
     count = math.prod(index.shape)
     if count > 1 and dtype not in _FLOATS:
@@ -1135,6 +1131,8 @@ def _embedding_dense_backward(ctx, a):
     width = grad.shape[-1]
     padding = _static_value(a.get("padding_idx", -1), "padding_idx")
     dtype = ctx.out_dtype
+    if dtype not in _FLOATS:
+        raise Unsupported(f"embedding_dense_backward of {dtype}")
     flat = _flat_index(ctx, ids, rows, wrap=False)
     count = flat.shape[0]
     source = _cast(graph, grad if grad.shape == (count, width) else graph.reshape(grad, (count, width)),
@@ -1142,16 +1140,21 @@ def _embedding_dense_backward(ctx, a):
     if padding >= 0:
         skipped = graph.eq(graph.reshape(flat, (count, 1)), graph.constant(padding, (), flat.dtype))
         source = graph.where(skipped, graph.constant(0.0, (), dtype), source)
-    if count > 1 and dtype not in _FLOATS:
-        raise Unsupported(f"embedding_dense_backward of {dtype}")
     zeros = graph.constant(0.0, (rows, width), dtype)
     return graph.scatter(zeros, flat, source, 0, "add")
 
 
+def _indexed_tensor(ctx: Context, x) -> Tensor:
+    if not isinstance(x, Tensor) or x.ndim == 0:
+        raise Unsupported(f"{op_name(ctx.node)} of a value that is not a tensor of at least one "
+                          "dimension")
+    return x
+
+
 @converts(aten.index_select.default)
 def _index_select(ctx, a):
-    x = a["input"]
-    dim = _static_value(a["dim"], "index_select dim") % max(x.ndim, 1)
+    x = _indexed_tensor(ctx, a["input"])
+    dim = _static_value(a["dim"], "index_select dim") % x.ndim
     index = _index_tensor(ctx, a["index"], "index_select index")
     if index.ndim > 1:
         raise Unsupported(f"index_select with a {index.ndim}-D index")
@@ -1162,7 +1165,7 @@ def _index_select(ctx, a):
 def _index(ctx, a):
     """x[idx] or x[:, idx]: one index tensor on one dim (negative indices
     count from the end, as torch's indexing does)."""
-    x = a["input"]
+    x = _indexed_tensor(ctx, a["input"])
     dim, index = _single_index(ctx, x, a["indices"])
     return _gathered(ctx, x, dim, index, wrap=True)
 
@@ -1171,8 +1174,8 @@ def _index(ctx, a):
 def _index_copy(ctx, a):
     """x with source's slices written at index along dim (a static KV
     cache's update at the cache positions)."""
-    x = a["input"]
-    dim = _static_value(a["dim"], "index_copy dim") % max(x.ndim, 1)
+    x = _indexed_tensor(ctx, a["input"])
+    dim = _static_value(a["dim"], "index_copy dim") % x.ndim
     index = _index_tensor(ctx, a["index"], "index_copy index")
     return _scattered(ctx, x, dim, index, a["source"], "assign", wrap=False)
 
@@ -1182,7 +1185,7 @@ def _index_put(ctx, a):
     """x[..., index] = values, or += with accumulate (the embedding's
     gradient as torch decomposes it, the static cache's update as
     index_copy decomposes): one index tensor on one dim."""
-    x = a["input"]
+    x = _indexed_tensor(ctx, a["input"])
     dim, index = _single_index(ctx, x, a["indices"])
     mode = "add" if _static_value(a.get("accumulate", False), "index_put accumulate") else "assign"
     return _scattered(ctx, x, dim, index, a["values"], mode, wrap=True)
