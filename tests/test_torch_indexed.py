@@ -9,6 +9,10 @@ right."""
 
 from __future__ import annotations
 
+import pathlib
+import shutil
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -16,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from kgc.torch import reports
+from tests.test_torch_frontend import ReferenceBackend
 
 aten = torch.ops.aten
 COUNTS = [1, 3, 17, 1000]
@@ -201,3 +206,48 @@ def test_what_kg_has_no_form_for_falls_back_per_op(function, op):
     result, left, _ = compiled_run(function, x, rows)
     assert op in [name.split(":")[0] for name in left]
     assert torch.equal(result, function(x, rows))
+
+
+def filecheck(text: str, checks: str, folder: pathlib.Path) -> None:
+    tool = shutil.which("filecheck", path=str(pathlib.Path(sys.executable).parent))
+    assert tool is not None, "filecheck is a test dependency"
+    (folder / "checks.txt").write_text(checks)
+    result = subprocess.run([tool, str(folder / "checks.txt")], input=text, text=True,
+                            capture_output=True)
+    assert result.returncode == 0, f"{result.stderr}\n--- input ---\n{text}"
+
+
+@pytest.mark.parametrize("function,shapes,checks", [
+    # A batch of sequences of ids: flattened, gathered, shaped back.
+    (lambda ids, w, c, p, k: F.embedding(ids, w),
+     [(2, 17), (50, 16), (1, 2, 20, 8), (3,), (1, 2, 3, 8)],
+     "CHECK: kg.reshape %{{.*}} : tensor<2x17xi64> -> tensor<34xi64>\n"
+     "CHECK-NEXT: kg.gather %{{.*}}[%{{.*}}] dim 0 : (tensor<50x16xf32>, tensor<34xi64>) -> "
+     "tensor<34x16xf32>\n"
+     "CHECK-NEXT: kg.reshape %{{.*}} : tensor<34x16xf32> -> tensor<2x17x16xf32>"),
+    # The cache update at three positions, negative ones counted from the end.
+    (lambda ids, w, c, p, k: aten.index_put(c, [None, None, p], k, False),
+     [(2, 17), (50, 16), (1, 2, 20, 8), (3,), (1, 2, 3, 8)],
+     "CHECK: kg.cmp lt\nCHECK: kg.add\nCHECK: kg.select\n"
+     "CHECK-NEXT: kg.scatter assign %{{.*}}[%{{.*}}], %{{.*}} dim 2 : (tensor<1x2x20x8xf32>, "
+     "tensor<3xi64>, tensor<1x2x3x8xf32>) -> tensor<1x2x20x8xf32>"),
+    # The embedding's gradient: rows of zeros with each id's row added.
+    (lambda ids, w, c, p, k: aten.embedding_dense_backward(k.reshape(6, 8), torch.cat([p, p]).abs(),
+                                                           20, -1, False),
+     [(2, 17), (50, 16), (1, 2, 20, 8), (3,), (1, 2, 3, 8)],
+     "CHECK: kg.constant 0.000000e+00 : tensor<20x8xf32>\n"
+     "CHECK: kg.scatter add %{{.*}}[%{{.*}}], %{{.*}} dim 0 : (tensor<20x8xf32>, tensor<6xi64>, "
+     "tensor<6x8xf32>) -> tensor<20x8xf32>"),
+])
+def test_the_kg_each_converter_writes(function, shapes, checks, tmp_path):
+    inputs = [repeated(34, 50, 70, shape=(2, 17)), randn(50, 16, seed=71),
+              randn(1, 2, 20, 8, seed=72), torch.tensor([4, -1, 19]), randn(1, 2, 3, 8, seed=73)]
+    assert [tuple(x.shape) for x in inputs] == shapes
+    backend = ReferenceBackend()
+    with torch.no_grad():
+        expected = function(*inputs)
+        got = torch.compile(function, backend=backend, fullgraph=True)(*inputs)
+    torch.testing.assert_close(got, expected)
+    (report,) = backend.reports
+    assert not report.fallbacks, report.fallbacks
+    filecheck("\n".join(backend.texts), checks, tmp_path)
