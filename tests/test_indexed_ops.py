@@ -220,7 +220,7 @@ def test_several_indices_into_integers_are_a_clear_error():
     (lambda g, t, i: g.scatter(t, i, t, 0, "max"), "scatter: mode 'max' must be 'assign' or 'add'"),
     (lambda g, t, i: g.scatter(t, i, g.input("s", (4, 8), "f32"), 0),
      r"scatter: source \(4, 8\) f32 must have shape \[3, 8\] \(dest \(17, 8\) f32 with "
-     "dimension 0 replaced by the 3 indices\)"),
+     r"dimension 0 replaced by the 3 indices\)"),
 ])
 def test_the_graph_api_names_what_is_wrong(build, message):
     graph = kgc.Graph("bad")
