@@ -3,7 +3,9 @@ backend="kgc", options={"executor": "cpu"})`: embedding, its dense
 backward, index_select, indexing by one tensor, index_copy and index_put
 (with and without accumulate) each stay in kgc's kernels at 1, 3, 17 and
 1000 indices, with repeated indices where the op sums them, and give
-torch's results; what kg has no form for (two index tensors, a boolean
+torch's results; indexing by tensors on adjacent dims (an attention mask
+reading a padding mask at [batch, position]) is one gather of the merged
+dims; what kg has no form for (index tensors on dims apart, a boolean
 mask, several indices added into integers) falls back per op and is still
 right."""
 
@@ -148,6 +150,22 @@ def test_index_select_and_indexing_by_one_tensor(count):
 
 
 @pytest.mark.parametrize("count", COUNTS)
+def test_indexing_by_tensors_on_adjacent_dims(count):
+    # transformers' masks read the padding mask as mask[batch_idx, kv_idx],
+    # the indices broadcast against each other.
+    x = randn(2, 3, 1000, 4, seed=count + 25)
+    batch = torch.tensor([[1], [0], [-1]])
+    positions = repeated(count, 1000, count + 26)
+    positions[0] = -1
+
+    def read(x, batch, positions):
+        return x[:, batch, positions] * 2.0
+
+    result, left, _ = compiled_run(read, x, batch, positions)
+    assert not left and torch.equal(result, read(x, batch, positions))
+
+
+@pytest.mark.parametrize("count", COUNTS)
 def test_the_static_cache_update_writes_the_positions_in_kgc(count):
     # transformers' StaticCache: keys.index_copy_(2, cache_position, new_keys).
     cache = randn(1, 2, 1000, 8, seed=count + 30)
@@ -195,7 +213,7 @@ def test_index_put_of_a_scalar_broadcasts_it():
 
 
 @pytest.mark.parametrize("function,op", [
-    (lambda x, i: x[i, i + 1], "aten.index.Tensor"),
+    (lambda x, i: x.reshape(17, 2, 4)[i, :, i % 4], "aten.index.Tensor"),
     (lambda x, i: aten.index_put(x, [x > 0], torch.tensor(0.5)), "aten.index_put.default"),
     (lambda x, i: aten.index_put(x.long(), [i], torch.ones(3, 8, dtype=torch.long), True),
      "aten.index_put.default"),

@@ -1161,11 +1161,47 @@ def _index_select(ctx, a):
     return _gathered(ctx, x, dim, index, wrap=False)
 
 
+def _merged_index(ctx: Context, x: Tensor, indices) -> tuple[Tensor, int, Tensor]:
+    """(x with the indexed dims merged into one, that dim, the index into
+    it) for index tensors on adjacent dims (x[b, s] as an attention mask
+    reads a padding mask): each index, counted from the end where negative
+    and broadcast to their common shape, times the merged stride."""
+    graph = ctx.graph
+    given = [(d, i) for d, i in enumerate(indices) if i is not None]
+    dims = [d for d, _ in given]
+    if dims != list(range(dims[0], dims[0] + len(dims))):
+        raise Unsupported(f"{op_name(ctx.node)} with index tensors on dims {dims}, which are not "
+                          "adjacent (torch puts the result's indexed dims first)")
+    tensors = [_index_tensor(ctx, i, f"{op_name(ctx.node)} index") for _, i in given]
+    shape = tuple(torch.broadcast_shapes(*(t.shape for t in tensors)))
+    first, sizes = dims[0], x.shape[dims[0]:dims[-1] + 1]
+    flat = None
+    for position, index in enumerate(tensors):
+        index = _cast(graph, index, "i64")
+        size = sizes[position]
+        zero = graph.constant(0, (), "i64")
+        index = graph.where(graph.lt(index, zero), graph.add(index, graph.constant(size, (), "i64")),
+                            index)
+        if index.shape != shape:
+            index = graph.broadcast_to(index, shape)
+        stride = math.prod(sizes[position + 1:])
+        if stride != 1:
+            index = graph.mul(index, graph.constant(stride, (), "i64"))
+        flat = index if flat is None else graph.add(flat, index)
+    merged = graph.reshape(x, x.shape[:first] + (math.prod(sizes),) + x.shape[dims[-1] + 1:])
+    return merged, first, flat
+
+
 @converts(aten.index.Tensor)
 def _index(ctx, a):
-    """x[idx] or x[:, idx]: one index tensor on one dim (negative indices
-    count from the end, as torch's indexing does)."""
+    """x[idx] or x[:, idx]: one index tensor on one dim, or tensors on
+    adjacent dims, whose dims are merged into one gathered at the combined
+    index (negative indices count from the end, as torch's indexing does)."""
     x = _indexed_tensor(ctx, a["input"])
+    given = [i for i in a["indices"] if i is not None]
+    if len(given) > 1:
+        merged, dim, index = _merged_index(ctx, x, a["indices"])
+        return _gathered(ctx, merged, dim, index, wrap=False)
     dim, index = _single_index(ctx, x, a["indices"])
     return _gathered(ctx, x, dim, index, wrap=True)
 
