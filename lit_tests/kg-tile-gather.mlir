@@ -46,6 +46,31 @@ func.func @batch(%table: tensor<50x64xf32>, %ids: tensor<2x17xi32>) -> tensor<2x
 
 // -----
 
+// Positions computed in the kernel (an iota, as a mask's are) run on past
+// the end of the iteration in the lanes that pad a tile (17 of 32 after
+// kg-pad-mask): they are replaced by 0 outside [0, 17), so that no lane
+// reads past the table. Positions read from memory need no such select
+// (@rows above gathers at the loaded tile itself): kg-pad-mask pads their
+// load with 0.
+// CHECK-LABEL: func.func @computed_positions
+// CHECK: %[[ZERO:.*]] = kg.constant 0.000000e+00 : tensor<1x1xi64>
+// CHECK: %[[LANES:.*]] = kg.tile_range %{{.*}} axis 0 : tensor<17x1xi32>
+// CHECK-NEXT: %[[P:.*]] = kg.cast %[[LANES]] : tensor<17x1xi32> to tensor<17x1xi64>
+// CHECK-NEXT: %[[IN:.*]] = kg.tile_mask [%{{.*}}, %{{.*}}] lower [0, -2147483648] upper [17, 2147483647] : tensor<17x1xi1>
+// CHECK-NEXT: %[[SAFE:.*]] = kg.tile_select %[[IN]], %[[P]], %[[ZERO]]
+// CHECK-NEXT: kg.tile_gather %{{.*}} indices %[[SAFE]] dim 0 : memref<17x3xf32, strided<[3, 1]>>, tensor<17x1xi64> -> tensor<17x3xf32>
+func.func @computed_positions(%table: tensor<17x3xf32>) -> tensor<17x3xf32> {
+  %y = kg.kernel @positions_0(%table) : (tensor<17x3xf32>) -> tensor<17x3xf32> {
+  ^bb0(%t: tensor<17x3xf32>):
+    %p = kg.iota dim 0 : tensor<17xi64>
+    %r = kg.gather %t[%p] dim 0 : (tensor<17x3xf32>, tensor<17xi64>) -> tensor<17x3xf32>
+    kg.yield %r : tensor<17x3xf32>
+  }
+  return %y : tensor<17x3xf32>
+}
+
+// -----
+
 // A kernel that computes its gather's table cannot read it at the indices:
 // the table must come from memory. (kg-fuse never makes such a kernel.)
 func.func @computed(%x: tensor<50x8xf32>, %ids: tensor<3xi64>) -> tensor<3x8xf32> {

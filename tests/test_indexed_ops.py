@@ -106,6 +106,19 @@ def test_an_embedding_and_its_rms_norm_are_one_kernel(tokens, dtype):
     torch.testing.assert_close(result, expected)
 
 
+@pytest.mark.parametrize("count", COUNTS)
+def test_computed_indices_past_the_iteration_read_nothing_outside(count):
+    # Indices made in the kernel (an iota, as a mask's positions are) hold
+    # positions past the table in the lanes that pad the last tile.
+    graph = kgc.Graph("positions")
+    table = graph.input("table", (count, 3), "f32")
+    positions = graph.sub(graph.arange(0, count), graph.input("shift", (), "i64"))
+    graph.output(graph.gather(table, positions, 0))
+    values = torch.randn(count, 3)
+    result = run_tiled(tiled(graph), None, values, torch.tensor(0))
+    assert torch.equal(result, values)
+
+
 def test_a_gather_of_a_computed_table_reads_it_from_memory():
     # The table is computed by another op: the gather's kernel cannot read
     # it at the indices, so the exp is a kernel of its own.

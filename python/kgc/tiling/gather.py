@@ -9,7 +9,8 @@ indices (at the row of the gathered dimension). `GatherGenerator` writes
 their programs with the generic generator and one more rule: a gather read
 at a map whose gathered dimension is one iteration axis becomes a tile of
 its indices and a `kg.tile_gather` of the table, which reads along that
-axis at the indices and along the others as a load would.
+axis at the indices and along the others as a load would. Lanes past the end
+of the iteration read position 0, whatever their indices hold.
 
 * gather: the gather and elementwise ops and views around it (an embedding
   scaled by a constant, cast to the model's type);
@@ -30,10 +31,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Sequence
 
+from kgc.tiling.constants import INT32_MAX, INT32_MIN
 from kgc.tiling.generate import Generator, Tile
 from kgc.tiling.graph_model import INDIRECT_OPS, Node
 from kgc.tiling.index_maps import BufferView, IndexMap
-from kgc.tiling.iteration import Unplannable, gather_indices_map
+from kgc.tiling.iteration import Unplannable, gather_indices_map, leaf_view
 from kgc.tiling.plan import PointwiseSchedule, ReductionSchedule
 
 __all__ = ["GatherGenerator", "GatherReductionSchedule", "GatherSchedule"]
@@ -118,6 +120,31 @@ class GatherGenerator(Generator):
         if offset < 0:
             raise Unplannable("a view starts before its buffer")
         view = BufferView(tuple(sizes), tuple(strides), offset)
-        value = self.b.gather(table.input_index, table.element, view, offsets, positions.value,
-                              axis, self._shape(axes))
+        if leaf_view(indices) is not None:
+            # Read from memory: kg-pad-mask gives the lanes past the end 0.
+            inside = positions.value
+        else:
+            inside = self._inside(positions)
+        value = self.b.gather(table.input_index, table.element, view, offsets, inside, axis,
+                              self._shape(axes))
         return Tile(value, axes, table.element)
+
+    def _inside(self, positions: Tile):
+        """Computed positions, 0 in the lanes past the end of the iteration:
+        a partial or padded tile's lanes there hold what the indices were
+        computed to be (an iota runs on past the end), which kg-pad-mask
+        cannot mask, not knowing the gather's iteration; a position of 0
+        reads inside the table."""
+        tile, extents = self.plan.tile, self.plan.extents
+        ragged = frozenset(a for a in positions.axes
+                           if extents[a] % tile[a] or tile[a] & (tile[a] - 1))
+        if not ragged:
+            return positions.value
+        lower, upper = [INT32_MIN] * self.n, [INT32_MAX] * self.n
+        for a in ragged:
+            lower[a], upper[a] = 0, extents[a]
+        mask = self.b.mask([self.offsets[a] if a in ragged else self.b.const(0)
+                            for a in range(self.n)], lower, upper, self._shape(ragged))
+        zero = self.b.constant(0.0, positions.element, self._shape(frozenset()))
+        return self.b.select(mask, positions.value, zero, positions.element,
+                             self._shape(positions.axes))
