@@ -63,6 +63,7 @@ def Kg_FloatTensor : StaticShapeTensorOf<[Kg_Float]>;
 def Kg_NumericTensor : StaticShapeTensorOf<[Kg_Numeric]>;
 def Kg_ValueTensor : StaticShapeTensorOf<[Kg_Value]>;
 def Kg_BoolTensor : StaticShapeTensorOf<[I1]>;
+def Kg_IndexTensor : StaticShapeTensorOf<[Kg_Int]>;
 def Kg_Tensor : StaticShapeTensorOf<[Kg_Element]>;
 
 // Tiles are tensors too; masks are tensors of i1.
@@ -100,6 +101,14 @@ def Kg_ComparePredicate : I32EnumAttr<"ComparePredicate",
       I32EnumAttrCase<"le", 3>,
       I32EnumAttrCase<"gt", 4>,
       I32EnumAttrCase<"ge", 5>
+    ]> {
+  let cppNamespace = "::kgc::kg";
+}
+
+def Kg_ScatterMode : I32EnumAttr<"ScatterMode",
+    "how kg.scatter combines a source row with the destination's", [
+      I32EnumAttrCase<"assign", 0>,
+      I32EnumAttrCase<"add", 1>
     ]> {
   let cppNamespace = "::kgc::kg";
 }

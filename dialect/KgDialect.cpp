@@ -641,6 +641,63 @@ LogicalResult SliceOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// Indexed ops
+//===----------------------------------------------------------------------===//
+
+/// Checks what kg.gather and kg.scatter share: `dim` names a dimension of
+/// `base` (the table or the destination), `indices` is 1-D, and `sliced`
+/// (the gather's result, the scatter's source) is `base` with dimension
+/// `dim` replaced by the number of indices, in the element type of `base`.
+static LogicalResult verifyIndexed(Operation *op, StringRef baseName,
+                                   RankedTensorType base, Value indicesValue,
+                                   int64_t dim, StringRef slicedName,
+                                   RankedTensorType sliced) {
+  RankedTensorType indices = tensorType(indicesValue);
+  if (base.getRank() == 0)
+    return op->emitOpError() << baseName << " " << base
+                             << " must have at least one dimension to index";
+  if (dim < 0 || dim >= base.getRank())
+    return op->emitOpError() << "dim " << dim << " is out of range for "
+                             << baseName << " " << base << " of rank "
+                             << base.getRank();
+  if (indices.getRank() != 1)
+    return op->emitOpError() << "indices " << indices
+                             << " must be 1-D (reshape them to one dimension)";
+  SmallVector<int64_t> expected(base.getShape());
+  expected[dim] = indices.getDimSize(0);
+  if (sliced != RankedTensorType::get(expected, base.getElementType()))
+    return op->emitOpError()
+           << slicedName << " " << sliced << " must have shape "
+           << shapeText(expected) << " (" << baseName << " " << base
+           << " with dimension " << dim << " replaced by the "
+           << indices.getDimSize(0) << " indices) and element type "
+           << base.getElementType();
+  return success();
+}
+
+LogicalResult GatherOp::verify() {
+  return verifyIndexed(getOperation(), "table", getTable().getType(),
+                       getIndices(), getDim(), "result", getOut().getType());
+}
+
+LogicalResult ScatterOp::verify() {
+  RankedTensorType dest = getDest().getType(), out = getOut().getType();
+  if (failed(verifyIndexed(getOperation(), "dest", dest, getIndices(), getDim(),
+                           "source", getSource().getType())))
+    return failure();
+  if (out != dest)
+    return emitOpError() << "result " << out << " must have the type of dest "
+                         << dest;
+  Type element = dest.getElementType();
+  if (getMode() == ScatterMode::add &&
+      (element.isInteger(1) || isFloat8(element)))
+    return emitOpError() << "mode add needs f32, f16, bf16, i32 or i64 elements, "
+                            "not those of dest "
+                         << dest;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Kernels
 //===----------------------------------------------------------------------===//
 
@@ -792,6 +849,27 @@ LogicalResult TileLoadOp::verify() {
                             "its padding must be 0, got "
                          << getPadding()->convertToDouble();
   return verifyTmaBuffer(*this, getSrc().getType(), "src");
+}
+
+LogicalResult TileGatherOp::verify() {
+  MemRefType src = getSrc().getType();
+  RankedTensorType tile = getResult().getType();
+  if (failed(verifyTileAccess(*this, src, tile, getOffsets().size(), "src")))
+    return failure();
+  int64_t dim = getDim();
+  if (dim < 0 || dim >= src.getRank())
+    return emitOpError() << "dim " << dim << " is out of range for src " << src
+                         << " of rank " << src.getRank();
+  RankedTensorType indices = getIndices().getType();
+  bool broadcasts = indices.getRank() == tile.getRank();
+  for (int64_t d = 0; broadcasts && d < tile.getRank(); ++d)
+    broadcasts = indices.getDimSize(d) == 1 ||
+                 indices.getDimSize(d) == tile.getDimSize(d);
+  if (!broadcasts)
+    return emitOpError() << "indices " << indices
+                         << " must broadcast to the tile " << tile
+                         << " (the same rank, each dimension 1 or the tile's)";
+  return success();
 }
 
 LogicalResult TileStoreOp::verify() {

@@ -546,6 +546,81 @@ def Kg_SliceOp : Kg_Op<"slice", [Pure]> {
 }
 
 //===----------------------------------------------------------------------===//
+// Indexed ops
+//===----------------------------------------------------------------------===//
+
+def Kg_GatherOp : Kg_Op<"gather", [Pure]> {
+  let summary = "the slices of a table that an index tensor names";
+  let description = [{
+    Takes, along dimension `dim` of `table`, the slices whose positions
+    `indices` lists, in that order, as `torch.index_select(table, dim,
+    indices)` does: element `r` of the result is `table[r']`, where `r'` is
+    `r` with its coordinate `i` along `dim` replaced by `indices[i]`. An
+    embedding lookup is a gather of the rows (dim 0) of the embedding
+    table. `indices` is a 1-D tensor of i32 or i64 (any number of entries,
+    repeats allowed); the result has the shape of `table` with dimension
+    `dim` replaced by the number of indices, and the element type of
+    `table`.
+
+    Every index must lie in `[0, table.shape[dim])`: negative indices do
+    not count from the end. An index outside is an error that
+    `kgc.reference` and the CPU executor report (naming the op, the index
+    and where it sits); a GPU kernel does not check it.
+
+    Example:
+
+    ```mlir
+    %rows = kg.gather %embedding[%ids] dim 0 : (tensor<2048x512xf16>, tensor<16xi64>) -> tensor<16x512xf16>
+    %cols = kg.gather %x[%picked] dim 1 : (tensor<4x1000xf32>, tensor<3xi32>) -> tensor<4x3xf32>
+    ```
+  }];
+  let arguments = (ins Kg_Tensor:$table, Kg_IndexTensor:$indices, I64Attr:$dim);
+  let results = (outs Kg_Tensor:$out);
+  let assemblyFormat = "$table `[` $indices `]` `dim` $dim attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Kg_ScatterOp : Kg_Op<"scatter", [Pure]> {
+  let summary = "a copy of a tensor with slices written or added at listed positions";
+  let description = [{
+    The result is `dest` with, for each `i`, the slice of `source` at
+    position `i` along dimension `dim` written (`assign`) or added (`add`)
+    at position `indices[i]` along `dim` of `dest`: `assign` is
+    `dest.index_copy(dim, indices, source)` (a static KV cache update at
+    the cache positions), `add` is `dest.index_add(dim, indices, source)`
+    (the gradient of an embedding lookup, where a token that occurs twice
+    gets both rows of the gradient). `dest` is not changed: the op makes a
+    new tensor.
+
+    `indices` is a 1-D tensor of i32 or i64; `source` has the shape of
+    `dest` with dimension `dim` replaced by the number of indices, and the
+    element type of `dest`; the result has the type of `dest`. `add` takes
+    floats and integers (not i1); an `add` of f16 or bf16 sums each
+    position's contributions in f32 and rounds once. Where an index repeats
+    under `assign`, one of the slices written there is kept, and which one
+    is unspecified (torch's rule; kgc's reference keeps the last). Every
+    index must lie in `[0, dest.shape[dim])`: `kgc.reference` reports one
+    outside (naming the op, the index and where it sits); the kernels kgc
+    makes of a scatter (`kg-decompose`) write or add nothing for it, on the
+    GPU and on the CPU executor alike.
+
+    Example:
+
+    ```mlir
+    %cache1 = kg.scatter assign %cache[%positions], %k dim 2 : (tensor<1x4x512x64xf16>, tensor<1xi64>, tensor<1x4x1x64xf16>) -> tensor<1x4x512x64xf16>
+    %grad = kg.scatter add %zeros[%ids], %grad_rows dim 0 : (tensor<2048x512xf32>, tensor<16xi64>, tensor<16x512xf32>) -> tensor<2048x512xf32>
+    ```
+  }];
+  let arguments = (ins Kg_ScatterMode:$mode, Kg_Tensor:$dest,
+                       Kg_IndexTensor:$indices, Kg_Tensor:$source, I64Attr:$dim);
+  let results = (outs Kg_Tensor:$out);
+  let assemblyFormat = "$mode $dest `[` $indices `]` `,` $source `dim` $dim attr-dict "
+                       "`:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Kernels
 //===----------------------------------------------------------------------===//
 

@@ -144,6 +144,39 @@ def Kg_TileStoreOp : Kg_Op<"tile_store", [AttrSizedOperandSegments,
   let hasVerifier = 1;
 }
 
+def Kg_TileGatherOp : Kg_Op<"tile_gather", [AttrSizedOperandSegments,
+    OptionalTypesMatchWith<"mask is a tensor of i1 with the shape of the tile", "result", "mask",
+        "::mlir::cast<::mlir::RankedTensorType>($_self).clone("
+        "::mlir::IntegerType::get($_self.getContext(), 1))">]> {
+  let summary = "reads a tile of a buffer at listed positions along one dimension";
+  let description = [{
+    Reads a tile of `src` as `kg.tile_load` does, except along dimension
+    `dim`: there lane `l` reads position `offsets[dim] + indices[l]`, where
+    `indices` (i32 or i64, of the tile's rank) broadcasts to the tile's
+    shape. Along every other dimension `d`, lane `l` reads `offsets[d] +
+    l[d]`. This is the indirect load of a `kg.gather` (an embedding row per
+    token). Lanes whose `mask` is false are not read and hold `padding`
+    (unspecified when absent); `kg-pad-mask` masks the lanes past the
+    buffer along the other dimensions. Along `dim` the indices must lie
+    inside the buffer (lanes padded past the iteration hold the index tile's
+    padding, 0).
+
+    Example:
+
+    ```mlir
+    %rows = kg.tile_gather %table[%c0, %col] indices %ids dim 0 : memref<2048x512xf16>, tensor<16x1xi64> -> tensor<16x128xf16>
+    ```
+  }];
+  let arguments = (ins Arg<Kg_Buffer, "the buffer read", [MemRead]>:$src,
+                       Variadic<I32>:$offsets, Kg_IndexTensor:$indices, I64Attr:$dim,
+                       Optional<Kg_MaskTile>:$mask, OptionalAttr<F64Attr>:$padding);
+  let results = (outs Kg_Tensor:$result);
+  let assemblyFormat = "$src `[` $offsets `]` `indices` $indices `dim` $dim "
+                       "(`mask` $mask^)? (`padding` $padding^)? attr-dict `:` "
+                       "type($src) `,` type($indices) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 def Kg_TileMaskOp : Kg_Op<"tile_mask", [Pure]> {
   let summary = "which lanes of a tile fall inside a box";
   let description = [{

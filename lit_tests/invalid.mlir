@@ -716,6 +716,117 @@ func.func @slice_element_type(%x: tensor<16x128xf32>) -> tensor<16x32xf16> {
 // -----
 
 //===----------------------------------------------------------------------===//
+// Indexed ops
+//===----------------------------------------------------------------------===//
+
+// gather: indices are integers.
+func.func @gather_float_indices(%t: tensor<8x4xf32>, %i: tensor<3xf32>) -> tensor<3x4xf32> {
+  // expected-error @+1 {{operand #1 must be statically shaped tensor of i32 or i64 values}}
+  %0 = kg.gather %t[%i] dim 0 : (tensor<8x4xf32>, tensor<3xf32>) -> tensor<3x4xf32>
+  return %0 : tensor<3x4xf32>
+}
+
+// -----
+
+// gather: indices are 1-D.
+func.func @gather_2d_indices(%t: tensor<8x4xf32>, %i: tensor<2x3xi64>) -> tensor<6x4xf32> {
+  // expected-error @+1 {{indices 'tensor<2x3xi64>' must be 1-D (reshape them to one dimension)}}
+  %0 = kg.gather %t[%i] dim 0 : (tensor<8x4xf32>, tensor<2x3xi64>) -> tensor<6x4xf32>
+  return %0 : tensor<6x4xf32>
+}
+
+// -----
+
+// gather: dim lies in [0, rank).
+func.func @gather_dim(%t: tensor<8x4xf32>, %i: tensor<3xi64>) -> tensor<3x4xf32> {
+  // expected-error @+1 {{dim 2 is out of range for table 'tensor<8x4xf32>' of rank 2}}
+  %0 = kg.gather %t[%i] dim 2 : (tensor<8x4xf32>, tensor<3xi64>) -> tensor<3x4xf32>
+  return %0 : tensor<3x4xf32>
+}
+
+// -----
+
+// gather: a table of rank 0 has nothing to index.
+func.func @gather_scalar_table(%t: tensor<f32>, %i: tensor<3xi64>) -> tensor<3xf32> {
+  // expected-error @+1 {{table 'tensor<f32>' must have at least one dimension to index}}
+  %0 = kg.gather %t[%i] dim 0 : (tensor<f32>, tensor<3xi64>) -> tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+
+// -----
+
+// gather: the result has the table's shape with dim replaced by the index count.
+func.func @gather_shape(%t: tensor<8x4xf32>, %i: tensor<3xi64>) -> tensor<4x4xf32> {
+  // expected-error @+1 {{result 'tensor<4x4xf32>' must have shape [3, 4] (table 'tensor<8x4xf32>' with dimension 0 replaced by the 3 indices) and element type 'f32'}}
+  %0 = kg.gather %t[%i] dim 0 : (tensor<8x4xf32>, tensor<3xi64>) -> tensor<4x4xf32>
+  return %0 : tensor<4x4xf32>
+}
+
+// -----
+
+// gather: the result has the table's element type.
+func.func @gather_element(%t: tensor<8x4xf32>, %i: tensor<3xi64>) -> tensor<3x4xf16> {
+  // expected-error @+1 {{result 'tensor<3x4xf16>' must have shape [3, 4] (table 'tensor<8x4xf32>' with dimension 0 replaced by the 3 indices) and element type 'f32'}}
+  %0 = kg.gather %t[%i] dim 0 : (tensor<8x4xf32>, tensor<3xi64>) -> tensor<3x4xf16>
+  return %0 : tensor<3x4xf16>
+}
+
+// -----
+
+// scatter: the source has dest's shape with dim replaced by the index count.
+func.func @scatter_source_shape(%d: tensor<8x4xf32>, %i: tensor<3xi64>, %s: tensor<3x5xf32>) -> tensor<8x4xf32> {
+  // expected-error @+1 {{source 'tensor<3x5xf32>' must have shape [3, 4] (dest 'tensor<8x4xf32>' with dimension 0 replaced by the 3 indices) and element type 'f32'}}
+  %0 = kg.scatter add %d[%i], %s dim 0 : (tensor<8x4xf32>, tensor<3xi64>, tensor<3x5xf32>) -> tensor<8x4xf32>
+  return %0 : tensor<8x4xf32>
+}
+
+// -----
+
+// scatter: the source has dest's element type.
+func.func @scatter_source_element(%d: tensor<8x4xf32>, %i: tensor<3xi64>, %s: tensor<8x3xf16>) -> tensor<8x4xf32> {
+  // expected-error @+1 {{source 'tensor<8x3xf16>' must have shape [8, 3] (dest 'tensor<8x4xf32>' with dimension 1 replaced by the 3 indices) and element type 'f32'}}
+  %0 = kg.scatter assign %d[%i], %s dim 1 : (tensor<8x4xf32>, tensor<3xi64>, tensor<8x3xf16>) -> tensor<8x4xf32>
+  return %0 : tensor<8x4xf32>
+}
+
+// -----
+
+// scatter: the result has dest's type.
+func.func @scatter_result(%d: tensor<8x4xf32>, %i: tensor<3xi64>, %s: tensor<3x4xf32>) -> tensor<8x4xf16> {
+  // expected-error @+1 {{result 'tensor<8x4xf16>' must have the type of dest 'tensor<8x4xf32>'}}
+  %0 = kg.scatter add %d[%i], %s dim 0 : (tensor<8x4xf32>, tensor<3xi64>, tensor<3x4xf32>) -> tensor<8x4xf16>
+  return %0 : tensor<8x4xf16>
+}
+
+// -----
+
+// scatter: dim lies in [0, rank).
+func.func @scatter_dim(%d: tensor<8x4xf32>, %i: tensor<3xi64>, %s: tensor<3x4xf32>) -> tensor<8x4xf32> {
+  // expected-error @+1 {{dim -1 is out of range for dest 'tensor<8x4xf32>' of rank 2}}
+  %0 = kg.scatter add %d[%i], %s dim -1 : (tensor<8x4xf32>, tensor<3xi64>, tensor<3x4xf32>) -> tensor<8x4xf32>
+  return %0 : tensor<8x4xf32>
+}
+
+// -----
+
+// scatter add: booleans have no sum.
+func.func @scatter_add_bool(%d: tensor<8xi1>, %i: tensor<3xi64>, %s: tensor<3xi1>) -> tensor<8xi1> {
+  // expected-error @+1 {{mode add needs f32, f16, bf16, i32 or i64 elements, not those of dest 'tensor<8xi1>'}}
+  %0 = kg.scatter add %d[%i], %s dim 0 : (tensor<8xi1>, tensor<3xi64>, tensor<3xi1>) -> tensor<8xi1>
+  return %0 : tensor<8xi1>
+}
+
+// -----
+
+// scatter assign: booleans are copied like any element.
+func.func @scatter_assign_bool_is_fine(%d: tensor<8xi1>, %i: tensor<3xi64>, %s: tensor<3xi1>) -> tensor<8xi1> {
+  %0 = kg.scatter assign %d[%i], %s dim 0 : (tensor<8xi1>, tensor<3xi64>, tensor<3xi1>) -> tensor<8xi1>
+  return %0 : tensor<8xi1>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
 // Kernels
 //===----------------------------------------------------------------------===//
 
@@ -987,6 +1098,38 @@ func.func @program_id_i64(%a: tensor<16x16xf32>) -> tensor<16x16xf32> {
     kg.yield
   }
   return %y : tensor<16x16xf32>
+}
+
+// -----
+
+// tile_gather: its indices broadcast to the tile.
+func.func @tile_gather_indices_shape(%a: tensor<50x16xf32>, %i: tensor<8xi64>) -> tensor<8x16xf32> {
+  %y = kg.kernel @k(%a, %i) : (tensor<50x16xf32>, tensor<8xi64>) -> tensor<8x16xf32> {
+  ^bb0(%x: memref<50x16xf32>, %ids: memref<8xi64>, %out: memref<8x16xf32>):
+    %c0 = arith.constant 0 : i32
+    %v = memref.reinterpret_cast %ids to offset: [0], sizes: [4, 1], strides: [1, 0] : memref<8xi64> to memref<4x1xi64, strided<[1, 0]>>
+    %rows = kg.tile_load %v[%c0, %c0] : memref<4x1xi64, strided<[1, 0]>> -> tensor<4x1xi64>
+    // expected-error @+1 {{indices 'tensor<4x1xi64>' must broadcast to the tile 'tensor<8x16xf32>' (the same rank, each dimension 1 or the tile's)}}
+    %t = kg.tile_gather %x[%c0, %c0] indices %rows dim 0 : memref<50x16xf32>, tensor<4x1xi64> -> tensor<8x16xf32>
+    kg.yield
+  }
+  return %y : tensor<8x16xf32>
+}
+
+// -----
+
+// tile_gather: dim names a dimension of the buffer.
+func.func @tile_gather_dim(%a: tensor<50x16xf32>, %i: tensor<8xi64>) -> tensor<8x16xf32> {
+  %y = kg.kernel @k(%a, %i) : (tensor<50x16xf32>, tensor<8xi64>) -> tensor<8x16xf32> {
+  ^bb0(%x: memref<50x16xf32>, %ids: memref<8xi64>, %out: memref<8x16xf32>):
+    %c0 = arith.constant 0 : i32
+    %v = memref.reinterpret_cast %ids to offset: [0], sizes: [8, 1], strides: [1, 0] : memref<8xi64> to memref<8x1xi64, strided<[1, 0]>>
+    %rows = kg.tile_load %v[%c0, %c0] : memref<8x1xi64, strided<[1, 0]>> -> tensor<8x1xi64>
+    // expected-error @+1 {{dim 2 is out of range for src 'memref<50x16xf32>' of rank 2}}
+    %t = kg.tile_gather %x[%c0, %c0] indices %rows dim 2 : memref<50x16xf32>, tensor<8x1xi64> -> tensor<8x16xf32>
+    kg.yield
+  }
+  return %y : tensor<8x16xf32>
 }
 
 // -----

@@ -514,3 +514,93 @@ func.func @tiled_kernel(%a: tensor<16x16xf16>) -> tensor<16x16xf16> {
   }
   return %y : tensor<16x16xf16>
 }
+
+// ---------------------------------------------------------------------------
+// scatter
+// ---------------------------------------------------------------------------
+
+// Several indices added (an embedding's gradient): a one-hot matrix of the
+// rows each index names, times the source, added to the destination.
+// CHECK-LABEL: func.func @scatter_add_rows
+// CHECK-SAME: (%[[D:.*]]: tensor<64x32xf32>, %[[I:.*]]: tensor<5xi64>, %[[S:.*]]: tensor<5x32xf32>)
+// CHECK-NEXT: %[[ROWS:.*]] = kg.iota dim 0 : tensor<64x1xi64>
+// CHECK-NEXT: %[[L:.*]] = kg.reshape %[[I]] : tensor<5xi64> -> tensor<1x5xi64>
+// CHECK-NEXT: %[[HIT:.*]] = kg.cmp eq %[[ROWS]], %[[L]] : (tensor<64x1xi64>, tensor<1x5xi64>) -> tensor<64x5xi1>
+// CHECK-NEXT: %[[ONE:.*]] = kg.cast %[[HIT]] : tensor<64x5xi1> to tensor<64x5xf32>
+// CHECK-NEXT: %[[C:.*]] = kg.matmul %[[ONE]], %[[S]] : (tensor<64x5xf32>, tensor<5x32xf32>) -> tensor<64x32xf32>
+// CHECK-NEXT: %[[Y:.*]] = kg.add %[[D]], %[[C]] : (tensor<64x32xf32>, tensor<64x32xf32>) -> tensor<64x32xf32>
+// CHECK-NEXT: return %[[Y]]
+func.func @scatter_add_rows(%grad: tensor<64x32xf32>, %ids: tensor<5xi64>, %rows: tensor<5x32xf32>) -> tensor<64x32xf32> {
+  %y = kg.scatter add %grad[%ids], %rows dim 0 : (tensor<64x32xf32>, tensor<5xi64>, tensor<5x32xf32>) -> tensor<64x32xf32>
+  return %y : tensor<64x32xf32>
+}
+
+// One index (a decode step's cache update): a pointwise choice, no matmul,
+// in the cache's own type.
+// CHECK-LABEL: func.func @scatter_assign_one_position
+// CHECK-SAME: (%[[C:.*]]: tensor<1x2x16x8xf16>, %[[AT:.*]]: tensor<1xi64>, %[[K:.*]]: tensor<1x2x1x8xf16>)
+// CHECK-NEXT: %[[A:.*]] = kg.reshape %[[AT]] : tensor<1xi64> -> tensor<1x1x1x1xi64>
+// CHECK-NEXT: %[[POS:.*]] = kg.iota dim 2 : tensor<1x1x16x1xi64>
+// CHECK-NEXT: %[[HIT:.*]] = kg.cmp eq %[[POS]], %[[A]]
+// CHECK-NEXT: %[[Y:.*]] = kg.select %[[HIT]], %[[K]], %[[C]] : (tensor<1x1x16x1xi1>, tensor<1x2x1x8xf16>, tensor<1x2x16x8xf16>) -> tensor<1x2x16x8xf16>
+// CHECK-NEXT: return %[[Y]]
+func.func @scatter_assign_one_position(%cache: tensor<1x2x16x8xf16>, %at: tensor<1xi64>, %k: tensor<1x2x1x8xf16>) -> tensor<1x2x16x8xf16> {
+  %y = kg.scatter assign %cache[%at], %k dim 2 : (tensor<1x2x16x8xf16>, tensor<1xi64>, tensor<1x2x1x8xf16>) -> tensor<1x2x16x8xf16>
+  return %y : tensor<1x2x16x8xf16>
+}
+
+// One index added in f16: the sum is f32, rounded once.
+// CHECK-LABEL: func.func @scatter_add_one_f16
+// CHECK: kg.cmp eq
+// CHECK-NEXT: %[[S:.*]] = kg.cast %{{.*}} {kg.promotion} : tensor<1x8xf16> to tensor<1x8xf32>
+// CHECK-NEXT: %[[Z:.*]] = kg.constant 0.000000e+00 : tensor<f32>
+// CHECK-NEXT: %[[ADDED:.*]] = kg.select %{{.*}}, %[[S]], %[[Z]] : (tensor<16x1xi1>, tensor<1x8xf32>, tensor<f32>) -> tensor<16x8xf32>
+// CHECK-NEXT: %[[D:.*]] = kg.cast %{{.*}} {kg.promotion} : tensor<16x8xf16> to tensor<16x8xf32>
+// CHECK-NEXT: %[[SUM:.*]] = kg.add %[[D]], %[[ADDED]]
+// CHECK-NEXT: %[[Y:.*]] = kg.cast %[[SUM]] {kg.promotion} : tensor<16x8xf32> to tensor<16x8xf16>
+// CHECK-NEXT: return %[[Y]]
+func.func @scatter_add_one_f16(%d: tensor<16x8xf16>, %at: tensor<1xi64>, %s: tensor<1x8xf16>) -> tensor<16x8xf16> {
+  %y = kg.scatter add %d[%at], %s dim 0 : (tensor<16x8xf16>, tensor<1xi64>, tensor<1x8xf16>) -> tensor<16x8xf16>
+  return %y : tensor<16x8xf16>
+}
+
+// Several positions written (a prefill's cache update): only the last
+// source naming a row is kept, and rows no index names keep the cache.
+// CHECK-LABEL: func.func @scatter_assign_positions
+// CHECK-SAME: (%[[C:.*]]: tensor<1x2x16x8xbf16>, %[[AT:.*]]: tensor<3xi32>, %[[K:.*]]: tensor<1x2x3x8xbf16>)
+// CHECK: %[[HIT:.*]] = kg.cmp eq %{{.*}}, %{{.*}} : (tensor<16x1xi32>, tensor<1x3xi32>) -> tensor<16x3xi1>
+// CHECK-NEXT: %[[I:.*]] = kg.iota dim 1 : tensor<1x3xf32>
+// CHECK-NEXT: %[[NONE:.*]] = kg.constant -1.000000e+00 : tensor<f32>
+// CHECK-NEXT: %[[MARK:.*]] = kg.select %[[HIT]], %[[I]], %[[NONE]]
+// CHECK-NEXT: %[[LAST:.*]] = kg.reduce max %[[MARK]] dims [1] keepdim : tensor<16x3xf32> -> tensor<16x1xf32>
+// CHECK-NEXT: %[[KEPT:.*]] = kg.cmp eq %[[I]], %[[LAST]] : (tensor<1x3xf32>, tensor<16x1xf32>) -> tensor<16x3xi1>
+// CHECK-NEXT: %[[ONE:.*]] = kg.cast %[[KEPT]] : tensor<16x3xi1> to tensor<16x3xbf16>
+// CHECK-NEXT: %[[P:.*]] = kg.matmul %[[ONE]], %[[K]] : (tensor<16x3xbf16>, tensor<1x2x3x8xbf16>) -> tensor<1x2x16x8xf32>
+// CHECK-NEXT: %[[Z:.*]] = kg.constant 0.000000e+00 : tensor<f32>
+// CHECK-NEXT: %[[W:.*]] = kg.cmp ge %[[LAST]], %[[Z]] : (tensor<16x1xf32>, tensor<f32>) -> tensor<16x1xi1>
+// CHECK-NEXT: %[[PB:.*]] = kg.cast %[[P]] {kg.promotion} : tensor<1x2x16x8xf32> to tensor<1x2x16x8xbf16>
+// CHECK-NEXT: %[[Y:.*]] = kg.select %[[W]], %[[PB]], %[[C]]
+// CHECK-NEXT: return %[[Y]]
+func.func @scatter_assign_positions(%cache: tensor<1x2x16x8xbf16>, %at: tensor<3xi32>, %k: tensor<1x2x3x8xbf16>) -> tensor<1x2x16x8xbf16> {
+  %y = kg.scatter assign %cache[%at], %k dim 2 : (tensor<1x2x16x8xbf16>, tensor<3xi32>, tensor<1x2x3x8xbf16>) -> tensor<1x2x16x8xbf16>
+  return %y : tensor<1x2x16x8xbf16>
+}
+
+// Along the last dimension, the indices multiply from the right.
+// CHECK-LABEL: func.func @scatter_add_last_dim
+// CHECK: %[[T:.*]] = kg.transpose %{{.*}} [1, 0] : tensor<16x3xf32> -> tensor<3x16xf32>
+// CHECK-NEXT: %[[P:.*]] = kg.matmul %{{.*}}, %[[T]] : (tensor<4x3xf32>, tensor<3x16xf32>) -> tensor<4x16xf32>
+// CHECK-NEXT: kg.add %{{.*}}, %[[P]]
+func.func @scatter_add_last_dim(%d: tensor<4x16xf32>, %at: tensor<3xi64>, %s: tensor<4x3xf32>) -> tensor<4x16xf32> {
+  %y = kg.scatter add %d[%at], %s dim 1 : (tensor<4x16xf32>, tensor<3xi64>, tensor<4x3xf32>) -> tensor<4x16xf32>
+  return %y : tensor<4x16xf32>
+}
+
+// A gather is no composite: its kernel reads the rows it names (kgc.tiling.gather).
+// CHECK-LABEL: func.func @gather_stays
+// CHECK-NEXT: kg.gather
+// CHECK-NEXT: return
+func.func @gather_stays(%t: tensor<64x32xf16>, %ids: tensor<5xi64>) -> tensor<5x32xf16> {
+  %y = kg.gather %t[%ids] dim 0 : (tensor<64x32xf16>, tensor<5xi64>) -> tensor<5x32xf16>
+  return %y : tensor<5x32xf16>
+}

@@ -247,3 +247,29 @@ func.func @tile_store_kept(%a: tensor<16x16xf32>) -> tensor<16x16xf32> {
   "tt.store"(%p, %s) : (tensor<128x!tt.ptr<f32>>, tensor<128xf32>) -> ()
   "tt.return"() : () -> ()
 }) : () -> ()
+
+// A gather reads memory like a load: two alike with no write between are
+// merged; one after a store into its buffer is not merged with the one before.
+// CHECK-LABEL: func.func @tile_gathers
+func.func @tile_gathers(%a: tensor<16x16xf32>, %i: tensor<16xi64>) -> tensor<16x16xf32> {
+  // CHECK: %[[IDS:.*]] = kg.tile_load
+  // CHECK-NEXT: %[[G:.*]] = kg.tile_gather %{{.*}} indices %[[IDS]]
+  // CHECK-NEXT: kg.tile_store %[[G]]
+  // CHECK-NEXT: kg.tile_store %[[G]]
+  // CHECK-NEXT: %[[H:.*]] = kg.tile_gather %{{.*}} indices %[[IDS]]
+  // CHECK-NEXT: kg.tile_store %[[H]]
+  %y = kg.kernel @gathers(%a, %i) : (tensor<16x16xf32>, tensor<16xi64>) -> tensor<16x16xf32> {
+  ^bb0(%x: memref<16x16xf32>, %ids: memref<16xi64>, %out: memref<16x16xf32>):
+    %c0 = arith.constant 0 : i32
+    %v = memref.reinterpret_cast %ids to offset: [0], sizes: [16, 1], strides: [1, 0] : memref<16xi64> to memref<16x1xi64, strided<[1, 0]>>
+    %r = kg.tile_load %v[%c0, %c0] : memref<16x1xi64, strided<[1, 0]>> -> tensor<16x1xi64>
+    %g = kg.tile_gather %out[%c0, %c0] indices %r dim 0 : memref<16x16xf32>, tensor<16x1xi64> -> tensor<16x16xf32>
+    %h = kg.tile_gather %out[%c0, %c0] indices %r dim 0 : memref<16x16xf32>, tensor<16x1xi64> -> tensor<16x16xf32>
+    kg.tile_store %g, %x[%c0, %c0] : tensor<16x16xf32>, memref<16x16xf32>
+    kg.tile_store %h, %out[%c0, %c0] : tensor<16x16xf32>, memref<16x16xf32>
+    %k = kg.tile_gather %out[%c0, %c0] indices %r dim 0 : memref<16x16xf32>, tensor<16x1xi64> -> tensor<16x16xf32>
+    kg.tile_store %k, %x[%c0, %c0] : tensor<16x16xf32>, memref<16x16xf32>
+    kg.yield
+  }
+  return %y : tensor<16x16xf32>
+}

@@ -193,3 +193,24 @@ func.func @cse_then_dce(%x: tensor<8xf32>) -> tensor<8xf32> {
   "tt.store"(%a2, %t) : (tensor<128x!tt.ptr<f32>>, tensor<128xf32>) -> ()
   "tt.return"() : () -> ()
 }) : () -> ()
+
+// An unused gather reads memory only, and goes; so does the load of its
+// indices. The store stays.
+// CHECK-LABEL: func.func @unused_gather
+// CHECK-NOT: kg.tile_gather
+// CHECK: kg.tile_store
+// PIPE-LABEL: func.func @unused_gather
+// PIPE-NOT: kg.tile_gather
+func.func @unused_gather(%a: tensor<16x16xf32>, %i: tensor<16xi64>) -> tensor<16x16xf32> {
+  %y = kg.kernel @gathers(%a, %i) : (tensor<16x16xf32>, tensor<16xi64>) -> tensor<16x16xf32> {
+  ^bb0(%x: memref<16x16xf32>, %ids: memref<16xi64>, %out: memref<16x16xf32>):
+    %c0 = arith.constant 0 : i32
+    %v = memref.reinterpret_cast %ids to offset: [0], sizes: [16, 1], strides: [1, 0] : memref<16xi64> to memref<16x1xi64, strided<[1, 0]>>
+    %r = kg.tile_load %v[%c0, %c0] : memref<16x1xi64, strided<[1, 0]>> -> tensor<16x1xi64>
+    %g = kg.tile_gather %x[%c0, %c0] indices %r dim 0 : memref<16x16xf32>, tensor<16x1xi64> -> tensor<16x16xf32>
+    %t = kg.tile_load %x[%c0, %c0] : memref<16x16xf32> -> tensor<16x16xf32>
+    kg.tile_store %t, %out[%c0, %c0] : tensor<16x16xf32>, memref<16x16xf32>
+    kg.yield
+  }
+  return %y : tensor<16x16xf32>
+}

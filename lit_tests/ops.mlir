@@ -192,6 +192,18 @@ func.func @views(%x: tensor<16x128xf32>, %b: tensor<128xf32>, %y: tensor<16x32xf
   return %0 : tensor<128x16xf32>
 }
 
+// CHECK-LABEL: func.func @indexed
+func.func @indexed(%table: tensor<2048x512xf16>, %ids: tensor<16xi64>, %rows: tensor<16x512xf16>,
+                   %cache: tensor<1x4x512x64xbf16>, %at: tensor<1xi32>, %k: tensor<1x4x1x64xbf16>) -> tensor<16x512xf16> {
+  // CHECK: kg.gather %{{.*}}[%{{.*}}] dim 0 : (tensor<2048x512xf16>, tensor<16xi64>) -> tensor<16x512xf16>
+  %0 = kg.gather %table[%ids] dim 0 : (tensor<2048x512xf16>, tensor<16xi64>) -> tensor<16x512xf16>
+  // CHECK: kg.scatter add %{{.*}}[%{{.*}}], %{{.*}} dim 0 : (tensor<2048x512xf16>, tensor<16xi64>, tensor<16x512xf16>) -> tensor<2048x512xf16>
+  %1 = kg.scatter add %table[%ids], %rows dim 0 : (tensor<2048x512xf16>, tensor<16xi64>, tensor<16x512xf16>) -> tensor<2048x512xf16>
+  // CHECK: kg.scatter assign %{{.*}}[%{{.*}}], %{{.*}} dim 2 : (tensor<1x4x512x64xbf16>, tensor<1xi32>, tensor<1x4x1x64xbf16>) -> tensor<1x4x512x64xbf16>
+  %2 = kg.scatter assign %cache[%at], %k dim 2 : (tensor<1x4x512x64xbf16>, tensor<1xi32>, tensor<1x4x1x64xbf16>) -> tensor<1x4x512x64xbf16>
+  return %0 : tensor<16x512xf16>
+}
+
 // CHECK-LABEL: func.func @kernel_graph_form
 func.func @kernel_graph_form(%a: tensor<16x128xf32>, %b: tensor<128xf32>) -> tensor<16x128xf32> {
   // CHECK: kg.kernel @add_relu(%{{.*}}, %{{.*}}) attributes {config = {num_warps = 4 : i64}} : (tensor<16x128xf32>, tensor<128xf32>) -> tensor<16x128xf32> {
@@ -245,6 +257,24 @@ func.func @kernel_tiled_form(%a: tensor<17x1000xf32>, %w: tensor<1000x64xf16>) -
     kg.yield
   }
   return %y : tensor<17x64xf32>
+}
+
+// CHECK-LABEL: func.func @tile_gather
+func.func @tile_gather(%table: tensor<50x64xf16>, %ids: tensor<16xi64>) -> tensor<16x64xf16> {
+  %y = kg.kernel @gathered(%table, %ids) attributes {grid = array<i64: 1, 1, 1>} : (tensor<50x64xf16>, tensor<16xi64>) -> tensor<16x64xf16> {
+  ^bb0(%t: memref<50x64xf16>, %i: memref<16xi64>, %out: memref<16x64xf16>):
+    %c0 = arith.constant 0 : i32
+    %iv = memref.reinterpret_cast %i to offset: [0], sizes: [16, 1], strides: [1, 0] : memref<16xi64> to memref<16x1xi64, strided<[1, 0]>>
+    %rows = kg.tile_load %iv[%c0, %c0] : memref<16x1xi64, strided<[1, 0]>> -> tensor<16x1xi64>
+    %m = kg.tile_mask [%c0, %c0] lower [0, 0] upper [16, 60] : tensor<16x64xi1>
+    // CHECK: kg.tile_gather %{{.*}}[%{{.*}}, %{{.*}}] indices %{{.*}} dim 0 : memref<50x64xf16>, tensor<16x1xi64> -> tensor<16x64xf16>
+    %g = kg.tile_gather %t[%c0, %c0] indices %rows dim 0 : memref<50x64xf16>, tensor<16x1xi64> -> tensor<16x64xf16>
+    // CHECK: kg.tile_gather %{{.*}}[%{{.*}}, %{{.*}}] indices %{{.*}} dim 0 mask %{{.*}} padding 0.000000e+00 : memref<50x64xf16>, tensor<16x1xi64> -> tensor<16x64xf16>
+    %h = kg.tile_gather %t[%c0, %c0] indices %rows dim 0 mask %m padding 0.0 : memref<50x64xf16>, tensor<16x1xi64> -> tensor<16x64xf16>
+    kg.tile_store %g, %out[%c0, %c0] : tensor<16x64xf16>, memref<16x64xf16>
+    kg.yield
+  }
+  return %y : tensor<16x64xf16>
 }
 
 // CHECK-LABEL: func.func @tf32_tile_dot

@@ -19,10 +19,29 @@ Rewrite rules (`f(x)` is `kg.cast` of f16/bf16 `x` to f32, f32 `x` itself;
                                   =>  g(reduce ... f(x))
     elementwise op on f16/bf16    =>  g(op f(x)...)   (math in f32, one rounding)
     kg.cast x : T to T            =>  x
+    kg.scatter mode dest[idx], src dim d, one index (a decode step's
+    cache update)                 =>  hit = iota (along d) == idx
+                                      assign: select(hit, src, dest)
+                                      add: g(f(dest) + select(hit, f(src), 0))
+    kg.scatter add dest[idx], src dim d, n indices (src: dest with n at d)
+                                  =>  onehot = cast(iota [V, 1] == idx [1, n])
+                                      g(f(dest) + matmul(onehot, src) in f32)
+                                      (src's dim d moved next to its last,
+                                      as a batched matmul reads it)
+    kg.scatter assign, n indices  =>  last = reduce max select(onehot, i, -1) [1]
+                                      kept = cast(i == last)
+                                      select(last >= 0, g(matmul(kept, src)), dest)
     matmul, f32 elementwise ops, views, constants
                                   =>  unchanged
     ops on integers and i1, comparisons and selects (exact in any type),
     iotas                         =>  unchanged
+
+A scatter of n indices becomes a one-hot matmul over the n indices: no
+two programs write one element (no atomics, no sort) and sums are exact
+f32 sums in a fixed order; its work grows with the destination times n,
+where a gather's own kernel would read only the rows it writes. A scatter
+of integers or 8-bit floats with more than one index is an error here:
+matmuls take f32, f16 and bf16.
 
 Tiled kernels are left alone. The casts this pass adds are marked
 `kg.promotion`; inside a kernel, kg-fuse drops a round trip f32 -> f16 -> f32
@@ -38,7 +57,7 @@ from mlir import ir
 
 from kgc.dialects import kg
 from kgc.op_table import BY_OP_NAME, ELEMENTWISE
-from kgc.passes.registry import Pass, register_pass
+from kgc.passes.registry import Pass, PassFailure, register_pass
 from kgc.tiling.graph_model import reduce_kind
 from kgc.tiling.kernel_ops import is_tiled, walk_ops
 
@@ -228,10 +247,97 @@ def _promote_elementwise(r: _Rewriter) -> ir.Value:
     return r.narrow(result, op.results[0])
 
 
+def _scatter(r: _Rewriter) -> ir.Value:
+    scatter = r.op.opview
+    dest, indices, source = scatter.dest, scatter.indices, scatter.source
+    dim = ir.IntegerAttr(r.op.attributes["dim"]).value
+    mode = str(kg.ScatterMode(ir.IntegerAttr(r.op.attributes["mode"]).value))
+    shape = _shape(dest)
+    rank, extent, count = len(shape), shape[dim], _shape(indices)[0]
+    index_type = ir.RankedTensorType(indices.type).element_type
+    i1 = ir.IntegerType.get_signless(1)
+    if count == 1:
+        # One index: a pointwise choice, in any element type.
+        along = [extent if d == dim else 1 for d in range(rank)]
+        single = kg.reshape(r.tensor([1] * rank, index_type), indices)
+        hit = kg.cmp(r.tensor(along, i1), kg.iota(r.tensor(along, index_type), dim), single,
+                     kg.ComparePredicate.eq)
+        if mode == "assign":
+            return kg.select(r.tensor(shape, ir.RankedTensorType(dest.type).element_type), hit,
+                             source, dest)
+        wide = r.widen(source)
+        zero = kg.constant(r.tensor([], ir.RankedTensorType(wide.type).element_type), 0.0)
+        element = ir.RankedTensorType(wide.type).element_type
+        added = kg.select(r.tensor(shape, element), hit, wide, zero)
+        total = ELEMENTWISE["add"].op_class(r.tensor(shape, element), r.widen(dest), added).result
+        return r.narrow(total, r.op.results[0])
+    element = _element(dest)
+    if element not in ("f32", "f16", "bf16"):
+        raise PassFailure(f"kg.scatter {mode} of {count} indices into {r.op.results[0].type}: "
+                          f"kgc computes a scatter of several indices as a one-hot matmul, "
+                          f"which takes f32, f16 or bf16, not {element}", r.op.location)
+    if mode == "assign" and count > 2**24:
+        raise PassFailure(f"kg.scatter assign of {count} indices: their positions must be "
+                          "exact in f32 (at most 2^24)", r.op.location)
+    operand_type = ir.RankedTensorType(source.type).element_type
+    rows = kg.iota(r.tensor([extent, 1], index_type), 0)
+    listed = kg.reshape(r.tensor([1, count], index_type), indices)
+    hit = kg.cmp(r.tensor([extent, count], i1), rows, listed, kg.ComparePredicate.eq)
+    last = None
+    if mode == "assign":
+        # The last position that names each row, -1 for none: only it is kept.
+        positions = kg.iota(r.tensor([1, count], r.f32), 1)
+        marked = kg.select(r.tensor([extent, count], r.f32), hit, positions, r.scalar(-1.0))
+        last = r.reduce("max", marked, [1])
+        hit = kg.cmp(r.tensor([extent, count], i1), positions, last, kg.ComparePredicate.eq)
+    onehot = kg.cast(r.tensor([extent, count], operand_type), hit)
+    contribution = _indexed_matmul(r, onehot, source, dim, shape)
+    if mode == "add":
+        return r.narrow(r.binary("add", r.widen(dest), contribution), r.op.results[0])
+    written = kg.cmp(r.tensor([extent, 1], i1), last, r.scalar(0.0), kg.ComparePredicate.ge)
+    # `written` along dim d of the destination: [V] followed by ones.
+    written = _reshaped(r, written, [extent] + [1] * (rank - 1 - dim))
+    return kg.select(r.op.results[0].type, written, r.narrow(contribution, r.op.results[0]), dest)
+
+
+def _reshaped(r: _Rewriter, value: ir.Value, shape: list[int]) -> ir.Value:
+    if _shape(value) == list(shape):
+        return value
+    element = ir.RankedTensorType(value.type).element_type
+    return kg.reshape(r.tensor(shape, element), value)
+
+
+def _indexed_matmul(r: _Rewriter, onehot: ir.Value, source: ir.Value, dim: int,
+                    shape: list[int]) -> ir.Value:
+    """onehot [V, n] applied along dim `dim` of `source` (n there): an f32
+    tensor of `shape` (V at `dim`). A batched matmul reads n as the
+    second-to-last dimension: dims after `dim` are merged into one (a view
+    of a kernel input), and n last multiplies from the other side."""
+    count = _shape(source)[dim]
+    extent = shape[dim]
+    rank = len(shape)
+    if dim == rank - 1:
+        leading = 1
+        for size in shape[:-1]:
+            leading *= size
+        flat = _reshaped(r, source, [leading, count])
+        onehot_t = kg.transpose(r.tensor([count, extent], ir.RankedTensorType(onehot.type).element_type),
+                                onehot, [1, 0])
+        product = kg.matmul(r.tensor([leading, extent], r.f32), flat, onehot_t)
+        return _reshaped(r, product, shape)
+    trailing = 1
+    for size in shape[dim + 1:]:
+        trailing *= size
+    operand = _reshaped(r, source, list(shape[:dim]) + [count, trailing])
+    product = kg.matmul(r.tensor(list(shape[:dim]) + [extent, trailing], r.f32), onehot, operand)
+    return _reshaped(r, product, shape)
+
+
 _RULES = {
     "kg.softmax": _softmax,
     "kg.rms_norm": _rms_norm,
     "kg.layer_norm": _layer_norm,
     "kg.reduce": _reduce,
     "kg.cast": _cast,
+    "kg.scatter": _scatter,
 }

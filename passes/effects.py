@@ -33,10 +33,11 @@ _PURE_TT_OPS = frozenset(
     ).split()
 )
 
-_READ_OPS = frozenset({"tt.load", "tt.descriptor_load", "kg.tile_load", "memref.load"})
+_READ_OPS = frozenset({"tt.load", "tt.descriptor_load", "kg.tile_load", "kg.tile_gather",
+                       "memref.load"})
 
 # kg ops that touch memory; every other kg op works on values.
-_KG_MEMORY_OPS = frozenset({"kg.tile_load", "kg.tile_store"})
+_KG_MEMORY_OPS = frozenset({"kg.tile_load", "kg.tile_gather", "kg.tile_store"})
 
 # Ops with regions whose effect is only that of the ops they hold.
 _REGION_CONTAINERS = frozenset(

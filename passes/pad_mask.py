@@ -11,6 +11,8 @@ end of an axis of 1000. This pass:
     kg.tile_load %v[%o] (may leave %v)          =>  kg.tile_load %v[%o] mask %m
                                                     padding p
     kg.tile_store %x, %v[%o] (may leave %v)     =>  kg.tile_store ... mask %m
+    kg.tile_gather %v[%o] indices %i dim d      =>  kg.tile_gather ... mask %m
+      (may leave %v along a dimension but d)        padding p
     kg.reduce kind %x over an axis with lanes
       outside the iteration, where %x's lanes
       there are not the neutral value          =>  kg.reduce kind
@@ -18,7 +20,9 @@ end of an axis of 1000. This pass:
     kg.tile_dot %a, %b, %acc with K lanes
       outside the iteration not known zero     =>  zeros selected into them
 
-`%m` is a `kg.tile_mask` of the lanes inside the buffer; accesses whose
+`%m` is a `kg.tile_mask` of the lanes inside the buffer (a gather's along
+every dimension but the gathered one, whose positions are its indices:
+their own tile's padded lanes hold 0, a position inside); accesses whose
 offsets provably keep every lane inside (from the grid, the loop bounds and
 the offset arithmetic) stay unmasked. The padding `p` is the neutral value
 of the first reduction or dot the loaded value flows into: 0 for sums and
@@ -84,7 +88,7 @@ class _KernelPadder:
         self._check_tiles()
         self._retype()
         for op in list(walk_ops(self.kernel)):
-            if op.name in ("kg.tile_load", "kg.tile_store"):
+            if op.name in ("kg.tile_load", "kg.tile_store", "kg.tile_gather"):
                 self._mask_access(op)
         for op in list(walk_ops(self.kernel)):
             if op.name == "kg.reduce":
@@ -113,14 +117,20 @@ class _KernelPadder:
 
     def _mask_access(self, op: ir.Operation) -> None:
         access = op.opview
-        is_load = isinstance(access, kg.TileLoadOp)
+        is_gather = isinstance(access, kg.TileGatherOp)
+        is_load = isinstance(access, kg.TileLoadOp) or is_gather
+        gathered = ir.IntegerAttr(op.attributes["dim"]).value if is_gather else None
         view = access.src if is_load else access.dst
         offsets = list(access.offsets)
         existing = access.mask
         tile_type = ir.RankedTensorType(op.results[0].type if is_load else access.value.type)
         sizes = list(ir.MemRefType(view.type).shape)
         lower, upper, needed = [], [], False
-        for offset, lane_count, size in zip(offsets, tile_type.shape, sizes):
+        for dim, (offset, lane_count, size) in enumerate(zip(offsets, tile_type.shape, sizes)):
+            if dim == gathered:
+                lower.append(INT32_MIN)
+                upper.append(INT32_MAX)
+                continue
             lo, hi = self.ranges.of(offset)
             lower.append(0 if lo < 0 else INT32_MIN)
             upper.append(size if hi + lane_count > size else INT32_MAX)
@@ -134,7 +144,11 @@ class _KernelPadder:
                                       offsets, lower, upper)
                 mask = bounds if existing is None else ir.Operation.create(
                     "arith.andi", results=[bounds.type], operands=[existing, bounds]).result
-            if is_load:
+            if is_gather:
+                padding = _held_padding(tile_type.element_type, _consumer_neutral(op.results[0]))
+                masked = kg.TileGatherOp(op.results[0].type, view, offsets, access.indices,
+                                         gathered, mask=mask, padding=padding)
+            elif is_load:
                 padding = _held_padding(tile_type.element_type, _consumer_neutral(op.results[0]))
                 masked = kg.TileLoadOp(op.results[0].type, view, offsets, mask=mask,
                                        padding=padding)
@@ -301,7 +315,7 @@ def _pad_value(value: ir.Value, axes: list[int]) -> float | None:
         return ir.FloatAttr(owner.attributes["value"]).value
     if all(shape[a] == 1 for a in axes):
         return None  # constant along those axes: real data
-    if name == "kg.tile_load":
+    if name in ("kg.tile_load", "kg.tile_gather"):
         if "padding" not in owner.attributes:
             return None
         return ir.FloatAttr(owner.attributes["padding"]).value

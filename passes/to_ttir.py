@@ -31,6 +31,10 @@ Rewrite rules:
                                               sum of (%o_d + tt.make_range) * stride_d),
                                               %m, splat(p)
     kg.tile_store                       =>  tt.store
+    kg.tile_gather %v[%o] indices %i dim d mask %m padding p
+                                        =>  tt.load as kg.tile_load, the term of
+                                              dimension d being (%o_d + %i) * stride_d
+                                              (%i truncated to i32, as every address is)
     kg.tile_load %v[%o] {tma} (mask %m padding 0)
                                         =>  tt.descriptor_load (tt.make_tensor_descriptor
                                               %base, view sizes, view strides at the
@@ -369,20 +373,38 @@ class _Lowering:
         strides = tuple(ir.DenseI64ArrayAttr(op.attributes["static_strides"]))
         self.views[op.results[0]] = _View(base, offset, strides)
 
+    def _as_i32(self, tile: _Lowered) -> _Lowered:
+        """An i32 or i64 tile as i32 (positions of a gather: addresses are
+        i32, as kg-tile keeps every tensor below 2^31 elements)."""
+        if tile.element == self.i32:
+            return tile
+        type_ = self._compact_type(tile.sizes, tile.axes, self.i32)
+        value = ir.Operation.create("arith.trunci", results=[type_], operands=[tile.value]).result
+        return dataclasses.replace(tile, value=value, element=self.i32)
+
     def _pointers(self, view_value: ir.Value, offsets: Sequence[ir.Value], sizes: Sequence[int],
-                  element: ir.Type):
-        """(pointer value, axes) addressing a tile of `sizes` at `offsets`."""
+                  element: ir.Type, gathered: tuple[int, _Lowered] | None = None):
+        """(pointer value, axes) addressing a tile of `sizes` at `offsets`;
+        with `gathered` (dim, i32 positions), lanes along `dim` address
+        offsets[dim] + their position instead of offsets[dim] + lane."""
         view = self.views[view_value]
         pointer_type = ir.Type.parse(f"!tt.ptr<{_memory_element(element)}>")
         axes = tuple(a for a, s in enumerate(sizes) if s > 1)
+        if gathered is not None:
+            axes = tuple(sorted(set(axes) | set(gathered[1].axes)))
         # The scalar part: the view offset and the offsets of unit axes.
         scalar = None
         if view.offset:
             scalar = self._scalar_i32(view.offset)
         for axis, (offset, size, stride) in enumerate(zip(offsets, sizes, view.strides)):
-            if size > 1 or stride == 0:
+            if gathered is not None and axis == gathered[0]:
+                if gathered[1].axes or stride == 0:
+                    continue  # a tile of positions: added below
+                term = _arith("arith.addi", self.values[offset], gathered[1].value)
+            elif size > 1 or stride == 0:
                 continue
-            term = self.values[offset]
+            else:
+                term = self.values[offset]
             if stride != 1:
                 term = _arith("arith.muli", term, self._scalar_i32(stride))
             scalar = term if scalar is None else _arith("arith.addi", scalar, term)
@@ -398,11 +420,28 @@ class _Lowering:
         total = None
         for axis in axes:
             size, stride = sizes[axis], view.strides[axis]
+            if gathered is not None and axis == gathered[0]:
+                continue  # its positions: added below
             lane = self._range(self.values[offsets[axis]], size)
             if stride != 1:
                 lane = _arith("arith.muli", lane, self._constant(stride, sizes, (axis,), self.i32))
             lane = self.expand(_Lowered(lane, (axis,), tuple(sizes), self.i32), axes, sizes)
             total = lane if total is None else _arith("arith.addi", total, lane)
+        if gathered is not None and gathered[1].axes:
+            dim, positions = gathered
+            start = self.values[offsets[dim]]
+            if not _is_zero(start):
+                splat = ir.Operation.create("tt.splat", results=[positions.value.type],
+                                            operands=[start]).result
+                positions = dataclasses.replace(
+                    positions, value=_arith("arith.addi", positions.value, splat))
+            lane = self.expand(positions, axes, sizes)
+            if view.strides[dim] != 1:
+                lane = _arith("arith.muli", lane,
+                              self._constant(view.strides[dim], sizes, axes, self.i32))
+            total = lane if total is None else _arith("arith.addi", total, lane)
+        if total is None:
+            total = self._constant(0, sizes, axes, self.i32)
         pointers = ir.RankedTensorType.get(shape, pointer_type)
         splat = ir.Operation.create("tt.splat", results=[pointers], operands=[base]).result
         return ir.Operation.create("tt.addptr", results=[pointers], operands=[splat, total]).result, axes
@@ -426,7 +465,11 @@ class _Lowering:
         result_type = ir.RankedTensorType(op.results[0].type)
         sizes = tuple(result_type.shape)
         element = result_type.element_type
-        pointers, axes = self._pointers(view, offsets, sizes, element)
+        gathered = None
+        if op.name == "kg.tile_gather":
+            gathered = (ir.IntegerAttr(op.attributes["dim"]).value,
+                        self._as_i32(self.tile(tile_load.indices)))
+        pointers, axes = self._pointers(view, offsets, sizes, element, gathered)
         operands = [pointers]
         masked = tile_load.mask is not None
         if masked:
@@ -1019,6 +1062,7 @@ _HANDLERS = {
     "memref.reinterpret_cast": _Lowering.view,
     "kg.tile_load": _Lowering.load,
     "kg.tile_store": _Lowering.store,
+    "kg.tile_gather": _Lowering.load,
     "kg.tile_mask": _Lowering.mask,
     "kg.tile_range": _Lowering.tile_range,
     "kg.tile_select": _Lowering.select,

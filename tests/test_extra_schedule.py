@@ -85,8 +85,8 @@ def test_other_graphs_keep_their_schedules(rows_on_grid_y):
 def test_unregistering_leaves_the_built_in_schedules():
     schedule = register_schedule(RowsOnGridY())
     assert unregister_schedule(schedule.kind) is schedule
-    assert list(schedules()) == ["attention", "library_matmul", "matmul", "reduction",
-                                 "pointwise"]
+    assert list(schedules()) == ["gather_reduction", "gather", "attention", "library_matmul",
+                                 "matmul", "reduction", "pointwise"]
     with pytest.raises(ValueError, match="no schedule of kind 'pointwise_rows_on_grid_y'"):
         unregister_schedule(schedule.kind)
 

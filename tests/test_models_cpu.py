@@ -47,6 +47,12 @@ def test_every_inference_row_of_a_tiny_decoder_is_right_on_the_cpu_executor(name
     wrong = [model_run.describe_row(row) for row in result.rows if row.status != model_run.OK]
     assert not wrong, "\n" + "\n".join(wrong)
     assert all(rows[r].tokens_equal for r in ("generate static 4", "generate dynamic 4"))
+    # The embedding's lookup (kg.gather) and the static cache's update at the
+    # cache positions (index_copy_, as index_put: kg.scatter) run in kgc.
+    for row in result.rows:
+        indexed = {op for op in row.kgc_fallbacks
+                   if op in ("aten.embedding.default", "aten.index_put.default")}
+        assert not indexed, (row.row, indexed)
 
 
 @pytest.mark.parametrize("name", DECODERS)

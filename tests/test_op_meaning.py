@@ -12,9 +12,9 @@ eager torch computes it, in exact (f64) mode, and through the row's
 floats. The table is iterated, so an op added without a meaning here fails.
 
 The graph ops that `kgc.reference` computes beside the table (reductions,
-softmax, the norms, matmul, views, iota, constants; the executor runs
-kg.reduce and kg.broadcast_to on tiles with them) are checked the same way,
-one single-op graph each.
+softmax, the norms, matmul, views, iota, constants, the indexed ops gather
+and scatter; the executor runs kg.reduce and kg.broadcast_to on tiles with
+them) are checked the same way, one single-op graph each.
 """
 
 from __future__ import annotations
@@ -341,3 +341,59 @@ def test_iota_and_constant_are_torchs_arange_and_full(dtype):
     torch_dtype = {"f32": torch.float32, "i32": torch.int32, "i64": torch.int64}[dtype]
     assert torch.equal(counted, torch.arange(5, 22).to(torch_dtype).expand(3, 17))
     assert torch.equal(filled, torch.full((3, 17), 3, dtype=torch_dtype))
+
+
+# The indexed ops: (build(graph, data, indices, source), torch on the same
+# tensors). `source` is None for a gather. The indices repeat (an embedding
+# of a token that occurs twice, its gradient summed twice) except under
+# assign, where torch leaves unspecified which repeated write is kept.
+INDEXED_OPS = {
+    "gather": (lambda g, x, i, s, dim: g.gather(x, i, dim),
+               lambda x, i, s, dim: torch.index_select(x, dim, i)),
+    "scatter_assign": (lambda g, x, i, s, dim: g.scatter(x, i, s, dim, "assign"),
+                       lambda x, i, s, dim: x.index_copy(dim, i, s)),
+    "scatter_add": (lambda g, x, i, s, dim: g.scatter(x, i, s, dim, "add"),
+                    lambda x, i, s, dim: x.index_add(dim, i, s)),
+}
+
+
+@pytest.mark.parametrize("index_dtype", ["i32", "i64"])
+@pytest.mark.parametrize("dim", [0, 1])
+@pytest.mark.parametrize("dtype", FLOATS + INTEGERS, ids=str)
+@pytest.mark.parametrize("name", sorted(INDEXED_OPS))
+def test_indexed_op_reference_is_the_torch_op(name, dtype, dim, index_dtype):
+    build, define = INDEXED_OPS[name]
+    generator = torch.Generator().manual_seed(zlib.crc32(f"{name} {dtype} {dim}".encode()))
+    shape = (7, 9)
+    count = shape[dim] if name == "scatter_assign" else 11
+    if name == "scatter_assign":
+        indices = torch.randperm(shape[dim], generator=generator)[:5]
+    else:
+        indices = torch.randint(0, shape[dim], (count,), generator=generator)
+        indices[-1] = indices[0]  # a repeat, whatever the draw
+    count = indices.numel()
+    source_shape = list(shape)
+    source_shape[dim] = count
+    x = random_operand(shape, dtype, "any", generator)
+    source = random_operand(source_shape, dtype, "any", generator)
+    names = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16",
+             torch.int32: "i32", torch.int64: "i64"}
+    graph = kgc.Graph(name)
+    tensors = [graph.input("x", shape, names[dtype]),
+               graph.input("indices", (count,), index_dtype),
+               graph.input("source", source_shape, names[dtype])]
+    graph.output(build(graph, *tensors, dim))
+    indices = indices.to(torch.int32 if index_dtype == "i32" else torch.int64)
+    inputs = [x, indices, source]
+    got = reference.evaluate(graph.build(), None, inputs)
+    # torch sums half floats in their own precision; the op sums in f32 and
+    # rounds once, which is the f32 sum rounded.
+    wide = [t.float() if t.is_floating_point() else t for t in inputs]
+    want = define(*wide, dim).to(dtype) if name == "scatter_add" else \
+        define(x, indices.long(), source, dim)
+    assert got.dtype == dtype and got.shape == want.shape
+    assert torch.equal(got, want)
+    if dtype.is_floating_point:
+        exact = reference.evaluate(graph.build(), None, inputs, exact=True)
+        doubled = [t.double() if t.is_floating_point() else t.long() for t in inputs]
+        torch.testing.assert_close(exact, define(*doubled, dim), rtol=1e-12, atol=1e-12)

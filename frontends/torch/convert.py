@@ -1057,6 +1057,203 @@ def _gather(ctx, a):
     return ctx.graph.sum(ctx.graph.where(picked, x, zero), dim, keepdim=True)
 
 
+# -- indexed ops: gathers and scatters along one dimension ---------------------
+#
+# kg.gather and kg.scatter take one 1-D tensor of indices on one dimension.
+# An index tensor of any rank is flattened to it (an embedding of a batch
+# of token sequences), and the values around it reshaped. torch checks
+# every index on the device and raises; kgc's kernels do not (the CPU
+# executor does, naming the index): an index out of range is outside the
+# contract. Where torch counts a negative index from the end (indexing,
+# index_put), the converter does too.
+
+
+def _index_tensor(ctx: Context, index, what: str) -> Tensor:
+    if not isinstance(index, Tensor):
+        raise Unsupported(f"{what} that is not a tensor")
+    if index.dtype not in ("i32", "i64"):
+        raise Unsupported(f"{what} of {index.dtype}: kg indexes with i32 or i64 (a boolean mask "
+                          "selects a number of elements known only from its values)")
+    return index
+
+
+def _flat_index(ctx: Context, index: Tensor, extent: int, wrap: bool) -> Tensor:
+    """`index` as one dimension, a negative index counted from the end of
+    `extent` when `wrap` (as torch's indexing does)."""
+    graph = ctx.graph
+    count = math.prod(index.shape)
+    flat = index if index.shape == (count,) else graph.reshape(index, (count,))
+    if wrap:
+        zero = graph.constant(0, (), flat.dtype)
+        flat = graph.where(graph.lt(flat, zero), graph.add(flat, graph.constant(extent, (), flat.dtype)),
+                           flat)
+    return flat
+
+
+def _single_index(ctx: Context, x: Tensor, indices) -> tuple[int, Tensor]:
+    """(dim, index) of an index list that names one tensor on one dim,
+    None on the dims before it (x[:, :, index])."""
+    given = [(d, i) for d, i in enumerate(indices) if i is not None]
+    if len(given) != 1:
+        raise Unsupported(f"{op_name(ctx.node)} with {len(given)} index tensors: kg gathers and "
+                          "scatters along one dimension")
+    dim, index = given[0]
+    return dim, _index_tensor(ctx, index, f"{op_name(ctx.node)} index")
+
+
+def _gathered(ctx: Context, x: Tensor, dim: int, index: Tensor, wrap: bool) -> Tensor:
+    """x[..., index, ...] along dim: the index's own shape in place of dim."""
+    flat = _flat_index(ctx, index, x.shape[dim], wrap)
+    rows = ctx.graph.gather(x, flat, dim)
+    shape = x.shape[:dim] + index.shape + x.shape[dim + 1:]
+    rows = rows if rows.shape == shape else ctx.graph.reshape(rows, shape)
+    return _cast(ctx.graph, rows, ctx.out_dtype)
+
+
+def _scattered(ctx: Context, x: Tensor, dim: int, index: Tensor, values, mode: str,
+               wrap: bool) -> Tensor:
+    """x with `values` (broadcast to x[..., index, ...]) written or added
+    at index along dim."""
+    graph = ctx.graph
+    dtype = ctx.out_dtype
+    count = math.prod(index.shape)
+    if count > 1 and dtype not in _FLOATS:
+        raise Unsupported(f"{op_name(ctx.node)} of {count} indices into {dtype}: kgc computes a "
+                          "scatter of several indices as a one-hot matmul, which takes floats")
+    (values,) = _operands_as(ctx, (values,), dtype)
+    indexed = x.shape[:dim] + index.shape + x.shape[dim + 1:]
+    if values.shape != indexed:
+        values = graph.broadcast_to(values, indexed)
+    source = x.shape[:dim] + (count,) + x.shape[dim + 1:]
+    if values.shape != source:
+        values = graph.reshape(values, source)
+    flat = _flat_index(ctx, index, x.shape[dim], wrap)
+    return graph.scatter(_cast(graph, x, dtype), flat, values, dim, mode)
+
+
+@converts(aten.embedding.default)
+def _embedding(ctx, a):
+    """The rows of the weight that the ids name: a gather along dim 0. The
+    padding index and the gradient's options change only the backward."""
+    weight = a["weight"]
+    ids = _index_tensor(ctx, a["indices"], "embedding ids")
+    if not isinstance(weight, Tensor) or weight.ndim != 2:
+        raise Unsupported(f"embedding of a weight that is not 2-D: {getattr(weight, 'shape', weight)}")
+    return _gathered(ctx, weight, 0, ids, wrap=False)
+
+
+@converts(aten.embedding_dense_backward.default)
+def _embedding_dense_backward(ctx, a):
+    """The weight's gradient: each id's row of the output gradient added
+    to zeros at the id (a scatter-add); ids equal to padding_idx add
+    nothing."""
+    graph, grad = ctx.graph, a["grad_output"]
+    ids = _index_tensor(ctx, a["indices"], "embedding ids")
+    if _static_value(a.get("scale_grad_by_freq", False), "scale_grad_by_freq"):
+        raise Unsupported("embedding_dense_backward with scale_grad_by_freq: kg does not count "
+                          "the ids")
+    if not isinstance(grad, Tensor):
+        raise Unsupported("embedding_dense_backward of a gradient that is not a tensor")
+    rows = _static_value(a["num_weights"], "num_weights")
+    width = grad.shape[-1]
+    padding = _static_value(a.get("padding_idx", -1), "padding_idx")
+    dtype = ctx.out_dtype
+    if dtype not in _FLOATS:
+        raise Unsupported(f"embedding_dense_backward of {dtype}")
+    flat = _flat_index(ctx, ids, rows, wrap=False)
+    count = flat.shape[0]
+    source = _cast(graph, grad if grad.shape == (count, width) else graph.reshape(grad, (count, width)),
+                   dtype)
+    if padding >= 0:
+        skipped = graph.eq(graph.reshape(flat, (count, 1)), graph.constant(padding, (), flat.dtype))
+        source = graph.where(skipped, graph.constant(0.0, (), dtype), source)
+    zeros = graph.constant(0.0, (rows, width), dtype)
+    return graph.scatter(zeros, flat, source, 0, "add")
+
+
+def _indexed_tensor(ctx: Context, x) -> Tensor:
+    if not isinstance(x, Tensor) or x.ndim == 0:
+        raise Unsupported(f"{op_name(ctx.node)} of a value that is not a tensor of at least one "
+                          "dimension")
+    return x
+
+
+@converts(aten.index_select.default)
+def _index_select(ctx, a):
+    x = _indexed_tensor(ctx, a["input"])
+    dim = _static_value(a["dim"], "index_select dim") % x.ndim
+    index = _index_tensor(ctx, a["index"], "index_select index")
+    if index.ndim > 1:
+        raise Unsupported(f"index_select with a {index.ndim}-D index")
+    return _gathered(ctx, x, dim, index, wrap=False)
+
+
+def _merged_index(ctx: Context, x: Tensor, indices) -> tuple[Tensor, int, Tensor]:
+    """(x with the indexed dims merged into one, that dim, the index into
+    it) for index tensors on adjacent dims (x[b, s] as an attention mask
+    reads a padding mask): each index, counted from the end where negative
+    and broadcast to their common shape, times the merged stride."""
+    graph = ctx.graph
+    given = [(d, i) for d, i in enumerate(indices) if i is not None]
+    dims = [d for d, _ in given]
+    if dims != list(range(dims[0], dims[0] + len(dims))):
+        raise Unsupported(f"{op_name(ctx.node)} with index tensors on dims {dims}, which are not "
+                          "adjacent (torch puts the result's indexed dims first)")
+    tensors = [_index_tensor(ctx, i, f"{op_name(ctx.node)} index") for _, i in given]
+    shape = tuple(torch.broadcast_shapes(*(t.shape for t in tensors)))
+    first, sizes = dims[0], x.shape[dims[0]:dims[-1] + 1]
+    flat = None
+    for position, index in enumerate(tensors):
+        index = _cast(graph, index, "i64")
+        size = sizes[position]
+        zero = graph.constant(0, (), "i64")
+        index = graph.where(graph.lt(index, zero), graph.add(index, graph.constant(size, (), "i64")),
+                            index)
+        if index.shape != shape:
+            index = graph.broadcast_to(index, shape)
+        stride = math.prod(sizes[position + 1:])
+        if stride != 1:
+            index = graph.mul(index, graph.constant(stride, (), "i64"))
+        flat = index if flat is None else graph.add(flat, index)
+    merged = graph.reshape(x, x.shape[:first] + (math.prod(sizes),) + x.shape[dims[-1] + 1:])
+    return merged, first, flat
+
+
+@converts(aten.index.Tensor)
+def _index(ctx, a):
+    """x[idx] or x[:, idx]: one index tensor on one dim, or tensors on
+    adjacent dims, whose dims are merged into one gathered at the combined
+    index (negative indices count from the end, as torch's indexing does)."""
+    x = _indexed_tensor(ctx, a["input"])
+    given = [i for i in a["indices"] if i is not None]
+    if len(given) > 1:
+        merged, dim, index = _merged_index(ctx, x, a["indices"])
+        return _gathered(ctx, merged, dim, index, wrap=False)
+    dim, index = _single_index(ctx, x, a["indices"])
+    return _gathered(ctx, x, dim, index, wrap=True)
+
+
+@converts(aten.index_copy.default)
+def _index_copy(ctx, a):
+    """x with source's slices written at index along dim (a static KV
+    cache's update at the cache positions)."""
+    x = _indexed_tensor(ctx, a["input"])
+    dim = _static_value(a["dim"], "index_copy dim") % x.ndim
+    index = _index_tensor(ctx, a["index"], "index_copy index")
+    return _scattered(ctx, x, dim, index, a["source"], "assign", wrap=False)
+
+
+@converts(aten.index_put.default, aten._unsafe_index_put.default)
+def _index_put(ctx, a):
+    """x[..., index] = values, or += with accumulate (the embedding's
+    gradient as torch decomposes it, the static cache's update as
+    index_copy decomposes): one index tensor on one dim."""
+    x = _indexed_tensor(ctx, a["input"])
+    dim, index = _single_index(ctx, x, a["indices"])
+    mode = "add" if _static_value(a.get("accumulate", False), "index_put accumulate") else "assign"
+    return _scattered(ctx, x, dim, index, a["values"], mode, wrap=True)
+
+
 @converts(aten.constant_pad_nd.default)
 def _constant_pad_nd(ctx, a):
     """x with `value` added before and after its last dims (pad lists

@@ -844,6 +844,44 @@ class Graph:
         return self._record((x,), counts, x.dtype,
                             lambda values, out: kg.slice(out, values[0], starts, steps))
 
+    # -- indexed ops ------------------------------------------------------------
+
+    def gather(self, table: Tensor, indices: Tensor, dim: int = 0) -> Tensor:
+        """The slices of `table` along `dim` that the 1-D integer `indices`
+        name, in their order: torch.index_select(table, dim, indices) (an
+        embedding lookup takes dim 0)."""
+        table = self._tensor("gather", "table", table)
+        indices = self._indices("gather", indices)
+        index = _normalize_dim("gather", "dim", dim, table, role="table")
+        shape = list(table.shape)
+        shape[index] = indices.shape[0]
+        return self._record((table, indices), tuple(shape), table.dtype,
+                            lambda values, out: kg.gather(out, values[0], values[1], index))
+
+    def scatter(self, dest: Tensor, indices: Tensor, source: Tensor, dim: int = 0,
+                mode: str = "assign") -> Tensor:
+        """A copy of `dest` with slice i of `source` along `dim` written
+        (mode "assign": dest.index_copy(dim, indices, source)) or added
+        ("add": dest.index_add(dim, indices, source)) at indices[i]."""
+        dest = self._tensor("scatter", "dest", dest)
+        indices = self._indices("scatter", indices)
+        source = self._tensor("scatter", "source", source)
+        index = _normalize_dim("scatter", "dim", dim, dest, role="dest")
+        if mode not in ("assign", "add"):
+            raise GraphError(f"scatter: mode {mode!r} must be 'assign' or 'add'")
+        attribute = kg.ScatterMode[mode]
+        return self._record((dest, indices, source), dest.shape, dest.dtype,
+                            lambda values, out: kg.scatter(out, attribute, values[0], values[1],
+                                                           values[2], index))
+
+    def _indices(self, op: str, indices: object) -> Tensor:
+        """`indices` if it is a 1-D i32 or i64 Tensor of this graph."""
+        indices = self._tensor(op, "indices", indices)
+        if indices.dtype not in _INT_DTYPES or indices.ndim != 1:
+            raise GraphError(f"{op}: indices {_describe(indices)} must be a 1-D tensor of i32 "
+                             "or i64 (reshape them to one dimension)")
+        return indices
+
     # -- Mirage's names for the same graph ------------------------------------
 
     def new_input(self, dims: Sequence[int], dtype: object = "f16", *,

@@ -18,7 +18,7 @@ from typing import Sequence
 
 from mlir import ir
 
-from kgc.diagnostics import KgcError
+from kgc.diagnostics import KgcError, error_at
 from kgc.element_types import torch_dtype
 from kgc.op_table import elementwise_op
 from kgc.tiling.graph_model import node_attrs, reduce_kind
@@ -101,6 +101,8 @@ def _evaluate_op(op: ir.Operation, args: list, exact: bool, device):
         return elementwise(name, *args, dtype=out_dtype, exact=exact,
                            **{a: attrs[a] for a in row.attributes})
     compute = torch.float64 if exact else torch.float32
+    if name in ("gather", "scatter"):
+        return _indexed(name, op, args, attrs, out_dtype, compute, exact)
     wide = [a.to(compute) for a in args]
     if name == "constant":
         shape = ir.RankedTensorType(op.results[0].type).shape
@@ -139,6 +141,52 @@ def _evaluate_op(op: ir.Operation, args: list, exact: bool, device):
     else:
         raise KgcError(f"the reference interpreter does not know {op.name}")
     return result if exact else result.to(out_dtype)
+
+
+def checked_indices(op: ir.Operation, indices, extent: int):
+    """`indices` (a 1-D integer tensor) as i64, after checking that each lies
+    in [0, extent): kg.gather and kg.scatter do not wrap negative indices,
+    and an index outside would read or write another tensor's memory on a
+    GPU. The error names the op, the first bad index and its position."""
+    import torch
+
+    indices = indices.to(torch.int64)
+    outside = (indices < 0) | (indices >= extent)
+    if bool(outside.any()):
+        position = int(outside.nonzero()[0, 0])
+        raise error_at(op, f"{op.name}: index {int(indices[position])} at position {position} "
+                           f"of the indices is outside [0, {extent}) along dim "
+                           f"{ir.IntegerAttr(op.attributes['dim']).value}")
+    return indices
+
+
+def _indexed(name: str, op: ir.Operation, args: list, attrs: dict, out_dtype, compute,
+             exact: bool):
+    """kg.gather as torch.index_select; kg.scatter as index_copy (assign,
+    the last of repeated indices kept, as torch's CPU kernel keeps it) or
+    index_add (add, summed in f32 or f64 and rounded once)."""
+    import torch
+
+    dim = attrs["dim"]
+    if name == "gather":
+        table, indices = args
+        indices = checked_indices(op, indices, table.shape[dim])
+        return torch.index_select(table, dim, indices)
+    dest, indices, source = args
+    indices = checked_indices(op, indices, dest.shape[dim])
+    if attrs["mode"] == "assign":
+        # The last write wins: keep, for each destination, the last source
+        # slice that names it, so the result does not depend on how torch
+        # orders its writes.
+        positions = torch.arange(indices.numel(), device=indices.device)
+        last = torch.full((dest.shape[dim],), -1, dtype=torch.int64, device=indices.device)
+        last.scatter_reduce_(0, indices, positions, reduce="amax")
+        kept = last[indices] == positions
+        return dest.index_copy(dim, indices[kept], source.index_select(dim, positions[kept]))
+    if not dest.is_floating_point():
+        return dest.index_add(dim, indices, source)
+    summed = dest.to(compute).index_add(dim, indices, source.to(compute))
+    return _settle(summed, out_dtype, exact)
 
 
 def _reduce(kind: str, x, dims, keepdim: bool):

@@ -60,6 +60,51 @@ def _strided(buffer, sizes: Sequence[int], strides: Sequence[int], start: int):
     return forwards.flip(backwards)
 
 
+def gather(buffer, view: View, offsets: Sequence[int], indices, dim: int, shape: Sequence[int],
+           mask, padding: float):
+    """The tile of a kg.tile_gather: lane l reads `view` at offsets[d] + l[d]
+    along every dimension d but `dim`, at offsets[dim] + indices[l] along
+    `dim` (indices broadcast to `shape`); lanes whose mask is false hold
+    `padding`. A lane that the mask lets through (every lane, unmasked) at
+    an index outside the view is a Fault, naming the index it read."""
+    import torch
+
+    rank = len(shape)
+    positions = []
+    for d, lanes in enumerate(shape):
+        if d == dim:
+            position = offsets[d] + indices.to(torch.int64)
+        else:
+            position = offsets[d] + torch.arange(lanes).reshape(
+                [lanes if k == d else 1 for k in range(rank)])
+        positions.append(position.expand(tuple(shape)))
+    inside = torch.ones(tuple(shape), dtype=torch.bool)
+    for position, size in zip(positions, view.sizes):
+        inside &= (position >= 0) & (position < size)
+    stray = ~inside if mask is None else mask & ~inside
+    if bool(stray.any()):
+        lane = tuple(int(i) for i in stray.nonzero()[0])
+        index = tuple(int(p[lane]) for p in positions)
+        count = int(stray.sum())
+        guard = "its mask lets it through" if mask is not None else "no mask guards it"
+        along = "" if 0 <= index[dim] < view.sizes[dim] else \
+            f"; its index along the gathered dimension {dim} came from the indices"
+        raise Fault(f"lane {lane} of the gathered tile of {list(shape)} reads index {index} "
+                    f"outside {view.text} ({count} such lane{'s' if count != 1 else ''}); "
+                    f"{guard}{along}")
+    read = inside if mask is None else mask
+    address = torch.full(tuple(shape), view.offset, dtype=torch.int64)
+    for position, stride in zip(positions, view.strides):
+        address = address + position * stride
+    taken = address[read]
+    if taken.numel() and (int(taken.min()) < 0 or int(taken.max()) >= view.buffer_elements):
+        raise Fault(f"{view.text} puts gathered lanes at elements [{int(taken.min())}, "
+                    f"{int(taken.max())}] of a buffer of {view.buffer_elements} elements")
+    values = torch.tensor(padding).to(buffer.dtype).expand(tuple(shape)).clone()
+    values[read] = buffer[taken]
+    return values
+
+
 def _same_bits(a, b):
     """Whether each element of `a` and `b` (one dtype) has the same bits:
     NaN matches NaN, 0.0 does not match -0.0."""

@@ -23,6 +23,10 @@ Semantics, op by op:
                                are not written; unmasked lanes outside the
                                buffer are errors, and so is a store to an
                                element another program stored
+    kg.tile_gather             `kgc.execution.memory.gather`: a load whose
+                               index along its `dim` comes from its indices
+                               tile; a lane outside the buffer is an error
+                               (an index of a kg.gather out of range)
     kg.tile_mask               lower[d] <= offsets[d] + lane[d] < upper[d]
     kg.tile_range              offset + lane[axis], in i32
     kg.tile_select             torch.where, broadcasting
@@ -47,6 +51,7 @@ from mlir import ir
 from kgc import reference
 from kgc.diagnostics import KgcError
 from kgc.execution.errors import Fault, TileProgramError, located
+from kgc.execution import memory
 from kgc.execution.memory import TileAccess, View
 from kgc.tiling.graph_model import ELEMENTWISE_OPS
 from kgc.tiling.kernel_ops import dot_dims, int_array, kernel_name
@@ -205,6 +210,8 @@ class TileProgram:
             return self._load(op)
         if name == "kg.tile_store":
             return self._store(op)
+        if name == "kg.tile_gather":
+            return self._gather(op)
         if name == "kg.tile_mask":
             return self._mask(op)
         if name == "kg.tile_range":
@@ -446,6 +453,25 @@ class TileProgram:
             values[result] = access.load(frame.buffers[buffer], [values[o] for o in offsets],
                                          None if mask is None else values[mask], padding)
         return load
+
+    def _gather(self, op: ir.Operation) -> _Step:
+        gathered = op.opview
+        view = self._view_of(op, gathered.src)
+        offsets = [self._operand(op, v) for v in gathered.offsets]
+        indices = self._operand(op, gathered.indices)
+        mask = None if gathered.mask is None else self._operand(op, gathered.mask)
+        padding = ir.FloatAttr(op.attributes["padding"]).value if "padding" in op.attributes \
+            else math.nan
+        dim = ir.IntegerAttr(op.attributes["dim"]).value
+        shape = _shape(op.results[0].type)
+        buffer, result = view.buffer, self._slot(op.results[0])
+
+        def gather(frame):
+            values = frame.values
+            values[result] = memory.gather(frame.buffers[buffer], view,
+                                           [values[o] for o in offsets], values[indices], dim,
+                                           shape, None if mask is None else values[mask], padding)
+        return gather
 
     def _store(self, op: ir.Operation) -> _Step:
         segments = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))

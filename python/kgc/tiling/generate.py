@@ -51,6 +51,10 @@ class Builder:
              shape: Sequence[int], tma: bool = False) -> Any: ...
     def store(self, output_index: int, element: str, value: Any, view: BufferView,
               offsets: Sequence[Any], shape: Sequence[int], tma: bool = False) -> None: ...
+    # A load whose position along view dimension `dim` is offsets[dim] +
+    # `indices` (a tile of i32 or i64) lane by lane (kgc.tiling.gather).
+    def gather(self, input_index: int, element: str, view: BufferView, offsets: Sequence[Any],
+               indices: Any, dim: int, shape: Sequence[int]) -> Any: ...
     def constant(self, value: float, element: str, shape: Sequence[int]) -> Any: ...
     def elementwise(self, op: str, operands: Sequence[Any], attrs: dict, element: str,
                     shape: Sequence[int]) -> Any: ...
@@ -103,6 +107,7 @@ class DryBuilder(Builder):
     def scalar(self, op, lhs, rhs): return None
     def load(self, *args, **kwargs): return None
     def store(self, *args, **kwargs): return None
+    def gather(self, *args): return None
     def constant(self, *args): return None
     def elementwise(self, *args): return None
     def reduce(self, *args): return None

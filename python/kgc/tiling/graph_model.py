@@ -23,7 +23,10 @@ VIEW_OPS = frozenset("transpose reshape broadcast_to slice concat".split())
 # Ops without operands whose value at an index is known from the index
 # alone: copied into every kernel that reads them, never a kernel's input.
 SOURCE_OPS = frozenset({"constant", "iota"})
-SUPPORTED_OPS = ELEMENTWISE_OPS | VIEW_OPS | SOURCE_OPS | {"reduce", "matmul"}
+# Ops that read a kernel input at positions held in another tensor: only
+# the schedules of `kgc.tiling.gather` write their loads.
+INDIRECT_OPS = frozenset({"gather"})
+SUPPORTED_OPS = ELEMENTWISE_OPS | VIEW_OPS | SOURCE_OPS | INDIRECT_OPS | {"reduce", "matmul"}
 
 
 @dataclasses.dataclass(eq=False)
@@ -100,6 +103,11 @@ def node_attrs(op: ir.Operation) -> dict:
         out["approximate"] = _enum_text(attributes, "approximate", "none")
     elif name == "matmul":
         out["precision"] = _enum_text(attributes, "precision", None)
+    elif name == "gather":
+        out["dim"] = ir.IntegerAttr(attributes["dim"]).value
+    elif name == "scatter":
+        out["dim"] = ir.IntegerAttr(attributes["dim"]).value
+        out["mode"] = _enum_text(attributes, "mode", None)
     return out
 
 
@@ -111,7 +119,8 @@ def _enum_text(attributes, name: str, default):
 
     value = ir.IntegerAttr(attributes[name]).value
     enum = {"approximate": kg.GeluApproximation, "precision": kg.Precision,
-            "kind": kg.ReduceKind, "predicate": kg.ComparePredicate}[name]
+            "kind": kg.ReduceKind, "predicate": kg.ComparePredicate,
+            "mode": kg.ScatterMode}[name]
     return str(enum(value))
 
 

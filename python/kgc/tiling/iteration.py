@@ -181,7 +181,18 @@ def operand_maps(node: Node, index_map: IndexMap, reduce_axes: dict,
         if matmul_axes is None:
             return [None, None]
         return list(matmul_operand_maps(node, index_map, contraction(node, matmul_axes, reduce_axes)))
+    if op == "gather":
+        # The table is read where the indices say: at no affine map.
+        return [None, gather_indices_map(node, index_map)]
     raise Unplannable(f"kg.{op} cannot be part of a kernel; run kg-decompose first")
+
+
+def gather_indices_map(node: Node, index_map: IndexMap) -> IndexMap:
+    """The map of the indices of kg.gather `node` read at `index_map`: the
+    position along the gathered dimension."""
+    dim = node.attrs["dim"]
+    return dataclasses.replace(index_map, rows=(index_map.rows[dim],),
+                               offsets=(index_map.offsets[dim],))
 
 
 def reduce_input_map(node: Node, index_map: IndexMap, axes: Sequence[int]) -> IndexMap:
@@ -350,6 +361,14 @@ def axes_of(node: Node, index_map: IndexMap, reduce_axes: dict | None = None,
     elif op == "reshape" and leaf_view(node) is not None and not is_affine_reshape(node, index_map):
         strides, _ = leaf_view(node)[1].address_map(index_map)
         result = frozenset(a for a, s in enumerate(strides) if s != 0)
+    elif op == "gather":
+        # Where the indices vary, and where the other dimensions of the
+        # table are read.
+        dim = node.attrs["dim"]
+        result = axes_of(node.operands[1], gather_indices_map(node, index_map), reduce_axes,
+                         matmul_axes, expansions, memo)
+        result |= frozenset(a for d, row in enumerate(index_map.rows) if d != dim
+                            for a, c in enumerate(row) if c != 0)
     elif op == "matmul" and expansions and node in expansions:
         axes = contraction(node, matmul_axes, reduce_axes)
         k_axis = axes[1]

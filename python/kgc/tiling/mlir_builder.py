@@ -136,6 +136,11 @@ class MlirBuilder(Builder):
                 loaded.owner.attributes["tma"] = ir.UnitAttr.get()
             return loaded
 
+    def gather(self, input_index, element, view, offsets, indices, dim, shape):
+        source = self._view(input_index, element, view)
+        with self.location:
+            return kg.tile_gather(tensor_type(shape, element), source, list(offsets), indices, dim)
+
     def store(self, output_index, element, value, view, offsets, shape, tma=False):
         target = self._view(self.num_inputs + output_index, element, view)
         with self.location:

@@ -3,8 +3,9 @@
 `plan_group` asks the registered schedules in turn; the first that matches
 plans the kernel, and a dry run of its generator checks that the program
 can be written. The built-in schedules are listed here, narrowest pattern
-first: attention (`kgc.tiling.attention`) before matmul
-(`kgc.tiling.matmul`), reduction and pointwise (`kgc.tiling.plan`).
+first: the gathers (`kgc.tiling.gather`), then attention
+(`kgc.tiling.attention`) before matmul (`kgc.tiling.matmul`), reduction
+and pointwise (`kgc.tiling.plan`).
 A bare matmul's library call (`kgc.tiling.library`) is tried before the
 matmul schedule; it takes a group only where its rule or the kernel's knobs
 say so (`Schedule.takes`). `register_schedule` adds one, tried before them;
@@ -21,6 +22,7 @@ from typing import Sequence
 from kgc.targets import Target, target_for
 from kgc.tiling.attention import AttentionSchedule
 from kgc.tiling.config import CONFIG_CLASSES, ConfigError, KernelConfig
+from kgc.tiling.gather import GatherReductionSchedule, GatherSchedule
 from kgc.tiling.generate import DryBuilder
 from kgc.tiling.graph_model import SUPPORTED_OPS, Node, topological
 from kgc.tiling.iteration import KernelPlan, Unplannable
@@ -34,10 +36,12 @@ __all__ = ["kernel_kind", "matching_schedules", "plan_group", "register_schedule
            "schedule_for", "schedules", "unregister_schedule"]
 
 # Tried in order; the first that matches (and takes the group) plans the
-# kernel. Attention plans a narrower pattern than matmuls: it goes first; a
-# bare matmul's library call goes before the Triton matmul.
-_SCHEDULES: list[Schedule] = [AttentionSchedule(), LibraryMatmulSchedule(), MatmulSchedule(),
-                              ReductionSchedule(), PointwiseSchedule()]
+# kernel. Only the gathers' own schedules write a kg.gather: they go before
+# every other. Attention plans a narrower pattern than matmuls: it goes
+# before them; a bare matmul's library call goes before the Triton matmul.
+_SCHEDULES: list[Schedule] = [GatherReductionSchedule(), GatherSchedule(), AttentionSchedule(),
+                              LibraryMatmulSchedule(), MatmulSchedule(), ReductionSchedule(),
+                              PointwiseSchedule()]
 for _schedule in _SCHEDULES:
     CONFIG_CLASSES.setdefault(_schedule.config_class.kind, _schedule.config_class)
 
