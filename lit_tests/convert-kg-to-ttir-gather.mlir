@@ -21,7 +21,7 @@
 // CHECK-NEXT: %{{.*}} = arith.constant dense<0.000000e+00> : tensor<4x256xf16>
 // CHECK-NEXT: "tt.load"(%[[P]], %{{.*}}, %{{.*}}) {{.*}} : (tensor<4x256x!tt.ptr<f16>>, tensor<4x256xi1>, tensor<4x256xf16>) -> tensor<4x256xf16>
 func.func @rows(%table: tensor<50x1000xf16>, %ids: tensor<17xi64>) -> tensor<17x1000xf16> {
-  %y = kg.kernel @rows_0(%table, %ids) attributes {block_m = 4, block_n = 256, num_warps = 4} : (tensor<50x1000xf16>, tensor<17xi64>) -> tensor<17x1000xf16> {
+  %y = kg.kernel @rows_0(%table, %ids) attributes {config = {block_m = 4, block_n = 256, num_warps = 4}} : (tensor<50x1000xf16>, tensor<17xi64>) -> tensor<17x1000xf16> {
   ^bb0(%t: tensor<50x1000xf16>, %i: tensor<17xi64>):
     %r = kg.gather %t[%i] dim 0 : (tensor<50x1000xf16>, tensor<17xi64>) -> tensor<17x1000xf16>
     kg.yield %r : tensor<17x1000xf16>

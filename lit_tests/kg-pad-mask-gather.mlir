@@ -11,7 +11,7 @@
 // CHECK-NEXT: %[[GM:.*]] = kg.tile_mask [%{{.*}}, %[[COL:.*]]] lower [-2147483648, -2147483648] upper [2147483647, 1000] : tensor<4x256xi1>
 // CHECK-NEXT: kg.tile_gather %{{.*}}[%{{.*}}, %[[COL]]] indices %[[IDS]] dim 0 mask %[[GM]] padding 0.000000e+00 : memref<50x1000xf16, strided<[1000, 1]>>, tensor<4x1xi64> -> tensor<4x256xf16>
 func.func @partial(%table: tensor<50x1000xf16>, %ids: tensor<17xi64>) -> tensor<17x1000xf16> {
-  %y = kg.kernel @partial_0(%table, %ids) attributes {block_m = 4, block_n = 256, num_warps = 4} : (tensor<50x1000xf16>, tensor<17xi64>) -> tensor<17x1000xf16> {
+  %y = kg.kernel @partial_0(%table, %ids) attributes {config = {block_m = 4, block_n = 256, num_warps = 4}} : (tensor<50x1000xf16>, tensor<17xi64>) -> tensor<17x1000xf16> {
   ^bb0(%t: tensor<50x1000xf16>, %i: tensor<17xi64>):
     %r = kg.gather %t[%i] dim 0 : (tensor<50x1000xf16>, tensor<17xi64>) -> tensor<17x1000xf16>
     kg.yield %r : tensor<17x1000xf16>
@@ -29,7 +29,7 @@ func.func @partial(%table: tensor<50x1000xf16>, %ids: tensor<17xi64>) -> tensor<
 // CHECK-NEXT: kg.tile_gather %{{.*}} indices %[[IDS]] dim 0 : memref<50x1024xf16, strided<[1024, 1]>>, tensor<4x1xi64> -> tensor<4x256xf16>
 // CHECK-NOT: kg.tile_mask
 func.func @exact(%table: tensor<50x1024xf16>, %ids: tensor<16xi64>) -> tensor<16x1024xf16> {
-  %y = kg.kernel @exact_0(%table, %ids) attributes {block_m = 4, block_n = 256, num_warps = 4} : (tensor<50x1024xf16>, tensor<16xi64>) -> tensor<16x1024xf16> {
+  %y = kg.kernel @exact_0(%table, %ids) attributes {config = {block_m = 4, block_n = 256, num_warps = 4}} : (tensor<50x1024xf16>, tensor<16xi64>) -> tensor<16x1024xf16> {
   ^bb0(%t: tensor<50x1024xf16>, %i: tensor<16xi64>):
     %r = kg.gather %t[%i] dim 0 : (tensor<50x1024xf16>, tensor<16xi64>) -> tensor<16x1024xf16>
     kg.yield %r : tensor<16x1024xf16>

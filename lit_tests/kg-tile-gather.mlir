@@ -16,7 +16,7 @@
 // CHECK-NEXT: %[[G:.*]] = kg.tile_gather %[[TV]][%{{.*}}, %[[COL:.*]]] indices %[[IDS]] dim 0 : memref<50x1000xf16, strided<[1000, 1]>>, tensor<4x1xi64> -> tensor<4x256xf16>
 // CHECK-NEXT: kg.tile_store %[[G]], %{{.*}}[%[[ROW]], %[[COL]]] : tensor<4x256xf16>
 func.func @rows(%table: tensor<50x1000xf16>, %ids: tensor<17xi64>) -> tensor<17x1000xf16> {
-  %y = kg.kernel @rows_0(%table, %ids) attributes {block_m = 4, block_n = 256, num_warps = 4} : (tensor<50x1000xf16>, tensor<17xi64>) -> tensor<17x1000xf16> {
+  %y = kg.kernel @rows_0(%table, %ids) attributes {config = {block_m = 4, block_n = 256, num_warps = 4}} : (tensor<50x1000xf16>, tensor<17xi64>) -> tensor<17x1000xf16> {
   ^bb0(%t: tensor<50x1000xf16>, %i: tensor<17xi64>):
     %r = kg.gather %t[%i] dim 0 : (tensor<50x1000xf16>, tensor<17xi64>) -> tensor<17x1000xf16>
     kg.yield %r : tensor<17x1000xf16>
