@@ -821,3 +821,24 @@ def test_a_fused_projection_split_after_its_matmul_runs_in_kgc_kernels(rows):
         return torch.relu(k) * v + q.sum(-1, keepdim=True) - q[..., 17:].mean(-1, keepdim=True)
 
     _run_tiled(attention_inputs, _randn(rows, 64))
+
+
+def test_an_op_that_reads_a_tensor_on_another_device_stays_with_pytorch():
+    # PyTorch lets an op on one device read a 0-d CPU tensor or CPU
+    # positions (a CUDA cache's index_put at CPU positions); a kgc kernel
+    # reads only tensors of its own device. Here the graph's device is
+    # "meta", so that the check runs without a GPU.
+    from kgc.torch.partition import KgcSupport
+
+    graph = torch.fx.Graph()
+    x, y = graph.placeholder("x"), graph.placeholder("y")
+    total = graph.call_function(torch.ops.aten.add.Tensor, (x, y))
+    graph.output(total)
+    x.meta["val"] = torch.empty(3, 17, device="meta")
+    y.meta["val"] = torch.empty((), device="cpu")
+    total.meta["val"] = torch.empty(3, 17, device="meta")
+    support = KgcSupport(devices=("meta",))
+    assert not support.is_node_supported({}, total)
+    assert "reads or makes tensors on cpu" in support.reasons[total]
+    y.meta["val"] = torch.empty((), device="meta")
+    assert KgcSupport(devices=("meta",)).is_node_supported({}, total)

@@ -61,11 +61,17 @@ class KgcSupport(OperatorSupportBase):
             with size_bindings(_hints(node)):
                 reason = unsupported_reason(node)
         if reason is None and self.devices is not None:
+            # Its result and what it reads: PyTorch lets a CUDA op read a
+            # CPU tensor (a 0-d scalar, the positions of an index_put), a
+            # kgc kernel cannot.
             value = node.meta.get("val")
-            value = value[0] if isinstance(value, (tuple, list)) else value
-            if isinstance(value, torch.Tensor) and value.device.type not in self.devices:
-                reason = (f"its tensors are on {value.device.type}; kgc kernels run on "
-                          f"{' and '.join(self.devices)} devices")
+            values = [value[0] if isinstance(value, (tuple, list)) else value]
+            values += [argument.meta.get("val") for argument in node.all_input_nodes]
+            for tensor in values:
+                if isinstance(tensor, torch.Tensor) and tensor.device.type not in self.devices:
+                    reason = (f"it reads or makes tensors on {tensor.device.type}; kgc kernels "
+                              f"run on {' and '.join(self.devices)} devices")
+                    break
         if reason is not None and node.op == "call_function":
             self.reasons[node] = reason
         self._answers[node] = reason is None
