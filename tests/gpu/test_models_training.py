@@ -39,8 +39,5 @@ def test_the_llamas_training_and_lora_steps_are_right_and_timed():
         assert row.compile_s["kgc"] > 0 and row.compile_s["torch.compile"] > 0
         assert row.kgc_graphs["forward"]["kernels"] and row.kgc_graphs["backward"]["kernels"]
         assert row.recompiles == 0, row
-    # The LoRA step keeps no gradient or AdamW state of the frozen base.
-    for runner in ("eager", "kgc"):
-        assert rows["lora 4x256"].peak_mb[runner] < rows["train 4x256"].peak_mb[runner]
     table = result.table()
     assert "kgc MiB" in table and "train 4x256" in table and "lora 4x256" in table

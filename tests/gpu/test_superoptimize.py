@@ -50,7 +50,9 @@ def test_headline_end_to_end(tmp_path):
     assert "tt.func" in result.ttir() and ".entry" in result.ptx()
     # The choice, saved and given back, compiles the same kernels.
     again = kgc.compile(headline(), config=json.loads(result.config.to_json()))
-    assert [k.asm["ttir"] for k in again.kernels()] == [k.asm["ttir"] for k in result.kernels()]
+    # (A kernel the search gave to the GPU's BLAS has no code of its own.)
+    assert [k.asm.get("ttir") for k in again.kernels()] == \
+        [k.asm.get("ttir") for k in result.kernels()]
 
 
 def _corrupt_all_but_defaults(candidate, results):
@@ -96,7 +98,8 @@ def test_a_candidate_over_the_shared_memory_limit_is_skipped_without_running(tmp
     huge = MatmulConfig(block_m=128, block_n=256, block_k=128, group_m=1, num_warps=8,
                         num_stages=6)
     g = kgc.new_kernel_graph("gemm")
-    a = g.new_input((256, 512), kgc.float16)
+    # 128 rows: a bare matmul of 256 or more would be the GPU's BLAS's.
+    a = g.new_input((128, 512), kgc.float16)
     b = g.new_input((512, 512), kgc.float16)
     g.mark_output(g.matmul(a, b))
     result = g.superoptimize(cache=False, configs={"matmul": [huge]}, **QUICK)
