@@ -11,7 +11,9 @@ rows.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import warnings
 from typing import Callable
 
 from kgc.bench.models import CPU
@@ -92,6 +94,37 @@ def compile_forward(model, runner: str, size: str) -> None:
                        dict(backend="kgc", mode="reduce-overhead") if runner == KGC_GRAPHS else
                        dict(mode="reduce-overhead") if runner == CUDA_GRAPHS else {})
     model.forward = torch.compile(model.forward, **compile_options)
+
+
+@contextlib.contextmanager
+def contending(row: "ModelRow", runner: str, model, size: str):
+    """The frame of one contender's turn at a row: `model.forward` compiled
+    as `runner` compiles it, warnings silenced within (kgc's fallbacks are
+    counted from its reports); after the block, kgc's recompiles and graphs
+    recorded and the class's forward restored. A failure in the block ends
+    it as the contender's error (and, for kgc, the row's status)."""
+    import torch
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    graphs_before = len(kgc_reports())
+    try:
+        compile_forward(model, runner, size)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                frames_before = counters["frames"]["ok"]
+                yield
+            if runner == KGC:
+                row.recompiles = max(0, counters["frames"]["ok"] - frames_before - 1)
+                record_kgc(row, kgc_reports()[graphs_before:])
+        finally:
+            if runner != EAGER:
+                del model.forward  # the class's forward again
+    except Exception as error:
+        row.errors[runner] = first_line(error)
+        if runner == KGC and row.status == OK:
+            row.status, row.reason = FAILED, first_line(error)
 
 
 def gpu_kernel_ms(call: Callable[[], object]) -> float:

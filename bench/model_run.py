@@ -39,14 +39,12 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
-import warnings
 from typing import Callable, Sequence
 
 from kgc.bench import model_train
 from kgc.bench.model_rows import (CUDA_GRAPHS, EAGER, FAILED, GPU_RUNNERS, INDUCTOR, KGC,
-                                  KGC_GRAPHS, LABELS,
-                                  OK, WRONG, ModelRow, compile_forward, first_line,
-                                  gpu_kernel_ms, kgc_reports, record_kgc)
+                                  KGC_GRAPHS, LABELS, OK, WRONG, ModelRow, contending,
+                                  first_line, gpu_kernel_ms)
 from kgc.bench.models import CPU, FORWARD, GPU, KINDS, TRAINING_KINDS, ModelSpec, RowSpec
 
 # 2: training and LoRA rows; rows have "peak_mb" (per runner) and
@@ -294,41 +292,21 @@ def _run_contender(row: ModelRow, runner: str, model, call, size: str, calls: in
                    expected) -> None:
     """`runner`'s first call of the row (checked when it is kgc's), then,
     when `calls`, its time over that many calls."""
-    import torch
-    from torch._dynamo.utils import counters
-
-    torch._dynamo.reset()
-    graphs_before = len(kgc_reports())
-    try:
-        compile_forward(model, runner, size)
-        try:
-            started = time.perf_counter()
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # the fallbacks are counted from the reports
-                frames_before = counters["frames"]["ok"]
-                result = call(model)
-                _synchronize(size)
-            if runner != EAGER:
-                row.compile_s[runner] = time.perf_counter() - started
-            if runner == KGC:
-                _check(row, result, eager, expected)
-            elif runner == KGC_GRAPHS and not _replays_right(result, eager, expected):
-                # Not timed: the row's status is kgc's own compile's.
-                row.errors[runner] = "wrong result under CUDA graphs"
-                return
-            if size == GPU and calls and not (runner == KGC and row.status == WRONG):
-                # A wrong result is not timed: its time would mean nothing.
-                _time_calls(row, runner, model, call, calls)
-            if runner == KGC:
-                row.recompiles = max(0, counters["frames"]["ok"] - frames_before - 1)
-                record_kgc(row, kgc_reports()[graphs_before:])
-        finally:
-            if runner != EAGER:
-                del model.forward  # the class's forward again
-    except Exception as error:
-        row.errors[runner] = first_line(error)
-        if runner == KGC and row.status == OK:
-            row.status, row.reason = FAILED, first_line(error)
+    with contending(row, runner, model, size):
+        started = time.perf_counter()
+        result = call(model)
+        _synchronize(size)
+        if runner != EAGER:
+            row.compile_s[runner] = time.perf_counter() - started
+        if runner == KGC:
+            _check(row, result, eager, expected)
+        elif runner == KGC_GRAPHS and not _replays_right(result, eager, expected):
+            # Not timed: the row's status is kgc's own compile's.
+            row.errors[runner] = "wrong result under CUDA graphs"
+            return
+        if size == GPU and calls and not (runner == KGC and row.status == WRONG):
+            # A wrong result is not timed: its time would mean nothing.
+            _time_calls(row, runner, model, call, calls)
 
 
 def _replays_right(result, eager, expected) -> bool:

@@ -37,11 +37,9 @@ from __future__ import annotations
 import copy
 import statistics
 import time
-import warnings
 
-from kgc.bench.model_rows import (EAGER, FAILED, INDUCTOR, KGC, OK, WRONG, ModelRow,
-                                  compile_forward, first_line, gpu_kernel_ms, kgc_reports,
-                                  record_kgc)
+from kgc.bench.model_rows import (EAGER, FAILED, INDUCTOR, KGC, WRONG, ModelRow, contending,
+                                  first_line, gpu_kernel_ms)
 from kgc.bench.models import GPU, LORA, ModelSpec, RowSpec
 
 TRAINING_RUNNERS = (EAGER, INDUCTOR, KGC)
@@ -154,43 +152,25 @@ def _run_contender(row: ModelRow, runner: str, model, ids, autocast: bool, size:
     """`runner`'s first step (checked when it is kgc's), then, when `reps`,
     its timing. Eager's (loss, gradients) on the CPU for eager, else None."""
     import torch
-    from torch._dynamo.utils import counters
 
-    torch._dynamo.reset()
-    graphs_before = len(kgc_reports())
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad],
                                   lr=LEARNING_RATE)
     outcome = None
-    try:
-        compile_forward(model, runner, size)
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # the fallbacks are counted from the reports
-                frames_before = counters["frames"]["ok"]
-                started = time.perf_counter()
-                loss = training_step(model, ids, autocast)
-                if size == GPU:
-                    torch.cuda.synchronize()
-                if runner != EAGER:
-                    row.compile_s[runner] = time.perf_counter() - started
-                if runner == EAGER:
-                    outcome = loss.cpu(), _gradients(model, "cpu")
-                elif runner == KGC:
-                    check_gradients(row, model, loss, eager, expected)
-                optimizer.step()
-                if size == GPU and reps and not (runner == KGC and row.status == WRONG):
-                    # A wrong result is not timed: its time would mean nothing.
-                    _time_steps(row, runner, model, ids, autocast, optimizer, reps)
-            if runner == KGC:
-                row.recompiles = max(0, counters["frames"]["ok"] - frames_before - 1)
-                record_kgc(row, kgc_reports()[graphs_before:])
-        finally:
-            if runner != EAGER:
-                del model.forward  # the class's forward again
-    except Exception as error:
-        row.errors[runner] = first_line(error)
-        if runner == KGC and row.status == OK:
-            row.status, row.reason = FAILED, first_line(error)
+    with contending(row, runner, model, size):
+        started = time.perf_counter()
+        loss = training_step(model, ids, autocast)
+        if size == GPU:
+            torch.cuda.synchronize()
+        if runner != EAGER:
+            row.compile_s[runner] = time.perf_counter() - started
+        if runner == EAGER:
+            outcome = loss.cpu(), _gradients(model, "cpu")
+        elif runner == KGC:
+            check_gradients(row, model, loss, eager, expected)
+        optimizer.step()
+        if size == GPU and reps and not (runner == KGC and row.status == WRONG):
+            # A wrong result is not timed: its time would mean nothing.
+            _time_steps(row, runner, model, ids, autocast, optimizer, reps)
     return outcome
 
 

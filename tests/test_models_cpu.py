@@ -90,9 +90,9 @@ def _with_a_wrong_gradient(monkeypatch, parameter_name):
     """kgc's compile of the training rows, with a hook that moves one
     element of `parameter_name`'s gradient by 0.1 % of the gradient's
     largest magnitude: what a slightly wrong backward kernel would give."""
-    from kgc.bench import model_train
+    from kgc.bench import model_rows
 
-    compile_forward = model_train.compile_forward
+    compile_forward = model_rows.compile_forward
 
     def compile_with_a_wrong_gradient(model, runner, size):
         compile_forward(model, runner, size)
@@ -103,7 +103,7 @@ def _with_a_wrong_gradient(monkeypatch, parameter_name):
                 return grad
             model.get_parameter(parameter_name).register_hook(perturb)
 
-    monkeypatch.setattr(model_train, "compile_forward", compile_with_a_wrong_gradient)
+    monkeypatch.setattr(model_rows, "compile_forward", compile_with_a_wrong_gradient)
 
 
 def test_a_wrong_gradient_fails_the_training_row_and_the_cli(monkeypatch, capsys):
