@@ -143,17 +143,25 @@ def gpu_kernel_ms(call: Callable[[], object]) -> float:
 
 def record_kgc(row: ModelRow, reports: list) -> None:
     """kgc's kernels and the ops left to PyTorch in `reports` (the graphs
-    of the row), in all and per kind of graph."""
+    of the row), in all and per kind of graph, and per kind of graph why
+    each partition kgc failed to compile ran in PyTorch (its reason's first
+    line -> how many partitions)."""
     row.kgc_kernels, row.kgc_fallbacks, row.kgc_graphs = 0, {}, {}
     for report in reports:
         if report.whole_graph_reason is not None:
             raise RuntimeError(f"a whole graph ran in PyTorch: {report.whole_graph_reason}")
-        graph = row.kgc_graphs.setdefault(report.kind, {"kernels": 0, "fallbacks": {}})
+        graph = row.kgc_graphs.setdefault(report.kind, {"kernels": 0, "fallbacks": {},
+                                                        "failed_partitions": {}})
         graph["kernels"] += report.kernel_count
         row.kgc_kernels += report.kernel_count
         left = [op for op, _ in report.fallbacks]
-        left += [op for partition in report.partitions if partition.fallback_reason is not None
-                 for op in partition.ops]
+        for partition in report.partitions:
+            if partition.fallback_reason is None:
+                continue
+            left += partition.ops
+            reason = (str(partition.fallback_reason).strip().splitlines() or ["?"])[0][:300]
+            failed = graph["failed_partitions"]
+            failed[reason] = failed.get(reason, 0) + 1
         for op in left:
             name = op.split(":")[0]
             row.kgc_fallbacks[name] = row.kgc_fallbacks.get(name, 0) + 1

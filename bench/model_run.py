@@ -49,7 +49,8 @@ from kgc.bench.models import CPU, FORWARD, GPU, KINDS, TRAINING_KINDS, ModelSpec
 
 # 2: training and LoRA rows; rows have "peak_mb" (per runner) and
 # "kgc_graphs" (per kind of graph: inference, forward, backward).
-SCHEMA_VERSION = 2
+# 3: each of "kgc_graphs" has "failed_partitions" (reason -> count).
+SCHEMA_VERSION = 3
 
 
 @dataclasses.dataclass

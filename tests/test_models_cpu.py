@@ -383,3 +383,28 @@ def test_kgc_under_cuda_graphs_is_a_column_of_its_own():
     header, line = result.table().splitlines()[:2]
     assert "kgc-cudagraphs ms" in header and "kgc-cudagraphs gpu ms" in header
     assert "0.310" in line.split() and "0.078" in line.split()
+
+
+def test_a_partition_that_failed_to_compile_is_recorded_with_its_reason():
+    from types import SimpleNamespace
+
+    from kgc.bench.model_rows import record_kgc
+
+    def partition(ops, reason=None):
+        return SimpleNamespace(ops=ops, fallback_reason=reason)
+
+    failed = ("KgcError: @kgc_1: kernel @kgc_1_0_matmul needs 300 KiB of shared memory\n"
+              "the GPU has 228 KiB")
+    report = SimpleNamespace(kind="backward", kernel_count=3, whole_graph_reason=None,
+                             fallbacks=[("aten.cumsum.default:cumsum", "not supported")],
+                             partitions=[partition(["aten.mm.default:mm"]),
+                                         partition(["aten.mm.default:mm_1",
+                                                    "aten.add.Tensor:add"], failed),
+                                         partition(["aten.mm.default:mm_2"], failed)])
+    row = model_run.ModelRow("llama", "train 1x512")
+    record_kgc(row, [report])
+    graph = row.kgc_graphs["backward"]
+    assert graph["kernels"] == 3
+    assert graph["fallbacks"] == {"aten.cumsum.default": 1, "aten.mm.default": 2,
+                                  "aten.add.Tensor": 1}
+    assert graph["failed_partitions"] == {failed.splitlines()[0]: 2}
