@@ -16,6 +16,20 @@ import kgc
 
 DTYPES = ("f32", "f16", "bf16")
 
+
+def tiled(graph: kgc.Graph):
+    """`graph` compiled to the kg stage in a context of its own: kernels in
+    tiled form, padded and masked, as the CPU executor runs them."""
+    from mlir import ir
+
+    from kgc.pipeline.compiler import compile_module
+
+    context = ir.Context()
+    module = graph.build(context)
+    with context:
+        compile_module(module, emit="kg")
+    return module
+
 # Shapes that are not multiples of any tile, with 1s and odd sizes.
 ROW_SHAPES = ((1, 1), (3, 17), (17, 1000), (5, 4097))
 

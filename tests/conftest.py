@@ -1,4 +1,5 @@
-"""Suite-wide reporting, and the tuned-defaults table off by default.
+"""Suite-wide reporting, the tuned-defaults table off by default, and the
+fixtures several files use.
 
 The tests pin kgc's heuristic choices (tile sizes, splits, warps); a table
 shipped for a target (`kgc.tuned_defaults`) would change them. Tests of the
@@ -8,7 +9,21 @@ shipped tables instead.
 
 import os
 
+import pytest
+
 os.environ.setdefault("KGC_TUNED_DEFAULTS", "off")
+
+
+@pytest.fixture
+def one_torch_thread():
+    """torch on one thread: the CPU executor's tensors are small, and more
+    threads only contend (badly so when tests run in parallel). A file
+    takes it with `pytestmark = pytest.mark.usefixtures("one_torch_thread")`."""
+    torch = pytest.importorskip("torch")
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
 
 
 def pytest_terminal_summary(terminalreporter, config):

@@ -39,12 +39,7 @@ _KG = ("builtin.module(kgc-cse,kgc-dce,kg-decompose,kgc-cse,kg-fuse{%s},kg-tile{
        "kg-legalize-dot,kg-pad-mask,convert-kg-to-ttir)")
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _tiled(shape: AttentionShape, dtype: str, fuse: str = "", tile: str = "",

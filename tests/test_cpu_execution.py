@@ -14,14 +14,12 @@ import math
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from mlir import ir
 
 import kgc
 import kgc.reference
 from kgc.execution import run_tiled
-from kgc.pipeline.compiler import compile_module
 from kgc.tiling.kernel_ops import kernels_in
-from tests.cases import make_inputs, parameters
+from tests.cases import make_inputs, parameters, tiled
 from tests.comparison import as_tuple, assert_as_accurate_as_eager, assert_matches_torch, \
     tf32_rounded
 from tests.test_random_graphs import graphs
@@ -38,24 +36,7 @@ CPU_PARAMETERS = [(case, dtype) for case, dtype in parameters()
                   if sum(math.prod(shape) for _, shape, _ in case.inputs) <= _MAX_INPUT_ELEMENTS]
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """The tensors here are small: threads only contend (badly so when
-    tests run in parallel)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
-def tiled(graph: kgc.Graph) -> ir.Operation:
-    """`graph` compiled to the kg stage: kernels in tiled form, padded and
-    masked."""
-    context = ir.Context()
-    module = graph.build(context)
-    with context:
-        compile_module(module, emit="kg")
-    return module
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.mark.parametrize("case,dtype", CPU_PARAMETERS, ids=lambda p: getattr(p, "name", p))

@@ -7,14 +7,13 @@ the graph API's own checks."""
 from __future__ import annotations
 
 import pytest
-from mlir import ir
 
 import kgc
 from kgc.diagnostics import KgcError
 from kgc.execution import TileProgramError, run_tiled
 from kgc.graph import GraphError
-from kgc.pipeline.compiler import compile_module
 from kgc.tiling.kernel_ops import kernel_name, kernels_in
+from tests.cases import tiled
 
 torch = pytest.importorskip("torch")
 
@@ -22,20 +21,7 @@ DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 COUNTS = [1, 3, 17, 1000]
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
-def tiled(graph: kgc.Graph) -> ir.Operation:
-    context = ir.Context()
-    module = graph.build(context)
-    with context:
-        compile_module(module, emit="kg")
-    return module
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def indices_with_repeats(count: int, extent: int, generator) -> "torch.Tensor":

@@ -18,6 +18,7 @@ from kgc.execution import run_tiled
 from kgc.pipeline.compiler import compile_module
 from kgc.tiling.kernel_ops import kernels_in
 from kgc.accuracy import mismatch
+from tests.cases import tiled
 from tests.comparison import as_tuple
 from tests.int_cases import (ALL_CASES, assert_matches, causal_softmax_graph,
                              causal_softmax_reference, make_inputs, parameters, reference,
@@ -28,20 +29,7 @@ torch = pytest.importorskip("torch")
 _ids = lambda p: getattr(p, "name", p)  # noqa: E731
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
-def _tiled(graph: kgc.Graph) -> ir.Operation:
-    context = ir.Context()
-    module = graph.build(context)
-    with context:
-        compile_module(module, emit="kg")
-    return module
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.mark.parametrize("case,length", parameters(), ids=_ids)
@@ -54,7 +42,7 @@ def test_reference_matches_torch(case, length):
 
 @pytest.mark.parametrize("case,length", parameters(), ids=_ids)
 def test_tiled_kernels_match_torch(case, length):
-    module = _tiled(case.graph(length))
+    module = tiled(case.graph(length))
     assert kernels_in(module)
     for seed in (0, 1):
         inputs = make_inputs(case, length, "cpu", seed=seed)
@@ -69,7 +57,7 @@ def test_every_output_is_one_kernel(case):
     # output's chain of ops is one kernel (independent outputs are not
     # merged, for floats either).
     graph = case.graph(1000)
-    assert len(kernels_in(_tiled(graph))) == len(graph.outputs)
+    assert len(kernels_in(tiled(graph))) == len(graph.outputs)
 
 
 @pytest.mark.parametrize("case", ALL_CASES, ids=_ids)
@@ -83,7 +71,7 @@ def test_triton_compiles_every_case_for_sm90(case):
 
 @pytest.mark.parametrize("n", [1, 3, 17, 100])
 def test_causal_softmax_is_one_reduction_kernel(n):
-    module = _tiled(causal_softmax_graph(n))
+    module = tiled(causal_softmax_graph(n))
     kernels = kernels_in(module)
     assert len(kernels) == 1
     assert ir.StringAttr(kernels[0].attributes["kind"]).value == "reduction"
@@ -102,7 +90,7 @@ def test_causal_softmax_in_f16_compiles_for_sm90():
 
 @pytest.mark.parametrize("n", [1, 17, 130])
 def test_triu_mask_is_one_kernel(n):
-    module = _tiled(triu_graph(n))
+    module = tiled(triu_graph(n))
     assert len(kernels_in(module)) == 1
     a = torch.randint(1, 100, (n, n), dtype=torch.int32)
     assert torch.equal(run_tiled(module, None, a), torch.triu(a))
@@ -115,7 +103,7 @@ def test_mask_fuses_into_a_matmul_epilogue():
     scores = g.matmul(q, k)
     rows, cols = g.iota((64, 1), 0, "i32"), g.iota((1, 64), 1, "i32")
     g.output(g.where(g.ge(rows, cols), scores, float("-inf")))
-    module = _tiled(g)
+    module = tiled(g)
     kernels = kernels_in(module)
     assert len(kernels) == 1
     assert ir.StringAttr(kernels[0].attributes["kind"]).value == "matmul"
@@ -136,7 +124,7 @@ def test_integer_results_of_the_tiled_kernels_are_checked_exactly():
     g = kgc.Graph("positions")
     a = g.input("a", (4097,), "i64")
     g.output(a + g.arange(4097))
-    module = _tiled(g)
+    module = tiled(g)
     a = torch.randint(1, 10, (4097,))
     assert torch.equal(run_tiled(module, None, a), a + torch.arange(4097))
 

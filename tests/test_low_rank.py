@@ -21,12 +21,7 @@ from tests.test_split_k import inputs_for, lora
 torch = pytest.importorskip("torch")
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _run(graph: kgc.Graph, tensors, config: GraphConfig | None = None):

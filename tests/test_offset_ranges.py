@@ -19,6 +19,7 @@ import kgc
 from kgc.tiling.index_maps import ceil_div, next_power_of_two
 from kgc.tiling.kernel_ops import int_array, kernels_in, walk_ops
 from kgc.tiling.ranges import UNKNOWN, OffsetRanges
+from tests.cases import tiled
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
@@ -156,16 +157,6 @@ def test_what_is_not_constant_is_unknown(b):
 
 
 # -- the masks kg-pad-mask keeps -------------------------------------------------
-
-
-def tiled(graph: kgc.Graph) -> ir.Operation:
-    from kgc.pipeline.compiler import compile_module
-
-    context = ir.Context()
-    module = graph.build(context)
-    with context:
-        compile_module(module, emit="kg")
-    return module
 
 
 def accesses(kernel: ir.Operation):

@@ -29,12 +29,7 @@ torch = pytest.importorskip("torch")
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def gemv(m, k, n, dtype):
