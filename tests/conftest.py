@@ -32,3 +32,14 @@ def pytest_terminal_summary(terminalreporter, config):
     seed = getattr(config.option, "randomly_seed", None)
     if isinstance(seed, int) and config.pluginmanager.has_plugin("randomly"):
         terminalreporter.write_line(f"random test order: --randomly-seed={seed} repeats it")
+
+
+@pytest.fixture
+def fresh_dynamo():
+    """Dynamo's caches cleared before and after: each test compiles what it
+    calls, and leaves no compiled frame to the next. A file takes it with
+    `pytestmark = pytest.mark.usefixtures("fresh_dynamo")`."""
+    torch = pytest.importorskip("torch")
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()

@@ -25,14 +25,9 @@ from kgc.bench import model_run, models  # noqa: E402
 from kgc.diagnostics import KgcError  # noqa: E402
 from kgc.tools.cli import run as cli  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
+
 DECODERS = [spec.name for spec in models.CATALOGUE.values() if spec.decoder and not spec.gpu_only]
-
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
 
 
 @pytest.mark.parametrize("name", DECODERS)

@@ -20,12 +20,7 @@ from kgc.torch import Backend, KgcFallbackWarning
 from kgc.torch.backend import _resolve_options
 from kgc.torch.cuda_graphs import CudaGraphed, capture_obstacle, mutated_inputs
 
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 # The names of the kernel graphs every ReferenceBackend compiled (a list

@@ -28,14 +28,9 @@ from kgc.torch.backend import _resolve_mode
 from kgc.diagnostics import KgcError
 from tests.examples import load_example
 
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
 
 
 class ReferenceBackend(Backend):

@@ -24,15 +24,10 @@ import torch.nn.functional as F
 from kgc.torch import reports
 from tests.test_torch_frontend import ReferenceBackend
 
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
+
 aten = torch.ops.aten
 COUNTS = [1, 3, 17, 1000]
-
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
 
 
 def compiled_run(function, *inputs):

@@ -21,12 +21,7 @@ import kgc
 from kgc.torch import KgcFallbackWarning
 from tests.test_torch_frontend import ReferenceBackend, TiledBackend
 
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def _randn(*shape, seed=[100], requires_grad=False):

@@ -26,20 +26,13 @@ torch = pytest.importorskip("torch")
 
 import kgc.torch  # noqa: E402
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("fresh_dynamo")]
 
 WIDTH = 64
 # f16 results of kgc's kernels, where the reference's may be compiled for
 # another extent (a power-of-two bucket of a dynamic dim) and sum in another
 # order; a replay on stale inputs is off by the inputs' whole size.
 TOLERANCE = dict(rtol=1e-2, atol=1e-2)
-
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
 
 
 class SortedMlp(torch.nn.Module):

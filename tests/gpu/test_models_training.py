@@ -13,14 +13,7 @@ pytest.importorskip("transformers")
 
 from kgc.bench import model_run, models  # noqa: E402
 
-pytestmark = pytest.mark.gpu
-
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("fresh_dynamo")]
 
 
 def test_the_llamas_training_and_lora_steps_are_right_and_timed():

@@ -16,14 +16,7 @@ pytest.importorskip("transformers")
 
 from kgc.bench import model_run, models  # noqa: E402
 
-pytestmark = pytest.mark.gpu
-
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("fresh_dynamo")]
 
 
 @pytest.mark.parametrize("name", list(models.CATALOGUE))

@@ -23,14 +23,7 @@ from kgc.torch.backend import Backend, compile_kernel_graph  # noqa: E402
 from tests.comparison import assert_as_accurate_as_eager  # noqa: E402
 from tests.examples import load_example  # noqa: E402
 
-pytestmark = pytest.mark.gpu
-
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("fresh_dynamo")]
 
 
 def _exact(module, inputs):
