@@ -162,6 +162,13 @@ def choose_schedule(kernel: ir.Operation, outputs: list[Node], options: KernelCo
     return schedule_for(outputs, kernel_knobs(kernel), target=target)
 
 
+def _choice_knobs(outputs: list[Node], other_than=None) -> set[str]:
+    """The knobs by which the schedules matching `outputs` (but
+    `other_than`) decide whether they take the kernel (`library`)."""
+    return {k for s in matching_schedules(outputs) if s is not other_than
+            for k in s.choice_knobs}
+
+
 def _without_other_choices(config, outputs: list[Node], schedule):
     """The config attribute less the knobs by which other matching
     schedules decide whether they take the kernel (`library = false` on a
@@ -169,8 +176,7 @@ def _without_other_choices(config, outputs: list[Node], schedule):
     schedule's knobs."""
     if config is None:
         return None
-    choosing = {k for s in matching_schedules(outputs) if s is not schedule
-                for k in s.choice_knobs} - set(schedule.config_class.knobs())
+    choosing = _choice_knobs(outputs, schedule) - set(schedule.config_class.knobs())
     kept = {config[i].name: config[i].attr for i in range(len(config))
             if config[i].name not in choosing}
     return ir.DictAttr.get(kept)
@@ -277,8 +283,7 @@ class KgTile(Pass):
             kind, cls = schedule.kind, schedule.config_class
             # A knob that chose between the schedules matching the kernel
             # (library=false keeping a bare matmul Triton) was used.
-            choosing = {k for s in matching_schedules(outputs) for k in s.choice_knobs
-                        if k in knobs}
+            choosing = _choice_knobs(outputs) & set(knobs)
             used |= choosing
             applicable = {k: v for k, v in knobs.items() if k in cls.knobs()}
             if self.kernel and len(applicable) + len(choosing - set(applicable)) < len(knobs):
