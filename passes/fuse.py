@@ -15,6 +15,13 @@ Argument: `kg-fuse`. Options:
     fold-low-rank=BOOL   add a rank-r product (X A) B to the matmul X W
                          sharing its X, X A riding along its k loop (LoRA)
     fuse-attention=BOOL  softmax(Q K^T [* scale] [+ mask]) V as one kernel
+    library-alone=BOOL   keep a matmul the GPU's BLAS runs (kgc.tiling.library)
+                         a bare call: nothing is fused into it
+    rules-off=NAMES      schedules' fusion rules to turn off, by `,`: the
+                         objections of `Schedule.fusion_refusal` (attention's
+                         `keys-once`: no work on K or V in a kernel whose
+                         programs would each repeat it) and the gathering
+                         rules of schedules registered from outside kgc
     target=SM            the SM version the groups are planned for (default
                          90), as kg-tile will plan them: whether a merge
                          costs a matmul its split over k depends on the
@@ -115,12 +122,20 @@ class KgFuse(Pass):
     fold_low_rank = Option(bool, True, "add a rank-r product (X A) B to the matmul X W "
                                        "sharing its X (LoRA)")
     fuse_attention = Option(bool, True, "make softmax(Q K^T) V one attention kernel")
+    library_alone = Option(bool, True, "fuse nothing into a matmul that the GPU's BLAS runs "
+                                       "(kgc.tiling.library)")
     target = Option(int, DEFAULT_SM, "SM version the kernels are planned for (80, 86, 89, 90, "
                                      "...)", choices=SUPPORTED_SMS)
 
+    rules_off = Option(str, "", "schedules' fusion rules to turn off, ',' between names "
+                                "(attention's keys-once)")
+
     def decisions(self) -> FusionDecisions:
-        return FusionDecisions(**{name.replace("-", "_"): getattr(self, name.replace("-", "_"))
-                                  for name in FusionDecisions.names()})
+        decisions = FusionDecisions(**{name.replace("-", "_"): getattr(self, name.replace("-", "_"))
+                                       for name in FusionDecisions.names()})
+        for rule in filter(None, (name.strip() for name in self.rules_off.split(","))):
+            decisions = decisions.without(rule)
+        return decisions
 
     def run(self, op: ir.Operation) -> None:
         given = None

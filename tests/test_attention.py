@@ -43,11 +43,11 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _tiled(shape: AttentionShape, dtype: str, fuse: str = "", tile: str = "",
-           graph=attention_graph):
+           graph=attention_graph, target: int = 90):
     context = ir.Context()
     module = graph(shape, dtype).build(context)
     with context:
-        compile_module(module, emit="kg", pipeline=_KG % (fuse, tile))
+        compile_module(module, emit="kg", pipeline=_KG % (fuse, tile), target=target)
     return module
 
 
@@ -115,11 +115,30 @@ def test_a_reshaped_result_is_stored_by_the_attention_kernel(shape, dtype, tile)
 @pytest.mark.parametrize("shape,stages", [
     (AttentionShape(1, 32, 8, 1, 4096, 128), 3),  # decoding, 4 key blocks per split
     (AttentionShape(1, 8, 2, 3, 100, 64), 2),  # one key block: nothing to pipeline
-    (AttentionShape(1, 4, 2, 17, 1000, 64), 2),  # more queries than decoding
+    (AttentionShape(1, 4, 2, 17, 1000, 128), 2),  # more queries than decoding
 ], ids=str)
 def test_decoding_keeps_three_key_blocks_in_flight(shape, stages):
     attention = kernels_in(_tiled(shape, "f16"))[0]
     assert knob(attention, "num_stages") == stages
+
+
+@pytest.mark.parametrize("shape,target,tiles", [
+    # Heads of 64: 128 keys a step, four stages in flight.
+    (AttentionShape(1, 8, 8, 512, 512, 64), 90, dict(block_n=128, num_stages=4)),
+    (AttentionShape(1, 4, 2, 17, 1000, 64), 90, dict(block_n=128, num_stages=4)),
+    # A GPU of 99 KiB of shared memory per block (sm_86) has room for two.
+    (AttentionShape(1, 8, 8, 512, 512, 64), 86, dict(block_n=128, num_stages=2)),
+    # Heads of 128: 128 queries on 8 warps, three stages, where 32 heads of
+    # 4 query tiles make about a wave of sm_90's 132 SMs...
+    (AttentionShape(1, 32, 8, 512, 512, 128), 90,
+     dict(block_m=128, block_n=64, num_warps=8, num_stages=3)),
+    # ...but not where they would leave most SMs idle.
+    (AttentionShape(1, 4, 4, 512, 512, 128), 90, dict(block_m=16, block_n=64, num_stages=2)),
+], ids=str)
+def test_prefill_attention_tiles(shape, target, tiles):
+    option = f"target={target}"
+    attention = kernels_in(_tiled(shape, "f16", fuse=option, tile=option, target=target))[0]
+    assert {name: knob(attention, name) for name in tiles} == tiles
 
 
 def test_split_kv_and_packing_are_in_the_kernel_config():

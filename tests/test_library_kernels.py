@@ -78,12 +78,16 @@ def test_a_bare_large_matmul_is_a_library_kernel():
     assert kinds(gemm(512, 1024, 768, "bf16", transposed_b=True, batch=2)) == ["library_matmul"]
 
 
-def test_fused_and_small_matmuls_stay_triton():
-    # An epilogue makes it no bare matmul; a kernel is never split to call
-    # the library.
-    assert kinds(gemm(512, 4096, 6144, relu=True)) == ["matmul"]
-    # Few rows: kgc's kernels (here split over k) beat cuBLAS.
-    assert "library_matmul" not in kinds(gemm(17, 4096, 6144))
+def test_a_large_matmul_keeps_its_epilogue_out_and_a_small_one_fuses_it():
+    # kg-fuse's library-alone: the library's matmul, then the epilogue as a
+    # kernel of its own.
+    assert kinds(gemm(512, 4096, 6144, relu=True)) == ["library_matmul", "pointwise"]
+    # Without library kernels, the epilogue is fused into kgc's matmul.
+    with library_kernels(False):
+        assert kinds(gemm(512, 4096, 6144, relu=True)) == ["matmul"]
+    # Few rows: kgc's kernels (here split over k) beat cuBLAS, and fuse it.
+    assert "library_matmul" not in kinds(gemm(17, 4096, 6144, relu=True))
+    assert len(kinds(gemm(17, 4096, 6144, relu=True))) <= 2  # the split's partials and sum
 
 
 def test_the_option_and_the_environment_turn_the_choice_off(monkeypatch):
@@ -271,8 +275,9 @@ def test_a_fused_matmul_is_offered_no_library_call():
 
 
 def test_explain_names_a_library_kernel_as_a_call(capsys):
-    # Linear layers without bias: the second is a bare matmul of 300 rows
-    # (the GELU folds into the first), which cuBLAS computes.
+    # Linear layers without bias, bare matmuls of 300 rows that cuBLAS
+    # computes; the GELU between them is a kernel of its own (kg-fuse's
+    # library-alone).
     model = torch.nn.Sequential(torch.nn.Linear(512, 512, bias=False), torch.nn.GELU(),
                                 torch.nn.Linear(512, 384, bias=False)).eval()
     with torch.no_grad():
@@ -280,8 +285,9 @@ def test_explain_names_a_library_kernel_as_a_call(capsys):
     printed = capsys.readouterr().out
     calls = [line for line in printed.splitlines()
              if "(library call: cuBLAS through torch)" in line]
-    assert len(calls) == 1 and "aten.mm.default" in calls[0], printed
-    assert explanation.kernel_count == 2
+    assert len(calls) == 2 and all("aten.mm.default" in call for call in calls), printed
+    assert "aten.gelu.default" not in "".join(calls)
+    assert explanation.kernel_count == 3
 
 
 def test_the_compiled_graph_shows_the_call_where_code_would_be():
@@ -312,12 +318,13 @@ def test_a_config_picks_only_among_the_choices_of_a_group():
 
 
 def _outputs(graph: kgc.Graph):
-    """The output nodes of the graph's one kernel after fusion."""
+    """The output nodes of the graph's one kernel after fusion (as fusion
+    makes it without library kernels: an epilogue fused)."""
     from kgc.passes.tile import kernel_graph
 
     context = ir.Context()
     module = graph.build(context)
-    with context:
+    with context, library_kernels(False):
         GraphConfig(graph.name).fuse(module)
         (kernel,) = kernels_in(module)
         return kernel_graph(kernel)

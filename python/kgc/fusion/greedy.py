@@ -36,6 +36,19 @@ matmul and a softmax over more keys than one tile holds are not a kernel.
 A rule that is no field of `FusionDecisions` (a schedule registered from
 outside kgc) is on unless `without` turned it off.
 
+`library-alone`: a group that is a bare matmul the GPU's BLAS runs
+(`kgc.tiling.library`: kgc's rule gives it the library, at least 256 rows,
+columns and k steps) takes in no op that would make it a Triton kernel: no
+norm or prologue, no epilogue, no sibling. Its neighbours become kernels of
+their own, as Inductor leaves them beside its cuBLAS calls. The rule comes
+from an H200: at 512 tokens the Llama-3-8B-shaped projections with their
+folded norm, gated epilogue or residual add ran as Triton at about half
+cuBLAS's rate, while the unfused pair costs one extra pass over a
+512-row activation (benchmarks/NOTES.md, "Prefill: fused kernels against
+the library pair"). A merge that keeps the group a library call (the
+transpose of a weight it reads) is made. Turning it off (`library-alone=
+false`, and the search does) fuses as if there were no library.
+
 `fold-rms-norm` is the RMSNorm before a matmul (its 1/rms becomes a factor
 of the matmul's epilogue, its sum runs in the k loop), and any reduction
 feeding a matmul operand (a softmax of scores too wide for an epilogue).
@@ -49,11 +62,13 @@ cannot be split, and a skinny matmul then runs on too few programs.
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 
 from kgc.fusion.graph import FusionGraph
 from kgc.fusion.partition import Partition
 from kgc.tiling.graph_model import Node
 from kgc.tiling.iteration import Unplannable
+from kgc.tiling.library import KIND as LIBRARY_KIND
 from kgc.tiling.registry import schedules
 from kgc.tiling.schedule import Schedule
 
@@ -64,6 +79,7 @@ FUSE_PROLOGUE = "fuse-prologue"
 FUSE_EPILOGUE = "fuse-epilogue"
 MERGE_REDUCTIONS = "merge-reductions"
 FUSE_ATTENTION = "fuse-attention"
+LIBRARY_ALONE = "library-alone"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +93,8 @@ class FusionDecisions:
     merge_reductions: bool = True
     fold_low_rank: bool = True
     fuse_attention: bool = True
+    # Not a kind of merge but a refusal: a library matmul takes in nothing.
+    library_alone: bool = True
     # The fusion rules of schedules (Schedule.fusion_rule) that are no field
     # above and are turned off.
     rules_off: frozenset[str] = frozenset()
@@ -153,7 +171,9 @@ def _reaches(node: Node, targets: set[int], members: set[int]) -> bool:
 class GreedyResult:
     partition: Partition
     groups: list[list[Node]]  # in the order of their last op
-    kinds_made: frozenset[str]  # kinds of the merges made
+    # The decisions that shaped the result: the kinds of the merges made,
+    # and `library-alone` where it refused one.
+    kinds_made: frozenset[str]
 
 
 def greedy_partition(graph: FusionGraph, decisions: FusionDecisions = FusionDecisions()
@@ -188,8 +208,13 @@ def greedy_partition(graph: FusionGraph, decisions: FusionDecisions = FusionDeci
                 pair = (source, target, version[source], version[target])
                 if pair in refused:
                     continue
-                if not _merges(graph, decisions, groups, group_of, source, target):
+                refusal = _refusal(graph, decisions, groups, group_of, source, target)
+                if refusal is not None:
                     refused.add(pair)
+                    if refusal.by_rule:
+                        # A rule that refused a merge shaped the result:
+                        # the search tries it turned off.
+                        kinds_made.add(refusal.reason)
                     continue
                 kind = merge_kind(groups[source], groups[target])
                 for node in groups[source]:
@@ -205,17 +230,55 @@ def greedy_partition(graph: FusionGraph, decisions: FusionDecisions = FusionDeci
     return GreedyResult(Partition.of_groups(graph, ordered, origin), ordered, frozenset(kinds_made))
 
 
-def _merges(graph: FusionGraph, decisions: FusionDecisions, groups: dict, group_of: dict,
-            source: int, target: int) -> bool:
-    """Whether group `source` may be merged into its consumer group `target`."""
+class Refusal(NamedTuple):
+    """Why a merge is not made: `reason`, and whether that is a rule that
+    can be turned off (`library-alone`, a schedule's objection), which the
+    search then tries turned off."""
+
+    reason: str
+    by_rule: bool = False
+
+
+def _refusal(graph: FusionGraph, decisions: FusionDecisions, groups: dict, group_of: dict,
+             source: int, target: int) -> Refusal | None:
+    """Why group `source` may not be merged into its consumer group
+    `target`; None when it may."""
     kind = merge_kind(groups[source], groups[target])
     if not decisions.allows(kind):
-        return False
+        return Refusal(f"{kind} is off")
     merged = graph.in_program_order(groups[source] + groups[target])
     if _creates_cycle(graph, source, target, group_of, groups) or not graph.plannable(merged):
-        return False
-    return not (kind in (FOLD_RMS_NORM, FUSE_PROLOGUE) and
-                _costs_the_split(graph, groups[target], merged))
+        return Refusal("not one kernel")
+    if decisions.library_alone and _leaves_the_library(graph, groups[source], groups[target],
+                                                       merged):
+        return Refusal(LIBRARY_ALONE, by_rule=True)
+    objection = _schedule_objection(graph, merged)
+    if objection is not None and decisions.allows(objection):
+        return Refusal(objection, by_rule=True)
+    if kind in (FOLD_RMS_NORM, FUSE_PROLOGUE) and _costs_the_split(graph, groups[target], merged):
+        return Refusal("costs the matmul its split over k")
+    return None
+
+
+def _schedule_objection(graph: FusionGraph, merged: list[Node]) -> str | None:
+    """The rule by which the schedule planning `merged` objects to being
+    grown into it (`Schedule.fusion_refusal`); None when it does not."""
+    plan = graph.plan(merged)
+    schedule = schedules().get(plan.schedule)
+    return None if schedule is None else schedule.fusion_refusal(plan)
+
+
+def _leaves_the_library(graph: FusionGraph, producer: list[Node], consumer: list[Node],
+                        merged: list[Node]) -> bool:
+    """Whether one of the two groups is a library call and the merged
+    group would not be."""
+    def library(group: list[Node]) -> bool:
+        try:
+            return graph.plan(group).kind == LIBRARY_KIND
+        except Unplannable:
+            return False
+
+    return (library(producer) or library(consumer)) and not library(merged)
 
 
 def _gather(graph: FusionGraph, schedule: Schedule, group_of: dict, groups: dict) -> bool:

@@ -57,7 +57,7 @@ from kgc.element_types import ELEMENT_BYTES
 from kgc.targets import Target
 from kgc.tiling.config import AttentionConfig
 from kgc.tiling.generate import DryBuilder, Generator, Tile
-from kgc.tiling.graph_model import ELEMENTWISE_OPS, Node, topological
+from kgc.tiling.graph_model import ELEMENTWISE_OPS, SOURCE_OPS, VIEW_OPS, Node, topological
 from kgc.tiling.index_maps import (BufferView, IndexMap, NotAffine, ceil_div, next_power_of_two,
                                    product)
 from kgc.tiling.iteration import KernelPlan, Unplannable, matmul_operand_maps
@@ -77,6 +77,13 @@ _MAX_HEAD_DIM = 256
 _DECODE_ROWS = 16
 # Shared memory the pipelined K and V blocks of a decoding kernel may take.
 _STAGES_BYTES = 160 * 1024
+# The fusion rule (`AttentionSchedule.fusion_refusal`) that keeps work on
+# the keys and values out of a kernel whose programs would each repeat it.
+KEYS_ONCE = "keys-once"
+# What an attention kernel may do to its K and V on the way in at no cost
+# worth a kernel: address them (views, a broadcast over the query heads),
+# convert them, or read constants.
+_ADDRESSING_OPS = VIEW_OPS | SOURCE_OPS | {"cast"}
 
 
 # -- recognising the pattern ---------------------------------------------------
@@ -319,11 +326,23 @@ def _plan(pattern: AttentionPattern, outputs, config: AttentionConfig, kernel,
     if config.num_programs is not None:
         raise Unplannable("attention kernels are not persistent (num_programs)")
     pack = pack and g_axis is not None
-    block_n_default = min(n_extent, 64 if m_extent > 1 or pack else 128)
+    # Prefill (many queries per head): the tiles an H200 sweep of causal
+    # prefill at 512 tokens found best (benchmarks/NOTES.md, "Prefill
+    # attention"): heads of 64 take 128 keys a step over 4 stages (15.6 ->
+    # 10.2 us), heads of 128 take 128 queries on 8 warps over 3 stages
+    # (21.5 -> 18.7 us) where those tiles still make about a wave.
+    prefill = m_extent > _DECODE_ROWS and not pack
+    narrow_heads = prefill and d_extent <= 64 and e_extent <= 64
+    wide_query_tiles = (prefill and not narrow_heads and config.block_m is None
+                        and m_extent >= 128 and
+                        2 * _product(extents) * ceil_div(m_extent, 128) > target.sm_count)
+    block_n_default = min(n_extent, 128 if narrow_heads or not (m_extent > 1 or pack) else 64)
     block_n = config.block_n or block_n_default
     key_tiles = ceil_div(n_extent, block_n)
     if pack:
         block_m = 1
+    elif wide_query_tiles:
+        block_m = 128
     else:
         block_m = config.block_m or min(m_extent, 64 if m_extent > 16 else 16)
         if block_m > m_extent:
@@ -382,8 +401,13 @@ def _plan(pattern: AttentionPattern, outputs, config: AttentionConfig, kernel,
     # a program walks several key blocks, and three stages of K and V
     # blocks fit shared memory with room to spare.
     stage_bytes = block_n * (d_extent + e_extent) * _element_bytes(pattern)
+    stages_budget = min(_STAGES_BYTES, target.max_shared_memory_per_block * 2 // 3)
     stages_default = 3 if (m_extent <= _DECODE_ROWS and chunk // block_n >= 3
-                           and 3 * stage_bytes <= _STAGES_BYTES) else 2
+                           and 3 * stage_bytes <= stages_budget) else 2
+    if narrow_heads and block_n >= 128 and key_tiles >= 4 and 4 * stage_bytes <= stages_budget:
+        stages_default = 4
+    elif block_m >= 128 and prefill and key_tiles >= 3 and 3 * stage_bytes <= stages_budget:
+        stages_default = 3
     resolved = AttentionConfig(num_warps=config.num_warps or warps_default,
                                num_stages=config.num_stages or stages_default,
                                block_m=None if pack else block_m, block_n=block_n,
@@ -578,6 +602,33 @@ class AttentionSchedule(Schedule):
 
     def match(self, order):
         return is_attention(order)
+
+    def fusion_refusal(self, plan):
+        # Every program of one key/value head's query tiles (and, unpacked,
+        # of each query head of its group) reads every key block: a
+        # prologue computed on K or V inside the kernel runs once per such
+        # program. The rotary embedding of a prefill's keys (sin, cos and
+        # the rotation of each block) in its attention kernel made that
+        # kernel three times slower than attention over stored keys (an
+        # H200, the Llama-3-8B-shaped layers at 512 tokens: 66 us against
+        # 21.5; benchmarks/NOTES.md); a kernel of its own computes them once.
+        readers = ceil_div(plan.extents[plan.m_axis], plan.tile[plan.m_axis])
+        if plan.g_axis is not None and not plan.config.pack_heads:
+            readers *= plan.extents[plan.g_axis]
+        if readers <= 1:
+            return None
+        pattern = plan.pattern
+        stack = [pattern.scores.operands[1], pattern.output_mm.operands[1]]
+        seen: set[int] = set()
+        while stack:
+            node = stack.pop()
+            if id(node) in seen or node.is_input:
+                continue
+            seen.add(id(node))
+            if node.op not in _ADDRESSING_OPS:
+                return KEYS_ONCE
+            stack.extend(node.operands)
+        return None
 
     def plan(self, outputs, order, config, kernel, target):
         return plan_attention(outputs, order, config, kernel, target)

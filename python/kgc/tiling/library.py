@@ -32,8 +32,11 @@ as `kg.matmul` says); any batch axes `torch.matmul` broadcasts. Nothing is
 fused into it: not a bias, a scale or an activation, although cuBLASLt has
 epilogues for some of them, because a fused Triton kernel saves the round
 trip through memory that such an epilogue saves, and kgc would have to
-prove the library's epilogue matches kg's rounding; a kernel fusion made is
-never split to use the library.
+prove the library's epilogue matches kg's rounding. Fusion does not grow
+such a matmul into a Triton kernel in the first place (kg-fuse's
+`library-alone`, kgc.fusion.greedy): its norm, epilogue or sibling becomes a
+kernel of its own beside the call, as Inductor's do; a kernel fusion made
+is never split afterwards to use the library.
 
 When kgc chooses it (`prefers_library`): a bare matmul with at least 256
 rows (m), 256 columns (n) and 256 k steps per product, at f16, bf16 or f32.

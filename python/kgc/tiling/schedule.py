@@ -104,6 +104,16 @@ class Schedule:
         pattern (always, by default)."""
         return None
 
+    def fusion_refusal(self, plan: KernelPlan) -> str | None:
+        """The name of a rule of this schedule by which fusion should not
+        have grown a group into the kernel of `plan` (kgc's plan of the
+        merged group), though it plans: work the kernel would repeat in
+        many programs, which a kernel of its own does once. Fusion refuses
+        such a merge unless that rule is turned off (`FusionDecisions`
+        takes the name as it takes a `fusion_rule`), and the search tries
+        both. None (the default): no objection."""
+        return None
+
     def plan(self, outputs: list[Node], order: list[Node], config: KernelConfig,
              kernel: str | None, target: Target) -> KernelPlan:
         """The plan of a kernel computing `outputs` with the knobs `config`

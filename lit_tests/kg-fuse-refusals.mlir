@@ -1,0 +1,111 @@
+// kg-fuse refuses some merges that plan as one kernel, where the kernel
+// would be slower than its pieces:
+//   library-alone: a matmul that the GPU's BLAS runs (kgc.tiling.library:
+//     at least 256 rows, columns and k steps) takes in no norm, prologue,
+//     epilogue or sibling; only what keeps it a library call (the transpose
+//     of a weight it reads);
+//   keys-once (attention's objection, Schedule.fusion_refusal): work on K or
+//     V stays out of an attention kernel whose programs would each repeat it.
+// RUN: kgc-opt %s --kg-decompose --kg-fuse | FileCheck %s
+// RUN: kgc-opt %s --kg-decompose --kg-fuse='library-alone=false rules-off=keys-once' | FileCheck %s --check-prefix=FUSED
+// Without library kernels kgc's own rule gives nothing to the library:
+// RUN: env KGC_LIBRARY_KERNELS=0 kgc-opt %s --kg-decompose --kg-fuse | FileCheck %s --check-prefix=NOLIB
+
+// A prefill's RMSNorm before its projection: the norm is a reduction kernel
+// and the projection a bare matmul, where fused it would be one kernel.
+// CHECK-LABEL: func.func @prefill_norm_matmul(
+// CHECK-NEXT: %[[N:.*]] = kg.kernel @prefill_norm_matmul_0_reduction(%arg0, %arg1) : (tensor<512x4096xf16>, tensor<4096xf16>) -> tensor<512x4096xf16> {
+// CHECK: kg.kernel @prefill_norm_matmul_1_matmul(%[[N]], %arg2) : (tensor<512x4096xf16>, tensor<4096x4096xf16>) -> tensor<512x4096xf16> {
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: kg.matmul
+// CHECK-NEXT: kg.yield
+// FUSED-LABEL: func.func @prefill_norm_matmul(
+// NOLIB-LABEL: func.func @prefill_norm_matmul(
+// NOLIB-NEXT: kg.kernel @prefill_norm_matmul_0_matmul(
+// FUSED-NEXT: kg.kernel @prefill_norm_matmul_0_matmul(%arg0, %arg1, %arg2)
+func.func @prefill_norm_matmul(%x: tensor<512x4096xf16>, %gamma: tensor<4096xf16>, %w: tensor<4096x4096xf16>) -> tensor<512x4096xf16> {
+  %n = kg.rms_norm %x weight %gamma normalized_shape [4096] eps 1.0e-5 : (tensor<512x4096xf16>, tensor<4096xf16>) -> tensor<512x4096xf16>
+  %y = kg.matmul %n, %w : (tensor<512x4096xf16>, tensor<4096x4096xf16>) -> tensor<512x4096xf16>
+  return %y : tensor<512x4096xf16>
+}
+
+// The transpose of the weight stays in the library kernel (the call reads
+// the weight swapped); the residual add is a kernel of its own.
+// CHECK-LABEL: func.func @prefill_residual(
+// CHECK-NEXT: %[[Y:.*]] = kg.kernel @prefill_residual_0_matmul(%arg1, %arg0) : (tensor<4096x4096xf16>, tensor<512x4096xf16>) -> tensor<512x4096xf16> {
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: kg.transpose
+// CHECK-NEXT: kg.matmul
+// CHECK-NEXT: kg.yield
+// CHECK: kg.kernel @prefill_residual_1_pointwise(%[[Y]], %arg2)
+// FUSED-LABEL: func.func @prefill_residual(
+// NOLIB-LABEL: func.func @prefill_residual(
+// NOLIB-NEXT: kg.kernel @prefill_residual_0_matmul(
+// FUSED-NEXT: kg.kernel @prefill_residual_0_matmul(%arg1, %arg0, %arg2)
+func.func @prefill_residual(%x: tensor<512x4096xf16>, %w: tensor<4096x4096xf16>, %r: tensor<512x4096xf16>) -> tensor<512x4096xf16> {
+  %wt = kg.transpose %w [1, 0] : tensor<4096x4096xf16> -> tensor<4096x4096xf16>
+  %y = kg.matmul %x, %wt : (tensor<512x4096xf16>, tensor<4096x4096xf16>) -> tensor<512x4096xf16>
+  %s = kg.add %y, %r : (tensor<512x4096xf16>, tensor<512x4096xf16>) -> tensor<512x4096xf16>
+  return %s : tensor<512x4096xf16>
+}
+
+// A gated MLP of 512 rows: two library matmuls and silu(g) * u on its own.
+// CHECK-LABEL: func.func @prefill_gated(
+// CHECK-NEXT: %[[G:.*]] = kg.kernel @prefill_gated_0_matmul(%arg0, %arg1)
+// CHECK: %[[U:.*]] = kg.kernel @prefill_gated_1_matmul(%arg0, %arg2)
+// CHECK: kg.kernel @prefill_gated_2_pointwise(%[[G]], %[[U]])
+// FUSED-LABEL: func.func @prefill_gated(
+// NOLIB-LABEL: func.func @prefill_gated(
+// NOLIB-NEXT: kg.kernel @prefill_gated_0_matmul(
+// FUSED-NEXT: kg.kernel @prefill_gated_0_matmul(%arg0, %arg1, %arg2)
+func.func @prefill_gated(%x: tensor<512x512xf16>, %wg: tensor<512x1376xf16>, %wu: tensor<512x1376xf16>) -> tensor<512x1376xf16> {
+  %g = kg.matmul %x, %wg : (tensor<512x512xf16>, tensor<512x1376xf16>) -> tensor<512x1376xf16>
+  %u = kg.matmul %x, %wu : (tensor<512x512xf16>, tensor<512x1376xf16>) -> tensor<512x1376xf16>
+  %a = kg.silu %g : tensor<512x1376xf16>
+  %h = kg.mul %a, %u : (tensor<512x1376xf16>, tensor<512x1376xf16>) -> tensor<512x1376xf16>
+  return %h : tensor<512x1376xf16>
+}
+
+// 64 rows are too few for the library: the norm still folds into the matmul.
+// CHECK-LABEL: func.func @decode_norm_matmul(
+// CHECK-NEXT: kg.kernel @decode_norm_matmul_0_matmul(%arg0, %arg1, %arg2)
+// CHECK-NOT: kg.kernel
+// CHECK: return
+func.func @decode_norm_matmul(%x: tensor<64x4096xf16>, %gamma: tensor<4096xf16>, %w: tensor<4096x4096xf16>) -> tensor<64x4096xf16> {
+  %n = kg.rms_norm %x weight %gamma normalized_shape [4096] eps 1.0e-5 : (tensor<64x4096xf16>, tensor<4096xf16>) -> tensor<64x4096xf16>
+  %y = kg.matmul %n, %w : (tensor<64x4096xf16>, tensor<4096x4096xf16>) -> tensor<64x4096xf16>
+  return %y : tensor<64x4096xf16>
+}
+
+// 512 queries in query tiles: each tile's program would scale every key
+// block again, so the keys are scaled by a kernel of their own (which also
+// stores them transposed, as the scores read them). The same work on Q is
+// done once per program and stays in.
+// CHECK-LABEL: func.func @prefill_rotated_keys(
+// CHECK-NEXT: %[[KEYS:.*]] = kg.kernel @prefill_rotated_keys_0_pointwise(%arg1, %arg3) : (tensor<512x64xf16>, tensor<512x64xf16>) -> tensor<64x512xf16> {
+// CHECK: kg.kernel @prefill_rotated_keys_1_attention(%arg0, %arg3, %[[KEYS]], %arg2)
+// FUSED-LABEL: func.func @prefill_rotated_keys(
+// FUSED-NEXT: kg.kernel @prefill_rotated_keys_0_attention(%arg0, %arg3, %arg1, %arg2)
+func.func @prefill_rotated_keys(%q: tensor<512x64xf16>, %k: tensor<512x64xf16>, %v: tensor<512x64xf16>, %c: tensor<512x64xf16>) -> tensor<512x64xf16> {
+  %qr = kg.mul %q, %c : (tensor<512x64xf16>, tensor<512x64xf16>) -> tensor<512x64xf16>
+  %kr = kg.mul %k, %c : (tensor<512x64xf16>, tensor<512x64xf16>) -> tensor<512x64xf16>
+  %kt = kg.transpose %kr [1, 0] : tensor<512x64xf16> -> tensor<64x512xf16>
+  %s = kg.matmul %qr, %kt : (tensor<512x64xf16>, tensor<64x512xf16>) -> tensor<512x512xf16>
+  %p = kg.softmax %s dim 1 : tensor<512x512xf16>
+  %o = kg.matmul %p, %v : (tensor<512x512xf16>, tensor<512x64xf16>) -> tensor<512x64xf16>
+  return %o : tensor<512x64xf16>
+}
+
+// One query: one program reads each key block, so the keys' work stays in.
+// CHECK-LABEL: func.func @decode_rotated_keys(
+// CHECK-NEXT: kg.kernel @decode_rotated_keys_0_attention(%arg1, %arg3, %arg0, %arg2)
+// CHECK-NOT: kg.kernel
+// CHECK: return
+func.func @decode_rotated_keys(%q: tensor<1x64xf16>, %k: tensor<512x64xf16>, %v: tensor<512x64xf16>, %c: tensor<512x64xf16>) -> tensor<1x64xf16> {
+  %kr = kg.mul %k, %c : (tensor<512x64xf16>, tensor<512x64xf16>) -> tensor<512x64xf16>
+  %kt = kg.transpose %kr [1, 0] : tensor<512x64xf16> -> tensor<64x512xf16>
+  %s = kg.matmul %q, %kt : (tensor<1x64xf16>, tensor<64x512xf16>) -> tensor<1x512xf16>
+  %p = kg.softmax %s dim 1 : tensor<1x512xf16>
+  %o = kg.matmul %p, %v : (tensor<1x512xf16>, tensor<512x64xf16>) -> tensor<1x64xf16>
+  return %o : tensor<1x64xf16>
+}
