@@ -61,9 +61,10 @@ def forced(graph: kgc.Graph, library: bool) -> GraphConfig:
 
 @pytest.mark.parametrize("m,k,n,element,expected", [
     (512, 4096, 6144, "f16", True),  # a prefill's qkv projection
-    (256, 256, 256, "bf16", True),  # at the thresholds
+    (128, 256, 256, "bf16", True),  # at the thresholds
+    (128, 4096, 4096, "f16", True),  # a prefill of 128 tokens
     (4096, 4096, 4096, "f32", True),
-    (255, 4096, 4096, "f16", False),  # too few rows: Triton's split-K wins
+    (127, 4096, 4096, "f16", False),  # too few rows: Triton's split-K fuses and keeps up
     (16, 4096, 6144, "f16", False),  # a decode's GEMV
     (512, 128, 4096, "f16", False),  # too short a k loop
     (512, 4096, 128, "f16", False),  # too narrow

@@ -39,7 +39,7 @@ def library_kernels(compiled) -> list:
 def test_a_library_gemm_matches_torch(m, dtype):
     k, n = 1032, 264
     graph = gemm(m, k, n, dtype)
-    # Below 256 rows kgc's rule keeps Triton: the knob asks for the call.
+    # Below 128 rows kgc's rule keeps Triton: the knob asks for the call.
     compiled = kgc.compile(graph, config=config_for(graph, LIBRARY))
     assert len(library_kernels(compiled)) == 1
     generator = torch.Generator(device="cuda").manual_seed(m)

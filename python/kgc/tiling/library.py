@@ -38,15 +38,18 @@ such a matmul into a Triton kernel in the first place (kg-fuse's
 kernel of its own beside the call, as Inductor's do; a kernel fusion made
 is never split afterwards to use the library.
 
-When kgc chooses it (`prefers_library`): a bare matmul with at least 256
+When kgc chooses it (`prefers_library`): a bare matmul with at least 128
 rows (m), 256 columns (n) and 256 k steps per product, at f16, bf16 or f32.
 The rule comes from an H200 with Triton 3.6 (benchmarks/NOTES.md, "Real
 models"): at 512 tokens kgc's Triton matmuls ran at 0.81x to 0.97x cuBLAS
 (qkv 512x4096x6144: 48.3 us against 39.8; lm head 512x4096x32000: 227.7
 against 205.7; down 512x14336x4096: 96.7 against 90.7), and a GEMM 4096^3
-at 227.4 against 205.3 (issue 25's table). Below 256 rows (a decode's
-GEMVs, a few tokens) kgc's split-K kernels beat cuBLAS today, so they stay
-Triton. The same rule is used on every target; only sm_90 was measured.
+at 227.4 against 205.3 (issue 25's table). At 128 rows cuBLAS was faster on
+seven of the eight projections of Llama-3-8B and the small models (0.57x to
+0.95x, one even; "Folding a norm into a matmul"); at 64 rows and fewer (a
+decode's GEMVs, a few tokens) kgc's split-K kernels match cuBLAS on the
+wide ones and lose 20% on some narrow ones, and they fuse: they stay Triton.
+The same rule is used on every target; only sm_90 was measured.
 
 Overrides: the kernel knob `library` (a flag of `LibraryMatmulConfig`,
 kg-tile's option `library=true|false|auto`): true calls the library for a
@@ -91,7 +94,7 @@ MODULE_LIBRARY_CALL_ATTRIBUTE = "kg.library_call"
 ENVIRONMENT_SWITCH = "KGC_LIBRARY_KERNELS"
 ELEMENTS = ("f16", "bf16", "f32")
 # The rule's thresholds (see the module docstring for the measurements).
-MIN_ROWS = 256
+MIN_ROWS = 128
 MIN_COLUMNS = 256
 MIN_DEPTH = 256
 
@@ -284,8 +287,9 @@ def library_kernels(enabled: bool | None):
 
 
 def prefers_library(m: int, n: int, k: int, element: str) -> bool:
-    """kgc's rule: the GPU's BLAS for a bare matmul of at least 256 rows,
-    columns and k steps (see the module docstring for the measurements)."""
+    """kgc's rule: the GPU's BLAS for a bare matmul of at least 128 rows
+    and 256 columns and k steps (see the module docstring for the
+    measurements)."""
     return element in ELEMENTS and m >= MIN_ROWS and n >= MIN_COLUMNS and k >= MIN_DEPTH
 
 
