@@ -23,9 +23,9 @@ from kgc.targets import Target
 from kgc.tiling import low_rank, split_k
 from kgc.tiling.config import ConfigError, MatmulConfig, default_split_k
 from kgc.tiling.graph_model import Node, topological
-from kgc.tiling.index_maps import IndexMap, ceil_div, product
+from kgc.tiling.index_maps import IndexMap, ceil_div, next_power_of_two, product
 from kgc.tiling.iteration import (TILE_LOOP, Expansion, Unplannable, axes_of,
-                                  infer_maps, matmul_operand_maps)
+                                  infer_maps, leaf_view, matmul_operand_maps, operand_maps)
 from kgc.tiling.matmul_generator import MatmulGenerator
 from kgc.tiling.matmul_plan import MatmulPlan
 from kgc.tiling.plan import check_index_range, finish_plan, knob
@@ -97,16 +97,21 @@ class MatmulSchedule(Schedule):
         if config is None:
             return None
         # The pipeline's stages must fit the target's shared memory (a
-        # config measured on a kernel of one dot may not, beside two). Knobs
+        # config measured on a kernel of one dot may not, beside two or
+        # beside a prologue's own reads). Knobs
         # the entry leaves open are sized as the heuristics sized them.
         def size(knob: str) -> int:
             value = getattr(config, knob)
             return value if value is not None else getattr(plan.config, knob)
 
-        main = [mm for mm in plan.expansions if mm not in plan.dot_axes]
-        bits = max(element_bits(o.element) for mm in main for o in mm.operands)
-        stage_bytes = (size("block_m") + len(main) * size("block_n")) * size("block_k") * bits // 8
-        if size("num_stages") * stage_bytes > target.max_shared_memory_per_block:
+        m_axis, k_axis, n_axis = plan.matmul_axes
+        tile = list(plan.tile)
+        tile[m_axis], tile[k_axis], tile[n_axis] = (size("block_m"), size("block_k"),
+                                                    size("block_n"))
+        step_bytes = loop_step_bytes(list(plan.expansions), plan.maps, plan.reduce_axes,
+                                     plan.matmul_axes, tile)
+        if pipeline_bytes(size("num_stages"), step_bytes, target) > \
+                target.max_shared_memory_per_block:
             return None
         return config
 
@@ -227,16 +232,25 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
     # 128x128 accumulator, 8 beyond (two dots share a kernel in a gated
     # MLP); a deeper pipeline for small tiles.
     warps_default = 8 if len(matmuls) * block_m * block_n >= 128 * 256 else 4
+    if rank is not None:
+        _check_rank_tiles(products, rank, block_m, block_n, target)
     # One wave of programs with a long k loop (a prefill's 128x128 tiles,
     # one program per SM): a fourth stage hides more of each load than a
     # second program per SM would (H200: 512x14336x4096 95 us with 4, 116
     # with 3); several waves keep 3, which lets two programs share an SM.
-    stage_bytes = (block_m + len(matmuls) * block_n) * block_k * bits // 8
+    step_bytes = loop_step_bytes(list(expansions), maps, reduce_axes, axes, tile)
     one_long_wave = (tiles * splits <= target.sm_count
                      and ceil_div(k_extent, block_k * splits) >= _LONG_K_STEPS
-                     and 4 * stage_bytes <= target.max_shared_memory_per_block)
+                     and 4 * step_bytes <= target.max_shared_memory_per_block)
     stages_default = (4 if block_m * block_n <= 128 * 64 or one_long_wave else 3) \
         if loop_axes else 1
+    # Triton's pipeliner buffers every tile the k loop reads: a prologue
+    # that reads several inputs per step (the rotary tables beside the
+    # activation, operands stored in f32) fits fewer stages in shared memory
+    # than the dot's operands alone would.
+    while (stages_default > 1 and pipeline_bytes(stages_default, step_bytes, target)
+           > target.max_shared_memory_per_block):
+        stages_default -= 1
     # The loop flags apply to the k loop; without one they change nothing.
     flags = {name: getattr(config, name) if loop_axes else None
              for name in MatmulConfig.LOOP_FLAGS}
@@ -269,6 +283,72 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
     if k_loop:
         plan.loop_attributes[k_axis] = k_loop
     return plan
+
+
+def loop_step_bytes(matmuls: list[Node], maps: dict, reduce_axes: dict, axes,
+                    tile: list[int]) -> int:
+    """The bytes a program reads from memory per step of the k loop: the
+    tile of every kernel input that the operands of `matmuls` read along k
+    (`axes`: the kernel's (m, k, n)), in the input's own element type, each
+    (input, index map) once however many values share it. A plain matmul
+    reads its two operand tiles; a prologue reads every input it combines
+    (an activation at two offsets and the rotary tables for a rotated
+    query, an f32 operand the dot takes in bf16), and a sibling matmul of
+    other operands reads its own two."""
+    k_axis = axes[1]
+    reads: dict[tuple, int] = {}
+    seen: set[tuple] = set()
+    stack = [(mm, maps[mm]) for mm in matmuls if mm in maps]
+    while stack:
+        node, index_map = stack.pop()
+        key = (id(node), index_map)
+        if key in seen:
+            continue
+        seen.add(key)
+        # An input, or reshapes of one, which the program reads in place.
+        leaf = leaf_view(node)
+        if leaf is not None:
+            axes_read = index_map.depends_on()
+            if k_axis in axes_read:
+                # kg-pad-mask pads each tile to a power of two.
+                elements = product([next_power_of_two(tile[axis]) for axis in sorted(axes_read)])
+                reads[(id(leaf[0]), index_map.rows, index_map.offsets)] = \
+                    elements * element_bits(node.element) // 8
+            continue
+        try:
+            derived = operand_maps(node, index_map, reduce_axes, axes)
+        except Unplannable:
+            continue
+        stack.extend((operand, operand_map) for operand, operand_map in zip(node.operands, derived)
+                     if operand_map is not None)
+    return sum(reads.values())
+
+
+def pipeline_bytes(stages: int, step_bytes: int, target: Target) -> int:
+    """The shared memory a k loop of `stages` stages that reads `step_bytes`
+    per step may take, as Triton 3.6 pipelines it: on sm_90 a buffer per
+    stage of each tile wgmma reads straight from memory (one fewer for the
+    tiles a prologue computes on in registers, which this bound does not
+    tell apart); below sm_90 one fewer of each (an sm_86 gated pair of
+    128x128 dots over 3 stages takes 2 x 48 KiB)."""
+    return (stages if target.wgmma else stages - 1) * step_bytes
+
+
+def _check_rank_tiles(products: dict, rank: int, block_m: int, block_n: int,
+                      target: Target) -> None:
+    """A rank-r product is one dot over the whole rank after the k loop: its
+    [block_m, r] and [r, block_n] operand tiles sit in shared memory at once.
+    A rank that makes them larger than a block may hold (the key and value
+    projections' backward, 1024 wide beside a 4096-wide query's, looks like
+    LoRA's products) is no rank-r product: those matmuls are kernels of
+    their own."""
+    bits = max(element_bits(operand.element) for mm in products for operand in mm.operands)
+    rows, columns, depth = (next_power_of_two(size) for size in (block_m, block_n, rank))
+    needed = (rows + columns) * depth * bits // 8
+    if needed > target.max_shared_memory_per_block:
+        raise Unplannable(f"rank-{rank} products need {needed} B of shared memory for their "
+                          f"{rows}x{depth} and {depth}x{columns} operand tiles; {target.name} "
+                          f"has {target.max_shared_memory_per_block} B per block")
 
 
 def _expand_matmul(mm: Node, maps: dict, axes, reduce_axes: dict) -> Expansion:
