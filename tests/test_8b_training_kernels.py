@@ -8,7 +8,9 @@ block (kgc's compile refused them, and the whole partition fell back):
 * a matmul whose prologue reads more than its two operand tiles per k step:
   the rotated query times the keys (the activation at three offsets, the
   f32 rotary tables, keys kept in f32) took 4 pipeline stages of 72 KiB;
-  the stage count now counts every tile the k loop reads;
+  the stage count now counts every tile the k loop reads (so too for the
+  gated MLP's input gradient, dGate W1^T + dUp W3^T, two dots of their own
+  left operands, which had been counted as sharing one);
 * the backward of the q, k and v projections, dQ Wq^T + dK Wk^T + dV Wv^T,
   whose k and v terms (k = 1024 beside the query's 4096) were folded in as
   LoRA's rank-r products: one dot over the whole rank of 1024, 256 KiB of
@@ -23,9 +25,14 @@ tiled kernels against torch.
 from __future__ import annotations
 
 import pytest
+from mlir import ir
 
 import kgc
+from kgc.execution import run_tiled
+from kgc.pipeline.compiler import compile_module
+from kgc.pipeline.config import GraphConfig
 from kgc.targets import target_limits
+from kgc.tiling.config import MatmulConfig
 from kgc.tiling.kernel_ops import kernel_name, kernels_in, knob
 
 torch = pytest.importorskip("torch")
@@ -142,3 +149,49 @@ def test_a_rank_too_wide_for_shared_memory_is_no_rank_r_product_and_matches_torc
     _compiled_for_sm90(graph)
     module = _check_on_cpu(graph, reference, shapes, dtypes)
     assert len(kernels_in(module)) >= 2
+
+
+def gated_mlp_input_gradient(rows: int, intermediate: int, hidden: int):
+    """The gradient of the gated MLP's input: dGate W1^T + dUp W3^T, two
+    matmuls of one output and k, each with its own left operand."""
+    g = kgc.Graph("mlp_backward")
+    d_gate = g.input("d_gate", (rows, intermediate), "bf16")
+    w1 = g.input("w1", (intermediate, hidden), "bf16")
+    d_up = g.input("d_up", (rows, intermediate), "bf16")
+    w3 = g.input("w3", (intermediate, hidden), "bf16")
+    g.output(g.add(g.cast(g.matmul(d_gate, w1), "f32"), g.cast(g.matmul(d_up, w3), "f32")))
+
+    def reference(d_gate, w1, d_up, w3):
+        def term(a, b):
+            return (a.float() @ b.float()).to(torch.bfloat16).float()
+        return term(d_gate, w1) + term(d_up, w3)
+
+    shapes = [(rows, intermediate), (intermediate, hidden)] * 2
+    return g, reference, shapes, [torch.bfloat16] * 4
+
+
+def test_sibling_matmuls_of_their_own_operands_fit_sm90_at_8b_shapes():
+    # Four 128x64 and 64x128 tiles per k step, not the three of a gated
+    # MLP's forward, whose two dots share x.
+    graph, _, _, _ = gated_mlp_input_gradient(512, 14336, 4096)
+    compiled = _compiled_for_sm90(graph)
+    assert len([k for k in compiled.module.kernels if "matmul" in k]) == 1
+
+
+def test_sibling_matmuls_of_their_own_operands_get_fewer_stages_and_match_torch():
+    # The 8B step's tiles and k loop at fewer rows and columns: 128x128
+    # tiles, one unsplit wave over 65 k steps, which took 4 stages.
+    graph, reference, shapes, dtypes = gated_mlp_input_gradient(129, 4097, 200)
+    knobs = MatmulConfig(block_m=128, block_n=128, split_k=1)
+    config = GraphConfig(graph.name, None, {"mlp_backward_0_matmul": knobs})
+    kgc.compile(graph, target="sm_90", config=config)
+    generator = torch.Generator().manual_seed(3)
+    tensors = [_random(shape, dtype, generator) for shape, dtype in zip(shapes, dtypes)]
+    context = ir.Context()
+    module = graph.build(context)
+    with context:
+        compile_module(module, emit="kg", config=config)
+    [kernel] = kernels_in(module)
+    assert knob(kernel, "num_stages") == 3
+    assert_matches_torch(run_tiled(module, None, *tensors), reference(*tensors), graph.build(),
+                         tensors)
