@@ -277,6 +277,40 @@ def test_explain_shows_a_training_steps_forward_and_backward_kernels(capsys):
     assert all(p.grad is None for p in model.parameters())
 
 
+def test_explain_compiles_for_a_target_and_shows_what_fails_to_compile(capsys, monkeypatch):
+    # compile_for compiles each kernel graph for that GPU (no GPU needed); a
+    # partition whose compile fails is shown in PyTorch with the error, as
+    # the backend on that GPU would leave it, and the other partitions keep
+    # their kernels.
+    compiled_targets = []
+    real_compile = kgc.compile
+
+    def compile_and_record(graph, *, target=None, **options):
+        compiled_targets.append((graph.name, target))
+        if graph.name == "kgc_backward_0":
+            raise kgc.KgcError(f"kernel @{graph.name}_0_matmul needs 300000 B of shared "
+                               "memory per program")
+        return real_compile(graph, target=target, **options)
+
+    monkeypatch.setattr(kgc, "compile", compile_and_record)
+    w = _randn(17, 5, requires_grad=True)
+    x = _randn(3, 17)
+    explanation = kgc.explain(lambda t: torch.relu(t @ w).sum(), x, compile_for="sm_90")
+    printed = capsys.readouterr().out
+    assert compiled_targets == [("kgc_forward_0", 90), ("kgc_backward_0", 90)]
+    assert explanation.compiled_for == 90
+    forward, backward = explanation.graphs
+    assert forward.partitions[0].fallback_reason is None and forward.partitions[0].kernel_ops
+    assert "needs 300000 B of shared memory" in backward.partitions[0].fallback_reason
+    assert "kernel graphs compiled for sm_90 down to cubin: 1 partition(s) failed" in printed
+    assert "kgc_backward_0: runs in PyTorch: error: kernel @kgc_backward_0_0_matmul" in printed
+
+
+def test_explain_refuses_a_target_kgc_does_not_compile_for():
+    with pytest.raises(kgc.KgcError, match="target sm_75 is not supported"):
+        kgc.explain(lambda t: t * 2, _randn(3), compile_for="sm_75")
+
+
 def _backward_graph(target, arguments, values):
     """An FX graph of one attention backward op as AOTAutograd traces it on
     a CUDA device (meta kernels: no GPU needed), its three gradients

@@ -232,17 +232,25 @@ class Backend:
     own way (`compile_graph(graph, mode) -> callable on tensors`), that
     partition graphs on CPU tensors (`devices=None`), or that only describe
     the partitions and their kernels and leave them to PyTorch
-    (`run_kernels=False`, `describe_kernels=True`: explain)."""
+    (`run_kernels=False`, `describe_kernels=True`: explain). With
+    `run_kernels=False`, `compile_for` (an SM version) compiles each kernel
+    graph for that GPU down to cubin, which needs none, so that a partition
+    kgc fails to compile is reported with its error, as the backend on such
+    a GPU would leave it to PyTorch."""
 
     def __init__(self, compile_graph: Callable = compile_kernel_graph,
                  devices: tuple[str, ...] | None = ("cuda",),
                  require_cuda: bool = True, describe_kernels: bool = False,
-                 run_kernels: bool = True):
+                 run_kernels: bool = True, compile_for: int | None = None):
+        if compile_for is not None and run_kernels:
+            raise KgcError("compile_for compiles kernel graphs that are not run: it needs "
+                           "run_kernels=False")
         self.compile_graph = compile_graph
         self.run_kernels = run_kernels
         self.devices = devices
         self.require_cuda = require_cuda
         self.describe_kernels = describe_kernels
+        self.compile_for = compile_for
         self.reports: list[GraphReport] = []
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs, *, mode: str | None = None,
@@ -344,6 +352,8 @@ class Backend:
                     if self.run_kernels:
                         partition = CompiledPartition(
                             converted, self._compile_graph(converted.graph, mode))
+                if self.compile_for is not None:
+                    _compile_only(converted.graph, self.compile_for)
             except (Unsupported, KgcError) as error:
                 ops = [f"{op_name(n)}:{n.name}" for n in submodule.graph.nodes
                        if n.op == "call_function"]
@@ -351,8 +361,8 @@ class Backend:
                               f"{error}", KgcFallbackWarning, stacklevel=2)
                 report.partitions.append(PartitionReport(graph_name, ops, [], {}, str(error)))
                 continue
-            kernel_ops, library = _kernel_ops(converted.graph) if self.describe_kernels \
-                else ({}, [])
+            kernel_ops, library = _kernel_ops(converted.graph, self.compile_for) \
+                if self.describe_kernels else ({}, [])
             kernels = [] if isinstance(partition, BucketedPartition) else \
                 _kernel_names(partition.run) if partition is not None else list(kernel_ops)
             report.partitions.append(PartitionReport(graph_name, converted.ops, kernels,
@@ -396,11 +406,24 @@ class Backend:
         return (partition if self.run_kernels else None), converted
 
 
-def _kernel_ops(graph) -> tuple[dict[str, list[str]], list[str]]:
+def _compile_only(graph, target: int) -> None:
+    """Compiles a converted partition for sm_`target` down to cubin and
+    drops the result: what fails to compile raises KgcError, as it would
+    in the backend on that GPU. Triton runs in kgc's worker processes, not
+    under AOTAutograd's fake tensors."""
+    import kgc
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    with unset_fake_temporarily():
+        kgc.compile(graph, target=target)
+
+
+def _kernel_ops(graph, target: int | None = None) -> tuple[dict[str, list[str]], list[str]]:
     """kernel name -> the aten ops (by origin) whose kg ops kg-fuse put in
     it: the graph cut into kernels as kgc's default pipeline cuts it for
-    the GPU that kgc.compile compiles for (the one at hand); and the names
-    of those kernels that kg-tile will make calls of the GPU's BLAS."""
+    sm_`target`, by default the GPU that kgc.compile compiles for (the one
+    at hand); and the names of those kernels that kg-tile will make calls
+    of the GPU's BLAS."""
     from mlir import ir
 
     from kgc import targets
@@ -409,8 +432,9 @@ def _kernel_ops(graph) -> tuple[dict[str, list[str]], list[str]]:
     from kgc.pipeline.stages import fusion_pipeline_text
     from kgc.tiling.library import KIND as LIBRARY_KIND
 
-    present = targets.present_gpu()
-    target = present.sm if present else targets.DEFAULT_SM
+    if target is None:
+        present = targets.present_gpu()
+        target = present.sm if present else targets.DEFAULT_SM
     module = graph.build()
     with module.context:
         Pipeline.parse(fusion_pipeline_text(target=target)).run(module)
