@@ -108,9 +108,9 @@ class MatmulSchedule(Schedule):
         tile = list(plan.tile)
         tile[m_axis], tile[k_axis], tile[n_axis] = (size("block_m"), size("block_k"),
                                                     size("block_n"))
-        step_bytes = loop_step_bytes(list(plan.expansions), plan.maps, plan.reduce_axes,
-                                     plan.matmul_axes, tile)
-        if pipeline_bytes(size("num_stages"), step_bytes, target) > \
+        reads = loop_reads(list(plan.expansions), plan.expansions, plan.maps, plan.reduce_axes,
+                           plan.matmul_axes, tile)
+        if reads.pipeline_bytes(size("num_stages"), target) > \
                 target.max_shared_memory_per_block:
             return None
         return config
@@ -238,17 +238,18 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
     # one program per SM): a fourth stage hides more of each load than a
     # second program per SM would (H200: 512x14336x4096 95 us with 4, 116
     # with 3); several waves keep 3, which lets two programs share an SM.
-    step_bytes = loop_step_bytes(list(expansions), maps, reduce_axes, axes, tile)
+    reads = loop_reads(list(expansions), expansions, maps, reduce_axes, axes, tile)
     one_long_wave = (tiles * splits <= target.sm_count
                      and ceil_div(k_extent, block_k * splits) >= _LONG_K_STEPS
-                     and 4 * step_bytes <= target.max_shared_memory_per_block)
+                     and 4 * (reads.direct + reads.computed)
+                     <= target.max_shared_memory_per_block)
     stages_default = (4 if block_m * block_n <= 128 * 64 or one_long_wave else 3) \
         if loop_axes else 1
     # Triton's pipeliner buffers every tile the k loop reads: a prologue
     # that reads several inputs per step (the rotary tables beside the
     # activation, operands stored in f32) fits fewer stages in shared memory
     # than the dot's operands alone would.
-    while (stages_default > 1 and pipeline_bytes(stages_default, step_bytes, target)
+    while (stages_default > 1 and reads.pipeline_bytes(stages_default, target)
            > target.max_shared_memory_per_block):
         stages_default -= 1
     # The loop flags apply to the k loop; without one they change nothing.
@@ -285,53 +286,92 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
     return plan
 
 
-def loop_step_bytes(matmuls: list[Node], maps: dict, reduce_axes: dict, axes,
-                    tile: list[int]) -> int:
-    """The bytes a program reads from memory per step of the k loop: the
-    tile of every kernel input that the operands of `matmuls` read along k
-    (`axes`: the kernel's (m, k, n)), in the input's own element type, each
-    (input, index map) once however many values share it. A plain matmul
-    reads its two operand tiles; a prologue reads every input it combines
+@dataclasses.dataclass(frozen=True)
+class LoopReads:
+    """What a program reads from memory per step of its k loop, in bytes,
+    tiles padded to powers of two as kg-pad-mask pads them: `direct`, the
+    tiles a dot takes as they are loaded (a kernel input, or reshapes of
+    one); `computed`, the input tiles a prologue computes a dot operand from
     (an activation at two offsets and the rotary tables for a rotated
-    query, an f32 operand the dot takes in bf16), and a sibling matmul of
-    other operands reads its own two."""
+    query, an f32 operand the dot takes in bf16); `operands`, the operand
+    tiles so computed, which the dot reads from shared memory."""
+
+    direct: int
+    computed: int
+    operands: int
+
+    def pipeline_bytes(self, stages: int, target: Target) -> int:
+        """The shared memory of a k loop of `stages` stages, as Triton 3.6
+        pipelines it. On sm_90 a buffer per stage of each tile wgmma reads
+        straight from memory (a gated MLP's backward, four 128x64 bf16
+        tiles, takes 4 x 64 KiB at 4 stages), one fewer of each tile a
+        prologue computes on in registers, plus the computed operands (the
+        rotated query times f32 keys, 72 KiB of reads per step at 64x64
+        tiles, takes 3 x 72 + 16 KiB at 4 stages). Below sm_90 one fewer
+        of every tile (an sm_86 gated pair of 128x128 dots over 3 stages
+        takes 2 x 48 KiB)."""
+        if stages <= 1:
+            return self.direct + self.computed + self.operands
+        if target.wgmma:
+            return stages * self.direct + (stages - 1) * self.computed + self.operands
+        return (stages - 1) * (self.direct + self.computed) + self.operands
+
+
+def loop_reads(matmuls: list[Node], expansions: dict, maps: dict, reduce_axes: dict, axes,
+               tile: list[int]) -> LoopReads:
+    """The tiles the k loop of a kernel reads for the dots of `matmuls`
+    (`axes`: the kernel's (m, k, n); `expansions`: the cores the dots
+    multiply), each input and index map once however many values share it."""
     k_axis = axes[1]
-    reads: dict[tuple, int] = {}
+
+    def tile_bytes(node: Node, index_map: IndexMap) -> int:
+        axes_read = index_map.depends_on()
+        if k_axis not in axes_read:
+            return 0
+        elements = product([next_power_of_two(tile[axis]) for axis in sorted(axes_read)])
+        return elements * element_bits(node.element) // 8
+
+    direct: dict[tuple, int] = {}
+    computed: dict[tuple, int] = {}
+    operands = 0
     seen: set[tuple] = set()
-    stack = [(mm, maps[mm]) for mm in matmuls if mm in maps]
+    stack: list[tuple[Node, IndexMap]] = []
+    for mm in matmuls:
+        if mm not in maps:
+            continue
+        expansion = expansions.get(mm)
+        cores = (expansion.core_a, expansion.core_b) if expansion else tuple(mm.operands)
+        for core, core_map in zip(cores, operand_maps(mm, maps[mm], reduce_axes, axes)):
+            if core_map is None:
+                continue
+            leaf = leaf_view(core)
+            if leaf is not None:
+                direct[(id(leaf[0]), core_map.rows, core_map.offsets)] = tile_bytes(core, core_map)
+            else:
+                operands += tile_bytes(core, core_map)
+                stack.append((core, core_map))
     while stack:
         node, index_map = stack.pop()
         key = (id(node), index_map)
         if key in seen:
             continue
         seen.add(key)
-        # An input, or reshapes of one, which the program reads in place.
         leaf = leaf_view(node)
         if leaf is not None:
-            axes_read = index_map.depends_on()
-            if k_axis in axes_read:
-                # kg-pad-mask pads each tile to a power of two.
-                elements = product([next_power_of_two(tile[axis]) for axis in sorted(axes_read)])
-                reads[(id(leaf[0]), index_map.rows, index_map.offsets)] = \
-                    elements * element_bits(node.element) // 8
+            computed[(id(leaf[0]), index_map.rows, index_map.offsets)] = \
+                tile_bytes(node, index_map)
             continue
+        if node.op == "matmul":
+            continue  # a dot of its own, counted from `matmuls`
         try:
             derived = operand_maps(node, index_map, reduce_axes, axes)
         except Unplannable:
             continue
         stack.extend((operand, operand_map) for operand, operand_map in zip(node.operands, derived)
                      if operand_map is not None)
-    return sum(reads.values())
-
-
-def pipeline_bytes(stages: int, step_bytes: int, target: Target) -> int:
-    """The shared memory a k loop of `stages` stages that reads `step_bytes`
-    per step may take, as Triton 3.6 pipelines it: on sm_90 a buffer per
-    stage of each tile wgmma reads straight from memory (one fewer for the
-    tiles a prologue computes on in registers, which this bound does not
-    tell apart); below sm_90 one fewer of each (an sm_86 gated pair of
-    128x128 dots over 3 stages takes 2 x 48 KiB)."""
-    return (stages if target.wgmma else stages - 1) * step_bytes
+    # A tile read both ways is loaded once, for the dot.
+    computed_only = sum(size for key, size in computed.items() if key not in direct)
+    return LoopReads(sum(direct.values()), computed_only, operands)
 
 
 def _check_rank_tiles(products: dict, rank: int, block_m: int, block_n: int,
