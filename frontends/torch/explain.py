@@ -13,9 +13,10 @@ dynamic extents are shown at the bucket of the example's sizes). It prints the
 report and returns it.
 
 `compile_for="sm_90"` also compiles every kernel graph for that GPU down to
-cubin, which needs no GPU: a partition kgc fails to compile (a kernel over
-the target's shared memory, say) is shown as the backend on that GPU would
-leave it, in PyTorch with the error, and the kernels are cut for that GPU.
+cubin, which needs no GPU: the ops of a kernel kgc fails to compile (one
+over the target's shared memory, say) are shown as the backend on that GPU
+would leave them, in PyTorch with the error (a whole partition where the
+error names no kernel), and the kernels are cut for that GPU.
 
 The report says what the backend itself would do here: each graph's kernels
 (a training step's forward graph, then its backward graph, each marked
