@@ -72,8 +72,8 @@ from kgc.torch.convert import (ConvertedGraph, KgcFallbackWarning, Unsupported, 
                                op_name)
 from kgc.torch.partition import plan_partitions
 
-__all__ = ["Backend", "CompiledPartition", "GraphReport", "KgcFallbackWarning", "backend",
-           "reports"]
+__all__ = ["KERNEL_FAILED", "Backend", "CompiledPartition", "GraphReport", "KgcFallbackWarning",
+           "backend", "reports"]
 
 aten = torch.ops.aten
 MODES = ("default", "max-autotune", "reduce-overhead")
@@ -467,6 +467,9 @@ class Backend:
         return (partition if self.run_kernels else None), converted
 
 
+# How the reason of an op left to PyTorch because its kernel failed to
+# compile begins (the error follows).
+KERNEL_FAILED = "its kernel failed to compile: "
 # How many times a graph is partitioned again without the ops of kernels
 # that failed to compile, before what still fails falls back by partition.
 _KERNEL_FALLBACK_ROUNDS = 4
@@ -489,7 +492,7 @@ def _failed_kernel_ops(error: KgcError, graph, target: int | None) -> dict[str, 
     for kernel, ops in kernel_ops.items():
         if any(name == kernel or name.startswith(f"{kernel}_") for name in named):
             for op in ops:
-                refused[op.split(":", 1)[1]] = f"its kernel failed to compile: {why}"
+                refused[op.split(":", 1)[1]] = f"{KERNEL_FAILED}{why}"
     return refused
 
 
