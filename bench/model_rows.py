@@ -145,16 +145,24 @@ def record_kgc(row: ModelRow, reports: list) -> None:
     """kgc's kernels and the ops left to PyTorch in `reports` (the graphs
     of the row), in all and per kind of graph, and per kind of graph why
     each partition kgc failed to compile ran in PyTorch (its reason's first
-    line -> how many partitions)."""
+    line -> how many partitions) and why the ops of kernels that failed to
+    compile did (the error -> how many ops)."""
+    from kgc.torch.backend import KERNEL_FAILED
+
     row.kgc_kernels, row.kgc_fallbacks, row.kgc_graphs = 0, {}, {}
     for report in reports:
         if report.whole_graph_reason is not None:
             raise RuntimeError(f"a whole graph ran in PyTorch: {report.whole_graph_reason}")
         graph = row.kgc_graphs.setdefault(report.kind, {"kernels": 0, "fallbacks": {},
-                                                        "failed_partitions": {}})
+                                                        "failed_partitions": {},
+                                                        "failed_kernels": {}})
         graph["kernels"] += report.kernel_count
         row.kgc_kernels += report.kernel_count
         left = [op for op, _ in report.fallbacks]
+        for _, why in report.fallbacks:
+            if why.startswith(KERNEL_FAILED):
+                error = why[len(KERNEL_FAILED):][:300]
+                graph["failed_kernels"][error] = graph["failed_kernels"].get(error, 0) + 1
         for partition in report.partitions:
             if partition.fallback_reason is None:
                 continue

@@ -50,7 +50,9 @@ from kgc.bench.models import CPU, FORWARD, GPU, KINDS, TRAINING_KINDS, ModelSpec
 # 2: training and LoRA rows; rows have "peak_mb" (per runner) and
 # "kgc_graphs" (per kind of graph: inference, forward, backward).
 # 3: each of "kgc_graphs" has "failed_partitions" (reason -> count).
-SCHEMA_VERSION = 3
+# 4: and "failed_kernels" (the error of a kernel that failed to compile ->
+# how many ops it left to PyTorch).
+SCHEMA_VERSION = 4
 
 
 @dataclasses.dataclass

@@ -384,14 +384,18 @@ def test_a_partition_that_failed_to_compile_is_recorded_with_its_reason():
     from types import SimpleNamespace
 
     from kgc.bench.model_rows import record_kgc
+    from kgc.torch.backend import KERNEL_FAILED
 
     def partition(ops, reason=None):
         return SimpleNamespace(ops=ops, fallback_reason=reason)
 
     failed = ("KgcError: @kgc_1: kernel @kgc_1_0_matmul needs 300 KiB of shared memory\n"
               "the GPU has 228 KiB")
+    kernel_failed = "kernel @kgc_0_2_matmul needs 300 KiB of shared memory"
     report = SimpleNamespace(kind="backward", kernel_count=3, whole_graph_reason=None,
-                             fallbacks=[("aten.cumsum.default:cumsum", "not supported")],
+                             fallbacks=[("aten.cumsum.default:cumsum", "not supported"),
+                                        ("aten.mm.default:mm_3", KERNEL_FAILED + kernel_failed),
+                                        ("aten.mul.Tensor:mul", KERNEL_FAILED + kernel_failed)],
                              partitions=[partition(["aten.mm.default:mm"]),
                                          partition(["aten.mm.default:mm_1",
                                                     "aten.add.Tensor:add"], failed),
@@ -400,6 +404,8 @@ def test_a_partition_that_failed_to_compile_is_recorded_with_its_reason():
     record_kgc(row, [report])
     graph = row.kgc_graphs["backward"]
     assert graph["kernels"] == 3
-    assert graph["fallbacks"] == {"aten.cumsum.default": 1, "aten.mm.default": 2,
-                                  "aten.add.Tensor": 1}
+    assert graph["fallbacks"] == {"aten.cumsum.default": 1, "aten.mm.default": 3,
+                                  "aten.add.Tensor": 1, "aten.mul.Tensor": 1}
     assert graph["failed_partitions"] == {failed.splitlines()[0]: 2}
+    # The ops of a kernel that failed to compile, counted by its error.
+    assert graph["failed_kernels"] == {kernel_failed: 2}

@@ -668,6 +668,38 @@ def test_a_partition_kgc_fails_to_compile_runs_in_pytorch_with_a_warning():
     assert any("at sizes" in m for m in messages), messages
 
 
+def test_a_kernel_kgc_fails_to_compile_leaves_only_its_ops_to_pytorch():
+    # The matmul's kernel fails (as one over the GPU's shared memory would):
+    # its ops run in PyTorch, each with the error; the softmax beside it in
+    # the same partition is still kgc's.
+    w = _randn(17, 9)
+
+    class FailingMatmulBackend(ReferenceBackend):
+        def _compile(self, graph, mode):
+            if "kg.matmul" in graph.to_mlir():
+                raise KgcError(f"kernel @{graph.name}_0_matmul needs 300000 B of shared "
+                               "memory per program")
+            return super()._compile(graph, mode)
+
+    def function(x):
+        return torch.relu(x @ w) * 2, torch.softmax(x * 3, -1)
+
+    backend = FailingMatmulBackend()
+    compiled = torch.compile(function, backend=backend)
+    x = _randn(3, 17)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error", KgcFallbackWarning)
+        for got, want in zip(compiled(x), function(x)):
+            _assert_close(got, want)
+    [report] = backend.reports
+    reasons = {op.split(":")[0]: why for op, why in report.fallbacks}
+    assert reasons["aten.mm.default"] == ("its kernel failed to compile: kernel @kgc_0_0_matmul "
+                                          "needs 300000 B of shared memory per program")
+    kgc_ops = {op.split(":")[0] for p in report.partitions for op in p.ops}
+    assert "aten._softmax.default" in kgc_ops and "aten.mm.default" not in kgc_ops
+    assert all(p.fallback_reason is None for p in report.partitions)
+
+
 # A dynamic size read as a value: kgc compiles each partition for a
 # power-of-two bucket of the size, so a kernel that took the value from the
 # bucket would compute with 8 at a batch of 5. Each function reads a size in

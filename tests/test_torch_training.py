@@ -277,6 +277,68 @@ def test_explain_shows_a_training_steps_forward_and_backward_kernels(capsys):
     assert all(p.grad is None for p in model.parameters())
 
 
+def _failing_compile(monkeypatch, fails):
+    """kgc.compile, which raises `fails(graph)` where that is an error;
+    returns the list of (graph name, target) it was called with."""
+    calls = []
+    real_compile = kgc.compile
+
+    def compile_or_fail(graph, *, target=None, **options):
+        calls.append((graph.name, target))
+        error = fails(graph)
+        if error is not None:
+            raise kgc.KgcError(error)
+        return real_compile(graph, target=target, **options)
+
+    monkeypatch.setattr(kgc, "compile", compile_or_fail)
+    return calls
+
+
+def test_explain_compiles_for_a_target_and_leaves_a_kernel_that_fails_to_pytorch(
+        capsys, monkeypatch):
+    # compile_for compiles each kernel graph for that GPU (no GPU needed). A
+    # kernel that fails to compile (here the backward's matmul) leaves its
+    # ops to PyTorch, each with the error, as the backend on that GPU would;
+    # the rest of its partition is compiled without them.
+    calls = _failing_compile(monkeypatch, lambda graph: (
+        f"kernel @{graph.name}_0_matmul needs 300000 B of shared memory per program"
+        if graph.name == "kgc_backward_0" and "kg.matmul" in graph.to_mlir() else None))
+    w = _randn(17, 5, requires_grad=True)
+    x = _randn(3, 17)
+    explanation = kgc.explain(lambda t: torch.relu(t @ w).sum(), x, compile_for="sm_90")
+    printed = capsys.readouterr().out
+    assert {target for _, target in calls} == {90}
+    assert explanation.compiled_for == 90
+    forward, backward = explanation.graphs
+    assert forward.partitions[0].fallback_reason is None and forward.partitions[0].kernel_ops
+    assert all(p.fallback_reason is None for p in backward.partitions)
+    reasons = {op.split(":")[0]: why for op, why in backward.fallbacks}
+    assert reasons["aten.mm.default"] == ("its kernel failed to compile: kernel "
+                                          "@kgc_backward_0_0_matmul needs 300000 B of shared "
+                                          "memory per program")
+    assert "kernel graphs compiled for sm_90 down to cubin: 0 partition(s) failed" in printed
+    assert "aten.mm.default:mm_1: its kernel failed to compile: kernel @kgc_backward_0_0" in printed
+
+
+def test_explain_shows_a_partition_whose_failure_names_no_kernel_in_pytorch(capsys, monkeypatch):
+    # An error that names no kernel of the partition cannot be pinned on
+    # some of its ops: the partition runs in PyTorch whole.
+    _failing_compile(monkeypatch, lambda graph: "the compile failed"
+                     if graph.name == "kgc_backward_0" else None)
+    w = _randn(17, 5, requires_grad=True)
+    explanation = kgc.explain(lambda t: torch.relu(t @ w).sum(), _randn(3, 17),
+                              compile_for="sm_90")
+    printed = capsys.readouterr().out
+    assert "the compile failed" in explanation.graphs[1].partitions[0].fallback_reason
+    assert "kernel graphs compiled for sm_90 down to cubin: 1 partition(s) failed" in printed
+    assert "kgc_backward_0: runs in PyTorch: error: the compile failed" in printed
+
+
+def test_explain_refuses_a_target_kgc_does_not_compile_for():
+    with pytest.raises(kgc.KgcError, match="target sm_75 is not supported"):
+        kgc.explain(lambda t: t * 2, _randn(3), compile_for="sm_75")
+
+
 def _backward_graph(target, arguments, values):
     """An FX graph of one attention backward op as AOTAutograd traces it on
     a CUDA device (meta kernels: no GPU needed), its three gradients

@@ -46,14 +46,18 @@ growing KV cache, its concatenation) stays with PyTorch, the reason naming
 the symbol. Either way a decode loop compiles a bounded number of kernel
 graphs however many lengths it sees, and no result depends on the padding.
 
-A part that kgc fails to compile runs in PyTorch, with a warning naming it;
-a new shape never fails.
+A kernel that kgc fails to compile (one over the GPU's shared memory, say)
+leaves its ops to PyTorch, each with the error in the graph's report, and
+the rest of its partition is compiled without them; a failure that names no
+kernel leaves its whole partition to PyTorch, with a warning naming it. A
+new shape never fails.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 import threading
 import warnings
 from collections.abc import Callable
@@ -68,8 +72,8 @@ from kgc.torch.convert import (ConvertedGraph, KgcFallbackWarning, Unsupported, 
                                op_name)
 from kgc.torch.partition import plan_partitions
 
-__all__ = ["Backend", "CompiledPartition", "GraphReport", "KgcFallbackWarning", "backend",
-           "reports"]
+__all__ = ["KERNEL_FAILED", "Backend", "CompiledPartition", "GraphReport", "KgcFallbackWarning",
+           "backend", "reports"]
 
 aten = torch.ops.aten
 MODES = ("default", "max-autotune", "reduce-overhead")
@@ -232,17 +236,25 @@ class Backend:
     own way (`compile_graph(graph, mode) -> callable on tensors`), that
     partition graphs on CPU tensors (`devices=None`), or that only describe
     the partitions and their kernels and leave them to PyTorch
-    (`run_kernels=False`, `describe_kernels=True`: explain)."""
+    (`run_kernels=False`, `describe_kernels=True`: explain). With
+    `run_kernels=False`, `compile_for` (an SM version) compiles each kernel
+    graph for that GPU down to cubin, which needs none, so that a partition
+    kgc fails to compile is reported with its error, as the backend on such
+    a GPU would leave it to PyTorch."""
 
     def __init__(self, compile_graph: Callable = compile_kernel_graph,
                  devices: tuple[str, ...] | None = ("cuda",),
                  require_cuda: bool = True, describe_kernels: bool = False,
-                 run_kernels: bool = True):
+                 run_kernels: bool = True, compile_for: int | None = None):
+        if compile_for is not None and run_kernels:
+            raise KgcError("compile_for compiles kernel graphs that are not run: it needs "
+                           "run_kernels=False")
         self.compile_graph = compile_graph
         self.run_kernels = run_kernels
         self.devices = devices
         self.require_cuda = require_cuda
         self.describe_kernels = describe_kernels
+        self.compile_for = compile_for
         self.reports: list[GraphReport] = []
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs, *, mode: str | None = None,
@@ -318,8 +330,13 @@ class Backend:
         """The aten graph with its supported partitions replaced by kgc
         kernel graphs; returns a callable on the graph's flat inputs.
         `kind` (inference, forward or backward: the halves of a graph that
-        needs autograd) is recorded in the graph's report."""
-        plan = plan_partitions(module, self.devices)
+        needs autograd) is recorded in the graph's report. The ops of a
+        kernel kgc fails to compile stay with PyTorch, each with the error,
+        and the rest of their partition is compiled without them."""
+        prefix = "kgc_" if kind == "inference" else f"kgc_{kind}_"
+        compiled: dict[str, Any] = {}
+        refused = self._refuse_failing_kernels(module, mode, prefix, compiled)
+        plan = plan_partitions(module, self.devices, refused)
         report = GraphReport([], [(f"{op_name(n)}:{n.name}", why)
                                   for n, why in plan.fallbacks.items()],
                              [f"{op_name(n)}:{n.name}" for n in plan.views], kind=kind)
@@ -333,17 +350,18 @@ class Backend:
         for name, submodule in list(fused.named_children()):
             if not name.startswith("kgc_partition_"):
                 continue
-            prefix = "kgc_" if kind == "inference" else f"kgc_{kind}_"
             graph_name = f"{prefix}{len(report.partitions)}"
             try:
                 if is_symbolic(submodule):
                     partition, converted = self._bucketed(submodule, graph_name, mode, report)
+                    if self.compile_for is not None:
+                        _compile_only(converted.graph, self.compile_for)
                 else:
                     converted = convert_graph(submodule, graph_name)
                     partition = None
+                    run = self._compile_once(converted.graph, mode, compiled)
                     if self.run_kernels:
-                        partition = CompiledPartition(
-                            converted, self._compile_graph(converted.graph, mode))
+                        partition = CompiledPartition(converted, run)
             except (Unsupported, KgcError) as error:
                 ops = [f"{op_name(n)}:{n.name}" for n in submodule.graph.nodes
                        if n.op == "call_function"]
@@ -351,8 +369,8 @@ class Backend:
                               f"{error}", KgcFallbackWarning, stacklevel=2)
                 report.partitions.append(PartitionReport(graph_name, ops, [], {}, str(error)))
                 continue
-            kernel_ops, library = _kernel_ops(converted.graph) if self.describe_kernels \
-                else ({}, [])
+            kernel_ops, library = _kernel_ops(converted.graph, self.compile_for) \
+                if self.describe_kernels else ({}, [])
             kernels = [] if isinstance(partition, BucketedPartition) else \
                 _kernel_names(partition.run) if partition is not None else list(kernel_ops)
             report.partitions.append(PartitionReport(graph_name, converted.ops, kernels,
@@ -364,6 +382,59 @@ class Backend:
         fused.recompile()
         return fused.forward
 
+
+    def _compile_once(self, graph, mode: str, compiled: dict):
+        """The callable `compile_graph` makes of a converted partition (or,
+        with `compile_for`, the partition compiled for that GPU and None;
+        nothing without either), remembered in `compiled` by the graph's
+        text, errors too, so that a partition compiled while looking for
+        kernels that fail is not compiled again."""
+        if not self.run_kernels and self.compile_for is None:
+            return None
+        text = graph.to_mlir()
+        if text not in compiled:
+            try:
+                compiled[text] = self._compile_graph(graph, mode) if self.run_kernels else \
+                    _compile_only(graph, self.compile_for)
+            except KgcError as error:
+                compiled[text] = error
+        if isinstance(compiled[text], KgcError):
+            raise compiled[text]
+        return compiled[text]
+
+    def _refuse_failing_kernels(self, module: torch.fx.GraphModule, mode: str, prefix: str,
+                                compiled: dict) -> dict[str, str]:
+        """node name -> why PyTorch computes it: the ops of every kernel kgc
+        fails to compile (over the GPU's shared memory, say), found by
+        compiling each partition before the graph is cut, then partitioning
+        again without them, until every partition compiles or a failure
+        names no kernel (its partition then runs in PyTorch whole)."""
+        from torch.fx.passes.utils.fuser_utils import fuse_as_graphmodule, topo_sort
+
+        refused: dict[str, str] = {}
+        if not self.run_kernels and self.compile_for is None:
+            return refused
+        for _ in range(_KERNEL_FALLBACK_ROUNDS):
+            plan = plan_partitions(module, self.devices, refused)
+            found: dict[str, str] = {}
+            for index, nodes in enumerate(plan.partitions):
+                submodule, _, _ = fuse_as_graphmodule(module, topo_sort(nodes),
+                                                      f"kgc_partition_{index}", dict.fromkeys(nodes))
+                if is_symbolic(submodule):
+                    continue  # compiled per bucket, when called
+                try:
+                    converted = convert_graph(submodule, f"{prefix}{index}")
+                except (Unsupported, KgcError):
+                    continue  # falls back whole, as the graph is cut
+                try:
+                    self._compile_once(converted.graph, mode, compiled)
+                except KgcError as error:
+                    found.update(_failed_kernel_ops(error, converted.graph, self.compile_for))
+            found = {name: why for name, why in found.items() if name not in refused}
+            if not found:
+                break
+            refused.update(found)
+        return refused
 
     def _compile_graph(self, graph, mode: str):
         """`compile_graph` on real tensors: AOTAutograd calls the backend
@@ -396,11 +467,53 @@ class Backend:
         return (partition if self.run_kernels else None), converted
 
 
-def _kernel_ops(graph) -> tuple[dict[str, list[str]], list[str]]:
+# How the reason of an op left to PyTorch because its kernel failed to
+# compile begins (the error follows).
+KERNEL_FAILED = "its kernel failed to compile: "
+# How many times a graph is partitioned again without the ops of kernels
+# that failed to compile, before what still fails falls back by partition.
+_KERNEL_FALLBACK_ROUNDS = 4
+
+
+def _failed_kernel_ops(error: KgcError, graph, target: int | None) -> dict[str, str]:
+    """node name -> why, for the aten ops of the kernels of `graph` (as kg-fuse
+    cuts it for sm_`target`, by default the GPU at hand) that `error` names
+    (`@name`, or a kernel kg-tile made of it: `@name_partials`); empty when
+    it names none."""
+    named = set(re.findall(r"@(\w+)", str(error)))
+    if not named:
+        return {}
+    try:
+        kernel_ops, _ = _kernel_ops(graph, target)
+    except KgcError:
+        return {}
+    why = (str(error).strip().splitlines() or [""])[0].removeprefix("error: ")
+    refused = {}
+    for kernel, ops in kernel_ops.items():
+        if any(name == kernel or name.startswith(f"{kernel}_") for name in named):
+            for op in ops:
+                refused[op.split(":", 1)[1]] = f"{KERNEL_FAILED}{why}"
+    return refused
+
+
+def _compile_only(graph, target: int) -> None:
+    """Compiles a converted partition for sm_`target` down to cubin and
+    drops the result: what fails to compile raises KgcError, as it would
+    in the backend on that GPU. Triton runs in kgc's worker processes, not
+    under AOTAutograd's fake tensors."""
+    import kgc
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    with unset_fake_temporarily():
+        kgc.compile(graph, target=target)
+
+
+def _kernel_ops(graph, target: int | None = None) -> tuple[dict[str, list[str]], list[str]]:
     """kernel name -> the aten ops (by origin) whose kg ops kg-fuse put in
     it: the graph cut into kernels as kgc's default pipeline cuts it for
-    the GPU that kgc.compile compiles for (the one at hand); and the names
-    of those kernels that kg-tile will make calls of the GPU's BLAS."""
+    sm_`target`, by default the GPU that kgc.compile compiles for (the one
+    at hand); and the names of those kernels that kg-tile will make calls
+    of the GPU's BLAS."""
     from mlir import ir
 
     from kgc import targets
@@ -409,8 +522,9 @@ def _kernel_ops(graph) -> tuple[dict[str, list[str]], list[str]]:
     from kgc.pipeline.stages import fusion_pipeline_text
     from kgc.tiling.library import KIND as LIBRARY_KIND
 
-    present = targets.present_gpu()
-    target = present.sm if present else targets.DEFAULT_SM
+    if target is None:
+        present = targets.present_gpu()
+        target = present.sm if present else targets.DEFAULT_SM
     module = graph.build()
     with module.context:
         Pipeline.parse(fusion_pipeline_text(target=target)).run(module)

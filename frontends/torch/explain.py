@@ -12,6 +12,12 @@ tensors on any device count as they would on a CUDA one; partitions with
 dynamic extents are shown at the bucket of the example's sizes). It prints the
 report and returns it.
 
+`compile_for="sm_90"` also compiles every kernel graph for that GPU down to
+cubin, which needs no GPU: the ops of a kernel kgc fails to compile (one
+over the target's shared memory, say) are shown as the backend on that GPU
+would leave them, in PyTorch with the error (a whole partition where the
+error names no kernel), and the kernels are cut for that GPU.
+
 The report says what the backend itself would do here: each graph's kernels
 (a training step's forward graph, then its backward graph, each marked
 with its kind), the ops left to PyTorch and why; without a CUDA device
@@ -36,6 +42,9 @@ class Explanation:
     # Whether this machine has a CUDA device: without one the backend runs
     # every graph in PyTorch, whatever kernels kgc would make of it.
     cuda_available: bool = True
+    # The SM version every kernel graph was compiled for (compile_for), or
+    # None: cut into kernels only.
+    compiled_for: int | None = None
 
     @property
     def kernel_count(self) -> int:
@@ -55,6 +64,10 @@ class Explanation:
             lines = [f"kgc: {len(self.graphs)} graph(s), {self.kernel_count} kgc kernel(s), "
                      f"{self.fallback_count} op(s) left to PyTorch"
                      + (f", {len(whole)} graph(s) wholly in PyTorch" if whole else "")]
+        if self.compiled_for is not None:
+            failed = sum(p.fallback_reason is not None for g in self.graphs for p in g.partitions)
+            lines.append(f"kernel graphs compiled for sm_{self.compiled_for} down to cubin: "
+                         f"{failed} partition(s) failed to compile")
         if not self.cuda_available:
             lines.append("no CUDA device here: on this machine torch.compile(model, "
                          "backend=\"kgc\") runs everything in PyTorch"
@@ -87,18 +100,23 @@ class Explanation:
         return "\n".join(lines)
 
 
-def explain(model, *example_inputs, print_report: bool = True) -> Explanation:
+def explain(model, *example_inputs, print_report: bool = True,
+            compile_for: str | int | None = None) -> Explanation:
     """Explains what `torch.compile(model, backend="kgc")` does with `model`
     on `example_inputs`; prints the report (unless `print_report=False`) and
-    returns it."""
+    returns it. `compile_for` (`"sm_90"`, 90) compiles the kernel graphs for
+    that GPU as well."""
+    from kgc.pipeline.stages import parse_target
+
+    target = None if compile_for is None else parse_target(compile_for)
     recorder = Backend(devices=None, require_cuda=False, describe_kernels=True,
-                       run_kernels=False)
+                       run_kernels=False, compile_for=target)
     compiled = torch.compile(model, backend=recorder)
     from torch._functorch import config as functorch_config
 
     with functorch_config.patch(force_non_lazy_backward_lowering=True):
         compiled(*example_inputs)
-    explanation = Explanation(list(recorder.reports), torch.cuda.is_available())
+    explanation = Explanation(list(recorder.reports), torch.cuda.is_available(), target)
     if print_report:
         print(explanation)
     return explanation

@@ -4,6 +4,8 @@
     plan.partitions       # lists of nodes, each to become one kernel graph
     plan.fallbacks        # node -> why PyTorch keeps it
 
+    plan_partitions(gm, refused={"mm_1": "its kernel failed to compile"})
+
 A node is supported when `kgc.torch.convert` converts it (the check converts
 it alone on inputs of its operands' types). torch's
 `CapabilityBasedPartitioner` groups connected supported nodes into
@@ -46,15 +48,19 @@ class KgcSupport(OperatorSupportBase):
     """torch's operator-support interface over kgc's converters; the reason
     of each refusal is kept for `kgc.explain`."""
 
-    def __init__(self, devices: tuple[str, ...] | None = ("cuda",)):
+    def __init__(self, devices: tuple[str, ...] | None = ("cuda",),
+                 refused: dict[str, str] | None = None):
         self.devices = devices
+        self.refused = refused or {}
         self.reasons: dict[torch.fx.Node, str] = {}
         self._answers: dict[torch.fx.Node, bool] = {}
 
     def is_node_supported(self, submodules, node: torch.fx.Node) -> bool:
         if node in self._answers:
             return self._answers[node]
-        reason = bucket_reason(node) if node.op == "call_function" else None
+        reason = self.refused.get(node.name)
+        if reason is None and node.op == "call_function":
+            reason = bucket_reason(node)
         if reason is None:
             # Dynamic extents are checked at their example values: each
             # bucket converts the same ops.
@@ -106,8 +112,11 @@ class PartitionPlan:
 
 
 def plan_partitions(module: torch.fx.GraphModule,
-                    devices: tuple[str, ...] | None = ("cuda",)) -> PartitionPlan:
-    support = KgcSupport(devices)
+                    devices: tuple[str, ...] | None = ("cuda",),
+                    refused: dict[str, str] | None = None) -> PartitionPlan:
+    """`refused`: node name -> why PyTorch keeps it though it converts (its
+    kernel failed to compile)."""
+    support = KgcSupport(devices, refused)
     partitioner = CapabilityBasedPartitioner(module, support, allows_single_node_partition=True)
     proposed = partitioner.propose_partitions()
     order = {node: index for index, node in enumerate(module.graph.nodes)}

@@ -23,9 +23,9 @@ from kgc.targets import Target
 from kgc.tiling import low_rank, split_k
 from kgc.tiling.config import ConfigError, MatmulConfig, default_split_k
 from kgc.tiling.graph_model import Node, topological
-from kgc.tiling.index_maps import IndexMap, ceil_div, product
+from kgc.tiling.index_maps import IndexMap, ceil_div, next_power_of_two, product
 from kgc.tiling.iteration import (TILE_LOOP, Expansion, Unplannable, axes_of,
-                                  infer_maps, matmul_operand_maps)
+                                  infer_maps, leaf_view, matmul_operand_maps, operand_maps)
 from kgc.tiling.matmul_generator import MatmulGenerator
 from kgc.tiling.matmul_plan import MatmulPlan
 from kgc.tiling.plan import check_index_range, finish_plan, knob
@@ -97,16 +97,21 @@ class MatmulSchedule(Schedule):
         if config is None:
             return None
         # The pipeline's stages must fit the target's shared memory (a
-        # config measured on a kernel of one dot may not, beside two). Knobs
+        # config measured on a kernel of one dot may not, beside two or
+        # beside a prologue's own reads). Knobs
         # the entry leaves open are sized as the heuristics sized them.
         def size(knob: str) -> int:
             value = getattr(config, knob)
             return value if value is not None else getattr(plan.config, knob)
 
-        main = [mm for mm in plan.expansions if mm not in plan.dot_axes]
-        bits = max(element_bits(o.element) for mm in main for o in mm.operands)
-        stage_bytes = (size("block_m") + len(main) * size("block_n")) * size("block_k") * bits // 8
-        if size("num_stages") * stage_bytes > target.max_shared_memory_per_block:
+        m_axis, k_axis, n_axis = plan.matmul_axes
+        tile = list(plan.tile)
+        tile[m_axis], tile[k_axis], tile[n_axis] = (size("block_m"), size("block_k"),
+                                                    size("block_n"))
+        reads = loop_reads(list(plan.expansions), plan.expansions, plan.maps, plan.reduce_axes,
+                           plan.matmul_axes, tile)
+        if reads.pipeline_bytes(size("num_stages"), target) > \
+                target.max_shared_memory_per_block:
             return None
         return config
 
@@ -227,16 +232,26 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
     # 128x128 accumulator, 8 beyond (two dots share a kernel in a gated
     # MLP); a deeper pipeline for small tiles.
     warps_default = 8 if len(matmuls) * block_m * block_n >= 128 * 256 else 4
+    if rank is not None:
+        _check_rank_tiles(products, rank, block_m, block_n, target)
     # One wave of programs with a long k loop (a prefill's 128x128 tiles,
     # one program per SM): a fourth stage hides more of each load than a
     # second program per SM would (H200: 512x14336x4096 95 us with 4, 116
     # with 3); several waves keep 3, which lets two programs share an SM.
-    stage_bytes = (block_m + len(matmuls) * block_n) * block_k * bits // 8
+    reads = loop_reads(list(expansions), expansions, maps, reduce_axes, axes, tile)
     one_long_wave = (tiles * splits <= target.sm_count
                      and ceil_div(k_extent, block_k * splits) >= _LONG_K_STEPS
-                     and 4 * stage_bytes <= target.max_shared_memory_per_block)
+                     and 4 * (reads.direct + reads.computed)
+                     <= target.max_shared_memory_per_block)
     stages_default = (4 if block_m * block_n <= 128 * 64 or one_long_wave else 3) \
         if loop_axes else 1
+    # Triton's pipeliner buffers every tile the k loop reads: a prologue
+    # that reads several inputs per step (the rotary tables beside the
+    # activation, operands stored in f32) fits fewer stages in shared memory
+    # than the dot's operands alone would.
+    while (stages_default > 1 and reads.pipeline_bytes(stages_default, target)
+           > target.max_shared_memory_per_block):
+        stages_default -= 1
     # The loop flags apply to the k loop; without one they change nothing.
     flags = {name: getattr(config, name) if loop_axes else None
              for name in MatmulConfig.LOOP_FLAGS}
@@ -269,6 +284,111 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
     if k_loop:
         plan.loop_attributes[k_axis] = k_loop
     return plan
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopReads:
+    """What a program reads from memory per step of its k loop, in bytes,
+    tiles padded to powers of two as kg-pad-mask pads them: `direct`, the
+    tiles a dot takes as they are loaded (a kernel input, or reshapes of
+    one); `computed`, the input tiles a prologue computes a dot operand from
+    (an activation at two offsets and the rotary tables for a rotated
+    query, an f32 operand the dot takes in bf16); `operands`, the operand
+    tiles so computed, which the dot reads from shared memory."""
+
+    direct: int
+    computed: int
+    operands: int
+
+    def pipeline_bytes(self, stages: int, target: Target) -> int:
+        """The shared memory of a k loop of `stages` stages, as Triton 3.6
+        pipelines it. On sm_90 a buffer per stage of each tile wgmma reads
+        straight from memory (a gated MLP's backward, four 128x64 bf16
+        tiles, takes 4 x 64 KiB at 4 stages), one fewer of each tile a
+        prologue computes on in registers, plus the computed operands (the
+        rotated query times f32 keys, 72 KiB of reads per step at 64x64
+        tiles, takes 3 x 72 + 16 KiB at 4 stages). Below sm_90 one fewer
+        of every tile (an sm_86 gated pair of 128x128 dots over 3 stages
+        takes 2 x 48 KiB)."""
+        if stages <= 1:
+            return self.direct + self.computed + self.operands
+        if target.wgmma:
+            return stages * self.direct + (stages - 1) * self.computed + self.operands
+        return (stages - 1) * (self.direct + self.computed) + self.operands
+
+
+def loop_reads(matmuls: list[Node], expansions: dict, maps: dict, reduce_axes: dict, axes,
+               tile: list[int]) -> LoopReads:
+    """The tiles the k loop of a kernel reads for the dots of `matmuls`
+    (`axes`: the kernel's (m, k, n); `expansions`: the cores the dots
+    multiply), each input and index map once however many values share it."""
+    k_axis = axes[1]
+
+    def tile_bytes(node: Node, index_map: IndexMap) -> int:
+        axes_read = index_map.depends_on()
+        if k_axis not in axes_read:
+            return 0
+        elements = product([next_power_of_two(tile[axis]) for axis in sorted(axes_read)])
+        return elements * element_bits(node.element) // 8
+
+    direct: dict[tuple, int] = {}
+    computed: dict[tuple, int] = {}
+    operands = 0
+    seen: set[tuple] = set()
+    stack: list[tuple[Node, IndexMap]] = []
+    for mm in matmuls:
+        if mm not in maps:
+            continue
+        expansion = expansions.get(mm)
+        cores = (expansion.core_a, expansion.core_b) if expansion else tuple(mm.operands)
+        for core, core_map in zip(cores, operand_maps(mm, maps[mm], reduce_axes, axes)):
+            if core_map is None:
+                continue
+            leaf = leaf_view(core)
+            if leaf is not None:
+                direct[(id(leaf[0]), core_map.rows, core_map.offsets)] = tile_bytes(core, core_map)
+            else:
+                operands += tile_bytes(core, core_map)
+                stack.append((core, core_map))
+    while stack:
+        node, index_map = stack.pop()
+        key = (id(node), index_map)
+        if key in seen:
+            continue
+        seen.add(key)
+        leaf = leaf_view(node)
+        if leaf is not None:
+            computed[(id(leaf[0]), index_map.rows, index_map.offsets)] = \
+                tile_bytes(node, index_map)
+            continue
+        if node.op == "matmul":
+            continue  # a dot of its own, counted from `matmuls`
+        try:
+            derived = operand_maps(node, index_map, reduce_axes, axes)
+        except Unplannable:
+            continue
+        stack.extend((operand, operand_map) for operand, operand_map in zip(node.operands, derived)
+                     if operand_map is not None)
+    # A tile read both ways is loaded once, for the dot.
+    computed_only = sum(size for key, size in computed.items() if key not in direct)
+    return LoopReads(sum(direct.values()), computed_only, operands)
+
+
+def _check_rank_tiles(products: dict, rank: int, block_m: int, block_n: int,
+                      target: Target) -> None:
+    """A rank-r product is one dot over the whole rank after the k loop: its
+    [block_m, r] and [r, block_n] operand tiles sit in shared memory at once.
+    A rank that makes them larger than a block may hold (the key and value
+    projections' backward, 1024 wide beside a 4096-wide query's, looks like
+    LoRA's products) is no rank-r product: those matmuls are kernels of
+    their own."""
+    bits = max(element_bits(operand.element) for mm in products for operand in mm.operands)
+    rows, columns, depth = (next_power_of_two(size) for size in (block_m, block_n, rank))
+    needed = (rows + columns) * depth * bits // 8
+    if needed > target.max_shared_memory_per_block:
+        raise Unplannable(f"rank-{rank} products need {needed} B of shared memory for their "
+                          f"{rows}x{depth} and {depth}x{columns} operand tiles; {target.name} "
+                          f"has {target.max_shared_memory_per_block} B per block")
 
 
 def _expand_matmul(mm: Node, maps: dict, axes, reduce_axes: dict) -> Expansion:
