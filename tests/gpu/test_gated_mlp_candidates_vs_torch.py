@@ -20,9 +20,12 @@ skipped, as the search skips it.
 
 The candidates are those of effort "default" (what `kgc tune-defaults
 build` searches; effort "low"'s are its first eight), for the shape that
-failed and for one whose M and N are no multiple of any tile. Setting
-KGC_TEST_EVERY_CANDIDATE=1 also runs the whole space (effort "high", about
-1300 candidates, an hour or more).
+failed and for one whose M and N are no multiple of any tile. The search
+itself then runs on both shapes as tune-defaults runs it, and must reject
+no candidate: there candidates are checked one after another, each timed
+before the next, so what one candidate leaves behind on the GPU would show.
+Setting KGC_TEST_EVERY_CANDIDATE=1 also runs the whole space of the fused
+kernel (effort "high", about 1300 candidates, an hour or more).
 """
 
 from __future__ import annotations
@@ -184,3 +187,27 @@ def test_every_candidate_of_the_whole_space_matches_torch(shape):
             wrong.append(reason)
     assert not wrong, f"{len(wrong)} wrong candidates (and {len(skipped)} skipped):\n" + \
         "\n".join(wrong)
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_the_search_of_the_gated_mlp_rejects_no_candidate(shape):
+    # The search as tune-defaults runs it (heuristics as the default, no
+    # cache), without a budget so that it checks every candidate it keeps
+    # after pricing the partitions: candidates checked one after another on
+    # one GPU, each timed before the next is checked, as when the wrong one
+    # was met.
+    from kgc.bench.tune_defaults import GATED_MLP, Shape, tuned_defaults_setting
+    from kgc.search.tuner import superoptimize
+
+    m, k, n = SHAPES[shape]
+    with tuned_defaults_setting("off"):
+        graph = superoptimize(Shape.of(GATED_MLP, m=m, n=n, k=k).build(), target=_target(),
+                              effort="default", cache=False, warmup_iters=2, profile_iters=20,
+                              verbose=False)
+    fused = _fused_kernel(shape, "default").signature
+    checked = [row for row in graph.report.rows
+               if row.signature == fused and row.status in ("timed", "rejected")]
+    assert len(checked) > 1
+    rejected = graph.report.rejected()
+    assert not rejected, "\n".join(f"@{row.kernel} {row.config}: {row.reason}"
+                                   for row in rejected)
