@@ -20,7 +20,10 @@ skipped, as the search skips it.
 
 The candidates are those of effort "default" (what `kgc tune-defaults
 build` searches; effort "low"'s are its first eight), for the shape that
-failed and for one whose M and N are no multiple of any tile. The search
+failed and for one whose M and N are no multiple of any tile: each of the
+fused kernel's as a test of its own, then those of the kernels of the
+other partitions the search prices (the matmuls apart, the pointwise
+kernels). The search
 itself then runs on both shapes as tune-defaults runs it, and must reject
 no candidate: there candidates are checked one after another, each timed
 before the next, so what one candidate leaves behind on the GPU would show.
@@ -42,7 +45,8 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.gpu
 
 # (M, K, N): the shape whose candidate failed, and one that no tile divides
-# (M and N odd multiples of 8, so that TMA still takes every operand).
+# (N = 8 x 1793, so that f16 rows stay 16-byte aligned and TMA still takes
+# every operand).
 SHAPES = {"llama3-8b": (64, 4096, 14336), "ragged": (61, 4096, 14344)}
 RUNS = 3
 
@@ -55,9 +59,9 @@ def _target() -> int:
 
 
 @functools.lru_cache(maxsize=None)
-def _fused_kernel(shape: str, effort: str):
-    """The search's KernelVariants of the fused gated kernel (the default
-    partition's one kernel) of `shape`, planned for this GPU."""
+def _space(shape: str, effort: str):
+    """The search's partitions and kernels (by signature) of `shape`'s gated
+    MLP, planned for this GPU with kgc's heuristics as the default."""
     from kgc.bench.tune_defaults import GATED_MLP, Shape, tuned_defaults_setting
     from kgc.parsing import canonical_source
     from kgc.search.space import variant_space
@@ -65,15 +69,21 @@ def _fused_kernel(shape: str, effort: str):
     m, k, n = SHAPES[shape]
     text, function, _ = canonical_source(Shape.of(GATED_MLP, m=m, n=n, k=k).build(), None)
     with tuned_defaults_setting("off"):
-        partitions, kernels = variant_space(text, function, effort, _target())
-    (kernel,) = partitions[0].kernels
-    return kernels[kernel[1]]
+        return variant_space(text, function, effort, _target())
+
+
+def _fused_kernel(shape: str, effort: str):
+    """The KernelVariants of the fused gated kernel (the default
+    partition's one kernel)."""
+    partitions, kernels = _space(shape, effort)
+    ((_, signature),) = partitions[0].kernels
+    return kernels[signature]
 
 
 @functools.lru_cache(maxsize=None)
-def _reference(shape: str, seed: int):
-    """Fresh random inputs of the fused kernel (the search's generator) on
-    the GPU, and its results as eager torch computes them and exactly."""
+def _reference(shape: str, signature: str):
+    """Fresh random inputs of a kernel (the search's generator) on the GPU,
+    and its results as eager torch computes them and exactly."""
     from mlir import ir
 
     from kgc.reference import evaluate
@@ -81,7 +91,7 @@ def _reference(shape: str, seed: int):
     from kgc.search.verify import random_inputs
     from tests.comparison import as_tuple
 
-    variants = _fused_kernel(shape, "low")
+    variants = _space(shape, "low")[1][signature]
     with ir.Context() as context:
         context.allow_unregistered_dialects = True
         module = ir.Module.parse(variants.inline_text).operation
@@ -90,7 +100,7 @@ def _reference(shape: str, seed: int):
         specs = [(tuple(ir.RankedTensorType(t).shape), str(ir.RankedTensorType(t).element_type))
                  for t in ir.FunctionType(
                      ir.TypeAttr(function.attributes["function_type"]).value).inputs]
-        inputs = random_inputs(specs, seed, "cuda")
+        inputs = random_inputs(specs, sum(SHAPES[shape]), "cuda")
         eager = as_tuple(evaluate(module, FUNCTION, inputs))
         exact = as_tuple(evaluate(module, FUNCTION, inputs, exact=True))
     return inputs, eager, exact
@@ -117,17 +127,19 @@ def _compile(variants, config):
     return compiled, CompiledGraph(compiled, FUNCTION)
 
 
-def check_candidate(shape: str, config) -> str | None:
-    """Why the candidate `config` of `shape`'s fused kernel is wrong on this
-    GPU, None when it is right; pytest.skip where the GPU cannot run it."""
+def check_candidate(shape: str, signature: str, config) -> str | None:
+    """Why the candidate `config` of the kernel `signature` of `shape` is
+    wrong on this GPU, None when it is right; pytest.skip where the GPU
+    cannot run it, as the search skips it."""
     from triton.runtime.driver import driver
 
     from kgc.accuracy import mismatch
     from kgc.diagnostics import KgcError
     from tests.comparison import as_tuple
 
+    variants = _space(shape, "low")[1][signature]
     try:
-        compiled, graph = _compile(_fused_kernel(shape, "low"), config)
+        compiled, graph = _compile(variants, config)
     except KgcError as error:  # too big for the target: the search records a failed compile
         pytest.skip(f"{config.to_dict()}: {error}")
     limits = driver.active.utils.get_device_properties(torch.cuda.current_device())
@@ -135,23 +147,43 @@ def check_candidate(shape: str, config) -> str | None:
         reason = kernel.artifact.exceeds(limits) if kernel.artifact is not None else None
         if reason is not None:
             pytest.skip(f"{config.to_dict()}: @{kernel.name} {reason}")
+    # The kernels the config makes (a matmul that kgc splits along k itself
+    # shows as a partials and a reduce kernel).
     launches = ", ".join(f"@{kernel.name} grid {list(kernel.grid)}"
                          for kernel in compiled.kernels.values())
-    inputs, eager, exact = _reference(shape, seed=sum(SHAPES[shape]))
+    where = f"@{variants.name} {config.to_dict()} ({launches})"
+    inputs, eager, exact = _reference(shape, signature)
     runs = []
     for run in range(RUNS):
         results = as_tuple(graph.run(*inputs, poison=True))
         torch.cuda.synchronize()
         wrong = mismatch(results, eager, exact)
         if wrong is not None:
-            return f"{config.to_dict()} ({launches}), run {run + 1}: {wrong}"
+            return f"{where}, run {run + 1}: {wrong}"
         runs.append(results)
     for run, results in enumerate(runs[1:], 2):
         differ = sum(int((a != b).sum()) for a, b in zip(runs[0], results))
         if differ:
-            return (f"{config.to_dict()} ({launches}): run {run} differs from run 1 in "
-                    f"{differ} elements (a race)")
+            return f"{where}: run {run} differs from run 1 in {differ} elements (a race)"
     return None
+
+
+def check_all(shape: str, signatures, effort: str) -> None:
+    """Every candidate of the kernels `signatures` at `effort`, failing
+    with all the wrong ones named."""
+    kernels = _space(shape, effort)[1]
+    wrong, skipped = [], []
+    for signature in signatures:
+        for config in kernels[signature].configs:
+            try:
+                reason = check_candidate(shape, signature, config)
+            except pytest.skip.Exception as skip:
+                skipped.append(str(skip))
+                continue
+            if reason is not None:
+                wrong.append(reason)
+    assert not wrong, f"{len(wrong)} wrong candidates (and {len(skipped)} skipped):\n" + \
+        "\n".join(wrong)
 
 
 def test_the_low_effort_candidates_lead_the_default_effort_ones():
@@ -164,29 +196,28 @@ def test_the_low_effort_candidates_lead_the_default_effort_ones():
 
 @pytest.mark.parametrize("index", range(EFFORT_CONFIGS["default"]))
 @pytest.mark.parametrize("shape", list(SHAPES))
-def test_each_candidate_of_the_gated_mlp_matches_torch(shape, index):
-    configs = _fused_kernel(shape, "default").configs
-    if index >= len(configs):
-        pytest.skip(f"the search offers {len(configs)} candidates here")
-    reason = check_candidate(shape, configs[index])
+def test_each_candidate_of_the_fused_gated_kernel_matches_torch(shape, index):
+    variants = _fused_kernel(shape, "default")
+    if index >= len(variants.configs):
+        pytest.skip(f"the search offers {len(variants.configs)} candidates here")
+    reason = check_candidate(shape, variants.signature, variants.configs[index])
     assert reason is None, reason
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_the_candidates_of_the_other_partitions_kernels_match_torch(shape):
+    # The unfused partitions: the two matmuls alone (one of them the GPU's
+    # BLAS among the candidates), with the silu or the product as their
+    # epilogue, and the pointwise kernels.
+    fused = _fused_kernel(shape, "default").signature
+    check_all(shape, [s for s in _space(shape, "default")[1] if s != fused], "default")
 
 
 @pytest.mark.skipif(os.environ.get("KGC_TEST_EVERY_CANDIDATE") != "1",
                     reason="the whole space takes an hour or more: KGC_TEST_EVERY_CANDIDATE=1")
 @pytest.mark.parametrize("shape", list(SHAPES))
 def test_every_candidate_of_the_whole_space_matches_torch(shape):
-    wrong, skipped = [], []
-    for config in _fused_kernel(shape, "high").configs:
-        try:
-            reason = check_candidate(shape, config)
-        except pytest.skip.Exception as skip:
-            skipped.append(str(skip))
-            continue
-        if reason is not None:
-            wrong.append(reason)
-    assert not wrong, f"{len(wrong)} wrong candidates (and {len(skipped)} skipped):\n" + \
-        "\n".join(wrong)
+    check_all(shape, [_fused_kernel(shape, "high").signature], "high")
 
 
 @pytest.mark.parametrize("shape", list(SHAPES))
