@@ -23,10 +23,10 @@ build` searches; effort "low"'s are its first eight), for the shape that
 failed and for one whose M and N are no multiple of any tile: each of the
 fused kernel's as a test of its own, then those of the kernels of the
 other partitions the search prices (the matmuls apart, the pointwise
-kernels). The search
-itself then runs on both shapes as tune-defaults runs it, and must reject
-no candidate: there candidates are checked one after another, each timed
-before the next, so what one candidate leaves behind on the GPU would show.
+kernels). The search itself then runs on both shapes as tune-defaults runs
+it, and must reject no candidate: there candidates are checked one after
+another, each timed before the next, so what one candidate leaves behind
+on the GPU would show.
 Setting KGC_TEST_EVERY_CANDIDATE=1 also runs the whole space of the fused
 kernel (effort "high", about 1300 candidates, an hour or more).
 """
