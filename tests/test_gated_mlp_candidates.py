@@ -104,3 +104,23 @@ def test_each_candidate_of_the_fused_gated_kernel_is_right_in_tiled_form(index):
         results = as_tuple(run_tiled(module, FUNCTION, *inputs))
     reason = mismatch(results, eager, exact)
     assert reason is None, f"{config.to_dict()} (kernels {made}): {reason}"
+
+
+def test_sibling_dots_take_no_k_step_of_16_where_wgmma_computes_them():
+    # A race below kgc's IR computed the gated MLP wrong at block_k 16 on
+    # sm_90 (Triton 3.6): the search offers no such config there, and a
+    # user's knob gets an error naming the fix; sm_80's mma is not affected.
+    from kgc.bench.tune_defaults import GATED_MLP, Shape
+    from kgc.tiling.config import MatmulConfig
+    from kgc.tiling.iteration import Unplannable
+    from kgc.tiling.registry import plan_group
+    from tests.test_library_kernels import _outputs
+
+    assert all(c.block_k is None or c.block_k >= 32 for c in _fused_kernel().configs)
+    outputs = _outputs(Shape.of(GATED_MLP, m=M, n=N, k=K).build())
+    config = MatmulConfig(block_m=64, block_n=64, block_k=16, num_warps=4, num_stages=4)
+    with pytest.raises(Unplannable, match=r"block_k = 16 with 2 dots per k step is refused on "
+                                          r"sm_90.*take block_k >= 32"):
+        plan_group(outputs, config, target=90)
+    assert plan_group(outputs, config, target=80).config.block_k == 16
+    assert plan_group(outputs, MatmulConfig(block_k=32), target=90).config.block_k == 32

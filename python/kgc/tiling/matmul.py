@@ -37,6 +37,14 @@ __all__ = ["MatmulSchedule"]
 _MAX_EPILOGUE_ROW = 256  # widest n that a matmul epilogue may reduce over
 # k steps from which a one-wave matmul gets a fourth pipeline stage.
 _LONG_K_STEPS = 64
+# The smallest k step a kernel of sibling dots (a gated MLP's two) takes
+# where wgmma computes them. On an H200 with Triton 3.6, the gated MLP of
+# Llama-3-8B (64 x 4096 -> 14336) at (64, 64, 16), 4 warps, 4 stages gave
+# results off by up to 121 (of 3e3) in 703 of 917504 elements, and others
+# on the next run; every config of the search ran right in tiled form on
+# kgc's CPU executor, and the same tiles with deeper k steps were right on
+# the GPU (benchmarks/NOTES.md, "A gated MLP config computed wrong").
+_SIBLING_MIN_BLOCK_K = 32
 
 
 class MatmulSchedule(Schedule):
@@ -129,7 +137,8 @@ def _legal(configs: list[MatmulConfig], runs_on: Target | None, plannable) -> li
     """`configs` without those the kernel cannot take: `tma` where an
     operand's layout rules TMA out (kgc.tiling.tma) or `runs_on` has no
     tensor memory accelerator; `split_k` where its reductions over k read
-    one another, or k is one step."""
+    one another, or k is one step; k steps below the least the kernel's
+    dots take on the target (`_SIBLING_MIN_BLOCK_K`)."""
     if any(c.tma for c in configs) and not (
             (runs_on is None or runs_on.tma) and plannable(MatmulConfig(tma=True)) is not None):
         configs = [c for c in configs if not c.tma]
@@ -137,6 +146,10 @@ def _legal(configs: list[MatmulConfig], runs_on: Target | None, plannable) -> li
         split = plannable(MatmulConfig(split_k=2))
         if split is None or split.split is None:
             configs = [c for c in configs if not c.split_k]
+    short = [c for c in configs if c.block_k is not None and c.block_k < _SIBLING_MIN_BLOCK_K]
+    if short and plannable(MatmulConfig(block_k=short[0].block_k)) is None and \
+            plannable(MatmulConfig(block_k=_SIBLING_MIN_BLOCK_K)) is not None:
+        configs = [c for c in configs if c not in short]
     return configs
 
 
@@ -155,6 +168,12 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
     axes = (nb, nb + 1, nb + 2)
     knob_extents = {"m": m_extent, "n": n_extent, "k": k_extent}
     config = config.canonical(knob_extents, kernel)
+    if target.wgmma and len(matmuls) > 1 and config.block_k is not None and \
+            config.block_k < _SIBLING_MIN_BLOCK_K:
+        raise Unplannable(
+            f"block_k = {config.block_k} with {len(matmuls)} dots per k step is refused on "
+            f"sm_{target.sm}: Triton 3.6 computed such a kernel wrong, differently from run to "
+            f"run (a race below kgc's IR); take block_k >= {_SIBLING_MIN_BLOCK_K}")
     m_axis, k_axis, n_axis = axes
     rank = low_rank.shared_rank(products)
     if rank is not None:
