@@ -76,3 +76,14 @@ def signature(kernel: ir.Operation) -> str:
     types and attributes, not its name or position."""
     text = launch_form(kernel, _PLACEHOLDER).operation.get_asm(enable_debug_info=False)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def input_specs(module: ir.Operation) -> list[tuple[tuple[int, ...], str]]:
+    """(shape, element type) of each argument of the first function of
+    `module` (a kernel's inline or launch form), as `verify.random_inputs`
+    takes them."""
+    function = next(op for op in module.regions[0].blocks[0].operations
+                    if op.operation.name == "func.func").operation
+    arguments = ir.FunctionType(ir.TypeAttr(function.attributes["function_type"]).value).inputs
+    return [(tuple(ir.RankedTensorType(t).shape), str(ir.RankedTensorType(t).element_type))
+            for t in arguments]

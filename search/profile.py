@@ -72,6 +72,7 @@ def make_reference(trial: KernelTrial, settings: TrialSettings) -> Reference:
 
     import kgc  # noqa: F401  (registers the dialect)
     from kgc.reference import evaluate
+    from kgc.search.kernels import input_specs
     from kgc.search.verify import random_inputs
 
     local = torch.cuda.current_device()
@@ -79,12 +80,7 @@ def make_reference(trial: KernelTrial, settings: TrialSettings) -> Reference:
     with ir.Context() as context:
         context.allow_unregistered_dialects = True
         module = ir.Module.parse(trial.inline_text).operation
-        function = next(op for op in module.regions[0].blocks[0].operations
-                        if op.operation.name == "func.func").operation
-        specs = [(tuple(ir.RankedTensorType(t).shape), str(ir.RankedTensorType(t).element_type))
-                 for t in ir.FunctionType(ir.TypeAttr(function.attributes["function_type"]).value
-                                          ).inputs]
-        inputs = random_inputs(specs, seed, f"cuda:{local}")
+        inputs = random_inputs(input_specs(module), seed, f"cuda:{local}")
         eager = _as_tuple(evaluate(module, trial.function, inputs))
         exact = _as_tuple(evaluate(module, trial.function, inputs, exact=True))
     return Reference(inputs, eager, exact)

@@ -51,18 +51,14 @@ def _reference():
     from mlir import ir
 
     from kgc.reference import evaluate
-    from kgc.search.kernels import FUNCTION
+    from kgc.search.kernels import FUNCTION, input_specs
     from kgc.search.verify import random_inputs
     from tests.comparison import as_tuple
 
     with ir.Context() as context:
         context.allow_unregistered_dialects = True
         module = ir.Module.parse(_fused_kernel().inline_text).operation
-        function = next(op for op in module.regions[0].blocks[0].operations
-                        if op.operation.name == "func.func").operation
-        specs = [(tuple(ir.RankedTensorType(t).shape), str(ir.RankedTensorType(t).element_type))
-                 for t in ir.FunctionType(
-                     ir.TypeAttr(function.attributes["function_type"]).value).inputs]
+        specs = input_specs(module)
         inputs = random_inputs(specs, 7, "cpu")
         eager = as_tuple(evaluate(module, FUNCTION, inputs))
         exact = as_tuple(evaluate(module, FUNCTION, inputs, exact=True))
@@ -87,7 +83,7 @@ def test_each_candidate_of_the_fused_gated_kernel_is_right_in_tiled_form(index):
     from kgc.pipeline.compiler import compile_module
     from kgc.pipeline.config import set_knobs
     from kgc.pipeline.stages import kernel_pipeline_text
-    from kgc.search.kernels import FUNCTION
+    from kgc.search.kernels import FUNCTION, input_specs
     from kgc.tiling.kernel_ops import kernel_name, kernels_in
     from tests.comparison import as_tuple
 

@@ -87,7 +87,7 @@ def _reference(shape: str, signature: str):
     from mlir import ir
 
     from kgc.reference import evaluate
-    from kgc.search.kernels import FUNCTION
+    from kgc.search.kernels import FUNCTION, input_specs
     from kgc.search.verify import random_inputs
     from tests.comparison import as_tuple
 
@@ -95,11 +95,7 @@ def _reference(shape: str, signature: str):
     with ir.Context() as context:
         context.allow_unregistered_dialects = True
         module = ir.Module.parse(variants.inline_text).operation
-        function = next(op for op in module.regions[0].blocks[0].operations
-                        if op.operation.name == "func.func").operation
-        specs = [(tuple(ir.RankedTensorType(t).shape), str(ir.RankedTensorType(t).element_type))
-                 for t in ir.FunctionType(
-                     ir.TypeAttr(function.attributes["function_type"]).value).inputs]
+        specs = input_specs(module)
         inputs = random_inputs(specs, sum(SHAPES[shape]), "cuda")
         eager = as_tuple(evaluate(module, FUNCTION, inputs))
         exact = as_tuple(evaluate(module, FUNCTION, inputs, exact=True))
