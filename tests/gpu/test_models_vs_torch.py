@@ -19,11 +19,18 @@ from kgc.bench import model_run, models  # noqa: E402
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("fresh_dynamo")]
 
 
-@pytest.mark.parametrize("name", list(models.CATALOGUE))
-def test_every_row_of_the_model_is_right_on_the_gpu(name):
-    result = model_run.run_models(models.select([name]), device="cuda", timed=False)
+# One test per model and kind of row, so that a model's rows (the 8B-shaped
+# layers' take minutes each) can run side by side.
+_MODEL_ROWS = [(name, kind) for name, spec in models.CATALOGUE.items() for kind in models.KINDS
+               if spec.rows(models.GPU, (kind,))]
+
+
+@pytest.mark.parametrize("name,kind", _MODEL_ROWS, ids=[f"{n}-{k}" for n, k in _MODEL_ROWS])
+def test_every_row_of_the_model_is_right_on_the_gpu(name, kind):
+    result = model_run.run_models(models.select([name]), device="cuda", timed=False,
+                                  kinds=(kind,))
     spec = models.CATALOGUE[name]
-    assert [row.row for row in result.rows] == [r.name for r in spec.rows(models.GPU)]
+    assert [row.row for row in result.rows] == [r.name for r in spec.rows(models.GPU, (kind,))]
     for row in result.rows:
         assert row.kgc_kernels, model_run.describe_row(row)
     wrong = [model_run.describe_row(row) for row in result.rows if row.status != model_run.OK]
