@@ -120,3 +120,37 @@ def test_sibling_dots_take_no_k_step_of_16_where_wgmma_computes_them():
         plan_group(outputs, config, target=90)
     assert plan_group(outputs, config, target=80).config.block_k == 16
     assert plan_group(outputs, MatmulConfig(block_k=32), target=90).config.block_k == 32
+
+
+def test_every_candidate_offered_fits_the_shared_memory_of_sm90():
+    # The search leaves out configs whose k loop would not fit the target's
+    # shared memory (LoopReads.pipeline_bytes): Triton would refuse them
+    # after a compile of a second or two each. Each one offered compiles to
+    # cubin for sm_90 (no GPU needed) within its shared memory.
+    from mlir import ir
+
+    from kgc.pipeline.compiler import compile_module
+    from kgc.pipeline.config import set_knobs
+    from kgc.pipeline.stages import kernel_pipeline_text
+    from kgc.targets import target_for
+    from kgc.tiling.kernel_ops import kernels_in
+
+    variants = _fused_kernel()
+    limit = target_for(TARGET).max_shared_memory_per_block
+    over = []
+    for config in variants.configs:
+        with ir.Context() as context:
+            context.allow_unregistered_dialects = True
+            module = ir.Module.parse(variants.launch_text).operation
+            (kernel,) = kernels_in(module)
+            set_knobs(kernel, config)
+            try:
+                compiled = compile_module(module, target=TARGET,
+                                          pipeline=kernel_pipeline_text(TARGET))
+            except Exception as error:  # noqa: BLE001 - a refusal names the config below
+                over.append((config.to_dict(), str(error).splitlines()[0]))
+                continue
+            over += [(config.to_dict(), name, kernel_artifact.shared)
+                     for name, kernel_artifact in compiled.kernels.items()
+                     if kernel_artifact.shared > limit]
+    assert not over, over
