@@ -7,7 +7,8 @@ the rest of the pipeline (kg-tile onwards) compiles it as it would inside
 the whole graph, to the same kernel under the same name; `inline_form` spells its body out as plain graph ops, which
 `kgc.reference.evaluate` runs as torch would, to check what a candidate
 computes. `signature` names a kernel by its content alone, so the same
-kernel met in several partitions is tuned once.
+kernel met in several partitions is tuned once. `compile_candidate`
+compiles a kernel's launch form with a candidate's knobs.
 """
 
 from __future__ import annotations
@@ -87,3 +88,22 @@ def input_specs(module: ir.Operation) -> list[tuple[tuple[int, ...], str]]:
     arguments = ir.FunctionType(ir.TypeAttr(function.attributes["function_type"]).value).inputs
     return [(tuple(ir.RankedTensorType(t).shape), str(ir.RankedTensorType(t).element_type))
             for t in arguments]
+
+
+def compile_candidate(launch_text: str, config, target: int, emit: str = "cubin"):
+    """The kernel of `launch_text` (a `launch_form`'s text) with the knobs of
+    `config` (a kgc.tiling.config.KernelConfig) compiled for sm_`target`
+    down to `emit`: a kgc.pipeline.compiler.CompiledModule. Raises KgcError
+    where the candidate cannot be compiled."""
+    from kgc.pipeline.compiler import compile_module
+    from kgc.pipeline.config import set_knobs
+    from kgc.pipeline.stages import kernel_pipeline_text
+    from kgc.tiling.kernel_ops import kernels_in
+
+    with ir.Context() as context:
+        context.allow_unregistered_dialects = True
+        module = ir.Module.parse(launch_text).operation
+        (kernel,) = kernels_in(module)
+        set_knobs(kernel, config)
+        return compile_module(module, target=target, pipeline=kernel_pipeline_text(target),
+                              emit=emit)

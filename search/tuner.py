@@ -49,12 +49,11 @@ from mlir import ir
 from kgc.diagnostics import KgcError
 from kgc.search.farm import Farm
 from kgc.search.cache import EVIDENCE, Cache, CacheKey, Entry, installed_versions
-from kgc.pipeline.config import GraphConfig, set_knobs
+from kgc.pipeline.config import GraphConfig
 from kgc.search.profile import REJECTED, TIMED, KernelTrial, Outcome, TrialSettings, \
     run_trial, run_trials
-from kgc.search.kernels import FUNCTION
+from kgc.search.kernels import FUNCTION, compile_candidate
 from kgc.search.space import EFFORT_CONFIGS, KernelVariants, variant_space
-from kgc.tiling.kernel_ops import kernels_in
 from kgc.tuned_defaults import resolve as resolve_tuned_defaults
 
 _LOG = logging.getLogger(__name__)
@@ -317,28 +316,19 @@ class _Search:
     def _lower(self, kernels: dict[str, KernelVariants], selection, progress) -> dict:
         """(signature, config index) -> the kernel's CompiledModule at TTIR,
         for each selected candidate that lowers (a failed row otherwise)."""
-        from kgc.pipeline.compiler import compile_module
-        from kgc.pipeline.stages import kernel_pipeline_text
-
         lowered = {}
-        pipeline = kernel_pipeline_text(self.target)
         for signature, index in selection:
             variants = kernels[signature]
             config = variants.configs[index]
             if index > 0 and self.over_budget():
                 self._row(variants, config, OVER_BUDGET, progress=progress)
                 continue
-            with ir.Context() as context:
-                context.allow_unregistered_dialects = True
-                module = ir.Module.parse(variants.launch_text).operation
-                (kernel,) = kernels_in(module)
-                set_knobs(kernel, config)
-                try:
-                    lowered[signature, index] = compile_module(
-                        module, target=self.target, pipeline=pipeline, emit="ttir")
-                except KgcError as error:
-                    self._row(variants, config, FAILED, reason=_first_line(error),
-                              progress=progress)
+            try:
+                lowered[signature, index] = compile_candidate(variants.launch_text, config,
+                                                              self.target, emit="ttir")
+            except KgcError as error:
+                self._row(variants, config, FAILED, reason=_first_line(error),
+                          progress=progress)
         return lowered
 
     def _compile(self, kernels, lowered: dict, progress) -> dict:

@@ -127,30 +127,19 @@ def test_every_candidate_offered_fits_the_shared_memory_of_sm90():
     # shared memory (LoopReads.pipeline_bytes): Triton would refuse them
     # after a compile of a second or two each. Each one offered compiles to
     # cubin for sm_90 (no GPU needed) within its shared memory.
-    from mlir import ir
-
-    from kgc.pipeline.compiler import compile_module
-    from kgc.pipeline.config import set_knobs
-    from kgc.pipeline.stages import kernel_pipeline_text
+    from kgc.diagnostics import KgcError
+    from kgc.search.kernels import compile_candidate
     from kgc.targets import target_for
-    from kgc.tiling.kernel_ops import kernels_in
 
     variants = _fused_kernel()
     limit = target_for(TARGET).max_shared_memory_per_block
     over = []
     for config in variants.configs:
-        with ir.Context() as context:
-            context.allow_unregistered_dialects = True
-            module = ir.Module.parse(variants.launch_text).operation
-            (kernel,) = kernels_in(module)
-            set_knobs(kernel, config)
-            try:
-                compiled = compile_module(module, target=TARGET,
-                                          pipeline=kernel_pipeline_text(TARGET))
-            except Exception as error:  # noqa: BLE001 - a refusal names the config below
-                over.append((config.to_dict(), str(error).splitlines()[0]))
-                continue
-            over += [(config.to_dict(), name, kernel_artifact.shared)
-                     for name, kernel_artifact in compiled.kernels.items()
-                     if kernel_artifact.shared > limit]
+        try:
+            compiled = compile_candidate(variants.launch_text, config, TARGET)
+        except KgcError as error:
+            over.append((config.to_dict(), str(error).splitlines()[0]))
+            continue
+        over += [(config.to_dict(), name, kernel.shared)
+                 for name, kernel in compiled.kernels.items() if kernel.shared > limit]
     assert not over, over

@@ -104,22 +104,10 @@ def _reference(shape: str, signature: str):
 
 def _compile(variants, config):
     """The candidate compiled to cubin as the search compiles it."""
-    from mlir import ir
-
-    from kgc.pipeline.compiler import compile_module
-    from kgc.pipeline.config import set_knobs
-    from kgc.pipeline.stages import kernel_pipeline_text
-    from kgc.search.kernels import FUNCTION
     from kgc.runtime import CompiledGraph
-    from kgc.tiling.kernel_ops import kernels_in
+    from kgc.search.kernels import FUNCTION, compile_candidate
 
-    target = _target()
-    with ir.Context() as context:
-        context.allow_unregistered_dialects = True
-        module = ir.Module.parse(variants.launch_text).operation
-        (kernel,) = kernels_in(module)
-        set_knobs(kernel, config)
-        compiled = compile_module(module, target=target, pipeline=kernel_pipeline_text(target))
+    compiled = compile_candidate(variants.launch_text, config, _target())
     return compiled, CompiledGraph(compiled, FUNCTION)
 
 
