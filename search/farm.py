@@ -35,22 +35,11 @@ def lower_and_compile(launch_text: str, config, target: int, timeout_s: float | 
     at cubin, or the first line of why it failed (a str). `cache` is the
     kernel cache of the worker's compile (`KernelCache.resolve`; by default
     the one the worker's environment asks for)."""
-    from mlir import ir
-
-    from kgc.pipeline.compiler import compile_module
-    from kgc.pipeline.config import set_knobs
-    from kgc.pipeline.stages import kernel_pipeline_text
     from kgc.pipeline.triton_stage import compile_kernels
-    from kgc.tiling.kernel_ops import kernels_in
+    from kgc.search.kernels import compile_candidate
 
     try:
-        with ir.Context() as context:
-            context.allow_unregistered_dialects = True
-            module = ir.Module.parse(launch_text).operation
-            (kernel,) = kernels_in(module)
-            set_knobs(kernel, config)
-            compiled = compile_module(module, target=target,
-                                      pipeline=kernel_pipeline_text(target), emit="ttir")
+        compiled = compile_candidate(launch_text, config, target, emit="ttir")
         # A library kernel is a call: nothing to compile.
         generated = [k for k in compiled.kernels.values() if k.library is None]
         requests = [(k.asm["ttir"], k.options) for k in generated]
