@@ -123,18 +123,15 @@ class Shape:
                 w = g.input("w", (k, n), t)
                 a, b = g.input("a", (k, d["rank"]), t), g.input("b", (d["rank"], n), t)
                 g.output(g.add(g.matmul(x, w), g.matmul(g.matmul(x, a), b)))
-        elif self.kind == ATTENTION:
-            heads, queries, keys, dim = d["heads"], d["queries"], d["keys"], d["dim"]
-            q = g.input("q", (heads, queries, dim), t)
+        elif self.kind in (ATTENTION, DECODE):
+            # Decoding: a key/value head's group of query heads, one query
+            # each, as the rows of its attention.
+            heads, rows = ((d["heads"], d["queries"]) if self.kind == ATTENTION
+                           else (d["kv_heads"], d["group"]))
+            keys, dim = d["keys"], d["dim"]
+            q = g.input("q", (heads, rows, dim), t)
             k = g.input("k", (heads, keys, dim), t)
             v = g.input("v", (heads, keys, dim), t)
-            scores = g.mul(g.matmul(q, g.transpose(k, (0, 2, 1))), 1 / math.sqrt(dim))
-            g.output(g.matmul(g.softmax(scores, dim=-1), v))
-        elif self.kind == DECODE:
-            kv_heads, group, keys, dim = d["kv_heads"], d["group"], d["keys"], d["dim"]
-            q = g.input("q", (kv_heads, group, dim), t)
-            k = g.input("k", (kv_heads, keys, dim), t)
-            v = g.input("v", (kv_heads, keys, dim), t)
             scores = g.mul(g.matmul(q, g.transpose(k, (0, 2, 1))), 1 / math.sqrt(dim))
             g.output(g.matmul(g.softmax(scores, dim=-1), v))
         else:

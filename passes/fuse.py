@@ -124,11 +124,10 @@ class KgFuse(Pass):
     fuse_attention = Option(bool, True, "make softmax(Q K^T) V one attention kernel")
     library_alone = Option(bool, True, "fuse nothing into a matmul that the GPU's BLAS runs "
                                        "(kgc.tiling.library)")
-    target = Option(int, DEFAULT_SM, "SM version the kernels are planned for (80, 86, 89, 90, "
-                                     "...)", choices=SUPPORTED_SMS)
-
     rules_off = Option(str, "", "schedules' fusion rules to turn off, ',' between names "
                                 "(attention's keys-once)")
+    target = Option(int, DEFAULT_SM, "SM version the kernels are planned for (80, 86, 89, 90, "
+                                     "...)", choices=SUPPORTED_SMS)
 
     def decisions(self) -> FusionDecisions:
         decisions = FusionDecisions(**{name.replace("-", "_"): getattr(self, name.replace("-", "_"))

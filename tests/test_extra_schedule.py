@@ -17,6 +17,7 @@ import pytest
 import kgc
 from kgc.execution import run_tiled
 from kgc.pipeline.config import GraphConfig
+from kgc.pipeline.stages import kernel_pipeline_text
 from kgc.passes.registry import OptionError
 from kgc.passes.tile import KgTile
 from kgc.tiling.config import KnobOption, PointwiseConfig
@@ -179,8 +180,8 @@ func.func @banded(%x: tensor<17x100xf32>) -> tensor<17x100xf32> {{
 """
 
 
-_FROM_TILING = ("builtin.module(kg-tile,kg-legalize-dot,kg-pad-mask,convert-kg-to-ttir,kgc-cse,"
-                "kgc-dce)")
+# The kernel is given already fused: the pipeline from kg-tile on.
+_FROM_TILING = kernel_pipeline_text(90)
 
 
 def test_a_registered_schedule_takes_its_own_knob_from_the_config_attribute(row_bands):

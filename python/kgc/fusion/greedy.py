@@ -37,8 +37,8 @@ A rule that is no field of `FusionDecisions` (a schedule registered from
 outside kgc) is on unless `without` turned it off.
 
 `library-alone`: a group that is a bare matmul the GPU's BLAS runs
-(`kgc.tiling.library`: kgc's rule gives it the library, at least 256 rows,
-columns and k steps) takes in no op that would make it a Triton kernel: no
+(`kgc.tiling.library`, where kgc's rule `prefers_library` or the kernel's
+knob gives it the library) takes in no op that would make it a Triton kernel: no
 norm or prologue, no epilogue, no sibling. Its neighbours become kernels of
 their own, as Inductor leaves them beside its cuBLAS calls. The rule comes
 from an H200: at 512 tokens the Llama-3-8B-shaped projections with their
@@ -172,7 +172,8 @@ class GreedyResult:
     partition: Partition
     groups: list[list[Node]]  # in the order of their last op
     # The decisions that shaped the result: the kinds of the merges made,
-    # and `library-alone` where it refused one.
+    # and the rules that refused one (`library-alone`, a schedule's
+    # objection).
     kinds_made: frozenset[str]
 
 

@@ -617,17 +617,10 @@ class AttentionSchedule(Schedule):
             readers *= plan.extents[plan.g_axis]
         if readers <= 1:
             return None
-        pattern = plan.pattern
-        stack = [pattern.scores.operands[1], pattern.output_mm.operands[1]]
-        seen: set[int] = set()
-        while stack:
-            node = stack.pop()
-            if id(node) in seen or node.is_input:
-                continue
-            seen.add(id(node))
-            if node.op not in _ADDRESSING_OPS:
-                return KEYS_ONCE
-            stack.extend(node.operands)
+        keys_and_values = topological([plan.pattern.scores.operands[1],
+                                       plan.pattern.output_mm.operands[1]])
+        if any(not n.is_input and n.op not in _ADDRESSING_OPS for n in keys_and_values):
+            return KEYS_ONCE
         return None
 
     def plan(self, outputs, order, config, kernel, target):
