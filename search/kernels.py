@@ -90,6 +90,55 @@ def input_specs(module: ir.Operation) -> list[tuple[tuple[int, ...], str]]:
             for t in arguments]
 
 
+# Ops whose result holds the same index values as their operand, rearranged.
+_INDEX_PRESERVING = {"kg.reshape", "kg.broadcast_to", "kg.transpose", "kg.slice", "kg.cast"}
+
+
+def index_bounds(module: ir.Operation) -> dict[int, int]:
+    """Argument position -> the extent its values must stay under, for each
+    integer argument of the first function of `module` that indexes a
+    `kg.gather` (through reshapes, broadcasts, transposes, slices, casts
+    and kernel boundaries): random indices beyond the table are no input
+    the graph takes (`verify.random_inputs` draws them inside)."""
+    function = next(op for op in module.regions[0].blocks[0].operations
+                    if op.operation.name == "func.func").operation
+    bounds: dict[int, int] = {}
+
+    def argument_of(value) -> int | None:
+        while True:
+            value = value.maybe_downcast()
+            if isinstance(value, ir.BlockArgument):
+                argument = value
+                # (An op view's `name` may be its symbol: ask the operation.)
+                owner = argument.owner.owner.operation
+                if owner.name == "func.func":
+                    return argument.arg_number if owner.operation == function else None
+                if owner.name != "kg.kernel":
+                    return None
+                value = owner.operands[argument.arg_number]
+            else:
+                producer = value.owner.operation
+                if producer.name not in _INDEX_PRESERVING:
+                    return None
+                value = producer.operands[0]
+
+    def visit(op) -> None:
+        for region in op.regions:
+            for block in region.blocks:
+                for inner in block.operations:
+                    inner = inner.operation
+                    if inner.name == "kg.gather":
+                        dim = ir.IntegerAttr(inner.attributes["dim"]).value
+                        extent = ir.RankedTensorType(inner.operands[0].type).shape[dim]
+                        position = argument_of(inner.operands[1])
+                        if position is not None:
+                            bounds[position] = min(bounds.get(position, extent), extent)
+                    visit(inner)
+
+    visit(function)
+    return bounds
+
+
 def compile_candidate(launch_text: str, config, target: int, emit: str = "cubin"):
     """The kernel of `launch_text` (a `launch_form`'s text) with the knobs of
     `config` (a kgc.tiling.config.KernelConfig) compiled for sm_`target`

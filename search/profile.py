@@ -72,7 +72,7 @@ def make_reference(trial: KernelTrial, settings: TrialSettings) -> Reference:
 
     import kgc  # noqa: F401  (registers the dialect)
     from kgc.reference import evaluate
-    from kgc.search.kernels import input_specs
+    from kgc.search.kernels import index_bounds, input_specs
     from kgc.search.verify import random_inputs
 
     local = torch.cuda.current_device()
@@ -80,7 +80,8 @@ def make_reference(trial: KernelTrial, settings: TrialSettings) -> Reference:
     with ir.Context() as context:
         context.allow_unregistered_dialects = True
         module = ir.Module.parse(trial.inline_text).operation
-        inputs = random_inputs(input_specs(module), seed, f"cuda:{local}")
+        inputs = random_inputs(input_specs(module), seed, f"cuda:{local}",
+                               index_bounds(module))
         eager = _as_tuple(evaluate(module, trial.function, inputs))
         exact = _as_tuple(evaluate(module, trial.function, inputs, exact=True))
     return Reference(inputs, eager, exact)

@@ -12,29 +12,34 @@ held to what the reference framework itself achieves, whatever the dtype
 and the length of its reductions, and a wrong index, mask or reduction, or
 a result of zeros for a small-valued output, cannot pass. Integer and
 boolean random inputs are small non-zero integers of either sign and fair
-coin flips.
+coin flips, but indices into a table, which lie inside it.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 # The check of a candidate's results is the rule tests and the bench use.
 from kgc.accuracy import mismatch  # noqa: F401
 
 
-def random_inputs(specs: Sequence[tuple[tuple[int, ...], str]], seed: int, device):
+def random_inputs(specs: Sequence[tuple[tuple[int, ...], str]], seed: int, device,
+                  bounds: Mapping[int, int] | None = None):
     """Fresh random tensors for (shape, kg element type) specs, scaled to
-    keep long reductions in range; never zeros."""
+    keep long reductions in range; never zeros, but for the integer inputs
+    that `bounds` (position -> extent, `kernels.index_bounds`) says index a
+    table, which take every index in [0, extent) with equal chance."""
     import torch
 
     from kgc.element_types import torch_dtype
 
     generator = torch.Generator(device="cpu").manual_seed(seed)
     tensors = []
-    for shape, element in specs:
+    for position, (shape, element) in enumerate(specs):
         if element == "i1":
             values = torch.rand(shape, generator=generator) < 0.5
+        elif element in ("i32", "i64") and bounds and position in bounds:
+            values = torch.randint(0, bounds[position], shape, generator=generator)
         elif element in ("i32", "i64"):
             # Small and never zero, so that products, positions and
             # comparisons of them stay meaningful.
