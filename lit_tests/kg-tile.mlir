@@ -282,7 +282,7 @@ func.func @attention_rotated_query(%q: tensor<1x8x1x64xf16>, %k: tensor<1x2x100x
 
 // Split-K (split_k = 4): the RMSNorm + MatMul kernel becomes a partials
 // kernel, whose programs walk the tiles (grid x) and the 4 splits (grid y),
-// each summing its chunk of k (256 of 1000: the last stops at 1000) into the
+// each summing its chunk of k (256 of 1000 in steps of 128: the last stops at 1000) into the
 // matmul's f32 accumulator and the rows' sums of squares, stored by split
 // into workspaces; and a reduce kernel, which takes only the workspaces,
 // sums the 4 partials in order and only then applies the 1/rms factor.
@@ -292,7 +292,7 @@ func.func @attention_rotated_query(%q: tensor<1x8x1x64xf16>, %k: tensor<1x2x100x
 // CHECK: %[[START:.*]] = arith.muli %[[SPLIT]], %c256_i32 : i32
 // CHECK: %[[NEXT:.*]] = arith.addi %[[START]], %c256_i32 : i32
 // CHECK: %[[END:.*]] = arith.minsi %[[NEXT]], %c1000_i32 : i32
-// CHECK: %[[LOOP:.*]]:2 = scf.for %{{.*}} = %[[START]] to %[[END]] step %c64_i32
+// CHECK: %[[LOOP:.*]]:2 = scf.for %{{.*}} = %[[START]] to %[[END]] step %c128_i32
 // CHECK: kg.square
 // CHECK: kg.tile_dot
 // CHECK-NOT: kg.rsqrt
@@ -435,7 +435,8 @@ func.func @split_k_of_one_step(%a: tensor<4x32xf16>, %b: tensor<32x64xf16>) -> t
 // X A accumulates beside X W in the k loop as a dot over (m, k, rank), on
 // the same X tile and written first (Triton then lays out both dots as the
 // main one); after the loop, (X A) B is one more dot, over (m, rank, n), of
-// X A rounded to f16 and B read at the program's n offset.
+// X A rounded to f16 and B read at the program's n offset. (Tiles of 64
+// given, so that the checks read one tile shape.)
 // CHECK-LABEL: func.func @lora_one_kernel
 // CHECK: kg.kernel @lora_0(
 // CHECK-SAME: grid = array<i64: 5, 1, 1>
@@ -455,7 +456,7 @@ func.func @split_k_of_one_step(%a: tensor<4x32xf16>, %b: tensor<32x64xf16>) -> t
 // CHECK-NOT: scf.for
 // CHECK: kg.tile_store
 func.func @lora_one_kernel(%x: tensor<3x1000xf16>, %w: tensor<1000x300xf16>, %a: tensor<1000x16xf16>, %b: tensor<16x300xf16>) -> tensor<3x300xf16> {
-  %y = kg.kernel @lora_0(%x, %w, %a, %b) : (tensor<3x1000xf16>, tensor<1000x300xf16>, tensor<1000x16xf16>, tensor<16x300xf16>) -> tensor<3x300xf16> {
+  %y = kg.kernel @lora_0(%x, %w, %a, %b) attributes {config = {block_n = 64, block_k = 64}} : (tensor<3x1000xf16>, tensor<1000x300xf16>, tensor<1000x16xf16>, tensor<16x300xf16>) -> tensor<3x300xf16> {
   ^bb0(%xx: tensor<3x1000xf16>, %ww: tensor<1000x300xf16>, %aa: tensor<1000x16xf16>, %bb: tensor<16x300xf16>):
     %v = kg.matmul %xx, %ww : (tensor<3x1000xf16>, tensor<1000x300xf16>) -> tensor<3x300xf16>
     %t = kg.matmul %xx, %aa : (tensor<3x1000xf16>, tensor<1000x16xf16>) -> tensor<3x16xf16>

@@ -198,9 +198,10 @@ def test_the_split_index_is_a_grid_dimension_and_chunks_are_k_steps():
     graph, _, _ = inputs_for(gemv, 3, 4097, 300, "f16")
     module = split_module(graph, 3)
     partials, reduce = kernels_in(module)
-    # 300 columns in tiles of 64 (m = 3 in one tile): 5 tiles x 3 splits.
-    assert int_array(partials, "grid") == [5, 3, 1]
-    assert int_array(reduce, "grid") == [5, 1, 1]
+    # 300 columns in tiles of 16 (m = 3 in one tile, a skinny product): 19
+    # tiles x 3 splits.
+    assert int_array(partials, "grid") == [19, 3, 1]
+    assert int_array(reduce, "grid") == [19, 1, 1]
     assert knob(partials, "split_k") == 3
 
 

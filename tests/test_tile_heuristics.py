@@ -42,11 +42,13 @@ KERNELS = _kernels_without_knobs()
 
 # file:kernel -> (kind, the knobs kg-tile writes, grid)
 EXPECTED = {
-    "kg-legalize-dot:matvec_0": ("matmul", dict(block_m=1, block_n=64, block_k=64, group_m=1,
-                                                num_warps=4, num_stages=4), (5, 1, 1)),
-    "kg-legalize-dot:matvec_f32_0": ("matmul", dict(block_m=1, block_n=64, block_k=32,
+    # A skinny product over small weights: 128-deep k steps, n tiles of 16
+    # columns (19 programs of 300 columns).
+    "kg-legalize-dot:matvec_0": ("matmul", dict(block_m=1, block_n=16, block_k=128, group_m=1,
+                                                num_warps=4, num_stages=4), (19, 1, 1)),
+    "kg-legalize-dot:matvec_f32_0": ("matmul", dict(block_m=1, block_n=16, block_k=128,
                                                     group_m=1, num_warps=4, num_stages=4),
-                                     (5, 1, 1)),
+                                     (19, 1, 1)),
     "kg-legalize-dot:matvec_stored_along_k_0": ("matmul", dict(block_m=1, block_n=128, block_k=16,
                                                              group_m=1, num_warps=4,
                                                              num_stages=1), (1, 1, 1)),

@@ -21,7 +21,8 @@ import dataclasses
 from kgc.element_types import element_bits
 from kgc.targets import Target
 from kgc.tiling import low_rank, split_k
-from kgc.tiling.config import ConfigError, MatmulConfig, default_split_k
+from kgc.tiling.config import (DEFAULT_MIN_BYTES, SKINNY_ROWS, ConfigError, MatmulConfig,
+                               default_split_k)
 from kgc.tiling.graph_model import Node, topological
 from kgc.tiling.index_maps import IndexMap, ceil_div, next_power_of_two, product
 from kgc.tiling.iteration import (TILE_LOOP, Expansion, Unplannable, axes_of,
@@ -37,6 +38,10 @@ __all__ = ["MatmulSchedule"]
 _MAX_EPILOGUE_ROW = 256  # widest n that a matmul epilogue may reduce over
 # k steps from which a one-wave matmul gets a fourth pipeline stage.
 _LONG_K_STEPS = 64
+# The k step and the narrowest n tile of a skinny product's default (see
+# _plan_matmul).
+_SKINNY_BLOCK_K = 128
+_SKINNY_BLOCK_N = 16
 # The smallest k step a kernel of sibling dots (a gated MLP's two) takes
 # where wgmma computes them. On an H200 with Triton 3.6, the gated MLP of
 # Llama-3-8B (64 x 4096 -> 14336) at (64, 64, 16), 4 warps, 4 stages gave
@@ -101,6 +106,15 @@ class MatmulSchedule(Schedule):
             parts.append("norm")
         if any(k_axis not in axes for axes in reductions):
             parts.append("epilogue-reduce")
+        # Operands computed in registers inside the k loop (SiLU(gate) * up,
+        # a norm's scale, a cast) move the best tiles: the same config that
+        # streams a bare 1x1376->512 product in 4.4 us took 18 us with a
+        # SiLU product in front (H200), where deeper k steps over narrower
+        # tiles took 3.2.
+        if "norm" not in parts and loop_reads(list(plan.expansions), plan.expansions, plan.maps,
+                                              plan.reduce_axes, plan.matmul_axes,
+                                              list(plan.tile)).computed:
+            parts.append("prologue")
         element = max((operand.element for mm in main for operand in mm.operands),
                       key=element_bits)
         features = {"batch": product(plan.extents[:m_axis]), **plan.knob_extents}
@@ -201,7 +215,17 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
         m_axis in reduce_axes.get(node, ()) for node in order if node.op == "reduce")
 
     bits = max(element_bits(mm.operands[0].element) for mm in matmuls)
-    default_k = 64 if bits <= 16 else 32
+    # A skinny product (a decode step's rows) over weights too small for
+    # kgc to split along k (DEFAULT_MIN_BYTES) reads them and little else:
+    # deeper k steps halve the loop's trips, and n tiles narrow until the
+    # programs cover the SMs (H200, 1 row, 2048->512 with its bias and
+    # residual: 16x128 steps over 32 programs 2.8 us, 64x32 over 8 programs
+    # 16.3; the search chose 128-deep steps over 16 or 32 columns for nine
+    # of the ten one-row products of GPT-2 and Phi-3's layers). Larger
+    # weights fill the SMs by split-K instead.
+    skinny = (m_extent <= SKINNY_ROWS and k_extent >= 2 * _SKINNY_BLOCK_K
+              and k_extent * n_extent * bits // 8 < DEFAULT_MIN_BYTES)
+    default_k = _SKINNY_BLOCK_K if skinny else 64 if bits <= 16 else 32
     if epilogue_reduces_n:
         if n_extent > _MAX_EPILOGUE_ROW:
             raise Unplannable(f"the epilogue reduces over n = {n_extent}, wider than "
@@ -220,14 +244,19 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
     if block_n is None:
         default_n = n_extent if n_extent <= 128 else 128
         # Few row tiles give few programs: narrower n tiles keep the SMs busy
-        # (down to 64; narrower tiles read the other operand too finely).
+        # (down to 64, where narrower tiles would read the other operand too
+        # finely; down to 16 for a skinny product, whose other operand is a
+        # tile of a few rows).
         # With full 128-row tiles (prefill), one wave of 128x128 programs
         # that fills at least half the SMs beats two waves of 128x64 ones
         # (H200: 512x14336x4096 in 95 us against 113, 512x4096x4096 in 32
         # against 34): they narrow only below half.
         programs = product(batch) * ceil_div(m_extent, block_m)
         fill = target.sm_count if block_m < default_m else (target.sm_count + 1) // 2
-        while (config.block_n is None and default_n > 64 and default_n < n_extent
+        # (A side matmul of rank r rides along an n tile of r columns or more.)
+        narrowest = max([_SKINNY_BLOCK_N] + [next_power_of_two(side.shape[-1])
+                                             for side in side_matmuls]) if skinny else 64
+        while (config.block_n is None and default_n > narrowest and default_n < n_extent
                and programs * ceil_div(n_extent, default_n) < fill):
             default_n //= 2
         block_n = knob(config.block_n, default_n)
