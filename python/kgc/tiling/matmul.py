@@ -106,14 +106,18 @@ class MatmulSchedule(Schedule):
             parts.append("norm")
         if any(k_axis not in axes for axes in reductions):
             parts.append("epilogue-reduce")
-        # Operands computed in registers inside the k loop (SiLU(gate) * up,
-        # a norm's scale, a cast) move the best tiles: the same config that
-        # streams a bare 1x1376->512 product in 4.4 us took 18 us with a
-        # SiLU product in front (H200), where deeper k steps over narrower
-        # tiles took 3.2.
-        if "norm" not in parts and loop_reads(list(plan.expansions), plan.expansions, plan.maps,
-                                              plan.reduce_axes, plan.matmul_axes,
-                                              list(plan.tile)).computed:
+        # A skinny product whose k loop computes an operand in registers
+        # (SiLU(gate) * up, a norm's scale, a cast) wants other tiles than a
+        # bare one: the config that streams a bare 1x1376->512 product in 4.4
+        # us took 18 us with a SiLU product in front (H200), where deeper k
+        # steps over narrower tiles took 3.2; the tiny Llama's one-token
+        # forward went from 1.11x to 1.21x torch.compile with its own
+        # variant. From 64 rows on, the bare entries serve such kernels
+        # better than the heuristics (the same forward at 64 and 512 tokens
+        # lost 8-14% without them).
+        if ("norm" not in parts and plan.knob_extents.get("m", 1) <= SKINNY_ROWS
+                and loop_reads(list(plan.expansions), plan.expansions, plan.maps,
+                               plan.reduce_axes, plan.matmul_axes, list(plan.tile)).computed):
             parts.append("prologue")
         element = max((operand.element for mm in main for operand in mm.operands),
                       key=element_bits)
