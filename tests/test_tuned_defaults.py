@@ -147,6 +147,42 @@ def test_an_entry_this_kernel_cannot_take_falls_back_to_the_heuristics():
     assert plan_group(outputs, target=SM90, table=table).config == heuristic
 
 
+def _silu_product_matmul(m, k, n):
+    """SiLU(gate) * up times W: the product's A operand computed in the k
+    loop (Phi-3's down projection)."""
+    gate, up = _input((m, k), "f16", 0), _input((m, k), "f16", 1)
+    w = _input((k, n), "f16", 2)
+    silu = Node("silu", [gate], (m, k), "f16", {})
+    a = Node("mul", [silu, up], (m, k), "f16", {})
+    return [Node("matmul", [a, w], (m, n), "f16", {"precision": None})]
+
+
+@pytest.mark.parametrize("m,variant", [(1, "prologue"), (16, "prologue"), (64, "")])
+def test_a_skinny_product_with_a_prologue_is_a_variant_of_its_own(m, variant):
+    outputs = _silu_product_matmul(m, 1376, 512)
+    plan = plan_group(outputs, target=SM90)
+    assert schedules()["matmul"].table_key(plan) == _key(m, 512, 1376, variant=variant)
+    # A bare product of the same shape stays the plain variant.
+    bare = plan_group(_matmul(m, 1376, 512), target=SM90)
+    assert schedules()["matmul"].table_key(bare) == _key(m, 512, 1376)
+    # So a skinny one takes no bare entry (its heuristics instead), a wider one does.
+    tuned = plan_group(outputs, target=SM90, table=_table(_entry(m, 512, 1376))).config
+    assert (tuned == plan.config) == (variant == "prologue")
+
+
+def test_a_skinny_product_over_small_weights_streams_them_in_deep_steps_over_narrow_tiles():
+    # 1 x 1376 -> 512 (1.4 MB of weights, under the split-K threshold): 16
+    # columns a program (32 programs), 128-deep k steps.
+    config = plan_group(_matmul(1, 1376, 512), target=SM90).config
+    assert (config.block_n, config.block_k, config.split_k) == (16, 128, None)
+    # Weights of 8 MiB or more split along k instead, over 64-column tiles.
+    large = plan_group(_matmul(1, 4096, 4096), target=SM90).config
+    assert (large.block_n, large.block_k) == (64, 64) and large.split_k > 1
+    # From 17 rows on the tiles are those of before.
+    wide = plan_group(_matmul(64, 1376, 512), target=SM90).config
+    assert (wide.block_n, wide.block_k) == (64, 64)
+
+
 def test_a_reduction_looks_up_its_rows_row_length_and_reductions():
     x = _input((1000, 4096), "f16")
     squares = Node("mul", [x, x], (1000, 4096), "f16", {})
