@@ -1,0 +1,122 @@
+"""Where a model's forward time goes, kernel by kernel: kgc's against Inductor's.
+
+    python benchmarks/model_kernels.py MODEL[,MODEL...] [--tokens 1,64,512] [--top 16]
+                                       [--json results.json]
+
+For each model of the suite (`kgc.bench.models`, GPU size, f16) and each
+token count: `torch.compile(model.forward)` with kgc's backend and with
+Inductor, three calls to warm up, then ten under `torch.profiler`. Prints
+each contender's GPU time per forward and its longest kernels; for each of
+kgc's, its grid, warps and stages and the aten ops it computes (what
+`kgc.explain` reports, here for the partitions the GPU actually runs: on a
+CPU, Dynamo captures other attention ops and sometimes other dtypes).
+This is the map that shows which fused kernel loses and what it holds
+(benchmarks/NOTES.md, "Every model's forward rows").
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from kgc.bench import models, provenance
+from kgc.torch.backend import Backend, compile_kernel_graph
+
+WARMUP_CALLS = 3
+PROFILED_CALLS = 10
+# aten op names without their overload, as the report lists them.
+_OVERLOAD = re.compile(r"^aten\.|\.(default|Tensor|Scalar|self|dim|start_step|Tensor_Scalar)\b")
+
+
+def _profile(forward, ids) -> dict[str, tuple[float, int]]:
+    """kernel name -> (GPU us per forward, launches per forward)."""
+    with torch.no_grad():
+        for _ in range(WARMUP_CALLS):
+            forward(ids, use_cache=False)
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as profiler:
+            for _ in range(PROFILED_CALLS):
+                forward(ids, use_cache=False)
+            torch.cuda.synchronize()
+    return {event.key: (event.device_time_total / PROFILED_CALLS,
+                        event.count // PROFILED_CALLS)
+            for event in profiler.key_averages()
+            if event.device_type == torch.autograd.DeviceType.CUDA}
+
+
+def _kgc_kernels(model, ids) -> tuple[dict, dict]:
+    """kgc's profile of the forward, and per kgc kernel its launch shape
+    and the aten ops it computes."""
+    compiled = []
+
+    def keep(graph, mode):
+        result = compile_kernel_graph(graph, mode)
+        compiled.append(result)
+        return result
+
+    torch._dynamo.reset()
+    backend = Backend(compile_graph=keep, describe_kernels=True)
+    times = _profile(torch.compile(model.forward, backend=backend), ids)
+    kernels = {}
+    for report in backend.reports:
+        for partition in report.partitions:
+            for name, ops in partition.kernel_ops.items():
+                kernels[name] = {"ops": [_OVERLOAD.sub("", op.split(":")[0]) for op in ops]}
+    for graph in compiled:
+        for kernel in graph.kernels():
+            kernels.setdefault(kernel.name, {"ops": []}).update(
+                grid=list(kernel.grid), num_warps=kernel.num_warps,
+                num_stages=kernel.num_stages, library=kernel.library is not None)
+    return times, kernels
+
+
+def _rows(times: dict, kernels: dict | None, top: int) -> list[dict]:
+    ranked = sorted(times.items(), key=lambda item: -item[1][0])[:top]
+    return [{"kernel": name, "us": us, "launches": launches, **(kernels or {}).get(name, {})}
+            for name, (us, launches) in ranked]
+
+
+def _print(label: str, total_us: float, rows: list[dict]) -> None:
+    print(f"== {label}: {total_us:.1f} us of GPU time per forward")
+    for row in rows:
+        shape = (f" grid {tuple(row['grid'])} w{row['num_warps']} s{row['num_stages']}"
+                 + (" (library)" if row.get("library") else "")) if "grid" in row else ""
+        ops = " ".join(row.get("ops", []))
+        print(f"  {row['us']:8.1f} us x{row['launches']:<3} {row['kernel'][:64]}{shape}"
+              + (f"  {ops[:300]}" if ops else ""))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("models", help="model names of the suite, comma-separated")
+    parser.add_argument("--tokens", default="1,64,512", help="token counts, comma-separated")
+    parser.add_argument("--top", type=int, default=16, help="kernels shown per contender")
+    parser.add_argument("--json", help="also write the results here")
+    args = parser.parse_args()
+    results = []
+    for name in args.models.split(","):
+        model = models.CATALOGUE[name].build(models.GPU, 0).to("cuda", torch.float16).eval()
+        for tokens in map(int, args.tokens.split(",")):
+            ids = torch.randint(1, model.config.vocab_size, (1, tokens), device="cuda")
+            times, kernels = _kgc_kernels(model, ids)
+            torch._dynamo.reset()
+            inductor = _profile(torch.compile(model.forward, backend="inductor"), ids)
+            for contender, measured, described in (("kgc", times, kernels),
+                                                   ("inductor", inductor, None)):
+                total = sum(us for us, _ in measured.values())
+                rows = _rows(measured, described, args.top)
+                _print(f"{name} {tokens} tokens, {contender}", total, rows)
+                results.append({"model": name, "tokens": tokens, "contender": contender,
+                                "gpu_us": total, "kernels": rows})
+        del model
+        torch.cuda.empty_cache()
+    if args.json:
+        provenance.write_json(args.json, {"device": torch.cuda.get_device_name(),
+                                          "results": results}, indent=1)
+
+
+if __name__ == "__main__":
+    main()
