@@ -223,10 +223,11 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
     # kgc to split along k (DEFAULT_MIN_BYTES) reads them and little else:
     # deeper k steps halve the loop's trips, and n tiles narrow until the
     # programs cover the SMs (H200, 1 row, 2048->512 with its bias and
-    # residual: 16x128 steps over 32 programs 2.8 us, 64x32 over 8 programs
-    # 16.3; the search chose 128-deep steps over 16 or 32 columns for nine
-    # of the ten one-row products of GPT-2 and Phi-3's layers). Larger
-    # weights fill the SMs by split-K instead.
+    # residual, f32 operands: 16x128 steps over 32 programs 2.8 us, 64x32
+    # over 8 programs 16.3; of the ten one-row products of GPT-2's and
+    # Phi-3's layers that the search sped up most, it gave seven 128-deep
+    # steps over 16 or 32 columns, one 64-deep steps over 16, and two a
+    # split along k). Larger weights fill the SMs by split-K instead.
     skinny = (m_extent <= SKINNY_ROWS and k_extent >= 2 * _SKINNY_BLOCK_K
               and k_extent * n_extent * bits // 8 < DEFAULT_MIN_BYTES)
     default_k = _SKINNY_BLOCK_K if skinny else 64 if bits <= 16 else 32
