@@ -18,7 +18,7 @@ import hashlib
 from mlir import ir
 from mlir.dialects import func
 
-from kgc.tiling.kernel_ops import kernel_name
+from kgc.tiling.kernel_ops import kernel_name, walk_ops
 
 _PLACEHOLDER = "kernel"
 # The function of the module made of one kernel (kernel and function
@@ -83,8 +83,7 @@ def input_specs(module: ir.Operation) -> list[tuple[tuple[int, ...], str]]:
     """(shape, element type) of each argument of the first function of
     `module` (a kernel's inline or launch form), as `verify.random_inputs`
     takes them."""
-    function = next(op for op in module.regions[0].blocks[0].operations
-                    if op.operation.name == "func.func").operation
+    function = _first_function(module)
     arguments = ir.FunctionType(ir.TypeAttr(function.attributes["function_type"]).value).inputs
     return [(tuple(ir.RankedTensorType(t).shape), str(ir.RankedTensorType(t).element_type))
             for t in arguments]
@@ -100,43 +99,40 @@ def index_bounds(module: ir.Operation) -> dict[int, int]:
     `kg.gather` (through reshapes, broadcasts, transposes, slices, casts
     and kernel boundaries): random indices beyond the table are no input
     the graph takes (`verify.random_inputs` draws them inside)."""
-    function = next(op for op in module.regions[0].blocks[0].operations
-                    if op.operation.name == "func.func").operation
-    bounds: dict[int, int] = {}
+    function = _first_function(module)
 
     def argument_of(value) -> int | None:
         while True:
             value = value.maybe_downcast()
             if isinstance(value, ir.BlockArgument):
-                argument = value
                 # (An op view's `name` may be its symbol: ask the operation.)
-                owner = argument.owner.owner.operation
+                owner = value.owner.owner.operation
                 if owner.name == "func.func":
-                    return argument.arg_number if owner.operation == function else None
+                    return value.arg_number if owner == function else None
                 if owner.name != "kg.kernel":
                     return None
-                value = owner.operands[argument.arg_number]
+                value = owner.operands[value.arg_number]
             else:
                 producer = value.owner.operation
                 if producer.name not in _INDEX_PRESERVING:
                     return None
                 value = producer.operands[0]
 
-    def visit(op) -> None:
-        for region in op.regions:
-            for block in region.blocks:
-                for inner in block.operations:
-                    inner = inner.operation
-                    if inner.name == "kg.gather":
-                        dim = ir.IntegerAttr(inner.attributes["dim"]).value
-                        extent = ir.RankedTensorType(inner.operands[0].type).shape[dim]
-                        position = argument_of(inner.operands[1])
-                        if position is not None:
-                            bounds[position] = min(bounds.get(position, extent), extent)
-                    visit(inner)
-
-    visit(function)
+    bounds: dict[int, int] = {}
+    for op in walk_ops(function):
+        if op.name != "kg.gather":
+            continue
+        extent = ir.RankedTensorType(op.operands[0].type).shape[
+            ir.IntegerAttr(op.attributes["dim"]).value]
+        position = argument_of(op.operands[1])
+        if position is not None:
+            bounds[position] = min(bounds.get(position, extent), extent)
     return bounds
+
+
+def _first_function(module: ir.Operation) -> ir.Operation:
+    return next(op for op in module.regions[0].blocks[0].operations
+                if op.operation.name == "func.func").operation
 
 
 def compile_candidate(launch_text: str, config, target: int, emit: str = "cubin"):

@@ -382,7 +382,6 @@ class Backend:
         fused.recompile()
         return fused.forward
 
-
     def _compile_once(self, graph, mode: str, compiled: dict):
         """The callable `compile_graph` makes of a converted partition (or,
         with `compile_for`, the partition compiled for that GPU and None;

@@ -457,7 +457,7 @@ class MatmulConfig(KernelConfig):
         get each tile with both. Persistent programs are one per SM of
         `target`."""
         target = target_for(target)
-        if _streams_weights(extents, element):
+        if streams_weights(extents, element):
             return _skinny_seeds(cls, extents, element, target)
         if extents.get("m", 0) < 1024 or extents.get("n", 0) < 1024 or extents.get("k", 0) < 256:
             return []
@@ -506,7 +506,7 @@ class MatmulConfig(KernelConfig):
 SKINNY_ROWS = 16
 
 
-def _streams_weights(extents, element: str) -> bool:
+def streams_weights(extents, element: str) -> bool:
     """A product of at most SKINNY_ROWS rows over at least DEFAULT_MIN_BYTES
     of weights (a decode step's projections, RMSNorm+MatMul of 16 rows)."""
     m, n, k = extents.get("m", 1), extents.get("n", 0), extents.get("k", 0)

@@ -21,8 +21,8 @@ import dataclasses
 from kgc.element_types import element_bits
 from kgc.targets import Target
 from kgc.tiling import low_rank, split_k
-from kgc.tiling.config import (DEFAULT_MIN_BYTES, SKINNY_ROWS, ConfigError, MatmulConfig,
-                               default_split_k)
+from kgc.tiling.config import (SKINNY_ROWS, ConfigError, MatmulConfig, default_split_k,
+                               streams_weights)
 from kgc.tiling.graph_model import Node, topological
 from kgc.tiling.index_maps import IndexMap, ceil_div, next_power_of_two, product
 from kgc.tiling.iteration import (TILE_LOOP, Expansion, Unplannable, axes_of,
@@ -116,8 +116,7 @@ class MatmulSchedule(Schedule):
         # better than the heuristics (the same forward at 64 tokens went
         # from 0.075 to 0.089 ms without them; two runs on H200s).
         if ("norm" not in parts and plan.knob_extents.get("m", 1) <= SKINNY_ROWS
-                and loop_reads(list(plan.expansions), plan.expansions, plan.maps,
-                               plan.reduce_axes, plan.matmul_axes, list(plan.tile)).computed):
+                and _plan_reads(plan, plan.tile).computed):
             parts.append("prologue")
         element = max((operand.element for mm in main for operand in mm.operands),
                       key=element_bits)
@@ -155,10 +154,14 @@ def _pipeline_fits(plan: MatmulPlan, config: MatmulConfig, target: Target) -> bo
     tile = list(plan.tile)
     tile[m_axis], tile[k_axis], tile[n_axis] = (size("block_m"), size("block_k"),
                                                 size("block_n"))
-    reads = loop_reads(list(plan.expansions), plan.expansions, plan.maps, plan.reduce_axes,
-                       plan.matmul_axes, tile)
-    return reads.pipeline_bytes(size("num_stages"), target) <= \
+    return _plan_reads(plan, tile).pipeline_bytes(size("num_stages"), target) <= \
         target.max_shared_memory_per_block
+
+
+def _plan_reads(plan: MatmulPlan, tile) -> LoopReads:
+    """`loop_reads` of `plan`'s kernel with the tile sizes `tile`."""
+    return loop_reads(list(plan.expansions), plan.expansions, plan.maps, plan.reduce_axes,
+                      plan.matmul_axes, list(tile))
 
 
 def _legal(configs: list[MatmulConfig], runs_on: Target | None, plannable) -> list[MatmulConfig]:
@@ -218,9 +221,10 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
     epilogue_reduces_m = any(
         m_axis in reduce_axes.get(node, ()) for node in order if node.op == "reduce")
 
-    bits = max(element_bits(mm.operands[0].element) for mm in matmuls)
+    element = max((mm.operands[0].element for mm in matmuls), key=element_bits)
+    bits = element_bits(element)
     # A skinny product (a decode step's rows) over weights too small for
-    # kgc to split along k (DEFAULT_MIN_BYTES) reads them and little else:
+    # kgc to split along k (not `streams_weights`) reads them and little else:
     # deeper k steps halve the loop's trips, and n tiles narrow until the
     # programs cover the SMs (H200, 1 row, 2048->512 with its bias and
     # residual, f32 operands: 16x128 steps over 32 programs 2.8 us, 64x32
@@ -229,7 +233,7 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
     # steps over 16 or 32 columns, one 64-deep steps over 16, and two a
     # split along k). Larger weights fill the SMs by split-K instead.
     skinny = (m_extent <= SKINNY_ROWS and k_extent >= 2 * _SKINNY_BLOCK_K
-              and k_extent * n_extent * bits // 8 < DEFAULT_MIN_BYTES)
+              and not streams_weights(knob_extents, element))
     default_k = _SKINNY_BLOCK_K if skinny else 64 if bits <= 16 else 32
     if epilogue_reduces_n:
         if n_extent > _MAX_EPILOGUE_ROW:
