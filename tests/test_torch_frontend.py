@@ -300,6 +300,16 @@ INT_CASES = [
     ("count", lambda x: (x > 0).to(x.dtype).sum(-1) + 1,
      lambda: (_randn(3, 50, dtype=torch.float16),),
      "CHECK: kg.cast {{.*}} : tensor<3x50xi1> to tensor<3x50xf16>\nCHECK: kg.reduce sum"),
+    # Rows wholly masked (a bool mask of keys), some rows all true, others
+    # neither: any and all over one dim, several, every one, and of floats.
+    ("any_all", lambda x, m: torch.where(m.any(-1, keepdim=True), x, -x)
+     + m.all(-1, keepdim=True).to(x.dtype) + (x > 1).any() * 2.0
+     + torch.all((x > -3), dim=(0, 1)) + x.any(0).to(x.dtype),
+     lambda: (_randn(17, 1000), torch.cat([
+         torch.zeros(5, 1000, dtype=torch.bool), torch.ones(4, 1000, dtype=torch.bool),
+         _positions(8, 1000, low=0, high=2, dtype=torch.bool)])),
+     "CHECK: kg.cast {{.*}} : tensor<17x1000xi1> to tensor<17x1000xf16>\n"
+     "CHECK: kg.reduce max"),
 ]
 
 
@@ -869,3 +879,22 @@ def test_an_op_that_reads_a_tensor_on_another_device_stays_with_pytorch():
     assert "reads or makes tensors on cpu" in support.reasons[total]
     y.meta["val"] = torch.empty((), device="meta")
     assert KgcSupport(devices=("meta",)).is_node_supported({}, total)
+
+
+def test_the_math_path_of_attention_runs_in_kgc_with_a_wholly_masked_row():
+    # scaled_dot_product_attention's math path (what torch runs where no
+    # fused kernel takes the mask, BERT's at 512 tokens on an H200) asks
+    # whether each row has a key left (any) to give a wholly masked row
+    # zeros: no op of it is left to PyTorch.
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    def attention(q, k, v, mask):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+    q, k, v = (_randn(1, 2, 17, 8) for _ in range(3))
+    mask = _positions(1, 2, 17, 17, low=0, high=2, dtype=torch.bool)
+    mask[0, 1, 3] = False  # a query that sees no key
+    with sdpa_kernel(SDPBackend.MATH):
+        backend = _run_tiled(attention, q, k, v, mask)
+    _filecheck(backend.texts[0], "CHECK: kg.cast {{.*}}x17xi1> to tensor<1x2x17x17xf16>\n"
+                                 "CHECK: kg.reduce max {{.*}} dims [3]")

@@ -82,8 +82,9 @@ def bucket_of(value: int) -> int:
 # Ops whose named dims are reduced, sliced or joined along.
 _DIM_OPS = {aten._softmax.default, aten._log_softmax.default, aten.softmax.int,
             aten.log_softmax.int, aten.sum.dim_IntList, aten.mean.dim, aten.amax.default,
-            aten.amin.default, aten.var.correction, aten.var.dim, aten.slice.Tensor,
-            aten.select.int, aten.cat.default}
+            aten.amin.default, aten.any.dim, aten.any.dims, aten.any.default,
+            aten.var.correction, aten.var.dim, aten.slice.Tensor, aten.select.int,
+            aten.cat.default}
 _RESHAPES = {aten.view.default, aten._unsafe_view.default, aten.reshape.default,
              aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default}
 _MATMULS = {aten.mm.default, aten.bmm.default, aten.addmm.default, aten.matmul.default}

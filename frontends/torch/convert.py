@@ -586,10 +586,29 @@ def _count(ctx: Context, mask: Tensor, dims: list[int], keepdim: bool) -> Tensor
     return _cast(graph, total, ctx.out_dtype)
 
 
+def _any(ctx, a):
+    """torch.any over dims: kg reduces floats, so each element's truth (a
+    bool, or a number not zero: NaN counts as true, as in torch) is a 0 or 1
+    in f16 (exact, and half the bytes of f32 where a kernel stores them for
+    the reduction), and a row is any where its max is 1."""
+    graph, x = ctx.graph, a["input"]
+    dims = _dims(a.get("dim"), x.ndim, f"{op_name(ctx.node)} dim")
+    truth = x if x.dtype == "i1" else graph.ne(x, 0)
+    if not x.ndim:
+        return _cast(graph, truth, ctx.out_dtype)
+    ones = graph.cast(truth, "f16")
+    return _cast(graph, graph.max(ones, dims, keepdim=bool(a.get("keepdim", False))),
+                 ctx.out_dtype)
+
+
 converts(aten.sum.dim_IntList, aten.sum.default)(_reduction("sum"))
 converts(aten.mean.dim, aten.mean.default)(_reduction("mean"))
 converts(aten.amax.default)(_reduction("max"))
 converts(aten.amin.default)(_reduction("min"))
+# A row that is wholly masked (scaled_dot_product_attention's math path
+# asks, to give such rows zeros instead of NaN) is an any over keys.
+# (torch.all reaches kgc as not-any-not: torch's decompositions make it so.)
+converts(aten.any.dim, aten.any.dims, aten.any.default)(_any)
 
 
 @converts(aten.var.correction, aten.var.dim)
