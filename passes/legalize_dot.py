@@ -53,8 +53,8 @@ from kgc.tiling.kernel_ops import (dot_dims, int_array, is_tiled, kernel_name, k
                                    replace_with, resize_axes, set_int_array, tensor_values,
                                    walk_ops)
 from kgc.targets import SUPPORTED_SMS
+from kgc.tiling.constants import MIN_DOT_TILE
 
-MIN_DOT = 16
 # The first SM on which Triton warp-specializes kgc's loops (pointer loads,
 # no TMA descriptors).
 WARP_SPECIALIZE_SM = 100
@@ -131,7 +131,7 @@ class KgLegalizeDot(Pass):
                      or _stored_along(kernel, k_axis)):
             self._multiply_and_reduce(dot, k_axis)
             return
-        if min(m, k, nn) >= MIN_DOT:
+        if min(m, k, nn) >= MIN_DOT_TILE:
             return
         tile = int_array(kernel, "tile")
         extents = int_array(kernel, "iteration")
@@ -140,18 +140,18 @@ class KgLegalizeDot(Pass):
             # dot cannot be grown without knowing the tiling.
             raise PassFailure(
                 f"kernel @{kernel_name(kernel)}: a dot of {m}x{k}x{nn} needs tiles of at least "
-                f"{MIN_DOT}, and the kernel has no 'tile' and 'iteration' attributes (from "
+                f"{MIN_DOT_TILE}, and the kernel has no 'tile' and 'iteration' attributes (from "
                 "kg-tile) to grow them by", dot.location)
         grown = list(tile)
         unit_axes = []
         for axis, size in ((m_axis, m), (k_axis, k), (n_axis, nn)):
-            if size < MIN_DOT:
+            if size < MIN_DOT_TILE:
                 if tile[axis] != size or extents[axis] != size:
                     raise PassFailure(
                         f"kernel @{kernel_name(kernel)}: a dot tile of {size} along axis {axis} "
                         f"does not cover the axis ({extents[axis]}); choose a tile of at least "
-                        f"{MIN_DOT} there", dot.location)
-                grown[axis] = MIN_DOT
+                        f"{MIN_DOT_TILE} there", dot.location)
+                grown[axis] = MIN_DOT_TILE
                 if size == 1:
                     unit_axes.append(axis)
         if grown == tile:
@@ -173,7 +173,7 @@ class KgLegalizeDot(Pass):
                 type_ = ir.RankedTensorType(value.type)
                 shape = list(type_.shape)
                 if shape[axis] == 1 and value not in keep:
-                    shape[axis] = MIN_DOT
+                    shape[axis] = MIN_DOT_TILE
                     value.set_type(ir.RankedTensorType.get(shape, type_.element_type))
         set_int_array(kernel, "tile", grown)
         if unit_axes:
@@ -182,7 +182,7 @@ class KgLegalizeDot(Pass):
             except ir.MLIRError as error:
                 raise PassFailure(
                     f"kernel @{kernel_name(kernel)}: growing its dot of {m}x{k}x{nn} to "
-                    f"{MIN_DOT} along an axis of extent 1 left the kernel invalid: "
+                    f"{MIN_DOT_TILE} along an axis of extent 1 left the kernel invalid: "
                     f"{str(error).splitlines()[0]}", dot.location) from None
 
     def _multiply_and_reduce(self, dot: ir.Operation, k_axis: int | None) -> None:

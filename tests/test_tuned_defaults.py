@@ -12,9 +12,11 @@ import pathlib
 import subprocess
 
 import pytest
+import torch
 from mlir import ir
 
 import kgc
+from kgc.execution import run_tiled
 from kgc.bench.tune_defaults import (Shape, corpus, default_kernels, entries_from_report,
                                      portable, read_shapes)
 from kgc.passes.tile import plan_kernel
@@ -27,6 +29,7 @@ from kgc.tiling.registry import plan_group, schedules
 from kgc.tuned_defaults import (ENVIRONMENT, MAX_LOG2_DISTANCE, Entry, TableKey, TunedTable,
                                 TunedTableError, load_table, packaged_table, parse_table,
                                 resolve)
+from tests.cases import tiled
 from tests.tools import console_script
 
 HELD_OUT = pathlib.Path(__file__).with_name("tuned_defaults_held_out.json")
@@ -145,6 +148,43 @@ def test_an_entry_this_kernel_cannot_take_falls_back_to_the_heuristics():
     assert schedules()["matmul"].tuned_config(plan_group(outputs, target=SM90), table,
                                               SM90) is None
     assert plan_group(outputs, target=SM90, table=table).config == heuristic
+
+
+def _projection_with_bias_and_residual(m: int) -> kgc.Graph:
+    """x W + bias + residual with W stored (k, n): GPT-2's Conv1D."""
+    graph = kgc.Graph(f"conv1d_{m}")
+    x, w = graph.input("x", (m, 512), "f16"), graph.input("w", (512, 512), "f16")
+    bias, residual = graph.input("bias", (512,), "f16"), graph.input("residual", (m, 512), "f16")
+    graph.output(graph.add(graph.add(graph.matmul(x, w), bias), residual))
+    return graph
+
+
+def test_a_tile_under_a_dots_least_size_still_covers_its_axis_where_the_entry_is_reused():
+    # An entry measured at one row writes its row tile as 1; served to 4 or
+    # 12 rows it covers them (a dot grows it to its least size, 16), not 1
+    # row of 4, which kg-legalize-dot cannot grow: the compile failed. Its
+    # 4 columns, under a dot's least size, become 16.
+    entry = MatmulConfig(block_m=1, block_n=4, block_k=128, group_m=1, num_warps=4,
+                         num_stages=4)
+    for m, (block_m, block_n) in ((1, (1, 16)), (4, (4, 16)), (12, (12, 16))):
+        config = plan_group(_matmul(m, 512, 512), target=SM90,
+                            table=_table(_entry(1, 512, 512, entry))).config
+        assert (config.block_m, config.block_n, config.block_k) == (block_m, block_n, 128)
+
+
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 8, 17])
+def test_the_default_compile_of_a_few_rows_takes_the_shipped_table(m, monkeypatch):
+    # The shipped table's one-row entries served 2 to 15 rows a row tile of
+    # 1 that kg-legalize-dot refused; every one now compiles and computes
+    # x W + bias + residual.
+    monkeypatch.setenv(ENVIRONMENT, "on")
+    graph = _projection_with_bias_and_residual(m)
+    module = tiled(graph)
+    generator = torch.Generator().manual_seed(m)
+    inputs = [torch.randn(t.shape, generator=generator).to(torch.float16) for t in graph.inputs]
+    x, w, bias, residual = (t.double() for t in inputs)
+    torch.testing.assert_close(run_tiled(module, None, *inputs).double(),
+                               x @ w + bias + residual, atol=0.08, rtol=0.02)
 
 
 def _silu_product_matmul(m, k, n):

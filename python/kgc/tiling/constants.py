@@ -15,3 +15,9 @@ COMBINE = {"sum": "add", "max": "maximum", "min": "minimum"}
 # The attribute on an scf.for of a tile program naming the iteration axis
 # it walks.
 LOOP_AXIS_ATTRIBUTE = "kg.axis"
+
+# The least size of each dimension of a tensor-core dot. kg-legalize-dot
+# grows a smaller dot tile to it, which it can only do where the tile covers
+# its axis (the grown lanes then fall outside the axis and are masked), so a
+# schedule must not give a smaller tile that does not.
+MIN_DOT_TILE = 16

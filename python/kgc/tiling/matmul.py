@@ -21,6 +21,7 @@ import dataclasses
 from kgc.element_types import element_bits
 from kgc.targets import Target
 from kgc.tiling import low_rank, split_k
+from kgc.tiling.constants import MIN_DOT_TILE
 from kgc.tiling.config import (SKINNY_ROWS, ConfigError, MatmulConfig, default_split_k,
                                streams_weights)
 from kgc.tiling.graph_model import Node, topological
@@ -125,10 +126,13 @@ class MatmulSchedule(Schedule):
 
     def tuned_config(self, plan, table, target):
         config = super().tuned_config(plan, table, target)
+        if config is None:
+            return None
+        config = _covering_small_tiles(config, plan.knob_extents)
         # The pipeline's stages must fit the target's shared memory (a
         # config measured on a kernel of one dot may not, beside two or
         # beside a prologue's own reads).
-        if config is None or not _pipeline_fits(plan, config, target):
+        if not _pipeline_fits(plan, config, target):
             return None
         return config
 
@@ -140,6 +144,21 @@ class MatmulSchedule(Schedule):
             return super().follow_up(plan, results, source)
         reduced = split_k.reduce_kernel(plan, results, source)
         return list(reduced.results), [reduced]
+
+
+def _covering_small_tiles(config: MatmulConfig, extents) -> MatmulConfig:
+    """A table entry measured on fewer rows (or columns) than a tensor-core
+    dot takes wrote its tile as the power of two covering them: 1 for a
+    decode step's row. On a kernel with more of them that tile must still
+    cover them, since kg-legalize-dot grows a dot tile under
+    MIN_DOT_TILE only where it covers its axis (an entry of 1 row served
+    to 4 rows failed the compile): up to MIN_DOT_TILE, the tile covers."""
+    changes = {}
+    for knob_name in ("block_m", "block_n"):
+        value, extent = getattr(config, knob_name), extents.get(config.TILE_AXES[knob_name])
+        if value is not None and extent is not None and value < min(extent, MIN_DOT_TILE):
+            changes[knob_name] = min(extent, MIN_DOT_TILE)
+    return dataclasses.replace(config, **changes) if changes else config
 
 
 def _pipeline_fits(plan: MatmulPlan, config: MatmulConfig, target: Target) -> bool:
