@@ -570,6 +570,26 @@ def default_split_k(tiles: int, batch: int, m: int, n: int, k: int, block_k: int
     return count
 
 
+# The most splits of a skinny product whose k loop computes its operand.
+PROLOGUE_MAX_SPLITS = 4
+
+
+def prologue_split_k(tiles: int, k: int, block_k: int, program_slots: int) -> int:
+    """The splits kgc gives a skinny product (at most SKINNY_ROWS rows) whose
+    k loop computes its operand in registers, whatever its bytes: its
+    `tiles` times the splits fill the `program_slots` (SMs) once, up to
+    PROLOGUE_MAX_SPLITS, with every split at least two k steps. (H100, SiLU
+    product in front of 1 to 16 rows of 512 to 2048 -> 512 to 1536: 2 or
+    4 splits by this rule took 4.3 to 7.0 us where one took 10.2 to 39;
+    benchmarks/NOTES.md, "Skinny products with a computed operand".)"""
+    steps = ceil_div(k, block_k)
+    count = 1
+    while (tiles * count < program_slots and count * 2 <= PROLOGUE_MAX_SPLITS
+           and steps >= 2 * count * 2):
+        count *= 2
+    return count
+
+
 def _kgc_splits(config: MatmulConfig, extents, element: str, target: Target) -> bool:
     """Whether kgc would split this config's kernel by itself (split_k
     None) on `target`, at one batch."""

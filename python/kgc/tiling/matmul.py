@@ -23,6 +23,7 @@ from kgc.targets import Target
 from kgc.tiling import low_rank, split_k
 from kgc.tiling.constants import MIN_DOT_TILE
 from kgc.tiling.config import (SKINNY_ROWS, ConfigError, MatmulConfig, default_split_k,
+                               prologue_split_k,
                                streams_weights)
 from kgc.tiling.graph_model import Node, topological
 from kgc.tiling.index_maps import IndexMap, ceil_div, next_power_of_two, product
@@ -291,18 +292,29 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
     block_k = knob(config.block_k, min(default_k, k_extent))
     group_m = knob(config.group_m, 8)
     tiles = product(batch) * ceil_div(m_extent, block_m) * ceil_div(n_extent, block_n)
+    tile = [1] * nb + [block_m, block_k, block_n] + ([] if rank is None else [rank])
+    expansions = {mm: _expand_matmul(mm, maps, dot_axes.get(mm, axes), reduce_axes)
+                  for mm in matmuls + side_matmuls + list(products)}
+    reads = loop_reads(list(expansions), expansions, maps, reduce_axes, axes, tile)
     # split_k left to kgc (None): split a kernel whose tiles leave SMs idle,
     # unless it is persistent or reads through TMA (a choice for big tiles).
     chosen = config.split_k is None
     if chosen:
-        splits = 1 if config.num_programs is not None or config.tma or block_k >= k_extent \
-            else default_split_k(tiles, product(batch), m_extent, n_extent, k_extent,
-                                 block_k, bits, target.sm_count)
+        if config.num_programs is not None or config.tma or block_k >= k_extent:
+            splits = 1
+        elif skinny and reads.arithmetic and not any(
+                k_axis in reduce_axes.get(node, ()) for node in order if node.op == "reduce"):
+            # A skinny product whose k loop computes its operand (SiLU(gate)
+            # * up: Phi-3's down projection; not a norm, whose sum rides
+            # along the whole k loop) is slow over few programs, whatever
+            # their tiles (H100, 1 x 1376 -> 512: 32 programs 10.2 us; the
+            # same split in 4, 5.1; 16 rows 14.4 -> 6.6): it splits too.
+            splits = prologue_split_k(tiles, k_extent, block_k, target.sm_count)
+        else:
+            splits = default_split_k(tiles, product(batch), m_extent, n_extent, k_extent,
+                                     block_k, bits, target.sm_count)
     else:
         splits = split_k.split_count(config.split_k, k_extent, block_k)
-    tile = [1] * nb + [block_m, block_k, block_n] + ([] if rank is None else [rank])
-    expansions = {mm: _expand_matmul(mm, maps, dot_axes.get(mm, axes), reduce_axes)
-                  for mm in matmuls + side_matmuls + list(products)}
     program_axes = tuple(a for a in list(range(nb)) + [m_axis, n_axis]
                          if ceil_div(extents[a], tile[a]) > 1)
     loop_axes = (k_axis,) if block_k < k_extent else ()
@@ -324,7 +336,6 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
     # one program per SM): a fourth stage hides more of each load than a
     # second program per SM would (H200: 512x14336x4096 95 us with 4, 116
     # with 3); several waves keep 3, which lets two programs share an SM.
-    reads = loop_reads(list(expansions), expansions, maps, reduce_axes, axes, tile)
     one_long_wave = (tiles * splits <= target.sm_count
                      and ceil_div(k_extent, block_k * splits) >= _LONG_K_STEPS
                      and 4 * (reads.direct + reads.computed)
@@ -372,6 +383,11 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
     return plan
 
 
+# Ops that move or convert a tile's elements without arithmetic on them.
+_MOVING_OPS = frozenset({"reshape", "transpose", "broadcast_to", "slice", "concat", "cast",
+                         "constant", "iota"})
+
+
 @dataclasses.dataclass(frozen=True)
 class LoopReads:
     """What a program reads from memory per step of its k loop, in bytes,
@@ -385,6 +401,9 @@ class LoopReads:
     direct: int
     computed: int
     operands: int
+    # Whether the prologue does arithmetic (SiLU(gate) * up, a norm's
+    # scale), not only moves elements (a transpose, a slice) or casts them.
+    arithmetic: bool = False
 
     def pipeline_bytes(self, stages: int, target: Target) -> int:
         """The shared memory of a k loop of `stages` stages, as Triton 3.6
@@ -419,6 +438,7 @@ def loop_reads(matmuls: list[Node], expansions: dict, maps: dict, reduce_axes: d
 
     direct: dict[tuple, int] = {}
     computed: dict[tuple, int] = {}
+    arithmetic = False
     operands = 0
     seen: set[tuple] = set()
     stack: list[tuple[Node, IndexMap]] = []
@@ -449,6 +469,7 @@ def loop_reads(matmuls: list[Node], expansions: dict, maps: dict, reduce_axes: d
             continue
         if node.op == "matmul":
             continue  # a dot of its own, counted from `matmuls`
+        arithmetic = arithmetic or node.op not in _MOVING_OPS
         try:
             derived = operand_maps(node, index_map, reduce_axes, axes)
         except Unplannable:
@@ -457,7 +478,7 @@ def loop_reads(matmuls: list[Node], expansions: dict, maps: dict, reduce_axes: d
                      if operand_map is not None)
     # A tile read both ways is loaded once, for the dot.
     computed_only = sum(size for key, size in computed.items() if key not in direct)
-    return LoopReads(sum(direct.values()), computed_only, operands)
+    return LoopReads(sum(direct.values()), computed_only, operands, arithmetic)
 
 
 def _check_rank_tiles(products: dict, rank: int, block_m: int, block_n: int,
