@@ -5,9 +5,12 @@
 //     epilogue or sibling; only what keeps it a library call (the transpose
 //     of a weight it reads);
 //   keys-once (attention's objection, Schedule.fusion_refusal): work on K or
-//     V stays out of an attention kernel whose programs would each repeat it.
+//     V stays out of an attention kernel whose programs would each repeat it;
+//   prologue-once (the matmul's objection): a prologue of exponentials,
+//     divisions and the like stays out of a matmul whose programs along n
+//     would each repeat it.
 // RUN: kgc-opt %s --kg-decompose --kg-fuse | FileCheck %s
-// RUN: kgc-opt %s --kg-decompose --kg-fuse='library-alone=false rules-off=keys-once' | FileCheck %s --check-prefix=FUSED
+// RUN: kgc-opt %s --kg-decompose --kg-fuse='library-alone=false rules-off=keys-once,prologue-once' | FileCheck %s --check-prefix=FUSED
 // Without library kernels kgc's own rule gives nothing to the library:
 // RUN: env KGC_LIBRARY_KERNELS=0 kgc-opt %s --kg-decompose --kg-fuse | FileCheck %s --check-prefix=NOLIB
 
@@ -108,4 +111,33 @@ func.func @decode_rotated_keys(%q: tensor<1x64xf16>, %k: tensor<512x64xf16>, %v:
   %p = kg.softmax %s dim 1 : tensor<1x512xf16>
   %o = kg.matmul %p, %v : (tensor<1x512xf16>, tensor<512x64xf16>) -> tensor<1x64xf16>
   return %o : tensor<1x64xf16>
+}
+
+// SiLU(gate) * up before a decode step's down projection: 512 columns make
+// several programs along n, so the product is a kernel of its own.
+// CHECK-LABEL: func.func @decode_silu_product(
+// CHECK-NEXT: %[[H:.*]] = kg.kernel @decode_silu_product_0_pointwise(%arg0, %arg1)
+// CHECK: kg.kernel @decode_silu_product_1_matmul(%[[H]], %arg2)
+// FUSED-LABEL: func.func @decode_silu_product(
+// FUSED-NEXT: kg.kernel @decode_silu_product_0_matmul(%arg0, %arg1, %arg2)
+// FUSED-NOT: kg.kernel
+// FUSED: return
+func.func @decode_silu_product(%gate: tensor<1x1376xf16>, %up: tensor<1x1376xf16>, %w: tensor<1376x512xf16>) -> tensor<1x512xf16> {
+  %s = kg.silu %gate : tensor<1x1376xf16>
+  %h = kg.mul %s, %up : (tensor<1x1376xf16>, tensor<1x1376xf16>) -> tensor<1x1376xf16>
+  %o = kg.matmul %h, %w : (tensor<1x1376xf16>, tensor<1376x512xf16>) -> tensor<1x512xf16>
+  return %o : tensor<1x512xf16>
+}
+
+// The same product over 16 columns: one program along n computes the
+// prologue once, so it stays in.
+// CHECK-LABEL: func.func @decode_silu_narrow(
+// CHECK-NEXT: kg.kernel @decode_silu_narrow_0_matmul(%arg0, %arg1, %arg2)
+// CHECK-NOT: kg.kernel
+// CHECK: return
+func.func @decode_silu_narrow(%gate: tensor<1x1376xf16>, %up: tensor<1x1376xf16>, %w: tensor<1376x16xf16>) -> tensor<1x16xf16> {
+  %s = kg.silu %gate : tensor<1x1376xf16>
+  %h = kg.mul %s, %up : (tensor<1x1376xf16>, tensor<1x1376xf16>) -> tensor<1x1376xf16>
+  %o = kg.matmul %h, %w : (tensor<1x1376xf16>, tensor<1376x16xf16>) -> tensor<1x16xf16>
+  return %o : tensor<1x16xf16>
 }

@@ -73,7 +73,7 @@ func.func @attention_matvec(%q: tensor<2x1x64xf16>, %k: tensor<2x100x64xf16>, %v
 // CHECK: kg.tile_dot %{{.*}}, %{{.*}}, %{{.*}} : (tensor<16x64x1xf16>, tensor<1x64x64xf16>, tensor<16x1x64xf32>) -> tensor<16x1x64xf32>
 // CHECK: kg.tile_store %{{.*}} : tensor<16x1x64xf16>
 func.func @matvec(%a: tensor<1x1000xf16>, %b: tensor<1000x300xf16>) -> tensor<1x300xf16> {
-  %y = kg.kernel @matvec_0(%a, %b) attributes {config = {block_m = 1, block_n = 64, block_k = 64, group_m = 8, num_warps = 4, num_stages = 4}} : (tensor<1x1000xf16>, tensor<1000x300xf16>) -> tensor<1x300xf16> {
+  %y = kg.kernel @matvec_0(%a, %b) attributes {config = {block_m = 1, block_n = 64, block_k = 64, group_m = 8, num_warps = 4, num_stages = 4, split_k = 1}} : (tensor<1x1000xf16>, tensor<1000x300xf16>) -> tensor<1x300xf16> {
   ^bb0(%x: tensor<1x1000xf16>, %w: tensor<1000x300xf16>):
     %m = kg.matmul %x, %w : (tensor<1x1000xf16>, tensor<1000x300xf16>) -> tensor<1x300xf16>
     kg.yield %m : tensor<1x300xf16>

@@ -451,3 +451,44 @@ def test_a_registered_schedule_gathers_its_pattern_under_its_own_rule(gather_bia
 def test_without_the_schedule_no_rule_gathers():
     groups, made = _biased_matmul_groups(FusionDecisions(fuse_epilogue=False))
     assert groups == [["matmul"], ["add"]] and not made
+
+
+# -- a costly prologue once ----------------------------------------------------
+
+
+def _silu_product(m: int, n: int) -> kgc.Graph:
+    """SiLU(gate) * up times W^T (Phi-3's down projection)."""
+    graph = kgc.Graph(f"silu_product_{m}_{n}")
+    gate, up = graph.input("gate", (m, 1376), "f16"), graph.input("up", (m, 1376), "f16")
+    w = graph.input("w", (n, 1376), "f16")
+    graph.output(graph.matmul(graph.mul(graph.silu(gate), up), graph.transpose(w, [1, 0])))
+    return graph
+
+
+def _kernels_after_fusion(source, options: str = "") -> list[str]:
+    from kgc.tiling.kernel_ops import kernel_name, kernels_in
+
+    with ir.Context() as context:
+        module = _decomposed(context, source)
+        Pipeline.parse(f"builtin.module(kg-fuse{{{options}}})").run(module)
+        return ["_".join(kernel_name(kernel).rsplit("_", 2)[-2:]) for kernel in kernels_in(module)]
+
+
+@pytest.mark.parametrize("m", [1, 64])
+def test_a_costly_prologue_is_a_kernel_of_its_own_where_programs_along_n_would_repeat_it(m):
+    # 512 columns make several programs along n, each of which would compute
+    # SiLU(gate) * up for its whole k loop again: the product is its own
+    # kernel. The rule turned off (the search tries it) fuses it.
+    assert _kernels_after_fusion(_silu_product(m, 512)) == ["0_pointwise", "1_matmul"]
+    assert _kernels_after_fusion(_silu_product(m, 512), "rules-off=prologue-once") == ["0_matmul"]
+
+
+def test_a_prologue_one_program_computes_once_or_of_multiplies_stays_in():
+    # 16 columns: one program along n computes the prologue once.
+    assert _kernels_after_fusion(_silu_product(1, 16)) == ["0_matmul"]
+    # A norm's scale, x * r * gamma: multiplies, cheap to repeat.
+    graph = kgc.Graph("scaled_product")
+    x, r = graph.input("x", (1, 512), "f16"), graph.input("r", (1, 1), "f16")
+    gamma, w = graph.input("gamma", (512,), "f16"), graph.input("w", (2048, 512), "f16")
+    graph.output(graph.matmul(graph.mul(graph.mul(x, r), gamma), graph.transpose(w, [1, 0])))
+    assert _kernels_after_fusion(graph) == ["0_matmul"]

@@ -210,26 +210,13 @@ def test_a_skinny_product_with_a_prologue_is_a_variant_of_its_own(m, variant):
     assert (tuned == plan.config) == (variant == "prologue")
 
 
-@pytest.mark.parametrize("m,k,n,splits", [(1, 1376, 512, 4), (16, 1376, 512, 4),
-                                           (4, 512, 512, 2), (1, 512, 1536, 2),
-                                           (1, 512, 2752, None), (64, 1376, 512, None)])
-def test_a_skinny_product_that_computes_its_operand_splits_to_fill_the_sms(m, k, n, splits):
-    # SiLU(gate) * up in front of the product: its tiles times the splits
-    # fill the 132 SMs, at most 4 splits of at least two 128-deep k steps
-    # (4 over 32 tiles, 2 over 96 or where k has 4 steps); 172 tiles fill
-    # them alone; 64 rows are no skinny product.
-    assert plan_group(_silu_product_matmul(m, k, n), target=SM90).config.split_k == splits
-
-
-def test_a_product_whose_operand_is_only_moved_or_bare_does_not_split_for_it():
-    # A transposed operand moves elements without arithmetic: the product
-    # keeps its tiles, as a bare one does.
-    column = _input((1376, 1), "f16", 0)
-    moved = Node("transpose", [column], (1, 1376), "f16", {"permutation": [1, 0]})
-    w = _input((1376, 512), "f16", 1)
-    outputs = [Node("matmul", [moved, w], (1, 512), "f16", {"precision": None})]
-    assert plan_group(outputs, target=SM90).config.split_k is None
-    assert plan_group(_matmul(1, 1376, 512), target=SM90).config.split_k is None
+@pytest.mark.parametrize("m,k,n,splits", [(1, 2048, 512, 4), (16, 2048, 512, 4),
+                                           (1, 2048, 1024, 4), (1, 1376, 512, None),
+                                           (1, 512, 512, None), (64, 2048, 512, None)])
+def test_a_bare_skinny_product_splits_in_four_where_its_k_loop_is_long(m, k, n, splits):
+    # 16 steps of 128 or more over tiles that leave SMs idle: 4 splits of 4
+    # steps (GPT-2's c_proj, 2048 -> 512); 11 steps or fewer, none.
+    assert plan_group(_matmul(m, k, n), target=SM90).config.split_k == splits
 
 
 def test_a_skinny_product_over_small_weights_streams_them_in_deep_steps_over_narrow_tiles():

@@ -14,6 +14,9 @@ adds what the dialect cannot say, one `ElementwiseOp` per op:
   a known padding value through it (None: the padding is then unknown);
 * `promote_half`: whether `kg-decompose` computes it in f32 for f16 and
   bf16 operands;
+* `costly`: whether it takes the special-function units or several
+  instructions an element (an exponential, a division), which a schedule
+  weighs before repeating it in each of its programs;
 * `operand_types`: the element types its operands take ("float": f32, f16,
   bf16; "numeric": those and i32, i64; "bool": i1; "value": every type but
   the 8-bit floats; "any"), which the graph API checks before the verifier
@@ -106,6 +109,11 @@ class ElementwiseOp:
     # The op converts to its result's element type (kg.cast): the reference
     # rounds its result even where every other op keeps it unrounded.
     converts: bool = False
+    # Takes the special-function units or several instructions an element
+    # (exponentials, logarithms, roots, trigonometry, powers, divisions and
+    # the activations made of them): a kernel that repeats it in each of its
+    # programs pays for it each time.
+    costly: bool = False
     operand_types: str = "float"  # see the module docstring
 
     @property
@@ -154,27 +162,27 @@ def _cast_reference(x):
 
 
 # The behaviour of each op, by mnemonic: (reference, lowering, on_scalars,
-# promote_half[, flags...]), where a flag is "converts" or an operand type
-# ("numeric", "bool", "value", "any"; "float" when none is given). Rows are
-# checked against the dialect's list below.
+# promote_half[, flags...]), where a flag is "converts", "costly" or an
+# operand type ("numeric", "bool", "value", "any"; "float" when none is
+# given). Rows are checked against the dialect's list below.
 _ROWS: dict[str, tuple] = {
     # Unary math.
-    "exp": (lambda x: _torch().exp(x), _math("math.exp"), math.exp, True),
-    "log": (lambda x: _torch().log(x), _math("math.log"), math.log, True),
-    "sqrt": (lambda x: _torch().sqrt(x), _math("math.sqrt"), math.sqrt, True),
-    "rsqrt": (lambda x: _torch().rsqrt(x), _math("math.rsqrt"), lambda x: 1 / math.sqrt(x), True),
+    "exp": (lambda x: _torch().exp(x), _math("math.exp"), math.exp, True, "costly"),
+    "log": (lambda x: _torch().log(x), _math("math.log"), math.log, True, "costly"),
+    "sqrt": (lambda x: _torch().sqrt(x), _math("math.sqrt"), math.sqrt, True, "costly"),
+    "rsqrt": (lambda x: _torch().rsqrt(x), _math("math.rsqrt"), lambda x: 1 / math.sqrt(x), True, "costly"),
     "abs": (lambda x: _torch().abs(x), _CUSTOM, abs, True, "numeric"),
-    "tanh": (lambda x: _torch().tanh(x), _libdevice("__nv_tanhf"), math.tanh, True),
-    "sin": (lambda x: _torch().sin(x), _math("math.sin"), math.sin, True),
-    "cos": (lambda x: _torch().cos(x), _math("math.cos"), math.cos, True),
+    "tanh": (lambda x: _torch().tanh(x), _libdevice("__nv_tanhf"), math.tanh, True, "costly"),
+    "sin": (lambda x: _torch().sin(x), _math("math.sin"), math.sin, True, "costly"),
+    "cos": (lambda x: _torch().cos(x), _math("math.cos"), math.cos, True, "costly"),
     "neg": (lambda x: _torch().neg(x), _CUSTOM, lambda x: -x, True, "numeric"),
     "relu": (lambda x: _torch().relu(x), _CUSTOM, lambda x: max(x, 0.0), True),
     "square": (lambda x: _torch().square(x), _CUSTOM, lambda x: x * x, True),
-    "reciprocal": (lambda x: _torch().reciprocal(x), _CUSTOM, lambda x: 1 / x, True),
-    "sigmoid": (lambda x: _torch().sigmoid(x), _CUSTOM, lambda x: 1 / (1 + math.exp(-x)), True),
-    "silu": (lambda x: _functional().silu(x), _CUSTOM, None, True),
+    "reciprocal": (lambda x: _torch().reciprocal(x), _CUSTOM, lambda x: 1 / x, True, "costly"),
+    "sigmoid": (lambda x: _torch().sigmoid(x), _CUSTOM, lambda x: 1 / (1 + math.exp(-x)), True, "costly"),
+    "silu": (lambda x: _functional().silu(x), _CUSTOM, None, True, "costly"),
     "gelu": (lambda x, approximate: _functional().gelu(x, approximate=approximate), _CUSTOM,
-             None, True),
+             None, True, "costly"),
     "clamp": (lambda x, min, max: _torch().clamp(x, min=min, max=max), _CUSTOM, None, True),
     # Binary, broadcasting.
     "add": (lambda a, b: _torch().add(a, b), _arith("arith.addf", "arith.addi"),
@@ -183,12 +191,12 @@ _ROWS: dict[str, tuple] = {
             lambda a, b: a - b, True, "numeric"),
     "mul": (lambda a, b: _torch().mul(a, b), _arith("arith.mulf", "arith.muli"),
             lambda a, b: a * b, True, "numeric"),
-    "div": (lambda a, b: _torch().div(a, b), _arith("arith.divf"), lambda a, b: a / b, True),
+    "div": (lambda a, b: _torch().div(a, b), _arith("arith.divf"), lambda a, b: a / b, True, "costly"),
     "maximum": (lambda a, b: _torch().maximum(a, b), _arith("arith.maximumf", "arith.maxsi"),
                 max, True, "numeric"),
     "minimum": (lambda a, b: _torch().minimum(a, b), _arith("arith.minimumf", "arith.minsi"),
                 min, True, "numeric"),
-    "pow": (lambda a, b: _torch().pow(a, b), _libdevice("__nv_powf"), None, True),
+    "pow": (lambda a, b: _torch().pow(a, b), _libdevice("__nv_powf"), None, True, "costly"),
     # Booleans. Padding follows them as 0.0 / 1.0.
     "logical_and": (lambda a, b: _torch().logical_and(a, b), _arith("", "arith.andi"),
                     lambda a, b: float(bool(a) and bool(b)), False, "bool"),
@@ -231,7 +239,7 @@ def _build_table() -> dict[str, ElementwiseOp]:
             name=name, op_name=f"kg.{name}", op_class=getattr(kg, class_name),
             operands=tuple(operands), attributes=tuple(attributes), summary=summary,
             reference=reference, lowering=lowering, on_scalars=on_scalars,
-            promote_half=promote_half, converts="converts" in flags,
+            promote_half=promote_half, converts="converts" in flags, costly="costly" in flags,
             operand_types=types[0] if types else "float")
     return table
 

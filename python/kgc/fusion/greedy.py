@@ -66,11 +66,12 @@ from typing import NamedTuple
 
 from kgc.fusion.graph import FusionGraph
 from kgc.fusion.partition import Partition
+from kgc.tiling.config import streams_weights
 from kgc.tiling.graph_model import Node
 from kgc.tiling.iteration import Unplannable
 from kgc.tiling.library import KIND as LIBRARY_KIND
 from kgc.tiling.registry import schedules
-from kgc.tiling.schedule import Schedule
+from kgc.tiling.schedule import Schedule, widest_input
 
 FOLD_LOW_RANK = "fold-low-rank"
 MERGE_SIBLINGS = "merge-siblings"
@@ -314,9 +315,15 @@ def _costs_the_split(graph: FusionGraph, consumer: list[Node], merged: list[Node
     that must be whole before the dot (its normalized x a result of the
     kernel too) makes a kernel of two phases over k, which cannot be split,
     and a skinny matmul that cannot fill the GPU loses more than the fold
-    saves (one small reduction kernel)."""
+    saves (one small reduction kernel). Only the split of a matmul that
+    streams its weights counts: the split a smaller skinny matmul takes
+    alone (`skinny_split_k`) speeds up a kernel of its own, and a fold
+    makes no kernel of two phases there."""
     try:
-        return graph.plan(consumer).split is not None and graph.plan(merged).split is None
+        alone = graph.plan(consumer)
+        return (alone.split is not None
+                and streams_weights(alone.knob_extents, widest_input(alone))
+                and graph.plan(merged).split is None)
     except Unplannable:
         return False
 

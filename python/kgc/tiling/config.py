@@ -570,24 +570,24 @@ def default_split_k(tiles: int, batch: int, m: int, n: int, k: int, block_k: int
     return count
 
 
-# The most splits of a skinny product whose k loop computes its operand.
-PROLOGUE_MAX_SPLITS = 4
+# The splits of a skinny product whose k loop is long, and the k steps
+# each split keeps at least.
+SKINNY_SPLITS = 4
+SKINNY_SPLIT_STEPS = 4
 
 
-def prologue_split_k(tiles: int, k: int, block_k: int, program_slots: int) -> int:
-    """The splits kgc gives a skinny product (at most SKINNY_ROWS rows) whose
-    k loop computes its operand in registers, whatever its bytes: its
-    `tiles` times the splits fill the `program_slots` (SMs) once, up to
-    PROLOGUE_MAX_SPLITS, with every split at least two k steps. (H100, SiLU
-    product in front of 1 to 16 rows of 512 to 2048 -> 512 to 1536: 2 or
-    4 splits by this rule took 4.3 to 7.0 us where one took 10.2 to 39;
+def skinny_split_k(tiles: int, k: int, block_k: int, program_slots: int) -> int:
+    """The splits kgc gives a skinny product (at most SKINNY_ROWS rows,
+    weights under DEFAULT_MIN_BYTES) whose tiles leave SMs idle: SKINNY_SPLITS
+    where each split keeps at least SKINNY_SPLIT_STEPS k steps, else none.
+    (H100, 1 and 16 rows, weights stored either way, bias and residual
+    after or none: 2048 -> 512 and 2048 -> 1024 took 15 to 48% less time in
+    4 splits; over 1024 to 1376 deep, 4 splits tied one; 2 splits were
+    slower than 4 in every case, and slower than none up to 1376 deep;
     benchmarks/NOTES.md, "Skinny products with a computed operand".)"""
-    steps = ceil_div(k, block_k)
-    count = 1
-    while (tiles * count < program_slots and count * 2 <= PROLOGUE_MAX_SPLITS
-           and steps >= 2 * count * 2):
-        count *= 2
-    return count
+    if tiles >= program_slots or ceil_div(k, block_k) < SKINNY_SPLITS * SKINNY_SPLIT_STEPS:
+        return 1
+    return SKINNY_SPLITS
 
 
 def _kgc_splits(config: MatmulConfig, extents, element: str, target: Target) -> bool:

@@ -19,11 +19,12 @@ from __future__ import annotations
 import dataclasses
 
 from kgc.element_types import element_bits
+from kgc.op_table import elementwise_op
 from kgc.targets import Target
 from kgc.tiling import low_rank, split_k
 from kgc.tiling.constants import MIN_DOT_TILE
 from kgc.tiling.config import (SKINNY_ROWS, ConfigError, MatmulConfig, default_split_k,
-                               prologue_split_k,
+                               skinny_split_k,
                                streams_weights)
 from kgc.tiling.graph_model import Node, topological
 from kgc.tiling.index_maps import IndexMap, ceil_div, next_power_of_two, product
@@ -54,12 +55,37 @@ _SKINNY_BLOCK_N = 16
 _SIBLING_MIN_BLOCK_K = 32
 
 
+# The rule by which a matmul refuses a prologue that its programs along n
+# would each compute again (Schedule.fusion_refusal), and the most programs
+# along n that may repeat a costly one (`kgc.op_table`'s `costly` ops).
+PROLOGUE_ONCE = "prologue-once"
+_PROLOGUE_READERS = 4
+
+
 class MatmulSchedule(Schedule):
     kind = "matmul"
     config_class = MatmulConfig
 
     def match(self, order):
         return any(n.op == "matmul" for n in order)
+
+    def fusion_refusal(self, plan):
+        # Every program along n computes the operand's prologue for its
+        # k loop again, on a tile of at least 16 rows (a dot's least). SiLU(
+        # gate) * up in front of Phi-3's down projection (1 x 1376 -> 512,
+        # 32 programs) took 10.2 us on an H100 where the bare product took
+        # 3.8 and the SiLU product as a kernel of its own 1.4; at 64 rows
+        # 31.8 against 8.0 for the pair (benchmarks/NOTES.md, "Skinny
+        # products with a computed operand"). A norm's scale (multiplies)
+        # stays in, as does a prologue that at most four programs repeat
+        # (a softmax over k before a 256-column product).
+        _, _, n_axis = plan.matmul_axes
+        if ceil_div(plan.extents[n_axis], plan.tile[n_axis]) <= _PROLOGUE_READERS:
+            return None
+        ops = _plan_reads(plan, plan.tile).prologue_ops
+        if any(elementwise_op(op) is not None and elementwise_op(op).costly for op in ops):
+            return PROLOGUE_ONCE
+        return None
 
     def plan(self, outputs, order, config, kernel, target):
         return _plan_matmul(outputs, order, [n for n in order if n.op == "matmul"], config, kernel,
@@ -302,14 +328,12 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
     if chosen:
         if config.num_programs is not None or config.tma or block_k >= k_extent:
             splits = 1
-        elif skinny and reads.arithmetic and not any(
+        elif skinny and not side_matmuls and not any(
                 k_axis in reduce_axes.get(node, ()) for node in order if node.op == "reduce"):
-            # A skinny product whose k loop computes its operand (SiLU(gate)
-            # * up: Phi-3's down projection; not a norm, whose sum rides
-            # along the whole k loop) is slow over few programs, whatever
-            # their tiles (H100, 1 x 1376 -> 512: 32 programs 10.2 us; the
-            # same split in 4, 5.1; 16 rows 14.4 -> 6.6): it splits too.
-            splits = prologue_split_k(tiles, k_extent, block_k, target.sm_count)
+            # A skinny product under the split-K threshold splits where its
+            # k loop is long (not LoRA's, whose rank-r product rides along
+            # the whole loop, nor a norm's, whose sum does).
+            splits = skinny_split_k(tiles, k_extent, block_k, target.sm_count)
         else:
             splits = default_split_k(tiles, product(batch), m_extent, n_extent, k_extent,
                                      block_k, bits, target.sm_count)
@@ -383,11 +407,6 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
     return plan
 
 
-# Ops that move or convert a tile's elements without arithmetic on them.
-_MOVING_OPS = frozenset({"reshape", "transpose", "broadcast_to", "slice", "concat", "cast",
-                         "constant", "iota"})
-
-
 @dataclasses.dataclass(frozen=True)
 class LoopReads:
     """What a program reads from memory per step of its k loop, in bytes,
@@ -401,9 +420,9 @@ class LoopReads:
     direct: int
     computed: int
     operands: int
-    # Whether the prologue does arithmetic (SiLU(gate) * up, a norm's
-    # scale), not only moves elements (a transpose, a slice) or casts them.
-    arithmetic: bool = False
+    # The ops of the prologue that computes the operands (SiLU(gate) * up:
+    # silu, mul), empty where the dot takes its tiles as loaded.
+    prologue_ops: frozenset[str] = frozenset()
 
     def pipeline_bytes(self, stages: int, target: Target) -> int:
         """The shared memory of a k loop of `stages` stages, as Triton 3.6
@@ -438,7 +457,7 @@ def loop_reads(matmuls: list[Node], expansions: dict, maps: dict, reduce_axes: d
 
     direct: dict[tuple, int] = {}
     computed: dict[tuple, int] = {}
-    arithmetic = False
+    prologue_ops: set[str] = set()
     operands = 0
     seen: set[tuple] = set()
     stack: list[tuple[Node, IndexMap]] = []
@@ -469,7 +488,8 @@ def loop_reads(matmuls: list[Node], expansions: dict, maps: dict, reduce_axes: d
             continue
         if node.op == "matmul":
             continue  # a dot of its own, counted from `matmuls`
-        arithmetic = arithmetic or node.op not in _MOVING_OPS
+        if k_axis in index_map.depends_on():  # computed for every k step's elements
+            prologue_ops.add(node.op)
         try:
             derived = operand_maps(node, index_map, reduce_axes, axes)
         except Unplannable:
@@ -478,7 +498,7 @@ def loop_reads(matmuls: list[Node], expansions: dict, maps: dict, reduce_axes: d
                      if operand_map is not None)
     # A tile read both ways is loaded once, for the dot.
     computed_only = sum(size for key, size in computed.items() if key not in direct)
-    return LoopReads(sum(direct.values()), computed_only, operands, arithmetic)
+    return LoopReads(sum(direct.values()), computed_only, operands, frozenset(prologue_ops))
 
 
 def _check_rank_tiles(products: dict, rank: int, block_m: int, block_n: int,
