@@ -519,3 +519,35 @@ def test_measuring_without_a_gpu_is_an_error(tmp_path):
     done = _kgc("tune-defaults", "build", "--out", str(tmp_path / "t.json"))
     assert done.returncode == 1 and "needs a CUDA device" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def _headline_norm_product():
+    """x * gamma times W, 16 x 4096 -> 6144: the headline's operand as its
+    k loop computes it."""
+    x, gamma, w = _input((16, 4096), "f16", 0), _input((4096,), "f16", 1), \
+        _input((4096, 6144), "f16", 2)
+    scaled = Node("mul", [x, gamma], (16, 4096), "f16", {})
+    return [Node("matmul", [scaled, w], (16, 6144), "f16", {"precision": None})]
+
+
+def test_short_k_steps_of_a_computed_operand_take_at_most_three_stages_on_sm90():
+    # Triton 3.6 faulted (misaligned address) on an H100 running 32-deep
+    # steps of a computed operand pipelined 4 deep; it ended the search of
+    # the README's headline. A user's knob gets an error naming the fix,
+    # kgc's own default takes 3 stages, deeper steps and sm_80 keep 4.
+    from kgc.tiling.iteration import Unplannable
+
+    outputs = _headline_norm_product()
+    short = MatmulConfig(block_m=16, block_n=16, block_k=32, group_m=1, num_warps=4)
+    with pytest.raises(Unplannable, match=r"num_stages = 4 over 32-deep k steps .* refused on "
+                                          r"sm_90.*take num_stages <= 3 or deeper k steps"):
+        plan_group(outputs, dataclasses.replace(short, num_stages=4), target=SM90)
+    assert plan_group(outputs, short, target=SM90).config.num_stages == 3
+    assert plan_group(outputs, dataclasses.replace(short, block_k=64),
+                      target=SM90).config.num_stages == 4
+    assert plan_group(outputs, dataclasses.replace(short, num_stages=4),
+                      target=table_record(80)).config.num_stages == 4
+    # A bare product's short steps are not refused.
+    bare = _matmul(16, 4096, 6144)
+    assert plan_group(bare, dataclasses.replace(short, num_stages=4),
+                      target=SM90).config.num_stages == 4

@@ -53,6 +53,10 @@ _SKINNY_BLOCK_N = 16
 # kgc's CPU executor, and its other candidates were right on the GPU
 # (benchmarks/NOTES.md, "A gated MLP config computed wrong").
 _SIBLING_MIN_BLOCK_K = 32
+# The k step up to which a k loop that computes an operand takes at most
+# _SHORT_STEP_MAX_STAGES stages on sm_90 (see _plan_matmul).
+_SHORT_STEP = 32
+_SHORT_STEP_MAX_STAGES = 3
 
 
 # The rule by which a matmul refuses a prologue that its programs along n
@@ -373,6 +377,20 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
     while (stages_default > 1 and reads.pipeline_bytes(stages_default, target)
            > target.max_shared_memory_per_block):
         stages_default -= 1
+    # Short k steps of a computed 16-bit operand pipelined 4 deep fault on
+    # sm_90 (Triton 3.6, an H100: the RMSNorm-folded 16 x 4096 -> 6144
+    # kernel at 16 x 16 tiles, 32-deep steps, 4 stages raised "misaligned
+    # address", which ended the search's process; 3 stages ran right).
+    short_computed = (target.wgmma and reads.computed and loop_axes and bits == 16
+                      and block_k <= _SHORT_STEP)
+    if short_computed:
+        if config.num_stages is not None and config.num_stages > _SHORT_STEP_MAX_STAGES:
+            raise Unplannable(
+                f"num_stages = {config.num_stages} over {block_k}-deep k steps of an operand "
+                f"the k loop computes is refused on sm_{target.sm}: Triton 3.6 faulted on "
+                f"such a kernel (misaligned address); take num_stages <= "
+                f"{_SHORT_STEP_MAX_STAGES} or deeper k steps")
+        stages_default = min(stages_default, _SHORT_STEP_MAX_STAGES)
     # The loop flags apply to the k loop; without one they change nothing.
     flags = {name: getattr(config, name) if loop_axes else None
              for name in MatmulConfig.LOOP_FLAGS}
