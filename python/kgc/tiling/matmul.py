@@ -86,10 +86,8 @@ class MatmulSchedule(Schedule):
         _, _, n_axis = plan.matmul_axes
         if ceil_div(plan.extents[n_axis], plan.tile[n_axis]) <= _PROLOGUE_READERS:
             return None
-        ops = _plan_reads(plan, plan.tile).prologue_ops
-        if any(elementwise_op(op) is not None and elementwise_op(op).costly for op in ops):
-            return PROLOGUE_ONCE
-        return None
+        rows = [elementwise_op(op) for op in plan.reads.prologue_ops]
+        return PROLOGUE_ONCE if any(row is not None and row.costly for row in rows) else None
 
     def plan(self, outputs, order, config, kernel, target):
         return _plan_matmul(outputs, order, [n for n in order if n.op == "matmul"], config, kernel,
@@ -148,7 +146,7 @@ class MatmulSchedule(Schedule):
         # better than the heuristics (the same forward at 64 tokens went
         # from 0.075 to 0.089 ms without them; two runs on H200s).
         if ("norm" not in parts and plan.knob_extents.get("m", 1) <= SKINNY_ROWS
-                and _plan_reads(plan, plan.tile).computed):
+                and plan.reads.computed):
             parts.append("prologue")
         element = max((operand.element for mm in main for operand in mm.operands),
                       key=element_bits)
@@ -404,7 +402,7 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
     plan = finish_plan("matmul", outputs, order, extents, tile, program_axes, loop_axes, seeds,
                        reduce_axes, resolved, knob_extents, kernel, contraction_axes=axes,
                        plan_type=MatmulPlan, matmul_axes=axes, expansions=expansions,
-                       dot_axes=dict(dot_axes))
+                       dot_axes=dict(dot_axes), reads=reads)
     if splits > 1:
         try:
             split_k.attach(plan, splits, kernel)

@@ -42,6 +42,9 @@ class MatmulPlan(KernelPlan):
     # The k loop shared out between programs (kgc.tiling.split_k): the
     # kernel becomes a partials kernel and a reduce kernel. None: one kernel.
     split: SplitK | None = None
+    # What the k loop reads per step at the plan's tile
+    # (`kgc.tiling.matmul.LoopReads`), which planning measured.
+    reads: object = None
 
     def contraction_axes(self) -> tuple[int, int, int] | None:
         return self.matmul_axes
