@@ -530,24 +530,36 @@ def _headline_norm_product():
     return [Node("matmul", [scaled, w], (16, 6144), "f16", {"precision": None})]
 
 
-def test_short_k_steps_of_a_computed_operand_take_at_most_three_stages_on_sm90():
-    # Triton 3.6 faulted (misaligned address) on an H100 running 32-deep
-    # steps of a computed operand pipelined 4 deep; it ended the search of
-    # the README's headline. A user's knob gets an error naming the fix,
-    # kgc's own default takes 3 stages, deeper steps and sm_80 keep 4.
+def test_short_steps_of_a_computed_operand_take_at_most_three_stages_on_sm90():
+    # Triton 3.6 faulted (misaligned address) on an H100 running a computed
+    # operand pipelined 4 deep over 16 x 16 tiles, with 32-deep steps (the
+    # README's headline) and with 64-deep ones (Gemma 2's gated MLP); a
+    # fault ends the search's process. A user's knob gets an error naming
+    # the fix, kgc's own default takes 3 stages; 128-deep steps at 16 x 16
+    # tiles (the decode products), 64-deep ones at larger tiles, bare
+    # products and sm_80 keep 4.
     from kgc.tiling.iteration import Unplannable
 
     outputs = _headline_norm_product()
-    short = MatmulConfig(block_m=16, block_n=16, block_k=32, group_m=1, num_warps=4)
-    with pytest.raises(Unplannable, match=r"num_stages = 4 over 32-deep k steps .* refused on "
-                                          r"sm_90.*take num_stages <= 3 or deeper k steps"):
-        plan_group(outputs, dataclasses.replace(short, num_stages=4), target=SM90)
-    assert plan_group(outputs, short, target=SM90).config.num_stages == 3
-    assert plan_group(outputs, dataclasses.replace(short, block_k=64),
+    small = MatmulConfig(block_m=16, block_n=16, block_k=64, group_m=1, num_warps=4)
+    with pytest.raises(Unplannable, match=r"num_stages = 4 over 64-deep k steps of 16 x 16 tiles "
+                                          r".* refused on sm_90.*take num_stages <= 3 or deeper "
+                                          r"k steps"):
+        plan_group(outputs, dataclasses.replace(small, num_stages=4), target=SM90)
+    for block_k in (32, 64):
+        assert plan_group(outputs, dataclasses.replace(small, block_k=block_k),
+                          target=SM90).config.num_stages == 3
+    assert plan_group(outputs, dataclasses.replace(small, block_k=128),
                       target=SM90).config.num_stages == 4
-    assert plan_group(outputs, dataclasses.replace(short, num_stages=4),
+    wide = dataclasses.replace(small, block_n=64)
+    with pytest.raises(Unplannable, match=r"num_stages = 4 over 32-deep k steps of an operand"):
+        plan_group(outputs, dataclasses.replace(wide, block_k=32, num_stages=4), target=SM90)
+    assert plan_group(outputs, dataclasses.replace(wide, block_k=32),
+                      target=SM90).config.num_stages == 3
+    assert plan_group(outputs, wide, target=SM90).config.num_stages == 4
+    assert plan_group(outputs, dataclasses.replace(small, num_stages=4),
                       target=table_record(80)).config.num_stages == 4
-    # A bare product's short steps are not refused.
+    # A bare product is not refused.
     bare = _matmul(16, 4096, 6144)
-    assert plan_group(bare, dataclasses.replace(short, num_stages=4),
+    assert plan_group(bare, dataclasses.replace(small, num_stages=4),
                       target=SM90).config.num_stages == 4

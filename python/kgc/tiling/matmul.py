@@ -53,10 +53,13 @@ _SKINNY_BLOCK_N = 16
 # kgc's CPU executor, and its other candidates were right on the GPU
 # (benchmarks/NOTES.md, "A gated MLP config computed wrong").
 _SIBLING_MIN_BLOCK_K = 32
-# The k step up to which a k loop that computes an operand takes at most
-# _SHORT_STEP_MAX_STAGES stages on sm_90 (see _plan_matmul).
+# The k steps (any tile; and tiles of at most _SMALL_TILE_SIDE a side) up
+# to which a k loop that computes an operand takes at most
+# _FAULTING_MAX_STAGES stages on sm_90 (see _plan_matmul).
 _SHORT_STEP = 32
-_SHORT_STEP_MAX_STAGES = 3
+_SMALL_TILE_SIDE = 16
+_SMALL_TILE_STEP = 64
+_FAULTING_MAX_STAGES = 3
 
 
 # The rule by which a matmul refuses a prologue that its programs along n
@@ -375,20 +378,24 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
     while (stages_default > 1 and reads.pipeline_bytes(stages_default, target)
            > target.max_shared_memory_per_block):
         stages_default -= 1
-    # Short k steps of a computed 16-bit operand pipelined 4 deep fault on
-    # sm_90 (Triton 3.6, an H100: the RMSNorm-folded 16 x 4096 -> 6144
-    # kernel at 16 x 16 tiles, 32-deep steps, 4 stages raised "misaligned
-    # address", which ended the search's process; 3 stages ran right).
-    short_computed = (target.wgmma and reads.computed and loop_axes and bits == 16
-                      and block_k <= _SHORT_STEP)
-    if short_computed:
-        if config.num_stages is not None and config.num_stages > _SHORT_STEP_MAX_STAGES:
+    # A computed 16-bit operand pipelined 4 deep faults on sm_90 (Triton 3.6,
+    # an H100, "misaligned address", which ends the process and with it a
+    # search) over short k steps: the RMSNorm-folded 16 x 4096 -> 6144 kernel
+    # at 16 x 16 tiles and 32-deep steps, and Gemma 2's double-norm gated MLP
+    # (64 x 512 -> 2 x 1376) at 16 x 16 tiles and 64-deep steps. Both ran
+    # right with 3 stages; the decode products at 16 x 16 tiles and 128-deep
+    # steps run right with 4.
+    small_tile = block_m <= _SMALL_TILE_SIDE and block_n <= _SMALL_TILE_SIDE
+    short_step = block_k <= (_SMALL_TILE_STEP if small_tile else _SHORT_STEP)
+    if target.wgmma and reads.computed and loop_axes and bits == 16 and short_step:
+        if config.num_stages is not None and config.num_stages > _FAULTING_MAX_STAGES:
+            tiles = f" of {block_m} x {block_n} tiles" if small_tile else ""
             raise Unplannable(
-                f"num_stages = {config.num_stages} over {block_k}-deep k steps of an operand "
-                f"the k loop computes is refused on sm_{target.sm}: Triton 3.6 faulted on "
-                f"such a kernel (misaligned address); take num_stages <= "
-                f"{_SHORT_STEP_MAX_STAGES} or deeper k steps")
-        stages_default = min(stages_default, _SHORT_STEP_MAX_STAGES)
+                f"num_stages = {config.num_stages} over {block_k}-deep k steps{tiles} of an "
+                f"operand the k loop computes is refused on sm_{target.sm}: Triton 3.6 faulted "
+                f"on such a kernel (misaligned address); take num_stages <= "
+                f"{_FAULTING_MAX_STAGES} or deeper k steps")
+        stages_default = min(stages_default, _FAULTING_MAX_STAGES)
     # The loop flags apply to the k loop; without one they change nothing.
     flags = {name: getattr(config, name) if loop_axes else None
              for name in MatmulConfig.LOOP_FLAGS}
