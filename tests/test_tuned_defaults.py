@@ -563,3 +563,29 @@ def test_short_steps_of_a_computed_operand_take_at_most_three_stages_on_sm90():
     bare = _matmul(16, 4096, 6144)
     assert plan_group(bare, dataclasses.replace(small, num_stages=4),
                       target=SM90).config.num_stages == 4
+
+
+@pytest.mark.parametrize("m,tiles", [(64, (16, 64, 32)), (16, None)])
+def test_a_table_entry_over_the_faulting_stages_keeps_its_tiles_beyond_skinny_products(m, tiles):
+    # The shipped entries of products with a computed operand carry 4 stages
+    # over 32-deep steps, which sm_90 refuses since the fault. At 64 rows the
+    # entry's tiles are kept with 3 stages (four times the programs of the
+    # heuristics' 64-row tiles: GPT-2's 64-token forward took 0.95x
+    # Inductor's time with them, 0.63x without); a skinny product takes the
+    # heuristics, which its one-token forwards ran faster with.
+    entry = MatmulConfig(block_m=16, block_n=64, block_k=32, group_m=1, num_warps=4,
+                         num_stages=4)
+    outputs = _silu_product_matmul(m, 1376, 512)
+    plan = plan_group(outputs, target=SM90)
+    variant = "prologue" if m <= 16 else ""
+    config = plan_group(outputs, target=SM90,
+                        table=_table(_entry(m, 512, 1376, entry, variant=variant))).config
+    if tiles is None:
+        assert config == plan.config
+    else:
+        assert (config.block_m, config.block_n, config.block_k, config.num_stages) == (*tiles, 3)
+    # sm_80 serves the entry as it was measured.
+    config80 = plan_group(outputs, target=table_record(80),
+                          table=_table(_entry(m, 512, 1376, entry, variant=variant),
+                                       target="sm_80")).config
+    assert (config80.block_m, config80.block_k, config80.num_stages) == (16, 32, 4)

@@ -17,6 +17,7 @@ plan split along k (kgc.tiling.split_k) becomes a partials kernel
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from kgc.element_types import element_bits
 from kgc.op_table import elementwise_op
@@ -130,7 +131,7 @@ class MatmulSchedule(Schedule):
         # RMSNorm's sum of squares riding along the k loop, a reduction in
         # the epilogue.
         m_axis, k_axis, _ = plan.matmul_axes
-        main = [mm for mm in plan.expansions if mm not in plan.dot_axes]
+        main = _main_matmuls(plan)
         reductions = [axes for node, axes in plan.reduce_axes.items() if node.op == "reduce"]
         parts = [f"dots={len(main)}"] if len(main) > 1 else []
         if plan.dot_axes:
@@ -151,16 +152,16 @@ class MatmulSchedule(Schedule):
         if ("norm" not in parts and plan.knob_extents.get("m", 1) <= SKINNY_ROWS
                 and plan.reads.computed):
             parts.append("prologue")
-        element = max((operand.element for mm in main for operand in mm.operands),
-                      key=element_bits)
         features = {"batch": product(plan.extents[:m_axis]), **plan.knob_extents}
-        return TableKey(element, "+".join(parts), features)
+        return TableKey(_operand_element(plan), "+".join(parts), features)
 
     def tuned_config(self, plan, table, target):
         config = super().tuned_config(plan, table, target)
         if config is None:
             return None
-        config = _covering_small_tiles(config, plan.knob_extents)
+        config = _runnable_entry(plan, _covering_small_tiles(config, plan.knob_extents), target)
+        if config is None:
+            return None
         # The pipeline's stages must fit the target's shared memory (a
         # config measured on a kernel of one dot may not, beside two or
         # beside a prologue's own reads).
@@ -193,20 +194,78 @@ def _covering_small_tiles(config: MatmulConfig, extents) -> MatmulConfig:
     return dataclasses.replace(config, **changes) if changes else config
 
 
+def _faulting_stage_cap(target: Target, computed_operand: bool, bits: int, block_m: int,
+                        block_n: int, block_k: int) -> int | None:
+    """The most stages a k loop that computes a 16-bit operand may take on
+    sm_90 with these tiles, or None where any number runs. Pipelined 4 deep
+    over short k steps such a loop faults (Triton 3.6, an H100, "misaligned
+    address", which ends the process and with it a search): the RMSNorm-
+    folded 16 x 4096 -> 6144 kernel at 16 x 16 tiles and 32-deep steps, and
+    Gemma 2's double-norm gated MLP (64 x 512 -> 2 x 1376) at 16 x 16 tiles
+    and 64-deep steps. Both ran right with 3 stages; the decode products at
+    16 x 16 tiles and 128-deep steps run right with 4."""
+    if not (target.wgmma and computed_operand and bits == 16):
+        return None
+    small_tile = block_m <= _SMALL_TILE_SIDE and block_n <= _SMALL_TILE_SIDE
+    short_step = block_k <= (_SMALL_TILE_STEP if small_tile else _SHORT_STEP)
+    return _FAULTING_MAX_STAGES if short_step else None
+
+
 def _pipeline_fits(plan: MatmulPlan, config: MatmulConfig, target: Target) -> bool:
     """Whether the k loop of `plan`'s kernel with the tiles and stages of
     `config` fits `target`'s shared memory (`LoopReads.pipeline_bytes`);
     knobs `config` leaves open are sized as kgc's plan sized them."""
-    def size(knob: str) -> int:
-        value = getattr(config, knob)
-        return value if value is not None else getattr(plan.config, knob)
-
+    size = functools.partial(_sized, plan, config)
     m_axis, k_axis, n_axis = plan.matmul_axes
     tile = list(plan.tile)
     tile[m_axis], tile[k_axis], tile[n_axis] = (size("block_m"), size("block_k"),
                                                 size("block_n"))
     return _plan_reads(plan, tile).pipeline_bytes(size("num_stages"), target) <= \
         target.max_shared_memory_per_block
+
+
+def _runnable_entry(plan: MatmulPlan, config: MatmulConfig,
+                    target: Target) -> MatmulConfig | None:
+    """A table entry measured with more stages than `_faulting_stage_cap`
+    now lets `plan`'s kernel take (the table predates the fault): its tiles
+    with the stages that run, or, for a skinny product, None (the
+    heuristics). Its 32-deep steps over 64-column tiles gave the one-token
+    forwards 8 to 32 programs where the skinny heuristics give 32 to 128:
+    with the entries set aside (and prologue-once landed), Gemma 2's
+    one-token forward went from 0.88x to 1.20x torch.compile's GPU time and
+    GPT-2's from 0.72x to 0.99x (H200, 7f11666 and 33f3e4b against ec5ddfd).
+    At 64 rows the entries' 16-row
+    tiles give four times the programs of the heuristics' 64-row ones:
+    GPT-2's 64-token forward took 0.95x Inductor's time with them (H100,
+    aa0739a) and 0.63x without (H200, ec5ddfd). Knobs the entry leaves open
+    are sized as kgc's plan sized them."""
+    size = functools.partial(_sized, plan, config)
+    bits = element_bits(_operand_element(plan))
+    k_extent = plan.extents[plan.matmul_axes[1]]
+    cap = _faulting_stage_cap(target, bool(plan.reads.computed) and size("block_k") < k_extent,
+                              bits, size("block_m"), size("block_n"), size("block_k"))
+    if cap is None or config.num_stages is None or config.num_stages <= cap:
+        return config
+    if plan.knob_extents.get("m", 1) <= SKINNY_ROWS:
+        return None
+    return dataclasses.replace(config, num_stages=cap)
+
+
+def _main_matmuls(plan: MatmulPlan) -> list[Node]:
+    """The kernel's main dots (not LoRA's side matmuls or rank-r products)."""
+    return [mm for mm in plan.expansions if mm not in plan.dot_axes]
+
+
+def _operand_element(plan: MatmulPlan) -> str:
+    """The widest element type of the main dots' operands."""
+    return max((operand.element for mm in _main_matmuls(plan) for operand in mm.operands),
+               key=element_bits)
+
+
+def _sized(plan: MatmulPlan, config: MatmulConfig, knob: str) -> int:
+    """`config`'s `knob`, or where it leaves it open, the size kgc's plan gave."""
+    value = getattr(config, knob)
+    return value if value is not None else getattr(plan.config, knob)
 
 
 def _plan_reads(plan: MatmulPlan, tile) -> LoopReads:
@@ -378,24 +437,18 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
     while (stages_default > 1 and reads.pipeline_bytes(stages_default, target)
            > target.max_shared_memory_per_block):
         stages_default -= 1
-    # A computed 16-bit operand pipelined 4 deep faults on sm_90 (Triton 3.6,
-    # an H100, "misaligned address", which ends the process and with it a
-    # search) over short k steps: the RMSNorm-folded 16 x 4096 -> 6144 kernel
-    # at 16 x 16 tiles and 32-deep steps, and Gemma 2's double-norm gated MLP
-    # (64 x 512 -> 2 x 1376) at 16 x 16 tiles and 64-deep steps. Both ran
-    # right with 3 stages; the decode products at 16 x 16 tiles and 128-deep
-    # steps run right with 4.
-    small_tile = block_m <= _SMALL_TILE_SIDE and block_n <= _SMALL_TILE_SIDE
-    short_step = block_k <= (_SMALL_TILE_STEP if small_tile else _SHORT_STEP)
-    if target.wgmma and reads.computed and loop_axes and bits == 16 and short_step:
-        if config.num_stages is not None and config.num_stages > _FAULTING_MAX_STAGES:
-            tiles = f" of {block_m} x {block_n} tiles" if small_tile else ""
+    cap = _faulting_stage_cap(target, bool(reads.computed and loop_axes), bits,
+                              block_m, block_n, block_k)
+    if cap is not None:
+        if config.num_stages is not None and config.num_stages > cap:
+            small = block_m <= _SMALL_TILE_SIDE and block_n <= _SMALL_TILE_SIDE
+            tiles = f" of {block_m} x {block_n} tiles" if small else ""
             raise Unplannable(
                 f"num_stages = {config.num_stages} over {block_k}-deep k steps{tiles} of an "
                 f"operand the k loop computes is refused on sm_{target.sm}: Triton 3.6 faulted "
-                f"on such a kernel (misaligned address); take num_stages <= "
-                f"{_FAULTING_MAX_STAGES} or deeper k steps")
-        stages_default = min(stages_default, _FAULTING_MAX_STAGES)
+                f"on such a kernel (misaligned address); take num_stages <= {cap} or deeper "
+                f"k steps")
+        stages_default = min(stages_default, cap)
     # The loop flags apply to the k loop; without one they change nothing.
     flags = {name: getattr(config, name) if loop_axes else None
              for name in MatmulConfig.LOOP_FLAGS}
