@@ -98,7 +98,10 @@ def compile_kernels(requests: Sequence[tuple[str, KernelOptions]], target: int, 
                 compiled[key] = artifact
     missing = {key: request for key, request in distinct.items() if key not in compiled}
     if missing:
-        pool = worker_pool(target, min(jobs, len(missing)))
+        # Workers start as kernels wait for them: asking for `jobs` rather
+        # than one per missing kernel keeps a pool that a later, larger
+        # compile would otherwise replace.
+        pool = worker_pool(target, jobs)
         futures = {key: pool.submit(ttir, options, target, timeout)
                    for key, (ttir, options) in missing.items()}
         for key, future in futures.items():
@@ -132,6 +135,21 @@ def _write_triton_stderr(text: str) -> None:
 
 
 _POOLS: dict[int, "CompilePool"] = {}
+# The most worker processes `compile_jobs` gives: each is an interpreter
+# with Triton loaded.
+_MAX_DEFAULT_JOBS = 32
+
+
+def compile_jobs() -> int:
+    """The worker processes a caller compiling many kernels at once (a model's
+    partitions, a search's candidates) asks for: one per CPU this process may
+    run on, as Inductor's compile workers, at most _MAX_DEFAULT_JOBS. Workers
+    start only as kernels wait for them."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, _MAX_DEFAULT_JOBS))
 
 
 def worker_pool(target: int, jobs: int = 1) -> "CompilePool":

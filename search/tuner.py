@@ -38,7 +38,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import os
 import pathlib
 import tempfile
 import time
@@ -50,6 +49,7 @@ from kgc.diagnostics import KgcError
 from kgc.search.farm import Farm
 from kgc.search.cache import EVIDENCE, Cache, CacheKey, Entry, installed_versions
 from kgc.pipeline.config import GraphConfig
+from kgc.pipeline.triton_stage import compile_jobs
 from kgc.search.profile import REJECTED, TIMED, KernelTrial, Outcome, TrialSettings, \
     run_trial, run_trials
 from kgc.search.kernels import FUNCTION, compile_candidate
@@ -138,8 +138,8 @@ def superoptimize(source, *, function: str | None = None, target: str | int | No
     `effort` ("low", "default", "high") sets how many configs of each
     kernel are tried; `configs` adds configs of your own by kernel kind
     ({"matmul": [MatmulConfig(...)]}); `jobs` is the number of compile
-    workers (default: every CPU core); `timeout_s` bounds one candidate's
-    compile; `cache=False` neither reads nor writes the cache (nor the
+    workers (default: `compile_jobs()`, one per CPU); `timeout_s` bounds
+    one candidate's compile; `cache=False` neither reads nor writes the cache (nor the
     kernel cache), and `cache="redis://host:port/db"` shares both through
     that server (as `KGC_CACHE_URL` does); `devices` picks the GPUs
     (default: every visible one, of one model); `cluster` ("ray", or a Ray
@@ -180,7 +180,7 @@ def superoptimize(source, *, function: str | None = None, target: str | int | No
                     ("tuned_defaults", _tuned_defaults_fingerprint(arch)),
                     ("configs", repr(sorted((k, sorted(map(repr, v))) for k, v in
                                             (configs or {}).items())))))
-    search = _Search(text, function, arch, effort, configs or {}, jobs or os.cpu_count() or 1,
+    search = _Search(text, function, arch, effort, configs or {}, jobs or compile_jobs(),
                      timeout_s, TrialSettings(warmup_iters, profile_iters, None, tamper),
                      devices, budget_s, verbose, started, cluster)
     if cache is False:

@@ -553,3 +553,28 @@ def test_an_artifact_in_memory_is_located_in_its_own_ttir_file(tmp_path):
     assert set(f for f, _, _ in _locations(saved).values()) == {
         f"{tmp_path / 'a'}/{artifact.name}.ttir"}
     assert Artifact.load(tmp_path / "a" / f"{artifact.name}.json") == artifact
+
+
+def test_a_compile_of_many_kernels_asks_for_a_worker_per_usable_cpu(monkeypatch):
+    from kgc.pipeline import triton_stage
+
+    monkeypatch.setattr(triton_stage.os, "sched_getaffinity", lambda pid: {0, 3, 5})
+    assert triton_stage.compile_jobs() == 3
+    monkeypatch.setattr(triton_stage.os, "sched_getaffinity", lambda pid: set(range(200)))
+    assert triton_stage.compile_jobs() == 32
+
+
+def test_a_later_larger_compile_keeps_the_workers_already_started(monkeypatch):
+    # compile_kernels asks the pool for `jobs` workers, not one per missing
+    # kernel: a pool sized by a small compile would be closed, its started
+    # workers with it, by the next compile of more kernels.
+    from kgc.pipeline import triton_stage
+
+    asked = []
+    real = triton_stage.worker_pool
+    monkeypatch.setattr(triton_stage, "worker_pool",
+                        lambda target, jobs=1: asked.append(jobs) or real(target, jobs))
+    g = kgc.Graph("one_kernel")
+    g.output(g.softmax(g.input("x", (3, 40), "f16")))
+    kgc.compile(g, jobs=2, cache=False)
+    assert asked == [2]

@@ -898,3 +898,23 @@ def test_the_math_path_of_attention_runs_in_kgc_with_a_wholly_masked_row():
         backend = _run_tiled(attention, q, k, v, mask)
     _filecheck(backend.texts[0], "CHECK: kg.cast {{.*}}x17xi1> to tensor<1x2x17x17xf16>\n"
                                  "CHECK: kg.reduce max {{.*}} dims [3]")
+
+
+def test_a_partitions_kernels_compile_side_by_side(monkeypatch):
+    # A first call waits for every kernel of its partitions: the frontend's
+    # compile asks for a worker per usable CPU (compile_jobs), not one.
+    import importlib
+
+    from kgc.pipeline import triton_stage
+
+    backend_module = importlib.import_module("kgc.torch.backend")
+    asked = []
+    real = kgc.compile
+    monkeypatch.setattr(triton_stage, "compile_jobs", lambda: 5)
+    monkeypatch.setattr(kgc, "compile", lambda graph, **kw: asked.append(kw) or real(graph, **kw))
+    g = kgc.Graph("side_by_side")
+    x, w = g.input("x", (3, 40), "f16"), g.input("w", (40, 24), "f16")
+    g.output(g.softmax(g.matmul(x, w)))
+    compiled = backend_module.compile_kernel_graph(g, "default")
+    assert asked == [{"jobs": 5}]
+    assert compiled.kernels()

@@ -165,12 +165,15 @@ def compile_kernel_graph(graph, mode: str):
     and mode in this process (superoptimize keeps its own cache across
     processes)."""
     import kgc
+    from kgc.pipeline.triton_stage import compile_jobs
 
     key = (graph.to_mlir(), mode)
     with _CACHE_LOCK:
         if key not in _COMPILED:
+            # A first call waits for every kernel of the partition: they
+            # compile side by side.
             _COMPILED[key] = (kgc.superoptimize(graph) if mode == "max-autotune"
-                              else kgc.compile(graph))
+                              else kgc.compile(graph, jobs=compile_jobs()))
         return _COMPILED[key]
 
 
@@ -501,10 +504,11 @@ def _compile_only(graph, target: int) -> None:
     in the backend on that GPU. Triton runs in kgc's worker processes, not
     under AOTAutograd's fake tensors."""
     import kgc
+    from kgc.pipeline.triton_stage import compile_jobs
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
     with unset_fake_temporarily():
-        kgc.compile(graph, target=target)
+        kgc.compile(graph, target=target, jobs=compile_jobs())
 
 
 def _kernel_ops(graph, target: int | None = None) -> tuple[dict[str, list[str]], list[str]]:
