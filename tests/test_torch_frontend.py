@@ -916,5 +916,51 @@ def test_a_partitions_kernels_compile_side_by_side(monkeypatch):
     x, w = g.input("x", (3, 40), "f16"), g.input("w", (40, 24), "f16")
     g.output(g.softmax(g.matmul(x, w)))
     compiled = backend_module.compile_kernel_graph(g, "default")
-    assert asked == [{"jobs": 5}]
+    assert [kw["jobs"] for kw in asked] == [5]
     assert compiled.kernels()
+
+
+_SECOND_PROCESS = """
+import importlib, json, kgc
+from kgc.pipeline import kernel_cache, triton_stage
+backend = importlib.import_module("kgc.torch.backend")
+g = kgc.Graph("cached_partition")
+x, w = g.input("x", (3, 40), "f16"), g.input("w", (40, 24), "f16")
+g.output(g.softmax(g.matmul(x, w)))
+backend.compile_kernel_graph(g, "default")
+print(json.dumps({"stats": kernel_cache.KernelCache.resolve(True).stats,
+                  "workers": len(triton_stage._POOLS)}))
+"""
+
+
+@pytest.mark.parametrize("opt_out", [False, True])
+def test_a_second_process_compiles_none_of_the_kernels_the_first_compiled(tmp_path, opt_out):
+    # The backend's compiles keep kgc's kernel cache (KGC_KERNEL_CACHE=0
+    # opts out): a second process with the same cache folder starts no
+    # compile worker and compiles nothing.
+    import json
+    import os
+
+    env = dict(os.environ, KGC_CACHE_DIR=str(tmp_path / "cache"),
+               TRITON_CACHE_DIR=str(tmp_path / "triton"))
+    env.pop("KGC_CACHE_URL", None)
+    if opt_out:
+        env["KGC_KERNEL_CACHE"] = "0"
+    else:
+        env.pop("KGC_KERNEL_CACHE", None)
+    runs = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", _SECOND_PROCESS], env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    first, second = runs
+    if opt_out:
+        assert first["stats"]["compiled"] == second["stats"]["compiled"] == 0
+        assert second["workers"] == 1
+        assert not (tmp_path / "cache" / "kernels").exists()
+    else:
+        assert first["stats"]["compiled"] >= 1 and first["workers"] == 1
+        assert second["stats"] == {"local_hits": first["stats"]["compiled"], "remote_hits": 0,
+                                   "compiled": 0, "corrupt": 0}
+        assert second["workers"] == 0

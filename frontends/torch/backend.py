@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import os
 import re
 import threading
 import warnings
@@ -171,10 +172,19 @@ def compile_kernel_graph(graph, mode: str):
     with _CACHE_LOCK:
         if key not in _COMPILED:
             # A first call waits for every kernel of the partition: they
-            # compile side by side.
+            # compile side by side, and once per machine.
             _COMPILED[key] = (kgc.superoptimize(graph) if mode == "max-autotune"
-                              else kgc.compile(graph, jobs=compile_jobs()))
+                              else kgc.compile(graph, jobs=compile_jobs(),
+                                               cache=kernel_cache_choice()))
         return _COMPILED[key]
+
+
+def kernel_cache_choice() -> bool:
+    """Whether the backend's compiles use kgc's kernel cache
+    (`kgc.pipeline.kernel_cache`): yes, as Inductor keeps its own, so that
+    a second process compiles none of the kernels a first one compiled,
+    unless `KGC_KERNEL_CACHE=0`. `KGC_CACHE_URL` adds a fleet's server."""
+    return os.environ.get("KGC_KERNEL_CACHE") != "0"
 
 
 _TILED: dict[str, Any] = {}
@@ -508,7 +518,7 @@ def _compile_only(graph, target: int) -> None:
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
     with unset_fake_temporarily():
-        kgc.compile(graph, target=target, jobs=compile_jobs())
+        kgc.compile(graph, target=target, jobs=compile_jobs(), cache=kernel_cache_choice())
 
 
 def _kernel_ops(graph, target: int | None = None) -> tuple[dict[str, list[str]], list[str]]:
