@@ -381,3 +381,21 @@ def test_nesting_on_the_wrong_anchor_fails_to_run(context):
     module = parse(context)
     with pytest.raises(KgcError, match="can't run 'func.func' pass manager on 'builtin.module'"):
         Pipeline.parse("func.func(cse)").run(module)
+
+
+def test_walking_tritons_ops_searches_for_no_module(monkeypatch):
+    # MLIR's bindings look for the module of an op's namespace whenever they
+    # wrap it, and searched again at every tt op while none was found: a
+    # compile tried thousands of imports of `mlir.dialects.tt`.
+    import importlib._bootstrap as bootstrap
+
+    g = kgc.Graph("walked")
+    x, w = g.input("x", (3, 40), "f16"), g.input("w", (40, 24), "f16")
+    g.output(g.softmax(g.matmul(x, w)))
+    kgc.compile(g, cache=False)
+    searched = []
+    real = bootstrap._find_and_load
+    monkeypatch.setattr(bootstrap, "_find_and_load",
+                        lambda name, import_: searched.append(name) or real(name, import_))
+    kgc.compile(g, cache=False)
+    assert not [name for name in searched if name.endswith(".tt")]
