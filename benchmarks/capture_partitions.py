@@ -1,0 +1,107 @@
+"""A model's kernel graphs, as the torch backend makes them, captured without a GPU.
+
+    python benchmarks/capture_partitions.py MODEL[,MODEL...] [--tokens 1,64,512] --out DIR
+                                            [--configs]
+
+For each model of the suite (`kgc.bench.models`, GPU size, in f16 on the
+CPU) and each token count, one forward through `torch.compile` with a kgc
+`Backend` that partitions CPU tensors and, instead of compiling each kernel
+graph, writes its text to `DIR/<model>-<tokens>-<n>.mlir` and evaluates it op
+by op (`kgc.reference.evaluate`), so the forward goes on to the next
+partition. `--configs` then compiles each written graph to the kg stage
+for sm_90 (no GPU needed) and prints every kernel's grid and knobs: what the
+default compile chooses, to compare across commits or table changes.
+
+On a CPU, Dynamo captures other attention ops than on a GPU (the math or
+CPU flash path of sdpa), so the attention kernels differ from the GPU's;
+the matmuls, norms and elementwise kernels are the same graphs
+(benchmarks/NOTES.md, stop 34, compared this way).
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import re
+
+import torch
+
+from kgc.bench import models
+from kgc.torch.backend import Backend
+
+_KERNEL = re.compile(r"kg\.kernel @(\w+)\([^)]*\) attributes \{config = \{([^}]*)\}, "
+                     r"grid = array<i64: ([0-9, ]*)>")
+
+
+class _Writer:
+    """`compile_graph` for a Backend: writes each kernel graph and returns
+    a callable that evaluates it op by op."""
+
+    def __init__(self, folder: pathlib.Path, stem: str):
+        self.folder, self.stem, self.written = folder, stem, []
+
+    def __call__(self, graph, mode: str):
+        path = self.folder / f"{self.stem}-{len(self.written)}.mlir"
+        path.write_text(graph.to_mlir())
+        self.written.append(path)
+        module = graph.build()
+
+        def evaluate(*tensors):
+            from kgc.reference import evaluate as reference
+
+            with module.context:
+                return reference(module.operation, graph.name, list(tensors))
+        return evaluate
+
+
+def capture(name: str, tokens: int, folder: pathlib.Path) -> list[pathlib.Path]:
+    spec = models.CATALOGUE[name]
+    model = spec.build(models.GPU).to(torch.float16)
+    writer = _Writer(folder, f"{name}-{tokens}")
+    backend = Backend(compile_graph=writer, devices=None, require_cuda=False)
+    ids = torch.randint(1, model.config.vocab_size, (1, tokens),
+                        generator=torch.Generator().manual_seed(tokens))
+    forward = torch.compile(model.forward, backend=backend)
+    with torch.no_grad():
+        forward(ids, **({"use_cache": False} if spec.decoder else {}))
+    torch._dynamo.reset()
+    return writer.written
+
+
+def kernel_configs(path: pathlib.Path) -> list[str]:
+    """Each kernel of the default compile of `path` for sm_90: name, grid, knobs."""
+    from mlir import ir
+
+    from kgc.parsing import parse_source
+    from kgc.pipeline.compiler import compile_module
+
+    context = ir.Context()
+    context.allow_unregistered_dialects = True
+    module, _ = parse_source(str(path), context)
+    with context:
+        compile_module(module, target=90, emit="kg")  # tiles `module` in place
+        text = str(module)
+    return [f"{kernel} grid ({grid}) {knobs.replace(' : i64', '')}"
+            for kernel, knobs, grid in _KERNEL.findall(text)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("models", help="comma-separated names of kgc.bench.models")
+    parser.add_argument("--tokens", default="1,64,512")
+    parser.add_argument("--out", required=True, type=pathlib.Path)
+    parser.add_argument("--configs", action="store_true",
+                        help="print each kernel's grid and knobs of the default sm_90 compile")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name in args.models.split(","):
+        for tokens in (int(t) for t in args.tokens.split(",")):
+            for path in capture(name, tokens, args.out):
+                print(path)
+                if args.configs:
+                    for line in kernel_configs(path):
+                        print("   ", line)
+
+
+if __name__ == "__main__":
+    main()
