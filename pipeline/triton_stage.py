@@ -142,9 +142,17 @@ _MAX_DEFAULT_JOBS = 32
 
 def compile_jobs() -> int:
     """The worker processes a caller compiling many kernels at once (a model's
-    partitions, a search's candidates) asks for: one per CPU this process may
-    run on, as Inductor's compile workers, at most _MAX_DEFAULT_JOBS. Workers
-    start only as kernels wait for them."""
+    partitions, a search's candidates) asks for: `KGC_COMPILE_JOBS` where set
+    (several processes compiling side by side, a test suite's workers, share
+    the CPUs), else one per CPU this process may run on, as Inductor's compile
+    workers, at most _MAX_DEFAULT_JOBS. Workers start only as kernels wait for
+    them."""
+    configured = os.environ.get("KGC_COMPILE_JOBS", "").strip()
+    if configured:
+        if not configured.isdigit() or int(configured) < 1:
+            raise KgcError(f"KGC_COMPILE_JOBS must be a positive number of worker processes, "
+                           f"got {configured!r}")
+        return int(configured)
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux

@@ -558,10 +558,18 @@ def test_an_artifact_in_memory_is_located_in_its_own_ttir_file(tmp_path):
 def test_a_compile_of_many_kernels_asks_for_a_worker_per_usable_cpu(monkeypatch):
     from kgc.pipeline import triton_stage
 
+    monkeypatch.delenv("KGC_COMPILE_JOBS", raising=False)
     monkeypatch.setattr(triton_stage.os, "sched_getaffinity", lambda pid: {0, 3, 5})
     assert triton_stage.compile_jobs() == 3
     monkeypatch.setattr(triton_stage.os, "sched_getaffinity", lambda pid: set(range(200)))
     assert triton_stage.compile_jobs() == 32
+    monkeypatch.setenv("KGC_COMPILE_JOBS", "4")
+    assert triton_stage.compile_jobs() == 4
+    for bad in ("0", "two", "-1"):
+        monkeypatch.setenv("KGC_COMPILE_JOBS", bad)
+        with pytest.raises(kgc.KgcError, match=f"KGC_COMPILE_JOBS must be a positive number "
+                                               f"of worker processes, got '{bad}'"):
+            triton_stage.compile_jobs()
 
 
 def test_a_later_larger_compile_keeps_the_workers_already_started(monkeypatch):
