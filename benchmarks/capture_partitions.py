@@ -22,16 +22,11 @@ from __future__ import annotations
 
 import argparse
 import pathlib
-import re
 
 import torch
 
 from kgc.bench import models
 from kgc.torch.backend import Backend
-
-_KERNEL = re.compile(r"kg\.kernel @(\w+)\([^)]*\) attributes \{config = \{([^}]*)\}, "
-                     r"grid = array<i64: ([0-9, ]*)>")
-
 
 class _Writer:
     """`compile_graph` for a Backend: writes each kernel graph and returns
@@ -74,15 +69,21 @@ def kernel_configs(path: pathlib.Path) -> list[str]:
 
     from kgc.parsing import parse_source
     from kgc.pipeline.compiler import compile_module
+    from kgc.tiling.kernel_ops import config_attribute, int_array, kernel_name, kernels_in
 
     context = ir.Context()
     context.allow_unregistered_dialects = True
     module, _ = parse_source(str(path), context)
     with context:
         compile_module(module, target=90, emit="kg")  # tiles `module` in place
-        text = str(module)
-    return [f"{kernel} grid ({grid}) {knobs.replace(' : i64', '')}"
-            for kernel, knobs, grid in _KERNEL.findall(text)]
+        lines = []
+        for kernel in kernels_in(module):
+            knobs = config_attribute(kernel)
+            described = ", ".join(f"{knob.name} = {str(knob.attr).replace(' : i64', '')}"
+                                  for knob in (knobs or []))
+            lines.append(f"{kernel_name(kernel)} grid {tuple(int_array(kernel, 'grid'))} "
+                         f"{described}")
+    return lines
 
 
 def main() -> None:

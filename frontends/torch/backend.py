@@ -166,17 +166,23 @@ def compile_kernel_graph(graph, mode: str):
     and mode in this process (superoptimize keeps its own cache across
     processes)."""
     import kgc
-    from kgc.pipeline.triton_stage import compile_jobs
 
     key = (graph.to_mlir(), mode)
     with _CACHE_LOCK:
         if key not in _COMPILED:
-            # A first call waits for every kernel of the partition: they
-            # compile side by side, and once per machine.
             _COMPILED[key] = (kgc.superoptimize(graph) if mode == "max-autotune"
-                              else kgc.compile(graph, jobs=compile_jobs(),
-                                               cache=kernel_cache_choice()))
+                              else _default_compile(graph))
         return _COMPILED[key]
+
+
+def _default_compile(graph, target: int | None = None):
+    """`kgc.compile` of a converted partition. A first call waits for every
+    kernel of its partitions: they compile side by side, and once per
+    machine."""
+    import kgc
+    from kgc.pipeline.triton_stage import compile_jobs
+
+    return kgc.compile(graph, target=target, jobs=compile_jobs(), cache=kernel_cache_choice())
 
 
 def kernel_cache_choice() -> bool:
@@ -513,12 +519,10 @@ def _compile_only(graph, target: int) -> None:
     drops the result: what fails to compile raises KgcError, as it would
     in the backend on that GPU. Triton runs in kgc's worker processes, not
     under AOTAutograd's fake tensors."""
-    import kgc
-    from kgc.pipeline.triton_stage import compile_jobs
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
     with unset_fake_temporarily():
-        kgc.compile(graph, target=target, jobs=compile_jobs(), cache=kernel_cache_choice())
+        _default_compile(graph, target)
 
 
 def _kernel_ops(graph, target: int | None = None) -> tuple[dict[str, list[str]], list[str]]:

@@ -206,9 +206,12 @@ def _faulting_stage_cap(target: Target, computed_operand: bool, bits: int, block
     16 x 16 tiles and 128-deep steps run right with 4."""
     if not (target.wgmma and computed_operand and bits == 16):
         return None
-    small_tile = block_m <= _SMALL_TILE_SIDE and block_n <= _SMALL_TILE_SIDE
-    short_step = block_k <= (_SMALL_TILE_STEP if small_tile else _SHORT_STEP)
+    short_step = block_k <= (_SMALL_TILE_STEP if _small_tile(block_m, block_n) else _SHORT_STEP)
     return _FAULTING_MAX_STAGES if short_step else None
+
+
+def _small_tile(block_m: int, block_n: int) -> bool:
+    return block_m <= _SMALL_TILE_SIDE and block_n <= _SMALL_TILE_SIDE
 
 
 def _pipeline_fits(plan: MatmulPlan, config: MatmulConfig, target: Target) -> bool:
@@ -234,11 +237,10 @@ def _runnable_entry(plan: MatmulPlan, config: MatmulConfig,
     with the entries set aside (and prologue-once landed), Gemma 2's
     one-token forward went from 0.88x to 1.20x torch.compile's GPU time and
     GPT-2's from 0.72x to 0.99x (H200, 7f11666 and 33f3e4b against ec5ddfd).
-    At 64 rows the entries' 16-row
-    tiles give four times the programs of the heuristics' 64-row ones:
-    GPT-2's 64-token forward took 0.95x Inductor's time with them (H100,
-    aa0739a) and 0.63x without (H200, ec5ddfd). Knobs the entry leaves open
-    are sized as kgc's plan sized them."""
+    At 64 rows the entries' 16-row tiles give four times the programs of the
+    heuristics' 64-row ones: GPT-2's 64-token forward took 0.95x Inductor's
+    time with them (H100, aa0739a) and 0.63x without (H200, ec5ddfd). Knobs
+    the entry leaves open are sized as kgc's plan sized them."""
     size = functools.partial(_sized, plan, config)
     bits = element_bits(_operand_element(plan))
     k_extent = plan.extents[plan.matmul_axes[1]]
@@ -441,10 +443,9 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
                               block_m, block_n, block_k)
     if cap is not None:
         if config.num_stages is not None and config.num_stages > cap:
-            small = block_m <= _SMALL_TILE_SIDE and block_n <= _SMALL_TILE_SIDE
-            tiles = f" of {block_m} x {block_n} tiles" if small else ""
+            over = f" of {block_m} x {block_n} tiles" if _small_tile(block_m, block_n) else ""
             raise Unplannable(
-                f"num_stages = {config.num_stages} over {block_k}-deep k steps{tiles} of an "
+                f"num_stages = {config.num_stages} over {block_k}-deep k steps{over} of an "
                 f"operand the k loop computes is refused on sm_{target.sm}: Triton 3.6 faulted "
                 f"on such a kernel (misaligned address); take num_stages <= {cap} or deeper "
                 f"k steps")
