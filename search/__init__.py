@@ -7,6 +7,9 @@ with a small interface:
               each kernel's KernelConfig space, kernels tuned independently
     profile   checking each candidate against torch and timing it, on one
               or several GPUs of one model
+    trials    where checking and timing run: which GPUs, which processes
+    isolation checking and timing in a worker process per GPU, which a
+              candidate that faults takes down instead of the search
     measure   CUDA-event timing (median after warm-up; CUDA graph replays)
     verify    fresh random inputs, and the check of results (kgc.accuracy's rule)
     cache     search results and their cubins on disk, keyed and locked,

@@ -15,7 +15,10 @@ cubin again; in one process the workers share what is loaded, nothing is
 pickled to them, and the GIL is free while a GPU runs (its timing replays
 CUDA graphs and waits on events). Each timing captures its CUDA graph on a
 stream of its own in thread-local mode (`measure.time_rotated`), so one
-worker's capture is not disturbed by another's allocations.
+worker's capture is not disturbed by another's allocations. (The search
+runs its trials in worker processes all the same, one per GPU, for another
+reason: a candidate that faults must not end it. There each thread hands its
+parts to its GPU's process: `kgc.search.trials`.)
 
 A worker's error stops the others at their next part and is raised here.
 """

@@ -13,15 +13,14 @@ copies of the inputs that they do not stay in the L2 cache from one call to
 the next (`measure.input_sets`): a kernel is timed reading memory, as it
 runs in a model, not the L2 cache its previous call filled.
 
-`run_trials` runs trials on one GPU in order, or shares their candidates
-out between several GPUs of one model (`kgc.search.devices`).
+Where trials run (which GPUs, which processes) is `kgc.search.trials`'.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import secrets
-from typing import Callable, Sequence
+from typing import Callable
 
 TIMED, REJECTED, SKIPPED = "timed", "rejected", "skipped"
 
@@ -49,8 +48,13 @@ class TrialSettings:
     profile_iters: int = 1000
     seed: int | None = None  # None: fresh inputs for every trial
     # A test hook: (candidate id, results) -> results, applied before the
-    # check, to plant a wrong candidate.
+    # check, to plant a wrong candidate. It cannot cross to a worker
+    # process, so a trial with one runs in this process.
     tamper: Callable | None = None
+    # Check and time in worker processes (`kgc.search.isolation`), so that
+    # a candidate that faults on the GPU is a rejected row rather than the
+    # end of the search.
+    isolated: bool = True
 
 
 @dataclasses.dataclass
@@ -140,54 +144,3 @@ def run_trial(trial: KernelTrial, settings: TrialSettings,
 
 def _as_tuple(value) -> tuple:
     return value if isinstance(value, tuple) else (value,)
-
-
-def visible_devices() -> list[int]:
-    import torch
-
-    return list(range(torch.cuda.device_count()))
-
-
-def run_trials(trials: Sequence[KernelTrial], settings: TrialSettings,
-               devices: Sequence[int] | None = None,
-               on_done: Callable[[KernelTrial, list[Outcome]], None] | None = None
-               ) -> dict[str, list[Outcome]]:
-    """Outcomes of every trial by signature, using `devices` (default: every
-    visible GPU; they must be of one model, so that times compare). With
-    several, `kgc.search.devices` shares the candidates out between them;
-    `on_done` is then called once per part of a trial, with its outcomes."""
-    # A GPU named twice is one: two candidates timed on it at once would
-    # disturb each other's times.
-    devices = list(dict.fromkeys(visible_devices() if devices is None else devices))
-    if not devices:
-        from kgc.diagnostics import KgcError
-
-        raise KgcError("timing candidates needs a CUDA device; none is visible")
-    if len(devices) > 1:
-        from triton.runtime.driver import driver
-
-        from kgc.search.devices import run_on_devices
-
-        check_one_model(devices)
-        driver.active.utils  # Triton's driver, made once here, not by two workers at once
-        return run_on_devices(trials, settings, devices, on_done)
-    import torch
-
-    results: dict[str, list[Outcome]] = {}
-    with torch.cuda.device(devices[0]):
-        for trial in trials:
-            results[trial.signature] = run_trial(trial, settings)
-            if on_done:
-                on_done(trial, results[trial.signature])
-    return results
-
-
-def check_one_model(devices: Sequence[int]) -> None:
-    import torch
-
-    from kgc.diagnostics import KgcError
-
-    names = {torch.cuda.get_device_name(d) for d in devices}
-    if len(names) > 1:
-        raise KgcError(f"the GPUs to time on are of several models ({', '.join(sorted(names))}); "
-                       "times would not compare: choose devices of one model")

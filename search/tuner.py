@@ -50,8 +50,8 @@ from kgc.search.farm import Farm
 from kgc.search.cache import EVIDENCE, Cache, CacheKey, Entry, installed_versions
 from kgc.pipeline.config import GraphConfig
 from kgc.pipeline.triton_stage import compile_jobs
-from kgc.search.profile import REJECTED, TIMED, KernelTrial, Outcome, TrialSettings, \
-    run_trial, run_trials
+from kgc.search.profile import REJECTED, TIMED, KernelTrial, Outcome, TrialSettings
+from kgc.search.trials import run_trials
 from kgc.search.kernels import FUNCTION, compile_candidate
 from kgc.search.space import EFFORT_CONFIGS, KernelVariants, variant_space
 from kgc.tuned_defaults import resolve as resolve_tuned_defaults
@@ -473,13 +473,13 @@ class _Search:
         default_config = GraphConfig(self.function)
         candidates = [(chosen, self._compile_graph(chosen)),
                       (default_config, self._compile_graph(None))]
-        trial = KernelTrial("graph", self.function, self.text,
+        trial = KernelTrial(GRAPH, self.function, self.text,
                             [(str(i), graph.module) for i, (_, graph) in enumerate(candidates)])
         settings = dataclasses.replace(self.settings, tamper=None)
         import torch
 
-        with torch.cuda.device((self.devices or [torch.cuda.current_device()])[0]):
-            outcomes = run_trial(trial, settings)
+        device = (self.devices or [torch.cuda.current_device()])[0]
+        outcomes = run_trials([trial], settings, [device])[GRAPH]
         # The whole graphs are candidates too: a rejection here (a choice
         # whose kernels pass alone but not together) is counted and said.
         for (config, _), outcome in zip(candidates, outcomes, strict=True):

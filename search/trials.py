@@ -1,0 +1,98 @@
+"""Where a search's trials run: on one GPU or shared out between several of
+one model (`kgc.search.devices`), and, unless the settings say otherwise,
+in a worker process per GPU that a faulting candidate may take down
+(`kgc.search.isolation`) rather than in this process.
+
+    results = run_trials(trials, settings, devices)   # {signature: [Outcome, ...]}
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Callable, Sequence
+
+from kgc.diagnostics import KgcError
+from kgc.search.devices import run_on_devices
+from kgc.search.isolation import IsolatedGPU
+from kgc.search.profile import KernelTrial, Outcome, TrialSettings, run_trial
+
+
+def visible_devices() -> list[int]:
+    import torch
+
+    return list(range(torch.cuda.device_count()))
+
+
+def run_trials(trials: Sequence[KernelTrial], settings: TrialSettings,
+               devices: Sequence[int] | None = None,
+               on_done: Callable[[KernelTrial, list[Outcome]], None] | None = None
+               ) -> dict[str, list[Outcome]]:
+    """Outcomes of every trial by signature, using `devices` (default: every
+    visible GPU; they must be of one model, so that times compare). With
+    several, `kgc.search.devices` shares the candidates out between them;
+    `on_done` is then called once per part of a trial, with its outcomes."""
+    # A GPU named twice is one: two candidates timed on it at once would
+    # disturb each other's times.
+    devices = list(dict.fromkeys(visible_devices() if devices is None else devices))
+    if not devices:
+        raise KgcError("timing candidates needs a CUDA device; none is visible")
+    if len(devices) > 1:
+        from triton.runtime.driver import driver
+
+        check_one_model(devices)
+        driver.active.utils  # Triton's driver, made once here, not by two workers at once
+        if not isolated(settings):
+            return run_on_devices(trials, settings, devices, on_done)
+        return _run_isolated_on_devices(trials, settings, devices, on_done)
+    import torch
+
+    results: dict[str, list[Outcome]] = {}
+    if isolated(settings):
+        with IsolatedGPU(devices[0]) as gpu:
+            for trial in trials:
+                results[trial.signature] = gpu.run(trial, settings)
+                if on_done:
+                    on_done(trial, results[trial.signature])
+        return results
+    with torch.cuda.device(devices[0]):
+        for trial in trials:
+            results[trial.signature] = run_trial(trial, settings)
+            if on_done:
+                on_done(trial, results[trial.signature])
+    return results
+
+
+def _run_isolated_on_devices(trials, settings, devices, on_done):
+    """`run_on_devices` with each GPU's thread handing its parts to a worker
+    process of its own on that GPU (`kgc.search.isolation`), which makes
+    the references there."""
+    gpus = {device: IsolatedGPU(device) for device in devices}
+    bound = threading.local()
+
+    @contextlib.contextmanager
+    def pin(device: int):
+        bound.gpu = gpus[device]
+        yield
+
+    try:
+        return run_on_devices(trials, settings, devices, on_done,
+                              runner=lambda part, s, _: bound.gpu.run(part, s),
+                              reference=lambda part, s: None, pin=pin)
+    finally:
+        for gpu in gpus.values():
+            gpu.close()
+
+
+def isolated(settings: TrialSettings) -> bool:
+    """Whether trials with `settings` run in worker processes."""
+    return settings.isolated and settings.tamper is None
+
+
+def check_one_model(devices: Sequence[int]) -> None:
+    import torch
+
+    names = {torch.cuda.get_device_name(d) for d in devices}
+    if len(names) > 1:
+        raise KgcError(f"the GPUs to time on are of several models ({', '.join(sorted(names))}); "
+                       "times would not compare: choose devices of one model")
