@@ -565,6 +565,35 @@ def test_short_steps_of_a_computed_operand_take_at_most_three_stages_on_sm90():
                       target=SM90).config.num_stages == 4
 
 
+def test_the_search_offers_no_config_the_fault_rule_refuses():
+    # Such a config would be a failed row of every search of the kernel
+    # (kg-tile refuses it); the headline's split-K candidates were.
+    from kgc.parsing import canonical_source
+    from kgc.search.kernels import compile_candidate
+    from kgc.search.space import variant_space
+    from tests.cases import headline_graph
+
+    text, function, _ = canonical_source(headline_graph().to_mlir(), None)
+    _, kernels = variant_space(text, function, "default", 90)
+    matmuls = [v for v in kernels.values() if v.kind == "matmul"]
+    assert matmuls
+    capped = 0
+    for variants in matmuls:
+        short = [c for c in variants.configs
+                 if isinstance(c, MatmulConfig) and c.block_k is not None and c.block_k <= 32]
+        for config in short:  # kg-tile takes every one
+            compile_candidate(variants.launch_text, config, 90, emit="kg")
+        # The kernel with the norm's scale in its k loop offers short steps
+        # with at most 3 stages (the bare product beside it may take 4).
+        capped += bool(short) and all(c.num_stages <= 3 for c in short)
+    assert capped >= 1
+    # sm_80 has no such rule: its space keeps 4 stages over short steps.
+    _, kernels80 = variant_space(text, function, "default", 80)
+    assert any(isinstance(c, MatmulConfig) and c.num_stages == 4 and c.block_k is not None
+               and c.block_k <= 32
+               for v in kernels80.values() if v.kind == "matmul" for c in v.configs)
+
+
 @pytest.mark.parametrize("m,tiles", [(64, (16, 64, 32)), (16, None)])
 def test_a_table_entry_over_the_faulting_stages_keeps_its_tiles_beyond_skinny_products(m, tiles):
     # The shipped entries of products with a computed operand carry 4 stages

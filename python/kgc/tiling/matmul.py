@@ -121,8 +121,12 @@ class MatmulSchedule(Schedule):
         # would fail in Triton's compile, which costs the search a second
         # or two a config: it is not offered (nine of the 48 configs of a
         # gated MLP at effort "default" on sm_90).
-        fitting = [c for c in space if _pipeline_fits(plan, c, target)]
-        seeds = [c for c in seeds if _pipeline_fits(plan, c, target)]
+        # Nor is one with more stages than the fault rule lets the kernel
+        # take, which kg-tile refuses (`_faulting_stage_cap`).
+        fitting = [c for c in space if _pipeline_fits(plan, c, target)
+                   and not _over_stage_cap(plan, c, target)]
+        seeds = [c for c in seeds if _pipeline_fits(plan, c, target)
+                 and not _over_stage_cap(plan, c, target)]
         return _legal(fitting, runs_on, plannable), _legal(seeds, runs_on, plannable)
 
     def table_key(self, plan):
@@ -203,7 +207,12 @@ def _faulting_stage_cap(target: Target, computed_operand: bool, bits: int, block
     folded 16 x 4096 -> 6144 kernel at 16 x 16 tiles and 32-deep steps, and
     Gemma 2's double-norm gated MLP (64 x 512 -> 2 x 1376) at 16 x 16 tiles
     and 64-deep steps. Both ran right with 3 stages; the decode products at
-    16 x 16 tiles and 128-deep steps run right with 4."""
+    16 x 16 tiles and 128-deep steps run right with 4. The stages are not
+    the whole cause: later searches (H100) faulted on that gated MLP at
+    64-column tiles with 2 stages, and on the RMSNorm-folded kernel at
+    16-row tiles with 4 stages beyond this rule. The search checks in worker
+    processes (kgc.search.isolation), where such a candidate is a rejected
+    row."""
     if not (target.wgmma and computed_operand and bits == 16):
         return None
     short_step = block_k <= (_SMALL_TILE_STEP if _small_tile(block_m, block_n) else _SHORT_STEP)
@@ -241,16 +250,25 @@ def _runnable_entry(plan: MatmulPlan, config: MatmulConfig,
     heuristics' 64-row ones: GPT-2's 64-token forward took 0.95x Inductor's
     time with them (H100, aa0739a) and 0.63x without (H200, ec5ddfd). Knobs
     the entry leaves open are sized as kgc's plan sized them."""
-    size = functools.partial(_sized, plan, config)
-    bits = element_bits(_operand_element(plan))
-    k_extent = plan.extents[plan.matmul_axes[1]]
-    cap = _faulting_stage_cap(target, bool(plan.reads.computed) and size("block_k") < k_extent,
-                              bits, size("block_m"), size("block_n"), size("block_k"))
-    if cap is None or config.num_stages is None or config.num_stages <= cap:
+    if not _over_stage_cap(plan, config, target):
         return config
     if plan.knob_extents.get("m", 1) <= SKINNY_ROWS:
         return None
-    return dataclasses.replace(config, num_stages=cap)
+    return dataclasses.replace(config, num_stages=_FAULTING_MAX_STAGES)
+
+
+def _over_stage_cap(plan: MatmulPlan, config: MatmulConfig, target: Target) -> bool:
+    """Whether `config` asks `plan`'s kernel for more stages than
+    `_faulting_stage_cap` lets it take; knobs it leaves open are sized as
+    kgc's plan sized them."""
+    if config.num_stages is None:
+        return False
+    size = functools.partial(_sized, plan, config)
+    k_extent = plan.extents[plan.matmul_axes[1]]
+    cap = _faulting_stage_cap(target, bool(plan.reads.computed) and size("block_k") < k_extent,
+                              element_bits(_operand_element(plan)), size("block_m"),
+                              size("block_n"), size("block_k"))
+    return cap is not None and config.num_stages > cap
 
 
 def _main_matmuls(plan: MatmulPlan) -> list[Node]:
