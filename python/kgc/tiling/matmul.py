@@ -209,10 +209,11 @@ def _faulting_stage_cap(target: Target, computed_operand: bool, bits: int, block
     and 64-deep steps. Both ran right with 3 stages; the decode products at
     16 x 16 tiles and 128-deep steps run right with 4. The stages are not
     the whole cause: later searches (H100) faulted on that gated MLP at
-    64-column tiles with 2 stages, and on the RMSNorm-folded kernel at
-    16-row tiles with 4 stages beyond this rule. The search checks in worker
-    processes (kgc.search.isolation), where such a candidate is a rejected
-    row."""
+    64-column tiles with 2 stages, on the RMSNorm-folded kernel at 16-row
+    tiles with 4 stages beyond this rule, and on TMA configs of a
+    double-norm product with 3 (benchmarks/NOTES.md, stop 35). The search
+    checks in worker processes (kgc.search.isolation), where such a
+    candidate is a rejected row."""
     if not (target.wgmma and computed_operand and bits == 16):
         return None
     short_step = block_k <= (_SMALL_TILE_STEP if _small_tile(block_m, block_n) else _SHORT_STEP)
