@@ -15,7 +15,8 @@ compiler may produce others. So the search checks and times in a worker:
 `IsolatedGPU` owns one worker process (a fresh interpreter started as
 `python -m kgc.search.isolation`, so that nothing of the caller's main
 script runs again in it), pinned to its device for its whole life. The
-worker makes a kernel's reference once (`profile.make_reference`) and runs
+worker makes a kernel's reference once for the candidates that come
+together (`profile.make_reference`; only the last kernel's is kept) and runs
 `profile.run_trial` on one candidate at a time, answering after each. When
 its CUDA context breaks, the worker says so and exits; when it dies or does
 not answer within `answer_timeout_s`, it is stopped. Either way the
@@ -183,7 +184,11 @@ def pin(device: int) -> None:
 def serve(receive: Connection, send: Connection, device: int, hooks) -> None:
     """The worker's loop: one trial per message, one answer per candidate."""
     hooks.pin(device)
-    references: dict[tuple[str, str], object] = {}
+    # The reference of the kernel whose candidates came last: a kernel's
+    # candidates come together (in parts, on several GPUs), and each
+    # reference holds inputs, results and the copies to time with, which
+    # would pile up on the GPU over a search's kernels.
+    reference_key, reference = None, None
     while True:
         try:
             trial, settings = receive.recv()
@@ -191,12 +196,14 @@ def serve(receive: Connection, send: Connection, device: int, hooks) -> None:
             return
         try:
             key = (trial.signature, trial.inline_text)
-            if key not in references:
-                references[key] = hooks.make_reference(trial, settings)
+            if key != reference_key:
+                reference_key, reference = None, None  # freed before the next is made
+                reference = hooks.make_reference(trial, settings)
+                reference_key = key
             for candidate in trial.candidates:
                 one = dataclasses.replace(trial, candidates=[candidate])
                 try:
-                    outcomes = hooks.run_trial(one, settings, references[key])
+                    outcomes = hooks.run_trial(one, settings, reference)
                 except Exception:
                     broken = hooks.context_error()
                     if broken is not None:

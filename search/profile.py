@@ -13,7 +13,7 @@ copies of the inputs that they do not stay in the L2 cache from one call to
 the next (`measure.input_sets`): a kernel is timed reading memory, as it
 runs in a model, not the L2 cache its previous call filled.
 
-Where trials run (which GPUs, which processes) is `kgc.search.trials`'.
+`kgc.search.trials` decides where trials run (which GPUs, which processes).
 """
 
 from __future__ import annotations

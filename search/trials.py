@@ -26,17 +26,38 @@ def visible_devices() -> list[int]:
 
 def run_trials(trials: Sequence[KernelTrial], settings: TrialSettings,
                devices: Sequence[int] | None = None,
-               on_done: Callable[[KernelTrial, list[Outcome]], None] | None = None
-               ) -> dict[str, list[Outcome]]:
+               on_done: Callable[[KernelTrial, list[Outcome]], None] | None = None,
+               workers: dict[int, IsolatedGPU] | None = None) -> dict[str, list[Outcome]]:
     """Outcomes of every trial by signature, using `devices` (default: every
     visible GPU; they must be of one model, so that times compare). With
     several, `kgc.search.devices` shares the candidates out between them;
-    `on_done` is then called once per part of a trial, with its outcomes."""
+    `on_done` is then called once per part of a trial, with its outcomes.
+    `workers` holds each GPU's worker process between calls (a search's
+    rounds): the caller closes them (`close_workers`); without it, the
+    workers this call starts end with it."""
     # A GPU named twice is one: two candidates timed on it at once would
     # disturb each other's times.
     devices = list(dict.fromkeys(visible_devices() if devices is None else devices))
     if not devices:
         raise KgcError("timing candidates needs a CUDA device; none is visible")
+    owned = workers is None
+    workers = {} if owned else workers
+    try:
+        return _run_trials(trials, settings, devices, on_done, workers)
+    finally:
+        if owned:
+            close_workers(workers)
+
+
+def close_workers(workers: dict[int, IsolatedGPU]) -> None:
+    for worker in workers.values():
+        worker.close()
+
+
+def _run_trials(trials, settings, devices, on_done, workers) -> dict[str, list[Outcome]]:
+    if isolated(settings):
+        for device in devices:
+            workers.setdefault(device, IsolatedGPU(device))
     if len(devices) > 1:
         from triton.runtime.driver import driver
 
@@ -44,44 +65,32 @@ def run_trials(trials: Sequence[KernelTrial], settings: TrialSettings,
         driver.active.utils  # Triton's driver, made once here, not by two workers at once
         if not isolated(settings):
             return run_on_devices(trials, settings, devices, on_done)
-        return _run_isolated_on_devices(trials, settings, devices, on_done)
-    import torch
+        # Each GPU's thread hands its parts to that GPU's worker process,
+        # which makes the references there.
+        bound = threading.local()
 
-    results: dict[str, list[Outcome]] = {}
-    if isolated(settings):
-        with IsolatedGPU(devices[0]) as gpu:
-            for trial in trials:
-                results[trial.signature] = gpu.run(trial, settings)
-                if on_done:
-                    on_done(trial, results[trial.signature])
-        return results
-    with torch.cuda.device(devices[0]):
-        for trial in trials:
-            results[trial.signature] = run_trial(trial, settings)
-            if on_done:
-                on_done(trial, results[trial.signature])
-    return results
+        @contextlib.contextmanager
+        def pin(device: int):
+            bound.gpu = workers[device]
+            yield
 
-
-def _run_isolated_on_devices(trials, settings, devices, on_done):
-    """`run_on_devices` with each GPU's thread handing its parts to a worker
-    process of its own on that GPU (`kgc.search.isolation`), which makes
-    the references there."""
-    gpus = {device: IsolatedGPU(device) for device in devices}
-    bound = threading.local()
-
-    @contextlib.contextmanager
-    def pin(device: int):
-        bound.gpu = gpus[device]
-        yield
-
-    try:
         return run_on_devices(trials, settings, devices, on_done,
                               runner=lambda part, s, _: bound.gpu.run(part, s),
                               reference=lambda part, s: None, pin=pin)
-    finally:
-        for gpu in gpus.values():
-            gpu.close()
+    if isolated(settings):
+        worker = workers[devices[0]]
+        run, place = (lambda trial: worker.run(trial, settings)), contextlib.nullcontext()
+    else:
+        import torch
+
+        run, place = (lambda trial: run_trial(trial, settings)), torch.cuda.device(devices[0])
+    results: dict[str, list[Outcome]] = {}
+    with place:
+        for trial in trials:
+            results[trial.signature] = run(trial)
+            if on_done:
+                on_done(trial, results[trial.signature])
+    return results
 
 
 def isolated(settings: TrialSettings) -> bool:

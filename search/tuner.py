@@ -51,7 +51,7 @@ from kgc.search.cache import EVIDENCE, Cache, CacheKey, Entry, installed_version
 from kgc.pipeline.config import GraphConfig
 from kgc.pipeline.triton_stage import compile_jobs
 from kgc.search.profile import REJECTED, TIMED, KernelTrial, Outcome, TrialSettings
-from kgc.search.trials import run_trials
+from kgc.search.trials import close_workers, run_trials
 from kgc.search.kernels import FUNCTION, compile_candidate
 from kgc.search.space import EFFORT_CONFIGS, KernelVariants, variant_space
 from kgc.tuned_defaults import resolve as resolve_tuned_defaults
@@ -238,11 +238,20 @@ class _Search:
         self.devices, self.budget_s, self.verbose, self.started = devices, budget_s, verbose, started
         self.rows: list[CandidateRow] = []
         self.phases_s: dict[str, float] = {}
+        # Each GPU's worker process (kgc.search.isolation), kept from the
+        # first round of checks to the whole graphs' check.
+        self.workers: dict = {}
 
     def over_budget(self) -> bool:
         return self.budget_s is not None and time.monotonic() - self.started > self.budget_s
 
     def run(self):
+        try:
+            return self._run()
+        finally:
+            close_workers(self.workers)
+
+    def _run(self):
         partitions, kernels = variant_space(self.text, self.function, self.effort,
                                              self.target)
         for variants in kernels.values():
@@ -427,7 +436,7 @@ class _Search:
 
         if not trials:
             return {}
-        results = run_trials(trials, self.settings, self.devices, done)
+        results = run_trials(trials, self.settings, self.devices, done, self.workers)
         best: dict[str, tuple[int, float]] = {}
         for signature, outcomes in results.items():
             timed = [(int(o.candidate.rsplit(":", 1)[1]), o.time_us) for o in outcomes
@@ -479,7 +488,7 @@ class _Search:
         import torch
 
         device = (self.devices or [torch.cuda.current_device()])[0]
-        outcomes = run_trials([trial], settings, [device])[GRAPH]
+        outcomes = run_trials([trial], settings, [device], workers=self.workers)[GRAPH]
         # The whole graphs are candidates too: a rejection here (a choice
         # whose kernels pass alone but not together) is counted and said.
         for (config, _), outcome in zip(candidates, outcomes, strict=True):

@@ -13,8 +13,13 @@ def pin(device):
     pass
 
 
+_references_made = 0
+
+
 def make_reference(trial, settings):
-    return f"reference of {trial.signature} in {os.getpid()}"
+    global _references_made
+    _references_made += 1
+    return f"reference {_references_made} of {trial.signature}"
 
 
 def run_trial(trial, settings, reference):
@@ -23,6 +28,8 @@ def run_trial(trial, settings, reference):
     action, _, value = candidate.partition("-")
     if action == "ok":
         return [Outcome(candidate, TIMED, float(value), reason=f"pid {os.getpid()}")]
+    if action == "ref":  # says which reference it was checked against
+        return [Outcome(candidate, TIMED, 1.0, reason=reference)]
     if action == "fault":  # the launch fails; run_trial rejects it and goes on
         _broken = "CUDA error: misaligned address"
         return [Outcome(candidate, REJECTED, reason=f"failed to run: {_broken}")]

@@ -68,3 +68,30 @@ def test_a_tamper_hook_keeps_the_trials_in_process():
     assert isolated(TrialSettings()) and not isolated(TrialSettings(isolated=False))
     with pytest.raises(ValueError, match="in process"):
         IsolatedGPU(0, hooks=HOOKS).run(trial("ok-1"), settings)
+
+
+def test_a_searchs_rounds_share_each_gpus_worker():
+    # A search checks in rounds (defaults, the rest, the whole graphs): the
+    # worker it passes along serves them all, started once.
+    from kgc.search.trials import close_workers, run_trials
+
+    workers = {0: IsolatedGPU(0, hooks=HOOKS)}
+    try:
+        first = run_trials([trial("ok-1")], TrialSettings(), [0], workers=workers)
+        second = run_trials([trial("ok-2", signature="graph")], TrialSettings(), [0],
+                            workers=workers)
+    finally:
+        close_workers(workers)
+    assert served_by(first["kernel"][0]) == served_by(second["graph"][0])
+    assert workers[0].started == 1
+
+
+def test_a_kernels_reference_is_made_once_for_its_candidates_and_only_the_last_is_kept():
+    with IsolatedGPU(0, hooks=HOOKS) as gpu:
+        reasons = [o.reason for t in (trial("ref", "ref", signature="a"),
+                                      trial("ref", signature="a"),
+                                      trial("ref", signature="b"),
+                                      trial("ref", signature="a"))
+                   for o in gpu.run(t, TrialSettings())]
+    assert reasons == ["reference 1 of a", "reference 1 of a", "reference 1 of a",
+                       "reference 2 of b", "reference 3 of a"]

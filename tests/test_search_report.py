@@ -58,7 +58,7 @@ def search(monkeypatch):
             progress.count("compiled")
         return dict(lowered)
 
-    def run_trials(trials, settings, devices, on_done=None):
+    def run_trials(trials, settings, devices, on_done=None, workers=None):
         results = {}
         for trial in trials:
             if trial.signature == tuner.GRAPH:
