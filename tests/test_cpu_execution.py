@@ -145,3 +145,36 @@ def test_a_value_read_in_pieces_is_stored_whole(rows, first):
     expected = torch.relu(y[:, 48:96]) + y[:, :first].sum(-1, keepdim=True) \
         - y[:, first:48].mean(-1, keepdim=True)
     torch.testing.assert_close(results, expected, atol=1e-5, rtol=1e-5)
+
+
+def attention_storing_its_mask(queries: int, keys: int, dim: int) -> kgc.Graph:
+    """BERT's attention as the search may cut it: the additive mask, one
+    value per query broadcast over the keys, stored as a result beside
+    softmax(scores + mask) @ v, in the kernel of the product, whose loop
+    runs over the keys."""
+    g = kgc.Graph("attention_storing_its_mask")
+    scores = g.input("scores", (2, queries, keys), "f32")
+    per_query = g.input("per_query", (queries, 1), "f32")
+    v = g.input("v", (2, keys, dim), "f16")
+    mask = g.broadcast_to(per_query, (queries, keys)) * 0.5
+    probabilities = g.softmax(scores + mask, dim=-1)
+    g.output(mask, g.matmul(g.cast(probabilities, "f16"), v))
+    return g
+
+
+@pytest.mark.parametrize("queries,keys,dim", [(1, 17, 16), (17, 100, 24), (64, 300, 64)])
+def test_a_result_broadcast_over_the_k_loop_is_stored_at_every_step(queries, keys, dim):
+    # The mask varies along the queries only, so its value was made once,
+    # before the loop over the keys, and stored after it: one block of
+    # keys written, the rest left as whatever memory held (inf and NaN on
+    # a GPU). Its store must run over every key block.
+    graph = attention_storing_its_mask(queries, keys, dim)
+    module = tiled(graph)
+    assert len(kernels_in(module)) == 1
+    generator = torch.Generator().manual_seed(queries * 1000 + keys)
+    inputs = [torch.randn(t.shape, generator=generator).to(_DTYPES[t.dtype]) for t in graph.inputs]
+    results = run_tiled(module, None, *inputs)
+    built = graph.build()
+    eager = kgc.reference.evaluate(built, None, inputs)
+    exact = kgc.reference.evaluate(built, None, inputs, exact=True)
+    assert_as_accurate_as_eager(results, eager, exact, who="the tiled kernel")

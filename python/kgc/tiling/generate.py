@@ -176,13 +176,12 @@ class Generator:
             self._run_phase(list(axes), nodes)
         deferred = []
         for index, (output, index_map) in enumerate(zip(self.plan.outputs, self.plan.output_maps)):
-            if self._axes(output, index_map) & set(self.plan.loop_axes):
+            if self._looped_store_axes(output, index_map):
                 deferred.append((index, output, index_map))
             else:
                 self._store(index, output, index_map)
         if deferred:
-            needed = sorted(set().union(*(self._axes(o, m) for _, o, m in deferred))
-                            & set(self.plan.loop_axes))
+            needed = sorted(set().union(*(self._looped_store_axes(o, m) for _, o, m in deferred)))
 
             def store_deferred(carried):
                 for index, output, index_map in deferred:
@@ -394,6 +393,15 @@ class Generator:
         return Tile(value, tile.axes, element)
 
     # -- values -----------------------------------------------------------------
+
+    def _looped_store_axes(self, output: Node, index_map: IndexMap) -> frozenset:
+        """The loop axes the store of `output` must run over: those its value
+        varies along, and those its address moves along where the value does
+        not (a mask broadcast over the keys, stored beside an attention's
+        product: one tile stored after the loop would cover one key block)."""
+        strides, _ = BufferView.contiguous(output.shape).address_map(index_map)
+        addressed = {a for a, s in enumerate(strides) if s != 0 and self.plan.extents[a] != 1}
+        return (self._axes(output, index_map) | addressed) & set(self.plan.loop_axes)
 
     def _axes(self, node: Node, index_map: IndexMap) -> frozenset:
         return axes_of(node, index_map, self.plan.reduce_axes, self.plan.contraction_axes(),
