@@ -604,3 +604,45 @@ func.func @gather_stays(%t: tensor<64x32xf16>, %ids: tensor<5xi64>) -> tensor<5x
   %y = kg.gather %t[%ids] dim 0 : (tensor<64x32xf16>, tensor<5xi64>) -> tensor<5x32xf16>
   return %y : tensor<5x32xf16>
 }
+
+// A cube is two products in f32, as torch computes it (GPT-2's GELU): the
+// pow routine's few units of roundoff flip the f16 rounding of some elements.
+// CHECK-LABEL: func.func @cube_f16
+// CHECK-SAME: (%[[X:.*]]: tensor<4x8xf16>)
+// CHECK: %[[W:.*]] = kg.cast %[[X]] {kg.promotion} : tensor<4x8xf16> to tensor<4x8xf32>
+// CHECK-NEXT: %[[SQ:.*]] = kg.mul %[[W]], %[[W]] : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT: %[[CUBE:.*]] = kg.mul %[[SQ]], %[[W]] : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT: %[[OUT:.*]] = kg.cast %[[CUBE]] {kg.promotion} : tensor<4x8xf32> to tensor<4x8xf16>
+// CHECK-NEXT: return %[[OUT]]
+func.func @cube_f16(%x: tensor<4x8xf16>) -> tensor<4x8xf16> {
+  %three = kg.constant 3.0 : tensor<f16>
+  %y = kg.pow %x, %three : (tensor<4x8xf16>, tensor<f16>) -> tensor<4x8xf16>
+  return %y : tensor<4x8xf16>
+}
+
+// x^-2 is one over the square.
+// CHECK-LABEL: func.func @inverse_square_f32
+// CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32>)
+// CHECK: %[[SQ:.*]] = kg.mul %[[X]], %[[X]]
+// CHECK-NEXT: %[[ONE:.*]] = kg.constant 1.000000e+00 : tensor<f32>
+// CHECK-NEXT: %[[INV:.*]] = kg.div %[[ONE]], %[[SQ]]
+// CHECK-NEXT: return %[[INV]]
+func.func @inverse_square_f32(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %e = kg.constant -2.0 : tensor<f32>
+  %y = kg.pow %x, %e : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
+
+// Any other exponent, or one that is not a constant, stays a pow: only its
+// f16 math moves to f32.
+// CHECK-LABEL: func.func @other_powers
+// CHECK: kg.pow %{{.*}}, %{{.*}} : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+// CHECK: kg.pow %{{.*}}, %{{.*}} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NOT: kg.mul
+func.func @other_powers(%x: tensor<4x8xf16>, %e: tensor<4x8xf32>) -> (tensor<4x8xf16>, tensor<4x8xf32>) {
+  %c = kg.constant 2.5 : tensor<f16>
+  %y = kg.pow %x, %c : (tensor<4x8xf16>, tensor<f16>) -> tensor<4x8xf16>
+  %xf = kg.cast %x : tensor<4x8xf16> to tensor<4x8xf32>
+  %z = kg.pow %xf, %e : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %y, %z : tensor<4x8xf16>, tensor<4x8xf32>
+}
