@@ -8,9 +8,12 @@
 //     V stays out of an attention kernel whose programs would each repeat it;
 //   prologue-once (the matmul's objection): a prologue of exponentials,
 //     divisions and the like stays out of a matmul whose programs along n
-//     would each repeat it.
+//     would each repeat it;
+//   skinny-prologue (the matmul's objection): no prologue at all in a
+//     product of more than 16 rows whose programs along n would repeat it.
 // RUN: kgc-opt %s --kg-decompose --kg-fuse | FileCheck %s
-// RUN: kgc-opt %s --kg-decompose --kg-fuse='library-alone=false rules-off=keys-once,prologue-once' | FileCheck %s --check-prefix=FUSED
+// RUN: kgc-opt %s --kg-decompose --kg-fuse='library-alone=false rules-off=keys-once,prologue-once,skinny-prologue' | FileCheck %s --check-prefix=FUSED
+// RUN: kgc-opt %s --kg-decompose --kg-fuse='rules-off=skinny-prologue' | FileCheck %s --check-prefix=ROWS
 // Without library kernels kgc's own rule gives nothing to the library:
 // RUN: env KGC_LIBRARY_KERNELS=0 kgc-opt %s --kg-decompose --kg-fuse | FileCheck %s --check-prefix=NOLIB
 
@@ -23,8 +26,10 @@
 // CHECK-NEXT: kg.matmul
 // CHECK-NEXT: kg.yield
 // FUSED-LABEL: func.func @prefill_norm_matmul(
+// Without the library the norm still stays out: 512 rows are past a skinny
+// product's (skinny-prologue).
 // NOLIB-LABEL: func.func @prefill_norm_matmul(
-// NOLIB-NEXT: kg.kernel @prefill_norm_matmul_0_matmul(
+// NOLIB-NEXT: kg.kernel @prefill_norm_matmul_0_reduction(
 // FUSED-NEXT: kg.kernel @prefill_norm_matmul_0_matmul(%arg0, %arg1, %arg2)
 func.func @prefill_norm_matmul(%x: tensor<512x4096xf16>, %gamma: tensor<4096xf16>, %w: tensor<4096x4096xf16>) -> tensor<512x4096xf16> {
   %n = kg.rms_norm %x weight %gamma normalized_shape [4096] eps 1.0e-5 : (tensor<512x4096xf16>, tensor<4096xf16>) -> tensor<512x4096xf16>
@@ -69,11 +74,19 @@ func.func @prefill_gated(%x: tensor<512x512xf16>, %wg: tensor<512x1376xf16>, %wu
   return %h : tensor<512x1376xf16>
 }
 
-// 64 rows are too few for the library: the norm still folds into the matmul.
+// 64 rows are too few for the library, and too many for a prologue: each of
+// the matmul's programs along n would scale its 64 x k operand again in
+// registers (skinny-prologue), so the norm is a kernel of its own. With the
+// rule off it folds into the matmul.
 // CHECK-LABEL: func.func @decode_norm_matmul(
-// CHECK-NEXT: kg.kernel @decode_norm_matmul_0_matmul(%arg0, %arg1, %arg2)
+// CHECK-NEXT: %[[N:.*]] = kg.kernel @decode_norm_matmul_0_reduction(%arg0, %arg1)
+// CHECK: kg.kernel @decode_norm_matmul_1_matmul(%[[N]], %arg2)
 // CHECK-NOT: kg.kernel
 // CHECK: return
+// ROWS-LABEL: func.func @decode_norm_matmul(
+// ROWS-NEXT: kg.kernel @decode_norm_matmul_0_matmul(%arg0, %arg1, %arg2)
+// ROWS-NOT: kg.kernel
+// ROWS: return
 func.func @decode_norm_matmul(%x: tensor<64x4096xf16>, %gamma: tensor<4096xf16>, %w: tensor<4096x4096xf16>) -> tensor<64x4096xf16> {
   %n = kg.rms_norm %x weight %gamma normalized_shape [4096] eps 1.0e-5 : (tensor<64x4096xf16>, tensor<4096xf16>) -> tensor<64x4096xf16>
   %y = kg.matmul %n, %w : (tensor<64x4096xf16>, tensor<4096x4096xf16>) -> tensor<64x4096xf16>

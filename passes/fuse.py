@@ -20,7 +20,10 @@ Argument: `kg-fuse`. Options:
     rules-off=NAMES      schedules' fusion rules to turn off, by `,`: the
                          objections of `Schedule.fusion_refusal` (attention's
                          `keys-once`: no work on K or V in a kernel whose
-                         programs would each repeat it) and the gathering
+                         programs would each repeat it; the matmul's
+                         `prologue-once` and `skinny-prologue`: no costly
+                         prologue, and none at all past 16 rows, in a
+                         product whose programs along n repeat it) and the gathering
                          rules of schedules registered from outside kgc
     target=SM            the SM version the groups are planned for (default
                          90), as kg-tile will plan them: whether a merge

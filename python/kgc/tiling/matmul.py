@@ -68,6 +68,9 @@ _FAULTING_MAX_STAGES = 3
 # along n that may repeat a costly one (`kgc.op_table`'s `costly` ops).
 PROLOGUE_ONCE = "prologue-once"
 _PROLOGUE_READERS = 4
+# The rule by which a product of more rows than a skinny one refuses any
+# prologue its programs along n would repeat (see `fusion_refusal`).
+SKINNY_PROLOGUE = "skinny-prologue"
 
 
 class MatmulSchedule(Schedule):
@@ -85,13 +88,25 @@ class MatmulSchedule(Schedule):
         # 3.8 and the SiLU product as a kernel of its own 1.4; at 64 rows
         # 31.8 against 8.0 for the pair (benchmarks/NOTES.md, "Skinny
         # products with a computed operand"). A norm's scale (multiplies)
-        # stays in, as does a prologue that at most four programs repeat
-        # (a softmax over k before a 256-column product).
+        # stays in a skinny product, and any prologue that at most four
+        # programs repeat (a softmax over k before a 256-column product).
         _, _, n_axis = plan.matmul_axes
         if ceil_div(plan.extents[n_axis], plan.tile[n_axis]) <= _PROLOGUE_READERS:
             return None
         rows = [elementwise_op(op) for op in plan.reads.prologue_ops]
-        return PROLOGUE_ONCE if any(row is not None and row.costly for row in rows) else None
+        if any(row is not None and row.costly for row in rows):
+            return PROLOGUE_ONCE
+        # Past a skinny product's rows any prologue costs more than the
+        # pass over the operand it saves: its tile goes through registers
+        # each k step instead of the pipelined copies. The partitions of the
+        # model suite at 64 tokens, default compile, GPU time (an H200, one
+        # run; benchmarks/NOTES.md): Gemma 2 131 -> 91 us with its second
+        # norm out of each projection, BERT 80 -> 60, Llama, Mistral, Qwen2,
+        # Qwen3 and GPT-2 3-6% faster; at 512 tokens Llama and Gemma 2 1-2%
+        # slower, GPT-2 and BERT unchanged.
+        if any(row is not None for row in rows) and plan.knob_extents.get("m", 1) > SKINNY_ROWS:
+            return SKINNY_PROLOGUE
+        return None
 
     def plan(self, outputs, order, config, kernel, target):
         return _plan_matmul(outputs, order, [n for n in order if n.op == "matmul"], config, kernel,
