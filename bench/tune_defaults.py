@@ -1,6 +1,7 @@
 """Building the tuned-defaults table on a GPU, and checking the default compile against the search.
 
     python -m kgc.bench.tune_defaults build --out sm_90.json --budget-s 3600
+    python -m kgc.bench.tune_defaults build --out sm_90.json --graphs PARTITIONS/*.mlir
     python -m kgc.bench.tune_defaults check --table sm_90.json --held-out shapes.json
     python -m kgc.bench.tune_defaults corpus        # the corpus, one shape a line
 
@@ -19,7 +20,12 @@ so that a run cut short keeps what it measured; a later run with the same
 `--out` keeps those entries and skips their shapes. The table records the
 GPU, Triton's version, the kgc commit and the date. Configs are written so
 that they carry over to other shapes: a tile that covered its axis is
-written as the power of two that covers it.
+written as the power of two that covers it. `--graphs` measures kgc graph
+files the same way, a model's captured partitions
+(`benchmarks/capture_partitions.py`): their kernels carry the prologues and
+epilogues of real models (two norms folded into a projection, a residual
+sum stored from the k loop) that no corpus shape has. `--reports DIR` keeps
+each search's report, every candidate's config and time.
 
 `check` runs superoptimize with the table in use (`--table`, or the one
 kgc reads by default) on the workloads of `kgc bench` and on the shapes of
@@ -147,6 +153,37 @@ class Shape:
         return g
 
 
+@dataclasses.dataclass(frozen=True)
+class GraphFile:
+    """A kgc graph read from an `.mlir` file (a partition that the torch
+    frontend captured from a model, `benchmarks/capture_partitions.py`),
+    measured as a whole like a shape: its kernels are what a model runs,
+    with the prologues and epilogues no corpus shape has."""
+
+    path: str
+
+    @property
+    def name(self) -> str:
+        return f"graph {pathlib.Path(self.path).name}"
+
+    def build(self) -> str:
+        return self.path
+
+
+def read_graphs(paths: Sequence[str]) -> list[GraphFile]:
+    """The `.mlir` files named, each parsed now so that a bad one fails
+    before any GPU work (the error names the file, line and column)."""
+    from kgc.parsing import canonical_source
+
+    graphs = []
+    for path in paths:
+        if not pathlib.Path(path).is_file() or not path.endswith(".mlir"):
+            raise KgcError(f"{path}: not an .mlir file")
+        canonical_source(path, None)
+        graphs.append(GraphFile(path))
+    return graphs
+
+
 # Llama-3-8B's projections as (N, K): q/k/v fused, o, gate and up fused,
 # down, the LM head; and the model suite's small models (hidden 512,
 # intermediate 1376, 8 heads of 64, 4 key/value heads, vocabulary 2048).
@@ -253,15 +290,15 @@ def default_kernels(shape: Shape, target: int):
 
 
 def measure_shape(shape: Shape, target: int, budget_s: float, effort: str, verbose: bool):
-    """The table's entries for `shape`: superoptimize with kgc's heuristics
-    as the default (`entries_from_report`)."""
+    """The table's entries for `shape` (`entries_from_report`) and the
+    search's report: superoptimize with kgc's heuristics as the default."""
     from kgc.search.tuner import superoptimize
 
     with tuned_defaults_setting("off"):
         kernels = default_kernels(shape, target)
         graph = superoptimize(shape.build(), target=target, budget_s=budget_s, effort=effort,
                               cache=False, verbose=verbose)
-    return entries_from_report(shape, kernels, graph.report)
+    return entries_from_report(shape, kernels, graph.report), graph.report
 
 
 def entries_from_report(shape: Shape, kernels, report) -> list:
@@ -322,10 +359,13 @@ def write_table(path: pathlib.Path, table) -> None:
     os.replace(temporary, path)
 
 
-def build(shapes: Sequence[Shape], out: pathlib.Path, budget_s: float, shape_budget_s: float,
-          effort: str = "low", verbose: bool = False, log=print):
+def build(shapes: Sequence[Shape | GraphFile], out: pathlib.Path, budget_s: float,
+          shape_budget_s: float, effort: str = "low", verbose: bool = False, log=print,
+          reports: pathlib.Path | None = None):
     """Measures `shapes` on the current GPU into the table at `out` (see the
-    module docstring); returns the table."""
+    module docstring); returns the table. With `reports`, each shape's
+    search report is written there as JSON (every candidate's config, time
+    or reason), the evidence behind its entries."""
     import torch
     import triton
 
@@ -359,7 +399,8 @@ def build(shapes: Sequence[Shape], out: pathlib.Path, budget_s: float, shape_bud
             log(f"budget of {budget_s:g} s spent; {len(shapes) - index} shape(s) not measured")
             break
         try:
-            measured = measure_shape(shape, target, min(shape_budget_s, left), effort, verbose)
+            measured, report = measure_shape(shape, target, min(shape_budget_s, left), effort,
+                                             verbose)
         except Exception as error:  # noqa: BLE001 - one shape's failure is its line, not the run's
             text = str(error).strip()
             log(f"[{index + 1}/{len(shapes)}] {shape.name}: failed: "
@@ -369,6 +410,10 @@ def build(shapes: Sequence[Shape], out: pathlib.Path, budget_s: float, shape_bud
             entries[_entry_key(entry)] = entry
         table = TunedTable(entries=tuple(entries.values()), **header)
         write_table(out, table)
+        if reports is not None:
+            reports.mkdir(parents=True, exist_ok=True)
+            (reports / f"{index:03d}.json").write_text(json.dumps(
+                {"shape": shape.name, **report.to_dict()}, indent=1))
         summary = ", ".join(f"{e.time_us:.2f} us (heuristic {e.heuristic_us:.2f})"
                             for e in measured) or "no entry"
         log(f"[{index + 1}/{len(shapes)}] {shape.name}: {summary}")
@@ -473,6 +518,12 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                         help="seconds of search per shape (default 60)")
     build_.add_argument("--shapes", help="a JSON list of shapes to measure instead of the "
                                          "corpus")
+    build_.add_argument("--graphs", nargs="+", metavar="MLIR",
+                        help="kgc graphs (.mlir files, such as a model's captured partitions) "
+                             "to measure, after the --shapes if given, instead of the corpus "
+                             "if not")
+    build_.add_argument("--reports", metavar="DIR",
+                        help="write each shape's search report there as JSON")
     build_.add_argument("--effort", choices=("low", "default", "high"), default="default")
     build_.add_argument("--verbose", action="store_true", help="the search's progress bars")
     check_ = actions.add_parser("check", help="the default compile against superoptimize on "
@@ -481,6 +532,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                                         "on or off (default: what kgc reads)")
     check_.add_argument("--held-out", help="a JSON list of shapes to check besides the "
                                            "workloads")
+    check_.add_argument("--graphs", nargs="+", metavar="MLIR",
+                        help="kgc graphs (.mlir files) to check besides the workloads")
     check_.add_argument("--workloads", default=None,
                         help="comma-separated kgc bench workloads (default: all; '' for none)")
     check_.add_argument("--budget-s", type=float, default=120.0,
@@ -504,7 +557,10 @@ def main(argv: Sequence[str] | None = None,
             return 0
         # What to measure first, so that a bad file fails before any GPU work.
         if args.action == "build":
-            shapes = read_shapes(args.shapes) if args.shapes else corpus()
+            # Graphs alone measure only them; with --shapes, those shapes first.
+            shapes = (read_shapes(args.shapes) if args.shapes
+                      else [] if args.graphs else corpus())
+            shapes += read_graphs(args.graphs or [])
         else:
             from kgc.bench.workloads import select
 
@@ -514,6 +570,8 @@ def main(argv: Sequence[str] | None = None,
             graphs = [(f"kgc bench {w.name}", w.build()) for w in workloads]
             if args.held_out:
                 graphs += [(s.name, s.build()) for s in read_shapes(args.held_out)]
+            if args.graphs:
+                graphs += [(g.name, g.build()) for g in read_graphs(args.graphs)]
         from kgc.runtime import cuda_available
 
         if not cuda_available():
@@ -521,7 +579,8 @@ def main(argv: Sequence[str] | None = None,
                            "sees none")
         if args.action == "build":
             table = build(shapes, pathlib.Path(args.out), args.budget_s, args.shape_budget_s,
-                          args.effort, args.verbose)
+                          args.effort, args.verbose,
+                          reports=pathlib.Path(args.reports) if args.reports else None)
             print(f"{args.out}: {len(table.entries)} entries for {table.target} ({table.gpu})")
             return 0
         results = check(graphs, args.table, args.budget_s, args.effort, args.tolerance,

@@ -17,8 +17,8 @@ from mlir import ir
 
 import kgc
 from kgc.execution import run_tiled
-from kgc.bench.tune_defaults import (Shape, corpus, default_kernels, entries_from_report,
-                                     portable, read_shapes)
+from kgc.bench.tune_defaults import (GraphFile, Shape, corpus, default_kernels,
+                                     entries_from_report, portable, read_graphs, read_shapes)
 from kgc.passes.tile import plan_kernel
 from kgc.pipeline.compiler import compile_module
 from kgc.targets import table_record
@@ -254,6 +254,32 @@ def test_the_builders_kernels_are_keyed_as_the_compile_looks_them_up():
                                                                           "k": 512}
     (norm,) = default_kernels(Shape.of("rmsnorm-matmul", m=3, n=33, k=64), 90)
     assert norm[1] == _key(3, 33, 64, variant="norm")
+
+
+def test_a_graph_files_kernels_are_keyed_like_the_shape_it_holds(tmp_path):
+    # The same RMSNorm + matmul as a graph file (as a model's captured
+    # partition comes) and as a corpus shape: the same kernel, the same key.
+    path = tmp_path / "norm.mlir"
+    path.write_text(Shape.of("rmsnorm-matmul", m=3, n=33, k=64).build().to_mlir())
+    (graph,) = read_graphs([str(path)])
+    assert graph == GraphFile(str(path)) and graph.name == "graph norm.mlir"
+    (from_file,) = default_kernels(graph, 90)
+    (from_shape,) = default_kernels(Shape.of("rmsnorm-matmul", m=3, n=33, k=64), 90)
+    assert from_file[1:] == from_shape[1:] and from_file[1] == _key(3, 33, 64, variant="norm")
+
+
+def test_a_bad_graph_file_is_an_error_naming_its_line_before_any_measuring(tmp_path):
+    path = tmp_path / "bad.mlir"
+    path.write_text("func.func @f(%x: tensor<4xf16>) -> tensor<4xf16> {\n"
+                    "  %y = kg.exp %x : (tensor<4xf16>) -> tensor<5xf16>\n"
+                    "  return %y : tensor<5xf16>\n}\n")
+    for action in (("build", "--out", str(tmp_path / "t.json")), ("check", "--workloads", "")):
+        done = _kgc("tune-defaults", *action, "--graphs", str(path))
+        assert done.returncode == 1 and "Traceback" not in done.stderr
+        assert f"{path}:2:" in done.stderr, done.stderr
+    done = _kgc("tune-defaults", "build", "--out", str(tmp_path / "t.json"), "--graphs",
+                str(tmp_path / "none.mlir"))
+    assert done.returncode == 1 and "none.mlir: not an .mlir file" in done.stderr
 
 
 def test_the_builder_records_the_fastest_timed_config_against_the_heuristics():

@@ -5,6 +5,7 @@ table it writes loads, and the default compile follows it; the checker
 compares the default with the search."""
 
 import dataclasses
+import json
 
 import pytest
 
@@ -33,7 +34,11 @@ def test_the_builder_writes_a_table_the_default_compile_uses(tmp_path, monkeypat
     out = tmp_path / "table.json"
     lines = []
     table = build(SHAPES, out, budget_s=300, shape_budget_s=60, effort="low",
-                  log=lines.append)
+                  log=lines.append, reports=tmp_path / "reports")
+    # Each shape's search report: the evidence behind its entries.
+    reports = [json.loads(p.read_text()) for p in sorted((tmp_path / "reports").iterdir())]
+    assert [r["shape"] for r in reports] == [s.name for s in SHAPES]
+    assert all(any(row["status"] == "timed" for row in r["rows"]) for r in reports)
     major, minor = torch.cuda.get_device_capability()
     sm = major * 10 + minor
     loaded = load_table(out)
