@@ -42,6 +42,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 from kgc.pipeline.artifact import kernel_symbol
@@ -74,12 +75,25 @@ class CompilePool:
         self._idle: queue.SimpleQueue = queue.SimpleQueue()
         self._threads = concurrent.futures.ThreadPoolExecutor(jobs)
         self._all: list[_Worker] = []
+        self._starting = threading.Lock()
 
     def __enter__(self) -> "CompilePool":
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    def start(self) -> None:
+        """Starts every worker now rather than as kernels wait for them: a
+        worker loads Triton before its first request (about a second), so
+        a caller that starts them before it has kernels to compile (the
+        torch backend, as Dynamo hands it a first graph) hides that behind
+        its own work."""
+        with self._starting:
+            while len(self._all) < self.jobs:
+                worker = _Worker(self._scratch.name)
+                self._all.append(worker)
+                self._idle.put(worker)
 
     def submit(self, ttir: str, options, target: int,
                timeout: float | None = None) -> concurrent.futures.Future:
@@ -115,8 +129,9 @@ class CompilePool:
         try:
             worker = self._idle.get_nowait()
         except queue.Empty:
-            worker = _Worker(self._scratch.name)
-            self._all.append(worker)
+            with self._starting:
+                worker = _Worker(self._scratch.name)
+                self._all.append(worker)
         result = worker.compile(request, timeout)
         if worker.alive:
             self._idle.put(worker)
@@ -195,6 +210,15 @@ def _triton_dump_environment(ttir: str) -> None:
         del os.environ["MLIR_ENABLE_DUMP"]
 
 
+def _load_triton() -> None:
+    """Imports Triton and computes the hash of its installation that keys
+    its cache, which it does once per process, before the first request
+    rather than during it."""
+    from triton.runtime.cache import triton_key
+
+    triton_key()
+
+
 def serve() -> None:
     """The worker's loop: compile each request from stdin until it closes."""
     requests = os.fdopen(os.dup(0), "rb")
@@ -202,6 +226,7 @@ def serve() -> None:
     # Whatever else writes to fd 1 must not reach the parent's reply pipe.
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
+    _load_triton()
     while header := requests.read(_LENGTH.size):
         ttir, options, target, environment = pickle.loads(
             requests.read(_LENGTH.unpack(header)[0]))

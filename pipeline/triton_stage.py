@@ -176,6 +176,12 @@ def worker_pool(target: int, jobs: int = 1) -> "CompilePool":
     return pool
 
 
+def start_workers(target: int, jobs: int) -> None:
+    """Starts the `jobs` workers of `worker_pool(target, jobs)` now, so that
+    they load Triton while the caller does other work."""
+    worker_pool(target, jobs).start()
+
+
 def _close_pools() -> None:
     for pool in _POOLS.values():
         pool.close()

@@ -146,6 +146,24 @@ def test_pool_and_sequential_compiles_give_the_same_artifacts():
     assert [a.asm for a in pooled] == [k.artifact.asm for k in module.kernels.values()]
 
 
+def test_started_workers_are_running_before_any_kernel_and_compile_the_first_ones():
+    # A torch.compile starts them as Dynamo hands over its first graph, so
+    # that their start (loading Triton) overlaps kgc's own work on it.
+    from kgc.pipeline.artifact import Artifact
+    from kgc.pipeline.compile_worker import CompilePool
+
+    (kernel,) = kgc.compile(SOFTMAX.graph("f32")).module.kernels.values()
+    with CompilePool(2) as pool:
+        pool.start()
+        started = list(pool._all)
+        assert len(started) == 2 and all(w.process.poll() is None for w in started)
+        pool.start()  # already started: no more
+        results = pool.map([(kernel.asm["ttir"], kernel.options, 90)] * 3)
+        assert all(isinstance(r.outcome, Artifact) for r in results)
+        assert results[0].outcome.hash == kernel.artifact.hash
+        assert pool._all == started
+
+
 def test_a_kernel_that_fails_in_a_worker_is_reported_with_triton_s_lines(tmp_path):
     from tests.test_compile_errors import BROKEN_TTIR
 

@@ -185,6 +185,19 @@ def _default_compile(graph, target: int | None = None):
     return kgc.compile(graph, target=target, jobs=compile_jobs(), cache=kernel_cache_choice())
 
 
+def _start_compile_workers() -> None:
+    """Starts the processes that will compile this GPU's kernels while
+    AOTAutograd traces the graph and kgc converts, fuses and tiles it, so
+    that a first call does not wait for them to load Triton."""
+    import torch
+
+    from kgc.pipeline.triton_stage import compile_jobs, start_workers
+
+    if torch.cuda.is_available():
+        major, minor = torch.cuda.get_device_capability()
+        start_workers(major * 10 + minor, compile_jobs())
+
+
 def kernel_cache_choice() -> bool:
     """Whether the backend's compiles use kgc's kernel cache
     (`kgc.pipeline.kernel_cache`): yes, as Inductor keeps its own, so that
@@ -287,6 +300,8 @@ class Backend:
                           stacklevel=2)
             self.reports.append(GraphReport([], [], whole_graph_reason=reason))
             return gm.forward
+        if self.run_kernels and self.compile_graph is compile_kernel_graph:
+            _start_compile_workers()
         from torch._dynamo.backends.common import aot_autograd
         from torch._functorch.aot_autograd import make_boxed_func
         from torch._functorch.partitioners import min_cut_rematerialization_partition
