@@ -30,6 +30,7 @@ from kgc.search.kernels import compile_candidate, index_bounds, input_specs  # n
 from kgc.search.space import variant_space  # noqa: E402
 from kgc.search.verify import random_inputs  # noqa: E402
 from kgc.torch.backend import Backend  # noqa: E402
+from tests.comparison import as_tuple  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
@@ -80,14 +81,10 @@ def _wrong_kernels(text: str) -> list[str]:
         except TileProgramError as error:  # an element unwritten, a read out of bounds
             wrong.append(f"{variants.name} ({variants.default}): {error}")
             continue
-        reason = mismatch(_as_tuple(got), _as_tuple(eager), _as_tuple(exact))
+        reason = mismatch(as_tuple(got), as_tuple(eager), as_tuple(exact))
         if reason is not None:
             wrong.append(f"{variants.name} ({variants.default}): {reason}")
     return wrong
-
-
-def _as_tuple(results) -> tuple:
-    return tuple(results) if isinstance(results, (list, tuple)) else (results,)
 
 
 @pytest.mark.parametrize("name", ["bert", "gpt2", "gemma2"])
