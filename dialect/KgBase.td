@@ -25,7 +25,9 @@ def Kg_Dialect : Dialect {
   let summary = "Kernel graphs: fused tensor programs that lower to Triton.";
   let description = [{
     A kernel graph is a `func.func` whose body is made of `kg` ops on ranked
-    tensors with static shapes. kgc partitions the graph into `kg.kernel`
+    tensors. An extent is static or dynamic (`?`): a function's dynamic
+    extents all stand for one size, given by each call (the number of tokens,
+    say), so that one graph describes every such size. kgc partitions the graph into `kg.kernel`
     ops, tiles each kernel, pads its tiles to powers of two with masks,
     legalizes its dots and lowers it to Triton IR (TTIR).
   }];
@@ -59,14 +61,24 @@ def Kg_Value : AnyTypeOf<[F32, F16, BF16, I1, I32, I64],
 def Kg_Element : AnyTypeOf<[F32, F16, BF16, F8E4M3FN, F8E5M2, I1, I32, I64],
                            "f32, f16, bf16, f8E4M3FN, f8E5M2, i1, i32 or i64">;
 
-def Kg_FloatTensor : StaticShapeTensorOf<[Kg_Float]>;
-def Kg_NumericTensor : StaticShapeTensorOf<[Kg_Numeric]>;
-def Kg_ValueTensor : StaticShapeTensorOf<[Kg_Value]>;
-def Kg_BoolTensor : StaticShapeTensorOf<[I1]>;
-def Kg_IndexTensor : StaticShapeTensorOf<[Kg_Int]>;
-def Kg_Tensor : StaticShapeTensorOf<[Kg_Element]>;
+// Graph tensors are ranked; an extent is a number or `?`, a dynamic extent
+// whose size each call gives (all the `?` of one function are one size).
+def Kg_FloatTensor : RankedTensorOf<[Kg_Float]>;
+def Kg_NumericTensor : RankedTensorOf<[Kg_Numeric]>;
+def Kg_ValueTensor : RankedTensorOf<[Kg_Value]>;
+def Kg_BoolTensor : RankedTensorOf<[I1]>;
+def Kg_IndexTensor : RankedTensorOf<[Kg_Int]>;
+def Kg_Tensor : RankedTensorOf<[Kg_Element]>;
+// Ops whose result is made from attributes alone (constants, counts): their
+// extents cannot come from a call, so they are static.
+def Kg_StaticNumericTensor : StaticShapeTensorOf<[Kg_Numeric]>;
+def Kg_StaticValueTensor : StaticShapeTensorOf<[Kg_Value]>;
+// What a launch takes and makes: the tiler plans static extents only.
+def Kg_StaticTensor : StaticShapeTensorOf<[Kg_Element]>;
 
-// Tiles are tensors too; masks are tensors of i1.
+// Tiles are tensors of static shape (tile sizes are compile-time constants);
+// masks are tensors of i1.
+def Kg_Tile : StaticShapeTensorOf<[Kg_Element]>;
 def Kg_MaskTile : StaticShapeTensorOf<[I1]>;
 
 // Buffers of a tiled kernel.

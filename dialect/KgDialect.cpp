@@ -42,12 +42,17 @@ void KgDialect::initialize() {
 
 namespace {
 
-/// A shape as text, `[16, 128]`, for diagnostics.
+/// An extent as text: its number, or `?` when it is dynamic.
+std::string dimText(int64_t dim) {
+  return ShapedType::isDynamic(dim) ? std::string("?") : std::to_string(dim);
+}
+
+/// A shape as text, `[16, 128]` or `[?, 128]`, for diagnostics.
 std::string shapeText(ArrayRef<int64_t> dims) {
   std::string text;
   llvm::raw_string_ostream os(text);
   os << '[';
-  llvm::interleaveComma(dims, os);
+  llvm::interleaveComma(dims, os, [&](int64_t dim) { os << dimText(dim); });
   os << ']';
   return text;
 }
@@ -57,7 +62,10 @@ RankedTensorType tensorType(Value value) {
 }
 
 /// The numpy broadcast of two shapes, or the first dimension (counted from
-/// the end, as a negative number) where they disagree.
+/// the end, as a negative number) where they disagree. A dynamic extent
+/// meets another dynamic one (a function's `?` are one size) or 1; against a
+/// static extent other than 1 it would hold only at that size, so it is a
+/// mismatch.
 FailureOr<SmallVector<int64_t>> broadcastShapes(ArrayRef<int64_t> lhs,
                                                 ArrayRef<int64_t> rhs,
                                                 int64_t &badDimFromEnd) {
@@ -415,7 +423,8 @@ LogicalResult MatmulOp::verify() {
   int64_t kb = b.getDimSize(b.getRank() - 2), n = b.getDimSize(b.getRank() - 1);
   if (k != kb)
     return emitOpError() << "contracting dimensions differ: a " << a
-                         << " has K = " << k << ", b " << b << " has K = " << kb;
+                         << " has K = " << dimText(k) << ", b " << b
+                         << " has K = " << dimText(kb);
   int64_t badDim = 0;
   FailureOr<SmallVector<int64_t>> batch = broadcastShapes(
       a.getShape().drop_back(2), b.getShape().drop_back(2), badDim);
@@ -544,10 +553,31 @@ LogicalResult ReshapeOp::verify() {
   RankedTensorType x = getX().getType(), out = getOut().getType();
   if (failed(verifySameElementType(*this, x, out)))
     return failure();
-  if (x.getNumElements() != out.getNumElements())
-    return emitOpError() << "result " << out << " holds "
-                         << out.getNumElements() << " elements but x " << x
-                         << " holds " << x.getNumElements();
+  if (x.hasStaticShape() && out.hasStaticShape()) {
+    if (x.getNumElements() != out.getNumElements())
+      return emitOpError() << "result " << out << " holds "
+                           << out.getNumElements() << " elements but x " << x
+                           << " holds " << x.getNumElements();
+    return success();
+  }
+  // With a dynamic extent the element counts agree at every size only when
+  // each side has one `?` (the same size) and the static extents multiply
+  // to the same number.
+  auto staticProduct = [](RankedTensorType type) {
+    int64_t product = 1;
+    for (int64_t dim : type.getShape())
+      if (!ShapedType::isDynamic(dim))
+        product *= dim;
+    return product;
+  };
+  if (x.getNumDynamicDims() != 1 || out.getNumDynamicDims() != 1)
+    return emitOpError() << "x " << x << " and result " << out
+                         << " must have one dynamic extent each to be the same "
+                            "number of elements at every size";
+  if (staticProduct(x) != staticProduct(out))
+    return emitOpError() << "result " << out << " holds " << staticProduct(out)
+                         << " elements per unit of the dynamic extent but x "
+                         << x << " holds " << staticProduct(x);
   return success();
 }
 
@@ -563,8 +593,8 @@ LogicalResult BroadcastToOp::verify() {
     int64_t from = x.getDimSize(d), to = out.getDimSize(lead + d);
     if (from != to && from != 1)
       return emitOpError() << "cannot broadcast x " << x << " to " << out
-                           << ": dimension " << d << " is " << from
-                           << ", not 1 or " << to;
+                           << ": dimension " << d << " is " << dimText(from)
+                           << ", not 1 or " << dimText(to);
   }
   return success();
 }
@@ -594,6 +624,10 @@ LogicalResult ConcatOp::verify() {
                << "input #" << index << " " << type << " differs from input #0 "
                << first << " in dimension " << d
                << ", which is not the concat dimension " << dim;
+    if (type.isDynamicDim(dim))
+      return emitOpError() << "input #" << index << " " << type
+                           << " has a dynamic extent in the concat dimension "
+                           << dim << "; concat joins static extents only";
     total += type.getDimSize(dim);
   }
   SmallVector<int64_t> expected(first.getShape());
@@ -618,6 +652,16 @@ LogicalResult SliceOp::verify() {
   if (failed(verifySameElementType(*this, x, out)))
     return failure();
   for (int64_t d = 0; d < x.getRank(); ++d) {
+    // A dynamic extent is taken whole: its end is not known to slice it.
+    if (x.isDynamicDim(d) || out.isDynamicDim(d)) {
+      if (x.getDimSize(d) != out.getDimSize(d) || offsets[d] != 0 ||
+          strides[d] != 1)
+        return emitOpError() << "dimension " << d << " of x " << x
+                             << " and result " << out
+                             << " is dynamic; it must be taken whole (offset 0, "
+                                "stride 1, size ?)";
+      continue;
+    }
     if (offsets[d] < 0)
       return emitOpError() << "offset " << offsets[d] << " of dimension " << d
                            << " of x " << x << " is negative";
@@ -670,7 +714,7 @@ static LogicalResult verifyIndexed(Operation *op, StringRef baseName,
            << slicedName << " " << sliced << " must have shape "
            << shapeText(expected) << " (" << baseName << " " << base
            << " with dimension " << dim << " replaced by the "
-           << indices.getDimSize(0) << " indices) and element type "
+           << dimText(indices.getDimSize(0)) << " indices) and element type "
            << base.getElementType();
   return success();
 }

@@ -252,7 +252,7 @@ def Kg_IotaOp : Kg_Op<"iota", [Pure]> {
     ```
   }];
   let arguments = (ins I64Attr:$dim, DefaultValuedAttr<I64Attr, "0">:$start);
-  let results = (outs Kg_NumericTensor:$out);
+  let results = (outs Kg_StaticNumericTensor:$out);
   let assemblyFormat = "`dim` $dim (`start` $start^)? attr-dict `:` type($out)";
   let hasVerifier = 1;
 }
@@ -281,7 +281,7 @@ def Kg_ConstantOp : Kg_Op<"constant", [Pure]> {
     ```
   }];
   let arguments = (ins F64Attr:$value);
-  let results = (outs Kg_ValueTensor:$out);
+  let results = (outs Kg_StaticValueTensor:$out);
   let assemblyFormat = "$value attr-dict `:` type($out)";
   let hasVerifier = 1;
 }

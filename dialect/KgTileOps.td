@@ -108,7 +108,7 @@ def Kg_TileLoadOp : Kg_Op<"tile_load", [AttrSizedOperandSegments,
                        Variadic<I32>:$offsets, Optional<Kg_MaskTile>:$mask,
                        OptionalAttr<F64Attr>:$padding,
                        UnitAttr:$tma);
-  let results = (outs Kg_Tensor:$result);
+  let results = (outs Kg_Tile:$result);
   let assemblyFormat = "$src `[` $offsets `]` (`mask` $mask^)? "
                        "(`padding` $padding^)? attr-dict `:` type($src) "
                        "`->` type($result)";
@@ -135,7 +135,7 @@ def Kg_TileStoreOp : Kg_Op<"tile_store", [AttrSizedOperandSegments,
     kg.tile_store %c, %y[%row, %col] {tma} : tensor<128x128xf16>, memref<256x256xf16>
     ```
   }];
-  let arguments = (ins Kg_Tensor:$value,
+  let arguments = (ins Kg_Tile:$value,
                        Arg<Kg_Buffer, "the buffer written", [MemWrite]>:$dst,
                        Variadic<I32>:$offsets, Optional<Kg_MaskTile>:$mask,
                        UnitAttr:$tma);
@@ -170,7 +170,7 @@ def Kg_TileGatherOp : Kg_Op<"tile_gather", [AttrSizedOperandSegments,
   let arguments = (ins Arg<Kg_Buffer, "the buffer read", [MemRead]>:$src,
                        Variadic<I32>:$offsets, Kg_IndexTensor:$indices, I64Attr:$dim,
                        Optional<Kg_MaskTile>:$mask, OptionalAttr<F64Attr>:$padding);
-  let results = (outs Kg_Tensor:$result);
+  let results = (outs Kg_Tile:$result);
   let assemblyFormat = "$src `[` $offsets `]` `indices` $indices `dim` $dim "
                        "(`mask` $mask^)? (`padding` $padding^)? attr-dict `:` "
                        "type($src) `,` type($indices) `->` type($result)";
@@ -225,7 +225,7 @@ def Kg_TileDotOp : Kg_Op<"tile_dot", [Pure]> {
     %s = kg.tile_dot %q, %k, %zero {dims = array<i64: 0, 2, 1>} : (tensor<64x1x128xf16>, tensor<1x32x128xf16>, tensor<64x32x1xf32>) -> tensor<64x32x1xf32>
     ```
   }];
-  let arguments = (ins Kg_Tensor:$a, Kg_Tensor:$b,
+  let arguments = (ins Kg_Tile:$a, Kg_Tile:$b,
                        StaticShapeTensorOf<[F32]>:$acc,
                        OptionalAttr<Kg_Precision>:$precision,
                        OptionalAttr<DenseI64ArrayAttr>:$dims);
@@ -250,9 +250,9 @@ def Kg_TileSelectOp : Kg_Op<"tile_select", [Pure]> {
     %s = kg.tile_select %m, %x, %zero : (tensor<1x1024xi1>, tensor<16x1024xf32>, tensor<1x1xf32>) -> tensor<16x1024xf32>
     ```
   }];
-  let arguments = (ins Kg_MaskTile:$mask, Kg_Tensor:$true_value,
-                       Kg_Tensor:$false_value);
-  let results = (outs Kg_Tensor:$out);
+  let arguments = (ins Kg_MaskTile:$mask, Kg_Tile:$true_value,
+                       Kg_Tile:$false_value);
+  let results = (outs Kg_Tile:$out);
   let assemblyFormat = "$mask `,` $true_value `,` $false_value attr-dict `:` "
                        "functional-type(operands, results)";
   let hasVerifier = 1;
@@ -275,11 +275,11 @@ def Kg_LaunchOp : Kg_Op<"launch",
     %y = kg.launch @softmax_0(%x) grid [17, 1, 1] num_warps 4 num_stages 1 : (tensor<17x1000xf16>) -> tensor<17x1000xf16>
     ```
   }];
-  let arguments = (ins FlatSymbolRefAttr:$callee, Variadic<Kg_Tensor>:$inputs,
+  let arguments = (ins FlatSymbolRefAttr:$callee, Variadic<Kg_StaticTensor>:$inputs,
                        DenseI64ArrayAttr:$grid, I64Attr:$num_warps,
                        I64Attr:$num_stages,
                        OptionalAttr<DenseI64ArrayAttr>:$scalars);
-  let results = (outs Variadic<Kg_Tensor>:$outputs);
+  let results = (outs Variadic<Kg_StaticTensor>:$outputs);
   let assemblyFormat = "$callee `(` $inputs `)` `grid` $grid `num_warps` "
                        "$num_warps `num_stages` $num_stages attr-dict `:` "
                        "functional-type($inputs, results)";

@@ -9,18 +9,18 @@
 
 // Unary ops take f32, f16 or bf16 (not the 8-bit floats).
 func.func @unary_f8(%x: tensor<4xf8E4M3FN>) -> tensor<4xf8E4M3FN> {
-  // expected-error @+1 {{operand #0 must be statically shaped tensor of f32, f16 or bf16 values}}
+  // expected-error @+1 {{operand #0 must be ranked tensor of f32, f16 or bf16 values}}
   %0 = kg.exp %x : tensor<4xf8E4M3FN>
   return %0 : tensor<4xf8E4M3FN>
 }
 
 // -----
 
-// Unary ops take tensors of static shape.
-func.func @unary_dynamic(%x: tensor<?xf32>) -> tensor<?xf32> {
-  // expected-error @+1 {{operand #0 must be statically shaped tensor}}
-  %0 = kg.relu %x : tensor<?xf32>
-  return %0 : tensor<?xf32>
+// Unary ops take ranked tensors (an extent may be dynamic, the rank may not).
+func.func @unary_unranked(%x: tensor<*xf32>) -> tensor<*xf32> {
+  // expected-error @+1 {{operand #0 must be ranked tensor}}
+  %0 = "kg.relu"(%x) : (tensor<*xf32>) -> tensor<*xf32>
+  return %0 : tensor<*xf32>
 }
 
 // -----
@@ -77,7 +77,7 @@ func.func @binary_element_types(%a: tensor<4xf32>, %b: tensor<4xf16>) -> tensor<
 
 // Arithmetic operands are f32, f16, bf16, i32 or i64.
 func.func @binary_f8(%a: tensor<4xf8E5M2>, %b: tensor<4xf8E5M2>) -> tensor<4xf8E5M2> {
-  // expected-error @+1 {{'kg.mul' op operand #0 must be statically shaped tensor of f32, f16, bf16, i32 or i64 values, but got 'tensor<4xf8E5M2>'}}
+  // expected-error @+1 {{'kg.mul' op operand #0 must be ranked tensor of f32, f16, bf16, i32 or i64 values, but got 'tensor<4xf8E5M2>'}}
   %0 = kg.mul %a, %b : (tensor<4xf8E5M2>, tensor<4xf8E5M2>) -> tensor<4xf8E5M2>
   return %0 : tensor<4xf8E5M2>
 }
@@ -86,7 +86,7 @@ func.func @binary_f8(%a: tensor<4xf8E5M2>, %b: tensor<4xf8E5M2>) -> tensor<4xf8E
 
 // Math binary ops (div, pow) take floats only.
 func.func @div_integer(%a: tensor<4xi32>, %b: tensor<4xi32>) -> tensor<4xi32> {
-  // expected-error @+1 {{'kg.div' op operand #0 must be statically shaped tensor of f32, f16 or bf16 values, but got 'tensor<4xi32>'}}
+  // expected-error @+1 {{'kg.div' op operand #0 must be ranked tensor of f32, f16 or bf16 values, but got 'tensor<4xi32>'}}
   %0 = kg.div %a, %b : (tensor<4xi32>, tensor<4xi32>) -> tensor<4xi32>
   return %0 : tensor<4xi32>
 }
@@ -95,7 +95,7 @@ func.func @div_integer(%a: tensor<4xi32>, %b: tensor<4xi32>) -> tensor<4xi32> {
 
 // Math unary ops take floats only.
 func.func @exp_integer(%x: tensor<4xi64>) -> tensor<4xi64> {
-  // expected-error @+1 {{'kg.exp' op operand #0 must be statically shaped tensor of f32, f16 or bf16 values, but got 'tensor<4xi64>'}}
+  // expected-error @+1 {{'kg.exp' op operand #0 must be ranked tensor of f32, f16 or bf16 values, but got 'tensor<4xi64>'}}
   %0 = kg.exp %x : tensor<4xi64>
   return %0 : tensor<4xi64>
 }
@@ -104,7 +104,7 @@ func.func @exp_integer(%x: tensor<4xi64>) -> tensor<4xi64> {
 
 // Arithmetic takes no booleans: combine them with the logical ops.
 func.func @add_bool(%a: tensor<4xi1>, %b: tensor<4xi1>) -> tensor<4xi1> {
-  // expected-error @+1 {{'kg.add' op operand #0 must be statically shaped tensor of f32, f16, bf16, i32 or i64 values, but got 'tensor<4xi1>'}}
+  // expected-error @+1 {{'kg.add' op operand #0 must be ranked tensor of f32, f16, bf16, i32 or i64 values, but got 'tensor<4xi1>'}}
   %0 = kg.add %a, %b : (tensor<4xi1>, tensor<4xi1>) -> tensor<4xi1>
   return %0 : tensor<4xi1>
 }
@@ -113,7 +113,7 @@ func.func @add_bool(%a: tensor<4xi1>, %b: tensor<4xi1>) -> tensor<4xi1> {
 
 // Logical ops take i1 only.
 func.func @logical_and_integer(%a: tensor<4xi32>, %b: tensor<4xi32>) -> tensor<4xi32> {
-  // expected-error @+1 {{'kg.logical_and' op operand #0 must be statically shaped tensor of 1-bit signless integer values, but got 'tensor<4xi32>'}}
+  // expected-error @+1 {{'kg.logical_and' op operand #0 must be ranked tensor of 1-bit signless integer values, but got 'tensor<4xi32>'}}
   %0 = kg.logical_and %a, %b : (tensor<4xi32>, tensor<4xi32>) -> tensor<4xi32>
   return %0 : tensor<4xi32>
 }
@@ -122,7 +122,7 @@ func.func @logical_and_integer(%a: tensor<4xi32>, %b: tensor<4xi32>) -> tensor<4
 
 // logical_not takes i1 only.
 func.func @logical_not_float(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{'kg.logical_not' op operand #0 must be statically shaped tensor of 1-bit signless integer values, but got 'tensor<4xf32>'}}
+  // expected-error @+1 {{'kg.logical_not' op operand #0 must be ranked tensor of 1-bit signless integer values, but got 'tensor<4xf32>'}}
   %0 = kg.logical_not %x : tensor<4xf32>
   return %0 : tensor<4xf32>
 }
@@ -140,7 +140,7 @@ func.func @cmp_mixed(%a: tensor<4xi32>, %b: tensor<4xf32>) -> tensor<4xi1> {
 
 // cmp gives i1 of the broadcast shape.
 func.func @cmp_result(%a: tensor<4x1xi32>, %b: tensor<1x8xi32>) -> tensor<4x8xi32> {
-  // expected-error @+1 {{result #0 must be statically shaped tensor of 1-bit signless integer values, but got 'tensor<4x8xi32>'}}
+  // expected-error @+1 {{result #0 must be ranked tensor of 1-bit signless integer values, but got 'tensor<4x8xi32>'}}
   %0 = kg.cmp ge %a, %b : (tensor<4x1xi32>, tensor<1x8xi32>) -> tensor<4x8xi32>
   return %0 : tensor<4x8xi32>
 }
@@ -167,7 +167,7 @@ func.func @cmp_predicate(%a: tensor<4xi32>, %b: tensor<4xi32>) -> tensor<4xi1> {
 
 // select's condition is i1.
 func.func @select_condition(%c: tensor<4xf32>, %a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{'kg.select' op operand #0 must be statically shaped tensor of 1-bit signless integer values, but got 'tensor<4xf32>'}}
+  // expected-error @+1 {{'kg.select' op operand #0 must be ranked tensor of 1-bit signless integer values, but got 'tensor<4xf32>'}}
   %0 = kg.select %c, %a, %b : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return %0 : tensor<4xf32>
 }
@@ -284,7 +284,7 @@ func.func @matmul_integer(%a: tensor<16x16xi32>, %b: tensor<16x16xi32>) -> tenso
 
 // Reductions take floats only.
 func.func @reduce_integer(%x: tensor<4x8xi32>) -> tensor<4xi32> {
-  // expected-error @+1 {{'kg.reduce' op operand #0 must be statically shaped tensor of f32, f16 or bf16 values, but got 'tensor<4x8xi32>'}}
+  // expected-error @+1 {{'kg.reduce' op operand #0 must be ranked tensor of f32, f16 or bf16 values, but got 'tensor<4x8xi32>'}}
   %0 = kg.reduce sum %x dims [1] : tensor<4x8xi32> -> tensor<4xi32>
   return %0 : tensor<4xi32>
 }
@@ -342,7 +342,7 @@ func.func @cast_shape(%x: tensor<4x8xf32>) -> tensor<8x4xf16> {
 
 // cast converts between kg element types only.
 func.func @cast_i16(%x: tensor<4xf32>) -> tensor<4xi16> {
-  // expected-error @+1 {{result #0 must be statically shaped tensor of f32, f16, bf16, f8E4M3FN, f8E5M2, i1, i32 or i64 values}}
+  // expected-error @+1 {{result #0 must be ranked tensor of f32, f16, bf16, f8E4M3FN, f8E5M2, i1, i32 or i64 values}}
   %0 = kg.cast %x : tensor<4xf32> to tensor<4xi16>
   return %0 : tensor<4xi16>
 }
@@ -439,7 +439,7 @@ func.func @matmul_batch(%a: tensor<2x16x64xf32>, %b: tensor<3x64x32xf32>) -> ten
 
 // matmul: the result is f32, f16 or bf16.
 func.func @matmul_result_f8(%a: tensor<16x64xf8E4M3FN>, %b: tensor<64x32xf8E4M3FN>) -> tensor<16x32xf8E4M3FN> {
-  // expected-error @+1 {{result #0 must be statically shaped tensor of f32, f16 or bf16 values}}
+  // expected-error @+1 {{result #0 must be ranked tensor of f32, f16 or bf16 values}}
   %0 = kg.matmul %a, %b : (tensor<16x64xf8E4M3FN>, tensor<64x32xf8E4M3FN>) -> tensor<16x32xf8E4M3FN>
   return %0 : tensor<16x32xf8E4M3FN>
 }
@@ -721,7 +721,7 @@ func.func @slice_element_type(%x: tensor<16x128xf32>) -> tensor<16x32xf16> {
 
 // gather: indices are integers.
 func.func @gather_float_indices(%t: tensor<8x4xf32>, %i: tensor<3xf32>) -> tensor<3x4xf32> {
-  // expected-error @+1 {{operand #1 must be statically shaped tensor of i32 or i64 values}}
+  // expected-error @+1 {{operand #1 must be ranked tensor of i32 or i64 values}}
   %0 = kg.gather %t[%i] dim 0 : (tensor<8x4xf32>, tensor<3xf32>) -> tensor<3x4xf32>
   return %0 : tensor<3x4xf32>
 }
@@ -951,11 +951,11 @@ func.func @kernel_terminator(%a: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
-// A kernel's inputs are tensors of static shape.
-func.func @kernel_dynamic_input(%a: tensor<?xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{operand #0 must be variadic of statically shaped tensor}}
-  %y = kg.kernel @k(%a) : (tensor<?xf32>) -> tensor<4xf32> {
-  ^bb0(%x: tensor<?xf32>):
+// A kernel's inputs are ranked tensors.
+func.func @kernel_unranked_input(%a: tensor<*xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{operand #0 must be variadic of ranked tensor}}
+  %y = kg.kernel @k(%a) : (tensor<*xf32>) -> tensor<4xf32> {
+  ^bb0(%x: tensor<*xf32>):
     %c = kg.constant 0.0 : tensor<4xf32>
     kg.yield %c : tensor<4xf32>
   }
@@ -1055,6 +1055,111 @@ func.func @kernel_tiled_yield(%a: tensor<16x16xf32>) -> tensor<16x16xf32> {
 func.func @yield_outside_kernel(%a: tensor<4xf32>) -> tensor<4xf32> {
   // expected-error @+1 {{expects parent op 'kg.kernel'}}
   kg.yield %a : tensor<4xf32>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Dynamic extents
+//===----------------------------------------------------------------------===//
+
+// A dynamic extent broadcasts against itself or 1; against 4 it would hold
+// at one size only.
+func.func @dynamic_against_static(%a: tensor<?x8xf32>, %b: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{operands are not broadcast-compatible: lhs 'tensor<?x8xf32>' and rhs 'tensor<4x8xf32>' differ in dimension -2}}
+  %0 = kg.add %a, %b : (tensor<?x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+// A broadcast keeps the dynamic extent.
+func.func @dynamic_broadcast_result(%a: tensor<?x8xf32>, %b: tensor<1x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{result type 'tensor<4x8xf32>' must be the broadcast type 'tensor<?x8xf32>'}}
+  %0 = kg.add %a, %b : (tensor<?x8xf32>, tensor<1x8xf32>) -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+// A constant's extents come from attributes only, so they are static.
+func.func @dynamic_constant() -> tensor<?x8xf32> {
+  // expected-error @+1 {{result #0 must be statically shaped tensor}}
+  %0 = kg.constant 1.0 : tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
+
+// -----
+
+// So are an iota's.
+func.func @dynamic_iota() -> tensor<?xi32> {
+  // expected-error @+1 {{result #0 must be statically shaped tensor}}
+  %0 = kg.iota dim 0 : tensor<?xi32>
+  return %0 : tensor<?xi32>
+}
+
+// -----
+
+// Two dynamic extents on one side of a reshape: how they split the size is
+// not known.
+func.func @reshape_two_dynamic(%x: tensor<?x?xf32>) -> tensor<?xf32> {
+  // expected-error @+1 {{must have one dynamic extent each}}
+  %0 = kg.reshape %x : tensor<?x?xf32> -> tensor<?xf32>
+  return %0 : tensor<?xf32>
+}
+
+// -----
+
+// A reshape between a dynamic and a static shape holds at one size only.
+func.func @reshape_dynamic_to_static(%x: tensor<?x4xf32>) -> tensor<8x4xf32> {
+  // expected-error @+1 {{must have one dynamic extent each}}
+  %0 = kg.reshape %x : tensor<?x4xf32> -> tensor<8x4xf32>
+  return %0 : tensor<8x4xf32>
+}
+
+// -----
+
+// The static extents around the `?` must hold the same number of elements.
+func.func @reshape_dynamic_count(%x: tensor<?x12xf32>) -> tensor<?x5xf32> {
+  // expected-error @+1 {{result 'tensor<?x5xf32>' holds 5 elements per unit of the dynamic extent but x 'tensor<?x12xf32>' holds 12}}
+  %0 = kg.reshape %x : tensor<?x12xf32> -> tensor<?x5xf32>
+  return %0 : tensor<?x5xf32>
+}
+
+// -----
+
+// A dynamic extent broadcasts to itself only.
+func.func @broadcast_to_dynamic_from_static(%x: tensor<4x8xf32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{dimension 0 is 4, not 1 or ?}}
+  %0 = kg.broadcast_to %x : tensor<4x8xf32> -> tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
+
+// -----
+
+// Joining along a dynamic extent would make a sum of sizes.
+func.func @concat_along_dynamic(%a: tensor<?x8xf32>, %b: tensor<2x8xf32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{input #0 'tensor<?x8xf32>' has a dynamic extent in the concat dimension 0}}
+  %0 = kg.concat %a, %b dim 0 : (tensor<?x8xf32>, tensor<2x8xf32>) -> tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
+
+// -----
+
+// A dynamic extent is sliced whole or not at all.
+func.func @slice_of_dynamic(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{dimension 0 of x 'tensor<?x8xf32>' and result 'tensor<?x8xf32>' is dynamic; it must be taken whole}}
+  %0 = kg.slice %x offsets [1, 0] strides [1, 1] : tensor<?x8xf32> -> tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
+
+// -----
+
+// Contracting dimensions must agree, `?` against a number included.
+func.func @matmul_dynamic_k(%a: tensor<4x?xf16>, %b: tensor<16x8xf16>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{contracting dimensions differ: a 'tensor<4x?xf16>' has K = ?, b 'tensor<16x8xf16>' has K = 16}}
+  %0 = kg.matmul %a, %b : (tensor<4x?xf16>, tensor<16x8xf16>) -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
 }
 
 // -----

@@ -15,3 +15,22 @@ func.func @scatter_one_index_into_integers(%d: tensor<16xi32>, %i: tensor<1xi64>
   %y = kg.scatter add %d[%i], %s dim 0 : (tensor<16xi32>, tensor<1xi64>, tensor<1xi32>) -> tensor<16xi32>
   return %y : tensor<16xi32>
 }
+
+// -----
+
+// A mean is a sum times 1/N with N a constant: over a dynamic extent, N is
+// known only at run time.
+func.func @mean_over_dynamic(%x: tensor<?x8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{kg.reduce: a mean over dimension 0 of tensor<?x8xf32> is a sum times 1/N with N a constant, and N of a dynamic extent is known only at run time}}
+  %y = kg.reduce mean %x dims [0] : tensor<?x8xf32> -> tensor<8xf32>
+  return %y : tensor<8xf32>
+}
+
+// -----
+
+// A scatter is built from the number of its indices, which must be static.
+func.func @scatter_dynamic_indices(%d: tensor<16x4xf32>, %i: tensor<?xi64>, %s: tensor<?x4xf32>) -> tensor<16x4xf32> {
+  // expected-error @+1 {{kg.scatter add into tensor<16x4xf32> at tensor<?xi64>: kgc builds a scatter from the extent of dimension 0 and the number of indices, which must be static}}
+  %y = kg.scatter add %d[%i], %s dim 0 : (tensor<16x4xf32>, tensor<?xi64>, tensor<?x4xf32>) -> tensor<16x4xf32>
+  return %y : tensor<16x4xf32>
+}

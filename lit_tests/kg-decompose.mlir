@@ -646,3 +646,33 @@ func.func @other_powers(%x: tensor<4x8xf16>, %e: tensor<4x8xf32>) -> (tensor<4x8
   %z = kg.pow %xf, %e : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
   return %y, %z : tensor<4x8xf16>, tensor<4x8xf32>
 }
+
+// ---------------------------------------------------------------------------
+// dynamic extents
+// ---------------------------------------------------------------------------
+
+// A dynamic extent (`?`, one size per call) is kept by every rule whose
+// constants do not depend on it: here the rows of a norm and a softmax.
+// CHECK-LABEL: func.func @norm_softmax_dynamic_rows
+// CHECK-SAME: (%[[X:.*]]: tensor<?x128xf32>, %[[W:.*]]: tensor<128xf32>)
+// CHECK-NEXT: %[[SQ:.*]] = kg.square %[[X]] : tensor<?x128xf32>
+// CHECK-NEXT: %[[SUM:.*]] = kg.reduce sum %[[SQ]] dims [1] keepdim : tensor<?x128xf32> -> tensor<?x1xf32>
+// CHECK-NEXT: %[[N:.*]] = kg.constant 7.812500e-03 : tensor<f32>
+// CHECK-NEXT: kg.mul %[[SUM]], %[[N]] : (tensor<?x1xf32>, tensor<f32>) -> tensor<?x1xf32>
+// CHECK: %[[M:.*]] = kg.reduce max %{{.*}} dims [1] keepdim : tensor<?x128xf32> -> tensor<?x1xf32>
+// CHECK-NEXT: kg.sub %{{.*}}, %[[M]] : (tensor<?x128xf32>, tensor<?x1xf32>) -> tensor<?x128xf32>
+// CHECK: return %{{.*}} : tensor<?x128xf32>
+func.func @norm_softmax_dynamic_rows(%x: tensor<?x128xf32>, %w: tensor<128xf32>) -> tensor<?x128xf32> {
+  %n = kg.rms_norm %x weight %w normalized_shape [128] eps 1.0e-6 : (tensor<?x128xf32>, tensor<128xf32>) -> tensor<?x128xf32>
+  %y = kg.softmax %n dim 1 : tensor<?x128xf32>
+  return %y : tensor<?x128xf32>
+}
+
+// A softmax along the dynamic extent needs no count: it decomposes too.
+// CHECK-LABEL: func.func @softmax_along_dynamic
+// CHECK: kg.reduce max %{{.*}} dims [0] keepdim : tensor<?x16xf32> -> tensor<1x16xf32>
+// CHECK: kg.reduce sum %{{.*}} dims [0] keepdim : tensor<?x16xf32> -> tensor<1x16xf32>
+func.func @softmax_along_dynamic(%x: tensor<?x16xf32>) -> tensor<?x16xf32> {
+  %y = kg.softmax %x dim 0 : tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}

@@ -192,6 +192,38 @@ func.func @views(%x: tensor<16x128xf32>, %b: tensor<128xf32>, %y: tensor<16x32xf
   return %0 : tensor<128x16xf32>
 }
 
+// A function's dynamic extents (`?`) all stand for one size given by each
+// call: elementwise ops, broadcasts against 1, products, reductions over
+// other dimensions, norms, views that keep the `?` whole, gathers.
+// CHECK-LABEL: func.func @dynamic_extents
+func.func @dynamic_extents(%x: tensor<?x128xf16>, %g: tensor<128xf16>, %w: tensor<128x64xf16>,
+                           %bias: tensor<1x64xf16>, %table: tensor<2048x128xf16>,
+                           %ids: tensor<?xi64>) -> tensor<?x64xf16> {
+  // CHECK: kg.rms_norm %{{.*}} weight %{{.*}} normalized_shape [128] eps 9.9999999999999995E-7 : (tensor<?x128xf16>, tensor<128xf16>) -> tensor<?x128xf16>
+  %0 = kg.rms_norm %x weight %g normalized_shape [128] eps 1.0e-6 : (tensor<?x128xf16>, tensor<128xf16>) -> tensor<?x128xf16>
+  // CHECK: kg.matmul %{{.*}}, %{{.*}} : (tensor<?x128xf16>, tensor<128x64xf16>) -> tensor<?x64xf16>
+  %1 = kg.matmul %0, %w : (tensor<?x128xf16>, tensor<128x64xf16>) -> tensor<?x64xf16>
+  // CHECK: kg.add %{{.*}}, %{{.*}} : (tensor<?x64xf16>, tensor<1x64xf16>) -> tensor<?x64xf16>
+  %2 = kg.add %1, %bias : (tensor<?x64xf16>, tensor<1x64xf16>) -> tensor<?x64xf16>
+  // CHECK: kg.softmax %{{.*}} dim 1 : tensor<?x64xf16>
+  %3 = kg.softmax %2 dim 1 : tensor<?x64xf16>
+  // CHECK: kg.reduce sum %{{.*}} dims [1] keepdim : tensor<?x64xf16> -> tensor<?x1xf16>
+  %4 = kg.reduce sum %3 dims [1] keepdim : tensor<?x64xf16> -> tensor<?x1xf16>
+  // CHECK: kg.reshape %{{.*}} : tensor<?x64xf16> -> tensor<?x4x16xf16>
+  %5 = kg.reshape %3 : tensor<?x64xf16> -> tensor<?x4x16xf16>
+  // CHECK: kg.transpose %{{.*}} [1, 0, 2] : tensor<?x4x16xf16> -> tensor<4x?x16xf16>
+  %6 = kg.transpose %5 [1, 0, 2] : tensor<?x4x16xf16> -> tensor<4x?x16xf16>
+  // CHECK: kg.slice %{{.*}} offsets [1, 0, 0] strides [2, 1, 1] : tensor<4x?x16xf16> -> tensor<2x?x16xf16>
+  %7 = kg.slice %6 offsets [1, 0, 0] strides [2, 1, 1] : tensor<4x?x16xf16> -> tensor<2x?x16xf16>
+  // CHECK: kg.concat %{{.*}}, %{{.*}} dim 0 : (tensor<4x?x16xf16>, tensor<2x?x16xf16>) -> tensor<6x?x16xf16>
+  %8 = kg.concat %6, %7 dim 0 : (tensor<4x?x16xf16>, tensor<2x?x16xf16>) -> tensor<6x?x16xf16>
+  // CHECK: kg.broadcast_to %{{.*}} : tensor<?x1xf16> -> tensor<2x?x64xf16>
+  %9 = kg.broadcast_to %4 : tensor<?x1xf16> -> tensor<2x?x64xf16>
+  // CHECK: kg.gather %{{.*}}[%{{.*}}] dim 0 : (tensor<2048x128xf16>, tensor<?xi64>) -> tensor<?x128xf16>
+  %10 = kg.gather %table[%ids] dim 0 : (tensor<2048x128xf16>, tensor<?xi64>) -> tensor<?x128xf16>
+  return %3 : tensor<?x64xf16>
+}
+
 // CHECK-LABEL: func.func @indexed
 func.func @indexed(%table: tensor<2048x512xf16>, %ids: tensor<16xi64>, %rows: tensor<16x512xf16>,
                    %cache: tensor<1x4x512x64xbf16>, %at: tensor<1xi32>, %k: tensor<1x4x1x64xbf16>) -> tensor<16x512xf16> {

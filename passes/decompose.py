@@ -170,6 +170,10 @@ class _Rewriter:
     def mean(self, x: ir.Value, dims: Sequence[int]) -> ir.Value:
         count = 1
         for d in dims:
+            if ir.ShapedType.is_dynamic_size(_shape(x)[d]):
+                raise PassFailure(f"{self.op.name}: a mean over dimension {d} of {x.type} is "
+                                  "a sum times 1/N with N a constant, and N of a dynamic "
+                                  "extent is known only at run time", self.op.location)
             count *= _shape(x)[d]
         return self.binary("mul", self.reduce("sum", x, dims), self.scalar(1.0 / count))
 
@@ -299,6 +303,10 @@ def _scatter(r: _Rewriter) -> ir.Value:
     mode = str(kg.ScatterMode(ir.IntegerAttr(r.op.attributes["mode"]).value))
     shape = _shape(dest)
     rank, extent, count = len(shape), shape[dim], _shape(indices)[0]
+    if ir.ShapedType.is_dynamic_size(extent) or ir.ShapedType.is_dynamic_size(count):
+        raise PassFailure(f"kg.scatter {mode} into {dest.type} at {indices.type}: kgc builds a "
+                          f"scatter from the extent of dimension {dim} and the number of "
+                          "indices, which must be static", r.op.location)
     index_type = ir.RankedTensorType(indices.type).element_type
     i1 = ir.IntegerType.get_signless(1)
     if count == 1:

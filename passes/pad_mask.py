@@ -59,6 +59,7 @@ _FLOAT8 = ("f8E4M3FN", "f8E5M2")
 class KgPadMask(Pass):
     argument = "kg-pad-mask"
     summary = "Pad tiles to powers of two, mask partial tiles, keep reductions exact"
+    static_extents_only = True
 
 
     def run(self, op: ir.Operation) -> None:

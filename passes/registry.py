@@ -26,6 +26,47 @@ class PassFailure(Exception):
         self.location = location
 
 
+def dynamic_extent_failure(op: ir.Operation, argument: str) -> PassFailure | None:
+    """The error of pass `argument`, which plans static extents only, at the
+    first value in `op` whose type has a dynamic extent; None if none has."""
+
+    def dynamic(value: ir.Value) -> bool:
+        try:
+            shaped = ir.ShapedType(value.type)
+        except ValueError:  # not a shaped type
+            return False
+        return shaped.has_rank and not shaped.has_static_shape
+
+    def failure(value: ir.Value, what: str, location: ir.Location) -> PassFailure:
+        return PassFailure(
+            f"{argument} plans static extents only: {what} has type {value.type}, with a "
+            "dynamic extent (`?`); the verifiers, kg-decompose, kgc-cse and kgc-dce take "
+            "dynamic extents, fusing, tiling and lowering them is not built yet", location)
+
+    found: list[PassFailure] = []
+
+    def visit(inner: ir.Operation) -> ir.WalkResult:
+        for region in inner.regions:
+            for block in region.blocks:
+                for index, argument_value in enumerate(block.arguments):
+                    if dynamic(argument_value):
+                        owner = (f"@{ir.StringAttr(inner.attributes['sym_name']).value}"
+                                 if "sym_name" in inner.attributes else inner.name)
+                        found.append(failure(argument_value, f"argument #{index} of {owner}",
+                                             argument_value.location))
+                        return ir.WalkResult.INTERRUPT
+        for index, result in enumerate(inner.results):
+            if dynamic(result):
+                found.append(failure(result, f"result #{index} of {inner.name}",
+                                     inner.location))
+                return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    # Pre-order, so that a function's arguments come before its body.
+    op.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return found[0] if found else None
+
+
 class OptionError(ValueError):
     """An option that a pass does not have, or a value of the wrong type."""
 
@@ -106,6 +147,10 @@ class Pass:
     # The run's planner while a pipeline runs the pass; None otherwise (the
     # pass then plans with one of its own).
     planner: Any = None
+    # Set by passes that plan or lower kernels from static extents: the
+    # pipeline refuses to run them on IR with a dynamic extent (`?`), with
+    # an error at the first value that has one (`dynamic_extent_failure`).
+    static_extents_only: ClassVar[bool] = False
 
     def __init__(self, **options: Any):
         known = self.option_specs()

@@ -115,6 +115,7 @@ class ConvertKgToTTIR(Pass):
     argument = "convert-kg-to-ttir"
     summary = "Lower tiled, padded kernels to Triton IR, one tt.func per kernel"
     creates_unregistered_ops = True
+    static_extents_only = True
 
 
     def run(self, op: ir.Operation) -> None:

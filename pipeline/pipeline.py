@@ -24,6 +24,7 @@ from mlir.passmanager import PassManager
 
 from kgc.diagnostics import KgcError, from_mlir_error
 from kgc.passes import OptionError, Pass, PassFailure, get_pass
+from kgc.passes.registry import dynamic_extent_failure
 from kgc.pipeline.instrumentation import IRPrinting, anchored_ops, upstream_display_name
 from kgc.pipeline.textual import PassSpec, PipelineSpec, parse_pipeline
 from kgc.tiling.planner import Planner
@@ -226,6 +227,10 @@ def _python_pass(instance: Pass, anchors: tuple[str, ...]):
             try:
                 # Types and attributes built by a pass need a default location.
                 with target.location:
+                    if instance.static_extents_only:
+                        failure = dynamic_extent_failure(target, instance.argument)
+                        if failure is not None:
+                            raise failure
                     instance.run(target)
             except PassFailure as failure:
                 (failure.location or target.location).emit_error(failure.message)

@@ -8,6 +8,13 @@
     module = g.build()        # a builtin.module holding func.func @rmsnorm_matmul
     text = g.to_mlir()        # the same module as kgc-opt reads it
 
+A graph may have one dynamic extent, a size that each call gives (the
+number of tokens, say): an input's shape names it where it stands,
+`g.input("x", ("tokens", 4096), "f16")`, and every shape the ops derive
+from it shows the name there (`tensor<?x4096xf16>` in the IR, where all
+the `?` of a function are that one size). Ops keep the name where numpy's
+rules would keep a number; constants and iotas have static shapes.
+
 A `Graph` records each op when it is called and checks it at once by
 building it, alone, in a scratch context and running the kg verifiers on
 it, so that a wrong shape or dtype raises `GraphError` at the line that
@@ -254,7 +261,8 @@ class Tensor:
 
 
 def _describe(tensor: Tensor) -> str:
-    """`(16, 64) f16`: how error messages show an operand."""
+    """`(16, 64) f16`, or `('tokens', 64) f16` with a dynamic extent: how
+    error messages show an operand."""
     return f"{tensor.shape} {tensor.dtype}"
 
 
@@ -312,6 +320,13 @@ _MAX_ELEMENTS = 2**63 - 1
 
 
 def _static_shape(op: str, what: str, shape: object) -> tuple[int, ...]:
+    if isinstance(shape, Iterable) and not isinstance(shape, str):
+        shape = tuple(shape)
+        named = [d for d in shape if isinstance(d, str)]
+        if named:
+            raise GraphError(f"{op}: {what} {shape} names the dynamic extent {named[0]!r}, "
+                             f"but the {what} of {op} is static (inputs, and what ops make "
+                             "of them, carry a dynamic extent)")
     dims = _int_tuple(op, what, shape)
     if any(d < 0 for d in dims):
         raise GraphError(f"{op}: {what} {dims} has a negative dimension")
@@ -421,6 +436,7 @@ class Graph:
         self._output_at: _SourcePosition = None
         self._origin: str | None = None
         self._origins: dict[Tensor, str] = {}
+        self._dynamic: str | None = None  # the name of the graph's dynamic extent
 
     def __repr__(self) -> str:
         return (f"Graph({self.name!r}: {len(self._inputs)} inputs, "
@@ -431,17 +447,24 @@ class Graph:
         return tuple(self._inputs)
 
     @property
+    def dynamic_extent(self) -> str | None:
+        """The name of the graph's dynamic extent, None while no input has one."""
+        return self._dynamic
+
+    @property
     def outputs(self) -> tuple[Tensor, ...]:
         return tuple(self._outputs)
 
     # -- inputs and outputs -------------------------------------------------
 
-    def input(self, name: str, shape: Sequence[int], dtype: object) -> Tensor:
-        """Declares the next function argument, a tensor of static shape."""
+    def input(self, name: str, shape: Sequence[int | str], dtype: object) -> Tensor:
+        """Declares the next function argument. Each entry of `shape` is an
+        extent or the name of the graph's dynamic extent (one name per
+        graph: every input that names it has that size at each call)."""
         _check_name("input", "name", name)
         if any(existing.name == name for existing in self._inputs):
             raise GraphError(f"input: the graph already has an input named {name!r}")
-        tensor = Tensor(self, _static_shape("input", "shape", shape),
+        tensor = Tensor(self, self._shape_with_dynamic("input", "shape", shape),
                         _dtype_name("input", dtype), name, _caller_position())
         self._inputs.append(tensor)
         return tensor
@@ -776,6 +799,8 @@ class Graph:
         """The elements of x in row-major order, in `shape`; one entry may
         be -1 and is inferred."""
         x = self._tensor("reshape", "x", x)
+        if self._dynamic in x.shape:
+            return self._reshape_dynamic(x, shape)
         given = _int_tuple("reshape", "shape", shape)
         if given.count(-1) > 1:
             raise GraphError(f"reshape: only one -1 is allowed in shape {given} for x "
@@ -792,10 +817,11 @@ class Graph:
         return self._record((x,), given, x.dtype,
                             lambda values, out: kg.reshape(out, values[0]))
 
-    def broadcast_to(self, x: Tensor, shape: Sequence[int]) -> Tensor:
-        """Stretches x to `shape` with numpy's rules."""
+    def broadcast_to(self, x: Tensor, shape: Sequence[int | str]) -> Tensor:
+        """Stretches x to `shape` with numpy's rules (an entry may name the
+        graph's dynamic extent where x has it or 1)."""
         x = self._tensor("broadcast_to", "x", x)
-        target = _static_shape("broadcast_to", "shape", shape)
+        target = self._shape_with_dynamic("broadcast_to", "shape", shape)
         return self._record((x,), target, x.dtype,
                             lambda values, out: kg.broadcast_to(out, values[0]))
 
@@ -811,6 +837,11 @@ class Graph:
         index = _normalize_dim("concat", "dim", dim, first, role="input #0")
         # The result shape when the inputs agree (that they do is the
         # verifier's to check).
+        for position, t in enumerate(inputs):
+            if t.ndim > index and isinstance(t.shape[index], str):
+                raise GraphError(f"concat: input #{position} {_describe(t)} has the dynamic "
+                                 f"extent {t.shape[index]!r} in the concat dimension {index}; "
+                                 "concat joins static extents only")
         shape = list(first.shape)
         shape[index] = sum(t.shape[index] for t in inputs if t.ndim > index)
         return self._record(inputs, tuple(shape), first.dtype,
@@ -822,12 +853,23 @@ class Graph:
         `strides[d]` (1 by default), as x[o : o + n * s : s]."""
         x = self._tensor("slice", "x", x)
         starts = _int_tuple("slice", "offsets", offsets)
-        counts = _int_tuple("slice", "sizes", sizes)
+        counts = tuple(c if isinstance(c, str) else _as_int("slice", "sizes", c)
+                       for c in (sizes if isinstance(sizes, Iterable) and not isinstance(sizes, str)
+                                 else (sizes,)))
         steps = (1,) * x.ndim if strides is None else _int_tuple("slice", "strides", strides)
         if not len(starts) == len(counts) == len(steps) == x.ndim:
             raise GraphError(f"slice: offsets {starts}, sizes {counts} and strides {steps} "
                              f"must have one entry per dimension of x {_describe(x)}")
         for d in range(x.ndim):
+            if isinstance(x.shape[d], str):
+                if (starts[d], counts[d], steps[d]) != (0, x.shape[d], 1):
+                    raise GraphError(f"slice: dimension {d} of x {_describe(x)} is the dynamic "
+                                     f"extent {x.shape[d]!r}; it is taken whole (offset 0, "
+                                     f"size {x.shape[d]!r}, stride 1)")
+                continue
+            if isinstance(counts[d], str):
+                raise GraphError(f"slice: size {counts[d]!r} of dimension {d} names a dynamic "
+                                 f"extent where x {_describe(x)} has a static one")
             if starts[d] < 0:
                 raise GraphError(f"slice: offset {starts[d]} of dimension {d} is negative "
                                  f"for x {_describe(x)}")
@@ -917,6 +959,56 @@ class Graph:
         return self.sum(x, dim, keepdim=True)
 
     # -- shared by the op methods --------------------------------------------
+
+    def _shape_with_dynamic(self, op: str, what: str, shape: object) -> tuple[int | str, ...]:
+        """`shape` with each entry an extent or the name of the graph's
+        dynamic extent (which the first input to name one sets)."""
+        if not isinstance(shape, Iterable) or isinstance(shape, str):
+            return _static_shape(op, what, shape)
+        entries = tuple(shape)
+        for entry in entries:
+            if isinstance(entry, str):
+                _check_name(op, f"dynamic extent in {what}", entry)
+                if self._dynamic is None and op == "input":
+                    self._dynamic = entry
+                elif entry != self._dynamic:
+                    have = (f"its dynamic extent is {self._dynamic!r}" if self._dynamic
+                            else "none of its inputs has a dynamic extent")
+                    raise GraphError(f"{op}: {what} {entries} names {entry!r}, but a graph has "
+                                     f"one dynamic extent and {have}")
+        static = _static_shape(op, what, tuple(1 if isinstance(e, str) else e for e in entries))
+        return tuple(e if isinstance(e, str) else d for e, d in zip(entries, static))
+
+    def _reshape_dynamic(self, x: Tensor, shape: object) -> Tensor:
+        """reshape of a tensor that has the dynamic extent: the new shape
+        names it once, and its static extents hold as many elements as
+        those of x (so that both sides agree at every size); -1 may stand
+        for one static extent."""
+        name = self._dynamic
+        if isinstance(shape, Iterable) and not isinstance(shape, str):
+            given = tuple(shape)
+        else:
+            given = (shape,)
+        if sum(1 for d in given if d == name) != 1 or sum(1 for d in x.shape if d == name) != 1:
+            raise GraphError(f"reshape: x {_describe(x)} and shape {given} must each name the "
+                             f"dynamic extent {name!r} once, to hold the same number of "
+                             "elements at every size")
+        static = tuple(d for d in given if d != name)
+        numbers = _int_tuple("reshape", "shape", static)
+        per_unit = math.prod(d for d in x.shape if d != name)
+        if numbers.count(-1) > 1 or any(d < -1 for d in numbers):
+            raise GraphError(f"reshape: shape {given} may have one -1 and no other negative "
+                             "dimension")
+        if -1 in numbers:
+            known = math.prod(d for d in numbers if d != -1)
+            if known == 0 or per_unit % known:
+                raise GraphError(f"reshape: cannot infer the -1 in {given}: x {_describe(x)} "
+                                 f"holds {per_unit} elements per unit of {name!r}")
+            numbers = tuple(per_unit // known if d == -1 else d for d in numbers)
+        resolved = iter(numbers)
+        target = tuple(name if d == name else next(resolved) for d in given)
+        return self._record((x,), target, x.dtype,
+                            lambda values, out: kg.reshape(out, values[0]))
 
     def _tensor(self, op: str, role: str, value: object) -> Tensor:
         """`value` if it is a Tensor of this graph."""
@@ -1056,15 +1148,17 @@ class Graph:
 
 
 def _tensor_type(tensor: Tensor) -> ir.RankedTensorType:
-    return ir.RankedTensorType.get(tensor.shape, _MLIR_ELEMENT_TYPES[tensor.dtype]())
+    """The tensor's type, its dynamic extent (a name in the shape) as `?`."""
+    dims = [ir.ShapedType.get_dynamic_size() if isinstance(d, str) else d for d in tensor.shape]
+    return ir.RankedTensorType.get(dims, _MLIR_ELEMENT_TYPES[tensor.dtype]())
 
 
 # --------------------------------------------------------------------------
 # Checking an op by building it
 # --------------------------------------------------------------------------
 
-# `'tensor<4x8xf32>'`, as diagnostics print a type.
-_TENSOR_TYPE_TEXT = re.compile(r"'tensor<((?:\d+x)*)(\w+)>'")
+# `'tensor<4x8xf32>'` or `'tensor<?x8xf32>'`, as diagnostics print a type.
+_TENSOR_TYPE_TEXT = re.compile(r"'tensor<((?:(?:\d+|\?)x)*)(\w+)>'")
 # `'kg.add' op `, which starts a verifier's message.
 _OP_PREFIX = re.compile(r"^'kg\.(\w+)' op ")
 
@@ -1095,13 +1189,15 @@ def _verify(operands: tuple[Tensor, ...], result: Tensor, emit: _Emitter) -> Non
             value.owner.verify()
         except ir.MLIRError as error:
             message = error.error_diagnostics[0].message if error.error_diagnostics else str(error)
-            raise GraphError(_graph_message(message)) from None
+            raise GraphError(_graph_message(message, result.graph.dynamic_extent)) from None
 
 
-def _graph_message(message: str) -> str:
-    """A verifier's message in the graph API's words."""
+def _graph_message(message: str, dynamic: str | None = None) -> str:
+    """A verifier's message in the graph API's words (a `?` extent is the
+    graph's dynamic extent `dynamic`)."""
     def python_type(match: re.Match) -> str:
-        dims = tuple(int(d) for d in match.group(1).split("x") if d)
+        dims = tuple(dynamic or "?" if d == "?" else int(d)
+                     for d in match.group(1).split("x") if d)
         element = match.group(2)
         return f"{dims} {_DTYPE_SPELLINGS.get(element.lower(), element)}"
 

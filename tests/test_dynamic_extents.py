@@ -1,0 +1,176 @@
+"""Dynamic extents (`?`): what the graph API, the verifiers and the passes
+do with a size that each call gives.
+
+A graph has at most one dynamic extent; the Python API names it, the IR
+writes it `?`. The verifiers and kg-decompose, kgc-cse and kgc-dce take it;
+the passes that plan or lower kernels from static extents refuse it with
+an error at the first value that has it, never with a wrong plan.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from mlir import ir
+
+import kgc
+from kgc.diagnostics import KgcError
+from kgc.passes import registered_passes
+from kgc.pipeline import Pipeline
+from tests.tools import console_script
+
+DYNAMIC_ROWS = """\
+func.func @rows(%x: tensor<?x128xf32>, %w: tensor<128xf32>) -> tensor<?x128xf32> {
+  %n = kg.rms_norm %x weight %w normalized_shape [128] eps 1.0e-6 : (tensor<?x128xf32>, tensor<128xf32>) -> tensor<?x128xf32>
+  %y = kg.softmax %n dim 1 : tensor<?x128xf32>
+  return %y : tensor<?x128xf32>
+}
+"""
+
+
+def run_kgc_opt(text: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([console_script("kgc-opt"), "-", *args], input=text,
+                          capture_output=True, text=True, timeout=120)
+
+
+def _prefill_graph() -> tuple[kgc.Graph, kgc.Tensor]:
+    g = kgc.Graph("prefill")
+    x = g.input("x", ("tokens", 128), "f16")
+    w = g.input("w", (128, 64), "f16")
+    gamma = g.input("gamma", (128,), "f16")
+    y = g.softmax(g.matmul(g.rms_norm(x, gamma), w) + 1.0, -1)
+    return g, y
+
+
+# -- the graph API --------------------------------------------------------------
+
+
+def test_ops_keep_the_named_extent_where_numpy_keeps_a_number():
+    g, y = _prefill_graph()
+    heads = g.reshape(y, ("tokens", 4, -1))
+    assert heads.shape == ("tokens", 4, 16)
+    assert g.transpose(heads, (1, 0, 2)).shape == (4, "tokens", 16)
+    assert g.sum(y, 1).shape == ("tokens",)
+    assert g.sum(y, 0, keepdim=True).shape == (1, 64)
+    stretched = g.broadcast_to(g.sum(y, 1, keepdim=True), (2, "tokens", 64))
+    assert stretched.shape == (2, "tokens", 64)
+    assert g.slice(y, (0, 8), ("tokens", 8), (1, 2)).shape == ("tokens", 8)
+    assert g.dynamic_extent == "tokens"
+    g.output(y, stretched)
+    text = g.to_mlir()
+    assert ("func.func @prefill(%arg0: tensor<?x128xf16>, %arg1: tensor<128x64xf16>, "
+            "%arg2: tensor<128xf16>) -> (tensor<?x64xf16>, tensor<2x?x64xf16>)") in text
+    assert "kg.matmul %0, %arg1 : (tensor<?x128xf16>, tensor<128x64xf16>) -> tensor<?x64xf16>" \
+        in text
+
+
+def test_a_graph_without_a_named_extent_has_none():
+    g = kgc.Graph("static")
+    g.output(g.exp(g.input("x", (3, 4), "f32")))
+    assert g.dynamic_extent is None
+    assert "?" not in g.to_mlir()
+
+
+@pytest.mark.parametrize("write, message", [
+    (lambda g, x: g.input("y", ("batch", 3), "f16"),
+     "input: shape ('batch', 3) names 'batch', but a graph has one dynamic extent and its "
+     "dynamic extent is 'tokens'"),
+    (lambda g, x: g.add(x, g.input("q", (4, 128), "f16")),
+     "add: operands are not broadcast-compatible: lhs ('tokens', 128) f16 and rhs (4, 128) f16 "
+     "differ in dimension -2"),
+    (lambda g, x: g.concat([x, x], 0),
+     "concat: input #0 ('tokens', 128) f16 has the dynamic extent 'tokens' in the concat "
+     "dimension 0; concat joins static extents only"),
+    (lambda g, x: g.slice(x, (1, 0), ("tokens", 128)),
+     "slice: dimension 0 of x ('tokens', 128) f16 is the dynamic extent 'tokens'; it is taken "
+     "whole (offset 0, size 'tokens', stride 1)"),
+    (lambda g, x: g.reshape(x, (-1,)),
+     "reshape: x ('tokens', 128) f16 and shape (-1,) must each name the dynamic extent "
+     "'tokens' once"),
+    (lambda g, x: g.reshape(x, ("tokens", 100)),
+     "reshape: result ('tokens', 100) f16 holds 100 elements per unit of the dynamic extent but "
+     "x ('tokens', 128) f16 holds 128"),
+    (lambda g, x: g.constant(1.0, ("tokens", 4), "f32"),
+     "constant: shape ('tokens', 4) names the dynamic extent 'tokens', but the shape of "
+     "constant is static"),
+    (lambda g, x: g.broadcast_to(g.input("s", (4, 128), "f16"), ("tokens", 128)),
+     "broadcast_to: cannot broadcast x (4, 128) f16 to ('tokens', 128) f16: dimension 0 is 4, "
+     "not 1 or ?"),
+    (lambda g, x: g.matmul(g.input("a", (4, "tokens"), "f16"), g.input("b", (16, 4), "f16")),
+     "matmul: contracting dimensions differ: a (4, 'tokens') f16 has K = ?, b (16, 4) f16 has "
+     "K = 16"),
+], ids=["second-name", "against-static", "concat", "slice", "reshape-flat", "reshape-count",
+        "constant", "broadcast-static", "matmul-k"])
+def test_an_op_that_holds_at_one_size_only_is_refused_where_it_is_written(write, message):
+    g = kgc.Graph("bad")
+    x = g.input("x", ("tokens", 128), "f16")
+    with pytest.raises(kgc.GraphError) as raised:
+        write(g, x)
+    assert message in str(raised.value)
+
+
+def test_the_verifier_rules_for_dynamic_extents_hold_in_the_ir_too():
+    # The same rules, from text: a `?` against 4 fails where the op is.
+    text = """\
+func.func @f(%a: tensor<?x8xf32>, %b: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %0 = kg.add %a, %b : (tensor<?x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+"""
+    result = run_kgc_opt(text)
+    assert result.returncode == 1
+    assert "2:8: error: 'kg.add' op operands are not broadcast-compatible" in result.stderr
+
+
+# -- the passes ---------------------------------------------------------------------
+
+# The passes that plan or lower kernels from static extents.
+STATIC_ONLY = {"kg-fuse", "kg-tile", "kg-legalize-dot", "kg-pad-mask", "convert-kg-to-ttir"}
+
+
+def test_the_passes_that_plan_or_lower_kernels_are_the_ones_that_refuse_dynamic_extents():
+    refusing = {name for name, cls in registered_passes().items() if cls.static_extents_only}
+    assert refusing == STATIC_ONLY
+
+
+@pytest.mark.parametrize("argument", sorted(STATIC_ONLY))
+def test_a_pass_that_plans_static_extents_refuses_a_dynamic_one_at_its_value(argument):
+    result = run_kgc_opt(DYNAMIC_ROWS, f"--{argument}")
+    assert result.returncode == 1
+    assert (f"1:17: error: {argument} plans static extents only: argument #0 of @rows has type "
+            "tensor<?x128xf32>, with a dynamic extent (`?`)") in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_decompose_cse_and_dce_keep_the_dynamic_extent():
+    with ir.Context() as context:
+        kgc.load_dialect(context)
+        module = ir.Module.parse(DYNAMIC_ROWS)
+        Pipeline.parse("builtin.module(kg-decompose,kgc-cse,kgc-dce)").run(module)
+        text = str(module)
+    assert "kg.softmax" not in text and "kg.rms_norm" not in text
+    assert "kg.reduce sum %0 dims [1] keepdim : tensor<?x128xf32> -> tensor<?x1xf32>" in text
+    assert "-> tensor<?x128xf32>" in text.splitlines()[1]
+
+
+def test_compiling_a_dynamic_graph_fails_at_its_input_with_the_reason():
+    g, y = _prefill_graph()
+    g.output(y)
+    with pytest.raises(KgcError) as raised:
+        kgc.compile(g)
+    message = str(raised.value)
+    assert "test_dynamic_extents.py:" in message
+    assert ("kg-fuse plans static extents only: argument #0 of @prefill has type "
+            "tensor<?x128xf16>") in message
+
+
+def test_kgc_compile_exits_1_with_the_location_of_the_dynamic_extent(tmp_path):
+    source = tmp_path / "rows.mlir"
+    source.write_text(DYNAMIC_ROWS)
+    result = subprocess.run([console_script("kgc"), "compile", str(source),
+                             "-o", str(tmp_path / "out")], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 1
+    assert f"{source}:1:17: error: kg-fuse plans static extents only" in result.stderr
+    assert "Traceback" not in result.stderr
