@@ -189,3 +189,32 @@ def test_a_fourth_stage_only_where_the_target_s_shared_memory_holds_it():
     # over 4 stages needs 192 KiB: sm_90 has 227 KiB per block, sm_86 99.
     assert _matmul_knobs(512, 14336, 2048, 90, gated=True)["num_stages"] == 4
     assert _matmul_knobs(512, 14336, 2048, 86, gated=True)["num_stages"] == 3
+
+
+def _softmax_pv_knobs(dtype: str, target: int = 90) -> dict:
+    """The knobs of softmax(S) V, batched over 8 heads of 512 rows and 64
+    columns (BERT's attention as sdpa's math path gives it on a GPU)."""
+    import kgc
+    from kgc.pipeline.compiler import compile_module
+
+    g = kgc.Graph("pv")
+    scores = g.input("s", (8, 512, 512), dtype)
+    values = g.input("v", (8, 512, 64), dtype)
+    g.output(g.matmul(g.softmax(scores, -1), values))
+    context = ir.Context()
+    module = g.build(context)
+    with context:
+        compile_module(module, emit="kg", target=target)
+    (kernel,) = [k for k in kernels_in(module) if knob(k, "block_m") is not None]
+    return {name: knob(kernel, name) for name in ("block_m", "block_n")}
+
+
+def test_an_f32_product_of_few_programs_narrows_its_rows_to_fill_the_sms():
+    # 8 x 4 programs of 128 rows leave most of the SMs idle; with f32 dots
+    # (no tensor cores) rows of 32 give 128 programs, on sm_90's 132 SMs as
+    # on sm_80's 108 (rows of 64 would give 64 programs).
+    assert _softmax_pv_knobs("f32") == {"block_m": 32, "block_n": 64}
+    assert _softmax_pv_knobs("f32", target=80) == {"block_m": 32, "block_n": 64}
+    # f16 dots keep their 128-row tiles (measured at 64 rows: narrower tiles
+    # lost there, benchmarks/NOTES.md).
+    assert _softmax_pv_knobs("f16") == {"block_m": 128, "block_n": 64}

@@ -68,6 +68,10 @@ _FAULTING_MAX_STAGES = 3
 # along n that may repeat a costly one (`kgc.op_table`'s `costly` ops).
 PROLOGUE_ONCE = "prologue-once"
 _PROLOGUE_READERS = 4
+# The narrowest rows tile f32 products take to fill the SMs (a tl.dot's
+# least is 16; 32 keeps two m-rows of warps busy).
+_F32_FILL_MIN_BLOCK_M = 32
+
 # The rule by which a product of more rows than a skinny one refuses any
 # prologue its programs along n would repeat (see `fusion_refusal`).
 SKINNY_PROLOGUE = "skinny-prologue"
@@ -415,6 +419,16 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
                and programs * ceil_div(n_extent, default_n) < fill):
             default_n //= 2
         block_n = knob(config.block_n, default_n)
+    # f32 operands take no tensor cores: a program's dot costs several times
+    # an f16 one's, so idle SMs cost more than rereading the other operand.
+    # Where n tiles cannot narrow further and the programs still leave SMs
+    # idle (a head's softmax(S) V in f32, batched over 8 heads, 512 rows:
+    # 32 programs of 128 rows), rows tiles narrow instead; each row of A,
+    # and a prologue computing it, is still read by one program along m.
+    if config.block_m is None and bits == 32 and not epilogue_reduces_m and not skinny:
+        while (block_m > _F32_FILL_MIN_BLOCK_M and product(batch) * ceil_div(m_extent, block_m)
+               * ceil_div(n_extent, block_n) < target.sm_count):
+            block_m = next_power_of_two(block_m) // 2
     block_k = knob(config.block_k, min(default_k, k_extent))
     group_m = knob(config.group_m, 8)
     tiles = product(batch) * ceil_div(m_extent, block_m) * ceil_div(n_extent, block_n)
