@@ -647,6 +647,19 @@ func.func @other_powers(%x: tensor<4x8xf16>, %e: tensor<4x8xf32>) -> (tensor<4x8
   return %y, %z : tensor<4x8xf16>, tensor<4x8xf32>
 }
 
+// A half-float constant widens to an f32 constant of the value the half type
+// holds (0.044715 is 0.044708251953125 in f16), not to a cast: a source op
+// that every kernel reading it copies.
+// CHECK-LABEL: func.func @half_constant_widens_to_a_constant
+// CHECK: %[[W:.*]] = kg.cast %{{.*}} {kg.promotion} : tensor<4x8xf16> to tensor<4x8xf32>
+// CHECK-NEXT: %[[C:.*]] = kg.constant 0.044708251953125 : tensor<f32>
+// CHECK-NEXT: kg.mul %[[W]], %[[C]] : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+func.func @half_constant_widens_to_a_constant(%x: tensor<4x8xf16>) -> tensor<4x8xf16> {
+  %c = kg.constant 4.471500e-02 : tensor<f16>
+  %y = kg.mul %x, %c : (tensor<4x8xf16>, tensor<f16>) -> tensor<4x8xf16>
+  return %y : tensor<4x8xf16>
+}
+
 // ---------------------------------------------------------------------------
 // dynamic extents
 // ---------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 Argument: `kg-decompose`. No options.
 
-Rewrite rules (`f(x)` is `kg.cast` of f16/bf16 `x` to f32, f32 `x` itself;
+Rewrite rules (`f(x)` is `kg.cast` of f16/bf16 `x` to f32, f32 `x` itself,
+and for a half-float constant c, the f32 constant of the value c holds;
 `g(y)` casts back; N is the number of elements reduced):
 
     kg.softmax x dim d            =>  m = reduce max f(x) [d] keepdim
@@ -136,6 +137,15 @@ class _Rewriter:
     def widen(self, value: ir.Value) -> ir.Value:
         if _element(value) not in _HALF:
             return value
+        owner = value.owner
+        if isinstance(owner, ir.OpView) and owner.operation.name == "kg.constant":
+            # A constant widens to an f32 constant of the value the half type
+            # holds: exact, and, unlike a cast of it, a source op that every
+            # kernel reading it copies (a cast shared by two layers' GELUs
+            # after CSE became a value passed from one kernel to the other).
+            held = ir.FloatAttr.get(ir.RankedTensorType(value.type).element_type,
+                                    ir.FloatAttr(owner.attributes["value"]).value).value
+            return kg.constant(self.tensor(_shape(value), self.f32), held)
         return self.promotion(value, self.f32)
 
     def narrow(self, value: ir.Value, like: ir.Value) -> ir.Value:
