@@ -346,6 +346,15 @@ def tuned_defaults_setting(value: str | None):
             os.environ[ENVIRONMENT] = before
 
 
+def _error_summary(error: Exception) -> str:
+    """An error on one line: its first line, and where a worker's traceback
+    follows it, that traceback's last line (the exception that ended it)."""
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(error).__name__
+    return lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}"
+
+
 def _entry_key(entry) -> tuple:
     return entry.kind, entry.element, entry.variant, tuple(sorted(entry.features.items()))
 
@@ -402,9 +411,7 @@ def build(shapes: Sequence[Shape | GraphFile], out: pathlib.Path, budget_s: floa
             measured, report = measure_shape(shape, target, min(shape_budget_s, left), effort,
                                              verbose)
         except Exception as error:  # noqa: BLE001 - one shape's failure is its line, not the run's
-            text = str(error).strip()
-            log(f"[{index + 1}/{len(shapes)}] {shape.name}: failed: "
-                f"{text.splitlines()[0] if text else type(error).__name__}")
+            log(f"[{index + 1}/{len(shapes)}] {shape.name}: failed: {_error_summary(error)}")
             continue
         for entry in measured:
             entries[_entry_key(entry)] = entry
@@ -465,7 +472,7 @@ def compare(name: str, graph, budget_s: float, effort: str, verbose: bool) -> Co
                         module, target=searched.module.target)))
         outcomes = run_trial(KernelTrial("graph", function, text, candidates), TrialSettings())
     except KgcError as error:
-        return Comparison(name, None, None, note=str(error).splitlines()[0])
+        return Comparison(name, None, None, note=_error_summary(error))
     times = {o.candidate: o.time_us if o.status == TIMED else None for o in outcomes}
     notes = "; ".join(f"{o.candidate} {o.status}: {o.reason}" for o in outcomes
                       if o.status != TIMED)

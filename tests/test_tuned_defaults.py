@@ -644,3 +644,17 @@ def test_a_table_entry_over_the_faulting_stages_keeps_its_tiles_beyond_skinny_pr
                           table=_table(_entry(m, 512, 1376, entry, variant=variant),
                                        target="sm_80")).config
     assert (config80.block_m, config80.block_k, config80.num_stages) == (16, 32, 4)
+
+
+def test_a_failed_shape_s_line_names_the_exception_that_ended_a_worker_s_traceback():
+    from kgc.bench.tune_defaults import _error_summary
+    from kgc.diagnostics import KgcError
+
+    error = KgcError("checking the candidates of 0728b3 failed in the worker process on GPU 0:\n"
+                     "Traceback (most recent call last):\n  File \"x.py\", line 3, in f\n"
+                     "ValueError: scale must be positive\n")
+    assert _error_summary(error) == ("error: checking the candidates of 0728b3 failed in the "
+                                     "worker process on GPU 0: ... ValueError: scale must be "
+                                     "positive")
+    assert _error_summary(ValueError("one line")) == "one line"
+    assert _error_summary(RuntimeError("")) == "RuntimeError"
