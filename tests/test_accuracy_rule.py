@@ -266,6 +266,19 @@ def test_the_bound_is_relative_to_each_element_and_to_the_results_scale():
     torch.testing.assert_close(allowed_error(eager, exact), expected, rtol=1e-12, atol=0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2])
+def test_8_bit_float_results_are_checked(dtype):
+    # A kernel of an FP8 GEMM's graph stores 8-bit floats (torch has no
+    # isfinite of them; the rule must still judge them).
+    exact = torch.linspace(-3.0, 3.0, 64, dtype=torch.float64)
+    eager = exact.to(dtype)
+    assert tensor_mismatch(exact.to(dtype), eager, exact) is None
+    wrong = exact.clone()
+    wrong[5] = 40.0
+    assert tensor_mismatch(wrong.to(dtype), eager, exact).startswith(
+        "the result is off by")
+
+
 def test_integers_and_booleans_must_be_exact():
     exact = torch.arange(-8, 9, dtype=torch.int64)
     assert tensor_mismatch(exact.to(torch.int32), exact.to(torch.int32), exact) is None
