@@ -15,16 +15,6 @@
 // RUN: not kgc-opt %t.mlir --kg-fuse='function=other partition=0,1,2' 2>&1 | FileCheck %s --check-prefix=NOFUNC
 // NOFUNC: error: kg-fuse: no function @other to partition
 
-// Fusion plans kernels from static extents; a dynamic one (`?`) is refused
-// at the first value that has it.
-// expected-error @+1 {{kg-fuse plans static extents only: argument #0 of @dynamic_rows has type tensor<?x128xf32>, with a dynamic extent}}
-func.func @dynamic_rows(%x: tensor<?x128xf32>) -> tensor<?x128xf32> {
-  %e = kg.exp %x : tensor<?x128xf32>
-  return %e : tensor<?x128xf32>
-}
-
-// -----
-
 // Some ops say their kernel and one does not.
 func.func @unnumbered(%x: tensor<16x128xf32>) -> tensor<16x128xf32> {
   %e = kg.exp %x {kg.fusion_group = 0} : tensor<16x128xf32>

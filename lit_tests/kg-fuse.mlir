@@ -12,6 +12,24 @@
 // already and runs through kg-fuse alone:
 // RUN: sed -n '/^\/\/ PRIMITIVE INPUT$/,$p' %s | kgc-opt --kg-fuse | FileCheck %s --check-prefix=PRIM
 
+// A dynamic extent (`?`) is partitioned as at EXTENT_HINT (256) rows, and
+// the kernel keeps it in its types: at 256 rows one program covers the 64
+// columns, so the norm folds into the product, with its bias and GELU.
+// CHECK-LABEL: func.func @dynamic_rows(
+// CHECK: %[[Y:.*]] = kg.kernel @dynamic_rows_0_matmul(%arg0, %arg1, %arg2, %arg3) : (tensor<?x128xf16>, tensor<128xf16>, tensor<128x64xf16>, tensor<64xf16>) -> tensor<?x64xf16>
+// CHECK: kg.reduce sum %{{.*}} dims [1] keepdim : tensor<?x128xf32> -> tensor<?x1xf32>
+// CHECK: kg.matmul %{{.*}}, %{{.*}} : (tensor<?x128xf16>, tensor<128x64xf16>) -> tensor<?x64xf16>
+// CHECK: kg.gelu %{{.*}} : tensor<?x64xf32>
+// CHECK-NOT: kg.kernel
+// CHECK: return %[[Y]] : tensor<?x64xf16>
+func.func @dynamic_rows(%x: tensor<?x128xf16>, %g: tensor<128xf16>, %w: tensor<128x64xf16>, %b: tensor<64xf16>) -> tensor<?x64xf16> {
+  %n = kg.rms_norm %x weight %g normalized_shape [128] eps 1.0e-6 : (tensor<?x128xf16>, tensor<128xf16>) -> tensor<?x128xf16>
+  %y = kg.matmul %n, %w : (tensor<?x128xf16>, tensor<128x64xf16>) -> tensor<?x64xf16>
+  %z = kg.add %y, %b : (tensor<?x64xf16>, tensor<64xf16>) -> tensor<?x64xf16>
+  %a = kg.gelu %z : tensor<?x64xf16>
+  return %a : tensor<?x64xf16>
+}
+
 // A gated MLP of one row whose projections come back as (1, 1, N), as a
 // module's (batch, sequence, features) do. The reshape adds a dimension of
 // size 1 and reads the matmuls' own elements, so silu(g) * u is the

@@ -113,7 +113,6 @@ class KgFuse(Pass):
     argument = "kg-fuse"
     summary = "Partition kernel graphs into kg.kernel ops (fused GPU kernels)"
     plans_kernels = True
-    static_extents_only = True
 
     partition = Option(str, "", "the kernels to make: op positions, ',' between positions, "
                                 "';' between groups (default: fuse greedily)")

@@ -2,9 +2,10 @@
 do with a size that each call gives.
 
 A graph has at most one dynamic extent; the Python API names it, the IR
-writes it `?`. The verifiers and kg-decompose, kgc-cse and kgc-dce take it;
-the passes that plan or lower kernels from static extents refuse it with
-an error at the first value that has it, never with a wrong plan.
+writes it `?`. The verifiers and kg-decompose, kg-fuse (which decides as at
+`EXTENT_HINT` rows), kgc-cse and kgc-dce take it; the passes that plan or
+lower kernels from static extents refuse it with an error at the first
+value that has it, never with a wrong plan.
 """
 
 from __future__ import annotations
@@ -126,7 +127,7 @@ func.func @f(%a: tensor<?x8xf32>, %b: tensor<4x8xf32>) -> tensor<4x8xf32> {
 # -- the passes ---------------------------------------------------------------------
 
 # The passes that plan or lower kernels from static extents.
-STATIC_ONLY = {"kg-fuse", "kg-tile", "kg-legalize-dot", "kg-pad-mask", "convert-kg-to-ttir"}
+STATIC_ONLY = {"kg-tile", "kg-legalize-dot", "kg-pad-mask", "convert-kg-to-ttir"}
 
 
 def test_the_passes_that_plan_or_lower_kernels_are_the_ones_that_refuse_dynamic_extents():
@@ -161,7 +162,7 @@ def test_compiling_a_dynamic_graph_fails_at_its_input_with_the_reason():
         kgc.compile(g)
     message = str(raised.value)
     assert "test_dynamic_extents.py:" in message
-    assert ("kg-fuse plans static extents only: argument #0 of @prefill has type "
+    assert ("kg-tile plans static extents only: argument #0 of @prefill has type "
             "tensor<?x128xf16>") in message
 
 
@@ -172,5 +173,23 @@ def test_kgc_compile_exits_1_with_the_location_of_the_dynamic_extent(tmp_path):
                              "-o", str(tmp_path / "out")], capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 1
-    assert f"{source}:1:17: error: kg-fuse plans static extents only" in result.stderr
+    assert f"{source}:1:17: error: kg-tile plans static extents only" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_fusion_partitions_a_dynamic_extent_as_at_the_hint_and_keeps_it_in_the_kernels():
+    from kgc.tiling.graph_model import EXTENT_HINT
+
+    def kernels(text: str) -> list[str]:
+        with ir.Context() as context:
+            kgc.load_dialect(context)
+            module = ir.Module.parse(text)
+            Pipeline.parse("builtin.module(kg-decompose,kgc-cse,kgc-dce,kg-fuse)").run(module)
+            return [line.strip().split(" {")[0] for line in str(module).splitlines()
+                    if "kg.kernel @" in line]
+
+    dynamic = kernels(DYNAMIC_ROWS)
+    static = kernels(DYNAMIC_ROWS.replace("?x", f"{EXTENT_HINT}x"))
+    assert len(dynamic) == len(static) == 1
+    assert dynamic[0].replace("?x", f"{EXTENT_HINT}x") == static[0]
+    assert "-> tensor<?x128xf32>" in dynamic[0]

@@ -57,8 +57,16 @@ class Node:
         return n
 
 
+# The size planning gives a dynamic extent (`?`): fusion decides with it, as
+# Inductor decides with a size hint. Nothing planned for it is compiled: the
+# passes after kg-fuse take static extents only.
+EXTENT_HINT = 256
+
+
 def tensor_shape(type_: ir.Type) -> tuple[int, ...]:
-    return tuple(ir.RankedTensorType(type_).shape)
+    """The extents of a tensor type, a dynamic one as `EXTENT_HINT`."""
+    return tuple(EXTENT_HINT if ir.ShapedType.is_dynamic_size(d) else d
+                 for d in ir.RankedTensorType(type_).shape)
 
 
 def element_name(type_: ir.Type) -> str:
