@@ -340,6 +340,25 @@ def _static_shape(op: str, what: str, shape: object) -> tuple[int, ...]:
     return dims
 
 
+def _infer_minus_one(numbers: tuple[int, ...], elements: int, given: tuple, x: "Tensor",
+                     unit: str = "") -> tuple[int, ...]:
+    """A reshape's static extents `numbers` with their one -1 (if any) made
+    what holds `elements` (per unit of the dynamic extent where `unit` says
+    so); `given` is the shape as written, for the messages."""
+    if numbers.count(-1) > 1:
+        raise GraphError(f"reshape: only one -1 is allowed in shape {given} for x "
+                         f"{_describe(x)}")
+    if any(d < -1 for d in numbers):
+        raise GraphError(f"reshape: shape {given} has a negative dimension other than -1")
+    if -1 not in numbers:
+        return numbers
+    known = math.prod(d for d in numbers if d != -1)
+    if known == 0 or elements % known:
+        raise GraphError(f"reshape: cannot infer the -1 in {given}: x {_describe(x)} holds "
+                         f"{elements} elements{unit}")
+    return tuple(elements // known if d == -1 else d for d in numbers)
+
+
 def _is_scalar(value: object) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
@@ -802,18 +821,7 @@ class Graph:
         if self._dynamic in x.shape:
             return self._reshape_dynamic(x, shape)
         given = _int_tuple("reshape", "shape", shape)
-        if given.count(-1) > 1:
-            raise GraphError(f"reshape: only one -1 is allowed in shape {given} for x "
-                             f"{_describe(x)}")
-        if any(d < -1 for d in given):
-            raise GraphError(f"reshape: shape {given} has a negative dimension other than -1")
-        elements = math.prod(x.shape)
-        if -1 in given:
-            known = math.prod(d for d in given if d != -1)
-            if known == 0 or elements % known:
-                raise GraphError(f"reshape: cannot infer the -1 in {given}: x {_describe(x)} "
-                                 f"holds {elements} elements")
-            given = tuple(elements // known if d == -1 else d for d in given)
+        given = _infer_minus_one(given, math.prod(x.shape), given, x)
         return self._record((x,), given, x.dtype,
                             lambda values, out: kg.reshape(out, values[0]))
 
@@ -993,18 +1001,9 @@ class Graph:
             raise GraphError(f"reshape: x {_describe(x)} and shape {given} must each name the "
                              f"dynamic extent {name!r} once, to hold the same number of "
                              "elements at every size")
-        static = tuple(d for d in given if d != name)
-        numbers = _int_tuple("reshape", "shape", static)
-        per_unit = math.prod(d for d in x.shape if d != name)
-        if numbers.count(-1) > 1 or any(d < -1 for d in numbers):
-            raise GraphError(f"reshape: shape {given} may have one -1 and no other negative "
-                             "dimension")
-        if -1 in numbers:
-            known = math.prod(d for d in numbers if d != -1)
-            if known == 0 or per_unit % known:
-                raise GraphError(f"reshape: cannot infer the -1 in {given}: x {_describe(x)} "
-                                 f"holds {per_unit} elements per unit of {name!r}")
-            numbers = tuple(per_unit // known if d == -1 else d for d in numbers)
+        numbers = _int_tuple("reshape", "shape", tuple(d for d in given if d != name))
+        numbers = _infer_minus_one(numbers, math.prod(d for d in x.shape if d != name), given, x,
+                                   f" per unit of {name!r}")
         resolved = iter(numbers)
         target = tuple(name if d == name else next(resolved) for d in given)
         return self._record((x,), target, x.dtype,
