@@ -81,8 +81,9 @@ def Kg_StaticTensor : StaticShapeTensorOf<[Kg_Element]>;
 def Kg_Tile : StaticShapeTensorOf<[Kg_Element]>;
 def Kg_MaskTile : StaticShapeTensorOf<[I1]>;
 
-// Buffers of a tiled kernel.
-def Kg_Buffer : StaticShapeMemRefOf<[Kg_Element]>;
+// Buffers of a tiled kernel: an extent may be dynamic (`?`), as in the
+// kernel's tensors; a tile program reads its size with `memref.dim`.
+def Kg_Buffer : MemRefOf<[Kg_Element]>;
 
 //===----------------------------------------------------------------------===//
 // Enums

@@ -939,6 +939,19 @@ LogicalResult TileMaskOp::verify() {
     if (getLower()[d] >= getUpper()[d])
       return emitOpError() << "empty box in dimension " << d << ": lower "
                            << getLower()[d] << " >= upper " << getUpper()[d];
+  ArrayRef<int64_t> dims;
+  if (std::optional<ArrayRef<int64_t>> given = getDynamicDims())
+    dims = *given;
+  if (dims.size() != getDynamicUpper().size())
+    return emitOpError() << "names " << dims.size()
+                         << " dimensions with a dynamic upper bound but has "
+                         << getDynamicUpper().size() << " dynamic_upper operands";
+  llvm::SmallSet<int64_t, 4> seen;
+  for (int64_t d : dims)
+    if (d < 0 || d >= static_cast<int64_t>(rank) || !seen.insert(d).second)
+      return emitOpError() << "dynamic_upper names dimension " << d
+                           << ", which is out of range for the mask " << mask
+                           << " or named twice";
   return success();
 }
 

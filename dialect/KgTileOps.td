@@ -177,24 +177,31 @@ def Kg_TileGatherOp : Kg_Op<"tile_gather", [AttrSizedOperandSegments,
   let hasVerifier = 1;
 }
 
-def Kg_TileMaskOp : Kg_Op<"tile_mask", [Pure]> {
+def Kg_TileMaskOp : Kg_Op<"tile_mask", [Pure, AttrSizedOperandSegments]> {
   let summary = "which lanes of a tile fall inside a box";
   let description = [{
     Lane `l` of the result is true when `lower[d] <= offsets[d] + l[d] <
-    upper[d]` holds for every dimension `d`. `kg-pad-mask` builds the masks
-    of partial tiles from it; a concat reads each of its inputs under the
-    mask of that input's window.
+    upper[d]` holds for every dimension `d`, and, for each dimension listed
+    in `dynamic_dims`, `offsets[d] + l[d]` is also below the matching
+    `dynamic_upper` operand: a bound known only at run time (the size of a
+    dynamic extent). `kg-pad-mask` builds the masks of partial tiles from
+    it; a concat reads each of its inputs under the mask of that input's
+    window.
 
     Example:
 
     ```mlir
     %m = kg.tile_mask [%row, %c0] lower [0, 0] upper [17, 1000] : tensor<16x1024xi1>
+    %r = kg.tile_mask [%row, %c0] lower [0, 0] upper [2147483647, 1000] dynamic_upper [0] (%rows) : tensor<16x1024xi1>
     ```
   }];
   let arguments = (ins Variadic<I32>:$offsets, DenseI64ArrayAttr:$lower,
-                       DenseI64ArrayAttr:$upper);
+                       DenseI64ArrayAttr:$upper,
+                       OptionalAttr<DenseI64ArrayAttr>:$dynamic_dims,
+                       Variadic<I32>:$dynamic_upper);
   let results = (outs Kg_MaskTile:$mask);
   let assemblyFormat = "` ` `[` $offsets `]` `lower` $lower `upper` $upper "
+                       "(`dynamic_upper` $dynamic_dims^ `(` $dynamic_upper `)`)? "
                        "attr-dict `:` type($mask)";
   let hasVerifier = 1;
 }

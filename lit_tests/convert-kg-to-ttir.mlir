@@ -296,6 +296,33 @@ func.func @scalar_arguments(%x: tensor<9x8xf32>) -> tensor<9x8xf32> {
 
 // -----
 
+// A mask bounded at run time (a dynamic extent's size, here a scalar
+// argument): its lanes are compared with the bound splat across them.
+// CHECK-LABEL: func.func @dynamic_mask_bound
+// CHECK: ^bb0(%{{.*}}: !tt.ptr<f32>, %{{.*}}: !tt.ptr<f32>, %[[N:.*]]: i32):
+// CHECK: %[[BOUND:.*]] = "tt.splat"(%[[N]]) : (i32) -> tensor<4xi32>
+// CHECK-NEXT: arith.cmpi slt, %{{.*}}, %[[BOUND]] : tensor<4xi32>
+func.func @dynamic_mask_bound(%x: tensor<9x8xf32>) -> tensor<9x8xf32> {
+  %y = kg.kernel @dynamic_mask_bound_0(%x) attributes {config = {num_warps = 1, num_stages = 1}, grid = array<i64: 3, 1, 1>, iteration = array<i64: 9, 8>, tile = array<i64: 4, 8>, scalars = array<i64: 9>, padded} : (tensor<9x8xf32>) -> tensor<9x8xf32> {
+  ^bb0(%in: memref<9x8xf32>, %out: memref<9x8xf32>):
+    %c0 = arith.constant 0 : i32
+    %c4 = arith.constant 4 : i32
+    %pid = kg.program_id 0 : i32
+    %rows = kg.scalar_arg 0 : i32
+    %row = arith.muli %pid, %c4 : i32
+    %vin = memref.reinterpret_cast %in to offset: [0], sizes: [9, 8], strides: [8, 1] : memref<9x8xf32> to memref<9x8xf32, strided<[8, 1]>>
+    %vout = memref.reinterpret_cast %out to offset: [0], sizes: [9, 8], strides: [8, 1] : memref<9x8xf32> to memref<9x8xf32, strided<[8, 1]>>
+    %m = kg.tile_mask [%row, %c0] lower [-2147483648, -2147483648] upper [2147483647, 2147483647] dynamic_upper [0](%rows) : tensor<4x8xi1>
+    %v = kg.tile_load %vin[%row, %c0] mask %m padding 0.0 : memref<9x8xf32, strided<[8, 1]>> -> tensor<4x8xf32>
+    %e = kg.exp %v : tensor<4x8xf32>
+    kg.tile_store %e, %vout[%row, %c0] mask %m : tensor<4x8xf32>, memref<9x8xf32, strided<[8, 1]>>
+    kg.yield
+  }
+  return %y : tensor<9x8xf32>
+}
+
+// -----
+
 // A causal mask fuses into the softmax's kernel: the two iotas become
 // ranges of lanes (the row's is this program's row, block_x = 1, a splat
 // of tt.get_program_id; the columns' a tt.make_range), compared with

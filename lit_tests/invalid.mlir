@@ -1456,15 +1456,14 @@ func.func @tile_store_outside_kernel(%t: tensor<16x16xf32>, %out: memref<16x16xf
 
 // -----
 
-// tile_store: the buffer has a static shape.
-func.func @tile_store_dynamic_buffer(%a: tensor<16x16xf32>) -> tensor<16x16xf32> {
+// tile_mask: one dynamic_upper operand per dimension it names.
+func.func @tile_mask_dynamic_upper_count(%a: tensor<16x16xf32>) -> tensor<16x16xf32> {
   %y = kg.kernel @k(%a) : (tensor<16x16xf32>) -> tensor<16x16xf32> {
   ^bb0(%x: memref<16x16xf32>, %out: memref<16x16xf32>):
     %c0 = arith.constant 0 : i32
-    %t = kg.tile_load %x[%c0, %c0] : memref<16x16xf32> -> tensor<16x16xf32>
-    %d = memref.cast %out : memref<16x16xf32> to memref<?x16xf32>
-    // expected-error @+1 {{operand #1 must be statically shaped memref}}
-    kg.tile_store %t, %d[%c0, %c0] : tensor<16x16xf32>, memref<?x16xf32>
+    %n = arith.constant 9 : i32
+    // expected-error @+1 {{names 2 dimensions with a dynamic upper bound but has 1 dynamic_upper operands}}
+    %m = kg.tile_mask [%c0, %c0] lower [0, 0] upper [16, 16] dynamic_upper [0, 1] (%n) : tensor<16x16xi1>
     kg.yield
   }
   return %y : tensor<16x16xf32>

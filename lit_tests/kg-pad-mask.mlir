@@ -35,6 +35,26 @@ func.func @softmax(%x: tensor<17x1000xf32>) -> tensor<17x1000xf32> {
 
 // -----
 
+// A dynamic extent: every access along it is bounded by the size the view
+// holds (its dynamic upper bound), since no tile count proves it inside.
+// CHECK-LABEL: func.func @dynamic_rows
+// CHECK: %[[N:.*]] = memref.dim
+// CHECK: %[[NI:.*]] = arith.index_cast %[[N]] : index to i32
+// CHECK: %[[M:.*]] = kg.tile_mask [%{{.*}}, %{{.*}}] lower [-2147483648, -2147483648] upper [2147483647, 2147483647] dynamic_upper [0](%[[NI]]) : tensor<4x1024xi1>
+// CHECK: kg.tile_load %{{.*}}[%{{.*}}, %{{.*}}] mask %[[M]] padding 0.000000e+00
+// CHECK: kg.tile_mask {{.*}} dynamic_upper [0]
+// CHECK: kg.tile_store
+func.func @dynamic_rows(%x: tensor<?x1024xf32>) -> tensor<?x1024xf32> {
+  %y = kg.kernel @dynamic_rows_0(%x) : (tensor<?x1024xf32>) -> tensor<?x1024xf32> {
+  ^bb0(%a: tensor<?x1024xf32>):
+    %e = kg.exp %a : tensor<?x1024xf32>
+    kg.yield %e : tensor<?x1024xf32>
+  }
+  return %y : tensor<?x1024xf32>
+}
+
+// -----
+
 // Tiles of powers of two that divide their axes: every lane of every
 // access is inside the buffer, so nothing is masked.
 // CHECK-LABEL: func.func @exact_tiles

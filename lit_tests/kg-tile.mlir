@@ -31,6 +31,29 @@ func.func @pointwise(%x: tensor<17x1000xf32>, %b: tensor<1000xf32>) -> tensor<17
 
 // -----
 
+// A dynamic extent (`?`): planned as at 256 rows, its rows are the outermost
+// program axis; the views take the size from the first buffer (memref.dim)
+// and the grid is ceil(size / 4) programs at launch (dynamic_grid).
+// CHECK-LABEL: func.func @pointwise_dynamic_rows
+// CHECK: kg.kernel @pointwise_dynamic_rows_0
+// CHECK-SAME: dynamic_axis = 0 : i64, dynamic_grid = array<i64: 4, 1>
+// CHECK: ^bb0(%[[XB:.*]]: memref<?x1000xf32>, %{{.*}}: memref<1000xf32>, %[[OB:.*]]: memref<?x1000xf32>):
+// CHECK: %[[N:.*]] = memref.dim %[[XB]], %{{.*}} : memref<?x1000xf32>
+// CHECK: memref.reinterpret_cast %[[XB]] to offset: [0], sizes: [%[[N]], 1000], strides: [1000, 1] : memref<?x1000xf32> to memref<?x1000xf32, strided<[1000, 1]>>
+// CHECK: memref.reinterpret_cast %{{.*}} to offset: [0], sizes: [1, 1000], strides: [0, 1]
+// CHECK: memref.reinterpret_cast %[[OB]] to offset: [0], sizes: [%[[N]], 1000]
+func.func @pointwise_dynamic_rows(%x: tensor<?x1000xf32>, %b: tensor<1000xf32>) -> tensor<?x1000xf32> {
+  %y = kg.kernel @pointwise_dynamic_rows_0(%x, %b) : (tensor<?x1000xf32>, tensor<1000xf32>) -> tensor<?x1000xf32> {
+  ^bb0(%a: tensor<?x1000xf32>, %bias: tensor<1000xf32>):
+    %s = kg.add %a, %bias : (tensor<?x1000xf32>, tensor<1000xf32>) -> tensor<?x1000xf32>
+    %r = kg.relu %s : tensor<?x1000xf32>
+    kg.yield %r : tensor<?x1000xf32>
+  }
+  return %y : tensor<?x1000xf32>
+}
+
+// -----
+
 // Tile sizes set by hand on the kernel are kept.
 // CHECK-LABEL: func.func @user_tiles
 // CHECK: kg.kernel @user_tiles_0
@@ -651,4 +674,18 @@ func.func @knob_outside_config(%x: tensor<17x1000xf32>) -> tensor<17x1000xf32> {
     kg.yield %r : tensor<17x1000xf32>
   }
   return %y : tensor<17x1000xf32>
+}
+
+// -----
+
+// A matmul's program reads its extents itself (split counts, grouped tiles):
+// its schedule takes no dynamic extent yet.
+func.func @matmul_dynamic_rows(%x: tensor<?x64xf16>, %w: tensor<64x32xf16>) -> tensor<?x32xf16> {
+  // expected-error @+1 {{kernel @matmul_dynamic_rows_0 cannot be tiled: its matmul schedule takes no dynamic extent (`?`) yet}}
+  %y = kg.kernel @matmul_dynamic_rows_0(%x, %w) : (tensor<?x64xf16>, tensor<64x32xf16>) -> tensor<?x32xf16> {
+  ^bb0(%a: tensor<?x64xf16>, %b: tensor<64x32xf16>):
+    %m = kg.matmul %a, %b : (tensor<?x64xf16>, tensor<64x32xf16>) -> tensor<?x32xf16>
+    kg.yield %m : tensor<?x32xf16>
+  }
+  return %y : tensor<?x32xf16>
 }

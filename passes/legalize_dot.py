@@ -69,7 +69,6 @@ _FLOAT8 = ("f8E4M3FN", "f8E5M2")
 class KgLegalizeDot(Pass):
     argument = "kg-legalize-dot"
     summary = "Rewrite tile dots to shapes and types Triton's tl.dot supports"
-    static_extents_only = True
 
     target = Option(int, 90, "SM version to compile for (80, 86, 89, 90, ...)",
                     choices=SUPPORTED_SMS)

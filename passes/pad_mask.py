@@ -20,6 +20,9 @@ end of an axis of 1000. This pass:
     kg.tile_dot %a, %b, %acc with K lanes
       outside the iteration not known zero     =>  zeros selected into them
 
+A view with a dynamic size (a kernel's dynamic extent) bounds every access
+along it: its mask takes the size as a `dynamic_upper` bound.
+
 `%m` is a `kg.tile_mask` of the lanes inside the buffer (a gather's along
 every dimension but the gathered one, whose positions are its indices:
 their own tile's padded lanes hold 0, a position inside); accesses whose
@@ -59,7 +62,6 @@ _FLOAT8 = ("f8E4M3FN", "f8E5M2")
 class KgPadMask(Pass):
     argument = "kg-pad-mask"
     summary = "Pad tiles to powers of two, mask partial tiles, keep reductions exact"
-    static_extents_only = True
 
 
     def run(self, op: ir.Operation) -> None:
@@ -126,7 +128,7 @@ class _KernelPadder:
         existing = access.mask
         tile_type = ir.RankedTensorType(op.results[0].type if is_load else access.value.type)
         sizes = list(ir.MemRefType(view.type).shape)
-        lower, upper, needed = [], [], False
+        lower, upper, needed, dynamic_dims = [], [], False, []
         for dim, (offset, lane_count, size) in enumerate(zip(offsets, tile_type.shape, sizes)):
             if dim == gathered:
                 lower.append(INT32_MIN)
@@ -134,6 +136,13 @@ class _KernelPadder:
                 continue
             lo, hi = self.ranges.of(offset)
             lower.append(0 if lo < 0 else INT32_MIN)
+            if ir.ShapedType.is_dynamic_size(size):
+                # The size of a dynamic extent: known at run time only, so
+                # every access along it is bounded by it.
+                upper.append(INT32_MAX)
+                dynamic_dims.append(dim)
+                needed = True
+                continue
             upper.append(size if hi + lane_count > size else INT32_MAX)
             needed |= lo < 0 or hi + lane_count > size
         if not needed and existing is None:
@@ -142,7 +151,9 @@ class _KernelPadder:
             mask = existing
             if needed:
                 bounds = kg.tile_mask(ir.RankedTensorType.get(list(tile_type.shape), self.i1),
-                                      offsets, lower, upper)
+                                      offsets, lower, upper,
+                                      [self._dynamic_size_i32(view) for _ in dynamic_dims],
+                                      dynamic_dims=dynamic_dims or None)
                 mask = bounds if existing is None else ir.Operation.create(
                     "arith.andi", results=[bounds.type], operands=[existing, bounds]).result
             if is_gather:
@@ -156,6 +167,17 @@ class _KernelPadder:
             else:
                 masked = kg.TileStoreOp(access.value, view, offsets, mask=mask)
         replace_with(op, masked.operation, keep_attributes=True)
+
+    def _dynamic_size_i32(self, view: ir.Value) -> ir.Value:
+        """The dynamic size of `view` (a `memref.reinterpret_cast` of a
+        buffer, with one dynamic size) as an i32, made where it is needed."""
+        owner = view.owner
+        if isinstance(owner, ir.Block) or owner.name != "memref.reinterpret_cast" or \
+                len(owner.opview.sizes) != 1:
+            raise PassFailure(f"kernel @{self.name}: a view with a dynamic extent must be a "
+                              "memref.reinterpret_cast with one dynamic size", self.kernel.location)
+        return ir.Operation.create("arith.index_cast", results=[self.i32],
+                                   operands=[owner.opview.sizes[0]]).result
 
     # -- reductions and dots ----------------------------------------------------
 
@@ -217,7 +239,7 @@ class _KernelPadder:
             upper[axis] = self.extents[axis]
             shape[axis] = self.padded[axis]
         with ir.InsertionPoint(op), op.location:
-            mask = kg.tile_mask(ir.RankedTensorType.get(shape, self.i1), offsets, lower, upper)
+            mask = kg.tile_mask(ir.RankedTensorType.get(shape, self.i1), offsets, lower, upper, [])
             element = type_.element_type
             if str(element) in _FLOAT8:
                 # A constant has no 8-bit float type: the fill is made in f32

@@ -40,8 +40,9 @@ def dynamic_extent_failure(op: ir.Operation, argument: str) -> PassFailure | Non
     def failure(value: ir.Value, what: str, location: ir.Location) -> PassFailure:
         return PassFailure(
             f"{argument} plans static extents only: {what} has type {value.type}, with a "
-            "dynamic extent (`?`); the verifiers, kg-decompose, kg-fuse, kgc-cse and kgc-dce "
-            "take dynamic extents, tiling and lowering them is not built yet", location)
+            "dynamic extent (`?`); the passes down to kg-pad-mask take a dynamic extent (of "
+            "pointwise and reduction kernels), lowering it to Triton IR is not built yet",
+            location)
 
     found: list[PassFailure] = []
 

@@ -69,6 +69,12 @@ Rewrite rules:
       =>  kg.kernel @k (tiled: each split's output and log-sum-exp, f32)
           kg.kernel @k_combine (tiled: their combination, the results of @k)
     kg.kernel already in tiled form  =>  unchanged
+    kg.kernel with a dynamic extent (`?`), pointwise or reduction
+      =>  as above, planned as at EXTENT_HINT rows, with buffers
+          memref<?x...>, views sized by memref.dim of a buffer along the
+          dynamic axis, attributes dynamic_axis and dynamic_grid
+          (kgc.tiling.dynamic); a schedule that takes no dynamic extent, or
+          a plan that holds at one size only, is an error naming the rule
 
 The config attribute of a tiled kernel is its whole config, canonical.
 A kernel whose body is a group that kg-fuse planned in the same pipeline
@@ -87,7 +93,9 @@ from mlir import ir
 from kgc.passes.registry import Option, Pass, PassFailure, register_pass
 from kgc.targets import DEFAULT_SM, SUPPORTED_SMS, Target, target_for
 from kgc.tiling.config import ConfigError, KernelConfig
-from kgc.tiling.graph_model import Node, nodes_from_ops
+from kgc.tiling.dynamic import (DYNAMIC_AXIS_ATTRIBUTE, DYNAMIC_GRID_ATTRIBUTE, dynamic_axis,
+                                 dynamic_grid, has_dynamic_extent, with_dynamic_axis)
+from kgc.tiling.graph_model import Node, nodes_from_ops, topological
 from kgc.tiling.kernel_ops import (CONFIG_ATTRIBUTE, config_attribute, is_tiled, kernel_name,
                                    kernels_in)
 from kgc.tiling.mlir_builder import tiled_kernel
@@ -233,7 +241,6 @@ class KgTile(Pass):
     argument = "kg-tile"
     summary = "Turn kernels in graph form into tile programs with chosen tile sizes and grid"
     plans_kernels = True
-    static_extents_only = True
 
     kernel = Option(str, "", "apply the knobs to this kernel only (default: every kernel)")
     target = Option(int, DEFAULT_SM, "SM version to plan for (80, 86, 89, 90, ...): kgc's "
@@ -313,6 +320,28 @@ class KgTile(Pass):
             tile_kernel(kernel, options, target, planner, table)
 
 
+def _dynamic_plan(kernel: ir.Operation, plan, outputs, schedule):
+    """`plan` (made at the hint) with its dynamic axis made the outermost
+    program axis, and that axis; a PassFailure where the plan does not hold
+    at every size (`kgc.tiling.dynamic`)."""
+    name = kernel_name(kernel)
+    if not schedule.dynamic_extents:
+        raise PassFailure(f"kernel @{name} cannot be tiled: its {plan.kind} schedule takes no "
+                          f"dynamic extent (`?`) yet", kernel.location)
+    # The plan's own nodes: a planner may give the plan of an equal group,
+    # made of other Node objects than `outputs`.
+    inputs = sorted((n for n in topological(plan.outputs) if n.is_input),
+                    key=lambda n: n.input_index)
+    buffers = [(n, kernel.operands[n.input_index].type) for n in inputs]
+    buffers += [(o, r.type) for o, r in zip(plan.outputs, kernel.results)]
+    try:
+        axis = dynamic_axis(plan, buffers)
+        return with_dynamic_axis(plan, axis), axis
+    except Unplannable as reason:
+        raise PassFailure(f"kernel @{name} cannot be tiled with a dynamic extent: {reason}",
+                          kernel.location) from None
+
+
 def tile_kernel(kernel: ir.Operation, options: KernelConfig | None = None,
                 target: Target | int | None = None,
                 planner: Planner | None = None,
@@ -324,8 +353,11 @@ def tile_kernel(kernel: ir.Operation, options: KernelConfig | None = None,
     before in the same pipeline run (None: none)."""
     plan, outputs = plan_kernel(kernel, options, target, planner, table)
     schedule = schedules()[plan.schedule]
-    form = schedule.tiled_form(plan)
     name = kernel_name(kernel)
+    axis = None
+    if has_dynamic_extent(list(kernel.operands) + list(kernel.results)):
+        plan, axis = _dynamic_plan(kernel, plan, outputs, schedule)
+    form = schedule.tiled_form(plan)
     kept = {n: kernel.attributes[n] for n in kernel.attributes if n != CONFIG_ATTRIBUTE}
     attributes = dict(kept)
     if form.suffix:
@@ -338,13 +370,18 @@ def tile_kernel(kernel: ir.Operation, options: KernelConfig | None = None,
     attributes.update(form.attributes)
     if plan.scalar_arguments:
         attributes["scalars"] = ir.DenseI64ArrayAttr.get(list(plan.scalar_arguments))
+    if axis is not None:
+        i64 = ir.IntegerType.get_signless(64)
+        attributes[DYNAMIC_AXIS_ATTRIBUTE] = ir.IntegerAttr.get(i64, axis)
+        attributes[DYNAMIC_GRID_ATTRIBUTE] = ir.DenseI64ArrayAttr.get(dynamic_grid(plan, axis))
     result_types = [r.type for r in kernel.results]
     with kernel.location, ir.InsertionPoint(kernel):
         tiled_types = result_types if form.results is None else [
             ir.RankedTensorType.get(list(shape), ir.Type.parse(element))
             for shape, element in form.results]
         tiled = tiled_kernel(list(kernel.operands), tiled_types, attributes, kernel.location,
-                             lambda builder: schedule.generate(plan, builder))
+                             lambda builder: schedule.generate(plan, builder),
+                             dynamic_axis=axis)
     source = SourceKernel(name, list(kernel.operands), result_types,
                           {n: v for n, v in kept.items() if n != "sym_name"}, kernel.location,
                           options)

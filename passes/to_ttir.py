@@ -640,11 +640,15 @@ class _Lowering:
         lower = list(ir.DenseI64ArrayAttr(op.attributes["lower"]))
         upper = list(ir.DenseI64ArrayAttr(op.attributes["upper"]))
         axes = tuple(a for a, s in enumerate(sizes) if s > 1)
+        mask_op = op.opview
+        dynamic = dict(zip(mask_op.dynamic_dims or [], mask_op.dynamic_upper))
         result = None
-        for axis, offset in enumerate(op.operands):
+        for axis, offset in enumerate(mask_op.offsets):
             checks = [(bound, predicate) for bound, predicate, unbounded in
                       ((lower[axis], 5, INT32_MIN), (upper[axis], 2, INT32_MAX))  # sge, slt
                       if bound != unbounded]
+            if axis in dynamic:
+                checks.append((dynamic[axis], 2))
             if not checks:
                 continue
             lanes = self.values[offset]
@@ -653,7 +657,10 @@ class _Lowering:
                 lanes = self._range(lanes, sizes[axis])
                 lane_axes = (axis,)
             for bound, predicate in checks:
-                constant = self._constant(bound, sizes, lane_axes, self.i32)
+                constant = (self._constant(bound, sizes, lane_axes, self.i32)
+                            if isinstance(bound, int) else
+                            self.expand(_Lowered(self.values[bound], (), sizes, self.i32),
+                                        lane_axes, sizes))
                 cond_type = self._compact_type(sizes, lane_axes, self.i1)
                 condition = ir.Operation.create(
                     "arith.cmpi", results=[cond_type], operands=[lanes, constant],

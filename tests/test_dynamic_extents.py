@@ -19,6 +19,7 @@ import kgc
 from kgc.diagnostics import KgcError
 from kgc.passes import registered_passes
 from kgc.pipeline import Pipeline
+from tests.comparison import as_tuple
 from tests.tools import console_script
 
 DYNAMIC_ROWS = """\
@@ -127,7 +128,7 @@ func.func @f(%a: tensor<?x8xf32>, %b: tensor<4x8xf32>) -> tensor<4x8xf32> {
 # -- the passes ---------------------------------------------------------------------
 
 # The passes that plan or lower kernels from static extents.
-STATIC_ONLY = {"kg-tile", "kg-legalize-dot", "kg-pad-mask", "convert-kg-to-ttir"}
+STATIC_ONLY = {"convert-kg-to-ttir"}
 
 
 def test_the_passes_that_plan_or_lower_kernels_are_the_ones_that_refuse_dynamic_extents():
@@ -155,15 +156,24 @@ def test_decompose_cse_and_dce_keep_the_dynamic_extent():
     assert "-> tensor<?x128xf32>" in text.splitlines()[1]
 
 
-def test_compiling_a_dynamic_graph_fails_at_its_input_with_the_reason():
+def test_a_kernel_whose_schedule_takes_no_dynamic_extent_is_refused_where_it_was_written():
     g, y = _prefill_graph()
     g.output(y)
     with pytest.raises(KgcError) as raised:
         kgc.compile(g)
     message = str(raised.value)
     assert "test_dynamic_extents.py:" in message
-    assert ("kg-tile plans static extents only: argument #0 of @prefill has type "
-            "tensor<?x128xf16>") in message
+    assert ("kernel @prefill_0_matmul cannot be tiled: its matmul schedule takes no dynamic "
+            "extent (`?`) yet") in message
+
+
+def test_compiling_a_dynamic_graph_to_triton_fails_at_its_input_with_the_reason():
+    g = kgc.Graph("rows")
+    g.output(g.softmax(g.input("x", ("tokens", 128), "f16"), -1))
+    with pytest.raises(KgcError) as raised:
+        kgc.compile(g)
+    assert ("convert-kg-to-ttir plans static extents only: argument #0 of @rows has type "
+            "tensor<?x128xf16>") in str(raised.value)
 
 
 def test_kgc_compile_exits_1_with_the_location_of_the_dynamic_extent(tmp_path):
@@ -173,7 +183,7 @@ def test_kgc_compile_exits_1_with_the_location_of_the_dynamic_extent(tmp_path):
                              "-o", str(tmp_path / "out")], capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 1
-    assert f"{source}:1:17: error: kg-tile plans static extents only" in result.stderr
+    assert f"{source}:1:17: error: convert-kg-to-ttir plans static extents only" in result.stderr
     assert "Traceback" not in result.stderr
 
 
@@ -193,3 +203,96 @@ def test_fusion_partitions_a_dynamic_extent_as_at_the_hint_and_keeps_it_in_the_k
     assert len(dynamic) == len(static) == 1
     assert dynamic[0].replace("?x", f"{EXTENT_HINT}x") == static[0]
     assert "-> tensor<?x128xf32>" in dynamic[0]
+
+
+# -- tiled programs with a dynamic extent, on the CPU executor ------------------------
+
+COMPILED_ONCE = """\
+func.func @rows(%x: tensor<?x1000xf16>, %w: tensor<1000xf16>, %b: tensor<1x1000xf16>) -> (tensor<?x1000xf16>, tensor<?x1xf32>) {
+  %n = kg.rms_norm %x weight %w normalized_shape [1000] eps 1.0e-6 : (tensor<?x1000xf16>, tensor<1000xf16>) -> tensor<?x1000xf16>
+  %s = kg.add %n, %b : (tensor<?x1000xf16>, tensor<1x1000xf16>) -> tensor<?x1000xf16>
+  %y = kg.softmax %s dim 1 : tensor<?x1000xf16>
+  %z = kg.silu %y : tensor<?x1000xf16>
+  %f = kg.cast %x : tensor<?x1000xf16> to tensor<?x1000xf32>
+  %m = kg.reduce max %f dims [1] keepdim : tensor<?x1000xf32> -> tensor<?x1xf32>
+  return %z, %m : tensor<?x1000xf16>, tensor<?x1xf32>
+}
+func.func @points(%x: tensor<?x777xf32>, %y: tensor<?x777xf32>, %b: tensor<777xf32>) -> tensor<?x7x111xf32> {
+  %s = kg.add %x, %b : (tensor<?x777xf32>, tensor<777xf32>) -> tensor<?x777xf32>
+  %r = kg.relu %s : tensor<?x777xf32>
+  %p = kg.mul %r, %y : (tensor<?x777xf32>, tensor<?x777xf32>) -> tensor<?x777xf32>
+  %v = kg.reshape %p : tensor<?x777xf32> -> tensor<?x7x111xf32>
+  return %v : tensor<?x7x111xf32>
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def compiled_once():
+    """COMPILED_ONCE compiled to the kg stage once (tiled, padded, masked),
+    and as written (for the reference)."""
+    from kgc.parsing import parse_text
+    from kgc.pipeline.compiler import compile_module
+
+    context = ir.Context()
+    source = parse_text(COMPILED_ONCE, "compiled_once.mlir", context)
+    tiled = parse_text(COMPILED_ONCE, "compiled_once.mlir", context)
+    with context:
+        compile_module(tiled, emit="kg")
+    return source, tiled
+
+
+@pytest.mark.parametrize("size", [1, 3, 17, 1000, 4097])
+@pytest.mark.parametrize("function", ["rows", "points"])
+def test_one_compiled_graph_runs_at_every_size_of_its_dynamic_extent(compiled_once, function,
+                                                                    size):
+    import torch
+
+    from kgc import reference
+    from kgc.execution import run_tiled
+    from tests.comparison import assert_as_accurate_as_eager
+
+    source, tiled = compiled_once
+    generator = torch.Generator().manual_seed(size)
+    if function == "rows":
+        shapes = [((size, 1000), torch.float16), ((1000,), torch.float16),
+                  ((1, 1000), torch.float16)]
+    else:
+        shapes = [((size, 777), torch.float32), ((size, 777), torch.float32),
+                  ((777,), torch.float32)]
+    inputs = [torch.randn(shape, generator=generator).to(dtype) for shape, dtype in shapes]
+    with source.context:
+        got = run_tiled(tiled, function, *inputs)
+        eager = reference.evaluate(source, function, inputs)
+        exact = reference.evaluate(source, function, inputs, exact=True)
+    assert_as_accurate_as_eager(got, eager, exact)
+    assert tuple(as_tuple(got)[0].shape)[0] == size
+
+
+def test_the_compiled_kernels_read_the_size_and_launch_by_a_rule(compiled_once):
+    _, tiled = compiled_once
+    text = str(tiled)
+    assert text.count("memref.dim %arg") >= 3
+    assert "dynamic_axis = 0 : i64" in text
+    assert "dynamic_grid = array<i64:" in text
+    assert "dynamic_upper [0]" in text
+
+
+@pytest.mark.parametrize("text, reason", [
+    # A sum along the dynamic extent: its length is the size.
+    ("""func.func @f(%x: tensor<?x8xf32>) -> tensor<8xf32> {
+  %s = kg.reduce sum %x dims [0] : tensor<?x8xf32> -> tensor<8xf32>
+  return %s : tensor<8xf32>
+}""", "of the dynamic extent, is looped over or reduced"),
+    # Stored transposed, the size would set the stride of the outer dimension.
+    ("""func.func @f(%x: tensor<?x8xf32>) -> tensor<8x?xf32> {
+  %t = kg.transpose %x [1, 0] : tensor<?x8xf32> -> tensor<8x?xf32>
+  %e = kg.exp %t : tensor<8x?xf32>
+  return %e : tensor<8x?xf32>
+}""", "has its dynamic extent in dimension 1"),
+], ids=["reduced", "transposed"])
+def test_a_plan_that_holds_at_one_size_only_is_refused_with_the_rule(text, reason):
+    result = run_kgc_opt(text, "--kg-decompose", "--kg-fuse", "--kg-tile")
+    assert result.returncode == 1
+    assert "cannot be tiled with a dynamic extent: " in result.stderr
+    assert reason in result.stderr

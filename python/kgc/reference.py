@@ -39,13 +39,30 @@ def evaluate(module: ir.Operation, function: str | None, inputs: Sequence, exact
     body = functions[function].regions[0].blocks[0]
     values = dict(zip(body.arguments, [_widen(x, exact) for x in inputs]))
     device = inputs[0].device if inputs else "cpu"
+    extent = _dynamic_extent(body.arguments, inputs)
     for op in body.operations:
         op = op.operation
         if op.name == "func.return":
             results = tuple(values[v] for v in op.operands)
             return results[0] if len(results) == 1 else results
-        values[op.results[0]] = _evaluate_op(op, [values[v] for v in op.operands], exact, device)
+        values[op.results[0]] = _evaluate_op(op, [values[v] for v in op.operands], exact, device,
+                                             extent)
     raise KgcError(f"@{function} has no return")
+
+
+def _dynamic_extent(arguments, inputs) -> int | None:
+    """The size the inputs give the function's dynamic extent (`?`)."""
+    for argument, tensor in zip(arguments, inputs):
+        for dim, size in enumerate(ir.RankedTensorType(argument.type).shape):
+            if ir.ShapedType.is_dynamic_size(size):
+                return int(tensor.shape[dim])
+    return None
+
+
+def _result_shape(op: ir.Operation, extent: int | None) -> list[int]:
+    """The shape of `op`'s result, its dynamic extents at `extent`."""
+    return [extent if ir.ShapedType.is_dynamic_size(d) else d
+            for d in ir.RankedTensorType(op.results[0].type).shape]
 
 
 def _widen(x, exact: bool):
@@ -90,7 +107,7 @@ def elementwise(name: str, *operands, dtype, exact: bool = False, **attributes):
     return _settle(result, dtype, exact)
 
 
-def _evaluate_op(op: ir.Operation, args: list, exact: bool, device):
+def _evaluate_op(op: ir.Operation, args: list, exact: bool, device, extent: int | None = None):
     import torch
 
     name = op.name[3:] if op.name.startswith("kg.") else op.name
@@ -129,14 +146,14 @@ def _evaluate_op(op: ir.Operation, args: list, exact: bool, device):
     elif name == "transpose":
         return args[0].permute(*attrs["permutation"]).contiguous()
     elif name == "reshape":
-        return args[0].reshape(list(ir.RankedTensorType(op.results[0].type).shape))
+        return args[0].reshape(_result_shape(op, extent))
     elif name == "broadcast_to":
-        return args[0].expand(list(ir.RankedTensorType(op.results[0].type).shape)).contiguous()
+        return args[0].expand(_result_shape(op, extent)).contiguous()
     elif name == "concat":
         return torch.cat(args, dim=attrs["dim"])
     elif name == "slice":
         index = tuple(slice(o, o + n * s, s) for o, s, n in zip(
-            attrs["offsets"], attrs["strides"], ir.RankedTensorType(op.results[0].type).shape))
+            attrs["offsets"], attrs["strides"], _result_shape(op, extent)))
         return args[0][index].contiguous()
     else:
         raise KgcError(f"the reference interpreter does not know {op.name}")

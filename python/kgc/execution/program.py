@@ -13,8 +13,9 @@ Semantics, op by op:
     kg.scalar_arg i            the kernel's i32 argument i (its `scalars`)
     arith on i32 scalars       exact integer math; a result that does not
                                fit in i32 is an error (the GPU would wrap)
-    memref.reinterpret_cast    a static view of a kernel buffer (strides of
-                               any sign)
+    memref.reinterpret_cast    a view of a kernel buffer (strides of any
+                               sign; a dynamic size is the kernel's extent)
+    memref.dim                 the kernel's dynamic extent (`extent`)
     scf.for                    the loop, with its iteration arguments
     scf.if, scf.while          the branch taken, the loop run to its
                                condition's end, with their results
@@ -54,6 +55,7 @@ from kgc.execution.errors import Fault, TileProgramError, located
 from kgc.execution import memory
 from kgc.execution.memory import TileAccess, View
 from kgc.tiling.graph_model import ELEMENTWISE_OPS
+from kgc.tiling.dynamic import DYNAMIC_GRID_ATTRIBUTE
 from kgc.tiling.kernel_ops import dot_dims, int_array, kernel_name
 
 # kg ops whose meaning on a tile is their meaning on a tensor.
@@ -106,12 +108,21 @@ class TileProgram:
     """The tile program of a tiled kg.kernel, ready to run on flat buffers:
     the kernel's inputs, then its results."""
 
-    def __init__(self, kernel: ir.Operation):
+    def __init__(self, kernel: ir.Operation, extent: int | None = None):
+        """`extent`: the size of the kernel's dynamic extent (every `?` of
+        its buffers) for this run; None for a kernel without one."""
         import torch
 
         self.kernel = kernel
         self.name = kernel_name(kernel)
+        self.extent = extent
         grid = int_array(kernel, "grid")
+        rule = int_array(kernel, DYNAMIC_GRID_ATTRIBUTE)
+        if rule is not None:
+            if extent is None or len(rule) != 2:
+                raise located(kernel, f"kernel @{self.name}: a grid of the dynamic extent needs "
+                                      "the extent's size and a rule [tile, programs per tile]")
+            grid = [-(-extent // rule[0]) * rule[1], 1, 1]
         if grid is None or not 1 <= len(grid) <= 3 or min(grid) < 1:
             raise located(kernel, f"kernel @{self.name} needs a grid of one to three positive "
                                   f"program counts, has {grid}")
@@ -184,6 +195,8 @@ class TileProgram:
             return self._constant(op)
         if name == "memref.reinterpret_cast":
             return self._view(op)
+        if name == "memref.dim":
+            return self._dim(op)
         if name == "kg.program_id":
             return self._program_id(op)
         if name == "kg.scalar_arg":
@@ -407,22 +420,43 @@ class TileProgram:
         if source not in self._buffer_numbers:
             raise located(op, f"kernel @{self.name}: a view must be taken of a kernel buffer")
         segments = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
-        if any(segments[1:]):
-            raise located(op, f"kernel @{self.name}: the CPU executor takes only static offsets, "
-                              "sizes and strides")
+        if segments[1] or segments[3]:
+            raise located(op, f"kernel @{self.name}: the CPU executor takes only static offsets "
+                              "and strides")
         offset = list(ir.DenseI64ArrayAttr(op.attributes["static_offsets"]))[0]
-        sizes = tuple(ir.DenseI64ArrayAttr(op.attributes["static_sizes"]))
+        # A dynamic size is the kernel's one dynamic extent, as its operand
+        # (a memref.dim of a buffer) reads it.
+        sizes = self._sized(op, ir.DenseI64ArrayAttr(op.attributes["static_sizes"]))
         strides = tuple(ir.DenseI64ArrayAttr(op.attributes["static_strides"]))
         self._views[op.results[0]] = View(self._buffer_numbers[source],
-                                          tuple(ir.MemRefType(source.type).shape), offset,
-                                          sizes, strides, str(op.results[0].type))
+                                          self._sized(op, ir.MemRefType(source.type).shape),
+                                          offset, sizes, strides, str(op.results[0].type))
+        return None
+
+    def _sized(self, op: ir.Operation, shape) -> tuple[int, ...]:
+        """`shape` with its dynamic extents at the run's size."""
+        shape = tuple(shape)
+        if any(ir.ShapedType.is_dynamic_size(d) for d in shape):
+            if self.extent is None:
+                raise located(op, f"kernel @{self.name}: a dynamic extent needs a size to run "
+                                  "at")
+            shape = tuple(self.extent if ir.ShapedType.is_dynamic_size(d) else d for d in shape)
+        return shape
+
+    def _dim(self, op: ir.Operation) -> None:
+        source = op.operands[0]
+        if source not in self._buffer_numbers:
+            raise located(op, f"kernel @{self.name}: memref.dim must read a kernel buffer")
+        dim = self._template[self._operand(op, op.operands[1])]
+        self._template[self._slot(op.results[0])] = \
+            self._sized(op, ir.MemRefType(source.type).shape)[dim]
         return None
 
     def _view_of(self, op: ir.Operation, value: ir.Value) -> View:
         if value in self._views:
             return self._views[value]
         if value in self._buffer_numbers:
-            shape = tuple(ir.MemRefType(value.type).shape)
+            shape = self._sized(op, ir.MemRefType(value.type).shape)
             strides = tuple(math.prod(shape[d + 1:]) for d in range(len(shape)))
             view = View(self._buffer_numbers[value], shape, 0, shape, strides,
                         str(value.type))
@@ -502,12 +536,16 @@ class TileProgram:
         rank = len(shape)
         lower = list(ir.DenseI64ArrayAttr(op.attributes["lower"]))
         upper = list(ir.DenseI64ArrayAttr(op.attributes["upper"]))
-        offsets = [self._operand(op, v) for v in op.operands]
+        mask_op = op.opview
+        offsets = [self._operand(op, v) for v in mask_op.offsets]
         if not len(lower) == len(upper) == len(offsets) == rank:
             raise located(op, f"kernel @{self.name}: kg.tile_mask needs one offset, lower and "
                               f"upper bound per axis of its {list(shape)} tile")
+        # Dimensions bounded at run time too: the slot of each one's bound.
+        dynamic = {d: self._operand(op, v)
+                   for d, v in zip(mask_op.dynamic_dims or [], mask_op.dynamic_upper)}
         axes = [(offset, torch.arange(n).reshape([n if k == d else 1 for k in range(rank)]), n,
-                 low, high)
+                 low, high, dynamic.get(d))
                 for d, (offset, n, low, high) in enumerate(zip(offsets, shape, lower, upper))]
         everywhere = torch.ones(shape, dtype=torch.bool)
         result = self._slot(op.results[0])
@@ -515,8 +553,9 @@ class TileProgram:
         def mask(frame):
             values = frame.values
             inside = None
-            for offset, lane, count, low, high in axes:
+            for offset, lane, count, low, static_high, bound in axes:
                 start = values[offset]
+                high = static_high if bound is None else min(static_high, values[bound])
                 if low <= start and start + count <= high:
                     continue  # every lane along this axis is inside
                 index = lane + start

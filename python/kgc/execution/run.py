@@ -72,8 +72,9 @@ def _run_function(module: ir.Operation, function: str | None, tensors: Sequence)
     if len(tensors) != len(arguments):
         raise KgcError(f"@{function} takes {len(arguments)} tensors, got {len(tensors)}")
     values = {}
+    extent = _dynamic_extent(function, arguments, tensors)
     for index, (argument, tensor) in enumerate(zip(arguments, tensors)):
-        _check_tensor(f"@{function}: argument #{index}", tensor, argument.type)
+        _check_tensor(f"@{function}: argument #{index}", tensor, argument.type, extent)
         values[argument] = tensor
     for op in body.operations:
         op = op.operation
@@ -83,14 +84,36 @@ def _run_function(module: ir.Operation, function: str | None, tensors: Sequence)
         if op.name != "kg.kernel":
             raise located(op, f"@{function}: {op.name} is outside every kernel; the CPU executor "
                               "runs only tiled kg.kernel ops and the return")
-        outputs = run_kernel(op, [values[v] for v in op.operands])
+        outputs = run_kernel(op, [values[v] for v in op.operands], extent)
         values.update(zip(op.results, outputs))
     raise KgcError(f"@{function} has no return")
 
 
-def run_kernel(kernel: ir.Operation, inputs: Sequence) -> list:
+def _dynamic_extent(function: str, arguments, tensors) -> int | None:
+    """The size the call gives the function's dynamic extent (every `?`
+    of its arguments), None when it has none."""
+    sizes = set()
+    for index, (argument, tensor) in enumerate(zip(arguments, tensors)):
+        shape = ir.ShapedType(argument.type).shape
+        for dim, size in enumerate(shape):
+            if ir.ShapedType.is_dynamic_size(size) and hasattr(tensor, "shape") and \
+                    len(tensor.shape) == len(shape):
+                sizes.add(int(tensor.shape[dim]))
+    if len(sizes) > 1:
+        raise KgcError(f"@{function}: the arguments give its dynamic extent (`?`) the sizes "
+                       f"{sorted(sizes)}; all the `?` of a function are one size")
+    return sizes.pop() if sizes else None
+
+
+def _at_size(shape, extent: int | None) -> tuple[int, ...]:
+    """`shape` with its dynamic extents at `extent`."""
+    return tuple(extent if ir.ShapedType.is_dynamic_size(d) else d for d in shape)
+
+
+def run_kernel(kernel: ir.Operation, inputs: Sequence, extent: int | None = None) -> list:
     """The results of one tiled kg.kernel on `inputs`, every program of its
-    grid run in turn."""
+    grid run in turn; `extent` is the size of its dynamic extent (read off
+    the inputs when None)."""
     import torch
 
     name = kernel_name(kernel)
@@ -100,24 +123,28 @@ def run_kernel(kernel: ir.Operation, inputs: Sequence) -> list:
     call = library_call_of(kernel)
     if call is not None:
         return [_run_library_call(kernel, call, inputs, arguments)]
-    program = TileProgram(kernel)
+    if extent is None:
+        extent = _dynamic_extent(f"kernel @{name}", arguments, inputs)
+    program = TileProgram(kernel, extent)
     buffers, written = [], []
     for index, (tensor, argument) in enumerate(zip(inputs, arguments)):
-        _check_buffer(kernel, index, tensor.shape, tensor.dtype, argument.type)
+        _check_buffer(kernel, index, tensor.shape, tensor.dtype, argument.type, extent)
         buffers.append(tensor.contiguous().reshape(-1))
     results = list(kernel.results)
+    shapes = []
     for index, result in enumerate(results, start=len(inputs)):
         type_ = ir.RankedTensorType(result.type)
         dtype = torch_dtype(type_.element_type)
-        _check_buffer(kernel, index, tuple(type_.shape), dtype, arguments[index].type)
-        count = math.prod(type_.shape)
+        shape = _at_size(type_.shape, extent)
+        shapes.append(list(shape))
+        _check_buffer(kernel, index, shape, dtype, arguments[index].type, extent)
+        count = math.prod(shape)
         device = inputs[0].device if inputs else "cpu"
         buffers.append(torch.full((count,), poison(dtype), dtype=dtype, device=device))
         written.append(torch.zeros(count, dtype=torch.int32, device=device))
     program.run(buffers, written)
     outputs = []
-    for number, (result, writers) in enumerate(zip(results, written)):
-        shape = list(ir.RankedTensorType(result.type).shape)
+    for number, (result, writers, shape) in enumerate(zip(results, written, shapes)):
         done = writers != 0
         if not bool(done.all()):
             missing = (~done).nonzero()[0].item()
@@ -153,20 +180,22 @@ def torch_dtype(element: ir.Type):
         raise KgcError(f"the CPU executor has no torch dtype for {element}") from None
 
 
-def _check_tensor(what: str, tensor, type_: ir.Type) -> None:
+def _check_tensor(what: str, tensor, type_: ir.Type, extent: int | None = None) -> None:
     import torch
 
     if not isinstance(tensor, torch.Tensor):
         raise KgcError(f"{what} must be a torch.Tensor, got {type(tensor).__name__}")
     type_ = ir.RankedTensorType(type_)
-    shape, dtype = tuple(type_.shape), torch_dtype(type_.element_type)
+    shape, dtype = _at_size(type_.shape, extent), torch_dtype(type_.element_type)
     if tuple(tensor.shape) != shape or tensor.dtype != dtype:
         raise KgcError(f"{what} must be {shape} {type_.element_type}, got {tuple(tensor.shape)} "
                        f"{tensor.dtype}")
 
 
-def _check_buffer(kernel: ir.Operation, index: int, shape, dtype, buffer_type: ir.Type) -> None:
+def _check_buffer(kernel: ir.Operation, index: int, shape, dtype, buffer_type: ir.Type,
+                  extent: int | None = None) -> None:
     memref = ir.MemRefType(buffer_type)
-    if tuple(shape) != tuple(memref.shape) or dtype != torch_dtype(memref.element_type):
+    if tuple(shape) != _at_size(memref.shape, extent) or \
+            dtype != torch_dtype(memref.element_type):
         raise located(kernel, f"kernel @{kernel_name(kernel)}: buffer #{index} is {buffer_type}, "
                               f"but the kernel gets {tuple(shape)} {dtype}")

@@ -33,8 +33,12 @@ def tensor_type(shape: Sequence[int], element: str) -> ir.RankedTensorType:
 
 class MlirBuilder(Builder):
     def __init__(self, block: ir.Block, buffers: Sequence[ir.Value], num_inputs: int,
-                 location: ir.Location):
+                 location: ir.Location, dynamic_axis: int | None = None):
         self.block = block
+        # The iteration axis of the kernel's dynamic extent, whose size views
+        # read from a buffer (`kgc.tiling.dynamic`); None: every extent static.
+        self.dynamic_axis = dynamic_axis
+        self._dynamic_size: ir.Value | None = None
         self.buffers = list(buffers)
         self.num_inputs = num_inputs
         self.location = location
@@ -108,20 +112,43 @@ class MlirBuilder(Builder):
 
     # -- memory -------------------------------------------------------------------
 
+    def _size_of_dynamic_extent(self) -> ir.Value:
+        """The size of the kernel's dynamic extent (an index), read once
+        from the first buffer that has it, at the top of the body."""
+        if self._dynamic_size is None:
+            buffer = next(b for b in self.buffers
+                          if ir.ShapedType.is_dynamic_size(ir.MemRefType(b.type).shape[0]))
+            index = ir.IndexType.get()
+            zero = self._prelude(lambda: ir.Operation.create(
+                "arith.constant", results=[index],
+                attributes={"value": ir.IntegerAttr.get(index, 0)}))
+            self._dynamic_size = self._prelude(lambda: ir.Operation.create(
+                "memref.dim", results=[index], operands=[buffer, zero]))
+        return self._dynamic_size
+
     def _view(self, buffer_index: int, element: str, view: BufferView) -> ir.Value:
         key = (buffer_index, view)
         if key not in self._views:
             source = self.buffers[buffer_index]
             layout = ir.StridedLayoutAttr.get(view.offset, list(view.strides))
-            result = ir.MemRefType.get(list(view.shape), element_type(element), layout)
+            sizes, dynamic_sizes = list(view.shape), []
+            # A view that steps along the dynamic axis spans the call's size
+            # there (kgc.tiling.dynamic: no other view steps along it).
+            axis = self.dynamic_axis
+            if axis is not None and view.strides[axis] != 0:
+                sizes[axis] = ir.ShapedType.get_dynamic_size()
+                dynamic_sizes = [self._size_of_dynamic_extent()]
+            result = ir.MemRefType.get(sizes, element_type(element), layout)
 
             def make():
                 return ir.Operation.create(
-                    "memref.reinterpret_cast", results=[result], operands=[source],
+                    "memref.reinterpret_cast", results=[result],
+                    operands=[source] + dynamic_sizes,
                     attributes={
-                        "operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, 0, 0, 0]),
+                        "operandSegmentSizes": ir.DenseI32ArrayAttr.get(
+                            [1, 0, len(dynamic_sizes), 0]),
                         "static_offsets": ir.DenseI64ArrayAttr.get([view.offset]),
-                        "static_sizes": ir.DenseI64ArrayAttr.get(list(view.shape)),
+                        "static_sizes": ir.DenseI64ArrayAttr.get(sizes),
                         "static_strides": ir.DenseI64ArrayAttr.get(list(view.strides)),
                     })
 
@@ -190,7 +217,7 @@ class MlirBuilder(Builder):
         i1 = ir.IntegerType.get_signless(1)
         with self.location:
             return kg.tile_mask(ir.RankedTensorType.get(list(shape), i1), list(offsets),
-                                list(lower), list(upper))
+                                list(lower), list(upper), [])
 
     def select(self, mask, a, b, element, shape):
         with self.location:
@@ -234,7 +261,8 @@ class MlirBuilder(Builder):
 
 
 def tiled_kernel(operands: Sequence[ir.Value], result_types: Sequence[ir.Type],
-                 attributes: dict, location: ir.Location, generate) -> ir.Operation:
+                 attributes: dict, location: ir.Location, generate,
+                 dynamic_axis: int | None = None) -> ir.Operation:
     """A kg.kernel in tiled form, built at the current insertion point: one
     buffer argument per operand and result, and the tile program that
     `generate(builder)` writes through an `MlirBuilder`."""
@@ -245,7 +273,7 @@ def tiled_kernel(operands: Sequence[ir.Value], result_types: Sequence[ir.Type],
             ir.MemRefType.get(list(ir.RankedTensorType(t).shape),
                               ir.RankedTensorType(t).element_type)
             for t in [v.type for v in operands] + list(result_types)])
-    builder = MlirBuilder(block, list(block.arguments), len(operands), location)
+    builder = MlirBuilder(block, list(block.arguments), len(operands), location, dynamic_axis)
     with ir.InsertionPoint(block), location:
         generate(builder)
         ir.Operation.create("kg.yield")

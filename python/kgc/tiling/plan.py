@@ -50,6 +50,7 @@ _INDEX_LIMIT = 2**31 - 1
 class ReductionSchedule(Schedule):
     kind = "reduction"
     config_class = ReductionConfig
+    dynamic_extents = True
 
     def match(self, order):
         return any(n.op == "reduce" for n in order)
@@ -73,6 +74,7 @@ class ReductionSchedule(Schedule):
 class PointwiseSchedule(Schedule):
     kind = "pointwise"
     config_class = PointwiseConfig
+    dynamic_extents = True
 
     def match(self, order):
         return True

@@ -80,6 +80,10 @@ class Schedule:
     # (`takes`): kg-tile's options for them apply to such groups even when
     # another schedule plans them.
     choice_knobs: ClassVar[tuple[str, ...]] = ()
+    # Whether its tile programs take a dynamic extent along a program axis
+    # (`kgc.tiling.dynamic`): the generic generator's do; a schedule whose
+    # program reads extents itself (split counts, persistent tiles) does not.
+    dynamic_extents: ClassVar[bool] = False
 
     def match(self, order: Sequence[Node]) -> bool:
         """True when this schedule can compute the ops `order` (every node

@@ -1,0 +1,113 @@
+"""What a tiled kernel does with a dynamic extent (`?`).
+
+A kernel's tensors may have one dynamic extent, the size each call gives
+(all the `?` of a function are that size). kg-fuse and the schedules plan
+such a kernel as if the extent were `EXTENT_HINT`; this module then says
+whether the plan holds at every size, and on which iteration axis the size
+lives (`dynamic_axis`). A plan holds when:
+
+* its schedule takes dynamic extents (`Schedule.dynamic_extents`);
+* every buffer with a `?` has it as its outermost dimension, read along one
+  iteration axis with coefficient 1 over its whole window (so no stride and
+  no offset depends on the size), and no other buffer is read along that
+  axis;
+* that axis is walked by the grid, outermost among the program axes (a
+  program id splits into tiles by static counts), one tile of a power of
+  two per program, never looped over or reduced.
+
+The tile program then reads the size from a buffer (`memref.dim`): views
+take it as their size along the axis, kg-pad-mask bounds every access along
+it by it, and the grid is `ceil(size / tile) * programs` (the kernel's
+`dynamic_grid` attribute, [tile, programs per tile]), evaluated at launch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from mlir import ir
+
+from kgc.tiling.graph_model import EXTENT_HINT, Node
+from kgc.tiling.iteration import KernelPlan, Unplannable
+
+__all__ = ["DYNAMIC_AXIS_ATTRIBUTE", "DYNAMIC_GRID_ATTRIBUTE", "dynamic_axis", "dynamic_grid",
+           "has_dynamic_extent", "with_dynamic_axis"]
+
+# The iteration axis a tiled kernel's dynamic extent lives on.
+DYNAMIC_AXIS_ATTRIBUTE = "dynamic_axis"
+# [tile along the dynamic axis, programs per tile]: the grid at launch is
+# ceil(size / tile) * programs along grid x.
+DYNAMIC_GRID_ATTRIBUTE = "dynamic_grid"
+
+
+def _dynamic_dims(type_: ir.Type) -> list[int]:
+    shaped = ir.ShapedType(type_)
+    return [d for d, size in enumerate(shaped.shape) if ir.ShapedType.is_dynamic_size(size)]
+
+
+def has_dynamic_extent(values) -> bool:
+    """Whether any of the MLIR `values` has a dynamic extent."""
+    return any(_dynamic_dims(v.type) for v in values)
+
+
+def dynamic_axis(plan: KernelPlan, buffers: list[tuple[Node, ir.Type]]) -> int:
+    """The iteration axis of `plan` that the dynamic extent of its buffers
+    (each input or output node with its tensor type) lives on. Raises
+    Unplannable, naming the rule, where the plan does not hold at every
+    size."""
+    axis = None
+    for node, type_ in buffers:
+        dims = _dynamic_dims(type_)
+        if not dims:
+            continue
+        if dims != [0]:
+            raise Unplannable(f"a buffer of type {type_} has its dynamic extent in dimension "
+                              f"{dims[-1]}; kg-tile takes it as the outermost dimension only")
+        index_map = plan.maps.get(node)
+        read = None if index_map is None else index_map.axis_of_row(0)
+        if read is None or index_map.offsets[0] != 0 or \
+                index_map.windows[read] != (0, plan.extents[read]):
+            raise Unplannable(f"a buffer of type {type_} is not read along one iteration axis "
+                              "over its whole dynamic extent")
+        if axis is not None and read != axis:
+            raise Unplannable(f"buffers read the dynamic extent along iteration axes {axis} "
+                              f"and {read}")
+        axis = read
+    if axis is None:
+        raise Unplannable("no buffer has the dynamic extent")
+    for node, type_ in buffers:
+        index_map = plan.maps.get(node)
+        if index_map is None:
+            continue
+        rows = index_map.rows[1:] if _dynamic_dims(type_) else index_map.rows
+        if any(row[axis] for row in rows):
+            raise Unplannable(f"a buffer of type {type_} is read along the dynamic axis in a "
+                              "dimension of static extent")
+    if axis in plan.loop_axes or any(axis in axes for axes in plan.reduce_axes.values()):
+        raise Unplannable(f"iteration axis {axis}, of the dynamic extent, is looped over or "
+                          "reduced; only a program axis may be dynamic")
+    if plan.grid_axes or plan.persistent_programs is not None:
+        raise Unplannable("the dynamic extent needs one grid axis of one tile per program")
+    tile = plan.tile[axis]
+    if tile & (tile - 1) or tile > EXTENT_HINT:
+        raise Unplannable(f"the tile along the dynamic axis is {tile}, not a power of two up "
+                          f"to {EXTENT_HINT}")
+    return axis
+
+
+def with_dynamic_axis(plan: KernelPlan, axis: int) -> KernelPlan:
+    """`plan` with `axis` the outermost program axis (one tile of it may
+    have covered the whole hint)."""
+    rest = tuple(a for a in plan.program_axes if a != axis)
+    if rest and min(rest) < axis:
+        raise Unplannable(f"program axes {rest} lie outside the dynamic axis {axis}")
+    return dataclasses.replace(plan, program_axes=(axis,) + rest)
+
+
+def dynamic_grid(plan: KernelPlan, axis: int) -> list[int]:
+    """[tile along `axis`, programs per tile of it] for `DYNAMIC_GRID_ATTRIBUTE`."""
+    programs = 1
+    for other in plan.program_axes:
+        if other != axis:
+            programs *= plan.tiles_along(other)
+    return [plan.tile[axis], programs]
