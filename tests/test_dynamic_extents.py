@@ -2,10 +2,11 @@
 do with a size that each call gives.
 
 A graph has at most one dynamic extent; the Python API names it, the IR
-writes it `?`. The verifiers and kg-decompose, kg-fuse (which decides as at
-`EXTENT_HINT` rows), kgc-cse and kgc-dce take it; the passes that plan or
-lower kernels from static extents refuse it with an error at the first
-value that has it, never with a wrong plan.
+writes it `?`. The passes down to kg-pad-mask take it (kg-fuse and the
+schedules decide as at `EXTENT_HINT` rows; pointwise and reduction kernels
+are tiled once for every size, which the CPU executor runs);
+convert-kg-to-ttir, and plans that hold at one size only, refuse it with an
+error naming the value or the rule, never with a wrong result.
 """
 
 from __future__ import annotations
@@ -127,17 +128,17 @@ func.func @f(%a: tensor<?x8xf32>, %b: tensor<4x8xf32>) -> tensor<4x8xf32> {
 
 # -- the passes ---------------------------------------------------------------------
 
-# The passes that plan or lower kernels from static extents.
+# The passes that take static extents only.
 STATIC_ONLY = {"convert-kg-to-ttir"}
 
 
-def test_the_passes_that_plan_or_lower_kernels_are_the_ones_that_refuse_dynamic_extents():
+def test_only_the_lowering_to_triton_refuses_dynamic_extents_as_a_pass():
     refusing = {name for name, cls in registered_passes().items() if cls.static_extents_only}
     assert refusing == STATIC_ONLY
 
 
 @pytest.mark.parametrize("argument", sorted(STATIC_ONLY))
-def test_a_pass_that_plans_static_extents_refuses_a_dynamic_one_at_its_value(argument):
+def test_a_pass_that_takes_static_extents_refuses_a_dynamic_one_at_its_value(argument):
     result = run_kgc_opt(DYNAMIC_ROWS, f"--{argument}")
     assert result.returncode == 1
     assert (f"1:17: error: {argument} plans static extents only: argument #0 of @rows has type "
