@@ -220,6 +220,23 @@ def test_an_unsupported_op_in_the_middle_splits_the_graph():
     assert "not supported by kgc yet" in reasons[sort]
 
 
+def test_an_empty_slice_joined_back_does_not_split_the_graph():
+    # A rotary embedding over the whole head (Phi-3's partial rotary at its
+    # full width): the pass-through part is an empty slice, joined back by a
+    # cat. PyTorch keeps the empty slice; it must not cut the kernel graph.
+    w1, w2 = _randn(16, 8), _randn(8, 8)
+
+    def function(x):
+        q = x @ w1
+        rotated, passed = q[..., :8], q[..., 8:]
+        q = torch.cat((rotated * 2.0, passed), dim=-1)
+        return torch.sigmoid(q @ w2)
+
+    backend = _run(function, _randn(5, 16))
+    (report,) = backend.reports
+    assert len(report.partitions) == 1
+
+
 class TiledBackend(ReferenceBackend):
     """Kernel graphs compiled by kgc's pipeline to tiled kernels (as for a
     GPU) and run by the CPU executor of tile programs: the kernels'

@@ -19,6 +19,12 @@ partitions without cycles. Then each partition is trimmed:
   given back too: PyTorch applies it to kgc's result without a kernel;
 * a partition left with no computing op (only views) is dropped.
 
+Before grouping, empty operands of a concatenation are dropped from it (torch
+skips them too): a slice that comes out empty (a rotary embedding over the
+whole head leaves its pass-through part empty) is an op PyTorch keeps, and as
+an operand of a cat in a partition it cut the partition around it; without
+users it cuts nothing.
+
 Ops over dynamic extents are supported when they can run padded to a bucket
 of them (`kgc.torch.buckets`); they are checked at the extents' example
 values.
@@ -117,6 +123,7 @@ def plan_partitions(module: torch.fx.GraphModule,
     """`refused`: node name -> why PyTorch keeps it though it converts (its
     kernel failed to compile)."""
     support = KgcSupport(devices, refused)
+    _drop_empty_cat_operands(module)
     partitioner = CapabilityBasedPartitioner(module, support, allows_single_node_partition=True)
     proposed = partitioner.propose_partitions()
     order = {node: index for index, node in enumerate(module.graph.nodes)}
@@ -134,6 +141,28 @@ def plan_partitions(module: torch.fx.GraphModule,
     partitions.sort(key=lambda nodes: order[nodes[0]])
     views.sort(key=order.__getitem__)
     return PartitionPlan(partitions, fallbacks, views)
+
+
+def _drop_empty_cat_operands(module: torch.fx.GraphModule) -> None:
+    """Removes the operands of each aten.cat that hold no element, where one
+    that holds some remains."""
+    changed = False
+    for node in module.graph.nodes:
+        if node.target is not torch.ops.aten.cat.default or not node.args:
+            continue
+        tensors = list(node.args[0])
+        kept = [t for t in tensors if not _is_empty(t)]
+        if kept and len(kept) < len(tensors):
+            node.args = (kept,) + tuple(node.args[1:])
+            changed = True
+    if changed:
+        module.recompile()
+
+
+def _is_empty(value) -> bool:
+    meta = value.meta.get("val") if isinstance(value, torch.fx.Node) else None
+    return isinstance(meta, torch.Tensor) and meta.numel() == 0 and \
+        not any(isinstance(d, torch.SymInt) for d in meta.shape)
 
 
 def _counts(node: torch.fx.Node) -> bool:
