@@ -12,10 +12,10 @@ partition. `--configs` then compiles each written graph to the kg stage
 for sm_90 (no GPU needed) and prints every kernel's grid and knobs: what the
 default compile chooses, to compare across commits or table changes.
 
-On a CPU, Dynamo captures other attention ops than on a GPU (the math or
-CPU flash path of sdpa), so the attention kernels differ from the GPU's;
-the matmuls, norms and elementwise kernels are the same graphs
-(benchmarks/NOTES.md, stop 34, compared this way).
+The graphs come from `kgc.bench.capture.forward_graphs`: on a CPU, Dynamo
+captures other attention ops than on a GPU, so the attention kernels differ
+from the GPU's; the matmuls, norms and elementwise kernels are the same
+graphs (benchmarks/NOTES.md, stop 34, compared this way).
 """
 
 from __future__ import annotations
@@ -26,41 +26,17 @@ import pathlib
 import torch
 
 from kgc.bench import models
-from kgc.torch.backend import Backend
-
-class _Writer:
-    """`compile_graph` for a Backend: writes each kernel graph and returns
-    a callable that evaluates it op by op."""
-
-    def __init__(self, folder: pathlib.Path, stem: str):
-        self.folder, self.stem, self.written = folder, stem, []
-
-    def __call__(self, graph, mode: str):
-        path = self.folder / f"{self.stem}-{len(self.written)}.mlir"
-        path.write_text(graph.to_mlir())
-        self.written.append(path)
-        module = graph.build()
-
-        def evaluate(*tensors):
-            from kgc.reference import evaluate as reference
-
-            with module.context:
-                return reference(module.operation, graph.name, list(tensors))
-        return evaluate
+from kgc.bench.capture import forward_graphs
 
 
 def capture(name: str, tokens: int, folder: pathlib.Path) -> list[pathlib.Path]:
-    spec = models.CATALOGUE[name]
-    model = spec.build(models.GPU).to(torch.float16)
-    writer = _Writer(folder, f"{name}-{tokens}")
-    backend = Backend(compile_graph=writer, devices=None, require_cuda=False)
-    ids = torch.randint(1, model.config.vocab_size, (1, tokens),
-                        generator=torch.Generator().manual_seed(tokens))
-    forward = torch.compile(model.forward, backend=backend)
-    with torch.no_grad():
-        forward(ids, **({"use_cache": False} if spec.decoder else {}))
-    torch._dynamo.reset()
-    return writer.written
+    written = []
+    for number, text in enumerate(forward_graphs(name, models.GPU, tokens, torch.float16,
+                                                 seed=tokens)):
+        path = folder / f"{name}-{tokens}-{number}.mlir"
+        path.write_text(text)
+        written.append(path)
+    return written
 
 
 def kernel_configs(path: pathlib.Path) -> list[str]:

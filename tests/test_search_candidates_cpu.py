@@ -22,6 +22,7 @@ from mlir import ir  # noqa: E402
 
 from kgc.accuracy import mismatch  # noqa: E402
 from kgc.bench import models  # noqa: E402
+from kgc.bench.capture import forward_graphs  # noqa: E402
 from kgc.execution import run_tiled  # noqa: E402
 from kgc.execution.errors import TileProgramError  # noqa: E402
 from kgc.parsing import canonical_source  # noqa: E402
@@ -29,7 +30,6 @@ from kgc.reference import evaluate  # noqa: E402
 from kgc.search.kernels import compile_candidate, index_bounds, input_specs  # noqa: E402
 from kgc.search.space import variant_space  # noqa: E402
 from kgc.search.verify import random_inputs  # noqa: E402
-from kgc.torch.backend import Backend  # noqa: E402
 from tests.comparison import as_tuple  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("fresh_dynamo")
@@ -37,31 +37,6 @@ pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 # More tokens than one block of keys (64), so that a loop over them runs
 # more than one step.
 TOKENS = 100
-
-
-def _kernel_graphs(name: str) -> list[str]:
-    """The text of each kernel graph the torch backend makes of a forward of
-    model `name` (tiny config, f32), evaluated op by op instead of compiled."""
-    texts = []
-
-    def keep(graph, mode):
-        texts.append(graph.to_mlir())
-        module = graph.build()
-
-        def run(*tensors):
-            with module.context:
-                return evaluate(module.operation, graph.name, list(tensors))
-        return run
-
-    spec = models.CATALOGUE[name]
-    model = spec.build(models.CPU).eval()
-    ids = torch.randint(1, model.config.vocab_size, (1, TOKENS),
-                        generator=torch.Generator().manual_seed(0))
-    backend = Backend(compile_graph=keep, devices=None, require_cuda=False)
-    with torch.no_grad():
-        torch.compile(model.forward, backend=backend)(
-            ids, **({"use_cache": False} if spec.decoder else {}))
-    return texts
 
 
 def _wrong_kernels(text: str) -> list[str]:
@@ -89,7 +64,7 @@ def _wrong_kernels(text: str) -> list[str]:
 
 @pytest.mark.parametrize("name", ["bert", "gpt2", "gemma2"])
 def test_every_candidate_kernel_of_a_tiny_model_is_right_at_its_default_config(name):
-    texts = _kernel_graphs(name)
+    texts = forward_graphs(name, models.CPU, TOKENS)
     assert texts
     wrong = [line for text in texts for line in _wrong_kernels(text)]
     assert not wrong, "\n".join(wrong)
