@@ -678,14 +678,14 @@ func.func @knob_outside_config(%x: tensor<17x1000xf32>) -> tensor<17x1000xf32> {
 
 // -----
 
-// A matmul's program reads its extents itself (split counts, grouped tiles):
-// its schedule takes no dynamic extent yet.
-func.func @matmul_dynamic_rows(%x: tensor<?x64xf16>, %w: tensor<64x32xf16>) -> tensor<?x32xf16> {
-  // expected-error @+1 {{kernel @matmul_dynamic_rows_0 cannot be tiled: its matmul schedule takes no dynamic extent (`?`) yet}}
-  %y = kg.kernel @matmul_dynamic_rows_0(%x, %w) : (tensor<?x64xf16>, tensor<64x32xf16>) -> tensor<?x32xf16> {
-  ^bb0(%a: tensor<?x64xf16>, %b: tensor<64x32xf16>):
-    %m = kg.matmul %a, %b : (tensor<?x64xf16>, tensor<64x32xf16>) -> tensor<?x32xf16>
-    kg.yield %m : tensor<?x32xf16>
+// A gather's loads read rows at positions its indices hold: its schedule
+// takes no dynamic extent yet.
+func.func @gather_dynamic_rows(%table: tensor<64x32xf16>, %ids: tensor<?xi64>) -> tensor<?x32xf16> {
+  // expected-error @+1 {{kernel @gather_dynamic_rows_0 cannot be tiled: its gather schedule takes no dynamic extent (`?`) yet}}
+  %y = kg.kernel @gather_dynamic_rows_0(%table, %ids) : (tensor<64x32xf16>, tensor<?xi64>) -> tensor<?x32xf16> {
+  ^bb0(%t: tensor<64x32xf16>, %i: tensor<?xi64>):
+    %g = kg.gather %t[%i] dim 0 : (tensor<64x32xf16>, tensor<?xi64>) -> tensor<?x32xf16>
+    kg.yield %g : tensor<?x32xf16>
   }
   return %y : tensor<?x32xf16>
 }

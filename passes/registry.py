@@ -41,7 +41,8 @@ def dynamic_extent_failure(op: ir.Operation, argument: str) -> PassFailure | Non
         return PassFailure(
             f"{argument} plans static extents only: {what} has type {value.type}, with a "
             "dynamic extent (`?`); the passes down to kg-pad-mask take a dynamic extent (of "
-            "pointwise and reduction kernels), lowering it to Triton IR is not built yet",
+            "pointwise, reduction and matmul kernels), lowering it to Triton IR is not built "
+            "yet",
             location)
 
     found: list[PassFailure] = []

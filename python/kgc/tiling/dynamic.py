@@ -6,7 +6,10 @@ such a kernel as if the extent were `EXTENT_HINT`; this module then says
 whether the plan holds at every size, and on which iteration axis the size
 lives (`dynamic_axis`). A plan holds when:
 
-* its schedule takes dynamic extents (`Schedule.dynamic_extents`);
+* its schedule takes dynamic extents (`Schedule.dynamic_extents`), after
+  planning again with the config the schedule asks for
+  (`Schedule.dynamic_config`: a matmul's tiles in plain order, no split-K,
+  no TMA, no persistent programs);
 * every buffer with a `?` has it as its outermost dimension, read along one
   iteration axis with coefficient 1 over its whole window (so no stride and
   no offset depends on the size), and no other buffer is read along that

@@ -80,9 +80,22 @@ SKINNY_PROLOGUE = "skinny-prologue"
 class MatmulSchedule(Schedule):
     kind = "matmul"
     config_class = MatmulConfig
+    # Rows of A and C along a dynamic extent: a program axis like another,
+    # once the tiles are walked in plain order (`dynamic_config`).
+    dynamic_extents = True
 
     def match(self, order):
         return any(n.op == "matmul" for n in order)
+
+    def dynamic_config(self, plan):
+        # Grouped tile order needs the number of row tiles, split-K and
+        # persistent programs a grid of their own, TMA descriptors the
+        # buffer's shape: none is known before the call.
+        config = plan.config
+        if (config.group_m or 1) == 1 and plan.split is None and not config.tma and \
+                config.num_programs is None:
+            return None
+        return dataclasses.replace(config, group_m=1, split_k=1, tma=None, num_programs=None)
 
     def fusion_refusal(self, plan):
         # Every program along n computes the operand's prologue for its

@@ -126,6 +126,14 @@ class Schedule:
         ConfigError."""
         raise NotImplementedError
 
+    def dynamic_config(self, plan: KernelPlan) -> KernelConfig | None:
+        """For a schedule that takes a dynamic extent: the config to plan
+        the kernel of `plan` (made at the hint) with again, so that its
+        program holds at every size (a matmul's tiles walked in plain order,
+        its k loop not split), or None where `plan` holds as it is (the
+        default)."""
+        return None
+
     def generate(self, plan: KernelPlan, builder: Builder) -> None:
         """Writes the tile program of `plan` through `builder`."""
         Generator(plan, builder).run()
