@@ -86,6 +86,7 @@ class _KernelPadder:
         self.i1 = ir.IntegerType.get_signless(1)
         self.i32 = ir.IntegerType.get_signless(32)
         self._zero = None
+        self._dynamic_sizes: dict = {}  # view -> its dynamic size as an i32
 
     def run(self) -> None:
         self._check_tiles()
@@ -170,14 +171,20 @@ class _KernelPadder:
 
     def _dynamic_size_i32(self, view: ir.Value) -> ir.Value:
         """The dynamic size of `view` (a `memref.reinterpret_cast` of a
-        buffer, with one dynamic size) as an i32, made where it is needed."""
-        owner = view.owner
-        if isinstance(owner, ir.Block) or owner.name != "memref.reinterpret_cast" or \
-                len(owner.opview.sizes) != 1:
-            raise PassFailure(f"kernel @{self.name}: a view with a dynamic extent must be a "
-                              "memref.reinterpret_cast with one dynamic size", self.kernel.location)
-        return ir.Operation.create("arith.index_cast", results=[self.i32],
-                                   operands=[owner.opview.sizes[0]]).result
+        buffer, with one dynamic size) as an i32, made once per view, beside
+        it, where it dominates every access through it."""
+        if view not in self._dynamic_sizes:
+            owner = view.owner
+            if isinstance(owner, ir.Block) or owner.name != "memref.reinterpret_cast" or \
+                    len(owner.opview.sizes) != 1:
+                raise PassFailure(f"kernel @{self.name}: a view with a dynamic extent must be a "
+                                  "memref.reinterpret_cast with one dynamic size",
+                                  self.kernel.location)
+            with ir.InsertionPoint.after(owner), owner.location:
+                self._dynamic_sizes[view] = ir.Operation.create(
+                    "arith.index_cast", results=[self.i32],
+                    operands=[owner.opview.sizes[0]]).result
+        return self._dynamic_sizes[view]
 
     # -- reductions and dots ----------------------------------------------------
 

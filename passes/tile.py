@@ -320,7 +320,7 @@ class KgTile(Pass):
             tile_kernel(kernel, options, target, planner, table)
 
 
-def _dynamic_plan(kernel: ir.Operation, plan, outputs, schedule, target):
+def _dynamic_plan(kernel: ir.Operation, plan, schedule, target):
     """`plan` (made at the hint) with its dynamic axis made the outermost
     program axis, and that axis; a PassFailure where the plan does not hold
     at every size (`kgc.tiling.dynamic`)."""
@@ -328,11 +328,11 @@ def _dynamic_plan(kernel: ir.Operation, plan, outputs, schedule, target):
     if not schedule.dynamic_extents:
         raise PassFailure(f"kernel @{name} cannot be tiled: its {schedule.kind} schedule takes "
                           f"no dynamic extent (`?`) yet", kernel.location)
-    # The plan's own nodes: a planner may give the plan of an equal group,
-    # made of other Node objects than `outputs`.
     again = schedule.dynamic_config(plan)
     if again is not None:
         plan, _ = plan_kernel(kernel, again, target, None, None)
+    # The plan's own nodes: a planner may give the plan of an equal group,
+    # made of other Node objects than kernel_graph(kernel)'s.
     inputs = sorted((n for n in topological(plan.outputs) if n.is_input),
                     key=lambda n: n.input_index)
     buffers = [(n, kernel.operands[n.input_index].type) for n in inputs]
@@ -359,7 +359,7 @@ def tile_kernel(kernel: ir.Operation, options: KernelConfig | None = None,
     name = kernel_name(kernel)
     axis = None
     if has_dynamic_extent(list(kernel.operands) + list(kernel.results)):
-        plan, axis = _dynamic_plan(kernel, plan, outputs, schedule, target)
+        plan, axis = _dynamic_plan(kernel, plan, schedule, target)
     form = schedule.tiled_form(plan)
     kept = {n: kernel.attributes[n] for n in kernel.attributes if n != CONFIG_ATTRIBUTE}
     attributes = dict(kept)

@@ -21,6 +21,7 @@ from mlir import ir
 from kgc.diagnostics import KgcError, error_at
 from kgc.element_types import torch_dtype
 from kgc.op_table import elementwise_op
+from kgc.tiling.dynamic import at_size, call_extent
 from kgc.tiling.graph_model import node_attrs, reduce_kind
 
 
@@ -39,7 +40,7 @@ def evaluate(module: ir.Operation, function: str | None, inputs: Sequence, exact
     body = functions[function].regions[0].blocks[0]
     values = dict(zip(body.arguments, [_widen(x, exact) for x in inputs]))
     device = inputs[0].device if inputs else "cpu"
-    extent = _dynamic_extent(body.arguments, inputs)
+    extent = call_extent(f"@{function}", [a.type for a in body.arguments], inputs)
     for op in body.operations:
         op = op.operation
         if op.name == "func.return":
@@ -50,19 +51,9 @@ def evaluate(module: ir.Operation, function: str | None, inputs: Sequence, exact
     raise KgcError(f"@{function} has no return")
 
 
-def _dynamic_extent(arguments, inputs) -> int | None:
-    """The size the inputs give the function's dynamic extent (`?`)."""
-    for argument, tensor in zip(arguments, inputs):
-        for dim, size in enumerate(ir.RankedTensorType(argument.type).shape):
-            if ir.ShapedType.is_dynamic_size(size):
-                return int(tensor.shape[dim])
-    return None
-
-
 def _result_shape(op: ir.Operation, extent: int | None) -> list[int]:
     """The shape of `op`'s result, its dynamic extents at `extent`."""
-    return [extent if ir.ShapedType.is_dynamic_size(d) else d
-            for d in ir.RankedTensorType(op.results[0].type).shape]
+    return list(at_size(ir.RankedTensorType(op.results[0].type).shape, extent))
 
 
 def _widen(x, exact: bool):

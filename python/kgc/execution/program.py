@@ -55,7 +55,7 @@ from kgc.execution.errors import Fault, TileProgramError, located
 from kgc.execution import memory
 from kgc.execution.memory import TileAccess, View
 from kgc.tiling.graph_model import ELEMENTWISE_OPS
-from kgc.tiling.dynamic import DYNAMIC_GRID_ATTRIBUTE
+from kgc.tiling.dynamic import DYNAMIC_GRID_ATTRIBUTE, at_size
 from kgc.tiling.kernel_ops import dot_dims, int_array, kernel_name
 
 # kg ops whose meaning on a tile is their meaning on a tensor.
@@ -440,8 +440,7 @@ class TileProgram:
             if self.extent is None:
                 raise located(op, f"kernel @{self.name}: a dynamic extent needs a size to run "
                                   "at")
-            shape = tuple(self.extent if ir.ShapedType.is_dynamic_size(d) else d for d in shape)
-        return shape
+        return at_size(shape, self.extent)
 
     def _dim(self, op: ir.Operation) -> None:
         source = op.operands[0]

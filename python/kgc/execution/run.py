@@ -16,6 +16,7 @@ from kgc.diagnostics import KgcError
 from kgc.element_types import poison
 from kgc.execution.errors import located
 from kgc.execution.program import TileProgram
+from kgc.tiling.dynamic import at_size, call_extent
 from kgc.tiling.kernel_ops import is_tiled, kernel_name
 from kgc.tiling.library import library_call_of
 
@@ -72,7 +73,7 @@ def _run_function(module: ir.Operation, function: str | None, tensors: Sequence)
     if len(tensors) != len(arguments):
         raise KgcError(f"@{function} takes {len(arguments)} tensors, got {len(tensors)}")
     values = {}
-    extent = _dynamic_extent(function, arguments, tensors)
+    extent = call_extent(f"@{function}", [a.type for a in arguments], tensors)
     for index, (argument, tensor) in enumerate(zip(arguments, tensors)):
         _check_tensor(f"@{function}: argument #{index}", tensor, argument.type, extent)
         values[argument] = tensor
@@ -89,27 +90,6 @@ def _run_function(module: ir.Operation, function: str | None, tensors: Sequence)
     raise KgcError(f"@{function} has no return")
 
 
-def _dynamic_extent(function: str, arguments, tensors) -> int | None:
-    """The size the call gives the function's dynamic extent (every `?`
-    of its arguments), None when it has none."""
-    sizes = set()
-    for index, (argument, tensor) in enumerate(zip(arguments, tensors)):
-        shape = ir.ShapedType(argument.type).shape
-        for dim, size in enumerate(shape):
-            if ir.ShapedType.is_dynamic_size(size) and hasattr(tensor, "shape") and \
-                    len(tensor.shape) == len(shape):
-                sizes.add(int(tensor.shape[dim]))
-    if len(sizes) > 1:
-        raise KgcError(f"@{function}: the arguments give its dynamic extent (`?`) the sizes "
-                       f"{sorted(sizes)}; all the `?` of a function are one size")
-    return sizes.pop() if sizes else None
-
-
-def _at_size(shape, extent: int | None) -> tuple[int, ...]:
-    """`shape` with its dynamic extents at `extent`."""
-    return tuple(extent if ir.ShapedType.is_dynamic_size(d) else d for d in shape)
-
-
 def run_kernel(kernel: ir.Operation, inputs: Sequence, extent: int | None = None) -> list:
     """The results of one tiled kg.kernel on `inputs`, every program of its
     grid run in turn; `extent` is the size of its dynamic extent (read off
@@ -124,7 +104,7 @@ def run_kernel(kernel: ir.Operation, inputs: Sequence, extent: int | None = None
     if call is not None:
         return [_run_library_call(kernel, call, inputs, arguments)]
     if extent is None:
-        extent = _dynamic_extent(f"kernel @{name}", arguments, inputs)
+        extent = call_extent(f"kernel @{name}", [a.type for a in arguments], inputs)
     program = TileProgram(kernel, extent)
     buffers, written = [], []
     for index, (tensor, argument) in enumerate(zip(inputs, arguments)):
@@ -135,7 +115,7 @@ def run_kernel(kernel: ir.Operation, inputs: Sequence, extent: int | None = None
     for index, result in enumerate(results, start=len(inputs)):
         type_ = ir.RankedTensorType(result.type)
         dtype = torch_dtype(type_.element_type)
-        shape = _at_size(type_.shape, extent)
+        shape = at_size(type_.shape, extent)
         shapes.append(list(shape))
         _check_buffer(kernel, index, shape, dtype, arguments[index].type, extent)
         count = math.prod(shape)
@@ -186,7 +166,7 @@ def _check_tensor(what: str, tensor, type_: ir.Type, extent: int | None = None) 
     if not isinstance(tensor, torch.Tensor):
         raise KgcError(f"{what} must be a torch.Tensor, got {type(tensor).__name__}")
     type_ = ir.RankedTensorType(type_)
-    shape, dtype = _at_size(type_.shape, extent), torch_dtype(type_.element_type)
+    shape, dtype = at_size(type_.shape, extent), torch_dtype(type_.element_type)
     if tuple(tensor.shape) != shape or tensor.dtype != dtype:
         raise KgcError(f"{what} must be {shape} {type_.element_type}, got {tuple(tensor.shape)} "
                        f"{tensor.dtype}")
@@ -195,7 +175,7 @@ def _check_tensor(what: str, tensor, type_: ir.Type, extent: int | None = None) 
 def _check_buffer(kernel: ir.Operation, index: int, shape, dtype, buffer_type: ir.Type,
                   extent: int | None = None) -> None:
     memref = ir.MemRefType(buffer_type)
-    if tuple(shape) != _at_size(memref.shape, extent) or \
+    if tuple(shape) != at_size(memref.shape, extent) or \
             dtype != torch_dtype(memref.element_type):
         raise located(kernel, f"kernel @{kernel_name(kernel)}: buffer #{index} is {buffer_type}, "
                               f"but the kernel gets {tuple(shape)} {dtype}")

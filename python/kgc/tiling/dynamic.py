@@ -30,11 +30,12 @@ import dataclasses
 
 from mlir import ir
 
+from kgc.diagnostics import KgcError
 from kgc.tiling.graph_model import EXTENT_HINT, Node
 from kgc.tiling.iteration import KernelPlan, Unplannable
 
-__all__ = ["DYNAMIC_AXIS_ATTRIBUTE", "DYNAMIC_GRID_ATTRIBUTE", "dynamic_axis", "dynamic_grid",
-           "has_dynamic_extent", "with_dynamic_axis"]
+__all__ = ["DYNAMIC_AXIS_ATTRIBUTE", "DYNAMIC_GRID_ATTRIBUTE", "at_size", "call_extent",
+           "dynamic_axis", "dynamic_grid", "has_dynamic_extent", "with_dynamic_axis"]
 
 # The iteration axis a tiled kernel's dynamic extent lives on.
 DYNAMIC_AXIS_ATTRIBUTE = "dynamic_axis"
@@ -46,6 +47,28 @@ DYNAMIC_GRID_ATTRIBUTE = "dynamic_grid"
 def _dynamic_dims(type_: ir.Type) -> list[int]:
     shaped = ir.ShapedType(type_)
     return [d for d, size in enumerate(shaped.shape) if ir.ShapedType.is_dynamic_size(size)]
+
+
+def call_extent(what: str, types, tensors) -> int | None:
+    """The size a call's `tensors` give the dynamic extent of `types` (the
+    MLIR types they are passed as; every `?` is one size), None where no
+    type has one. Raises KgcError, naming `what`, where they give several."""
+    sizes = set()
+    for type_, tensor in zip(types, tensors):
+        shape = ir.ShapedType(type_).shape
+        for dim, size in enumerate(shape):
+            if ir.ShapedType.is_dynamic_size(size) and hasattr(tensor, "shape") and \
+                    len(tensor.shape) == len(shape):
+                sizes.add(int(tensor.shape[dim]))
+    if len(sizes) > 1:
+        raise KgcError(f"{what}: the arguments give its dynamic extent (`?`) the sizes "
+                       f"{sorted(sizes)}; all the `?` of a function are one size")
+    return sizes.pop() if sizes else None
+
+
+def at_size(shape, extent: int | None) -> tuple[int, ...]:
+    """`shape` with its dynamic extents at `extent`."""
+    return tuple(extent if ir.ShapedType.is_dynamic_size(d) else d for d in shape)
 
 
 def has_dynamic_extent(values) -> bool:
