@@ -113,6 +113,17 @@ def test_an_op_that_holds_at_one_size_only_is_refused_where_it_is_written(write,
     assert message in str(raised.value)
 
 
+def test_an_input_that_fails_sets_no_dynamic_extent():
+    g = kgc.Graph("g")
+    with pytest.raises(kgc.GraphError):
+        g.input("x", ("tokens", 4), "f7")  # no such dtype
+    with pytest.raises(kgc.GraphError):
+        g.input("y", ("tokens", -4), "f16")
+    assert g.dynamic_extent is None
+    assert g.input("z", ("rows", 4), "f16").shape == ("rows", 4)
+    assert g.dynamic_extent == "rows"
+
+
 def test_the_verifier_rules_for_dynamic_extents_hold_in_the_ir_too():
     # The same rules, from text: a `?` against 4 fails where the op is.
     text = """\

@@ -485,6 +485,9 @@ class Graph:
             raise GraphError(f"input: the graph already has an input named {name!r}")
         tensor = Tensor(self, self._shape_with_dynamic("input", "shape", shape),
                         _dtype_name("input", dtype), name, _caller_position())
+        # Only an input that was declared sets the graph's dynamic extent.
+        self._dynamic = self._dynamic or next(
+            (d for d in tensor.shape if isinstance(d, str)), None)
         self._inputs.append(tensor)
         return tensor
 
@@ -970,17 +973,18 @@ class Graph:
 
     def _shape_with_dynamic(self, op: str, what: str, shape: object) -> tuple[int | str, ...]:
         """`shape` with each entry an extent or the name of the graph's
-        dynamic extent (which the first input to name one sets)."""
+        dynamic extent (an input may name it first; `input` records it)."""
         if not isinstance(shape, Iterable) or isinstance(shape, str):
             return _static_shape(op, what, shape)
         entries = tuple(shape)
+        name = self._dynamic
         for entry in entries:
             if isinstance(entry, str):
                 _check_name(op, f"dynamic extent in {what}", entry)
-                if self._dynamic is None and op == "input":
-                    self._dynamic = entry
-                elif entry != self._dynamic:
-                    have = (f"its dynamic extent is {self._dynamic!r}" if self._dynamic
+                if name is None and op == "input":
+                    name = entry
+                elif entry != name:
+                    have = (f"its dynamic extent is {name!r}" if name
                             else "none of its inputs has a dynamic extent")
                     raise GraphError(f"{op}: {what} {entries} names {entry!r}, but a graph has "
                                      f"one dynamic extent and {have}")

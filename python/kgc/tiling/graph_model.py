@@ -57,9 +57,9 @@ class Node:
         return n
 
 
-# The size planning gives a dynamic extent (`?`): fusion decides with it, as
-# Inductor decides with a size hint. Nothing planned for it is compiled: the
-# passes after kg-fuse take static extents only.
+# The size planning gives a dynamic extent (`?`): fusion and the schedules
+# decide with it, as Inductor decides with a size hint; kg-tile then checks
+# that the plan holds at every size (`kgc.tiling.dynamic`).
 EXTENT_HINT = 256
 
 
