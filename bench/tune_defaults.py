@@ -436,6 +436,7 @@ class Comparison:
     searched_us: float | None  # superoptimize's result
     heuristic_us: float | None = None  # the default compile with the heuristics alone
     note: str = ""
+    report: object = None  # the search's SearchReport: what it tried and chose
 
     @property
     def ratio(self) -> float | None:
@@ -480,14 +481,17 @@ def compare(name: str, graph, budget_s: float, effort: str, verbose: bool) -> Co
     # search's result is the faster of the two.
     best = [t for t in (times["searched"], times["default"]) if t is not None]
     return Comparison(name, times["default"], min(best) if best else None, times["heuristic"],
-                      notes)
+                      notes, searched.report)
 
 
 def check(shapes: Iterable[tuple[str, object]], table: str | None, budget_s: float,
-          effort: str, tolerance: float, verbose: bool = False, log=print) -> list[Comparison]:
+          effort: str, tolerance: float, verbose: bool = False, log=print,
+          reports: pathlib.Path | None = None) -> list[Comparison]:
     """`compare` on each (name, graph), with the tuned-defaults `table`
     (a setting of KGC_TUNED_DEFAULTS; None: the one in force); prints a
-    line per shape and returns the comparisons."""
+    line per shape and returns the comparisons. With `reports`, each
+    shape's search report is written there (JSON, and its table as text):
+    which config the search chose where the default is slower."""
     results = []
     log(f"{'shape':<60} {'heuristic':>10} {'default':>10} {'searched':>10} {'ratio':>7}")
 
@@ -496,15 +500,30 @@ def check(shapes: Iterable[tuple[str, object]], table: str | None, budget_s: flo
 
     with tuned_defaults_setting(table if table is not None
                                 else os.environ.get("KGC_TUNED_DEFAULTS")):
-        for name, graph in shapes:
+        for index, (name, graph) in enumerate(shapes):
             result = compare(name, graph, budget_s, effort, verbose)
             results.append(result)
+            if reports is not None and result.report is not None:
+                _write_report(reports, index, name, result)
             ratio = f"{result.ratio:7.3f}" if result.ratio is not None else f"{'-':>7}"
             flag = "" if result.ratio is not None and result.ratio <= 1 + tolerance else "  over"
             log(f"{name:<60} {shown(result.heuristic_us)} {shown(result.default_us)} "
                 f"{shown(result.searched_us)} {ratio}{flag}"
                 + (f"  ({result.note})" if result.note else ""))
     return results
+
+
+def _write_report(folder: pathlib.Path, index: int, name: str, result: Comparison) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    report = result.report
+    (folder / f"{index:03d}.json").write_text(json.dumps(
+        {"shape": name, "default_us": result.default_us, "searched_us": result.searched_us,
+         **report.to_dict()}, indent=1))
+    partitions = "\n".join(f"  {row['origin']}: {row['time_us']} us, kernels "
+                           f"{', '.join(row['kernels'])}" for row in report.partitions)
+    (folder / f"{index:03d}.txt").write_text(
+        f"{name}\ndefault {result.default_us} us, searched {result.searched_us} us\n"
+        f"partitions:\n{partitions}\n{report.table()}\n")
 
 
 # -- the command line ----------------------------------------------------------------
@@ -549,6 +568,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     check_.add_argument("--tolerance", type=float, default=0.05,
                         help="how much slower the default may be (default 0.05)")
     check_.add_argument("--verbose", action="store_true")
+    check_.add_argument("--reports", metavar="DIR",
+                        help="write each shape's search report there (JSON and a table)")
     actions.add_parser("corpus", help="print the corpus, one JSON shape a line")
     return parser
 
@@ -591,7 +612,8 @@ def main(argv: Sequence[str] | None = None,
             print(f"{args.out}: {len(table.entries)} entries for {table.target} ({table.gpu})")
             return 0
         results = check(graphs, args.table, args.budget_s, args.effort, args.tolerance,
-                        args.verbose)
+                        args.verbose, reports=pathlib.Path(args.reports) if args.reports
+                        else None)
         over = [r for r in results if r.ratio is None or r.ratio > 1 + args.tolerance]
         print(f"{len(results) - len(over)} of {len(results)} within {args.tolerance:.0%} of the "
               f"search")
