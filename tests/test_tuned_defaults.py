@@ -247,6 +247,39 @@ def test_a_reduction_looks_up_its_rows_row_length_and_reductions():
     assert plan.config != config
 
 
+def _sum_of_squares(rows, row):
+    x = _input((rows, row), "f16")
+    squares = Node("mul", [x, x], (rows, row), "f16", {})
+    return [Node("reduce", [squares], (rows,), "f16", {"dims": [1], "kind": "sum",
+                                                       "keepdim": False})]
+
+
+def test_a_whole_row_entry_keeps_a_longer_row_whole_with_the_heuristics_tile():
+    # Measured at 16 x 512 with the row in one tile: at 16 x 4096 the row
+    # stays in one tile (4096, not a loop in steps of 512), and the entry's
+    # rows per program, measured at another row length, are not taken.
+    whole_512 = ReductionConfig(block_x=4, block_r=512, num_warps=2, num_stages=1)
+    table = _table(Entry("reduction", "f16", "reductions=1", {"rows": 16, "row": 512},
+                         whole_512, 1.5, 1.7))
+    config = plan_group(_sum_of_squares(16, 4096), target=SM90, table=table).config
+    heuristic = plan_group(_sum_of_squares(16, 4096), target=SM90).config
+    assert config.block_r == heuristic.block_r == 4096
+    assert (config.block_x, config.num_warps) == (heuristic.block_x, 2)
+    # At its own row length the entry is taken whole.
+    assert plan_group(_sum_of_squares(16, 512), target=SM90, table=table).config == whole_512
+
+
+def test_a_row_walked_one_way_takes_no_entry_measured_the_other_way():
+    looped = ReductionConfig(block_x=1, block_r=1024, num_warps=16, num_stages=2)
+    table = _table(Entry("reduction", "f16", "reductions=1", {"rows": 64, "row": 8192},
+                         looped, 5.0, 6.0))
+    # A 2048-column row the heuristics take whole is not looped by an entry
+    # of a looped 8192-column row; an 8000-column looped row takes it.
+    short = plan_group(_sum_of_squares(64, 2048), target=SM90, table=table).config
+    assert short == plan_group(_sum_of_squares(64, 2048), target=SM90).config
+    assert plan_group(_sum_of_squares(64, 8000), target=SM90, table=table).config == looped
+
+
 def test_the_builders_kernels_are_keyed_as_the_compile_looks_them_up():
     (gated,) = default_kernels(Shape.of("gated-mlp", m=8, n=1376, k=512), 90)
     _, key, kind, extents = gated
