@@ -10,9 +10,11 @@
 //     divisions and the like stays out of a matmul whose programs along n
 //     would each repeat it;
 //   skinny-prologue (the matmul's objection): no prologue at all in a
-//     product of more than 16 rows whose programs along n would repeat it.
+//     product of more than 16 rows whose programs along n would repeat it;
+//   norm-over-long-k (the matmul's objection): no norm folded into a product
+//     whose k loop is longer than 512 steps.
 // RUN: kgc-opt %s --kg-decompose --kg-fuse | FileCheck %s
-// RUN: kgc-opt %s --kg-decompose --kg-fuse='library-alone=false rules-off=keys-once,prologue-once,skinny-prologue' | FileCheck %s --check-prefix=FUSED
+// RUN: kgc-opt %s --kg-decompose --kg-fuse='library-alone=false rules-off=keys-once,prologue-once,skinny-prologue,norm-over-long-k' | FileCheck %s --check-prefix=FUSED
 // RUN: kgc-opt %s --kg-decompose --kg-fuse='rules-off=skinny-prologue' | FileCheck %s --check-prefix=ROWS
 // Without library kernels kgc's own rule gives nothing to the library:
 // RUN: env KGC_LIBRARY_KERNELS=0 kgc-opt %s --kg-decompose --kg-fuse | FileCheck %s --check-prefix=NOLIB
@@ -77,7 +79,8 @@ func.func @prefill_gated(%x: tensor<512x512xf16>, %wg: tensor<512x1376xf16>, %wu
 // 64 rows are too few for the library, and too many for a prologue: each of
 // the matmul's programs along n would scale its 64 x k operand again in
 // registers (skinny-prologue), so the norm is a kernel of its own. With the
-// rule off it folds into the matmul.
+// rule off it folds into the matmul (its 512 k steps are short enough for a
+// fold: norm-over-long-k has no objection).
 // CHECK-LABEL: func.func @decode_norm_matmul(
 // CHECK-NEXT: %[[N:.*]] = kg.kernel @decode_norm_matmul_0_reduction(%arg0, %arg1)
 // CHECK: kg.kernel @decode_norm_matmul_1_matmul(%[[N]], %arg2)
@@ -87,9 +90,9 @@ func.func @prefill_gated(%x: tensor<512x512xf16>, %wg: tensor<512x1376xf16>, %wu
 // ROWS-NEXT: kg.kernel @decode_norm_matmul_0_matmul(%arg0, %arg1, %arg2)
 // ROWS-NOT: kg.kernel
 // ROWS: return
-func.func @decode_norm_matmul(%x: tensor<64x4096xf16>, %gamma: tensor<4096xf16>, %w: tensor<4096x4096xf16>) -> tensor<64x4096xf16> {
-  %n = kg.rms_norm %x weight %gamma normalized_shape [4096] eps 1.0e-5 : (tensor<64x4096xf16>, tensor<4096xf16>) -> tensor<64x4096xf16>
-  %y = kg.matmul %n, %w : (tensor<64x4096xf16>, tensor<4096x4096xf16>) -> tensor<64x4096xf16>
+func.func @decode_norm_matmul(%x: tensor<64x512xf16>, %gamma: tensor<512xf16>, %w: tensor<512x4096xf16>) -> tensor<64x4096xf16> {
+  %n = kg.rms_norm %x weight %gamma normalized_shape [512] eps 1.0e-5 : (tensor<64x512xf16>, tensor<512xf16>) -> tensor<64x512xf16>
+  %y = kg.matmul %n, %w : (tensor<64x512xf16>, tensor<512x4096xf16>) -> tensor<64x4096xf16>
   return %y : tensor<64x4096xf16>
 }
 

@@ -1,9 +1,10 @@
 // kg-fuse plans its groups for the SMs of its target (kgc.targets), as
 // kg-tile will: whether folding a norm into a matmul costs the matmul its
 // split over k depends on how many SMs the matmul's tiles leave idle.
-// RUN: kgc-opt %s --kg-decompose --kg-fuse | FileCheck %s --check-prefix=SPLIT
-// RUN: kgc-opt %s --kg-decompose --kg-fuse='target=80' | FileCheck %s --check-prefix=SPLIT
-// RUN: kgc-opt %s --kg-decompose --kg-fuse='target=87' | FileCheck %s --check-prefix=FOLD
+// (The matmul's own `norm-over-long-k` refusal, off here, would refuse this fold anyway.)
+// RUN: kgc-opt %s --kg-decompose --kg-fuse='rules-off=norm-over-long-k' | FileCheck %s --check-prefix=SPLIT
+// RUN: kgc-opt %s --kg-decompose --kg-fuse='target=80 rules-off=norm-over-long-k' | FileCheck %s --check-prefix=SPLIT
+// RUN: kgc-opt %s --kg-decompose --kg-fuse='target=87 rules-off=norm-over-long-k' | FileCheck %s --check-prefix=FOLD
 // RUN: not kgc-opt %s --kg-fuse='target=75' 2>&1 | FileCheck %s --check-prefix=BAD-TARGET
 
 // An RMSNorm read by two matmuls of one row. Folded into the first, it would

@@ -163,20 +163,44 @@ func.func @layer_norm(%x: tensor<32x768xbf16>, %w: tensor<768xbf16>, %b: tensor<
 // Matmuls with prologue and epilogue: one kernel each
 // ---------------------------------------------------------------------------
 
-// The RMSNorm of the left operand is the matmul's prologue.
+// The RMSNorm of the left operand is the matmul's prologue (k of 512).
 // CHECK-LABEL: func.func @rmsnorm_matmul(
-// CHECK-SAME: %[[X:.*]]: tensor<16x4096xf16>, %[[G:.*]]: tensor<4096xf16>, %[[W:.*]]: tensor<4096x6144xf16>)
-// CHECK-NEXT: %[[K:.*]] = kg.kernel @rmsnorm_matmul_0_matmul(%[[X]], %[[G]], %[[W]]) : (tensor<16x4096xf16>, tensor<4096xf16>, tensor<4096x6144xf16>) -> tensor<16x6144xf16> {
-// CHECK: kg.constant 2.44140625E-4 : tensor<f32>
-// CHECK: kg.reduce sum %{{.*}} dims [1] keepdim : tensor<16x4096xf32> -> tensor<16x1xf32>
+// CHECK-SAME: %[[X:.*]]: tensor<16x512xf16>, %[[G:.*]]: tensor<512xf16>, %[[W:.*]]: tensor<512x1536xf16>)
+// CHECK-NEXT: %[[K:.*]] = kg.kernel @rmsnorm_matmul_0_matmul(%[[X]], %[[G]], %[[W]]) : (tensor<16x512xf16>, tensor<512xf16>, tensor<512x1536xf16>) -> tensor<16x1536xf16> {
+// CHECK: kg.constant 0.001953125 : tensor<f32>
+// CHECK: kg.reduce sum %{{.*}} dims [1] keepdim : tensor<16x512xf32> -> tensor<16x1xf32>
 // CHECK: kg.rsqrt
-// CHECK: %[[NORMED:.*]] = kg.cast %{{.*}} {kg.promotion} : tensor<16x4096xf32> to tensor<16x4096xf16>
-// CHECK-NEXT: %[[Y:.*]] = kg.matmul %[[NORMED]], %{{.*}} : (tensor<16x4096xf16>, tensor<4096x6144xf16>) -> tensor<16x6144xf16>
+// CHECK: %[[NORMED:.*]] = kg.cast %{{.*}} {kg.promotion} : tensor<16x512xf32> to tensor<16x512xf16>
+// CHECK-NEXT: %[[Y:.*]] = kg.matmul %[[NORMED]], %{{.*}} : (tensor<16x512xf16>, tensor<512x1536xf16>) -> tensor<16x1536xf16>
 // CHECK-NEXT: kg.yield %[[Y]]
 // CHECK-NEXT: }
 // CHECK-NEXT: return %[[K]]
-func.func @rmsnorm_matmul(%x: tensor<16x4096xf16>, %gamma: tensor<4096xf16>,
-                          %w: tensor<4096x6144xf16>) -> tensor<16x6144xf16> {
+func.func @rmsnorm_matmul(%x: tensor<16x512xf16>, %gamma: tensor<512xf16>,
+                          %w: tensor<512x1536xf16>) -> tensor<16x1536xf16> {
+  %normed = kg.rms_norm %x weight %gamma normalized_shape [512] eps 1.0e-5
+      : (tensor<16x512xf16>, tensor<512xf16>) -> tensor<16x512xf16>
+  %y = kg.matmul %normed, %w : (tensor<16x512xf16>, tensor<512x1536xf16>) -> tensor<16x1536xf16>
+  return %y : tensor<16x1536xf16>
+}
+
+// Over a k loop past 512 steps the matmul refuses the fold (its rule
+// `norm-over-long-k`: the operand scaled in registers at every step lost to a
+// norm kernel and a bare product): the norm is a reduction kernel of its own.
+// CHECK-LABEL: func.func @rmsnorm_matmul_long_k(
+// CHECK-NEXT: %[[N:.*]] = kg.kernel @rmsnorm_matmul_long_k_0_reduction(%arg0, %arg1)
+// CHECK: kg.reduce sum
+// CHECK: %[[Y:.*]] = kg.kernel @rmsnorm_matmul_long_k_1_matmul(%[[N]], %arg2)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: kg.matmul
+// CHECK-NEXT: kg.yield
+// The rule turned off, the norm folds:
+// RUN: kgc-opt %s --kg-decompose --kg-fuse='rules-off=norm-over-long-k' | FileCheck %s --check-prefix=LONGK
+// LONGK-LABEL: func.func @rmsnorm_matmul_long_k(
+// LONGK-NEXT: kg.kernel @rmsnorm_matmul_long_k_0_matmul(%arg0, %arg1, %arg2)
+// LONGK: kg.reduce sum %{{.*}} dims [1] keepdim : tensor<16x4096xf32> -> tensor<16x1xf32>
+// LONGK: kg.matmul
+func.func @rmsnorm_matmul_long_k(%x: tensor<16x4096xf16>, %gamma: tensor<4096xf16>,
+                                 %w: tensor<4096x6144xf16>) -> tensor<16x6144xf16> {
   %normed = kg.rms_norm %x weight %gamma normalized_shape [4096] eps 1.0e-5
       : (tensor<16x4096xf16>, tensor<4096xf16>) -> tensor<16x4096xf16>
   %y = kg.matmul %normed, %w : (tensor<16x4096xf16>, tensor<4096x6144xf16>) -> tensor<16x6144xf16>

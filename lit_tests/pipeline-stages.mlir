@@ -11,8 +11,9 @@
 // RUN: diff %t.once.mlir %t.steps.mlir
 // RUN: FileCheck %s --input-file=%t.steps.mlir
 
-// CHECK: kg.launch @rmsnorm_matmul_0_matmul
-// CHECK: module @rmsnorm_matmul_0_matmul
+// CHECK: kg.launch @rmsnorm_matmul_0_reduction
+// CHECK: kg.launch @rmsnorm_matmul_1_matmul
+// CHECK: module @rmsnorm_matmul_1_matmul
 // CHECK: "tt.dot"
 func.func @rmsnorm_matmul(%x: tensor<33x1000xf16>, %gamma: tensor<1000xf16>, %w: tensor<1000x100xf16>) -> tensor<33x100xf16> {
   %n = kg.rms_norm %x weight %gamma normalized_shape [1000] eps 1.0e-6 : (tensor<33x1000xf16>, tensor<1000xf16>) -> tensor<33x1000xf16>

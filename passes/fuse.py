@@ -23,7 +23,9 @@ Argument: `kg-fuse`. Options:
                          programs would each repeat it; the matmul's
                          `prologue-once` and `skinny-prologue`: no costly
                          prologue, and none at all past 16 rows, in a
-                         product whose programs along n repeat it) and the gathering
+                         product whose programs along n repeat it; its
+                         `norm-over-long-k`: no norm folded into a product
+                         of more than 512 k steps) and the gathering
                          rules of schedules registered from outside kgc
     target=SM            the SM version the groups are planned for (default
                          90), as kg-tile will plan them: whether a merge

@@ -245,17 +245,25 @@ def _view_cases():
 def _fusion_cases():
     T = _torch
     return [
-        Case("rmsnorm_matmul-16x4096x6144",
+        # Past 512 k steps kg-fuse keeps the norm out of the product (the
+        # matmul schedule's `norm-over-long-k`): a norm kernel, then the matmul.
+        Case("rmsnorm_then_matmul-16x4096x6144",
              [("x", (16, 4096), "any"), ("gamma", (4096,), "any"), ("w", (4096, 6144), "unit")],
              lambda g, x, gamma, w: g.matmul(g.rms_norm(x, gamma, eps=1e-6), w),
              lambda x, gamma, w: T().nn.functional.rms_norm(
                  x.float(), (4096,), gamma.float(), eps=1e-6) @ w.float(),
              dtypes=("f16", "bf16"), tolerance_scale=40),
-        Case("rmsnorm_matmul-33x1000x100",
+        Case("rmsnorm_then_matmul-33x1000x100",
              [("x", (33, 1000), "any"), ("gamma", (1000,), "any"), ("w", (1000, 100), "unit")],
              lambda g, x, gamma, w: g.matmul(g.rms_norm(x, gamma, eps=1e-6), w),
              lambda x, gamma, w: T().nn.functional.rms_norm(
                  x.float(), (1000,), gamma.float(), eps=1e-6) @ w.float(),
+             tolerance_scale=8),
+        Case("rmsnorm_matmul-33x500x100",
+             [("x", (33, 500), "any"), ("gamma", (500,), "any"), ("w", (500, 100), "unit")],
+             lambda g, x, gamma, w: g.matmul(g.rms_norm(x, gamma, eps=1e-6), w),
+             lambda x, gamma, w: T().nn.functional.rms_norm(
+                 x.float(), (500,), gamma.float(), eps=1e-6) @ w.float(),
              tolerance_scale=8),
         Case("gated_mlp-64x512x1024",
              [("x", (64, 512), "unit"), ("w1", (512, 1024), "unit"), ("w2", (512, 1024), "unit")],

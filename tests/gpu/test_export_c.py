@@ -22,7 +22,7 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.gpu
 
 CC = shutil.which("gcc") or shutil.which("cc")
-EXAMPLE = next(c for c in ALL_CASES if c.name == "rmsnorm_matmul-16x4096x6144")
+EXAMPLE = next(c for c in ALL_CASES if c.name == "rmsnorm_then_matmul-16x4096x6144")
 ATTENTION = next(c for c in ALL_CASES if c.name == "attention-2x4x100x64")
 CASES = [EXAMPLE, ATTENTION]
 LIBCUDA_FOLDERS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/local/nvidia/lib64",

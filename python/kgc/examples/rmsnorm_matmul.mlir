@@ -1,10 +1,12 @@
 // RMSNorm followed by a matmul, as in a transformer's first projection:
 // Y = rms_norm(X, gamma) @ W with X 16x4096 f16 and W 4096x6144 f16.
-// kgc fuses both into one kernel: the sum of squares of X runs beside the
-// dot in the loop over K, and 1/rms scales each row of the result. Its 96
-// tiles would leave SMs of an H100 idle, so kgc splits the loop over K in
-// two: a partials kernel sums its half of both, a second kernel adds the
-// halves and applies 1/rms.
+// kgc makes the norm a kernel of its own: folded into the matmul (the sum
+// of squares of X beside the dot in the loop over K, 1/rms scaling each row
+// of the result) each k step would scale X's tile in registers, which lost
+// to the pair at 4096 k steps (`kg-fuse{rules-off=norm-over-long-k}` folds
+// it). The matmul's 96 tiles would leave SMs of an H100 idle, so kgc splits
+// its loop over K in two: a partials kernel sums its half, a second kernel
+// adds the halves.
 func.func @rmsnorm_matmul(%x: tensor<16x4096xf16>, %gamma: tensor<4096xf16>,
                           %w: tensor<4096x6144xf16>) -> tensor<16x6144xf16> {
   %normed = kg.rms_norm %x weight %gamma normalized_shape [4096] eps 1.0e-6

@@ -75,6 +75,11 @@ _F32_FILL_MIN_BLOCK_M = 32
 # The rule by which a product of more rows than a skinny one refuses any
 # prologue its programs along n would repeat (see `fusion_refusal`).
 SKINNY_PROLOGUE = "skinny-prologue"
+# The rule by which a product refuses a norm folded into it (its sum over k
+# riding along the k loop) past _FOLD_MAX_K: the longest k loop a fold
+# has measured faster over.
+NORM_OVER_LONG_K = "norm-over-long-k"
+_FOLD_MAX_K = 512
 
 
 class MatmulSchedule(Schedule):
@@ -107,7 +112,22 @@ class MatmulSchedule(Schedule):
         # products with a computed operand"). A norm's scale (multiplies)
         # stays in a skinny product, and any prologue that at most four
         # programs repeat (a softmax over k before a 256-column product).
-        _, _, n_axis = plan.matmul_axes
+        _, k_axis, n_axis = plan.matmul_axes
+        # A norm folded in scales the operand tile in registers at every k
+        # step (its sum of squares beside the dot), where a bare product
+        # streams it from shared memory to the tensor cores; a fold saves
+        # one norm kernel. Over 512 k steps that saving wins at 1 to 64
+        # rows (H200, norm + 512 -> 1536: 9.0 against 9.7 us apart); over
+        # longer loops the fold lost every time it was measured: 4096 k at
+        # 1, 16, 32, 64 and 128 rows (37.3 against 28.6 us at 1 row,
+        # 35.9 / 32.0 at 16), and the check of the defaults against the
+        # search (an H200): 16 x 4096 -> 6144 32.4 against 21.6 apart,
+        # 16 x 4096 -> 4096 19.3 / 15.7, 3 x 1000 -> 777 12.3 / 6.3
+        # (benchmarks/NOTES.md). The search still tries the fold.
+        if (plan.extents[k_axis] > _FOLD_MAX_K
+                and any(k_axis in axes for node, axes in plan.reduce_axes.items()
+                        if node.op == "reduce")):
+            return NORM_OVER_LONG_K
         if ceil_div(plan.extents[n_axis], plan.tile[n_axis]) <= _PROLOGUE_READERS:
             return None
         rows = [elementwise_op(op) for op in plan.reads.prologue_ops]
