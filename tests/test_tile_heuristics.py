@@ -223,3 +223,30 @@ def test_an_f32_product_of_few_programs_narrows_its_rows_to_fill_the_sms():
     # f16 dots keep their 128-row tiles (measured at 64 rows: narrower tiles
     # lost there, benchmarks/NOTES.md).
     assert _softmax_pv_knobs("f16") == {"block_m": 128, "block_n": 64}
+
+
+def _softmax_knobs(rows: int, columns: int) -> dict:
+    import kgc
+    from kgc.pipeline.compiler import compile_module
+
+    g = kgc.Graph("softmax_rows")
+    g.output(g.softmax(g.input("x", (rows, columns), "f16"), dim=-1))
+    context = ir.Context()
+    module = g.build(context)
+    with context:
+        compile_module(module, emit="kg")
+    (kernel,) = kernels_in(module)
+    return {name: knob(kernel, name) for name in ("block_r", "num_warps", "num_stages")}
+
+
+@pytest.mark.parametrize("rows,columns,knobs", [
+    # A row past one tile is walked in 2048-wide steps, once per reduction:
+    # 16 warps keep twice the loads of 8 in flight.
+    (1000, 4097, dict(block_r=2048, num_warps=16, num_stages=2)),
+    (3, 32000, dict(block_r=2048, num_warps=16, num_stages=2)),
+    # A whole row is loaded once: the tile's own warps.
+    (1000, 4096, dict(block_r=4096, num_warps=8, num_stages=1)),
+    (17, 1000, dict(block_r=1000, num_warps=8, num_stages=1)),
+])
+def test_a_looped_row_takes_twice_the_warps_of_a_whole_one(rows, columns, knobs):
+    assert _softmax_knobs(rows, columns) == knobs
