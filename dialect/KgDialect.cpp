@@ -57,6 +57,12 @@ std::string shapeText(ArrayRef<int64_t> dims) {
   return text;
 }
 
+/// Whether `type` is a tensor with a dynamic extent.
+bool isDynamicTensor(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  return tensor && !tensor.hasStaticShape();
+}
+
 RankedTensorType tensorType(Value value) {
   return cast<RankedTensorType>(value.getType());
 }
@@ -1051,6 +1057,20 @@ LogicalResult LaunchOp::verify() {
       if (value < INT32_MIN || value > INT32_MAX)
         return emitOpError() << "scalar argument " << value
                              << " does not fit an i32";
+  bool dynamic = llvm::any_of(getOperandTypes(), isDynamicTensor) ||
+                 llvm::any_of(getResultTypes(), isDynamicTensor);
+  std::optional<ArrayRef<int64_t>> dynamicGrid = getDynamicGrid();
+  if (dynamic && !dynamicGrid)
+    return emitOpError() << "launches on a dynamic extent (`?`) and needs "
+                            "dynamic_grid = [tile, programs] to size its grid";
+  if (!dynamic && dynamicGrid)
+    return emitOpError() << "has dynamic_grid but no tensor with a dynamic "
+                            "extent (`?`)";
+  if (dynamicGrid &&
+      (dynamicGrid->size() != 2 ||
+       llvm::any_of(*dynamicGrid, [](int64_t g) { return g < 1 || g > 2147483647; })))
+    return emitOpError() << "dynamic_grid " << shapeText(*dynamicGrid)
+                         << " must hold a tile and a program count in [1, 2^31)";
   return success();
 }
 

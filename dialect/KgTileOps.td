@@ -276,17 +276,25 @@ def Kg_LaunchOp : Kg_Op<"launch",
     result, in order, then the i32 values of `scalars` (when present); the
     results are fresh tensors that it fills.
 
+    A launch on tensors with a dynamic extent (`?`, the size each call
+    gives) carries `dynamic_grid = [tile, programs]`: its grid along x is
+    `ceil(size / tile) * programs` at the call (`grid` holds it at kgc's
+    planning size), and the kernel takes the size as one more i32 after
+    the scalars.
+
     Example:
 
     ```mlir
     %y = kg.launch @softmax_0(%x) grid [17, 1, 1] num_warps 4 num_stages 1 : (tensor<17x1000xf16>) -> tensor<17x1000xf16>
+    %z = kg.launch @softmax_1(%w) grid [64, 1, 1] num_warps 8 num_stages 1 {dynamic_grid = array<i64: 4, 1>} : (tensor<?x1000xf16>) -> tensor<?x1000xf16>
     ```
   }];
-  let arguments = (ins FlatSymbolRefAttr:$callee, Variadic<Kg_StaticTensor>:$inputs,
+  let arguments = (ins FlatSymbolRefAttr:$callee, Variadic<Kg_Tensor>:$inputs,
                        DenseI64ArrayAttr:$grid, I64Attr:$num_warps,
                        I64Attr:$num_stages,
-                       OptionalAttr<DenseI64ArrayAttr>:$scalars);
-  let results = (outs Variadic<Kg_StaticTensor>:$outputs);
+                       OptionalAttr<DenseI64ArrayAttr>:$scalars,
+                       OptionalAttr<DenseI64ArrayAttr>:$dynamic_grid);
+  let results = (outs Variadic<Kg_Tensor>:$outputs);
   let assemblyFormat = "$callee `(` $inputs `)` `grid` $grid `num_warps` "
                        "$num_warps `num_stages` $num_stages attr-dict `:` "
                        "functional-type($inputs, results)";

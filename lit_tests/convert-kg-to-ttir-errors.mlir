@@ -24,3 +24,18 @@ func.func @not_padded(%x: tensor<3xf32>) -> tensor<3xf32> {
   }
   return %y : tensor<3xf32>
 }
+
+// -----
+
+// The only size a tile program reads at run time is the dynamic extent's:
+// a static one is a constant kg-tile writes.
+func.func @static_dim(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  %y = kg.kernel @static_dim_0(%x) attributes {config = {num_stages = 1, num_warps = 1}, dynamic_axis = 0 : i64, dynamic_grid = array<i64: 4, 1>, grid = array<i64: 64, 1, 1>, padded} : (tensor<?x8xf32>) -> tensor<?x8xf32> {
+  ^bb0(%a: memref<?x8xf32>, %out: memref<?x8xf32>):
+    %i1 = arith.constant 1 : index
+    // expected-error @+1 {{memref.dim of a tile program reads the size of the dynamic extent (a buffer's `?`); this one reads another size}}
+    %n = memref.dim %a, %i1 : memref<?x8xf32>
+    kg.yield
+  }
+  return %y : tensor<?x8xf32>
+}

@@ -323,6 +323,35 @@ func.func @dynamic_mask_bound(%x: tensor<9x8xf32>) -> tensor<9x8xf32> {
 
 // -----
 
+// A dynamic extent: the tt.func takes its size as one more i32 after the
+// pointers, memref.dim reads it (its cast to i32 is that argument itself),
+// and the launch carries the grid rule, 4 rows a program.
+// CHECK-LABEL: func.func @dynamic_rows
+// CHECK: kg.launch @dynamic_rows_0(%arg0) grid [64, 1, 1] num_warps 1 num_stages 1 {dynamic_grid = array<i64: 4, 1>} : (tensor<?x8xf32>) -> tensor<?x8xf32>
+// CHECK: ^bb0(%{{.*}}: !tt.ptr<f32>, %{{.*}}: !tt.ptr<f32>, %[[N:.*]]: i32):
+// CHECK-NOT: memref.dim
+// CHECK: "tt.splat"(%[[N]]) : (i32) -> tensor<4xi32>
+func.func @dynamic_rows(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  %y = kg.kernel @dynamic_rows_0(%x) attributes {config = {block_m = 4, block_n = 8, num_warps = 1, num_stages = 1}, dynamic_axis = 0 : i64, dynamic_grid = array<i64: 4, 1>, grid = array<i64: 64, 1, 1>, iteration = array<i64: 256, 8>, tile = array<i64: 4, 8>} : (tensor<?x8xf32>) -> tensor<?x8xf32> {
+  ^bb0(%in: memref<?x8xf32>, %out: memref<?x8xf32>):
+    %c0 = arith.constant 0 : i32
+    %c4 = arith.constant 4 : i32
+    %pid = kg.program_id 0 : i32
+    %row = arith.muli %pid, %c4 : i32
+    %i0 = arith.constant 0 : index
+    %n = memref.dim %in, %i0 : memref<?x8xf32>
+    %vin = memref.reinterpret_cast %in to offset: [0], sizes: [%n, 8], strides: [8, 1] : memref<?x8xf32> to memref<?x8xf32, strided<[8, 1]>>
+    %vout = memref.reinterpret_cast %out to offset: [0], sizes: [%n, 8], strides: [8, 1] : memref<?x8xf32> to memref<?x8xf32, strided<[8, 1]>>
+    %v = kg.tile_load %vin[%row, %c0] : memref<?x8xf32, strided<[8, 1]>> -> tensor<4x8xf32>
+    %e = kg.exp %v : tensor<4x8xf32>
+    kg.tile_store %e, %vout[%row, %c0] : tensor<4x8xf32>, memref<?x8xf32, strided<[8, 1]>>
+    kg.yield
+  }
+  return %y : tensor<?x8xf32>
+}
+
+// -----
+
 // A causal mask fuses into the softmax's kernel: the two iotas become
 // ranges of lanes (the row's is this program's row, block_x = 1, a splat
 // of tt.get_program_id; the columns' a tt.make_range), compared with

@@ -1931,6 +1931,45 @@ module {
 
 // -----
 
+module {
+  module @k {
+  }
+  // launch: on a dynamic extent the grid needs its rule.
+  func.func @launch_dynamic_without_rule(%a: tensor<?x4xf32>) -> tensor<?x4xf32> {
+    // expected-error @+1 {{launches on a dynamic extent (`?`) and needs dynamic_grid = [tile, programs] to size its grid}}
+    %y = kg.launch @k(%a) grid [4, 1, 1] num_warps 4 num_stages 1 : (tensor<?x4xf32>) -> tensor<?x4xf32>
+    return %y : tensor<?x4xf32>
+  }
+}
+
+// -----
+
+module {
+  module @k {
+  }
+  // launch: a grid rule is for a dynamic extent only.
+  func.func @launch_rule_without_dynamic(%a: tensor<4xf32>) -> tensor<4xf32> {
+    // expected-error @+1 {{has dynamic_grid but no tensor with a dynamic extent (`?`)}}
+    %y = kg.launch @k(%a) grid [4, 1, 1] num_warps 4 num_stages 1 {dynamic_grid = array<i64: 4, 1>} : (tensor<4xf32>) -> tensor<4xf32>
+    return %y : tensor<4xf32>
+  }
+}
+
+// -----
+
+module {
+  module @k {
+  }
+  // launch: the rule is a tile and a program count.
+  func.func @launch_bad_rule(%a: tensor<?x4xf32>) -> tensor<?x4xf32> {
+    // expected-error @+1 {{dynamic_grid [4, 0] must hold a tile and a program count in [1, 2^31)}}
+    %y = kg.launch @k(%a) grid [4, 1, 1] num_warps 4 num_stages 1 {dynamic_grid = array<i64: 4, 0>} : (tensor<?x4xf32>) -> tensor<?x4xf32>
+    return %y : tensor<?x4xf32>
+  }
+}
+
+// -----
+
 // launch: the callee names a module holding the kernel.
 func.func @launch_callee(%a: tensor<4xf32>) -> tensor<4xf32> {
   // expected-error @+1 {{callee @missing must name a module that holds the kernel's tt.func}}

@@ -40,9 +40,7 @@ def dynamic_extent_failure(op: ir.Operation, argument: str) -> PassFailure | Non
     def failure(value: ir.Value, what: str, location: ir.Location) -> PassFailure:
         return PassFailure(
             f"{argument} plans static extents only: {what} has type {value.type}, with a "
-            "dynamic extent (`?`); the passes down to kg-pad-mask take a dynamic extent (of "
-            "pointwise, reduction and matmul kernels), lowering it to Triton IR is not built "
-            "yet",
+            "dynamic extent (`?`)",
             location)
 
     found: list[PassFailure] = []

@@ -96,6 +96,7 @@ from kgc.op_table import BY_OP_NAME, ELEMENTWISE, ElementwiseOp
 from kgc.passes.registry import Pass, PassFailure, register_pass
 from kgc.tiling import tma
 from kgc.tiling.constants import INT32_MAX, INT32_MIN
+from kgc.tiling.dynamic import DYNAMIC_AXIS_ATTRIBUTE, DYNAMIC_GRID_ATTRIBUTE
 from kgc.tiling.index_maps import BufferView
 from kgc.tiling.library import LIBRARY_CALL_ATTRIBUTE, MODULE_LIBRARY_CALL_ATTRIBUTE
 from kgc.tiling.graph_model import reduce_kind
@@ -115,7 +116,6 @@ class ConvertKgToTTIR(Pass):
     argument = "convert-kg-to-ttir"
     summary = "Lower tiled, padded kernels to Triton IR, one tt.func per kernel"
     creates_unregistered_ops = True
-    static_extents_only = True
 
 
     def run(self, op: ir.Operation) -> None:
@@ -176,7 +176,10 @@ def _lower_kernel(kernel: ir.Operation, top: ir.Operation) -> None:
     location = kernel.location
     with location:
         scalars = int_array(kernel, "scalars") or []
-        argument_types = pointer_types + [i32] * len(scalars)
+        # A dynamic extent (kgc.tiling.dynamic) is the call's size, passed
+        # as the last i32: every `memref.dim` of the tile program reads it.
+        dynamic = DYNAMIC_AXIS_ATTRIBUTE in kernel.attributes
+        argument_types = pointer_types + [i32] * (len(scalars) + dynamic)
         function_type = ir.FunctionType.get(argument_types, [])
         divisibility = ir.DictAttr.get({"tt.divisibility": ir.IntegerAttr.get(i32, _DIVISIBILITY)})
         with ir.InsertionPoint(_module_body(top)):
@@ -189,12 +192,13 @@ def _lower_kernel(kernel: ir.Operation, top: ir.Operation) -> None:
                 "sym_visibility": ir.StringAttr.get("public"),
                 "function_type": ir.TypeAttr.get(function_type),
                 "arg_attrs": ir.ArrayAttr.get([divisibility] * len(pointer_types)
-                                              + [ir.DictAttr.get({})] * len(scalars)),
+                                              + [ir.DictAttr.get({})] * (len(scalars) + dynamic)),
                 "noinline": ir.BoolAttr.get(False),
             })
         entry = function.regions[0].blocks.append(*argument_types)
         lowering = _Lowering({arg: entry.arguments[i] for i, arg in enumerate(body.arguments)},
-                             list(entry.arguments)[len(pointer_types):])
+                             list(entry.arguments)[len(pointer_types):][:len(scalars)],
+                             entry.arguments[len(argument_types) - 1] if dynamic else None)
         lowering.entry = entry
         with ir.InsertionPoint(entry):
             lowering.block(body)
@@ -209,6 +213,10 @@ def _lower_kernel(kernel: ir.Operation, top: ir.Operation) -> None:
                     "num_warps": ir.IntegerAttr.get(i64, warps),
                     "num_stages": ir.IntegerAttr.get(i64, stages),
                     **({"scalars": ir.DenseI64ArrayAttr.get(scalars)} if scalars else {}),
+                    # The grid along the dynamic extent, ceil(size / tile) *
+                    # programs, and the size passed after the scalars.
+                    **({DYNAMIC_GRID_ATTRIBUTE: kernel.attributes[DYNAMIC_GRID_ATTRIBUTE]}
+                       if dynamic else {}),
                 })
     for old, new in zip(kernel.results, launch.results):
         old.replace_all_uses_with(new)
@@ -234,11 +242,12 @@ class _View:
 
 
 class _Lowering:
-    def __init__(self, buffers: dict, scalars: list):
+    def __init__(self, buffers: dict, scalars: list, extent: ir.Value | None = None):
         self.values: dict = {}  # kg value -> _Lowered or scalar ir.Value
         self.views: dict = {}
         self.buffers = buffers
         self.scalars = scalars  # the tt.func's i32 arguments
+        self.extent = extent  # the i32 argument holding the dynamic extent's size
         self.i32 = ir.IntegerType.get_signless(32)
         self.i1 = ir.IntegerType.get_signless(1)
         self.entry: ir.Block | None = None  # the tt.func's entry block
@@ -358,6 +367,27 @@ class _Lowering:
 
     def scalar_arg(self, op: ir.Operation) -> None:
         self.values[op.results[0]] = self.scalars[ir.IntegerAttr(op.attributes["index"]).value]
+
+    def buffer_size(self, op: ir.Operation) -> None:
+        # memref.dim: a buffer's size along a dimension, which kg-tile only
+        # takes along the dynamic extent (a static one is a constant).
+        buffer = ir.MemRefType(op.operands[0].type)
+        index = op.operands[1].owner.opview if hasattr(op.operands[1].owner, "opview") else None
+        dims = [d for d, size in enumerate(buffer.shape) if ir.ShapedType.is_dynamic_size(size)]
+        if self.extent is None or len(dims) != 1 or index is None or \
+                ir.IntegerAttr(index.attributes["value"]).value != dims[0]:
+            raise PassFailure("memref.dim of a tile program reads the size of the dynamic "
+                              "extent (a buffer's `?`); this one reads another size",
+                              op.location)
+        self.values[op.results[0]] = self.extent
+
+    def index_cast(self, op: ir.Operation) -> None:
+        # The extent is an i32 already: its cast to i32 is itself.
+        source = self.values[op.operands[0]]
+        if source.type == op.results[0].type:
+            self.values[op.results[0]] = source
+        else:
+            self._clone_scalar(op)
 
     def program_id(self, op: ir.Operation) -> None:
         self.values[op.results[0]] = ir.Operation.create(
@@ -1067,6 +1097,8 @@ _check_custom_lowerings(list(ELEMENTWISE.values()))
 _HANDLERS = {
     "kg.program_id": _Lowering.program_id,
     "kg.scalar_arg": _Lowering.scalar_arg,
+    "memref.dim": _Lowering.buffer_size,
+    "arith.index_cast": _Lowering.index_cast,
     "memref.reinterpret_cast": _Lowering.view,
     "kg.tile_load": _Lowering.load,
     "kg.tile_store": _Lowering.store,

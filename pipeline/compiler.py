@@ -44,6 +44,7 @@ from kgc.pipeline.pipeline import Pipeline
 from kgc.pipeline.resources import check_resources
 from kgc.pipeline.stages import (STAGES, default_pipeline_text, pipeline_for_target,
                                   split_at_lowering)
+from kgc.tiling.dynamic import has_dynamic_extent
 from kgc.tiling.kernel_ops import ops_named, walk_ops
 from kgc.tiling.library import LibraryCall, library_call_of
 from kgc.tiling.planner import Planner
@@ -471,6 +472,15 @@ def _functions(module: ir.Operation, kernels: dict) -> dict[str, Function]:
             continue
         name = ir.StringAttr(op.attributes["sym_name"]).value
         block = op.regions[0].blocks[0]
+        dynamic = [launch for launch in block.operations if launch.operation.name == "kg.launch"
+                   and "dynamic_grid" in launch.operation.attributes]
+        if dynamic or has_dynamic_extent(block.arguments):
+            # Its kernels lower (convert-kg-to-ttir passes the size to each);
+            # what launches them does not take a size per call yet.
+            raise error_at(op, f"@{name} has a dynamic extent (`?`): kgc lowers its kernels to "
+                               f"TTIR (kgc-opt --convert-kg-to-ttir), but its runtime, "
+                               f"manifest and C export run static shapes only; give the "
+                               f"extent a size")
         numbers: dict[ir.Value, int] = {}
         buffers: list[TensorSpec] = []
         for arg in block.arguments:

@@ -4,8 +4,9 @@ do with a size that each call gives.
 A graph has at most one dynamic extent; the Python API names it, the IR
 writes it `?`. The passes down to kg-pad-mask take it (kg-fuse and the
 schedules decide as at `EXTENT_HINT` rows; pointwise, reduction and matmul kernels
-are tiled once for every size, which the CPU executor runs);
-convert-kg-to-ttir, and plans that hold at one size only, refuse it with an
+are tiled once for every size, which the CPU executor runs), and
+convert-kg-to-ttir passes the size to each kernel; plans that hold at one
+size only, and the runtime, which does not launch them yet, refuse it with an
 error naming the value or the rule, never with a wrong result.
 """
 
@@ -139,22 +140,20 @@ func.func @f(%a: tensor<?x8xf32>, %b: tensor<4x8xf32>) -> tensor<4x8xf32> {
 
 # -- the passes ---------------------------------------------------------------------
 
-# The passes that take static extents only.
-STATIC_ONLY = {"convert-kg-to-ttir"}
+def test_every_pass_of_kgc_takes_dynamic_extents():
+    assert {name for name, cls in registered_passes().items() if cls.static_extents_only} == set()
 
 
-def test_only_the_lowering_to_triton_refuses_dynamic_extents_as_a_pass():
-    refusing = {name for name, cls in registered_passes().items() if cls.static_extents_only}
-    assert refusing == STATIC_ONLY
+def test_a_pass_that_plans_static_extents_only_names_the_dynamic_value():
+    # What a pass that sets `static_extents_only` (one of a user's) fails with.
+    from kgc.passes.registry import dynamic_extent_failure
 
-
-@pytest.mark.parametrize("argument", sorted(STATIC_ONLY))
-def test_a_pass_that_takes_static_extents_refuses_a_dynamic_one_at_its_value(argument):
-    result = run_kgc_opt(DYNAMIC_ROWS, f"--{argument}")
-    assert result.returncode == 1
-    assert (f"1:17: error: {argument} plans static extents only: argument #0 of @rows has type "
-            "tensor<?x128xf32>, with a dynamic extent (`?`)") in result.stderr
-    assert "Traceback" not in result.stderr
+    with ir.Context() as context:
+        kgc.load_dialect(context)
+        module = ir.Module.parse(DYNAMIC_ROWS)
+        failure = dynamic_extent_failure(module.operation, "my-pass")
+    assert failure.message == ("my-pass plans static extents only: argument #0 of @rows has "
+                               "type tensor<?x128xf32>, with a dynamic extent (`?`)")
 
 
 def test_decompose_cse_and_dce_keep_the_dynamic_extent():
@@ -180,24 +179,61 @@ def test_a_kernel_whose_schedule_takes_no_dynamic_extent_is_refused_where_it_was
             "extent (`?`) yet") in message
 
 
-def test_compiling_a_dynamic_graph_to_triton_fails_at_its_input_with_the_reason():
+def test_compiling_a_dynamic_graph_fails_at_its_function_with_the_reason():
     g = kgc.Graph("rows")
     g.output(g.softmax(g.input("x", ("tokens", 128), "f16"), -1))
     with pytest.raises(KgcError) as raised:
         kgc.compile(g)
-    assert ("convert-kg-to-ttir plans static extents only: argument #0 of @rows has type "
-            "tensor<?x128xf16>") in str(raised.value)
+    assert ("@rows has a dynamic extent (`?`): kgc lowers its kernels to TTIR (kgc-opt "
+            "--convert-kg-to-ttir), but its runtime, manifest and C export run static shapes "
+            "only") in str(raised.value)
 
 
-def test_kgc_compile_exits_1_with_the_location_of_the_dynamic_extent(tmp_path):
+def test_kgc_compile_exits_1_with_the_location_of_the_dynamic_function(tmp_path):
     source = tmp_path / "rows.mlir"
     source.write_text(DYNAMIC_ROWS)
     result = subprocess.run([console_script("kgc"), "compile", str(source),
                              "-o", str(tmp_path / "out")], capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 1
-    assert f"{source}:1:17: error: convert-kg-to-ttir plans static extents only" in result.stderr
+    assert f"{source}:1:1: error: @rows has a dynamic extent (`?`)" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def _lowered(source: str) -> str:
+    result = run_kgc_opt(source, "--kg-decompose", "--kg-fuse", "--kg-tile", "--kg-legalize-dot",
+                         "--kg-pad-mask", "--convert-kg-to-ttir", "--kgc-cse", "--kgc-dce")
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_each_kernel_takes_the_size_as_its_last_argument_and_its_launch_the_grid_rule():
+    text = _lowered(DYNAMIC_ROWS)
+    # One kernel (the norm and the softmax of each row), 32 rows a program
+    # at the hint: its grid is ceil(size / 32) programs at the call.
+    assert ("kg.launch @rows_0_reduction(%arg0, %arg1) grid [8, 1, 1] num_warps 8 num_stages "
+            "1 {dynamic_grid = array<i64: 32, 1>} : (tensor<?x128xf32>, tensor<128xf32>) -> "
+            "tensor<?x128xf32>") in text
+    assert "^bb0(%arg0: !tt.ptr<f32>, %arg1: !tt.ptr<f32>, %arg2: !tt.ptr<f32>, %arg3: i32):" \
+        in text
+    # Every access along the rows is bounded by the size, none by the hint.
+    assert '"tt.splat"(%arg3) : (i32) -> tensor<32xi32>' in text
+    assert "memref.dim" not in text and " index" not in text and "256" not in text
+
+
+def test_triton_compiles_a_dynamic_kernel_to_cubin():
+    from kgc.pipeline.artifact import KernelOptions
+    from kgc.pipeline.triton_stage import compile_kernel
+
+    with ir.Context() as context:
+        context.allow_unregistered_dialects = True
+        kgc.load_dialect(context)
+        module = ir.Module.parse(_lowered(DYNAMIC_ROWS))
+        (kernel,) = [op for op in module.body.operations if op.operation.name == "builtin.module"]
+        ttir = kernel.operation.get_asm(enable_debug_info=False)
+    artifact = compile_kernel(ttir, KernelOptions((8, 1, 1), 8, 1), 90)
+    # The size is a 32-bit parameter after the three pointers.
+    assert artifact.asm["cubin"] and ".param .u32 rows_0_reduction_param_3" in artifact.asm["ptx"]
 
 
 def test_fusion_partitions_a_dynamic_extent_as_at_the_hint_and_keeps_it_in_the_kernels():
