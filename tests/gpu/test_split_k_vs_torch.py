@@ -54,6 +54,22 @@ def test_split_k_matches_torch(name, dtype, m, k, n, split):
     assert_matches_torch(got, reference(*inputs), graph.build(), inputs)
 
 
+# Over k of more than 512 kg-fuse keeps the norm out of the product
+# (norm-over-long-k): the norm folded in, its sum of squares split with the
+# dot, is checked at k of at most 512.
+@pytest.mark.parametrize("split", [2, 4])
+@pytest.mark.parametrize("m,k,n", [(1, 500, 300), (17, 511, 77)])
+@pytest.mark.parametrize("dtype", ["f16", "bf16", "f32"])
+def test_a_folded_norm_split_matches_torch(dtype, m, k, n, split):
+    graph, reference = rmsnorm_matmul(m, k, n, dtype)
+    compiled = _compile_split(graph, split)
+    launched = [launch.kernel for launch in compiled.function.launches]
+    assert launched == [f"{graph.name}_0_matmul_partials", f"{graph.name}_0_matmul_reduce"]
+    inputs = _inputs(graph, dtype, seed=split)
+    got = compiled.run(*inputs, poison=True)
+    assert_matches_torch(got, reference(*inputs), graph.build(), inputs)
+
+
 @pytest.mark.parametrize("name,shape", [("rmsnorm_matmul", (16, 4096, 6144)),
                                         ("gated_mlp", (8, 4096, 11008)),
                                         ("lora", (16, 4096, 4096))])
