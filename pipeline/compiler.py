@@ -472,9 +472,8 @@ def _functions(module: ir.Operation, kernels: dict) -> dict[str, Function]:
             continue
         name = ir.StringAttr(op.attributes["sym_name"]).value
         block = op.regions[0].blocks[0]
-        dynamic = [launch for launch in block.operations if launch.operation.name == "kg.launch"
-                   and "dynamic_grid" in launch.operation.attributes]
-        if dynamic or has_dynamic_extent(block.arguments):
+        if has_dynamic_extent(list(block.arguments) + [result for inner in block.operations
+                                                        for result in inner.results]):
             # Its kernels lower (convert-kg-to-ttir passes the size to each);
             # what launches them does not take a size per call yet.
             raise error_at(op, f"@{name} has a dynamic extent (`?`): kgc lowers its kernels to "

@@ -25,12 +25,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Sequence
 
-from kgc.tiling.config import ConfigError, KernelConfig, PointwiseConfig, ReductionConfig
+from kgc.tiling.config import KernelConfig, PointwiseConfig, ReductionConfig
 from kgc.tiling.graph_model import Node
 from kgc.tiling.index_maps import IndexMap, ceil_div, next_power_of_two, product
 from kgc.tiling.iteration import (KernelPlan, Unplannable, axes_of, infer_maps,
                                   reduce_input_map)
-from kgc.tiling.schedule import Schedule, widest_input
+from kgc.tiling.schedule import Schedule, canonical_or_none, widest_input
 from kgc.tuned_defaults import TableKey
 
 __all__ = ["KernelPlan", "PointwiseSchedule", "ReductionSchedule", "Unplannable",
@@ -81,10 +81,10 @@ class ReductionSchedule(Schedule):
         # whole): a whole-row entry serves only rows the heuristics take
         # whole, with the tile of this row, and its rows per program only
         # at its own row length.
-        key = self.table_key(plan)
-        entry = table.nearest(self.kind, key)
-        if entry is None or not isinstance(entry.config, ReductionConfig):
+        found = self.nearest_entry(plan, table)
+        if found is None:
             return None
+        key, entry = found
         config, row = entry.config, entry.features.get("row")
         whole_there = row is None or config.block_r is None or config.block_r >= row
         if whole_there != (not plan.loop_axes):
@@ -93,10 +93,7 @@ class ReductionSchedule(Schedule):
             config = dataclasses.replace(config, block_r=None)
             if row != key.features["row"]:
                 config = dataclasses.replace(config, block_x=None)
-        try:
-            return config.canonical(plan.knob_extents)
-        except ConfigError:
-            return None
+        return canonical_or_none(config, plan)
 
 
 class PointwiseSchedule(Schedule):

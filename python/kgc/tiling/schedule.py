@@ -30,7 +30,7 @@ from kgc.tiling.graph_model import Node, topological
 from kgc.tiling.iteration import KernelPlan
 from kgc.tuned_defaults import TableKey, TunedTable
 
-__all__ = ["Schedule", "SourceKernel", "TiledForm", "widest_input"]
+__all__ = ["Schedule", "SourceKernel", "TiledForm", "canonical_or_none", "widest_input"]
 
 
 @dataclasses.dataclass
@@ -167,16 +167,19 @@ class Schedule:
         None where the table has none or this kernel cannot take it (an
         illegal knob here). Planning with it may still fail; the caller
         then keeps `plan`."""
+        found = self.nearest_entry(plan, table)
+        return None if found is None else canonical_or_none(found[1].config, plan)
+
+    def nearest_entry(self, plan: KernelPlan, table: TunedTable):
+        """(the table key of `plan`, `table`'s entry nearest it) where the
+        table has one of this schedule's config kind, else None."""
         key = self.table_key(plan)
         if key is None:
             return None
         entry = table.nearest(self.kind, key)
         if entry is None or not isinstance(entry.config, self.config_class):
             return None
-        try:
-            return entry.config.canonical(plan.knob_extents)
-        except ConfigError:
-            return None
+        return key, entry
 
     def tiled_form(self, plan: KernelPlan) -> TiledForm:
         """How the tiled kernel of `plan` differs from the group's kernel:
@@ -190,6 +193,15 @@ class Schedule:
         tiled: (the values that stand for the group's outputs, the kernels
         made). None by default."""
         return list(results), []
+
+
+def canonical_or_none(config: KernelConfig, plan: KernelPlan) -> KernelConfig | None:
+    """`config` canonical for the kernel of `plan`, or None where a knob of
+    it is illegal there."""
+    try:
+        return config.canonical(plan.knob_extents)
+    except ConfigError:
+        return None
 
 
 def widest_input(plan: KernelPlan) -> str:
