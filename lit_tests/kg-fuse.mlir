@@ -355,6 +355,52 @@ func.func @attention_gqa_decode(%q: tensor<1x8x1x128xf16>, %k: tensor<1x2x4096x1
   return %o : tensor<1x8x1x128xf16>
 }
 
+// Heads given back to tokens, as transformers' attention hands its result to
+// the output projection: the transpose to (B, M, H, E) and the reshape to
+// (B, M, H * E) are the attention kernel's store, not copy kernels.
+// CHECK-LABEL: func.func @attention_tokens_major(
+// CHECK-NEXT: %[[O:.*]] = kg.kernel @attention_tokens_major_0_attention(%{{.*}}, %{{.*}}, %{{.*}}) : (tensor<1x4x100x64xf16>, tensor<1x4x100x64xf16>, tensor<1x4x100x64xf16>) -> tensor<1x100x256xf16> {
+// CHECK: kg.matmul
+// CHECK: kg.transpose %{{.*}} [0, 2, 1, 3]
+// CHECK-NEXT: kg.reshape
+// CHECK-NEXT: kg.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: return %[[O]]
+func.func @attention_tokens_major(%q: tensor<1x4x100x64xf16>, %k: tensor<1x4x100x64xf16>, %v: tensor<1x4x100x64xf16>) -> tensor<1x100x256xf16> {
+  %kt = kg.transpose %k [0, 1, 3, 2] : tensor<1x4x100x64xf16> -> tensor<1x4x64x100xf16>
+  %s = kg.matmul %q, %kt : (tensor<1x4x100x64xf16>, tensor<1x4x64x100xf16>) -> tensor<1x4x100x100xf16>
+  %p = kg.softmax %s dim 3 : tensor<1x4x100x100xf16>
+  %o = kg.matmul %p, %v : (tensor<1x4x100x100xf16>, tensor<1x4x100x64xf16>) -> tensor<1x4x100x64xf16>
+  %t = kg.transpose %o [0, 2, 1, 3] : tensor<1x4x100x64xf16> -> tensor<1x100x4x64xf16>
+  %r = kg.reshape %t : tensor<1x100x4x64xf16> -> tensor<1x100x256xf16>
+  return %r : tensor<1x100x256xf16>
+}
+
+// The head dimension split in four and moved before the queries: no stride
+// per element of P V gives that order (the store would merge dimensions the
+// transpose made strided), so the attention kernel stores P V, reshaped (a
+// reshape keeps each element's offset), and the transpose is a kernel of
+// its own.
+// CHECK-LABEL: func.func @attention_head_dim_reordered(
+// CHECK-NEXT: %[[O:.*]] = kg.kernel @attention_head_dim_reordered_0_attention({{.*}}) -> tensor<100x4x16xf16> {
+// CHECK: kg.matmul
+// CHECK: kg.matmul
+// CHECK-NEXT: kg.reshape
+// CHECK-NEXT: kg.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: %[[T:.*]] = kg.kernel @attention_head_dim_reordered_1_pointwise(%[[O]])
+// CHECK: kg.transpose
+// CHECK: return %[[T]]
+func.func @attention_head_dim_reordered(%q: tensor<100x64xf16>, %k: tensor<100x64xf16>, %v: tensor<100x64xf16>) -> tensor<4x100x16xf16> {
+  %kt = kg.transpose %k [1, 0] : tensor<100x64xf16> -> tensor<64x100xf16>
+  %s = kg.matmul %q, %kt : (tensor<100x64xf16>, tensor<64x100xf16>) -> tensor<100x100xf16>
+  %p = kg.softmax %s dim 1 : tensor<100x100xf16>
+  %o = kg.matmul %p, %v : (tensor<100x100xf16>, tensor<100x64xf16>) -> tensor<100x64xf16>
+  %r = kg.reshape %o : tensor<100x64xf16> -> tensor<100x4x16xf16>
+  %t = kg.transpose %r [1, 0, 2] : tensor<100x4x16xf16> -> tensor<4x100x16xf16>
+  return %t : tensor<4x100x16xf16>
+}
+
 // The same decode written with the 4 query heads of a group as the rows of
 // one matmul per key/value head, and the result reshaped back to the
 // queries' (1, 8, 1, 128): the reshape keeps the head dimension and the
@@ -380,12 +426,16 @@ func.func @attention_packed_heads_reshaped(%q: tensor<1x8x1x128xf16>, %k: tensor
   return %r : tensor<1x8x1x128xf16>
 }
 
-// A reshape that merges the head dimension into the heads is left out of
-// the attention kernel: the kernel combining split keys reads its partials
-// per head row, so the result is copied by a kernel of its own.
+// A reshape that merges the head dimension into the heads is the attention
+// kernel's store too: where the keys are split (kg-tile's decision, after
+// this), the kernel combining them computes per head row, in P V's shape,
+// and stores the result reshaped. No copy kernel follows.
 // CHECK-LABEL: func.func @attention_heads_merged(
-// CHECK-NEXT: %[[O:.*]] = kg.kernel @attention_heads_merged_0_attention({{.*}}) -> tensor<2x4x128xf16> {
-// CHECK: kg.kernel @attention_heads_merged_1_pointwise(%[[O]]) : (tensor<2x4x128xf16>) -> tensor<2x512xf16>
+// CHECK-NEXT: %[[O:.*]] = kg.kernel @attention_heads_merged_0_attention({{.*}}) -> tensor<2x512xf16> {
+// CHECK: kg.reshape %{{.*}} : tensor<2x4x128xf16> -> tensor<2x512xf16>
+// CHECK-NEXT: kg.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: return %[[O]]
 func.func @attention_heads_merged(%q: tensor<2x4x128xf16>, %k: tensor<2x4096x128xf16>, %v: tensor<2x4096x128xf16>) -> tensor<2x512xf16> {
   %kt = kg.transpose %k [0, 2, 1] : tensor<2x4096x128xf16> -> tensor<2x128x4096xf16>
   %s = kg.matmul %q, %kt : (tensor<2x4x128xf16>, tensor<2x128x4096xf16>) -> tensor<2x4x4096xf16>

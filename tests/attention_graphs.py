@@ -37,6 +37,12 @@ class AttentionShape:
 
 
 def attention_graph(shape: AttentionShape, dtype: str, name: str = "attention") -> kgc.Graph:
+    g, result = _attention(shape, dtype, name)
+    g.output(result)
+    return g
+
+
+def _attention(shape: AttentionShape, dtype: str, name: str) -> tuple[kgc.Graph, kgc.Tensor]:
     s = shape
     g = kgc.Graph(name)
     q = g.input("q", (s.batch, s.heads, s.queries, s.head_dim), dtype)
@@ -53,8 +59,24 @@ def attention_graph(shape: AttentionShape, dtype: str, name: str = "attention") 
     scores = g.matmul(q, g.transpose(per_query_head(k), (0, 1, 3, 2))) * (1 / math.sqrt(s.head_dim))
     if s.mask:
         scores = scores + g.input("mask", (s.queries, s.keys), dtype)
-    g.output(g.matmul(g.softmax(scores, dim=-1), per_query_head(v)))
+    return g, g.matmul(g.softmax(scores, dim=-1), per_query_head(v))
+
+
+def tokens_major_graph(shape: AttentionShape, dtype: str, name: str = "attention") -> kgc.Graph:
+    """Attention whose result goes back from heads to tokens as transformers
+    models give it to the output projection: transposed to (B, M, H, D) and
+    reshaped to (B, M, H * D)."""
+    s = shape
+    g, heads_major = _attention(shape, dtype, name)
+    tokens = g.transpose(heads_major, (0, 2, 1, 3))
+    g.output(g.reshape(tokens, (s.batch, s.queries, s.heads * s.head_dim)))
     return g
+
+
+def tokens_major(result):
+    """`result` of shape (B, H, M, D) as `tokens_major_graph` gives it."""
+    batch, heads, queries, dim = result.shape
+    return result.transpose(1, 2).reshape(batch, queries, heads * dim)
 
 
 def packed_decode_graph(shape: AttentionShape, dtype: str, name: str = "decode") -> kgc.Graph:

@@ -31,7 +31,8 @@ from kgc.tiling.kernel_ops import kernel_name, kernels_in, knob, ops_named
 from kgc.tiling.registry import plan_group
 from kgc.fusion import FusionGraph, propose_partitions
 from tests.attention_graphs import (AttentionShape, attention_eager, attention_graph,
-                                    attention_inputs, attention_reference, packed_decode_graph)
+                                    attention_inputs, attention_reference, packed_decode_graph,
+                                    tokens_major, tokens_major_graph)
 
 torch = pytest.importorskip("torch")
 _DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
@@ -110,6 +111,40 @@ def test_a_reshaped_result_is_stored_by_the_attention_kernel(shape, dtype, tile)
     kinds = _check(shape, dtype, tile=tile, graph=packed_decode_graph)
     split = shape.keys > 1 and "split-kv=1" not in tile
     assert kinds == (["attention", "reduction"] if split else ["attention"])
+
+
+@pytest.mark.parametrize("tile", ["", "block-m=16 block-n=32"])
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("shape", [AttentionShape(1, 4, 2, 17, 1000, 64, mask=True),
+                                   AttentionShape(2, 2, 2, 3, 17, 32),
+                                   AttentionShape(1, 8, 2, 1, 4097, 64),
+                                   AttentionShape(1, 2, 1, 1, 1, 64)], ids=str)
+def test_heads_given_back_to_tokens_are_stored_by_the_attention_kernel(shape, dtype, tile):
+    # transformers' attention hands (B, H, M, D) back as (B, M, H * D): the
+    # kernel stores each element where the transposed, reshaped result has
+    # it, so neither the transpose nor the reshape is a copy kernel.
+    module = _tiled(shape, dtype, tile=tile, graph=tokens_major_graph)
+    inputs = attention_inputs(shape, _DTYPES[dtype], "cpu", seed=2)
+    got = run_tiled(module, None, *inputs)
+    want = tokens_major(attention_reference(*inputs))
+    assert got.shape == want.shape == (shape.batch, shape.queries, shape.heads * shape.head_dim)
+    reason = tensor_mismatch(got, tokens_major(attention_eager(*inputs)), want)
+    assert reason is None, reason
+    kinds = _kinds(module)
+    assert kinds[0] == "attention"
+    # Decoding splits its keys where the transpose only moves a dimension
+    # of one query (the order is kept): the combining kernel stores it.
+    split = shape.queries == 1 and shape.keys > 1000
+    assert kinds[1:] == (["reduction"] if split else [])
+
+
+def test_split_keys_are_refused_where_the_transpose_reorders_the_result():
+    # The splits' partials are combined in P V's order, which a transpose of
+    # several queries does not keep: asked for, split keys are an error
+    # naming why, rather than a wrong store.
+    with pytest.raises(KgcError, match="split keys combine partials in P V's order"):
+        _tiled(AttentionShape(1, 4, 2, 17, 1000, 64), "f32", tile="split-kv=4",
+               graph=tokens_major_graph)
 
 
 @pytest.mark.parametrize("shape,stages", [

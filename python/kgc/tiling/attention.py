@@ -73,6 +73,8 @@ _LOWEST = -3.4028234663852886e38
 # Smallest normal f32: a split without keys (l = 0, acc = 0) writes 0.
 _TINY = 1.1754943508222875e-38
 _MAX_HEAD_DIM = 256
+# What may stand between P V and the kernel's output.
+_OUTPUT_CHAIN_OPS = frozenset({"cast", "reshape", "transpose"})
 # Queries up to this many are decoding: their keys are worth splitting.
 _DECODE_ROWS = 16
 # Shared memory the pipelined K and V blocks of a decoding kernel may take.
@@ -94,7 +96,7 @@ class AttentionPattern:
     scores: Node  # Q @ Kt
     output_mm: Node  # P @ V
     logits: Node  # X, the softmax's input (before its promotion casts)
-    output: Node  # the kernel's output: output_mm or casts and reshapes of it
+    output: Node  # the kernel's output: output_mm or casts, transposes and reshapes of it
     core: frozenset  # ids of the nodes computed from S: X, the softmax, P V, its casts
     logit_nodes: frozenset  # ids of the nodes between S (included) and X
 
@@ -105,14 +107,56 @@ def _strip_casts(node: Node) -> Node:
     return node
 
 
-def _strip_casts_and_reshapes(node: Node) -> Node:
-    """P V under the casts and reshapes that make the output; only reshapes
-    that keep its last dimension (the head dimension), which the kernel
-    combining split keys can read its partials through."""
-    while node.op == "cast" or (node.op == "reshape" and
-                                node.shape[-1:] == node.operands[0].shape[-1:]):
+def _strip_output_chain(node: Node) -> Node:
+    """P V under the casts, transposes and reshapes that make the output
+    (`output_view` says where each element of P V lands in it)."""
+    while node.op in _OUTPUT_CHAIN_OPS:
         node = node.operands[0]
     return node
+
+
+def combined_shape(pattern: "AttentionPattern") -> tuple[int, ...] | None:
+    """The shape the kernel combining split keys computes the result in,
+    then reshapes to the output's: the output's own where it keeps P V's
+    last dimension, else P V's. None where the output does not keep P V's
+    row-major order (a transpose of dimensions of more than one element),
+    which the partials, stored in that order, cannot be read in."""
+    node = pattern.output
+    while node is not pattern.output_mm:
+        if node.op == "transpose":
+            # Moving dimensions of one element keeps the order: a reshape.
+            moved = [dim for dim in node.attrs["permutation"] if node.operands[0].shape[dim] != 1]
+            if moved != sorted(moved):
+                return None
+        node = node.operands[0]
+    if pattern.output.shape[-1:] == pattern.output_mm.shape[-1:]:
+        return tuple(pattern.output.shape)
+    return tuple(pattern.output_mm.shape)
+
+
+def output_view(pattern: "AttentionPattern") -> BufferView:
+    """The kernel's output buffer (dense, row-major) as a view indexed like
+    P V: a reshape keeps each element's offset, a transpose permutes the
+    strides, so the kernel stores P V's tile straight where the output has
+    it and no copy kernel follows (the transpose of heads back to tokens
+    after attention, then the reshape that packs them). NotAffine where a
+    reshape merges dimensions a transpose has made strided."""
+    view = BufferView.contiguous(pattern.output.shape)
+    node = pattern.output
+    while node is not pattern.output_mm:
+        source = node.operands[0]
+        if node.op == "reshape":
+            view = view.reshaped(source.shape)
+        elif node.op == "transpose":
+            strides = [0] * len(source.shape)
+            for position, dim in enumerate(node.attrs["permutation"]):
+                strides[dim] = view.strides[position]
+            view = BufferView(tuple(source.shape), tuple(strides), view.offset)
+        node = source
+    # A dimension of one element has no stride that matters, but a zero
+    # would read as a broadcast, which an output never is.
+    return dataclasses.replace(view, strides=tuple(
+        stride if size != 1 else 1 for size, stride in zip(view.shape, view.strides)))
 
 
 def _last_axis_reduce(node: Node, kind: str) -> Node | None:
@@ -133,7 +177,7 @@ def find_attention(outputs: Sequence[Node], check_operands: bool = True) -> Atte
     if len(outputs) != 1:
         raise Unplannable("an attention kernel has one output")
     output = outputs[0]
-    output_mm = _strip_casts_and_reshapes(output)
+    output_mm = _strip_output_chain(output)
     if output_mm.op != "matmul":
         raise Unplannable("the output is not a matmul (P V)")
     probabilities = output_mm.operands[0]
@@ -361,6 +405,11 @@ def _plan(pattern: AttentionPattern, outputs, config: AttentionConfig, kernel,
         while m_extent <= _DECODE_ROWS and programs * splits * 2 <= target.sm_count \
                 and key_tiles >= splits * 2 * 2:
             splits *= 2
+    if splits > 1 and combined_shape(pattern) is None:
+        if config.split_kv is not None:
+            raise Unplannable("split keys combine partials in P V's order; this output "
+                              "transposes or reshapes its last dimension")
+        splits = 1
     splits = max(1, min(splits, key_tiles))
     chunk = ceil_div(key_tiles, splits) * block_n
     splits = ceil_div(n_extent, chunk)
@@ -470,9 +519,7 @@ class AttentionGenerator(Generator):
         out_shape = self._shape(out_axes)
         if plan.s_axis is None:
             value = b.elementwise("div", [acc, l_final], {}, "f32", out_shape)
-            # P V's shape: a reshape of it has its elements at the same
-            # offsets.
-            self._store_value(0, pattern.output_mm.shape, pattern.output.element,
+            self._store_value(0, output_view(pattern), pattern.output.element,
                               self._cast_value(value, "f32", pattern.output.element, out_axes),
                               out_axes, plan.output_map)
             return
@@ -490,8 +537,9 @@ class AttentionGenerator(Generator):
             offsets=(0,) * len(out_shape_full))
         lse_map = dataclasses.replace(plan.output_map, rows=tuple(lead + [s_row]),
                                       offsets=(0,) * len(lse_shape))
-        self._store_value(0, out_shape_full, "f32", value, out_axes, partial_map)
-        self._store_value(1, lse_shape, "f32", lse, rows, lse_map)
+        self._store_value(0, BufferView.contiguous(out_shape_full), "f32", value, out_axes,
+                          partial_map)
+        self._store_value(1, BufferView.contiguous(lse_shape), "f32", lse, rows, lse_map)
 
     def _step(self, m_old, l_old, acc):
         """One block of keys: the online-softmax update."""
@@ -567,11 +615,12 @@ class AttentionGenerator(Generator):
                                    self._shape(axes))
         return Tile(value, axes, "f32")
 
-    def _store_value(self, index: int, shape, element: str, value, axes, index_map: IndexMap):
-        strides, offset = BufferView.contiguous(shape).address_map(index_map)
+    def _store_value(self, index: int, view: BufferView, element: str, value, axes,
+                     index_map: IndexMap):
+        strides, offset = view.address_map(index_map)
         store_axes = frozenset(a for a, s in enumerate(strides) if s != 0)
         if not frozenset(axes) <= store_axes:
-            raise Unplannable(f"output {shape} varies along an axis it is not stored by")
+            raise Unplannable(f"output {view.shape} varies along an axis it is not stored by")
         if self._shape(frozenset(axes)) != self._shape(store_axes):
             value = self.b.broadcast(value, element, self._shape(store_axes))
         sizes = tuple(self.plan.extents[a] if a in store_axes else 1 for a in range(self.n))
@@ -660,11 +709,12 @@ def combine_kernel(plan: AttentionPlan, partials, name: str, location):
     output = plan.pattern.output
     f32 = ir.F32Type.get()
     (given_shape, _), _ = plan.partial_shapes()
-    # A reshaped result (which keeps P V's last dimension) is combined in
-    # its own shape: the partials, contiguous, are read through the same
-    # reshape of their leading dimensions.
-    lead = tuple(output.shape[:-1])
-    partial_shape = lead + (plan.splits, output.shape[-1])
+    # The partials, contiguous, are read through a reshape of their leading
+    # dimensions into the shape the result is combined in (the output's, or
+    # P V's where the output merges its last dimension into others).
+    combined = combined_shape(plan.pattern)
+    lead = combined[:-1]
+    partial_shape = lead + (plan.splits, combined[-1])
     lse_shape = lead + (plan.splits,)
     rank = len(lse_shape)
 
@@ -693,6 +743,9 @@ def combine_kernel(plan: AttentionPlan, partials, name: str, location):
             summed = kg.reduce(tensor(reduced), kg.ReduceKind.sum, weighted, [rank - 1])
             result = ELEMENTWISE["div"].build(tensor(reduced), [summed, total])
             if output.element != "f32":
-                result = ELEMENTWISE["cast"].build(out_type, [result])
+                result = ELEMENTWISE["cast"].build(tensor(reduced, out_type.element_type),
+                                                   [result])
+            if reduced != tuple(output.shape):
+                result = kg.reshape(out_type, result)
             kg.YieldOp([result])
     return list(kernel.results), [kernel]
