@@ -30,7 +30,9 @@ parameters its cubin was compiled for:
   A library kernel (a bare matmul kgc leaves to cuBLAS, kgc.tiling.library)
   is refused, naming it and how to compile without library kernels: the C
   would need cuBLAS linked and a handle per stream, which the driver-API-
-  only export does not ask of its callers.
+  only export does not ask of its callers. A function with a dynamic extent
+  (`?`) is refused too: its C function would take the size as an argument
+  and plan the workspace per call, which the export does not write yet.
   Kernels that need a launch Triton makes through `cuLaunchKernelEx`
   (clusters of CTAs, cooperative grids, programmatic dependent launch) or
   tensor descriptors are refused at export time, with the reason.
@@ -552,6 +554,10 @@ def export_module(compiled: CompiledModule, directory: str | pathlib.Path, name:
     if not chosen:
         raise KgcError("the module holds no function to export")
     selected = [compiled.functions[f] for f in chosen]
+    for function in selected:
+        if function.is_dynamic:
+            raise KgcError(f"function @{function.name} has a dynamic extent (`?`): the C "
+                           "export takes static shapes; compile it with the size given")
     # The module may have been loaded from files another compile wrote: the
     # C code would only fail at launch with a kernel the target cannot run.
     check_resources([compiled.kernels[launch.kernel] for function in selected

@@ -44,7 +44,7 @@ from kgc.pipeline.pipeline import Pipeline
 from kgc.pipeline.resources import check_resources
 from kgc.pipeline.stages import (STAGES, default_pipeline_text, pipeline_for_target,
                                   split_at_lowering)
-from kgc.tiling.dynamic import has_dynamic_extent
+from kgc.tiling.dynamic import DYNAMIC_GRID_ATTRIBUTE, has_dynamic_extent
 from kgc.tiling.kernel_ops import ops_named, walk_ops
 from kgc.tiling.library import LibraryCall, library_call_of
 from kgc.tiling.planner import Planner
@@ -55,13 +55,25 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass
 class TensorSpec:
-    shape: tuple[int, ...]
+    # None: the function's dynamic extent (`?`), a size each call gives.
+    shape: tuple[int | None, ...]
     dtype: str  # "f32", "f16", "bf16", "f8E4M3FN" or "f8E5M2"
 
     @classmethod
     def of(cls, type_: ir.Type) -> "TensorSpec":
         tensor = ir.RankedTensorType(type_)
-        return cls(tuple(tensor.shape), str(tensor.element_type))
+        return cls(tuple(None if ir.ShapedType.is_dynamic_size(d) else d for d in tensor.shape),
+                   str(tensor.element_type))
+
+    @property
+    def is_dynamic(self) -> bool:
+        return None in self.shape
+
+    def at(self, extent: int | None) -> "TensorSpec":
+        """This spec with its dynamic extent at `extent`."""
+        if not self.is_dynamic:
+            return self
+        return TensorSpec(tuple(extent if d is None else d for d in self.shape), self.dtype)
 
 
 @dataclasses.dataclass
@@ -80,10 +92,25 @@ class Kernel:
     # A library kernel's call (kgc.tiling.library): no Triton code and no
     # artifact; the runtime calls the GPU's BLAS. None: a Triton kernel.
     library: LibraryCall | None = None
+    # A kernel over the dynamic extent: [tile, programs per tile] (kg.launch's
+    # dynamic_grid). Its grid along x is ceil(size / tile) * programs, and
+    # the size is its last i32 argument, after `scalars`. None: static.
+    dynamic_grid: tuple[int, int] | None = None
 
     @property
     def options(self) -> KernelOptions:
         return KernelOptions(self.grid, self.num_warps, self.num_stages)
+
+    def grid_at(self, extent: int | None) -> tuple[int, int, int]:
+        """The grid of a launch where the dynamic extent is `extent`."""
+        if self.dynamic_grid is None:
+            return self.grid
+        tile, programs = self.dynamic_grid
+        return (-(-extent // tile) * programs, *self.grid[1:])
+
+    def scalars_at(self, scalars, extent: int | None) -> tuple[int, ...]:
+        """The i32 arguments of a launch with `scalars` at `extent`."""
+        return tuple(scalars) + (() if self.dynamic_grid is None else (extent,))
 
 
 @dataclasses.dataclass
@@ -102,16 +129,45 @@ class Function:
     launches: list[Launch]
     results: list[int]
     argument_names: list[str] | None = None  # where the source names them (kgc.Graph)
-    # Where the intermediates live in the function's workspace (memory_plan).
+    # Where the intermediates live in the function's workspace (memory_plan);
+    # None for a dynamic function, whose plan depends on the size (`at`).
     memory: MemoryPlan | None = None
+    # The size of the dynamic extent this function was made `at`; None for
+    # a function as compiled.
+    extent: int | None = None
 
     def __post_init__(self):
-        if self.memory is None:
+        if self.memory is None and not self.is_dynamic:
             self.memory = plan_memory(self)
 
+    @property
+    def is_dynamic(self) -> bool:
+        """Whether a buffer has the dynamic extent (`?`)."""
+        return any(b.is_dynamic for b in self.buffers)
 
-# 2: each function carries its memory plan.
-MANIFEST_FORMAT = "kgc-manifest-2"
+    def extent_source(self) -> tuple[int, int] | None:
+        """(argument, dimension) of the first `?` among the arguments: where
+        a call's size is read. None for a static function."""
+        for index, spec in enumerate(self.buffers[:self.num_arguments]):
+            if None in spec.shape:
+                return index, spec.shape.index(None)
+        return None
+
+    def at(self, extent: int) -> "Function":
+        """This function at one size of its dynamic extent: every buffer
+        static, its intermediates planned at that size. Its launches are the
+        same; the kernels' grids and size arguments come from
+        `Kernel.grid_at` and `Kernel.scalars_at` with `extent`."""
+        return Function(self.name, [b.at(extent) for b in self.buffers], self.num_arguments,
+                        self.launches, self.results, self.argument_names, extent=extent)
+
+
+# 2: each function carries its memory plan. 3: shapes may hold null (the
+# dynamic extent), whose functions have no memory plan ("memory": null),
+# and kernels over it carry "dynamic_grid" (format 2 is read too: it is the
+# static case).
+MANIFEST_FORMAT = "kgc-manifest-3"
+_READABLE_FORMATS = ("kgc-manifest-2", MANIFEST_FORMAT)
 
 
 @dataclasses.dataclass
@@ -135,7 +191,7 @@ class CompiledModule:
                  "results": f.results,
                  "buffers": [{"shape": list(b.shape), "dtype": b.dtype} for b in f.buffers],
                  "launches": [dataclasses.asdict(launch) for launch in f.launches],
-                 "memory": f.memory.to_json()}
+                 "memory": None if f.memory is None else f.memory.to_json()}
                 for f in self.functions.values()],
         }
 
@@ -262,6 +318,10 @@ def _kernel_entry(kernel: Kernel) -> dict:
                  for i, a in enumerate(kernel.arguments)]}
     if kernel.library is not None:
         entry["library"] = kernel.library.to_json()
+    if kernel.scalars:
+        entry["scalars"] = list(kernel.scalars)
+    if kernel.dynamic_grid is not None:
+        entry["dynamic_grid"] = list(kernel.dynamic_grid)
     if kernel.artifact is not None:
         entry["artifact"] = f"kernels/{kernel.artifact.name}.json"
         entry["hash"] = kernel.artifact.hash
@@ -290,7 +350,7 @@ def load_module(directory: str | pathlib.Path) -> CompiledModule:
     except ValueError as error:
         raise KgcError(f"'{path}' is not valid JSON (truncated or altered?): {error}") from None
     try:
-        if manifest.get("format") != MANIFEST_FORMAT:
+        if manifest.get("format") not in _READABLE_FORMATS:
             raise KgcError(f"'{path}' is not a kgc manifest of format {MANIFEST_FORMAT} "
                            f"(found {manifest.get('format')!r}); compile it again")
         target = int(manifest["target"].removeprefix("sm_"))
@@ -305,12 +365,19 @@ def load_module(directory: str | pathlib.Path) -> CompiledModule:
         for entry in manifest["functions"]:
             arguments = entry["arguments"]
             names = [a["name"] for a in arguments] if all("name" in a for a in arguments) else None
+            memory = entry["memory"]
             function = Function(
                 entry["name"], [TensorSpec(tuple(b["shape"]), b["dtype"]) for b in entry["buffers"]],
                 len(arguments), [Launch(**launch) for launch in entry["launches"]],
-                list(entry["results"]), names, MemoryPlan.from_json(entry["memory"]))
+                list(entry["results"]), names,
+                None if memory is None else MemoryPlan.from_json(memory))
             try:
-                function.memory.check(function)
+                if function.is_dynamic != (memory is None):
+                    raise KgcError(f"@{function.name} has "
+                                   f"{'a dynamic extent and a' if memory else 'no dynamic extent and no'}"
+                                   " memory plan")
+                if function.memory is not None:
+                    function.memory.check(function)
             except KgcError as error:
                 raise KgcError(f"'{path}': {error}") from None
             functions[entry["name"]] = function
@@ -322,15 +389,19 @@ def load_module(directory: str | pathlib.Path) -> CompiledModule:
 def _loaded_kernel(root: pathlib.Path, entry: dict, target: int) -> Kernel:
     arguments = [TensorSpec(tuple(a["shape"]), a["dtype"]) for a in entry["arguments"]]
     num_inputs = sum(a["role"] == "input" for a in entry["arguments"])
+    dynamic_grid = entry.get("dynamic_grid")
     kernel = Kernel(entry["name"], tuple(entry["grid"]), entry["num_warps"], entry["num_stages"],
-                    arguments, num_inputs, shared=entry["shared_memory_bytes"])
+                    arguments, num_inputs, shared=entry["shared_memory_bytes"],
+                    scalars=tuple(entry.get("scalars", ())),
+                    dynamic_grid=None if dynamic_grid is None else tuple(dynamic_grid))
     if "library" in entry:
         kernel.library = LibraryCall.from_json(entry["library"])
     if "artifact" not in entry:
         return kernel
     artifact = Artifact.load(root / entry["artifact"])
     if artifact.hash != entry["hash"] or artifact.options != kernel.options \
-            or artifact.target != target or len(artifact.signature) != len(arguments):
+            or artifact.target != target or len(artifact.signature) != \
+            len(arguments) + len(kernel.scalars_at(kernel.scalars, 0)):
         raise KgcError(f"kernel @{kernel.name}: the artifact '{root / entry['artifact']}' is not "
                        "the one manifest.json describes (another compile's files?)")
     kernel.artifact = artifact
@@ -450,11 +521,14 @@ def _kernels(module: ir.Operation) -> dict[str, Kernel]:
         arguments = [TensorSpec.of(v.type) for v in launch.operands] + \
             [TensorSpec.of(r.type) for r in launch.results]
         library = library_call_of(launch)
+        dynamic_grid = None
+        if DYNAMIC_GRID_ATTRIBUTE in launch.attributes:
+            dynamic_grid = tuple(ir.DenseI64ArrayAttr(launch.attributes[DYNAMIC_GRID_ATTRIBUTE]))
         kernels[name] = Kernel(
             name, grid, ir.IntegerAttr(launch.attributes["num_warps"]).value,
             ir.IntegerAttr(launch.attributes["num_stages"]).value, arguments,
             len(launch.operands), {} if library else {"ttir": texts[name]},
-            scalars=tuple(_scalars(launch)), library=library)
+            scalars=tuple(_scalars(launch)), library=library, dynamic_grid=dynamic_grid)
     return kernels
 
 
@@ -472,14 +546,10 @@ def _functions(module: ir.Operation, kernels: dict) -> dict[str, Function]:
             continue
         name = ir.StringAttr(op.attributes["sym_name"]).value
         block = op.regions[0].blocks[0]
-        if has_dynamic_extent(list(block.arguments) + [result for inner in block.operations
-                                                        for result in inner.results]):
-            # Its kernels lower (convert-kg-to-ttir passes the size to each);
-            # what launches them does not take a size per call yet.
-            raise error_at(op, f"@{name} has a dynamic extent (`?`): kgc lowers its kernels to "
-                               f"TTIR (kgc-opt --convert-kg-to-ttir), but its runtime, "
-                               f"manifest and C export run static shapes only; give the "
-                               f"extent a size")
+        if has_dynamic_extent([result for inner in block.operations for result in inner.results]) \
+                and not has_dynamic_extent(list(block.arguments)):
+            raise error_at(op, f"@{name} has a dynamic extent (`?`) that no argument gives: "
+                               "a call could not say its size")
         numbers: dict[ir.Value, int] = {}
         buffers: list[TensorSpec] = []
         for arg in block.arguments:

@@ -36,7 +36,7 @@ def mismatch(name: str, what: str, tensor, spec) -> KgcError:
     torch.Tensor of `spec`'s dtype and shape."""
     import torch
 
-    expected = f"{tuple(spec.shape)} {spec.dtype}"
+    expected = f"{shape_text(spec.shape)} {spec.dtype}"
     if not isinstance(tensor, torch.Tensor):
         return KgcError(f"@{name}: {what} must be a torch.Tensor of {expected}, got "
                         f"{type(tensor).__name__}")
@@ -44,8 +44,14 @@ def mismatch(name: str, what: str, tensor, spec) -> KgcError:
     if tensor.dtype != wanted:
         return KgcError(f"@{name}: {what} must have dtype {wanted} ({spec.dtype}), got "
                         f"{tensor.dtype}")
-    return KgcError(f"@{name}: {what} must have shape {tuple(spec.shape)}, got "
+    return KgcError(f"@{name}: {what} must have shape {shape_text(spec.shape)}, got "
                     f"{tuple(tensor.shape)}")
+
+
+def shape_text(shape) -> str:
+    """`(3, 4)`; a dynamic extent (None or `?`) as `?`: `(?, 128)`."""
+    sizes = ["?" if size is None else str(size) for size in shape]
+    return f"({sizes[0]},)" if len(sizes) == 1 else f"({', '.join(sizes)})"
 
 
 def misplaced(name: str, what: str, tensor, device: int) -> KgcError:

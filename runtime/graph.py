@@ -8,16 +8,31 @@ call whose tensors need nothing of that takes the fast path
 (`launching.fast_call`). `CapturedGraph` is a function captured once as a
 CUDA graph and replayed. `load` makes a CompiledGraph from what `kgc
 compile -o directory` wrote.
+
+A function with a dynamic extent (`?`) runs at any size of it: each call
+reads the size from its first argument that has the extent, and runs the
+function made `at` that size (`Function.at`: buffers and workspace at the
+size, the kernels over the extent launched on a grid for it with the size
+as their last argument). Its kernels are the same compiled code at every
+size and are loaded on a device once; the launches bound for the last
+`BOUND_SIZES` sizes are kept, so that a serving loop pays the binding only
+for a size it has not met lately.
 """
 
 from __future__ import annotations
 
+import collections
 import pathlib
 
 from kgc.diagnostics import KgcError
 from kgc.element_types import torch_dtype
 from kgc.runtime import checks, launching
 from kgc.runtime.checks import NO_DEVICE
+
+# Sizes of a dynamic extent whose bound launches a graph keeps.
+BOUND_SIZES = 64
+# Grids and size arguments are 32-bit.
+_MAX_EXTENT = 2**31 - 1
 
 
 def load(directory: str | pathlib.Path, function: str | None = None) -> "CompiledGraph":
@@ -41,6 +56,10 @@ class CompiledGraph:
     report = None
 
     def __init__(self, module, function: str | None = None):
+        self._setup(module, self._function_named(module, function), {})
+
+    @staticmethod
+    def _function_named(module, function: str | None):
         if not module.functions:
             raise KgcError("the module holds no function to run")
         if function is None:
@@ -52,8 +71,11 @@ class CompiledGraph:
             raise KgcError(f"no function @{function} (have: {', '.join(module.functions)})")
         if module.emitted != "cubin":
             raise KgcError("only a module compiled down to cubin can run")
+        return module.functions[function]
+
+    def _setup(self, module, function, loaded: dict) -> None:
         self.module = module
-        self.function = module.functions[function]
+        self.function = function
         for launch in self.function.launches:
             kernel = module.kernels[launch.kernel]
             if kernel.artifact is None and kernel.library is None:
@@ -62,6 +84,13 @@ class CompiledGraph:
         self._layout = None  # the launching.BufferLayout, made with the specs
         self._fast = None  # the call once kernels are bound (launching.fast_call)
         self._bound: dict[int, launching.BoundFunction] = {}  # by device index
+        # Kernels loaded on each device (device -> artifact key -> kernel),
+        # shared by the function at every size of its dynamic extent.
+        self._loaded = loaded
+        # Where a call gives the dynamic extent (argument, dimension); None
+        # for a static function. The function at each size met lately.
+        self._extent_source = function.extent_source()
+        self._sizes: collections.OrderedDict[int, CompiledGraph] = collections.OrderedDict()
 
     @property
     def name(self) -> str:
@@ -71,7 +100,77 @@ class CompiledGraph:
         """`#1 (gamma)`, or `#1` where the source does not name arguments."""
         return checks.argument_label(self.function, index)
 
+    @property
+    def is_dynamic(self) -> bool:
+        """Whether the function has a dynamic extent, a size each call gives."""
+        return self._extent_source is not None
+
+    def at(self, extent: int) -> "CompiledGraph":
+        """The function at one size of its dynamic extent (what a call with
+        that size runs): its buffers, workspace and launches at the size."""
+        if not self.is_dynamic:
+            raise KgcError(f"@{self.name} has no dynamic extent")
+        if isinstance(extent, bool) or not isinstance(extent, int) or \
+                not 1 <= extent <= _MAX_EXTENT:
+            raise KgcError(f"@{self.name}: the dynamic extent's size must be an integer from 1 "
+                           f"to {_MAX_EXTENT}, got {extent!r}")
+        sized = self._sizes.get(extent)
+        if sized is None:
+            sized = object.__new__(CompiledGraph)
+            sized._setup(self.module, self.function.at(extent), self._loaded)
+            sized.config, sized.report = self.config, self.report
+            self._sizes[extent] = sized
+            if len(self._sizes) > BOUND_SIZES:
+                self._sizes.popitem(last=False)
+        else:
+            self._sizes.move_to_end(extent)
+        return sized
+
+    def _given_extent(self, tensors) -> int | None:
+        """The size the first argument with the dynamic extent gives, None
+        where it is no tensor of that argument's rank."""
+        index, dim = self._extent_source
+        if index >= len(tensors):
+            return None
+        shape = getattr(tensors[index], "shape", None)
+        if shape is None or len(shape) != len(self.function.buffers[index].shape):
+            return None
+        return int(shape[dim])
+
+    def _call_extent(self, tensors) -> int:
+        """The size a call's `tensors` give the dynamic extent; KgcError
+        naming the arguments where they give none or several."""
+        sizes = {}
+        for index, (tensor, spec) in enumerate(zip(tensors, self.function.buffers)):
+            shape = getattr(tensor, "shape", None)
+            if None not in spec.shape or shape is None or len(shape) != len(spec.shape):
+                continue
+            for dim, size in enumerate(spec.shape):
+                if size is None:
+                    sizes.setdefault(int(shape[dim]), index)
+        if len(sizes) > 1:
+            (first, one), (second, other) = list(sizes.items())[:2]
+            raise KgcError(f"@{self.name}: argument {self.argument_label(one)} gives the dynamic "
+                           f"extent (`?`) the size {first}, argument "
+                           f"{self.argument_label(other)} gives it {second}; every `?` of a "
+                           "function is one size")
+        if not sizes:
+            index, _ = self._extent_source
+            raise checks.mismatch(self.name, f"argument {self.argument_label(index)}",
+                                  tensors[index], self.function.buffers[index])
+        return next(iter(sizes))
+
     def __call__(self, *tensors, out=None):
+        if self._extent_source is not None:
+            extent = self._given_extent(tensors)
+            if extent is not None and 1 <= extent <= _MAX_EXTENT:
+                sized = self.at(extent)
+                if sized._fast is not None:
+                    results = sized._fast(tensors, out)
+                    if results is not None:
+                        return results
+            # The checking path, which names a size the arguments disagree on.
+            return self.run(*tensors, out=out)
         if self._fast is not None:
             results = self._fast(tensors, out)
             if results is not None:
@@ -88,11 +187,13 @@ class CompiledGraph:
         import torch
 
         function = self.function
-        specs = self._argument_specs()
         if len(tensors) != function.num_arguments:
             names = function.argument_names
             raise KgcError(f"@{function.name} takes {function.num_arguments} tensors"
                            f"{' (' + ', '.join(names) + ')' if names else ''}, got {len(tensors)}")
+        if self.is_dynamic:
+            return self.at(self._call_extent(tensors)).run(*tensors, out=out, poison=poison)
+        specs = self._argument_specs()
         buffers = [None] * len(function.buffers)
         # Every argument's type, dtype and shape is checked before where
         # they are, so that a CPU tensor of a wrong shape is named as such.
@@ -168,7 +269,10 @@ class CompiledGraph:
         """A `CapturedGraph`: this function on `tensors`, captured once as a
         CUDA graph. Calling it with new tensors of the same signature copies
         them into the captured inputs and replays: one launch of the whole
-        graph, its results in buffers owned by the capture."""
+        graph, its results in buffers owned by the capture. A dynamic
+        function is captured at the size `tensors` give."""
+        if self.is_dynamic:
+            return self.at(self._call_extent(tensors)).cuda_graph(*tensors)
         return CapturedGraph(self, tensors)
 
     # -- launching ------------------------------------------------------------
@@ -176,6 +280,9 @@ class CompiledGraph:
     def buffer_layout(self) -> launching.BufferLayout:
         """Where a call finds the buffers that are not arguments (the
         workspace's offsets are the function's memory plan's)."""
+        if self.is_dynamic:
+            raise KgcError(f"@{self.name} has a dynamic extent: its buffers are laid out per "
+                           "size (`at(size).buffer_layout()`)")
         self._argument_specs()
         return self._layout
 
@@ -188,7 +295,8 @@ class CompiledGraph:
     def _bind(self, device: int) -> launching.BoundFunction:
         """Loads every kernel of the function on `device` and binds its
         launches: the work of the first call there, done once."""
-        bound = launching.bind(self.module, self.function, device)
+        bound = launching.bind(self.module, self.function, device,
+                               self._loaded.setdefault(device, {}))
         self._bound[device] = bound
         if len(self._bound) == 1:
             self._fast = launching.fast_call(self.function, self._argument_specs(),

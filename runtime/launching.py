@@ -92,13 +92,18 @@ def launch_factory(kernel: str, loaded: LoadedKernel, grid, operands, scalars, d
                        internals.launch_call(loaded, device, None, None))
 
 
-def bind(module, function, device: int) -> BoundFunction:
+def bind(module, function, device: int, loaded: dict | None = None) -> BoundFunction:
     """Loads every kernel of `function` (of the compiled `module`) on
-    `device` and binds its launches."""
+    `device` and binds its launches. A function made `at` a size of its
+    dynamic extent launches its kernels over that extent with grids and
+    size arguments for it. `loaded` (artifact key -> LoadedKernel on
+    `device`) keeps the kernels loaded for the next binding on that device
+    (another size of the extent), so that a cubin is loaded once."""
     import torch
 
     hooks = internals.launch_hooks()
-    loaded: dict[tuple, LoadedKernel] = {}
+    loaded = {} if loaded is None else loaded
+    extent = function.extent
     launches = []
     with torch.cuda.device(device):
         limits = internals.device_limits(device)
@@ -114,9 +119,10 @@ def bind(module, function, device: int) -> BoundFunction:
             key = (artifact.hash, artifact.entry)
             if key not in loaded:
                 loaded[key] = internals.load_kernel(artifact, device, limits)
-            launches.append(launch_factory(launch.kernel, loaded[key], artifact.options.grid,
-                                           launch.inputs + launch.outputs, launch.scalars,
-                                           device, hooks))
+            launches.append(launch_factory(launch.kernel, loaded[key], kernel.grid_at(extent),
+                                           launch.inputs + launch.outputs,
+                                           kernel.scalars_at(launch.scalars, extent), device,
+                                           hooks))
     return BoundFunction(device, tuple(launches), hooks, internals.stream_reader())
 
 
