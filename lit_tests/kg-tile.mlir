@@ -85,15 +85,16 @@ func.func @transposed_read(%x: tensor<48x64xf16>) -> tensor<64x48xf16> {
 
 // -----
 
-// A reduction whose row fits one tile ("persistent"): no loop; several rows
+// A reduction whose row fits one tile ("persistent"): no loop. Four rows
+// would fit a program's tile, but 17 rows then leave most SMs idle: one row
 // per program.
 // CHECK-LABEL: func.func @softmax_persistent
 // CHECK: kg.kernel @softmax_0
-// CHECK-SAME: config = {block_r = 1000 : i64, block_x = 4 : i64, {{.*}}}, grid = array<i64: 5, 1, 1>
+// CHECK-SAME: config = {block_r = 1000 : i64, block_x = 1 : i64, {{.*}}}, grid = array<i64: 17, 1, 1>
 // CHECK-SAME: kind = "reduction"
 // CHECK-NOT: scf.for
-// CHECK: %[[T:.*]] = kg.tile_load {{.*}} -> tensor<4x1000xf32>
-// CHECK: %[[M:.*]] = kg.reduce max %[[T]] dims [1] keepdim : tensor<4x1000xf32> -> tensor<4x1xf32>
+// CHECK: %[[T:.*]] = kg.tile_load {{.*}} -> tensor<1x1000xf32>
+// CHECK: %[[M:.*]] = kg.reduce max %[[T]] dims [1] keepdim : tensor<1x1000xf32> -> tensor<1x1xf32>
 // CHECK: kg.sub %[[T]], %[[M]]
 // CHECK: kg.reduce sum
 // CHECK: kg.div

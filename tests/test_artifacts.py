@@ -111,7 +111,8 @@ def test_pool_compiled_kernels_load_in_a_fresh_process_without_compiling(tmp_pat
         # which the combining kernel reads.
         assert got["signature"] == [f"*{a.dtype}" for a in kernel.arguments]
         assert got["grid"] == list(kernel.grid) == list(artifact.options.grid)
-        assert got["shared"] == artifact.shared > 0
+        assert got["shared"] == artifact.shared
+        assert artifact.shared > 0 or not name.endswith("_attention")
         assert got["registers"] > 0
     # The kgc-opt text form names no arguments.
     assert loaded["labels"] == ["#0", "#1", "#2"]

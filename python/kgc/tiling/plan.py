@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Sequence
 
+from kgc.targets import Target
 from kgc.tiling.config import KernelConfig, PointwiseConfig, ReductionConfig
 from kgc.tiling.graph_model import Node
 from kgc.tiling.index_maps import IndexMap, ceil_div, next_power_of_two, product
@@ -60,7 +61,21 @@ class ReductionSchedule(Schedule):
 
     def plan(self, outputs, order, config, kernel, target):
         return _plan_reduction(outputs, order, [n for n in order if n.op == "reduce"], config,
-                               kernel)
+                               kernel, target)
+
+    def dynamic_config(self, plan):
+        # A dynamic extent's rows are whatever each call gives, not the
+        # hint's count: the rows per program are the tile's, not fewer to
+        # fill the SMs with the hint's rows.
+        reduced = sorted({axis for axes in plan.reduce_axes.values() for axis in axes})
+        kept = [a for a in range(len(plan.extents)) if a not in reduced]
+        if not kept:
+            return None
+        cap = _rows_per_tile(plan.tile, plan.extents, reduced)
+        rows = min(plan.extents[kept[-1]], _floor_power_of_two(cap))
+        if plan.tile[kept[-1]] >= rows:
+            return None
+        return dataclasses.replace(plan.config, block_x=rows, num_warps=None)
 
     def table_key(self, plan):
         # A row's length and how many rows, and how many reductions walk a
@@ -273,11 +288,20 @@ def _reads_across_rows(order, extents) -> bool:
     return first is not None and len(extents) >= 2 and extents[-2] > 1
 
 
+def _rows_per_tile(tile, extents, r_axes) -> int:
+    """The rows a reduction's tile holds beside its reduced axes: a whole
+    row within the tile's element budget leaves room for several."""
+    r_tile = product([next_power_of_two(tile[a]) for a in r_axes])
+    whole_r = all(tile[a] == extents[a] for a in r_axes)
+    return max(1, _TILE_ELEMENTS // r_tile) if whole_r and r_tile <= 1024 else 1
+
+
 def _floor_power_of_two(n: int) -> int:
     return 1 << (n.bit_length() - 1)
 
 
-def _plan_reduction(outputs, order, reduces, config: ReductionConfig, kernel) -> KernelPlan:
+def _plan_reduction(outputs, order, reduces, config: ReductionConfig, kernel,
+                    target: Target) -> KernelPlan:
     check_index_range(order)
     primary = max(reduces, key=lambda r: r.operands[0].numel)
     x = primary.operands[0]
@@ -311,10 +335,15 @@ def _plan_reduction(outputs, order, reduces, config: ReductionConfig, kernel) ->
     block_x = None
     if p_axes:
         inner_p = p_axes[-1]
-        r_tile = product([next_power_of_two(tile[a]) for a in r_axes])
-        whole_r = all(tile[a] == extents[a] for a in r_axes)
-        cap = max(1, _TILE_ELEMENTS // r_tile) if whole_r and r_tile <= 1024 else 1
+        cap = _rows_per_tile(tile, extents, r_axes)
         default_x = extents[inner_p] if extents[inner_p] <= cap else _floor_power_of_two(cap)
+        # Fewer rows per program where the rows would leave SMs idle: each
+        # program's loads are the latency a short kernel waits on. (Not for
+        # a dynamic extent, whose rows are no count: `dynamic_config`.)
+        outer = product([extents[a] for a in p_axes[:-1]])
+        while default_x > 1 and outer * ceil_div(extents[inner_p], default_x) < target.sm_count:
+            default_x = _floor_power_of_two(default_x - 1) if default_x & (default_x - 1) \
+                else default_x // 2
         block_x = tile[inner_p] = knob(config.block_x, default_x)
     program_axes = tuple(a for a in p_axes if ceil_div(extents[a], tile[a]) > 1)
     loop_axes = tuple(a for a in r_axes if tile[a] < extents[a])
