@@ -13,9 +13,13 @@
 //     product of more than 16 rows whose programs along n would repeat it;
 //   norm-over-long-k (the matmul's objection): no norm folded into a product
 //     whose k loop is longer than 512 steps.
+// (library-bias, the library schedule's rule, is a gathering, not a refusal:
+// it gives a library matmul the bias of its rows, which library-alone would
+// otherwise keep out.)
 // RUN: kgc-opt %s --kg-decompose --kg-fuse | FileCheck %s
 // RUN: kgc-opt %s --kg-decompose --kg-fuse='library-alone=false rules-off=keys-once,prologue-once,skinny-prologue,norm-over-long-k' | FileCheck %s --check-prefix=FUSED
 // RUN: kgc-opt %s --kg-decompose --kg-fuse='rules-off=skinny-prologue' | FileCheck %s --check-prefix=ROWS
+// RUN: kgc-opt %s --kg-decompose --kg-fuse='rules-off=library-bias' | FileCheck %s --check-prefix=BIASOFF
 // Without library kernels kgc's own rule gives nothing to the library:
 // RUN: env KGC_LIBRARY_KERNELS=0 kgc-opt %s --kg-decompose --kg-fuse | FileCheck %s --check-prefix=NOLIB
 
@@ -57,6 +61,31 @@ func.func @prefill_residual(%x: tensor<512x4096xf16>, %w: tensor<4096x4096xf16>,
   %y = kg.matmul %x, %wt : (tensor<512x4096xf16>, tensor<4096x4096xf16>) -> tensor<512x4096xf16>
   %s = kg.add %y, %r : (tensor<512x4096xf16>, tensor<512x4096xf16>) -> tensor<512x4096xf16>
   return %s : tensor<512x4096xf16>
+}
+
+// A bias added to every row of a library matmul (torch's addmm) is the
+// call's (the library schedule's rule `library-bias` gathers it, promotion
+// casts and all); the gelu after it is a kernel of its own. With the rule
+// off, the bias is the pointwise kernel's, as any epilogue of the call.
+// CHECK-LABEL: func.func @prefill_bias_gelu(
+// CHECK-NEXT: %[[Y:.*]] = kg.kernel @prefill_bias_gelu_0_matmul(%arg0, %arg1, %arg2) : (tensor<512x768xf16>, tensor<768x2304xf16>, tensor<2304xf16>) -> tensor<512x2304xf16> {
+// CHECK: kg.add
+// CHECK-NOT: kg.gelu
+// CHECK: kg.kernel @prefill_bias_gelu_1_pointwise(%[[Y]])
+// CHECK: kg.gelu
+// BIASOFF-LABEL: func.func @prefill_bias_gelu(
+// BIASOFF-NEXT: %[[Y:.*]] = kg.kernel @prefill_bias_gelu_0_matmul(%arg0, %arg1) : (tensor<512x768xf16>, tensor<768x2304xf16>) -> tensor<512x2304xf16> {
+// BIASOFF: kg.kernel @prefill_bias_gelu_1_pointwise(%[[Y]], %arg2)
+// FUSED-LABEL: func.func @prefill_bias_gelu(
+// NOLIB-LABEL: func.func @prefill_bias_gelu(
+// NOLIB-NEXT: kg.kernel @prefill_bias_gelu_0_matmul(%arg0, %arg1, %arg2)
+// NOLIB: kg.gelu
+// FUSED-NEXT: kg.kernel @prefill_bias_gelu_0_matmul(%arg0, %arg1, %arg2)
+func.func @prefill_bias_gelu(%x: tensor<512x768xf16>, %w: tensor<768x2304xf16>, %b: tensor<2304xf16>) -> tensor<512x2304xf16> {
+  %y = kg.matmul %x, %w : (tensor<512x768xf16>, tensor<768x2304xf16>) -> tensor<512x2304xf16>
+  %s = kg.add %y, %b : (tensor<512x2304xf16>, tensor<2304xf16>) -> tensor<512x2304xf16>
+  %g = kg.gelu %s : tensor<512x2304xf16>
+  return %g : tensor<512x2304xf16>
 }
 
 // A gated MLP of 512 rows: two library matmuls and silu(g) * u on its own.

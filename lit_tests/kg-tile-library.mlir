@@ -54,6 +54,47 @@ func.func @linear_batched(%a: tensor<2x512x1024xbf16>, %w: tensor<2x768x1024xbf1
 
 // -----
 
+// A bias added to every row (torch's addmm, with kg-decompose's promotion
+// casts around the f16 sum): the call adds it in the library's epilogue, as
+// eager PyTorch does (`bias = 2`, the kernel's third input).
+// CHECK-LABEL: func.func @linear_bias
+// CHECK: kind = "library_matmul", library_call = {bias = 2 : i64, name = "matmul", operands = array<i64: 0, 1>, transpose_a = false, transpose_b = false}
+// CHECK-NEXT: ^bb0(%{{.*}}: memref<512x768xf16>, %{{.*}}: memref<768x2304xf16>, %{{.*}}: memref<2304xf16>, %{{.*}}: memref<512x2304xf16>):
+// CHECK-NEXT: kg.yield
+// TTIR-LABEL: func.func @linear_bias
+// TTIR: kg.launch @linear_bias_0(%{{.*}}, %{{.*}}, %{{.*}}) grid [1, 1, 1] num_warps 1 num_stages 1 {library_call = {bias = 2 : i64,
+func.func @linear_bias(%a: tensor<512x768xf16>, %w: tensor<768x2304xf16>, %b: tensor<2304xf16>) -> tensor<512x2304xf16> {
+  %y = kg.kernel @linear_bias_0(%a, %w, %b) : (tensor<512x768xf16>, tensor<768x2304xf16>, tensor<2304xf16>) -> tensor<512x2304xf16> {
+  ^bb0(%x: tensor<512x768xf16>, %v: tensor<768x2304xf16>, %c: tensor<2304xf16>):
+    %m = kg.matmul %x, %v : (tensor<512x768xf16>, tensor<768x2304xf16>) -> tensor<512x2304xf16>
+    %mf = kg.cast %m {kg.promotion} : tensor<512x2304xf16> to tensor<512x2304xf32>
+    %cf = kg.cast %c {kg.promotion} : tensor<2304xf16> to tensor<2304xf32>
+    %s = kg.add %mf, %cf : (tensor<512x2304xf32>, tensor<2304xf32>) -> tensor<512x2304xf32>
+    %r = kg.cast %s {kg.promotion} : tensor<512x2304xf32> to tensor<512x2304xf16>
+    kg.yield %r : tensor<512x2304xf16>
+  }
+  return %y : tensor<512x2304xf16>
+}
+
+// -----
+
+// A residual (an addend of the product's own shape, not one row for all) is
+// no bias the library adds: the kernel is Triton's, its epilogue the sum.
+// CHECK-LABEL: func.func @linear_residual
+// CHECK: kind = "matmul"
+// CHECK: kg.tile_dot
+func.func @linear_residual(%a: tensor<512x768xf16>, %w: tensor<768x2304xf16>, %h: tensor<512x2304xf16>) -> tensor<512x2304xf16> {
+  %y = kg.kernel @linear_residual_0(%a, %w, %h) : (tensor<512x768xf16>, tensor<768x2304xf16>, tensor<512x2304xf16>) -> tensor<512x2304xf16> {
+  ^bb0(%x: tensor<512x768xf16>, %v: tensor<768x2304xf16>, %c: tensor<512x2304xf16>):
+    %m = kg.matmul %x, %v : (tensor<512x768xf16>, tensor<768x2304xf16>) -> tensor<512x2304xf16>
+    %s = kg.add %m, %c : (tensor<512x2304xf16>, tensor<512x2304xf16>) -> tensor<512x2304xf16>
+    kg.yield %s : tensor<512x2304xf16>
+  }
+  return %y : tensor<512x2304xf16>
+}
+
+// -----
+
 // Fused: a relu after the matmul makes it no bare matmul; the fused Triton
 // kernel stays, as kgc never splits a kernel to call the library.
 // CHECK-LABEL: func.func @fused

@@ -3,7 +3,8 @@
 A library kernel (`kgc.tiling.library`) is a bare matmul that kgc leaves to
 the GPU's BLAS. `library_function` makes its call: `torch.matmul(a, b,
 out=c)` on the kernel's buffers (the transposed views where the call swaps
-an operand's last two axes), on torch's current stream of the device,
+an operand's last two axes; `torch.addmm(bias, a, b, out=c)` where it adds
+a bias to the product's rows), on torch's current stream of the device,
 which is the stream kgc's Triton kernels run on, so the call is ordered
 with them. torch picks cuBLAS or cuBLASLt and the algorithm.
 
@@ -40,17 +41,23 @@ def library_function(kernel: str, call: LibraryCall, element: str) -> Callable[.
                        "runtime does not know (it knows 'matmul'); compile it again")
     settings = torch.backends.cuda.matmul
     setting = _INEXACT_SETTING.get(element)
-    matmul = torch.matmul
-    arguments = call.arguments
+    arguments, bias_of = call.arguments, call.bias_of
+    if call.bias is None:
+        def product(buffers):
+            a, b, c = arguments(buffers)
+            torch.matmul(a, b, out=c)
+    else:
+        def product(buffers):
+            a, b, c = arguments(buffers)
+            torch.addmm(bias_of(buffers), a, b, out=c)
 
     def run(*buffers) -> None:
-        a, b, c = arguments(buffers)
         if setting is None or not getattr(settings, setting):
-            matmul(a, b, out=c)
+            product(buffers)
             return
         setattr(settings, setting, False)
         try:
-            matmul(a, b, out=c)
+            product(buffers)
         finally:
             setattr(settings, setting, True)
 

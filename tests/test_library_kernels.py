@@ -14,8 +14,8 @@ from kgc.pipeline.compiler import compile_module, load_module
 from kgc.pipeline.config import GraphConfig
 from kgc.tiling.config import MatmulConfig
 from kgc.tiling.kernel_ops import kernels_in
-from kgc.tiling.library import (LibraryCall, LibraryMatmulConfig, library_kernels,
-                                library_kernels_enabled, prefers_library)
+from kgc.tiling.library import (LibraryCall, LibraryMatmulConfig, library_call_of,
+                                library_kernels, library_kernels_enabled, prefers_library)
 
 torch = pytest.importorskip("torch")
 
@@ -168,6 +168,74 @@ def test_the_cpu_executor_runs_a_library_kernel(m, dtype):
     expected = (a.float() @ w.float().transpose(-1, -2)).to(DTYPES[dtype])
     assert result.dtype == DTYPES[dtype]
     torch.testing.assert_close(result, expected, rtol=0, atol=0)
+
+
+def linear(m, k, n, dtype="f16", then=None) -> kgc.Graph:
+    """x @ w + b, as torch's addmm (F.linear) computes a layer."""
+    g = kgc.Graph("linear")
+    y = g.matmul(g.input("x", (m, k), dtype), g.input("w", (k, n), dtype)) + \
+        g.input("b", (n,), dtype)
+    g.output(then(g, y) if then else y)
+    return g
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16", "f32"])
+@pytest.mark.parametrize("m", [1, 3, 17, 1000])
+def test_a_bias_of_the_rows_is_the_calls_and_exact(m, dtype):
+    from kgc import reference
+    from kgc.execution.run import run_tiled
+    from tests.comparison import assert_as_accurate_as_eager
+
+    graph = linear(m, 260, 300, dtype)
+    context = ir.Context()
+    module, source = graph.build(context), graph.build(context)
+    config = forced(graph, True)
+    with context:
+        compiled = compile_module(module, emit="kg", config=config)
+        (kernel,) = kernels_in(module)
+        assert library_call_of(kernel) == LibraryCall("matmul", (0, 1), bias=2)
+    generator = torch.Generator().manual_seed(m)
+    inputs = [torch.randn(shape, generator=generator).to(DTYPES[dtype])
+              for shape in ((m, 260), (260, 300), (300,))]
+    got = run_tiled(compiled.stages["kg"], None, *inputs)
+    # Eager: torch.addmm, which adds the bias before rounding the product.
+    eager = torch.addmm(inputs[2].float(), inputs[0].float(), inputs[1].float()).to(
+        DTYPES[dtype])
+    with context:
+        exact = reference.evaluate(source, None, inputs, exact=True)
+    assert_as_accurate_as_eager(got, eager, exact)
+
+
+def test_the_rule_gives_the_library_the_bias_and_keeps_the_activation_out():
+    assert kinds(linear(512, 768, 2304, then=lambda g, y: g.gelu(y))) == \
+        ["library_matmul", "pointwise"]
+    # Too few rows for the library: the bias and the gelu are the Triton
+    # matmul's epilogue.
+    assert kinds(linear(64, 768, 2304, then=lambda g, y: g.gelu(y))) == ["matmul"]
+    # A bias of another element type than the product is no addmm's.
+    g = kgc.Graph("mixed")
+    y = g.matmul(g.input("x", (512, 768), "f16"), g.input("w", (768, 2304), "f16"))
+    g.output(g.cast(y, "f32") + g.input("b", (2304,), "f32"))
+    assert kinds(g) == ["library_matmul", "pointwise"]
+
+
+def test_the_manifest_and_the_runtime_carry_the_bias(tmp_path):
+    from kgc.runtime.library import library_function
+
+    kgc.compile(linear(300, 260, 270, "f32"), target="sm_90", output_dir=tmp_path)
+    (entry,) = json.loads((tmp_path / "manifest.json").read_text())["kernels"]
+    assert entry["library"] == {"name": "matmul", "operands": [0, 1], "transpose_a": False,
+                                "transpose_b": False, "bias": 2}
+    (kernel,) = load_module(tmp_path).kernels.values()
+    assert kernel.library == LibraryCall("matmul", (0, 1), bias=2)
+    assert "+ bias" in kernel.library.describe()
+    # The call on CPU tensors: torch.addmm into the result buffer.
+    generator = torch.Generator().manual_seed(4)
+    x, w, b = (torch.randn(shape, generator=generator) for shape in ((300, 260), (260, 270),
+                                                                   (270,)))
+    out = torch.empty(300, 270)
+    library_function("linear_0_matmul", kernel.library, "f32")(x, w, b, out)
+    torch.testing.assert_close(out, torch.addmm(b, x, w))
 
 
 def test_a_product_of_one_input_with_itself_is_one_call():

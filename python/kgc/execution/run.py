@@ -147,8 +147,12 @@ def _run_library_call(kernel: ir.Operation, call, inputs: Sequence, arguments):
     for index, tensor in enumerate(inputs):
         _check_buffer(kernel, index, tensor.shape, tensor.dtype, arguments[index].type)
     result = ir.RankedTensorType(kernel.results[0].type)
-    a, b, _ = call.arguments([tensor.float() for tensor in inputs] + [None])
-    return (a @ b).to(torch_dtype(result.element_type))
+    widened = [tensor.float() for tensor in inputs] + [None]
+    a, b, _ = call.arguments(widened)
+    product = a @ b
+    if call.bias is not None:
+        product = product + call.bias_of(widened)
+    return product.to(torch_dtype(result.element_type))
 
 
 def torch_dtype(element: ir.Type):

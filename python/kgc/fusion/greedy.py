@@ -36,6 +36,12 @@ matmul and a softmax over more keys than one tile holds are not a kernel.
 A rule that is no field of `FusionDecisions` (a schedule registered from
 outside kgc) is on unless `without` turned it off.
 
+`library-bias` (the library schedule's rule) gathers a matmul the GPU's
+BLAS runs with the bias added to its rows (kg-decompose's promotion casts
+around the sum included): the call adds it in cuBLASLt's epilogue
+(kgc.tiling.library), where one merge at a time would pass through a
+group (the matmul and a cast) that is no library call.
+
 `library-alone`: a group that is a bare matmul the GPU's BLAS runs
 (`kgc.tiling.library`, where kgc's rule `prefers_library` or the kernel's
 knob gives it the library) takes in no op that would make it a Triton kernel: no
@@ -297,7 +303,11 @@ def _gather(graph: FusionGraph, schedule: Schedule, group_of: dict, groups: dict
         numbers = {group_of[id(n)] for n in core}
         if any(len(groups[number]) != 1 for number in numbers):
             continue  # part of it was gathered already
-        if not graph.plannable(core) or _escapes_inside(graph, core, node):
+        # A pattern is gathered where it is this schedule's kernel (a bare
+        # matmul and its bias are gathered for the library call, not where
+        # a Triton matmul would take the bias anyway, as its epilogue).
+        if not graph.plannable(core) or graph.plan(core).schedule != schedule.kind or \
+                _escapes_inside(graph, core, node):
             continue
         target = group_of[id(node)]
         for number in numbers - {target}:

@@ -9,17 +9,18 @@ generates no code for it. What the kernel becomes:
 * kg-tile: a tiled kernel of kind `library_matmul` with an empty tile
   program, grid [1, 1, 1], the knob `library = true`, and the call it makes
   as `library_call = {name = "matmul", operands = array<i64: A, B>,
-  transpose_a = ..., transpose_b = ...}` (A, B: the kernel inputs that are
-  a and b; `transpose_x`: the operand is the input with its last two axes
-  swapped);
+  transpose_a = ..., transpose_b = ..., [bias = C]}` (A, B: the kernel
+  inputs that are a and b; `transpose_x`: the operand is the input with its
+  last two axes swapped; C: the input added to each row);
 * convert-kg-to-ttir: a kernel module holding no `tt.func`, marked
   `kg.library_call`, and a `kg.launch` of it carrying the same
   `library_call`; Triton compiles nothing for it;
 * the manifest: the kernel with `"library": {...}` (the call) and no
   artifact; the memory plan places its buffers like any kernel's;
-* the Python runtime: `torch.matmul(a, b, out=c)` on the buffers (views
-  where an operand is transposed), on the current stream (cuBLAS or
-  cuBLASLt, as torch picks); the CPU executor: the same product in f32;
+* the Python runtime: `torch.matmul(a, b, out=c)` (with a bias,
+  `torch.addmm(bias, a, b, out=c)`) on the buffers (views where an operand
+  is transposed), on the current stream (cuBLAS or cuBLASLt, as torch
+  picks); the CPU executor: the same product (and sum) in f32;
 * the C export: refused, naming the kernel and how to turn library kernels
   off (a C caller would need cuBLAS linked and a handle; kgc's C has only
   the driver API).
@@ -28,15 +29,19 @@ What it takes: f16, bf16 and f32 operands of one element type, the result
 of that element type (torch's matmul writes no other), f32 only at the
 default `ieee` precision (the runtime turns TF32 and torch's reduced-
 precision reductions off around the call, so that cuBLAS accumulates in f32
-as `kg.matmul` says); any batch axes `torch.matmul` broadcasts. Nothing is
-fused into it: not a bias, a scale or an activation, although cuBLASLt has
-epilogues for some of them, because a fused Triton kernel saves the round
-trip through memory that such an epilogue saves, and kgc would have to
-prove the library's epilogue matches kg's rounding. Fusion does not grow
-such a matmul into a Triton kernel in the first place (kg-fuse's
-`library-alone`, kgc.fusion.greedy): its norm, epilogue or sibling becomes a
-kernel of its own beside the call, as Inductor's do; a kernel fusion made
-is never split afterwards to use the library.
+as `kg.matmul` says); any batch axes `torch.matmul` broadcasts. One thing
+is fused into it: a bias of the product's element type added to every row
+of a 2-d product (`kg.add` of the matmul and an input of n elements), which
+the call adds as torch.addmm and F.linear do, in cuBLASLt's epilogue: to
+the f32 accumulator, rounded once, where kg rounds the product, then the
+sum (one rounding less; eager PyTorch computes a linear layer the same
+way). Nothing else (a scale, an activation, a residual): a fused Triton
+kernel saves the round trip through memory that such an epilogue would,
+and kgc would have to prove the library's epilogue matches kg's rounding.
+Fusion does not grow such a matmul into a Triton kernel in the first
+place (kg-fuse's `library-alone`, kgc.fusion.greedy): its norm, epilogue or
+sibling becomes a kernel of its own beside the call, as Inductor's do; a
+kernel fusion made is never split afterwards to use the library.
 
 When kgc chooses it (`prefers_library`): a bare matmul with at least 128
 rows (m), 256 columns (n) and 256 k steps per product, at f16, bf16 or f32.
@@ -70,11 +75,11 @@ import contextlib
 import contextvars
 import dataclasses
 import os
-from typing import ClassVar, Mapping, Sequence
+from typing import ClassVar, Mapping, NamedTuple, Sequence
 
 from kgc.targets import Target
 from kgc.tiling.config import KernelConfig, KnobOption, MatmulConfig
-from kgc.tiling.graph_model import Node
+from kgc.tiling.graph_model import Node, topological
 from kgc.tiling.iteration import Unplannable
 from kgc.tiling.matmul import MatmulSchedule
 from kgc.tiling.schedule import Schedule, TiledForm
@@ -135,25 +140,36 @@ class LibraryCall:
     operands: tuple[int, int] = (0, 1)
     transpose_a: bool = False
     transpose_b: bool = False
+    # The kernel input holding a bias of n elements added to every row of
+    # the product in its f32 accumulator, rounded once with it (what
+    # torch.addmm and F.linear compute); None: no bias.
+    bias: int | None = None
 
     def to_json(self) -> dict:
-        return {"name": self.name, "operands": list(self.operands),
+        data = {"name": self.name, "operands": list(self.operands),
                 "transpose_a": self.transpose_a, "transpose_b": self.transpose_b}
+        if self.bias is not None:
+            data["bias"] = self.bias
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping) -> "LibraryCall":
         a, b = (int(index) for index in data["operands"])
+        bias = data.get("bias")
         return cls(str(data["name"]), (a, b), bool(data.get("transpose_a", False)),
-                   bool(data.get("transpose_b", False)))
+                   bool(data.get("transpose_b", False)), None if bias is None else int(bias))
 
     def to_attribute(self):
         """As an MLIR dictionary attribute (needs a context)."""
         from mlir import ir
 
-        return ir.DictAttr.get({"name": ir.StringAttr.get(self.name),
-                                "operands": ir.DenseI64ArrayAttr.get(list(self.operands)),
-                                "transpose_a": ir.BoolAttr.get(self.transpose_a),
-                                "transpose_b": ir.BoolAttr.get(self.transpose_b)})
+        entries = {"name": ir.StringAttr.get(self.name),
+                   "operands": ir.DenseI64ArrayAttr.get(list(self.operands)),
+                   "transpose_a": ir.BoolAttr.get(self.transpose_a),
+                   "transpose_b": ir.BoolAttr.get(self.transpose_b)}
+        if self.bias is not None:
+            entries["bias"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), self.bias)
+        return ir.DictAttr.get(entries)
 
     @classmethod
     def from_attribute(cls, attribute) -> "LibraryCall":
@@ -161,14 +177,16 @@ class LibraryCall:
 
         entries = ir.DictAttr(attribute)
         a, b = ir.DenseI64ArrayAttr(entries["operands"])
+        bias = ir.IntegerAttr(entries["bias"]).value if "bias" in entries else None
         return cls(ir.StringAttr(entries["name"]).value, (a, b),
                    ir.BoolAttr(entries["transpose_a"]).value,
-                   ir.BoolAttr(entries["transpose_b"]).value)
+                   ir.BoolAttr(entries["transpose_b"]).value, bias)
 
     def describe(self) -> str:
         a = "a^T" if self.transpose_a else "a"
         b = "b^T" if self.transpose_b else "b"
-        return f"library call: BLAS {self.name} {a} @ {b} (cuBLAS through torch)"
+        bias = " + bias" if self.bias is not None else ""
+        return f"library call: BLAS {self.name} {a} @ {b}{bias} (cuBLAS through torch)"
 
     def arguments(self, buffers: Sequence) -> tuple:
         """(a, b, c) of the kernel's `buffers` (its inputs, then its
@@ -179,6 +197,11 @@ class LibraryCall:
         if self.transpose_b:
             b = b.transpose(-1, -2)
         return a, b, buffers[-1]
+
+    def bias_of(self, buffers: Sequence):
+        """The bias among the kernel's `buffers`, as the n elements it adds
+        to each row; None without one."""
+        return None if self.bias is None else buffers[self.bias].reshape(-1)
 
 
 def library_call_of(op) -> LibraryCall | None:
@@ -235,10 +258,37 @@ def _operand(node: Node) -> tuple[Node, bool] | None:
     return None
 
 
-def bare_matmul(order: Sequence[Node]) -> tuple[Node, LibraryCall] | None:
-    """The matmul of a group that is one kg.matmul of inputs (or of inputs
-    whose last two axes are swapped) of a type the library takes, and its
-    call; None for any other group."""
+class LibraryProduct(NamedTuple):
+    """A group a library call computes: its matmul, its result (the matmul,
+    or the matmul plus a bias) and the call."""
+
+    matmul: Node
+    result: Node
+    call: LibraryCall
+
+
+def _strip_casts(node: Node) -> Node:
+    while node.op == "cast" and not node.is_input:
+        node = node.operands[0]
+    return node
+
+
+def _row_bias(node: Node, n: int) -> Node | None:
+    """The kernel input `node` reads when it is n elements added to every
+    row of a product (shape [n], or ones then n, or a broadcast of such an
+    input); None otherwise."""
+    while node.op in ("reshape", "broadcast_to") and not node.is_input:
+        node = node.operands[0]
+    if not node.is_input or node.shape[-1:] != (n,) or any(d != 1 for d in node.shape[:-1]):
+        return None
+    return node
+
+
+def bare_matmul(order: Sequence[Node]) -> LibraryProduct | None:
+    """The product of a group that is one kg.matmul of inputs (or of inputs
+    whose last two axes are swapped) of a type the library takes, with a
+    bias of its element type added to its rows or not, and its call; None
+    for any other group."""
     computed = [n for n in order if not n.is_input]
     matmuls = [n for n in computed if n.op == "matmul"]
     if len(matmuls) != 1:
@@ -247,15 +297,36 @@ def bare_matmul(order: Sequence[Node]) -> tuple[Node, LibraryCall] | None:
     a, b = (_operand(o) for o in matmul.operands)
     if a is None or b is None:
         return None
-    views = {id(o) for o in matmul.operands if not o.is_input}
-    if any(n is not matmul and id(n) not in views for n in computed):
-        return None
     elements = {o.element for o in matmul.operands}
     if len(elements) != 1 or matmul.element not in elements or matmul.element not in ELEMENTS:
         return None
     if matmul.attrs.get("precision") not in (None, "ieee"):
         return None
-    return matmul, LibraryCall("matmul", (a[0].input_index, b[0].input_index), a[1], b[1])
+    views = {id(o) for o in matmul.operands if not o.is_input}
+    rest = [n for n in computed if n is not matmul and id(n) not in views]
+    call = LibraryCall("matmul", (a[0].input_index, b[0].input_index), a[1], b[1])
+    if not rest:
+        return LibraryProduct(matmul, matmul, call)
+    # torch.addmm's bias: 2-d operands, the sum of the product's element type
+    # (kg-decompose computes a half-float sum in f32 between promotion casts,
+    # which are exact on the way in).
+    total = rest[-1] if rest else None
+    sum_node = _strip_casts(total)
+    if len(matmul.shape) != 2 or total.element != matmul.element or \
+            total.shape != matmul.shape or sum_node.op != "add" or len(sum_node.operands) != 2:
+        return None
+    terms = [_strip_casts(o) for o in sum_node.operands]
+    if sum(t is matmul for t in terms) != 1:
+        return None
+    (other,) = [o for o, t in zip(sum_node.operands, terms) if t is not matmul]
+    bias = _row_bias(_strip_casts(other), matmul.shape[-1])
+    if bias is None or bias.element != matmul.element:
+        return None
+    allowed = {id(n) for n in topological([total])} - {id(n) for n in topological([matmul])}
+    if any(id(n) not in allowed for n in rest) or \
+            any(n.op not in ("cast", "add", "reshape", "broadcast_to") for n in rest):
+        return None
+    return LibraryProduct(matmul, total, dataclasses.replace(call, bias=bias.input_index))
 
 
 # What `library_kernels(...)` set for the code it runs; None: the environment.
@@ -297,6 +368,18 @@ class LibraryMatmulSchedule(Schedule):
     kind = KIND
     config_class = LibraryMatmulConfig
     choice_knobs = ("library",)
+    fusion_rule = "library-bias"
+
+    def fusion_pattern(self, node, users, escapes):
+        # The end of a bias added to a bare matmul's rows: the sum, or the
+        # cast of it back to the product's element type.
+        if node.op not in ("cast", "add"):
+            return None
+        order = topological([node])
+        found = bare_matmul(order)
+        if found is None or found.result is not node or found.call.bias is None:
+            return None
+        return frozenset(id(n) for n in order if not n.is_input)
 
     def match(self, order):
         return bare_matmul(order) is not None
@@ -304,7 +387,7 @@ class LibraryMatmulSchedule(Schedule):
     def takes(self, outputs, order, knobs, target):
         # A transposed operand that the kernel returns too is not a call's.
         found = bare_matmul(order)
-        if found is None or list(outputs) != [found[0]]:
+        if found is None or list(outputs) != [found.result]:
             return False
         # The kernel's own choice first; a Triton matmul knob set by a user
         # or the search is a choice of Triton.
@@ -315,17 +398,17 @@ class LibraryMatmulSchedule(Schedule):
             return False
         if not library_kernels_enabled():
             return False
-        matmul = found[0]
+        matmul = found.matmul
         return prefers_library(matmul.shape[-2], matmul.shape[-1],
                                matmul.operands[0].shape[-1], matmul.element)
 
     def plan(self, outputs, order, config, kernel, target):
         found = bare_matmul(order)
-        if found is None or len(outputs) != 1 or outputs[0] is not found[0]:
+        if found is None or len(outputs) != 1 or outputs[0] is not found.result:
             raise Unplannable("a library kernel computes one bare matmul")
         if config.library is False:
             raise Unplannable("the kernel's knob library = false asks for a Triton matmul")
-        matmul, call = found
+        matmul, _, call = found
         m, n = matmul.shape[-2], matmul.shape[-1]
         k = matmul.operands[0].shape[-1]
         extents = tuple(matmul.shape[:-2]) + (m, k, n)
