@@ -219,6 +219,30 @@ def test_the_rule_gives_the_library_the_bias_and_keeps_the_activation_out():
     assert kinds(g) == ["library_matmul", "pointwise"]
 
 
+def test_a_reshape_of_the_result_is_the_calls_buffer_not_a_copy():
+    from kgc.execution.run import run_tiled
+
+    # GPT-2's attention projection: the biased product viewed as (1, 512, n)
+    # before its q, k and v are sliced out; the library writes the viewed
+    # buffer, and no kernel copies it.
+    graph = linear(512, 264, 300, "f32", then=lambda g, y: g.reshape(y, (2, 256, 300)))
+    assert kinds(graph) == ["library_matmul"]
+    compiled = kgc.compile(graph, target="sm_90")
+    (kernel,) = compiled.module.kernels.values()
+    assert kernel.library.bias == 2 and kernel.arguments[-1].shape == (2, 256, 300)
+    generator = torch.Generator().manual_seed(6)
+    x, w, b = (torch.randn(shape, generator=generator) for shape in ((512, 264), (264, 300),
+                                                                   (300,)))
+    got = run_tiled(compiled.module.stages["kg"], None, x, w, b)
+    torch.testing.assert_close(got, torch.addmm(b, x, w).reshape(2, 256, 300))
+    # The runtime's call views the (2, 256, 300) buffer as the product.
+    out = torch.empty(2, 256, 300)
+    from kgc.runtime.library import library_function
+
+    library_function(kernel.name, kernel.library, "f32")(x, w, b, out)
+    torch.testing.assert_close(out, torch.addmm(b, x, w).reshape(2, 256, 300))
+
+
 def test_the_manifest_and_the_runtime_carry_the_bias(tmp_path):
     from kgc.runtime.library import library_function
 

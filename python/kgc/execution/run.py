@@ -152,7 +152,7 @@ def _run_library_call(kernel: ir.Operation, call, inputs: Sequence, arguments):
     product = a @ b
     if call.bias is not None:
         product = product + call.bias_of(widened)
-    return product.to(torch_dtype(result.element_type))
+    return product.to(torch_dtype(result.element_type)).reshape(result.shape)
 
 
 def torch_dtype(element: ir.Type):

@@ -303,10 +303,7 @@ def _gather(graph: FusionGraph, schedule: Schedule, group_of: dict, groups: dict
         numbers = {group_of[id(n)] for n in core}
         if any(len(groups[number]) != 1 for number in numbers):
             continue  # part of it was gathered already
-        # A pattern is gathered where it is this schedule's kernel (a bare
-        # matmul and its bias are gathered for the library call, not where
-        # a Triton matmul would take the bias anyway, as its epilogue).
-        if not graph.plannable(core) or graph.plan(core).schedule != schedule.kind or \
+        if not graph.plannable(core) or not schedule.gathers(graph.plan(core)) or \
                 _escapes_inside(graph, core, node):
             continue
         target = group_of[id(node)]

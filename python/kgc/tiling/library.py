@@ -190,13 +190,22 @@ class LibraryCall:
 
     def arguments(self, buffers: Sequence) -> tuple:
         """(a, b, c) of the kernel's `buffers` (its inputs, then its
-        result), the operands swapped where the call says."""
+        result), the operands swapped where the call says, the result
+        viewed in the product's shape where the kernel returns a reshape of
+        it."""
         a, b = buffers[self.operands[0]], buffers[self.operands[1]]
         if self.transpose_a:
             a = a.transpose(-1, -2)
         if self.transpose_b:
             b = b.transpose(-1, -2)
-        return a, b, buffers[-1]
+        c = buffers[-1]
+        if c is not None and (c.dim() < 2 or c.shape[-2:] != (a.shape[-2], b.shape[-1])
+                              or c.dim() != max(a.dim(), b.dim())):
+            import torch
+
+            c = c.view(*torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]),
+                       a.shape[-2], b.shape[-1])
+        return a, b, c
 
     def bias_of(self, buffers: Sequence):
         """The bias among the kernel's `buffers`, as the n elements it adds
@@ -277,7 +286,7 @@ def _row_bias(node: Node, n: int) -> Node | None:
     """The kernel input `node` reads when it is n elements added to every
     row of a product (shape [n], or ones then n, or a broadcast of such an
     input); None otherwise."""
-    while node.op in ("reshape", "broadcast_to") and not node.is_input:
+    while node.op in ("reshape", "broadcast_to", "cast") and not node.is_input:
         node = node.operands[0]
     if not node.is_input or node.shape[-1:] != (n,) or any(d != 1 for d in node.shape[:-1]):
         return None
@@ -305,12 +314,22 @@ def bare_matmul(order: Sequence[Node]) -> LibraryProduct | None:
     views = {id(o) for o in matmul.operands if not o.is_input}
     rest = [n for n in computed if n is not matmul and id(n) not in views]
     call = LibraryCall("matmul", (a[0].input_index, b[0].input_index), a[1], b[1])
-    if not rest:
-        return LibraryProduct(matmul, matmul, call)
+    # A reshape of the result (a row-major tensor viewed in another shape)
+    # is the same buffer: the call writes it in the product's shape.
+    result = computed[-1]
+    value = result
+    while value.op == "reshape" and value is not matmul:
+        value = value.operands[0]
+    reshapes = {id(n) for n in rest if n.op == "reshape" and
+                any(n is r for r in topological([result])) and
+                not any(n is r for r in topological([value]))}
+    rest = [n for n in rest if id(n) not in reshapes]
+    if value is matmul:
+        return LibraryProduct(matmul, result, call) if not rest else None
     # torch.addmm's bias: 2-d operands, the sum of the product's element type
     # (kg-decompose computes a half-float sum in f32 between promotion casts,
     # which are exact on the way in).
-    total = rest[-1] if rest else None
+    total = value
     sum_node = _strip_casts(total)
     if len(matmul.shape) != 2 or total.element != matmul.element or \
             total.shape != matmul.shape or sum_node.op != "add" or len(sum_node.operands) != 2:
@@ -326,7 +345,7 @@ def bare_matmul(order: Sequence[Node]) -> LibraryProduct | None:
     if any(id(n) not in allowed for n in rest) or \
             any(n.op not in ("cast", "add", "reshape", "broadcast_to") for n in rest):
         return None
-    return LibraryProduct(matmul, total, dataclasses.replace(call, bias=bias.input_index))
+    return LibraryProduct(matmul, result, dataclasses.replace(call, bias=bias.input_index))
 
 
 # What `library_kernels(...)` set for the code it runs; None: the environment.
@@ -371,15 +390,31 @@ class LibraryMatmulSchedule(Schedule):
     fusion_rule = "library-bias"
 
     def fusion_pattern(self, node, users, escapes):
-        # The end of a bias added to a bare matmul's rows: the sum, or the
-        # cast of it back to the product's element type.
-        if node.op not in ("cast", "add"):
+        # The end of a bias added to a 2-d matmul's rows: the sum, or the
+        # cast of it back to the product's element type. The pattern is the
+        # matmul, the sum and the casts between, and the views of the bias
+        # input; whether it is a library call is the plan's to say.
+        total = _strip_casts(node)
+        if node.op not in ("cast", "add") or total.op != "add" or len(total.operands) != 2:
             return None
-        order = topological([node])
-        found = bare_matmul(order)
-        if found is None or found.result is not node or found.call.bias is None:
+        terms = [_strip_casts(o) for o in total.operands]
+        products = [t for t in terms if t.op == "matmul"]
+        if len(products) != 1 or len(products[0].shape) != 2 or \
+                node.shape != products[0].shape or node.element != products[0].element:
             return None
-        return frozenset(id(n) for n in order if not n.is_input)
+        (matmul,) = products
+        (other,) = [o for o, t in zip(total.operands, terms) if t is not matmul]
+        if _row_bias(other, matmul.shape[-1]) is None:
+            return None
+        between = [n for n in topological([node]) if not n.is_input and
+                   not any(p is n for p in topological(list(matmul.operands)))]
+        views = [o for o in matmul.operands if _operand(o) is not None and not o.is_input]
+        return frozenset(id(n) for n in between + views)
+
+    def gathers(self, plan):
+        # The bias is gathered for the call; where a Triton matmul is made
+        # of the group, greedy fusion takes the bias as its epilogue anyway.
+        return plan.kind == KIND
 
     def match(self, order):
         return bare_matmul(order) is not None

@@ -108,6 +108,13 @@ class Schedule:
         pattern (always, by default)."""
         return None
 
+    def gathers(self, plan: KernelPlan) -> bool:
+        """Whether fusion gathers a pattern of this schedule (`fusion_pattern`)
+        whose group kgc plans as `plan`: a schedule may find its pattern
+        where another schedule's kernel would be made of it (the default:
+        gather it all the same)."""
+        return True
+
     def fusion_refusal(self, plan: KernelPlan) -> str | None:
         """The name of a rule of this schedule by which fusion should not
         have grown a group into the kernel of `plan` (kgc's plan of the
