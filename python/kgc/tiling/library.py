@@ -406,10 +406,19 @@ class LibraryMatmulSchedule(Schedule):
         (other,) = [o for o, t in zip(total.operands, terms) if t is not matmul]
         if _row_bias(other, matmul.shape[-1]) is None:
             return None
-        between = [n for n in topological([node]) if not n.is_input and
-                   not any(p is n for p in topological(list(matmul.operands)))]
-        views = [o for o in matmul.operands if _operand(o) is not None and not o.is_input]
-        return frozenset(id(n) for n in between + views)
+        # Walked down from the end along the chain only (the graph above
+        # the matmul may be the whole model's).
+        pattern = [matmul]
+        for start, stop in ((node, total), *zip(total.operands, terms)):
+            while start is not stop:
+                pattern.append(start)
+                start = start.operands[0]
+        pattern.append(total)
+        while not other.is_input:
+            pattern.append(other)
+            other = other.operands[0]
+        pattern += [o for o in matmul.operands if _operand(o) is not None and not o.is_input]
+        return frozenset(id(n) for n in pattern)
 
     def gathers(self, plan):
         # The bias is gathered for the call; where a Triton matmul is made
