@@ -167,7 +167,8 @@ def choose_schedule(kernel: ir.Operation, outputs: list[Node], options: KernelCo
     knobs of its config attribute."""
     if options is not None:
         return schedule_for(outputs, kind=options.kind)
-    return schedule_for(outputs, kernel_knobs(kernel), target=target)
+    dynamic = has_dynamic_extent(list(kernel.operands) + list(kernel.results))
+    return schedule_for(outputs, kernel_knobs(kernel), target=target, dynamic=dynamic)
 
 
 def _choice_knobs(outputs: list[Node], other_than=None) -> set[str]:

@@ -221,6 +221,29 @@ def test_a_dynamic_graph_compiles_once_for_every_size(tmp_path):
         [k.artifact.hash for k in compiled.kernels()]
 
 
+def test_a_dynamic_product_of_library_size_is_triton_s_and_runs_at_every_size():
+    from kgc.execution import run_tiled
+    from kgc.pipeline.compiler import compile_module
+
+    torch = pytest.importorskip("torch")
+    g = kgc.Graph("prefill_proj")
+    g.output(g.matmul(g.input("x", ("tokens", 1024), "f32"), g.input("w", (1024, 512), "f32")))
+    # At the hint (256 rows) kgc's rule would call the library, which takes
+    # no dynamic extent: the kernel is Triton's matmul, over every size.
+    compiled = kgc.compile(g, target=90)
+    (kernel,) = compiled.module.kernels.values()
+    assert kernel.library is None and kernel.dynamic_grid is not None
+    module = g.build()
+    with module.context:
+        compile_module(module, emit="kg")
+    generator = torch.Generator().manual_seed(7)
+    w = torch.randn(1024, 512, generator=generator) / 32
+    for size in (1, 17, 300):
+        x = torch.randn(size, 1024, generator=generator)
+        torch.testing.assert_close(run_tiled(module, "prefill_proj", x, w), x @ w,
+                                   rtol=1e-4, atol=1e-4)
+
+
 def test_calls_name_what_is_wrong_with_the_dynamic_extent():
     torch = pytest.importorskip("torch")
     g = kgc.Graph("scaled")

@@ -83,10 +83,13 @@ def matching_schedules(outputs: Sequence[Node]) -> list[Schedule]:
 
 
 def schedule_for(outputs: Sequence[Node], knobs: dict | None = None, kind: str | None = None,
-                 target: Target | int | None = None) -> Schedule:
+                 target: Target | int | None = None, dynamic: bool = False) -> Schedule:
     """The schedule that computes `outputs`: of the schedules that match,
     the one of config kind `kind` when given, else the first that takes the
-    group with the kernel's `knobs` (name -> value) on `target`."""
+    group with the kernel's `knobs` (name -> value) on `target`. For a
+    kernel over a dynamic extent (`dynamic`), a schedule that takes none is
+    passed over unless a knob of its own chose it (a bare matmul then stays
+    Triton's rather than the library's)."""
     order = topological(list(outputs))
     matching = [schedule for schedule in _SCHEDULES if schedule.match(order)]
     if not matching:
@@ -106,6 +109,9 @@ def schedule_for(outputs: Sequence[Node], knobs: dict | None = None, kind: str |
     knobs = dict(knobs or {})
     record = target_for(target)
     for schedule in choices[:-1]:
+        if dynamic and not schedule.dynamic_extents and \
+                not any(knobs.get(knob) for knob in schedule.choice_knobs):
+            continue
         if schedule.takes(list(outputs), order, knobs, record):
             return schedule
     return choices[-1]
