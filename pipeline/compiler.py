@@ -401,7 +401,7 @@ def _loaded_kernel(root: pathlib.Path, entry: dict, target: int) -> Kernel:
     artifact = Artifact.load(root / entry["artifact"])
     if artifact.hash != entry["hash"] or artifact.options != kernel.options \
             or artifact.target != target or len(artifact.signature) != \
-            len(arguments) + len(kernel.scalars_at(kernel.scalars, 0)):
+            len(arguments) + len(kernel.scalars) + (kernel.dynamic_grid is not None):
         raise KgcError(f"kernel @{kernel.name}: the artifact '{root / entry['artifact']}' is not "
                        "the one manifest.json describes (another compile's files?)")
     kernel.artifact = artifact

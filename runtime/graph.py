@@ -28,6 +28,7 @@ from kgc.diagnostics import KgcError
 from kgc.element_types import torch_dtype
 from kgc.runtime import checks, launching
 from kgc.runtime.checks import NO_DEVICE
+from kgc.tiling.dynamic import extent_sizes
 
 # Sizes of a dynamic extent whose bound launches a graph keeps.
 BOUND_SIZES = 64
@@ -140,14 +141,7 @@ class CompiledGraph:
     def _call_extent(self, tensors) -> int:
         """The size a call's `tensors` give the dynamic extent; KgcError
         naming the arguments where they give none or several."""
-        sizes = {}
-        for index, (tensor, spec) in enumerate(zip(tensors, self.function.buffers)):
-            shape = getattr(tensor, "shape", None)
-            if None not in spec.shape or shape is None or len(shape) != len(spec.shape):
-                continue
-            for dim, size in enumerate(spec.shape):
-                if size is None:
-                    sizes.setdefault(int(shape[dim]), index)
+        sizes = extent_sizes([spec.shape for spec in self.function.buffers], tensors)
         if len(sizes) > 1:
             (first, one), (second, other) = list(sizes.items())[:2]
             raise KgcError(f"@{self.name}: argument {self.argument_label(one)} gives the dynamic "

@@ -408,7 +408,7 @@ def _plan(pattern: AttentionPattern, outputs, config: AttentionConfig, kernel,
     if splits > 1 and combined_shape(pattern) is None:
         if config.split_kv is not None:
             raise Unplannable("split keys combine partials in P V's order; this output "
-                              "transposes or reshapes its last dimension")
+                              "transposes dimensions of more than one element")
         splits = 1
     splits = max(1, min(splits, key_tiles))
     chunk = ceil_div(key_tiles, splits) * block_n

@@ -35,7 +35,8 @@ from kgc.tiling.graph_model import EXTENT_HINT, Node
 from kgc.tiling.iteration import KernelPlan, Unplannable
 
 __all__ = ["DYNAMIC_AXIS_ATTRIBUTE", "DYNAMIC_GRID_ATTRIBUTE", "at_size", "call_extent",
-           "dynamic_axis", "dynamic_grid", "has_dynamic_extent", "with_dynamic_axis"]
+           "dynamic_axis", "dynamic_grid", "extent_sizes", "has_dynamic_extent",
+           "with_dynamic_axis"]
 
 # The iteration axis a tiled kernel's dynamic extent lives on.
 DYNAMIC_AXIS_ATTRIBUTE = "dynamic_axis"
@@ -49,21 +50,32 @@ def _dynamic_dims(type_: ir.Type) -> list[int]:
     return [d for d, size in enumerate(shaped.shape) if ir.ShapedType.is_dynamic_size(size)]
 
 
+def extent_sizes(shapes, tensors) -> dict[int, int]:
+    """{size: the first argument giving it} that `tensors` give the dynamic
+    extent of `shapes` (one per tensor, None where it has the `?`); a
+    tensor of another rank than its shape gives none."""
+    sizes: dict[int, int] = {}
+    for index, (shape, tensor) in enumerate(zip(shapes, tensors)):
+        given = getattr(tensor, "shape", None)
+        if None not in shape or given is None or len(given) != len(shape):
+            continue
+        for dim, size in enumerate(shape):
+            if size is None:
+                sizes.setdefault(int(given[dim]), index)
+    return sizes
+
+
 def call_extent(what: str, types, tensors) -> int | None:
     """The size a call's `tensors` give the dynamic extent of `types` (the
     MLIR types they are passed as; every `?` is one size), None where no
     type has one. Raises KgcError, naming `what`, where they give several."""
-    sizes = set()
-    for type_, tensor in zip(types, tensors):
-        shape = ir.ShapedType(type_).shape
-        for dim, size in enumerate(shape):
-            if ir.ShapedType.is_dynamic_size(size) and hasattr(tensor, "shape") and \
-                    len(tensor.shape) == len(shape):
-                sizes.add(int(tensor.shape[dim]))
+    shapes = [tuple(None if ir.ShapedType.is_dynamic_size(d) else d
+                    for d in ir.ShapedType(type_).shape) for type_ in types]
+    sizes = extent_sizes(shapes, tensors)
     if len(sizes) > 1:
         raise KgcError(f"{what}: the arguments give its dynamic extent (`?`) the sizes "
                        f"{sorted(sizes)}; all the `?` of a function are one size")
-    return sizes.pop() if sizes else None
+    return next(iter(sizes), None)
 
 
 def at_size(shape, extent: int | None) -> tuple[int, ...]:

@@ -199,7 +199,7 @@ class LibraryCall:
         if self.transpose_b:
             b = b.transpose(-1, -2)
         c = buffers[-1]
-        if c is not None and (c.dim() < 2 or c.shape[-2:] != (a.shape[-2], b.shape[-1])
+        if c is not None and (c.shape[-2:] != (a.shape[-2], b.shape[-1])
                               or c.dim() != max(a.dim(), b.dim())):
             import torch
 
@@ -293,6 +293,26 @@ def _row_bias(node: Node, n: int) -> Node | None:
     return node
 
 
+def _biased_sum(node: Node) -> tuple[Node, Node, Node] | None:
+    """(matmul, sum, addend) where `node` is a 2-d matmul plus a bias of its
+    rows in the matmul's shape and element type: the sum itself, or the sum
+    under the casts kg-decompose's promotion puts around a half-float one
+    (exact on the way in). None for any other node."""
+    total = _strip_casts(node)
+    if total.op != "add" or len(total.operands) != 2:
+        return None
+    terms = [_strip_casts(o) for o in total.operands]
+    products = [t for t in terms if t.op == "matmul"]
+    if len(products) != 1 or len(products[0].shape) != 2 or \
+            node.shape != products[0].shape or node.element != products[0].element:
+        return None
+    (matmul,) = products
+    (addend,) = [o for o, t in zip(total.operands, terms) if t is not matmul]
+    if _row_bias(addend, matmul.shape[-1]) is None:
+        return None
+    return matmul, total, addend
+
+
 def bare_matmul(order: Sequence[Node]) -> LibraryProduct | None:
     """The product of a group that is one kg.matmul of inputs (or of inputs
     whose last two axes are swapped) of a type the library takes, with a
@@ -316,32 +336,23 @@ def bare_matmul(order: Sequence[Node]) -> LibraryProduct | None:
     call = LibraryCall("matmul", (a[0].input_index, b[0].input_index), a[1], b[1])
     # A reshape of the result (a row-major tensor viewed in another shape)
     # is the same buffer: the call writes it in the product's shape.
-    result = computed[-1]
-    value = result
-    while value.op == "reshape" and value is not matmul:
+    result = value = computed[-1]
+    reshapes = set()
+    while value.op == "reshape":
+        reshapes.add(id(value))
         value = value.operands[0]
-    reshapes = {id(n) for n in rest if n.op == "reshape" and
-                any(n is r for r in topological([result])) and
-                not any(n is r for r in topological([value]))}
     rest = [n for n in rest if id(n) not in reshapes]
     if value is matmul:
         return LibraryProduct(matmul, result, call) if not rest else None
-    # torch.addmm's bias: 2-d operands, the sum of the product's element type
-    # (kg-decompose computes a half-float sum in f32 between promotion casts,
-    # which are exact on the way in).
-    total = value
-    sum_node = _strip_casts(total)
-    if len(matmul.shape) != 2 or total.element != matmul.element or \
-            total.shape != matmul.shape or sum_node.op != "add" or len(sum_node.operands) != 2:
+    # torch.addmm's bias: 2-d operands, the sum of the product's element type.
+    found = _biased_sum(value)
+    if found is None or found[0] is not matmul:
         return None
-    terms = [_strip_casts(o) for o in sum_node.operands]
-    if sum(t is matmul for t in terms) != 1:
+    _, total, addend = found
+    bias = _row_bias(addend, matmul.shape[-1])
+    if bias.element != matmul.element:
         return None
-    (other,) = [o for o, t in zip(sum_node.operands, terms) if t is not matmul]
-    bias = _row_bias(_strip_casts(other), matmul.shape[-1])
-    if bias is None or bias.element != matmul.element:
-        return None
-    allowed = {id(n) for n in topological([total])} - {id(n) for n in topological([matmul])}
+    allowed = {id(n) for n in topological([value])} - {id(n) for n in topological([matmul])}
     if any(id(n) not in allowed for n in rest) or \
             any(n.op not in ("cast", "add", "reshape", "broadcast_to") for n in rest):
         return None
@@ -394,29 +405,17 @@ class LibraryMatmulSchedule(Schedule):
         # cast of it back to the product's element type. The pattern is the
         # matmul, the sum and the casts between, and the views of the bias
         # input; whether it is a library call is the plan's to say.
-        total = _strip_casts(node)
-        if node.op not in ("cast", "add") or total.op != "add" or len(total.operands) != 2:
+        found = _biased_sum(node)
+        if found is None:
             return None
-        terms = [_strip_casts(o) for o in total.operands]
-        products = [t for t in terms if t.op == "matmul"]
-        if len(products) != 1 or len(products[0].shape) != 2 or \
-                node.shape != products[0].shape or node.element != products[0].element:
-            return None
-        (matmul,) = products
-        (other,) = [o for o, t in zip(total.operands, terms) if t is not matmul]
-        if _row_bias(other, matmul.shape[-1]) is None:
-            return None
+        matmul, total, addend = found
         # Walked down from the end along the chain only (the graph above
         # the matmul may be the whole model's).
-        pattern = [matmul]
-        for start, stop in ((node, total), *zip(total.operands, terms)):
-            while start is not stop:
+        pattern = [matmul, total]
+        for start in (node, *total.operands):
+            while start is not total and start is not matmul and not start.is_input:
                 pattern.append(start)
                 start = start.operands[0]
-        pattern.append(total)
-        while not other.is_input:
-            pattern.append(other)
-            other = other.operands[0]
         pattern += [o for o in matmul.operands if _operand(o) is not None and not o.is_input]
         return frozenset(id(n) for n in pattern)
 
