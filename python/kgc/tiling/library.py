@@ -2,7 +2,8 @@
 
 kgc writes every other kernel as Triton. A kernel whose ops after fusion
 are one `kg.matmul` and nothing else (each operand a kernel input, or an
-input whose last two axes a `kg.transpose` swaps) can instead be a call of
+input whose last two axes a `kg.transpose` swaps), but for a bias added to
+its rows and reshapes of its result (the same buffer), can instead be a call of
 a hand-written library, as Inductor calls cuBLAS for its plain GEMMs: kgc
 generates no code for it. What the kernel becomes:
 
