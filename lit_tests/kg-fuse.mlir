@@ -401,6 +401,60 @@ func.func @attention_head_dim_reordered(%q: tensor<100x64xf16>, %k: tensor<100x6
   return %t : tensor<4x100x16xf16>
 }
 
+// The safe softmax of scaled_dot_product_attention's math path: rows whose
+// keys are all masked (-inf) give zeros rather than NaN. The online softmax
+// gives such a row l = 0 and acc = 0, so the attention kernel takes it,
+// condition and all.
+// CHECK-LABEL: func.func @attention_safe_softmax(
+// CHECK-NEXT: %[[O:.*]] = kg.kernel @attention_safe_softmax_0_attention(
+// CHECK: kg.select
+// CHECK: kg.matmul
+// CHECK: kg.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: return %[[O]]
+func.func @attention_safe_softmax(%q: tensor<1x4x100x64xf16>, %k: tensor<1x4x100x64xf16>, %v: tensor<1x4x100x64xf16>, %mask: tensor<1x1x100x100xf32>) -> tensor<1x4x100x64xf16> {
+  %kt = kg.transpose %k [0, 1, 3, 2] : tensor<1x4x100x64xf16> -> tensor<1x4x64x100xf16>
+  %s = kg.matmul %q, %kt : (tensor<1x4x100x64xf16>, tensor<1x4x64x100xf16>) -> tensor<1x4x100x100xf32>
+  %x = kg.add %s, %mask : (tensor<1x4x100x100xf32>, tensor<1x1x100x100xf32>) -> tensor<1x4x100x100xf32>
+  %p = kg.softmax %x dim 3 : tensor<1x4x100x100xf32>
+  %ninf = kg.constant 0xFFF0000000000000 : tensor<f32>
+  %masked = kg.cmp eq %x, %ninf : (tensor<1x4x100x100xf32>, tensor<f32>) -> tensor<1x4x100x100xi1>
+  %kept = kg.logical_not %masked : tensor<1x4x100x100xi1>
+  %kept16 = kg.cast %kept : tensor<1x4x100x100xi1> to tensor<1x4x100x100xf16>
+  %any = kg.reduce max %kept16 dims [3] keepdim : tensor<1x4x100x100xf16> -> tensor<1x4x100x1xf16>
+  %anyb = kg.cast %any : tensor<1x4x100x1xf16> to tensor<1x4x100x1xi1>
+  %none = kg.logical_not %anyb : tensor<1x4x100x1xi1>
+  %zero = kg.constant 0.000000e+00 : tensor<1x4x100x100xf32>
+  %safe = kg.select %none, %zero, %p : (tensor<1x4x100x1xi1>, tensor<1x4x100x100xf32>, tensor<1x4x100x100xf32>) -> tensor<1x4x100x100xf32>
+  %p16 = kg.cast %safe : tensor<1x4x100x100xf32> to tensor<1x4x100x100xf16>
+  %o = kg.matmul %p16, %v : (tensor<1x4x100x100xf16>, tensor<1x4x100x64xf16>) -> tensor<1x4x100x64xf16>
+  return %o : tensor<1x4x100x64xf16>
+}
+
+// Rows zeroed where a logit is 0, not where every key is masked: the online
+// softmax has no such condition, so the select, its reduction and P V stay
+// out of an attention kernel.
+// CHECK-LABEL: func.func @attention_rows_zeroed_elsewhere(
+// CHECK-NOT: _attention(
+// CHECK: return
+func.func @attention_rows_zeroed_elsewhere(%q: tensor<1x4x100x64xf16>, %k: tensor<1x4x100x64xf16>, %v: tensor<1x4x100x64xf16>) -> tensor<1x4x100x64xf16> {
+  %kt = kg.transpose %k [0, 1, 3, 2] : tensor<1x4x100x64xf16> -> tensor<1x4x64x100xf16>
+  %s = kg.matmul %q, %kt : (tensor<1x4x100x64xf16>, tensor<1x4x64x100xf16>) -> tensor<1x4x100x100xf32>
+  %p = kg.softmax %s dim 3 : tensor<1x4x100x100xf32>
+  %zero_logit = kg.constant 0.000000e+00 : tensor<f32>
+  %masked = kg.cmp eq %s, %zero_logit : (tensor<1x4x100x100xf32>, tensor<f32>) -> tensor<1x4x100x100xi1>
+  %kept = kg.logical_not %masked : tensor<1x4x100x100xi1>
+  %kept16 = kg.cast %kept : tensor<1x4x100x100xi1> to tensor<1x4x100x100xf16>
+  %any = kg.reduce max %kept16 dims [3] keepdim : tensor<1x4x100x100xf16> -> tensor<1x4x100x1xf16>
+  %anyb = kg.cast %any : tensor<1x4x100x1xf16> to tensor<1x4x100x1xi1>
+  %none = kg.logical_not %anyb : tensor<1x4x100x1xi1>
+  %zero = kg.constant 0.000000e+00 : tensor<1x4x100x100xf32>
+  %safe = kg.select %none, %zero, %p : (tensor<1x4x100x1xi1>, tensor<1x4x100x100xf32>, tensor<1x4x100x100xf32>) -> tensor<1x4x100x100xf32>
+  %p16 = kg.cast %safe : tensor<1x4x100x100xf32> to tensor<1x4x100x100xf16>
+  %o = kg.matmul %p16, %v : (tensor<1x4x100x100xf16>, tensor<1x4x100x64xf16>) -> tensor<1x4x100x64xf16>
+  return %o : tensor<1x4x100x64xf16>
+}
+
 // The same decode written with the 4 query heads of a group as the rows of
 // one matmul per key/value head, and the result reshaped back to the
 // queries' (1, 8, 1, 128): the reshape keeps the head dimension and the

@@ -138,3 +138,57 @@ def attention_eager(q, k, v, mask=None):
     group = q.shape[1] // k.shape[1]
     k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
     return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+def math_path_graph(shape: AttentionShape, dtype: str, name: str = "math_path") -> kgc.Graph:
+    """Attention over half-float heads as scaled_dot_product_attention's
+    math path computes it with a mask: Q, K and V widened to f32, Q and K
+    each scaled by D^-1/4, the products over heads merged with the batch
+    (bmm), and the safe softmax, whose rows of keys all masked are zeros;
+    the result rounded back. The mask is an f32 input of (M, N)."""
+    s = shape
+    g = kgc.Graph(name)
+    q = g.input("q", (s.batch, s.heads, s.queries, s.head_dim), dtype)
+    k = g.input("k", (s.batch, s.heads, s.keys, s.head_dim), dtype)
+    v = g.input("v", (s.batch, s.heads, s.keys, s.head_dim), dtype)
+    mask = g.input("mask", (s.queries, s.keys), "f32")
+    scale = s.head_dim ** -0.25
+    merged = s.batch * s.heads
+    qs = g.reshape(g.cast(q, "f32") * scale, (merged, s.queries, s.head_dim))
+    ks = g.reshape(g.transpose(g.cast(k, "f32"), (0, 1, 3, 2)) * scale,
+                   (merged, s.head_dim, s.keys))
+    scores = g.reshape(g.matmul(qs, ks), (s.batch, s.heads, s.queries, s.keys)) + mask
+    kept = g.logical_not(g.eq(scores, float("-inf")))
+    any_kept = g.cast(g.max(g.cast(kept, "f16"), -1, keepdim=True), "i1")
+    weights = g.select(g.logical_not(any_kept), 0.0, g.softmax(scores, dim=-1))
+    values = g.reshape(g.cast(v, "f32"), (merged, s.keys, s.head_dim))
+    result = g.matmul(g.reshape(weights, (merged, s.queries, s.keys)), values)
+    g.output(g.cast(g.reshape(result, q.shape), dtype))
+    return g
+
+
+def math_path_inputs(shape: AttentionShape, dtype, seed: int) -> list:
+    """Q, K, V in `dtype` and an f32 mask hiding about a fifth of the keys
+    from each query and every key from the middle query."""
+    import torch
+
+    s = shape
+    generator = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(s.batch, s.heads, n, s.head_dim, generator=generator).to(dtype)
+               for n in (s.queries, s.keys, s.keys))
+    hidden = torch.rand(s.queries, s.keys, generator=generator) < 0.2
+    hidden[s.queries // 2] = True
+    return [q, k, v, torch.where(hidden, float("-inf"), 0.0)]
+
+
+def math_path_eager(q, k, v, mask, dtype=None):
+    """The math path's result (in f64 with `dtype` torch.float64: the
+    reference)."""
+    import torch
+
+    wide = dtype or torch.float32
+    scale = q.shape[-1] ** -0.25
+    scores = (q.to(wide) * scale) @ (k.to(wide) * scale).transpose(-1, -2) + mask.to(wide)
+    weights = torch.ops.aten._safe_softmax(scores, -1)
+    result = weights @ v.to(wide)
+    return result if dtype is not None else result.to(q.dtype)

@@ -31,12 +31,14 @@ from kgc.tiling.kernel_ops import kernel_name, kernels_in, knob, ops_named
 from kgc.tiling.registry import plan_group
 from kgc.fusion import FusionGraph, propose_partitions
 from tests.attention_graphs import (AttentionShape, attention_eager, attention_graph,
+                                    math_path_eager, math_path_graph, math_path_inputs,
                                     attention_inputs, attention_reference, packed_decode_graph,
                                     tokens_major, tokens_major_graph)
 
 torch = pytest.importorskip("torch")
 _DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
-_KG = ("builtin.module(kgc-cse,kgc-dce,kg-decompose,kgc-cse,kg-fuse{%s},kg-tile{%s},"
+_KG = ("builtin.module(kgc-cse,kgc-dce,kg-decompose,kg-simplify,kgc-cse,kgc-dce,kg-fuse{%s},"
+       "kg-tile{%s},"
        "kg-legalize-dot,kg-pad-mask,convert-kg-to-ttir)")
 
 
@@ -145,6 +147,37 @@ def test_split_keys_are_refused_where_the_transpose_reorders_the_result():
     with pytest.raises(KgcError, match="split keys combine partials in P V's order"):
         _tiled(AttentionShape(1, 4, 2, 17, 1000, 64), "f32", tile="split-kv=4",
                graph=tokens_major_graph)
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("shape", [AttentionShape(1, 2, 2, 1, 1, 64),
+                                   AttentionShape(2, 2, 2, 3, 17, 64),
+                                   AttentionShape(1, 4, 4, 17, 1000, 32),
+                                   AttentionShape(1, 2, 2, 4, 4097, 64)], ids=str)
+def test_the_math_paths_attention_is_one_kernel_that_zeroes_masked_rows(shape, dtype):
+    # scaled_dot_product_attention's math path, as Dynamo captures it for
+    # half-float heads with a mask: widened to f32, bmm over merged heads,
+    # the safe softmax. One attention kernel with f16/bf16 dots computes it,
+    # and the middle query, whose keys are all masked, gets zeros.
+    module = _tiled(shape, dtype, graph=math_path_graph)
+    assert _kinds(module) == ["attention"]
+    # Both dots on tensor cores: Q K^T and P V in the heads' half type.
+    for dot in ops_named(module, "kg.tile_dot"):
+        assert [str(ir.RankedTensorType(o.type).element_type) for o in list(dot.operands)[:2]] \
+            == [dtype, dtype]
+    inputs = math_path_inputs(shape, _DTYPES[dtype], seed=3)
+    got = run_tiled(module, None, *inputs)
+    assert got.dtype == _DTYPES[dtype]
+    assert not got[:, :, shape.queries // 2].any()
+    reason = tensor_mismatch(got, math_path_eager(*inputs),
+                             math_path_eager(*inputs, dtype=torch.float64))
+    assert reason is None, reason
+
+
+def test_split_keys_are_refused_where_the_softmax_zeroes_masked_rows():
+    with pytest.raises(KgcError, match="log-sum-exp"):
+        _tiled(AttentionShape(1, 2, 2, 1, 1000, 64), "f16", tile="split-kv=4",
+               graph=math_path_graph)
 
 
 @pytest.mark.parametrize("shape,stages", [

@@ -917,6 +917,27 @@ def test_the_math_path_of_attention_runs_in_kgc_with_a_wholly_masked_row():
                                  "CHECK: kg.reduce max {{.*}} dims [3]")
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("queries,keys", [(1, 1), (17, 3), (3, 1000)])
+def test_the_math_path_over_half_heads_is_one_attention_kernel(dtype, queries, keys):
+    # BERT's attention at 512 tokens on an H200, as Dynamo captures it:
+    # the math path widens f16 Q, K and V to f32, takes bmm over heads
+    # merged with the batch, and a safe softmax. kg-simplify and the
+    # attention schedule make it one attention kernel with half-float dots.
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    def attention(q, k, v, mask):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+    q = _randn(2, 3, queries, 16, dtype=dtype)
+    k, v = (_randn(2, 3, keys, 16, dtype=dtype) for _ in range(2))
+    mask = torch.where(_positions(2, 1, queries, keys, low=0, high=5) == 0, float("-inf"), 0.0)
+    mask[1, 0, queries // 2] = float("-inf")  # a query that sees no key
+    with sdpa_kernel(SDPBackend.MATH):
+        backend = _run_tiled(attention, q, k, v, mask.to(dtype))
+    assert backend.kinds == [["attention"]], backend.kinds
+
+
 def test_a_partitions_kernels_compile_side_by_side(monkeypatch):
     # A first call waits for every kernel of its partitions: the frontend's
     # compile asks for a worker per usable CPU (compile_jobs), not one.

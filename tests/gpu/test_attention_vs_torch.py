@@ -14,7 +14,8 @@ from kgc.pipeline.config import GraphConfig
 from kgc.tiling.config import AttentionConfig
 from kgc.accuracy import tensor_mismatch
 from tests.attention_graphs import (AttentionShape, attention_eager, attention_graph,
-                                    attention_inputs, attention_reference, packed_decode_graph)
+                                    attention_inputs, attention_reference, math_path_eager,
+                                    math_path_graph, math_path_inputs, packed_decode_graph)
 
 torch = pytest.importorskip("torch")
 
@@ -39,6 +40,25 @@ def test_attention_matches_torch(shape, dtype):
     graph = kgc.compile(attention_graph(shape, dtype))
     assert any(name.endswith("_attention") for name in graph.module.kernels)
     _check(graph, shape, dtype)
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("shape", [AttentionShape(1, 2, 2, 1, 1, 64),
+                                   AttentionShape(2, 4, 4, 17, 1000, 64),
+                                   AttentionShape(1, 8, 8, 512, 512, 64),
+                                   AttentionShape(1, 2, 2, 3, 4097, 128)], ids=str)
+def test_the_math_paths_attention_matches_torch(shape, dtype):
+    # scaled_dot_product_attention's math path over half-float heads with a
+    # mask (BERT's): one attention kernel with half-float dots, and zeros
+    # for the middle query, whose keys are all masked.
+    graph = kgc.compile(math_path_graph(shape, dtype))
+    assert [name.rsplit("_", 1)[-1] for name in graph.module.kernels] == ["attention"]
+    inputs = [t.cuda() for t in math_path_inputs(shape, _DTYPES[dtype], seed=5)]
+    got = graph.run(*inputs, poison=True)
+    assert not got[:, :, shape.queries // 2].any()
+    reason = tensor_mismatch(got, math_path_eager(*inputs),
+                             math_path_eager(*inputs, dtype=torch.float64))
+    assert reason is None, reason
 
 
 @pytest.mark.parametrize("split_kv", [1, 4, 8, 16, 32])

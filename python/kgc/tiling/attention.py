@@ -11,6 +11,13 @@ sum and div, with promotion casts around half-float math):
     P = exp(X - max(X, -1)) / sum(exp(X - max(X, -1)), -1)
     O = matmul(P, V) [cast] [reshape]  V: [..., N, E]
 
+P may also be select(all keys masked, 0, P), the softmax of scaled dot
+product attention's math path (`_safe_softmax`): the online softmax gives
+such a row l = 0 and acc = 0, and the kernel divides by max(l, tiny). P V
+over a V of half floats widened to f32, rounded to that half type, takes P
+and V in it (the output's own rounding bounds what P's costs), so both
+dots run on tensor cores.
+
 Q, Kt and V may be any expressions of views and elementwise ops of the
 kernel's inputs (a transpose of K, the reshape/broadcast_to/reshape that
 gives every query head its key/value head). The output may be a reshape of
@@ -99,6 +106,13 @@ class AttentionPattern:
     output: Node  # the kernel's output: output_mm or casts, transposes and reshapes of it
     core: frozenset  # ids of the nodes computed from S: X, the softmax, P V, its casts
     logit_nodes: frozenset  # ids of the nodes between S (included) and X
+    # P is zero on rows whose keys are all masked (X = -inf), as
+    # scaled_dot_product_attention's math path has it (`_safe_softmax`),
+    # where softmax itself gives NaN.
+    zeroes_masked_rows: bool = False
+    # The type P V's dot takes P and V in: a half float where V is one
+    # widened to f32 and the output is rounded to it (None: V's own type).
+    product_element: str | None = None
 
 
 def _strip_casts(node: Node) -> Node:
@@ -170,6 +184,47 @@ def _last_axis_reduce(node: Node, kind: str) -> Node | None:
     return node.operands[0]
 
 
+def _zeroed_rows(node: Node) -> tuple[Node, Node | None]:
+    """(P, the condition) where `node` is select(condition, 0, P), else
+    (node, None)."""
+    if node.op == "select":
+        condition, zero, kept = node.operands
+        if zero.op == "constant" and zero.attrs.get("value") == 0.0:
+            return kept, condition
+    return node, None
+
+
+def _all_keys_masked(condition: Node, logits: Node) -> bool:
+    """True when `condition` holds on exactly the rows where every key's
+    logit is -inf: not(any over keys of not(X == -inf))) (or X != -inf),
+    the 0/1 values of the any cast through floats, which keep them."""
+    if condition.op != "logical_not":
+        return False
+    kept = _last_axis_reduce(condition.operands[0], "max")
+    if kept is None:
+        return False
+    kept = _strip_casts(kept)
+    if kept.op == "logical_not":
+        test, predicate = _strip_casts(kept.operands[0]), "eq"
+    else:
+        test, predicate = kept, "ne"
+    if test.op != "cmp" or test.attrs.get("predicate") != predicate:
+        return False
+    x, bound = test.operands
+    return (_strip_casts(x) is logits and bound.op == "constant"
+            and bound.attrs.get("value") == float("-inf"))
+
+
+def _widened_half(node: Node) -> str | None:
+    """The half float type whose values `node` holds: views of a cast of
+    one to f32 (exact), else None."""
+    while node.op in VIEW_OPS - {"concat"}:
+        node = node.operands[0]
+    if node.op == "cast" and node.element == "f32" and node.operands[0].element in ("f16", "bf16"):
+        return node.operands[0].element
+    return None
+
+
 def find_attention(outputs: Sequence[Node], check_operands: bool = True) -> AttentionPattern:
     """The attention pattern computing `outputs`; raises Unplannable saying
     what does not fit. Without `check_operands`, Q, K, V and the mask may
@@ -180,7 +235,7 @@ def find_attention(outputs: Sequence[Node], check_operands: bool = True) -> Atte
     output_mm = _strip_output_chain(output)
     if output_mm.op != "matmul":
         raise Unplannable("the output is not a matmul (P V)")
-    probabilities = output_mm.operands[0]
+    probabilities, masked_rows = _zeroed_rows(_strip_casts(output_mm.operands[0]))
     division = _strip_casts(probabilities)
     if division.op != "div":
         raise Unplannable("the matmul's left operand is not a softmax (exp / sum)")
@@ -225,12 +280,20 @@ def find_attention(outputs: Sequence[Node], check_operands: bool = True) -> Atte
         raise Unplannable("the softmax's input is not computed from a matmul (Q K^T)")
     if scores.shape != logits.shape:
         raise Unplannable("Q K^T is broadcast before the softmax")
+    if masked_rows is not None and not _all_keys_masked(masked_rows, logits):
+        raise Unplannable("the softmax's rows are zeroed where not every key is masked")
+    # P V in the half type of a widened V whose result is rounded to it: P
+    # rounded to it costs what the output's own rounding does, and the dot
+    # runs on tensor cores (an f32 dot under IEEE precision does not).
+    half = _widened_half(output_mm.operands[1])
+    product_element = half if half is not None and output.element == half else None
     # Everything computed from S on the way to the output: the logits, the
     # softmax, P V and its casts.
     core = frozenset(id(n) for n in topological([output]) if n is scores or
                      any(o is scores for o in topological([n])))
     if not check_operands:
-        return AttentionPattern(scores, output_mm, logits, output, core, frozenset(logit_ids))
+        return AttentionPattern(scores, output_mm, logits, output, core, frozenset(logit_ids),
+                                masked_rows is not None, product_element)
     for operand in (*scores.operands, output_mm.operands[1]):
         for node in topological([operand]):
             if node.op in ("matmul", "reduce"):
@@ -241,7 +304,8 @@ def find_attention(outputs: Sequence[Node], check_operands: bool = True) -> Atte
             raise Unplannable("a mask of an attention kernel holds a reduction")
     if output_mm.shape[:-2] != scores.shape[:-2] or output_mm.shape[-2] != scores.shape[-2]:
         raise Unplannable("P V and Q K^T differ in batch or query dimensions")
-    return AttentionPattern(scores, output_mm, logits, output, core, frozenset(logit_ids))
+    return AttentionPattern(scores, output_mm, logits, output, core, frozenset(logit_ids),
+                            masked_rows is not None, product_element)
 
 
 def _depends_on_matmul(node: Node) -> bool:
@@ -410,6 +474,13 @@ def _plan(pattern: AttentionPattern, outputs, config: AttentionConfig, kernel,
             raise Unplannable("split keys combine partials in P V's order; this output "
                               "transposes dimensions of more than one element")
         splits = 1
+    if splits > 1 and pattern.zeroes_masked_rows:
+        # A split whose keys are all masked has no log-sum-exp to weigh its
+        # partial by; only one kernel over every key gives such a row zeros.
+        if config.split_kv is not None:
+            raise Unplannable("split keys are weighed by their log-sum-exp, which a row of "
+                              "masked keys zeroed by the softmax has none of")
+        splits = 1
     splits = max(1, min(splits, key_tiles))
     chunk = ceil_div(key_tiles, splits) * block_n
     splits = ceil_div(n_extent, chunk)
@@ -473,7 +544,9 @@ def _plan(pattern: AttentionPattern, outputs, config: AttentionConfig, kernel,
 
 def _element_bytes(pattern: AttentionPattern) -> int:
     """Bytes of one element of K and V (the wider of the two)."""
-    return max(ELEMENT_BYTES[mm.operands[1].element] for mm in (pattern.scores, pattern.output_mm))
+    elements = [pattern.scores.operands[1].element,
+                pattern.product_element or pattern.output_mm.operands[1].element]
+    return max(ELEMENT_BYTES[element] for element in elements)
 
 
 def _product(values) -> int:
@@ -518,7 +591,12 @@ class AttentionGenerator(Generator):
         m_final, l_final, acc = body.finals
         out_shape = self._shape(out_axes)
         if plan.s_axis is None:
-            value = b.elementwise("div", [acc, l_final], {}, "f32", out_shape)
+            total = l_final
+            if pattern.zeroes_masked_rows:
+                # A row whose keys are all masked has l = 0 and acc = 0.
+                tiny = b.constant(_TINY, "f32", self._shape(frozenset()))
+                total = b.elementwise("maximum", [l_final, tiny], {}, "f32", self._shape(rows))
+            value = b.elementwise("div", [acc, total], {}, "f32", out_shape)
             self._store_value(0, output_view(pattern), pattern.output.element,
                               self._cast_value(value, "f32", pattern.output.element, out_axes),
                               out_axes, plan.output_map)
@@ -572,10 +650,15 @@ class AttentionGenerator(Generator):
         out_axes = frozenset({row, e_axis})
         scaled = b.elementwise("mul", [acc, alpha], {}, "f32", self._shape(out_axes))
         v = self.gen(pattern.output_mm.operands[1], plan.v_map)
+        precision = pattern.output_mm.attrs.get("precision")
+        if pattern.product_element is not None:
+            # V holds half floats: narrowing it back is exact.
+            v = Tile(self._cast_value(v.value, v.element, pattern.product_element, v.axes),
+                     v.axes, pattern.product_element)
+            precision = None
         p_cast = self._cast_value(p, "f32", v.element, scores_axes)
-        acc_new = b.dot(p_cast, self._spread(v, {n_axis, e_axis}), scaled,
-                        pattern.output_mm.attrs.get("precision"), self._shape(out_axes),
-                        (row, n_axis, e_axis))
+        acc_new = b.dot(p_cast, self._spread(v, {n_axis, e_axis}), scaled, precision,
+                        self._shape(out_axes), (row, n_axis, e_axis))
         return [m_new, l_new, acc_new]
 
     def _spread(self, tile: Tile, axes) -> object:

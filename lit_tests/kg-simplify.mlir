@@ -1,0 +1,161 @@
+// kg-simplify takes a batched product in the shape of the reshape that uses
+// it, and runs an f32 product of half floats widened to f32 (under views
+// and scalar factors) as a product of the half floats, the factors applied
+// once to its f32 result.
+// RUN: kgc-opt %s --kg-simplify --kgc-dce | FileCheck %s
+// Attention written with bmm, as scaled_dot_product_attention's math path
+// writes it, is then one attention kernel:
+// RUN: kgc-opt %s --kg-decompose --kg-simplify --kgc-cse --kgc-dce --kg-fuse | FileCheck %s --check-prefix=FUSE
+
+// Heads merged with the batch for bmm and split again: the product takes
+// the 4-d shape, its operands' reshapes fold away.
+// CHECK-LABEL: func.func @bmm_heads
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x4x16x32xf32>, %[[K:.*]]: tensor<2x4x32x24xf32>)
+// CHECK-NEXT: %[[S:.*]] = kg.matmul %[[Q]], %[[K]] : (tensor<2x4x16x32xf32>, tensor<2x4x32x24xf32>) -> tensor<2x4x16x24xf32>
+// CHECK-NEXT: return %[[S]]
+func.func @bmm_heads(%q: tensor<2x4x16x32xf32>, %k: tensor<2x4x32x24xf32>) -> tensor<2x4x16x24xf32> {
+  %0 = kg.reshape %q : tensor<2x4x16x32xf32> -> tensor<8x16x32xf32>
+  %1 = kg.reshape %k : tensor<2x4x32x24xf32> -> tensor<8x32x24xf32>
+  %2 = kg.matmul %0, %1 : (tensor<8x16x32xf32>, tensor<8x32x24xf32>) -> tensor<8x16x24xf32>
+  %3 = kg.reshape %2 : tensor<8x16x24xf32> -> tensor<2x4x16x24xf32>
+  return %3 : tensor<2x4x16x24xf32>
+}
+
+// An operand that is no reshape is reshaped to the new batch.
+// CHECK-LABEL: func.func @bmm_operand_reshaped
+// CHECK: %[[B:.*]] = kg.reshape %arg1 : tensor<8x32x24xf32> -> tensor<2x4x32x24xf32>
+// CHECK: kg.matmul %arg0, %[[B]] : (tensor<2x4x16x32xf32>, tensor<2x4x32x24xf32>) -> tensor<2x4x16x24xf32>
+func.func @bmm_operand_reshaped(%q: tensor<2x4x16x32xf32>, %k: tensor<8x32x24xf32>) -> tensor<2x4x16x24xf32> {
+  %0 = kg.reshape %q : tensor<2x4x16x32xf32> -> tensor<8x16x32xf32>
+  %2 = kg.matmul %0, %k : (tensor<8x16x32xf32>, tensor<8x32x24xf32>) -> tensor<8x16x24xf32>
+  %3 = kg.reshape %2 : tensor<8x16x24xf32> -> tensor<2x4x16x24xf32>
+  return %3 : tensor<2x4x16x24xf32>
+}
+
+// A linear layer's 2-d product viewed as 3-d keeps its shape: a batch of
+// one exposes nothing, and the library takes 2-d products.
+// CHECK-LABEL: func.func @linear_view_kept
+// CHECK: kg.matmul %{{.*}}, %arg1 : (tensor<16x32xf32>, tensor<32x24xf32>) -> tensor<16x24xf32>
+// CHECK: kg.reshape %{{.*}} : tensor<16x24xf32> -> tensor<1x16x24xf32>
+func.func @linear_view_kept(%x: tensor<1x16x32xf32>, %w: tensor<32x24xf32>) -> tensor<1x16x24xf32> {
+  %0 = kg.reshape %x : tensor<1x16x32xf32> -> tensor<16x32xf32>
+  %1 = kg.matmul %0, %w : (tensor<16x32xf32>, tensor<32x24xf32>) -> tensor<16x24xf32>
+  %2 = kg.reshape %1 : tensor<16x24xf32> -> tensor<1x16x24xf32>
+  return %2 : tensor<1x16x24xf32>
+}
+
+// A product read in its own shape too would be computed twice: left alone.
+// CHECK-LABEL: func.func @bmm_used_twice
+// CHECK: kg.matmul %{{.*}}, %{{.*}} : (tensor<8x16x32xf32>, tensor<8x32x24xf32>) -> tensor<8x16x24xf32>
+func.func @bmm_used_twice(%q: tensor<2x4x16x32xf32>, %k: tensor<8x32x24xf32>) -> (tensor<2x4x16x24xf32>, tensor<8x16x24xf32>) {
+  %0 = kg.reshape %q : tensor<2x4x16x32xf32> -> tensor<8x16x32xf32>
+  %2 = kg.matmul %0, %k : (tensor<8x16x32xf32>, tensor<8x32x24xf32>) -> tensor<8x16x24xf32>
+  %3 = kg.reshape %2 : tensor<8x16x24xf32> -> tensor<2x4x16x24xf32>
+  return %3, %2 : tensor<2x4x16x24xf32>, tensor<8x16x24xf32>
+}
+
+// f16 widened and scaled, through a transpose: an f16 product, the scales'
+// product applied to its f32 result.
+// CHECK-LABEL: func.func @widened_scaled
+// CHECK-SAME: (%[[A:.*]]: tensor<16x32xf16>, %[[B:.*]]: tensor<24x32xf16>)
+// CHECK: %[[T:.*]] = kg.transpose %[[B]] [1, 0] : tensor<24x32xf16> -> tensor<32x24xf16>
+// CHECK: %[[P:.*]] = kg.matmul %[[A]], %[[T]] : (tensor<16x32xf16>, tensor<32x24xf16>) -> tensor<16x24xf32>
+// CHECK: %[[C:.*]] = kg.constant 1.250000e-01 : tensor<f32>
+// CHECK: %[[R:.*]] = kg.mul %[[P]], %[[C]]
+// CHECK: return %[[R]]
+func.func @widened_scaled(%a: tensor<16x32xf16>, %b: tensor<24x32xf16>) -> tensor<16x24xf32> {
+  %c = kg.constant 2.500000e-01 : tensor<f32>
+  %h = kg.constant 5.000000e-01 : tensor<f32>
+  %0 = kg.cast %a : tensor<16x32xf16> to tensor<16x32xf32>
+  %1 = kg.mul %0, %c : (tensor<16x32xf32>, tensor<f32>) -> tensor<16x32xf32>
+  %2 = kg.cast %b : tensor<24x32xf16> to tensor<24x32xf32>
+  %3 = kg.transpose %2 [1, 0] : tensor<24x32xf32> -> tensor<32x24xf32>
+  %4 = kg.mul %h, %3 : (tensor<f32>, tensor<32x24xf32>) -> tensor<32x24xf32>
+  %5 = kg.matmul %1, %4 : (tensor<16x32xf32>, tensor<32x24xf32>) -> tensor<16x24xf32>
+  return %5 : tensor<16x24xf32>
+}
+
+// bf16 widened without a scale: the product alone.
+// CHECK-LABEL: func.func @widened_bf16
+// CHECK-NEXT: %[[P:.*]] = kg.matmul %arg0, %arg1 : (tensor<16x32xbf16>, tensor<32x24xbf16>) -> tensor<16x24xf32>
+// CHECK-NEXT: return %[[P]]
+func.func @widened_bf16(%a: tensor<16x32xbf16>, %b: tensor<32x24xbf16>) -> tensor<16x24xf32> {
+  %0 = kg.cast %a : tensor<16x32xbf16> to tensor<16x32xf32>
+  %1 = kg.cast %b : tensor<32x24xbf16> to tensor<32x24xf32>
+  %2 = kg.matmul %0, %1 : (tensor<16x32xf32>, tensor<32x24xf32>) -> tensor<16x24xf32>
+  return %2 : tensor<16x24xf32>
+}
+
+// One operand is f32 of its own: its values need an f32 product.
+// CHECK-LABEL: func.func @one_side_f32
+// CHECK: kg.matmul %{{.*}}, %arg1 : (tensor<16x32xf32>, tensor<32x24xf32>) -> tensor<16x24xf32>
+func.func @one_side_f32(%a: tensor<16x32xf16>, %b: tensor<32x24xf32>) -> tensor<16x24xf32> {
+  %0 = kg.cast %a : tensor<16x32xf16> to tensor<16x32xf32>
+  %1 = kg.matmul %0, %b : (tensor<16x32xf32>, tensor<32x24xf32>) -> tensor<16x24xf32>
+  return %1 : tensor<16x24xf32>
+}
+
+// f16 against bf16: no half type holds both.
+// CHECK-LABEL: func.func @mixed_halves
+// CHECK: kg.matmul %{{.*}}, %{{.*}} : (tensor<16x32xf32>, tensor<32x24xf32>) -> tensor<16x24xf32>
+func.func @mixed_halves(%a: tensor<16x32xf16>, %b: tensor<32x24xbf16>) -> tensor<16x24xf32> {
+  %0 = kg.cast %a : tensor<16x32xf16> to tensor<16x32xf32>
+  %1 = kg.cast %b : tensor<32x24xbf16> to tensor<32x24xf32>
+  %2 = kg.matmul %0, %1 : (tensor<16x32xf32>, tensor<32x24xf32>) -> tensor<16x24xf32>
+  return %2 : tensor<16x24xf32>
+}
+
+// A factor that is a tensor, not a scalar, scales each element differently:
+// it cannot move past the sum.
+// CHECK-LABEL: func.func @scaled_by_tensor
+// CHECK: kg.matmul %{{.*}}, %{{.*}} : (tensor<16x32xf32>, tensor<32x24xf32>) -> tensor<16x24xf32>
+func.func @scaled_by_tensor(%a: tensor<16x32xf16>, %b: tensor<32x24xf16>, %s: tensor<32xf32>) -> tensor<16x24xf32> {
+  %0 = kg.cast %a : tensor<16x32xf16> to tensor<16x32xf32>
+  %1 = kg.mul %0, %s : (tensor<16x32xf32>, tensor<32xf32>) -> tensor<16x32xf32>
+  %2 = kg.cast %b : tensor<32x24xf16> to tensor<32x24xf32>
+  %3 = kg.matmul %1, %2 : (tensor<16x32xf32>, tensor<32x24xf32>) -> tensor<16x24xf32>
+  return %3 : tensor<16x24xf32>
+}
+
+// scaled_dot_product_attention's math path over f16 heads with a padding
+// mask: Q and K widened and scaled by 1/sqrt(sqrt(d)), bmm over merged
+// heads, the safe softmax (rows of masked keys give zeros), P V in f32 over
+// widened V, rounded to f16.
+// CHECK-LABEL: func.func @math_path_attention
+// CHECK: %[[S:.*]] = kg.matmul %arg0, %{{.*}} : (tensor<1x4x16x32xf16>, tensor<1x4x32x24xf16>) -> tensor<1x4x16x24xf32>
+// CHECK: kg.mul %[[S]], %{{.*}} : (tensor<1x4x16x24xf32>, tensor<f32>)
+// CHECK: kg.matmul %{{.*}}, %{{.*}} : (tensor<1x4x16x24xf32>, tensor<1x4x24x32xf32>) -> tensor<1x4x16x32xf32>
+// FUSE-LABEL: func.func @math_path_attention
+// FUSE: kg.kernel @math_path_attention_0_attention(
+// FUSE-NOT: kg.kernel
+// FUSE: return
+func.func @math_path_attention(%q: tensor<1x4x16x32xf16>, %k: tensor<1x4x24x32xf16>, %v: tensor<1x4x24x32xf16>, %mask: tensor<1x1x16x24xf32>) -> tensor<1x4x16x32xf16> {
+  %s = kg.constant 0.42044820762685725 : tensor<f32>
+  %q32 = kg.cast %q : tensor<1x4x16x32xf16> to tensor<1x4x16x32xf32>
+  %qs = kg.mul %q32, %s : (tensor<1x4x16x32xf32>, tensor<f32>) -> tensor<1x4x16x32xf32>
+  %k32 = kg.cast %k : tensor<1x4x24x32xf16> to tensor<1x4x24x32xf32>
+  %kt = kg.transpose %k32 [0, 1, 3, 2] : tensor<1x4x24x32xf32> -> tensor<1x4x32x24xf32>
+  %ks = kg.mul %kt, %s : (tensor<1x4x32x24xf32>, tensor<f32>) -> tensor<1x4x32x24xf32>
+  %q3 = kg.reshape %qs : tensor<1x4x16x32xf32> -> tensor<4x16x32xf32>
+  %k3 = kg.reshape %ks : tensor<1x4x32x24xf32> -> tensor<4x32x24xf32>
+  %s3 = kg.matmul %q3, %k3 : (tensor<4x16x32xf32>, tensor<4x32x24xf32>) -> tensor<4x16x24xf32>
+  %s4 = kg.reshape %s3 : tensor<4x16x24xf32> -> tensor<1x4x16x24xf32>
+  %x = kg.add %s4, %mask : (tensor<1x4x16x24xf32>, tensor<1x1x16x24xf32>) -> tensor<1x4x16x24xf32>
+  %p = kg.softmax %x dim 3 : tensor<1x4x16x24xf32>
+  %ninf = kg.constant 0xFFF0000000000000 : tensor<f32>
+  %masked = kg.cmp eq %x, %ninf : (tensor<1x4x16x24xf32>, tensor<f32>) -> tensor<1x4x16x24xi1>
+  %kept = kg.logical_not %masked : tensor<1x4x16x24xi1>
+  %kept16 = kg.cast %kept : tensor<1x4x16x24xi1> to tensor<1x4x16x24xf16>
+  %anyk = kg.reduce max %kept16 dims [3] keepdim : tensor<1x4x16x24xf16> -> tensor<1x4x16x1xf16>
+  %anyb = kg.cast %anyk : tensor<1x4x16x1xf16> to tensor<1x4x16x1xi1>
+  %none = kg.logical_not %anyb : tensor<1x4x16x1xi1>
+  %zero = kg.constant 0.000000e+00 : tensor<1x4x16x24xf32>
+  %safe = kg.select %none, %zero, %p : (tensor<1x4x16x1xi1>, tensor<1x4x16x24xf32>, tensor<1x4x16x24xf32>) -> tensor<1x4x16x24xf32>
+  %v32 = kg.cast %v : tensor<1x4x24x32xf16> to tensor<1x4x24x32xf32>
+  %p3 = kg.reshape %safe : tensor<1x4x16x24xf32> -> tensor<4x16x24xf32>
+  %v3 = kg.reshape %v32 : tensor<1x4x24x32xf32> -> tensor<4x24x32xf32>
+  %o3 = kg.matmul %p3, %v3 : (tensor<4x16x24xf32>, tensor<4x24x32xf32>) -> tensor<4x16x32xf32>
+  %o4 = kg.reshape %o3 : tensor<4x16x32xf32> -> tensor<1x4x16x32xf32>
+  %o = kg.cast %o4 : tensor<1x4x16x32xf32> to tensor<1x4x16x32xf16>
+  return %o : tensor<1x4x16x32xf16>
+}
