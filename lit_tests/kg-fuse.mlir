@@ -6,18 +6,22 @@
 // The first part of this file is composite (softmax, norms, f16 math) and
 // runs through kg-decompose first:
 // RUN: kgc-opt %s --kg-decompose --kg-fuse | FileCheck %s
-// The attention kernels of the first part without the attention fusion:
-// RUN: kgc-opt %s --kg-decompose --kg-fuse='fuse-attention=false' | FileCheck %s --check-prefix=NOATT
+// The attention kernels of the first part without the attention fusion
+// (and with skinny-prologue off, which keeps a softmax over the k of more
+// than 16 rows out of a product, to show the softmax as a prologue):
+// RUN: kgc-opt %s --kg-decompose --kg-fuse='fuse-attention=false rules-off=skinny-prologue' | FileCheck %s --check-prefix=NOATT
 // The second part, from the line `// PRIMITIVE INPUT`, is made of primitives
 // already and runs through kg-fuse alone:
 // RUN: sed -n '/^\/\/ PRIMITIVE INPUT$/,$p' %s | kgc-opt --kg-fuse | FileCheck %s --check-prefix=PRIM
 
 // A dynamic extent (`?`) is partitioned as at EXTENT_HINT (256) rows, and
-// the kernel keeps it in its types: at 256 rows one program covers the 64
-// columns, so the norm folds into the product, with its bias and GELU.
+// the kernels keep it in their types: at 256 rows (more than a skinny
+// product's) the norm is a kernel of its own, the product takes its bias
+// and GELU.
 // CHECK-LABEL: func.func @dynamic_rows(
-// CHECK: %[[Y:.*]] = kg.kernel @dynamic_rows_0_matmul(%arg0, %arg1, %arg2, %arg3) : (tensor<?x128xf16>, tensor<128xf16>, tensor<128x64xf16>, tensor<64xf16>) -> tensor<?x64xf16>
+// CHECK: %[[N:.*]] = kg.kernel @dynamic_rows_0_reduction(%arg0, %arg1) : (tensor<?x128xf16>, tensor<128xf16>) -> tensor<?x128xf16>
 // CHECK: kg.reduce sum %{{.*}} dims [1] keepdim : tensor<?x128xf32> -> tensor<?x1xf32>
+// CHECK: %[[Y:.*]] = kg.kernel @dynamic_rows_1_matmul(%[[N]], %arg2, %arg3) : (tensor<?x128xf16>, tensor<128x64xf16>, tensor<64xf16>) -> tensor<?x64xf16>
 // CHECK: kg.matmul %{{.*}}, %{{.*}} : (tensor<?x128xf16>, tensor<128x64xf16>) -> tensor<?x64xf16>
 // CHECK: kg.gelu %{{.*}} : tensor<?x64xf32>
 // CHECK-NOT: kg.kernel
@@ -964,7 +968,7 @@ func.func @read_inside_a_loop(%x: tensor<8xf32>, %n: index) -> tensor<8xf32> {
 // RUN: sed -n '/^\/\/ PARTITIONS AND DECISIONS$/,$p' %s | kgc-opt --kg-fuse='function=part_gated_mlp partition=0,2;1,3' | FileCheck %s --check-prefix=GIVEN
 // RUN: sed -n '/^\/\/ PARTITIONS AND DECISIONS$/,$p' %s | kgc-opt --pass-pipeline='builtin.module(kg-fuse{function=part_rmsnorm_matmul partition=0,1,3,5,6,7,8;9})' | FileCheck %s --check-prefix=NOFOLD
 // RUN: sed -n '/^\/\/ PARTITIONS AND DECISIONS$/,$p' %s | kgc-opt --kg-fuse='fold-rms-norm=false' | FileCheck %s --check-prefixes=NOFOLD,NOFOLD-ALL
-// RUN: sed -n '/^\/\/ PARTITIONS AND DECISIONS$/,$p' %s | kgc-opt --kg-fuse='fuse-epilogue=false fuse-attention=false' | FileCheck %s --check-prefix=NOEPI
+// RUN: sed -n '/^\/\/ PARTITIONS AND DECISIONS$/,$p' %s | kgc-opt --kg-fuse='fuse-epilogue=false fuse-attention=false rules-off=skinny-prologue' | FileCheck %s --check-prefix=NOEPI
 // RUN: sed -n '/^\/\/ PARTITIONS AND DECISIONS$/,$p' %s | kgc-opt --kg-fuse='fuse-prologue=false fuse-attention=false' | FileCheck %s --check-prefix=NOPRO
 // RUN: sed -n '/^\/\/ PARTITIONS AND DECISIONS$/,$p' %s | kgc-opt --kg-fuse='merge-siblings=false' | FileCheck %s --check-prefix=NOSIB
 // RUN: sed -n '/^\/\/ PARTITIONS AND DECISIONS$/,$p' %s | kgc-opt --kg-fuse='merge-reductions=false' | FileCheck %s --check-prefix=NORED
@@ -1051,7 +1055,8 @@ func.func @part_gated_mlp(%x: tensor<32x256xf32>, %w1: tensor<256x512xf32>, %w2:
 }
 
 // Without epilogues the softmax leaves the scores' kernel and becomes the
-// prologue of the second matmul.
+// prologue of the second matmul (skinny-prologue, which would keep it a
+// kernel of its own at 64 rows, off).
 // NOEPI-LABEL: func.func @part_attention(
 // NOEPI-NEXT: %[[S:.*]] = kg.kernel @part_attention_0_matmul(%arg1, %arg0)
 // NOEPI-NEXT: ^bb0

@@ -172,8 +172,9 @@ def test_a_result_broadcast_over_the_k_loop_is_stored_at_every_step(queries, key
     # The mask varies along the queries only, so its value was made once,
     # before the loop over the keys, and stored after it: one block of
     # keys written, the rest left as whatever memory held (inf and NaN on
-    # a GPU). Its store must run over every key block.
+    # a GPU). Its store must run over every key block. (Past 16 queries
+    # kgc's default keeps the softmax out of the product: skinny-prologue.)
     graph = attention_storing_its_mask(queries, keys, dim)
-    module = tiled(graph)
+    module = tiled(graph, "rules-off=skinny-prologue")
     assert len(kernels_in(module)) == 1
     _check_tiled_against_the_reference(graph, module, seed=queries * 1000 + keys)

@@ -148,7 +148,7 @@ def test_the_example_proposes_the_norm_apart_folded_and_no_fusion():
 
 def test_a_norm_over_a_short_k_loop_is_folded_by_default():
     # 500 k steps: the fold saves the norm's kernel (benchmarks/NOTES.md).
-    proposals = _proposals(_case("rmsnorm_matmul-33x500x100").graph("f16"))
+    proposals = _proposals(_case("rmsnorm_matmul-13x500x100").graph("f16"))
     assert [(len(p.groups), p.origin) for p in proposals][:2] == [
         (1, "default"), (2, "fold-rms-norm=false")]
 
@@ -376,10 +376,11 @@ def test_signatures_name_a_groups_content():
         with ir.Context() as context:
             module = _decomposed(context, graph_source)
             graph = FusionGraph.of_function(_function(module))
-            # Without the attention fusion: two kernels (scores, then the
-            # softmax with P V).
-            return [graph.signature(g) for g in
-                    greedy_partition(graph, FusionDecisions(fuse_attention=False)).groups]
+            # Without the attention fusion (and with skinny-prologue off):
+            # two kernels (scores, then the softmax with P V).
+            decisions = FusionDecisions(fuse_attention=False,
+                                        rules_off=frozenset({"skinny-prologue"}))
+            return [graph.signature(g) for g in greedy_partition(graph, decisions).groups]
 
     small, again = (signatures(_case("attention-1x1x300x40").graph("f32")) for _ in range(2))
     assert small == again and len(set(small)) == 2
@@ -393,7 +394,7 @@ def test_signatures_name_a_groups_content():
 
 
 @pytest.mark.parametrize("name, dtype", [("attention-2x4x100x64", "f32"),
-                                         ("rmsnorm_matmul-33x500x100", "bf16"),
+                                         ("rmsnorm_matmul-13x500x100", "bf16"),
                                          ("layernorm_then_softmax-17x1000", "f32")])
 def test_a_reused_plan_tiles_as_a_fresh_one(name, dtype):
     def tiled(shared: bool) -> str:
@@ -500,3 +501,19 @@ def test_a_prologue_one_program_computes_once_or_of_multiplies_stays_in():
     gamma, w = graph.input("gamma", (512,), "f16"), graph.input("w", (2048, 512), "f16")
     graph.output(graph.matmul(graph.mul(graph.mul(x, r), gamma), graph.transpose(w, [1, 0])))
     assert _kernels_after_fusion(graph) == ["0_matmul"]
+
+
+@pytest.mark.parametrize("rows,fused", [(1, True), (16, True), (17, False), (64, False)])
+def test_a_norm_folds_into_a_skinny_product_alone_even_where_few_programs_repeat_it(rows, fused):
+    # 256 columns, 512 k: four programs along n would repeat the norm, few
+    # enough for a prologue, but past 16 rows its programs walk their rows'
+    # k for the statistics, the dot and the stores where a norm kernel
+    # spreads the rows over the SMs (Gemma 2 at 64 tokens). The rule turned
+    # off (the search tries it) folds it.
+    graph = kgc.Graph("norm_then_product")
+    x, gamma = graph.input("x", (rows, 512), "f16"), graph.input("gamma", (512,), "f16")
+    w = graph.input("w", (512, 256), "f16")
+    graph.output(graph.matmul(graph.rms_norm(x, gamma, eps=1e-6), w))
+    folded = ["0_matmul"]
+    assert (_kernels_after_fusion(graph) == folded) == fused
+    assert _kernels_after_fusion(graph, "rules-off=skinny-prologue") == folded

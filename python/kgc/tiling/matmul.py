@@ -124,10 +124,21 @@ class MatmulSchedule(Schedule):
         # search (an H200): 16 x 4096 -> 6144 32.4 against 21.6 apart,
         # 16 x 4096 -> 4096 19.3 / 15.7, 3 x 1000 -> 777 12.3 / 6.3
         # (benchmarks/NOTES.md). The search still tries the fold.
-        if (plan.extents[k_axis] > _FOLD_MAX_K
-                and any(k_axis in axes for node, axes in plan.reduce_axes.items()
-                        if node.op == "reduce")):
+        folds_norm = any(k_axis in axes for node, axes in plan.reduce_axes.items()
+                         if node.op == "reduce")
+        if folds_norm and plan.extents[k_axis] > _FOLD_MAX_K:
             return NORM_OVER_LONG_K
+        # Past a skinny product's rows a folded norm costs more than its
+        # kernel even where few programs along n repeat it: the few
+        # programs each walk their rows' k once for the statistics, again
+        # for the dot, and again to store what other kernels read of the
+        # norm, where a norm kernel spreads those rows over the SMs. Gemma
+        # 2's second norm folded into its key and value projections at 64
+        # tokens (64 x 512 -> 2 x 256, 4 programs) took 26.7 us where the
+        # norm's kernel and the bare products took 5.7; the forward went
+        # 93.8 -> 72.7 us without folds (an H200; benchmarks/NOTES.md).
+        if folds_norm and plan.knob_extents.get("m", 1) > SKINNY_ROWS:
+            return SKINNY_PROLOGUE
         if ceil_div(plan.extents[n_axis], plan.tile[n_axis]) <= _PROLOGUE_READERS:
             return None
         rows = [elementwise_op(op) for op in plan.reads.prologue_ops]
