@@ -1,7 +1,7 @@
-"""Where a model's forward time goes, kernel by kernel: kgc's against Inductor's.
+"""Where a model's forward (or training step's) time goes, kernel by kernel: kgc's against Inductor's.
 
     python benchmarks/model_kernels.py MODEL[,MODEL...] [--tokens 1,64,512] [--top 16]
-                                       [--json results.json]
+                                       [--train [--batch 4]] [--json results.json]
 
 For each model of the suite (`kgc.bench.models`, GPU size, f16) and each
 token count: `torch.compile(model.forward)` with kgc's backend and with
@@ -12,6 +12,12 @@ kgc's, its grid, warps and stages and the aten ops it computes (what
 CPU, Dynamo captures other attention ops and sometimes other dtypes).
 This is the map that shows which fused kernel loses and what it holds
 (benchmarks/NOTES.md, "Every model's forward rows").
+
+With `--train`, each contender runs the suite's training step instead
+(`kgc.bench.model_train`: f32 master weights, the forward under bf16
+autocast with the labels, the backward; no optimizer step) over `--batch`
+sequences of each token count, and kgc's kernels are those of the forward
+and the backward graph.
 """
 
 from __future__ import annotations
@@ -31,25 +37,48 @@ PROFILED_CALLS = 10
 _OVERLOAD = re.compile(r"^aten\.|\.(default|Tensor|Scalar|self|dim|start_step|Tensor_Scalar)\b")
 
 
-def _profile(forward, ids, extra: dict) -> dict[str, tuple[float, int]]:
-    """kernel name -> (GPU us per forward, launches per forward)."""
-    with torch.no_grad():
-        for _ in range(WARMUP_CALLS):
-            forward(ids, **extra)
+def _profile(call) -> dict[str, tuple[float, int]]:
+    """kernel name -> (GPU us per call, launches per call)."""
+    for _ in range(WARMUP_CALLS):
+        call()
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    call()
+    print(f"   (peak memory of one call: {torch.cuda.max_memory_allocated() / 2**20:.0f} MiB)")
+    with profile(activities=[ProfilerActivity.CUDA]) as profiler:
+        for _ in range(PROFILED_CALLS):
+            call()
         torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as profiler:
-            for _ in range(PROFILED_CALLS):
-                forward(ids, **extra)
-            torch.cuda.synchronize()
     return {event.key: (event.device_time_total / PROFILED_CALLS,
                         event.count // PROFILED_CALLS)
             for event in profiler.key_averages()
             if event.device_type == torch.autograd.DeviceType.CUDA}
 
 
-def _kgc_kernels(model, ids, extra: dict) -> tuple[dict, dict]:
-    """kgc's profile of the forward, and per kgc kernel its launch shape
-    and the aten ops it computes."""
+def _caller(model, ids, extra: dict, backend, train: bool):
+    """The profiled call: a forward without grad, or a training step, of
+    `model` with its forward compiled by `backend`."""
+    if train:
+        from kgc.bench.model_train import trainable_copy, training_step
+
+        trained = trainable_copy(model, "train", 0)
+        trained.forward = torch.compile(trained.forward, backend=backend)
+
+        def step():
+            trained.zero_grad(set_to_none=True)
+            training_step(trained, ids, autocast=True)
+        return step
+    forward = torch.compile(model.forward, backend=backend)
+
+    def call():
+        with torch.no_grad():
+            forward(ids, **extra)
+    return call
+
+
+def _kgc_kernels(model, ids, extra: dict, train: bool) -> tuple[dict, dict]:
+    """kgc's profile of the call, and per kgc kernel its launch shape and
+    the aten ops it computes."""
     compiled = []
 
     def keep(graph, mode):
@@ -59,7 +88,7 @@ def _kgc_kernels(model, ids, extra: dict) -> tuple[dict, dict]:
 
     torch._dynamo.reset()
     backend = Backend(compile_graph=keep, describe_kernels=True)
-    times = _profile(torch.compile(model.forward, backend=backend), ids, extra)
+    times = _profile(_caller(model, ids, extra, backend, train))
     kernels = {}
     for report in backend.reports:
         for partition in report.partitions:
@@ -79,8 +108,8 @@ def _rows(times: dict, kernels: dict | None, top: int) -> list[dict]:
             for name, (us, launches) in ranked]
 
 
-def _print(label: str, total_us: float, rows: list[dict]) -> None:
-    print(f"== {label}: {total_us:.1f} us of GPU time per forward")
+def _print(label: str, total_us: float, rows: list[dict], what: str) -> None:
+    print(f"== {label}: {total_us:.1f} us of GPU time per {what}")
     for row in rows:
         shape = (f" grid {tuple(row['grid'])} w{row['num_warps']} s{row['num_stages']}"
                  + (" (library)" if row.get("library") else "")) if "grid" in row else ""
@@ -94,25 +123,34 @@ def main() -> None:
     parser.add_argument("models", help="model names of the suite, comma-separated")
     parser.add_argument("--tokens", default="1,64,512", help="token counts, comma-separated")
     parser.add_argument("--top", type=int, default=16, help="kernels shown per contender")
+    parser.add_argument("--train", action="store_true",
+                        help="profile a training step (forward and backward) instead")
+    parser.add_argument("--batch", type=int, default=None,
+                        help="sequences per call (default: 1, or 4 with --train)")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
+    batch = args.batch or (4 if args.train else 1)
+    what = "training step" if args.train else "forward"
     results = []
     for name in args.models.split(","):
         spec = models.CATALOGUE[name]
-        model = spec.build(models.GPU, 0).to("cuda", torch.float16).eval()
-        # A decoder runs without its cache, as the suite's forward rows do.
+        model = spec.build(models.GPU, 0).to("cuda")
+        # A training step trains an f32 copy under bf16 autocast; a forward
+        # runs in f16 without the decoder's cache, as the suite's rows do.
+        model = model.eval() if args.train else model.to(torch.float16).eval()
         extra = {"use_cache": False} if spec.decoder else {}
         for tokens in map(int, args.tokens.split(",")):
-            ids = torch.randint(1, model.config.vocab_size, (1, tokens), device="cuda")
-            times, kernels = _kgc_kernels(model, ids, extra)
+            ids = torch.randint(1, model.config.vocab_size, (batch, tokens), device="cuda")
+            times, kernels = _kgc_kernels(model, ids, extra, args.train)
             torch._dynamo.reset()
-            inductor = _profile(torch.compile(model.forward, backend="inductor"), ids, extra)
+            inductor = _profile(_caller(model, ids, extra, "inductor", args.train))
             for contender, measured, described in (("kgc", times, kernels),
                                                    ("inductor", inductor, None)):
                 total = sum(us for us, _ in measured.values())
                 rows = _rows(measured, described, args.top)
-                _print(f"{name} {tokens} tokens, {contender}", total, rows)
-                results.append({"model": name, "tokens": tokens, "contender": contender,
+                _print(f"{name} {batch}x{tokens} tokens, {contender}", total, rows, what)
+                results.append({"model": name, "batch": batch, "tokens": tokens,
+                                "train": args.train, "contender": contender,
                                 "gpu_us": total, "kernels": rows})
         del model
         torch.cuda.empty_cache()

@@ -8,11 +8,19 @@ once per function (`plan_memory`), and the plan travels in manifest.json;
 the runtime (`kgc.runtime`) and the C export (`kgc.export`) both place the
 intermediates where the plan says, and size the workspace from it.
 
-Every intermediate keeps its own bytes (no two share them, even where
-their lifetimes do not overlap), placed in launch order, each offset a
-multiple of the plan's alignment: 256 bytes, what torch's CUDA allocations
-and cuMemAlloc's are aligned to at least, which covers what kernels assume
-of a pointer (16 bytes) and keeps every buffer's rows on whole cache lines.
+An intermediate is live from the first launch that writes it to the last
+that reads or writes it. Two intermediates share bytes only where their
+lives do not meet: the launches of a call run in order on one stream, so a
+buffer's bytes are free for another once the last kernel that reads it has
+run (a launch that reads one and writes the other keeps them apart). The
+plan places the largest first, each at the lowest offset that no placed
+intermediate live at the same time covers (greedy by size, first fit), so
+the workspace is about the most bytes live at once rather than the sum of
+every intermediate: a training step's backward holds hundreds of them.
+Each offset is a multiple of the plan's alignment: 256 bytes, what torch's
+CUDA allocations and cuMemAlloc's are aligned to at least, which covers what
+kernels assume of a pointer (16 bytes) and keeps every buffer's rows on
+whole cache lines.
 """
 
 from __future__ import annotations
@@ -78,7 +86,8 @@ class MemoryPlan:
     def check(self, function: "Function") -> None:
         """KgcError naming the first thing that does not hold: every
         intermediate of `function` placed once, with its size, at an
-        aligned offset inside the workspace, overlapping no other."""
+        aligned offset inside the workspace, overlapping no other live at
+        the same time."""
         where = f"the memory plan of @{function.name}"
         if self.alignment < 1 or self.alignment & (self.alignment - 1):
             raise KgcError(f"{where}: alignment {self.alignment} is not a power of two")
@@ -88,6 +97,7 @@ class MemoryPlan:
             raise KgcError(f"{where} places buffers {sorted(placed)}; the function's "
                            f"intermediates are {sorted(wanted)}")
         spans = []
+        lives = lifetimes(function)
         for placement in self.intermediates:
             spec = function.buffers[placement.buffer]
             size = tensor_bytes(spec.shape, spec.dtype)
@@ -104,9 +114,13 @@ class MemoryPlan:
                                f"{self.workspace_bytes}")
             spans.append((placement.offset, placement.offset + size, placement.buffer))
         spans.sort()
-        for (_, end, first), (start, _, second) in zip(spans, spans[1:]):
-            if start < end:
-                raise KgcError(f"{where}: buffers {first} and {second} overlap")
+        for index, (_, end, first) in enumerate(spans):
+            for start, _, second in spans[index + 1:]:
+                if start >= end:
+                    break
+                if _meet(lives[first], lives[second]):
+                    raise KgcError(f"{where}: buffers {first} and {second} overlap while "
+                                   f"both are live")
 
 
 def intermediates_of(function: "Function") -> list[int]:
@@ -122,13 +136,40 @@ def intermediates_of(function: "Function") -> list[int]:
     return found
 
 
+def lifetimes(function: "Function") -> dict[int, tuple[int, int]]:
+    """{intermediate: (the first launch that writes it, the last launch that
+    reads or writes it)}, launches counted from 0."""
+    intermediates = set(intermediates_of(function))
+    lives: dict[int, tuple[int, int]] = {}
+    for index, launch in enumerate(function.launches):
+        for buffer in (*launch.inputs, *launch.outputs):
+            if buffer in intermediates:
+                lives[buffer] = (lives.get(buffer, (index, index))[0], index)
+    return lives
+
+
+def _meet(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[0] <= b[1] and b[0] <= a[1]
+
+
 def plan_memory(function: "Function", alignment: int = WORKSPACE_ALIGNMENT) -> MemoryPlan:
-    """The workspace of `function`: its intermediates one after another in
-    launch order, each at the next multiple of `alignment`."""
-    placements, end = [], 0
-    for buffer in intermediates_of(function):
-        spec = function.buffers[buffer]
-        size = tensor_bytes(spec.shape, spec.dtype)
-        placements.append(Placement(buffer, end, size))
-        end = _aligned(end + size, alignment)
-    return MemoryPlan(alignment, tuple(placements), end)
+    """The workspace of `function`: the largest intermediates first, each at
+    the lowest multiple of `alignment` that no intermediate live at the same
+    time covers. The placements are listed in launch order."""
+    lives = lifetimes(function)
+    order = intermediates_of(function)
+    sizes = {b: tensor_bytes(function.buffers[b].shape, function.buffers[b].dtype)
+             for b in order}
+    offsets: dict[int, int] = {}
+    for buffer in sorted(order, key=lambda b: (-sizes[b], lives[b][0])):
+        taken = sorted((offsets[other], offsets[other] + sizes[other]) for other in offsets
+                       if _meet(lives[other], lives[buffer]))
+        offset = 0
+        for start, end in taken:
+            if offset + sizes[buffer] <= start:
+                break
+            offset = max(offset, _aligned(end, alignment))
+        offsets[buffer] = offset
+    end = max((offsets[b] + sizes[b] for b in order), default=0)
+    return MemoryPlan(alignment, tuple(Placement(b, offsets[b], sizes[b]) for b in order),
+                      _aligned(end, alignment))
