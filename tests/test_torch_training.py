@@ -369,6 +369,7 @@ aten = torch.ops.aten
 def test_the_cuda_attention_backward_ops_convert(kind, heads, kv_heads):
     from kgc import reference
     from kgc.torch import convert_graph, unsupported_reason
+    from kgc.torch.partition import plan_partitions
 
     q = _randn(2, heads, 5, 16, requires_grad=True)
     k, v = (_randn(2, kv_heads, 7, 16, requires_grad=True) for _ in range(2))
@@ -404,6 +405,10 @@ def test_the_cuda_attention_backward_ops_convert(kind, heads, kv_heads):
                      None, 5, 7, 0.0, False)
     module, node = _backward_graph(target, arguments, values)
     assert unsupported_reason(node) is None
+    # It converts, but a partition leaves it to PyTorch's fused backward
+    # kernel, which kgc's products lose to on a GPU.
+    plan = plan_partitions(module, devices=None)
+    assert not plan.partitions and "fused backward kernel" in plan.fallbacks[node]
     converted = convert_graph(module, "attention_backward")
     inputs = [values[n.name] for n in module.graph.nodes if n.op == "placeholder"]
     inputs = [inputs[i] for i in converted.tensor_inputs]

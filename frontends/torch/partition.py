@@ -25,6 +25,12 @@ whole head leaves its pass-through part empty) is an op PyTorch keeps, and as
 an operand of a cat in a partition it cut the partition around it; without
 users it cuts nothing.
 
+The CUDA attention ops' backward (flash, memory-efficient, cuDNN) stays
+with PyTorch, which runs its fused backward kernel for them
+(`LIBRARY_BACKWARD`): kgc converts them (the CPU executor checks that
+conversion), but its products and elementwise ops from the saved
+logsumexp lost to that kernel seventy times over on a GPU.
+
 Ops over dynamic extents are supported when they can run padded to a bucket
 of them (`kgc.torch.buckets`); they are checked at the extents' example
 values.
@@ -47,7 +53,20 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 from kgc.torch.buckets import bucket_reason, symbols_of
 from kgc.torch.convert import is_compute, size_bindings, unsupported_reason
 
-__all__ = ["KgcSupport", "PartitionPlan", "plan_partitions"]
+__all__ = ["KgcSupport", "LIBRARY_BACKWARD", "PartitionPlan", "plan_partitions"]
+
+_aten = torch.ops.aten
+# Ops PyTorch computes with a fused backward kernel that kgc's conversion
+# loses to: the attention backward of the Llama-3-8B-shaped training step
+# took 13.3 ms of kgc's 31.0 ms of GPU time (products recomputing P from
+# the logsumexp, the keys' and values' gradients summed over each group),
+# where cuDNN's backward kernel took 0.19 ms (an H200; benchmarks/NOTES.md).
+LIBRARY_BACKWARD = {
+    _aten._scaled_dot_product_flash_attention_backward.default: "flash attention's",
+    _aten._scaled_dot_product_efficient_attention_backward.default:
+        "memory-efficient attention's",
+    _aten._scaled_dot_product_cudnn_attention_backward.default: "cuDNN's",
+}
 
 
 class KgcSupport(OperatorSupportBase):
@@ -65,6 +84,9 @@ class KgcSupport(OperatorSupportBase):
         if node in self._answers:
             return self._answers[node]
         reason = self.refused.get(node.name)
+        if reason is None and node.op == "call_function" and node.target in LIBRARY_BACKWARD:
+            reason = (f"PyTorch runs {LIBRARY_BACKWARD[node.target]} fused backward kernel for "
+                      "it, which kgc's products for the attention backward lose to")
         if reason is None and node.op == "call_function":
             reason = bucket_reason(node)
         if reason is None:
