@@ -938,6 +938,33 @@ def test_the_math_path_over_half_heads_is_one_attention_kernel(dtype, queries, k
     assert backend.kinds == [["attention"]], backend.kinds
 
 
+@pytest.mark.parametrize("permutation", [(1, 0), (0, 2, 1), (2, 0, 1)])
+def test_an_input_in_permuted_dense_layout_is_read_in_place(permutation):
+    # A transposed view (a weight's transpose the forward saves for the
+    # backward) is passed as its dense storage, permuted back inside the
+    # kernel graph, rather than copied to a contiguous tensor each call.
+    from kgc.torch import convert_graph
+
+    shape = (3, 17, 5)[:len(permutation)]
+    base = _randn(*[shape[d] for d in permutation])
+    view = base.permute(*[permutation.index(d) for d in range(len(permutation))])
+    assert view.shape == shape and not view.is_contiguous()
+
+    def function(x, y):
+        return torch.relu(x) * 2 + y
+
+    other = _randn(*shape)
+    backend = _run_tiled(function, view, other)
+    assert "kg.transpose %arg0" in backend.texts[0], backend.texts[0]
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    module = make_fx(function, tracing_mode="fake")(view, other)
+    converted = convert_graph(module, "permuted")
+    assert list(converted.input_orders) == [0]
+    passed = converted.graph_arguments([view, other])
+    assert passed[0].is_contiguous() and passed[0].data_ptr() == base.data_ptr()
+
+
 def test_a_partitions_kernels_compile_side_by_side(monkeypatch):
     # A first call waits for every kernel of its partitions: the frontend's
     # compile asks for a worker per usable CPU (compile_jobs), not one.

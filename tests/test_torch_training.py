@@ -411,8 +411,10 @@ def test_the_cuda_attention_backward_ops_convert(kind, heads, kv_heads):
     assert not plan.partitions and "fused backward kernel" in plan.fallbacks[node]
     converted = convert_graph(module, "attention_backward")
     inputs = [values[n.name] for n in module.graph.nodes if n.op == "placeholder"]
-    inputs = [inputs[i] for i in converted.tensor_inputs]
-    results = reference.evaluate(converted.graph.build(), "attention_backward", inputs)
+    # (out and lse are traced as transposed views: the graph takes their
+    # storage, which graph_arguments passes.)
+    results = reference.evaluate(converted.graph.build(), "attention_backward",
+                                 converted.graph_arguments(inputs))
     for got, want in zip([results[i] for i in converted.result_index], (q.grad, k.grad, v.grad)):
         torch.testing.assert_close(got, want, atol=2e-5, rtol=2e-5)
 
@@ -497,7 +499,7 @@ def test_a_cuda_attention_forward_that_saves_for_its_backward_converts(kind):
     converted = convert_graph(module, "attention")
     inputs = [q, k, v, bias]
     results = reference.evaluate(converted.graph.build(), "attention",
-                                 [inputs[i] for i in converted.tensor_inputs])
+                                 converted.graph_arguments(inputs))
     out, lse, *state = [results[i] for i in converted.result_index]
     expected_out, expected_lse = aten._scaled_dot_product_flash_attention_for_cpu(
         q, k, v, attn_mask=bias)

@@ -1665,6 +1665,12 @@ class ConvertedGraph:
     tensor_inputs: list[int]
     scalar_inputs: list[int] = dataclasses.field(default_factory=list)
     device: torch.device | None = None  # where the results live
+    # Partition input position -> the order of its dims in memory, for an
+    # input traced as a permuted view of dense storage (a weight's
+    # transpose saved by the forward for the backward): the graph takes the
+    # storage (`tensor.permute(order)`, no copy) and transposes it back,
+    # which its kernels read through, where a copy would make it contiguous.
+    input_orders: dict[int, tuple[int, ...]] = dataclasses.field(default_factory=dict)
 
 
     def graph_arguments(self, arguments: Sequence, tensors: Sequence | None = None) -> list:
@@ -1672,6 +1678,9 @@ class ConvertedGraph:
         the tensor inputs as they are), then each size read as a value as a
         0-d tensor on their device, at its value in this call."""
         tensors = [arguments[i] for i in self.tensor_inputs] if tensors is None else list(tensors)
+        if self.input_orders:
+            tensors = [t.permute(self.input_orders[i]) if i in self.input_orders else t
+                       for i, t in zip(self.tensor_inputs, tensors)]
         device = tensors[0].device if tensors else self.device
         for position in self.scalar_inputs:
             value = arguments[position]
@@ -1689,6 +1698,7 @@ def convert_graph(module: torch.fx.GraphModule, name: str) -> ConvertedGraph:
     results: Sequence = ()
     single = False
     tensor_inputs: list[int] = []
+    input_orders: dict[int, tuple[int, ...]] = {}
     placeholders = [n for n in module.graph.nodes if n.op == "placeholder"]
     # A symbolic number a node reads as a value comes from the partition
     # input that is that number.
@@ -1707,8 +1717,15 @@ def convert_graph(module: torch.fx.GraphModule, name: str) -> ConvertedGraph:
                 # Attention's random-number state: no input of the kernel graph.
                 values[node] = UNREAD
                 continue
-            values[node] = _operand(graph, _input_name(node.name, len(values)),
-                                    node.meta["val"], node.name)
+            order = _dense_order(node.meta["val"])
+            if order is not None:
+                storage = _operand(graph, _input_name(node.name, len(values)),
+                                   node.meta["val"].permute(order), node.name)
+                values[node] = graph.transpose(storage, _inverse(order))
+                input_orders[position] = order
+            else:
+                values[node] = _operand(graph, _input_name(node.name, len(values)),
+                                        node.meta["val"], node.name)
             if isinstance(values[node], Tensor):
                 tensor_inputs.append(position)
         for node in module.graph.nodes:
@@ -1739,7 +1756,28 @@ def convert_graph(module: torch.fx.GraphModule, name: str) -> ConvertedGraph:
     example = example[0] if isinstance(example, (tuple, list)) else example
     device = example.device if isinstance(example, torch.Tensor) else None
     return ConvertedGraph(graph, index, ops, single, tensor_inputs, list(scalars.positions),
-                          device)
+                          device, input_orders)
+
+
+def _dense_order(value) -> tuple[int, ...] | None:
+    """The order of `value`'s dims in memory (outermost first) where it is
+    not contiguous but a permutation of it is (a transpose of dense
+    storage); None otherwise, and for symbolic shapes."""
+    if not isinstance(value, torch.Tensor) or value.ndim < 2 or value.is_contiguous():
+        return None
+    if any(isinstance(d, torch.SymInt) for d in (*value.shape, *value.stride())):
+        return None
+    if 0 in value.shape:
+        return None
+    order = tuple(sorted(range(value.ndim), key=lambda d: (-value.stride(d), d)))
+    return order if value.permute(order).is_contiguous() else None
+
+
+def _inverse(order: Sequence[int]) -> list[int]:
+    inverse = [0] * len(order)
+    for position, dim in enumerate(order):
+        inverse[dim] = position
+    return inverse
 
 
 def _operand(graph: Graph, name: str, value, what: str):
