@@ -192,3 +192,18 @@ def math_path_eager(q, k, v, mask, dtype=None):
     weights = torch.ops.aten._safe_softmax(scores, -1)
     result = weights @ v.to(wide)
     return result if dtype is not None else result.to(q.dtype)
+
+
+def check_math_path(got, inputs) -> None:
+    """`got` against the math path's result on `inputs` by the project's
+    accuracy rule, and zeros for the middle query, whose keys are all
+    masked (`math_path_inputs`)."""
+    import torch
+
+    from kgc.accuracy import tensor_mismatch
+
+    assert got.dtype == inputs[0].dtype
+    assert not got[:, :, inputs[0].shape[2] // 2].any()
+    reason = tensor_mismatch(got, math_path_eager(*inputs),
+                             math_path_eager(*inputs, dtype=torch.float64))
+    assert reason is None, reason
