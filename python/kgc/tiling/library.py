@@ -295,10 +295,10 @@ def _row_bias(node: Node, n: int) -> Node | None:
 
 
 def _biased_sum(node: Node) -> tuple[Node, Node, Node] | None:
-    """(matmul, sum, addend) where `node` is a 2-d matmul plus a bias of its
-    rows in the matmul's shape and element type: the sum itself, or the sum
-    under the casts kg-decompose's promotion puts around a half-float one
-    (exact on the way in). None for any other node."""
+    """(matmul, sum, the bias input) where `node` is a 2-d matmul plus a
+    bias of its rows in the matmul's shape and element type: the sum
+    itself, or the sum under the casts kg-decompose's promotion puts around
+    a half-float one (exact on the way in). None for any other node."""
     total = _strip_casts(node)
     if total.op != "add" or len(total.operands) != 2:
         return None
@@ -309,9 +309,10 @@ def _biased_sum(node: Node) -> tuple[Node, Node, Node] | None:
         return None
     (matmul,) = products
     (addend,) = [o for o, t in zip(total.operands, terms) if t is not matmul]
-    if _row_bias(addend, matmul.shape[-1]) is None:
+    bias = _row_bias(addend, matmul.shape[-1])
+    if bias is None:
         return None
-    return matmul, total, addend
+    return matmul, total, bias
 
 
 def bare_matmul(order: Sequence[Node]) -> LibraryProduct | None:
@@ -349,8 +350,7 @@ def bare_matmul(order: Sequence[Node]) -> LibraryProduct | None:
     found = _biased_sum(value)
     if found is None or found[0] is not matmul:
         return None
-    _, total, addend = found
-    bias = _row_bias(addend, matmul.shape[-1])
+    _, total, bias = found
     if bias.element != matmul.element:
         return None
     allowed = {id(n) for n in topological([value])} - {id(n) for n in topological([matmul])}
@@ -409,7 +409,7 @@ class LibraryMatmulSchedule(Schedule):
         found = _biased_sum(node)
         if found is None:
             return None
-        matmul, total, addend = found
+        matmul, total, _ = found
         # Walked down from the end along the chain only (the graph above
         # the matmul may be the whole model's).
         pattern = [matmul, total]
