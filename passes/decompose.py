@@ -64,12 +64,12 @@ from typing import Sequence
 from mlir import ir
 
 from kgc.dialects import kg
+from kgc.element_types import HALF_FLOATS
 from kgc.op_table import BY_OP_NAME, ELEMENTWISE
 from kgc.passes.registry import Pass, PassFailure, register_pass
 from kgc.tiling.graph_model import reduce_kind
-from kgc.tiling.kernel_ops import is_tiled, walk_ops
+from kgc.tiling.kernel_ops import enclosing_kernel, is_tiled, walk_ops
 
-_HALF = ("f16", "bf16")
 # Marks the casts kg-decompose adds around f32 math.
 PROMOTION_ATTRIBUTE = "kg.promotion"
 
@@ -82,12 +82,13 @@ class KgDecompose(Pass):
 
     def run(self, op: ir.Operation) -> None:
         for target in [o for o in walk_ops(op) if o.name.startswith("kg.")]:
-            if _inside_tiled_kernel(target):
+            kernel = enclosing_kernel(target)
+            if kernel is not None and is_tiled(kernel):
                 continue
             rewrite = _RULES.get(target.name)
             if rewrite is not None:
                 _Rewriter(target).apply(rewrite)
-            elif _promoted(target) and _element(target.results[0]) in _HALF:
+            elif _promoted(target) and _element(target.results[0]) in HALF_FLOATS:
                 _Rewriter(target).apply(_promote_elementwise)
 
 
@@ -95,15 +96,6 @@ def _promoted(op: ir.Operation) -> bool:
     """An elementwise op that computes half floats in f32."""
     row = BY_OP_NAME.get(op.name)
     return row is not None and row.promote_half
-
-
-def _inside_tiled_kernel(op: ir.Operation) -> bool:
-    parent = op.parent
-    while parent is not None:
-        if parent.name == "kg.kernel":
-            return is_tiled(parent)
-        parent = parent.parent
-    return False
 
 
 def _element(value: ir.Value) -> str:
@@ -135,7 +127,7 @@ class _Rewriter:
         return ir.RankedTensorType.get(list(shape), element)
 
     def widen(self, value: ir.Value) -> ir.Value:
-        if _element(value) not in _HALF:
+        if _element(value) not in HALF_FLOATS:
             return value
         owner = value.owner
         if isinstance(owner, ir.OpView) and owner.operation.name == "kg.constant":
@@ -240,7 +232,7 @@ def _layer_norm(r: _Rewriter) -> ir.Value:
 def _reduce(r: _Rewriter) -> ir.Value | None:
     kind = reduce_kind(r.op)
     x = r.op.operands[0]
-    if kind != "mean" and _element(x) not in _HALF:
+    if kind != "mean" and _element(x) not in HALF_FLOATS:
         return None
     dims = sorted(ir.DenseI64ArrayAttr(r.op.attributes["dims"]))
     keepdim = "keepdim" in r.op.attributes
@@ -294,8 +286,9 @@ def _pow(r: _Rewriter) -> ir.Value | None:
     x, exponent = r.op.operands
     result = r.op.results[0]
     power = _PRODUCT_POWERS.get(_constant_value(exponent))
-    if power is None or _shape(x) != _shape(result) or _element(result) not in _HALF + ("f32",):
-        return _promote_elementwise(r) if _element(result) in _HALF else None
+    if power is None or _shape(x) != _shape(result) or \
+            _element(result) not in HALF_FLOATS + ("f32",):
+        return _promote_elementwise(r) if _element(result) in HALF_FLOATS else None
     count, invert = power
     base = r.widen(x)
     value = base

@@ -44,10 +44,10 @@ from typing import Sequence
 from mlir import ir
 
 from kgc.dialects import kg
+from kgc.element_types import HALF_FLOATS
 from kgc.passes.registry import Pass, register_pass
-from kgc.tiling.kernel_ops import walk_ops
+from kgc.tiling.kernel_ops import enclosing_kernel, walk_ops
 
-_HALF = ("f16", "bf16")
 # Views whose result a cast of their operand commutes with: the rebuilt
 # product reads the same elements through them in the half type.
 _VIEWS = ("kg.reshape", "kg.transpose", "kg.broadcast_to", "kg.slice")
@@ -60,20 +60,11 @@ class KgSimplify(Pass):
 
     def run(self, op: ir.Operation) -> None:
         for target in list(walk_ops(op)):
-            if target.name == "kg.reshape" and not _inside_kernel(target):
+            if target.name == "kg.reshape" and enclosing_kernel(target) is None:
                 _fold_batch_reshape(target)
         for target in list(walk_ops(op)):
-            if target.name == "kg.matmul" and not _inside_kernel(target):
+            if target.name == "kg.matmul" and enclosing_kernel(target) is None:
                 _narrow_product(target)
-
-
-def _inside_kernel(op: ir.Operation) -> bool:
-    parent = op.parent
-    while parent is not None:
-        if parent.name == "kg.kernel":
-            return True
-        parent = parent.parent
-    return False
 
 
 def _type(value: ir.Value) -> ir.RankedTensorType:
@@ -178,7 +169,7 @@ def _widened(value: ir.Value):
             value = lhs
         elif op.name == "kg.cast":
             source = op.operands[0]
-            if str(_type(source).element_type) not in _HALF:
+            if str(_type(source).element_type) not in HALF_FLOATS:
                 return None
             return source, views, scale
         else:

@@ -18,6 +18,10 @@ TORCH_DTYPE_NAMES = {
     "i64": "int64",
 }
 
+# The 16-bit floats, which kg computes in f32 and rounds back to
+# (kg-decompose), and which widen to f32 exactly.
+HALF_FLOATS = ("f16", "bf16")
+
 # Bytes per element in memory (i1 is a byte, as torch.bool).
 ELEMENT_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "f8E4M3FN": 1, "f8E5M2": 1,
                  "i1": 1, "i32": 4, "i64": 8}

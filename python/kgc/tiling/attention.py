@@ -60,7 +60,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Sequence
 
-from kgc.element_types import ELEMENT_BYTES
+from kgc.element_types import ELEMENT_BYTES, HALF_FLOATS
 from kgc.targets import Target
 from kgc.tiling.config import AttentionConfig
 from kgc.tiling.generate import DryBuilder, Generator, Tile
@@ -220,7 +220,7 @@ def _widened_half(node: Node) -> str | None:
     one to f32 (exact), else None."""
     while node.op in VIEW_OPS - {"concat"}:
         node = node.operands[0]
-    if node.op == "cast" and node.element == "f32" and node.operands[0].element in ("f16", "bf16"):
+    if node.op == "cast" and node.element == "f32" and node.operands[0].element in HALF_FLOATS:
         return node.operands[0].element
     return None
 

@@ -111,6 +111,14 @@ def dot_dims(op: ir.Operation) -> tuple[int, int, int]:
     return rank - 3, rank - 2, rank - 1
 
 
+def enclosing_kernel(op: ir.Operation) -> ir.Operation | None:
+    """The kg.kernel `op` is inside, None for an op of the graph itself."""
+    parent = op.parent
+    while parent is not None and parent.name != "kg.kernel":
+        parent = parent.parent
+    return parent
+
+
 def enclosing_loop_for_axis(op: ir.Operation, axis: int) -> ir.Operation | None:
     parent = op.parent
     while parent is not None and parent.name != "kg.kernel":
