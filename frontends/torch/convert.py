@@ -1717,15 +1717,15 @@ def convert_graph(module: torch.fx.GraphModule, name: str) -> ConvertedGraph:
                 # Attention's random-number state: no input of the kernel graph.
                 values[node] = UNREAD
                 continue
-            order = _dense_order(node.meta["val"])
+            value, order = node.meta["val"], _dense_order(node.meta["val"])
             if order is not None:
-                storage = _operand(graph, _input_name(node.name, len(values)),
-                                   node.meta["val"].permute(order), node.name)
-                values[node] = graph.transpose(storage, _inverse(order))
+                value = value.permute(order)  # the storage, which the call passes
+            values[node] = _operand(graph, _input_name(node.name, len(values)), value,
+                                    node.name)
+            if order is not None:
                 input_orders[position] = order
-            else:
-                values[node] = _operand(graph, _input_name(node.name, len(values)),
-                                        node.meta["val"], node.name)
+                values[node] = graph.transpose(values[node],
+                                               [order.index(d) for d in range(len(order))])
             if isinstance(values[node], Tensor):
                 tensor_inputs.append(position)
         for node in module.graph.nodes:
@@ -1771,13 +1771,6 @@ def _dense_order(value) -> tuple[int, ...] | None:
         return None
     order = tuple(sorted(range(value.ndim), key=lambda d: (-value.stride(d), d)))
     return order if value.permute(order).is_contiguous() else None
-
-
-def _inverse(order: Sequence[int]) -> list[int]:
-    inverse = [0] * len(order)
-    for position, dim in enumerate(order):
-        inverse[dim] = position
-    return inverse
 
 
 def _operand(graph: Graph, name: str, value, what: str):
