@@ -37,14 +37,15 @@ PROFILED_CALLS = 10
 _OVERLOAD = re.compile(r"^aten\.|\.(default|Tensor|Scalar|self|dim|start_step|Tensor_Scalar)\b")
 
 
-def _profile(call) -> dict[str, tuple[float, int]]:
-    """kernel name -> (GPU us per call, launches per call)."""
+def _profile(call) -> tuple[dict[str, tuple[float, int]], float]:
+    """(kernel name -> (GPU us per call, launches per call), the peak memory
+    allocated during one call in MiB)."""
     for _ in range(WARMUP_CALLS):
         call()
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     call()
-    print(f"   (peak memory of one call: {torch.cuda.max_memory_allocated() / 2**20:.0f} MiB)")
+    peak_mib = torch.cuda.max_memory_allocated() / 2**20
     with profile(activities=[ProfilerActivity.CUDA]) as profiler:
         for _ in range(PROFILED_CALLS):
             call()
@@ -52,7 +53,7 @@ def _profile(call) -> dict[str, tuple[float, int]]:
     return {event.key: (event.device_time_total / PROFILED_CALLS,
                         event.count // PROFILED_CALLS)
             for event in profiler.key_averages()
-            if event.device_type == torch.autograd.DeviceType.CUDA}
+            if event.device_type == torch.autograd.DeviceType.CUDA}, peak_mib
 
 
 def _caller(model, ids, extra: dict, backend, train: bool):
@@ -76,9 +77,9 @@ def _caller(model, ids, extra: dict, backend, train: bool):
     return call
 
 
-def _kgc_kernels(model, ids, extra: dict, train: bool) -> tuple[dict, dict]:
-    """kgc's profile of the call, and per kgc kernel its launch shape and
-    the aten ops it computes."""
+def _kgc_kernels(model, ids, extra: dict, train: bool) -> tuple[dict, float, dict]:
+    """kgc's profile of the call, its peak memory (MiB), and per kgc kernel
+    its launch shape and the aten ops it computes."""
     compiled = []
 
     def keep(graph, mode):
@@ -88,7 +89,7 @@ def _kgc_kernels(model, ids, extra: dict, train: bool) -> tuple[dict, dict]:
 
     torch._dynamo.reset()
     backend = Backend(compile_graph=keep, describe_kernels=True)
-    times = _profile(_caller(model, ids, extra, backend, train))
+    times, peak_mib = _profile(_caller(model, ids, extra, backend, train))
     kernels = {}
     for report in backend.reports:
         for partition in report.partitions:
@@ -99,7 +100,7 @@ def _kgc_kernels(model, ids, extra: dict, train: bool) -> tuple[dict, dict]:
             kernels.setdefault(kernel.name, {"ops": []}).update(
                 grid=list(kernel.grid), num_warps=kernel.num_warps,
                 num_stages=kernel.num_stages, library=kernel.library is not None)
-    return times, kernels
+    return times, peak_mib, kernels
 
 
 def _rows(times: dict, kernels: dict | None, top: int) -> list[dict]:
@@ -108,8 +109,8 @@ def _rows(times: dict, kernels: dict | None, top: int) -> list[dict]:
             for name, (us, launches) in ranked]
 
 
-def _print(label: str, total_us: float, rows: list[dict], what: str) -> None:
-    print(f"== {label}: {total_us:.1f} us of GPU time per {what}")
+def _print(label: str, total_us: float, peak_mib: float, rows: list[dict], what: str) -> None:
+    print(f"== {label}: {total_us:.1f} us of GPU time per {what}, peak memory {peak_mib:.0f} MiB")
     for row in rows:
         shape = (f" grid {tuple(row['grid'])} w{row['num_warps']} s{row['num_stages']}"
                  + (" (library)" if row.get("library") else "")) if "grid" in row else ""
@@ -141,17 +142,19 @@ def main() -> None:
         extra = {"use_cache": False} if spec.decoder else {}
         for tokens in map(int, args.tokens.split(",")):
             ids = torch.randint(1, model.config.vocab_size, (batch, tokens), device="cuda")
-            times, kernels = _kgc_kernels(model, ids, extra, args.train)
+            times, peak_mib, kernels = _kgc_kernels(model, ids, extra, args.train)
             torch._dynamo.reset()
-            inductor = _profile(_caller(model, ids, extra, "inductor", args.train))
-            for contender, measured, described in (("kgc", times, kernels),
-                                                   ("inductor", inductor, None)):
+            inductor, inductor_peak_mib = _profile(_caller(model, ids, extra, "inductor",
+                                                           args.train))
+            for contender, measured, peak, described in (
+                    ("kgc", times, peak_mib, kernels),
+                    ("inductor", inductor, inductor_peak_mib, None)):
                 total = sum(us for us, _ in measured.values())
                 rows = _rows(measured, described, args.top)
-                _print(f"{name} {batch}x{tokens} tokens, {contender}", total, rows, what)
+                _print(f"{name} {batch}x{tokens} tokens, {contender}", total, peak, rows, what)
                 results.append({"model": name, "batch": batch, "tokens": tokens,
                                 "train": args.train, "contender": contender,
-                                "gpu_us": total, "kernels": rows})
+                                "gpu_us": total, "peak_mib": peak, "kernels": rows})
         del model
         torch.cuda.empty_cache()
     if args.json:
