@@ -127,18 +127,57 @@ def contending(row: "ModelRow", runner: str, model, size: str):
             row.status, row.reason = FAILED, first_line(error)
 
 
-def gpu_kernel_ms(call: Callable[[], object]) -> float:
-    """The GPU kernel time of one `call()`, ms: the sum of the times of the
-    kernels it launches, from torch's profiler."""
+# Calls profiled for a GPU kernel time: one call's sum moves by several
+# percent with clocks and whatever ran before it; the median of several
+# does not.
+PROFILED_CALLS = 7
+# The profiler range around each profiled call; its GPU-side copy is no kernel.
+_CALL_MARK = "kgc-bench-call-"
+
+
+def gpu_kernel_ms(call: Callable[[], object], calls: int = PROFILED_CALLS) -> float:
+    """The GPU kernel time of one `call()`, ms: the median over `calls`
+    calls of the sum of the times of the kernels each launches, from
+    torch's profiler."""
     import torch
     from torch.autograd import DeviceType
 
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profile:
-        call()
-        torch.cuda.synchronize()
-    kernels_us = sum(event.time_range.elapsed_us() for event in profile.events()
-                     if event.device_type == DeviceType.CUDA)
-    return kernels_us / 1e3
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                            torch.profiler.ProfilerActivity.CUDA]) as profile:
+        for index in range(calls):
+            with torch.profiler.record_function(f"{_CALL_MARK}{index}"):
+                call()
+                torch.cuda.synchronize()
+    events = profile.events()
+    ranges = [(event.time_range.start, event.time_range.end) for event in events
+              if event.device_type == DeviceType.CPU and event.name.startswith(_CALL_MARK)]
+    kernels = [(event.time_range.start, event.time_range.elapsed_us()) for event in events
+               if event.device_type == DeviceType.CUDA and not event.name.startswith(_CALL_MARK)]
+    return median_call_us(ranges, kernels, calls) / 1e3
+
+
+def median_call_us(ranges: list[tuple[float, float]], kernels: list[tuple[float, float]],
+                   calls: int) -> float:
+    """The median over calls of the kernel time each call launched, us.
+    `ranges` are the calls' (start, end) on the host and `kernels` each
+    kernel's (start, duration); a call ends only once its kernels have
+    (it synchronizes), so a kernel belongs to the call whose range holds
+    its start. Where some kernel falls in no range (or the ranges are not
+    one per call), the mean over the calls of all the kernels' time."""
+    import bisect
+    import statistics
+
+    ranges = sorted(ranges)
+    if len(ranges) != calls:
+        return sum(duration for _, duration in kernels) / calls
+    starts = [start for start, _ in ranges]
+    sums = [0.0] * calls
+    for start, duration in kernels:
+        index = bisect.bisect_right(starts, start) - 1
+        if index < 0 or start > ranges[index][1]:
+            return sum(duration for _, duration in kernels) / calls
+        sums[index] += duration
+    return statistics.median(sums)
 
 
 def record_kgc(row: ModelRow, reports: list) -> None:

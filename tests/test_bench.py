@@ -952,3 +952,24 @@ def test_an_installed_copy_records_the_commit_its_builder_names(monkeypatch):
     monkeypatch.setenv("KGC_SOURCE_DIRTY", "0")
     record = provenance.collect(["x"])
     assert record["commit"] == "0123abcd" and record["dirty"] is False
+
+
+def test_gpu_kernel_time_is_the_median_call():
+    from kgc.bench.model_rows import median_call_us
+
+    # Three calls; the second ran slow (a clock dip): the median ignores it.
+    ranges = [(0, 100), (200, 300), (400, 500)]
+    kernels = [(10, 5.0), (20, 7.0), (210, 40.0), (230, 7.0), (410, 6.0), (420, 7.0)]
+    assert median_call_us(ranges, kernels, 3) == 13.0
+    # The host ranges in another order name the same calls.
+    assert median_call_us(list(reversed(ranges)), kernels, 3) == 13.0
+
+
+def test_gpu_kernel_time_falls_back_to_the_mean_where_calls_are_not_told_apart():
+    from kgc.bench.model_rows import median_call_us
+
+    kernels = [(10, 6.0), (210, 30.0), (410, 3.0)]
+    # A kernel outside every call's range.
+    assert median_call_us([(0, 100), (200, 300), (400, 405)], kernels, 3) == 13.0
+    # Fewer ranges than calls.
+    assert median_call_us([(0, 100)], kernels, 3) == 13.0
