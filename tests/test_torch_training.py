@@ -586,3 +586,58 @@ def test_a_lora_step_trains_only_the_adapters():
     assert "aten.mm.default" in _backward_ops(backend)
     results = [n for n in backend.texts[1].splitlines() if "return" in n]
     assert "4x40" in results[-1] and "33x40" not in results[-1], results
+
+
+def _index_put_graph(rows: int, width: int, count: int, accumulate: bool, device: str):
+    """An FX graph of index_put(zeros, [ids], grad, accumulate) over fake
+    tensors on `device` (no GPU needed), as an embedding's backward is
+    traced; returns the module and the index_put node."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        values = {"table": torch.empty(rows, width, device=device),
+                  "ids": torch.empty(count, dtype=torch.int64, device=device),
+                  "grad": torch.empty(count, width, device=device)}
+        graph = torch.fx.Graph()
+        nodes = {}
+        for name, value in values.items():
+            nodes[name] = graph.placeholder(name)
+            nodes[name].meta["val"] = value
+        node = graph.call_function(aten.index_put.default,
+                                   (nodes["table"], [nodes["ids"]], nodes["grad"], accumulate))
+        node.meta["val"] = torch.empty(rows, width, device=device)
+    graph.output(node)
+    return torch.fx.GraphModule(torch.nn.Module(), graph), node
+
+
+def test_a_large_cuda_scatter_add_stays_with_pytorchs_sorted_kernel():
+    from kgc.torch.partition import SORTED_SCATTER_ADD_MACS, plan_partitions
+
+    # An embedding gradient of 512 ids into 32000 rows of 64: the one-hot
+    # product would be 1e9 multiply-adds.
+    module, node = _index_put_graph(32000, 64, 512, True, "cuda")
+    assert 512 * 32000 * 64 > SORTED_SCATTER_ADD_MACS
+    plan = plan_partitions(module, ("cuda",))
+    assert not plan.partitions
+    assert "512 indices into (32000, 64)" in plan.fallbacks[node]
+    assert "sorted-index kernel" in plan.fallbacks[node]
+
+
+@pytest.mark.parametrize("rows,count,accumulate,device", [
+    # A handful of indices: the product is small and fuses.
+    (11, 3, True, "cuda"),
+    # One index adds one row: no product.
+    (32000, 1, True, "cuda"),
+    # An assignment (a cache update) is no sum.
+    (32000, 512, False, "cuda"),
+    # On the CPU executor kgc's scatter-add is what gets checked.
+    (32000, 512, True, "cpu"),
+], ids=["few", "one", "assign", "cpu"])
+def test_other_index_puts_stay_in_kgc(rows, count, accumulate, device):
+    from kgc.torch.partition import library_reason, plan_partitions
+
+    module, node = _index_put_graph(rows, 64, count, accumulate, device)
+    assert library_reason(node) is None
+    plan = plan_partitions(module, (device,))
+    assert node not in plan.fallbacks, plan.fallbacks
+    assert [node] in plan.partitions

@@ -29,7 +29,10 @@ The CUDA attention ops' backward (flash, memory-efficient, cuDNN) stays
 with PyTorch, which runs its fused backward kernel for them
 (`LIBRARY_BACKWARD`): kgc converts them (the CPU executor checks that
 conversion), but its products and elementwise ops from the saved
-logsumexp lost to that kernel seventy times over on a GPU.
+logsumexp lost to that kernel seventy times over on a GPU. So does a
+scatter-add of many indices into a CUDA tensor (an embedding's gradient,
+`SORTED_SCATTER_ADD_MACS`): kgc adds rows by a one-hot product, where
+PyTorch sorts the indices and adds each row once.
 
 Ops over dynamic extents are supported when they can run padded to a bucket
 of them (`kgc.torch.buckets`); they are checked at the extents' example
@@ -53,7 +56,8 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 from kgc.torch.buckets import bucket_reason, symbols_of
 from kgc.torch.convert import is_compute, size_bindings, unsupported_reason
 
-__all__ = ["KgcSupport", "LIBRARY_BACKWARD", "PartitionPlan", "plan_partitions"]
+__all__ = ["KgcSupport", "LIBRARY_BACKWARD", "PartitionPlan", "SORTED_SCATTER_ADD_MACS",
+           "library_reason", "plan_partitions"]
 
 _aten = torch.ops.aten
 # Ops PyTorch computes with a fused backward kernel that kgc's conversion
@@ -67,6 +71,43 @@ LIBRARY_BACKWARD = {
         "memory-efficient attention's",
     _aten._scaled_dot_product_cudnn_attention_backward.default: "cuDNN's",
 }
+
+
+# A CUDA scatter-add whose one-hot product (indices x rows x width
+# multiply-adds) is larger than this stays with PyTorch's sorted-index
+# kernel: the embedding gradient of the Llama-3-8B-shaped training step (512
+# ids into 32000 rows of 4096) took 2.7 ms as kgc's product against 0.11 ms
+# there (an H200; benchmarks/NOTES.md). Below it the product is a few
+# microseconds and fuses with what makes the rows.
+SORTED_SCATTER_ADD_MACS = 1 << 24
+
+
+def library_reason(node: torch.fx.Node) -> str | None:
+    """Why PyTorch's own kernel computes `node` though kgc converts it;
+    None where kgc's is the one to run."""
+    if node.op != "call_function":
+        return None
+    if node.target in LIBRARY_BACKWARD:
+        return (f"PyTorch runs {LIBRARY_BACKWARD[node.target]} fused backward kernel for it, "
+                "which kgc's products for the attention backward lose to")
+    if node.target in (_aten.index_put.default, _aten._unsafe_index_put.default):
+        accumulate = node.args[3] if len(node.args) > 3 else node.kwargs.get("accumulate", False)
+        destination = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) \
+            else None
+        if accumulate is not True or not isinstance(destination, torch.Tensor) or \
+                destination.device.type != "cuda":
+            return None
+        indices = [i.meta.get("val") for i in node.args[1] if isinstance(i, torch.fx.Node)]
+        counts = [i.numel() for i in indices if isinstance(i, torch.Tensor)]
+        size = destination.numel()
+        if not counts or not all(isinstance(n, int) for n in [*counts, size]):
+            return None  # a dynamic extent: the bucket's own rules
+        count = max(counts)
+        if count > 1 and count * size > SORTED_SCATTER_ADD_MACS:
+            return (f"a scatter-add of {count} indices into {tuple(destination.shape)}: kgc adds "
+                    "them by a one-hot product, PyTorch by its sorted-index kernel, which is "
+                    "far faster at this size")
+    return None
 
 
 class KgcSupport(OperatorSupportBase):
@@ -84,9 +125,8 @@ class KgcSupport(OperatorSupportBase):
         if node in self._answers:
             return self._answers[node]
         reason = self.refused.get(node.name)
-        if reason is None and node.op == "call_function" and node.target in LIBRARY_BACKWARD:
-            reason = (f"PyTorch runs {LIBRARY_BACKWARD[node.target]} fused backward kernel for "
-                      "it, which kgc's products for the attention backward lose to")
+        if reason is None:
+            reason = library_reason(node)
         if reason is None and node.op == "call_function":
             reason = bucket_reason(node)
         if reason is None:
