@@ -480,6 +480,10 @@ class Generator:
             return self.gen(node.operands[0], maps[0])
         if op in ELEMENTWISE_OPS:
             operands = [self.gen(o, m) for o, m in zip(node.operands, maps)]
+            # A dot's accumulator spans its whole tile even where its operands
+            # do not vary along an axis (a broadcast row times a constant
+            # matrix); what is computed from it spans that tile too.
+            axes = frozenset(axes).union(*(t.axes for t in operands))
             value = self.b.elementwise(op, [t.value for t in operands], node.attrs, node.element,
                                        self._shape(axes))
             return Tile(value, axes, node.element)
