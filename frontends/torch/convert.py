@@ -611,6 +611,56 @@ converts(aten.amin.default)(_reduction("min"))
 converts(aten.any.dim, aten.any.dims, aten.any.default)(_any)
 
 
+# A running sum is a product with a triangular matrix of ones; its work
+# grows with the square of the summed extent, so it stays with PyTorch's
+# scan past this many elements along it.
+_CUMSUM_EXTENT = 4096
+
+
+@converts(aten.cumsum.default)
+def _cumsum(ctx, a):
+    """The running sum along a dim as a product with ones on and above the
+    diagonal: y[..., j] = sum over k <= j of x[..., k] (transformers counts
+    a mask's packed sequences this way). Bools are counted in f32 from f16
+    zeros and ones, exact up to 2^24; floats are summed in f32 (the f32
+    product at IEEE precision), as torch's scan sums them. Integers other
+    than bools stay with PyTorch: f32 would round a large one."""
+    graph, x = ctx.graph, a["input"]
+    if not isinstance(x, Tensor):
+        raise Unsupported("cumsum of a value that is not a tensor")
+    if a.get("dtype") is not None:
+        x = _cast(graph, x, kg_dtype(a["dtype"], "cumsum dtype"))
+    if x.ndim == 0:
+        return _cast(graph, x, ctx.out_dtype)
+    (dim,) = _dims(a["dim"], x.ndim, "cumsum dim")
+    extent = x.shape[dim]
+    if extent == 1:
+        return _cast(graph, x, ctx.out_dtype)
+    if x.dtype == "i1":
+        operand, precision = "f16", None
+    elif x.dtype in _FLOATS:
+        operand = x.dtype
+        precision = "ieee" if x.dtype == "f32" else None
+    else:
+        raise Unsupported(f"cumsum of {x.dtype}: kgc sums by a product in f32, which is exact "
+                          "for bools and rounds large integers")
+    if extent > _CUMSUM_EXTENT:
+        raise Unsupported(f"cumsum along {extent} elements: kgc's product with a triangular "
+                          f"matrix grows with their square (up to {_CUMSUM_EXTENT})")
+    last = x.ndim - 1
+    order = list(range(x.ndim))
+    order[dim], order[last] = last, dim
+    moved = x if dim == last else graph.transpose(x, order)
+    rows = moved if moved.ndim > 1 else graph.reshape(moved, (1, extent))
+    ones = graph.cast(graph.le(graph.iota((extent, extent), 0, "i32"),
+                               graph.iota((extent, extent), 1, "i32")), operand)
+    sums = graph.matmul(graph.cast(rows, operand) if rows.dtype != operand else rows, ones,
+                        precision=precision, out_dtype="f32")
+    sums = sums if moved.ndim > 1 else graph.reshape(sums, (extent,))
+    sums = sums if dim == last else graph.transpose(sums, order)
+    return _cast(graph, sums, ctx.out_dtype)
+
+
 @converts(aten.var.correction, aten.var.dim)
 def _var(ctx, a):
     graph, x = ctx.graph, a["input"]
