@@ -1,7 +1,9 @@
-// kg-simplify takes a batched product in the shape of the reshape that uses
-// it, and runs an f32 product of half floats widened to f32 (under views
-// and scalar factors) as a product of the half floats, the factors applied
-// once to its f32 result.
+// kg-simplify makes views of gathers from one element and of consecutive
+// positions, reads a slice of one piece of a join from that piece, takes a
+// batched product in the shape of the reshape that uses it, and runs an
+// f32 product of half floats widened to f32 (under views and scalar
+// factors) as a product of the half floats, the factors applied once to
+// its f32 result.
 // RUN: kgc-opt %s --kg-simplify --kgc-dce | FileCheck %s
 // Attention written with bmm, as scaled_dot_product_attention's math path
 // writes it, is then one attention kernel:
@@ -158,4 +160,84 @@ func.func @math_path_attention(%q: tensor<1x4x16x32xf16>, %k: tensor<1x4x24x32xf
   %o4 = kg.reshape %o3 : tensor<4x16x32xf32> -> tensor<1x4x16x32xf32>
   %o = kg.cast %o4 : tensor<1x4x16x32xf32> to tensor<1x4x16x32xf16>
   return %o : tensor<1x4x16x32xf16>
+}
+
+// A gather from one element along its dim can only read that element: a
+// broadcast of it (transformers' mask reading a one-position tensor).
+// CHECK-LABEL: func.func @gather_from_one
+// CHECK-NOT: kg.gather
+// CHECK: %[[B:.*]] = kg.broadcast_to %arg0 : tensor<2x1xf32> -> tensor<2x3xf32>
+// CHECK-NEXT: return %[[B]]
+func.func @gather_from_one(%x: tensor<2x1xf32>, %i: tensor<3xi64>) -> tensor<2x3xf32> {
+  %0 = kg.gather %x[%i] dim 1 : (tensor<2x1xf32>, tensor<3xi64>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// One index into one element: the table itself.
+// CHECK-LABEL: func.func @gather_one_from_one
+// CHECK-NEXT: return %arg0
+func.func @gather_one_from_one(%x: tensor<1xi64>, %i: tensor<1xi64>) -> tensor<1xi64> {
+  %0 = kg.gather %x[%i] dim 0 : (tensor<1xi64>, tensor<1xi64>) -> tensor<1xi64>
+  return %0 : tensor<1xi64>
+}
+
+// A learned position embedding read at arange(5) + 2, through reshapes:
+// the window of rows 2..6.
+// CHECK-LABEL: func.func @gather_consecutive
+// CHECK-NOT: kg.gather
+// CHECK: %[[W:.*]] = kg.slice %arg0 offsets [2, 0] strides [1, 1] : tensor<16x8xf32> -> tensor<5x8xf32>
+// CHECK-NEXT: return %[[W]]
+func.func @gather_consecutive(%table: tensor<16x8xf32>) -> tensor<5x8xf32> {
+  %0 = kg.iota dim 1 : tensor<1x5xi64>
+  %1 = kg.constant 2.0 : tensor<i64>
+  %2 = kg.add %0, %1 : (tensor<1x5xi64>, tensor<i64>) -> tensor<1x5xi64>
+  %3 = kg.reshape %2 : tensor<1x5xi64> -> tensor<5xi64>
+  %4 = kg.gather %table[%3] dim 0 : (tensor<16x8xf32>, tensor<5xi64>) -> tensor<5x8xf32>
+  return %4 : tensor<5x8xf32>
+}
+
+// Positions past the table's end are outside the gather's contract, which
+// the reference reports: left as a gather for it to see.
+// CHECK-LABEL: func.func @gather_consecutive_past_the_end
+// CHECK: kg.gather
+func.func @gather_consecutive_past_the_end(%table: tensor<4x8xf32>) -> tensor<5x8xf32> {
+  %0 = kg.iota dim 0 : tensor<5xi64>
+  %1 = kg.gather %table[%0] dim 0 : (tensor<4x8xf32>, tensor<5xi64>) -> tensor<5x8xf32>
+  return %1 : tensor<5x8xf32>
+}
+
+// Every second position is no window: left a gather.
+// CHECK-LABEL: func.func @gather_every_second
+// CHECK: kg.gather
+func.func @gather_every_second(%table: tensor<16x8xf32>) -> tensor<6x8xf32> {
+  %0 = kg.iota dim 0 : tensor<6xi64>
+  %1 = kg.constant 2.0 : tensor<i64>
+  %2 = kg.mul %0, %1 : (tensor<6xi64>, tensor<i64>) -> tensor<6xi64>
+  %3 = kg.gather %table[%2] dim 0 : (tensor<16x8xf32>, tensor<6xi64>) -> tensor<6x8xf32>
+  return %3 : tensor<6x8xf32>
+}
+
+// torch.diff with prepend: the join's second piece sliced off again is
+// that piece; the window that straddles both pieces stays a slice of the
+// join.
+// CHECK-LABEL: func.func @slice_of_a_piece
+// CHECK-SAME: (%[[F:.*]]: tensor<2x1xi64>, %[[P:.*]]: tensor<2x7xi64>)
+// CHECK: %[[J:.*]] = kg.concat %[[F]], %[[P]] dim 1
+// CHECK: %[[S:.*]] = kg.slice %[[J]] offsets [0, 0] strides [1, 1] : tensor<2x8xi64> -> tensor<2x7xi64>
+// CHECK: kg.sub %[[P]], %[[S]]
+func.func @slice_of_a_piece(%first: tensor<2x1xi64>, %p: tensor<2x7xi64>) -> tensor<2x7xi64> {
+  %0 = kg.concat %first, %p dim 1 : (tensor<2x1xi64>, tensor<2x7xi64>) -> tensor<2x8xi64>
+  %1 = kg.slice %0 offsets [0, 1] strides [1, 1] : tensor<2x8xi64> -> tensor<2x7xi64>
+  %2 = kg.slice %0 offsets [0, 0] strides [1, 1] : tensor<2x8xi64> -> tensor<2x7xi64>
+  %3 = kg.sub %1, %2 : (tensor<2x7xi64>, tensor<2x7xi64>) -> tensor<2x7xi64>
+  return %3 : tensor<2x7xi64>
+}
+
+// A strided window inside the second piece: a strided slice of it.
+// CHECK-LABEL: func.func @slice_inside_a_piece
+// CHECK: kg.slice %arg1 offsets [0, 1] strides [1, 2] : tensor<2x7xf32> -> tensor<2x3xf32>
+func.func @slice_inside_a_piece(%a: tensor<2x3xf32>, %b: tensor<2x7xf32>) -> tensor<2x3xf32> {
+  %0 = kg.concat %a, %b dim 1 : (tensor<2x3xf32>, tensor<2x7xf32>) -> tensor<2x10xf32>
+  %1 = kg.slice %0 offsets [0, 4] strides [1, 2] : tensor<2x10xf32> -> tensor<2x3xf32>
+  return %1 : tensor<2x3xf32>
 }

@@ -1,26 +1,50 @@
-"""kg-simplify: algebraic rewrites of products that let kg-fuse see them
-plainly and let tensor cores compute them.
+"""kg-simplify: algebraic rewrites that let kg-fuse see products, gathers
+and joins plainly and let tensor cores compute the products.
 
 Argument: `kg-simplify`. No options.
 
-Rewrite rules (`B`, `B'`: batch dimensions of one product of elements;
-`f(x)`: a `kg.cast` of an f16 or bf16 `x` to f32; `v(...)`: views, i.e.
-reshapes, transposes, broadcasts and slices; `c`, `d`: f32 scalar
-constants):
+Rewrite rules for indexing and joining (`n`: the length of a 1-d index;
+`c`: integer constants of one element; `r(...)`: reshapes):
+
+    gather x [idx] dim d, x.shape[d] == 1
+        =>  broadcast_to x    (x itself when n == 1)
+    gather x [r(iota start s + c)] dim d, the iota counting along its only
+            dimension of more than one element, s + c + n <= x.shape[d]
+        =>  slice x, offset s + c along d, stride 1
+    slice (concat p0, ..., pk dim d), the window along d inside pi
+        =>  slice pi, the window moved to pi's start (pi itself when the
+            window is all of it)
+
+Rewrite rules for products (`B`, `B'`: batch dimensions of one product of
+elements; `f(x)`: a `kg.cast` of an f16 or bf16 `x` to f32; `v(...)`:
+views, i.e. reshapes, transposes, broadcasts and slices; `c`, `d`: f32
+scalar constants):
 
     reshape [B', m, n] (matmul a [B, m, k], b [B, k, n]), prod(B) > 1
         =>  matmul (reshape [B', m, k] a), (reshape [B', k, n] b)
     matmul v(f(a) * c), v(f(b) * d) : f32   (a, b of one half type)
         =>  matmul v(a), v(b) : f32 * (c d)
 
-The first takes a batched product in the shape its result is used in, as
-attention written with `bmm` (heads merged with the batch for the product,
-split again for the mask and the softmax) is used; the softmax between two
-products is then elementwise in the first product's result, which the
-attention schedule recognises. A reshape of a reshape is one reshape, and a
-reshape to its operand's own shape is the operand. A product of one batch
-(a linear layer's 2-d `mm` viewed as 3-d) is left alone: there is no softmax
-to expose, and libraries take it as a 2-d product.
+The gather rules turn a gather, which reads its table from memory, into a
+view, which kg-fuse fuses into its reader. Every index of a gather from
+one element along its dim can only be 0: any other is outside the op's
+contract, which the reference reports and a kernel does not check (after
+the rewrite the reference no longer sees it). A gather of consecutive
+positions is a window. transformers' masks at one token gather from
+tensors of one position, and a learned position embedding (GPT-2's,
+BERT's) is a gather at `arange(n)`. A slice of a join that falls within
+one piece reads that piece alone (`torch.diff` with `prepend` joins a
+column and slices it off again).
+
+The first product rule takes a batched product in the shape its result is
+used in, as attention written with `bmm` (heads merged with the batch for
+the product, split again for the mask and the softmax) is used; the
+softmax between two products is then elementwise in the first product's
+result, which the attention schedule recognises. A reshape of a reshape is
+one reshape, and a reshape to its operand's own shape is the operand. A
+product of one batch (a linear layer's 2-d `mm` viewed as 3-d) is left
+alone: there is no softmax to expose, and libraries take it as a 2-d
+product.
 
 The second runs an f32 product of half floats widened to f32 as a product
 of the half floats with f32 accumulation: each product of two half floats
@@ -32,8 +56,8 @@ attention's math path widens Q, K and V to f32 and scales Q and K by
 1/sqrt(sqrt(d)) each). The product keeps no `precision` (it has no f32
 operand).
 
-Products whose operands come from anything else, and products inside
-kernels, are left alone.
+Gathers of other indices, slices that straddle pieces, products whose
+operands come from anything else, and ops inside kernels are left alone.
 """
 
 from __future__ import annotations
@@ -56,9 +80,18 @@ _VIEWS = ("kg.reshape", "kg.transpose", "kg.broadcast_to", "kg.slice")
 @register_pass
 class KgSimplify(Pass):
     argument = "kg-simplify"
-    summary = "Take batched products in their users' shape; run products of widened half floats in them"
+    summary = ("Gathers of one element or of consecutive positions as views; slices of one "
+               "piece of a join; batched products in their users' shape; products of widened "
+               "half floats in them")
 
     def run(self, op: ir.Operation) -> None:
+        for target in list(walk_ops(op)):
+            if enclosing_kernel(target) is not None:
+                continue
+            if target.name == "kg.gather":
+                _gather_as_view(target)
+            elif target.name == "kg.slice":
+                _slice_of_piece(target)
         for target in list(walk_ops(op)):
             if target.name == "kg.reshape" and enclosing_kernel(target) is None:
                 _fold_batch_reshape(target)
@@ -82,6 +115,101 @@ def _producer(value: ir.Value) -> ir.Operation | None:
 
 def _uses(value: ir.Value) -> int:
     return sum(1 for _ in value.uses)
+
+
+# -- gathers that are views, slices of one piece ----------------------------
+
+
+def _gather_as_view(gather: ir.Operation) -> None:
+    table, indices = gather.operands
+    dim = ir.IntegerAttr(gather.attributes["dim"]).value
+    shape, result = _shape(table), _shape(gather.results[0])
+    if any(ir.ShapedType.is_dynamic_size(s) for s in shape + result):
+        return
+    count = result[dim]
+    if shape[dim] == 1:
+        with ir.InsertionPoint(gather), gather.location:
+            view = table if count == 1 else kg.broadcast_to(_type(gather.results[0]), table)
+    else:
+        start = _consecutive_from(indices)
+        if start is None or start < 0 or start + count > shape[dim]:
+            return
+        offsets = [0] * len(shape)
+        offsets[dim] = start
+        with ir.InsertionPoint(gather), gather.location:
+            view = kg.slice(_type(gather.results[0]), table, offsets, [1] * len(shape))
+    gather.results[0].replace_all_uses_with(view)
+    gather.erase()
+
+
+def _consecutive_from(indices: ir.Value) -> int | None:
+    """s where the 1-d `indices` are s, s+1, ... (an iota counting along its
+    only dimension of more than one element, plus integer constants,
+    through reshapes, which keep the order of elements), else None."""
+    offset, value = 0, indices
+    while True:
+        op = _producer(value)
+        if op is None:
+            return None
+        if op.name == "kg.reshape":
+            value = op.operands[0]
+        elif op.name == "kg.add":
+            lhs, rhs = op.operands
+            constant = _integer(rhs)
+            if constant is None:
+                constant, lhs = _integer(lhs), rhs
+            if constant is None or _shape(lhs) != _shape(op.results[0]):
+                return None
+            offset, value = offset + constant, lhs
+        elif op.name == "kg.iota":
+            dim = ir.IntegerAttr(op.attributes["dim"]).value
+            if any(extent != 1 for d, extent in enumerate(_shape(value)) if d != dim):
+                return None
+            return offset + ir.IntegerAttr(op.attributes["start"]).value
+        else:
+            return None
+
+
+def _integer(value: ir.Value) -> int | None:
+    """The value of an integer constant of one element, else None."""
+    op = _producer(value)
+    if op is None or op.name != "kg.constant" or math.prod(_shape(value)) != 1:
+        return None
+    if not isinstance(_type(value).element_type, ir.IntegerType):
+        return None
+    attribute = op.attributes["value"]
+    number = attribute.value if isinstance(attribute, (ir.FloatAttr, ir.IntegerAttr)) else None
+    if number is None:
+        return None
+    return int(number) if float(number).is_integer() else None
+
+
+def _slice_of_piece(window: ir.Operation) -> None:
+    join = _producer(window.operands[0])
+    if join is None or join.name != "kg.concat":
+        return
+    dim = ir.IntegerAttr(join.attributes["dim"]).value
+    offsets = list(ir.DenseI64ArrayAttr(window.attributes["offsets"]))
+    strides = list(ir.DenseI64ArrayAttr(window.attributes["strides"]))
+    result = _shape(window.results[0])
+    pieces = [_shape(piece) for piece in join.operands]
+    if any(ir.ShapedType.is_dynamic_size(s) for s in result + sum(pieces, [])):
+        return
+    first, last = offsets[dim], offsets[dim] + (result[dim] - 1) * strides[dim]
+    start = 0
+    for piece, piece_shape in zip(join.operands, pieces):
+        end = start + piece_shape[dim]
+        if start <= first and last < end:
+            moved = list(offsets)
+            moved[dim] = first - start
+            with ir.InsertionPoint(window), window.location:
+                whole = result == piece_shape and not any(moved) and all(s == 1 for s in strides)
+                view = piece if whole else kg.slice(_type(window.results[0]), piece, moved,
+                                                    strides)
+            window.results[0].replace_all_uses_with(view)
+            window.erase()
+            return
+        start = end
 
 
 # -- batched products in their users' shape ---------------------------------
