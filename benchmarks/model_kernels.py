@@ -1,7 +1,7 @@
 """Where a model's forward (or training step's) time goes, kernel by kernel: kgc's against Inductor's.
 
     python benchmarks/model_kernels.py MODEL[,MODEL...] [--tokens 1,64,512] [--top 16]
-                                       [--train [--batch 4]] [--json results.json]
+                                       [--train [--batch 4]] [--host 25] [--json results.json]
 
 For each model of the suite (`kgc.bench.models`, GPU size, f16) and each
 token count: `torch.compile(model.forward)` with kgc's backend and with
@@ -18,12 +18,20 @@ With `--train`, each contender runs the suite's training step instead
 autocast with the labels, the backward; no optimizer step) over `--batch`
 sequences of each token count, and kgc's kernels are those of the forward
 and the backward graph.
+
+With `--host N`, each contender's calls also run under cProfile: the host
+time of a call as called and the N functions that take most of it (their
+own time), which is where a call that is slower than its kernels loses.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
+import pstats
 import re
+import time
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -56,6 +64,37 @@ def _profile(call) -> tuple[dict[str, tuple[float, int]], float]:
             if event.device_type == torch.autograd.DeviceType.CUDA}, peak_mib
 
 
+HOST_CALLS = 20
+
+
+def _host_profile(call, top: int) -> tuple[float, str]:
+    """(the median host time of a call as called in us, with the GPU
+    synchronized after each; the `top` functions by their own time over
+    HOST_CALLS calls under cProfile)."""
+    for _ in range(WARMUP_CALLS):
+        call()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(HOST_CALLS):
+        started = time.perf_counter()
+        call()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - started)
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(HOST_CALLS):
+        call()
+    torch.cuda.synchronize()
+    profiler.disable()
+    text = io.StringIO()
+    stats = pstats.Stats(profiler, stream=text)
+    stats.sort_stats("tottime").print_stats(top)
+    lines = [line for line in text.getvalue().splitlines() if line.strip()]
+    # From the column header on: the totals line and the table.
+    header = next((i for i, line in enumerate(lines) if "ncalls" in line), 0)
+    return sorted(times)[len(times) // 2] * 1e6, "\n".join(lines[header:])
+
+
 def _caller(model, ids, extra: dict, backend, train: bool):
     """The profiled call: a forward without grad, or a training step, of
     `model` with its forward compiled by `backend`."""
@@ -77,9 +116,9 @@ def _caller(model, ids, extra: dict, backend, train: bool):
     return call
 
 
-def _kgc_kernels(model, ids, extra: dict, train: bool) -> tuple[dict, float, dict]:
-    """kgc's profile of the call, its peak memory (MiB), and per kgc kernel
-    its launch shape and the aten ops it computes."""
+def _kgc_kernels(model, ids, extra: dict, train: bool) -> tuple[dict, float, dict, object]:
+    """kgc's profile of the call, its peak memory (MiB), per kgc kernel
+    its launch shape and the aten ops it computes, and the call."""
     compiled = []
 
     def keep(graph, mode):
@@ -89,7 +128,8 @@ def _kgc_kernels(model, ids, extra: dict, train: bool) -> tuple[dict, float, dic
 
     torch._dynamo.reset()
     backend = Backend(compile_graph=keep, describe_kernels=True)
-    times, peak_mib = _profile(_caller(model, ids, extra, backend, train))
+    call = _caller(model, ids, extra, backend, train)
+    times, peak_mib = _profile(call)
     kernels = {}
     for report in backend.reports:
         for partition in report.partitions:
@@ -100,7 +140,7 @@ def _kgc_kernels(model, ids, extra: dict, train: bool) -> tuple[dict, float, dic
             kernels.setdefault(kernel.name, {"ops": []}).update(
                 grid=list(kernel.grid), num_warps=kernel.num_warps,
                 num_stages=kernel.num_stages, library=kernel.library is not None)
-    return times, peak_mib, kernels
+    return times, peak_mib, kernels, call
 
 
 def _rows(times: dict, kernels: dict | None, top: int) -> list[dict]:
@@ -128,6 +168,9 @@ def main() -> None:
                         help="profile a training step (forward and backward) instead")
     parser.add_argument("--batch", type=int, default=None,
                         help="sequences per call (default: 1, or 4 with --train)")
+    parser.add_argument("--host", type=int, default=0, metavar="N",
+                        help="also profile the host: a call's time as called and the N "
+                             "functions that take most of it")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
     batch = args.batch or (4 if args.train else 1)
@@ -142,10 +185,13 @@ def main() -> None:
         extra = {"use_cache": False} if spec.decoder else {}
         for tokens in map(int, args.tokens.split(",")):
             ids = torch.randint(1, model.config.vocab_size, (batch, tokens), device="cuda")
-            times, peak_mib, kernels = _kgc_kernels(model, ids, extra, args.train)
+            times, peak_mib, kernels, kgc_call = _kgc_kernels(model, ids, extra, args.train)
+            host = {"kgc": _host_profile(kgc_call, args.host)} if args.host else {}
             torch._dynamo.reset()
-            inductor, inductor_peak_mib = _profile(_caller(model, ids, extra, "inductor",
-                                                           args.train))
+            inductor_call = _caller(model, ids, extra, "inductor", args.train)
+            inductor, inductor_peak_mib = _profile(inductor_call)
+            if args.host:
+                host["inductor"] = _host_profile(inductor_call, args.host)
             for contender, measured, peak, described in (
                     ("kgc", times, peak_mib, kernels),
                     ("inductor", inductor, inductor_peak_mib, None)):
@@ -155,6 +201,11 @@ def main() -> None:
                 results.append({"model": name, "batch": batch, "tokens": tokens,
                                 "train": args.train, "contender": contender,
                                 "gpu_us": total, "peak_mib": peak, "kernels": rows})
+                if contender in host:
+                    host_us, table = host[contender]
+                    print(f"-- host: {host_us:.1f} us per {what} as called; "
+                          f"cProfile over {HOST_CALLS} calls:\n{table}")
+                    results[-1]["host_us"] = host_us
         del model
         torch.cuda.empty_cache()
     if args.json:
