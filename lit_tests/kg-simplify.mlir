@@ -241,3 +241,16 @@ func.func @slice_inside_a_piece(%a: tensor<2x3xf32>, %b: tensor<2x7xf32>) -> ten
   %1 = kg.slice %0 offsets [0, 4] strides [1, 2] : tensor<2x10xf32> -> tensor<2x3xf32>
   return %1 : tensor<2x3xf32>
 }
+
+// Half floats rounded to an 8-bit float are no widening: the product must
+// read the rounded values, so nothing changes.
+// CHECK-LABEL: func.func @narrowed_to_f8
+// CHECK: %[[A:.*]] = kg.cast %arg0 : tensor<1x1xf16> to tensor<1x1xf8E4M3FN>
+// CHECK: %[[B:.*]] = kg.cast %arg1 : tensor<1x1xf16> to tensor<1x1xf8E4M3FN>
+// CHECK: kg.matmul %[[A]], %[[B]] : (tensor<1x1xf8E4M3FN>, tensor<1x1xf8E4M3FN>) -> tensor<1x1xf32>
+func.func @narrowed_to_f8(%a: tensor<1x1xf16>, %b: tensor<1x1xf16>) -> tensor<1x1xf32> {
+  %0 = kg.cast %a : tensor<1x1xf16> to tensor<1x1xf8E4M3FN>
+  %1 = kg.cast %b : tensor<1x1xf16> to tensor<1x1xf8E4M3FN>
+  %2 = kg.matmul %0, %1 : (tensor<1x1xf8E4M3FN>, tensor<1x1xf8E4M3FN>) -> tensor<1x1xf32>
+  return %2 : tensor<1x1xf32>
+}

@@ -296,8 +296,11 @@ def _widened(value: ir.Value):
             scale *= factor
             value = lhs
         elif op.name == "kg.cast":
+            # Only a widening to f32 is exact: a cast to an 8-bit float (or
+            # any narrower type) rounds, and the product must see it.
             source = op.operands[0]
-            if str(_type(source).element_type) not in HALF_FLOATS:
+            if str(_type(source).element_type) not in HALF_FLOATS or \
+                    str(_type(op.results[0]).element_type) != "f32":
                 return None
             return source, views, scale
         else:
