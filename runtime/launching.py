@@ -23,13 +23,14 @@ many bytes per program with every launch (`internals.scratch_launch`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Callable
 
 from kgc.element_types import poison as poison_value
 from kgc.element_types import torch_dtype
 from kgc.runtime import internals
-from kgc.runtime.library import library_function
+from kgc.runtime.library import exact_products, library_function
 from kgc.runtime.checks import ALIGNMENT, overlap
 from kgc.runtime.internals import LaunchCall, LoadedKernel
 
@@ -147,14 +148,16 @@ def launch(bound: BoundFunction, layout: BufferLayout, buffers: list, poison: bo
         if poison:
             buffers[index].fill_(poison_value(dtype))
     stream = bound.stream_of(device)
-    for bound_launch in bound.launches:
-        if bound_launch.library is not None:
-            bound_launch.library(*[buffers[i] for i in bound_launch.operands])
-            continue
-        call = bound_launch.hooked
-        call.function(*bound_launch.grid, stream, *call.fixed,
-                      *[buffers[i].data_ptr() for i in bound_launch.operands],
-                      *bound_launch.scalars)
+    libraries = any(b.library is not None for b in bound.launches)
+    with exact_products() if libraries else contextlib.nullcontext():
+        for bound_launch in bound.launches:
+            if bound_launch.library is not None:
+                bound_launch.library(*[buffers[i] for i in bound_launch.operands])
+                continue
+            call = bound_launch.hooked
+            call.function(*bound_launch.grid, stream, *call.fixed,
+                          *[buffers[i].data_ptr() for i in bound_launch.operands],
+                          *bound_launch.scalars)
 
 
 def fast_call(function, specs: list, layout: BufferLayout, bound: BoundFunction):
@@ -190,7 +193,13 @@ def fast_call(function, specs: list, layout: BufferLayout, bound: BoundFunction)
                      (None, b.bare.function, b.grid, b.bare.fixed, b.operands, b.scalars)
                      for b in bound.launches]
     libraries = any(b.library is not None for b in bound.launches)
-    specs_of = [(torch.Size(b.shape), torch_dtype(b.dtype)) for b in function.buffers]
+    # The intermediates a library call reads or writes, which it takes as
+    # tensors (views of the workspace); Triton's launches take pointers.
+    library_operands = {i for b in bound.launches if b.library is not None for i in b.operands}
+    library_views = [(index, offset, offset + shape.numel() * dtype.itemsize, dtype, shape)
+                     for index, offset in offsets if index in library_operands
+                     for shape, dtype in [(torch.Size(function.buffers[index].shape),
+                                           torch_dtype(function.buffers[index].dtype))]]
     # Every launch was bound with the same two hook chains (Triton's knobs).
     hooks, any_hooked = bound.hooks, internals.any_hooked
 
@@ -198,6 +207,13 @@ def fast_call(function, specs: list, layout: BufferLayout, bound: BoundFunction)
         return (type(tensor) in plain and tensor.dtype is dtype
                 and tensor.shape == shape and tensor.get_device() == device
                 and tensor.is_contiguous() and not tensor.data_ptr() % ALIGNMENT)
+
+    def run_launches(launches, buffers, pointers, stream):
+        for library, call, grid, fixed, operands, scalars in launches:
+            if library is not None:
+                library(*[buffers[i] for i in operands])
+                continue
+            call(*grid, stream, *fixed, *[pointers[i] for i in operands], *scalars)
 
     def fast(tensors, out):
         if len(tensors) != count or current() != device:
@@ -225,18 +241,16 @@ def fast_call(function, specs: list, layout: BufferLayout, bound: BoundFunction)
             base = workspace.data_ptr()
             for index, offset in offsets:
                 pointers[index] = base + offset
-                if libraries:
-                    shape, dtype = specs_of[index]
-                    buffers[index] = workspace[offset:offset + shape.numel() * dtype.itemsize] \
-                        .view(dtype).view(shape)
+            for index, start, end, dtype, shape in library_views:
+                buffers[index] = workspace[start:end].view(dtype).view(shape)
         stream = stream_of(device)
         # Hooks added after the first call (a profiler's) still run.
         launches = hooked_launches if any_hooked(hooks) else bare_launches
-        for library, call, grid, fixed, operands, scalars in launches:
-            if library is not None:
-                library(*[buffers[i] for i in operands])
-                continue
-            call(*grid, stream, *fixed, *[pointers[i] for i in operands], *scalars)
+        if libraries:
+            with exact_products():
+                run_launches(launches, buffers, pointers, stream)
+        else:
+            run_launches(launches, buffers, pointers, stream)
         if out is not None:
             return outs[0] if len(outs) == 1 else outs
         return buffers[results[0]] if single else tuple(buffers[i] for i in results)

@@ -13,22 +13,50 @@ TF32 off (f32 operands) and without reduced-precision reductions (f16,
 bf16 split-K). Where torch's process-wide settings allow them
 (`torch.backends.cuda.matmul`), the call turns them off for its duration
 and restores them after: the settings are global, so a thread that changes
-them while a library kernel runs may see them changed.
+them while a library kernel runs may see them changed. A function's launches
+run inside `exact_products`, which turns them off once for all its library
+calls (each toggle costs microseconds of host time, and a layer makes
+several calls).
 """
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from typing import Callable
 
 from kgc.diagnostics import KgcError
 from kgc.tiling.library import LibraryCall
 
-__all__ = ["library_function"]
+__all__ = ["exact_products", "library_function"]
 
 # The setting of torch.backends.cuda.matmul that lets cuBLAS accumulate a
 # product of this element type less exactly than in f32.
 _INEXACT_SETTING = {"f32": "allow_tf32", "f16": "allow_fp16_reduced_precision_reduction",
                     "bf16": "allow_bf16_reduced_precision_reduction"}
+
+
+_exact = threading.local()
+
+
+@contextlib.contextmanager
+def exact_products():
+    """Library products in the block sum in f32 as kg.matmul does: torch's
+    settings that allow less are off for its duration, once, and each
+    call within skips its own toggle."""
+    import torch
+
+    settings = torch.backends.cuda.matmul
+    turned = [name for name in _INEXACT_SETTING.values() if getattr(settings, name)]
+    for name in turned:
+        setattr(settings, name, False)
+    _exact.depth = getattr(_exact, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _exact.depth -= 1
+        for name in turned:
+            setattr(settings, name, True)
 
 
 def library_function(kernel: str, call: LibraryCall, element: str) -> Callable[..., None]:
@@ -52,7 +80,7 @@ def library_function(kernel: str, call: LibraryCall, element: str) -> Callable[.
             torch.addmm(bias_of(buffers), a, b, out=c)
 
     def run(*buffers) -> None:
-        if setting is None or not getattr(settings, setting):
+        if setting is None or getattr(_exact, "depth", 0) or not getattr(settings, setting):
             product(buffers)
             return
         setattr(settings, setting, False)

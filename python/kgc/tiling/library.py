@@ -202,10 +202,17 @@ class LibraryCall:
         c = buffers[-1]
         if c is not None and (c.shape[-2:] != (a.shape[-2], b.shape[-1])
                               or c.dim() != max(a.dim(), b.dim())):
-            import torch
+            # A linear layer's batch is its input's; only two batches need
+            # broadcasting (torch's helper costs microseconds a call).
+            if b.dim() == 2:
+                batch = a.shape[:-2]
+            elif a.dim() == 2:
+                batch = b.shape[:-2]
+            else:
+                import torch
 
-            c = c.view(*torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]),
-                       a.shape[-2], b.shape[-1])
+                batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+            c = c.view(*batch, a.shape[-2], b.shape[-1])
         return a, b, c
 
     def bias_of(self, buffers: Sequence):
