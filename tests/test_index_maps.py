@@ -11,6 +11,8 @@ must equal what torch's views give.
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kgc.tiling.index_maps import (BufferView, IndexMap, NotAffine, ceil_div, next_power_of_two,
                                    reshape_groups)
@@ -210,3 +212,36 @@ def test_covers_asks_every_index_of_the_value_to_be_reached():
     # Two dims reading one axis (a diagonal) reach n of n*n indices.
     diagonal = IndexMap.select((4,), (0, 0))
     assert not diagonal.covers((4, 4))
+
+
+def test_covers_reads_a_reshape_of_merged_dims_as_positions():
+    # A (6, 4) result iterated as (2, 3, 4): row 0 reads 3*i0 + i1 (a
+    # reshape that split 6 into 2 x 3), row 1 reads i2.
+    split = IndexMap(((3, 1, 0), (0, 0, 1)), (0, 0), (2, 3, 4), ((0, 2), (0, 3), (0, 4)))
+    assert split.covers((6, 4))
+    # The same map over a window of i1 that skips its last value misses
+    # every third row.
+    gap = IndexMap(split.rows, split.offsets, split.extents, ((0, 2), (0, 2), (0, 4)))
+    assert not gap.covers((6, 4))
+    # Weights of no mixed radix (2*i0 + i1 over 2 x 3 points reaches 0..4,
+    # 2 twice) are answered by enumeration.
+    overlap = IndexMap(((2, 1),), (0,), (2, 3), ((0, 2), (0, 3)))
+    assert overlap.covers((5,)) and not overlap.covers((6,))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_covers_agrees_with_enumerating_every_point(data):
+    axes = data.draw(st.integers(1, 3))
+    rank = data.draw(st.integers(1, 3))
+    extents = tuple(data.draw(st.integers(1, 4)) for _ in range(axes))
+    windows = []
+    for extent in extents:
+        lo = data.draw(st.integers(0, extent - 1))
+        windows.append((lo, data.draw(st.integers(lo + 1, extent))))
+    rows = tuple(tuple(data.draw(st.integers(-1, 4)) for _ in range(axes)) for _ in range(rank))
+    offsets = tuple(data.draw(st.integers(-2, 3)) for _ in range(rank))
+    shape = tuple(data.draw(st.integers(1, 12)) for _ in range(rank))
+    index_map = IndexMap(rows, offsets, extents, tuple(windows))
+    assert index_map.covers(shape) == index_map._covers_by_enumeration(shape), \
+        (index_map, shape)

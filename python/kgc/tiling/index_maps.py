@@ -86,8 +86,9 @@ class IndexMap:
         """Whether the points of the iteration space (within the windows)
         reach every index of a value of `shape`: a kernel result stored
         through this map is then written whole. Rows of one axis each, with
-        different axes, are checked as ranges; a small map of any other
-        form is enumerated, a large one is taken as covering."""
+        different axes, are checked as ranges; rows that combine axes (a
+        reshape's) by their positions in row-major order; a small map of
+        any other form is enumerated, a large one is taken as covering."""
         axes = [self.axis_of_row(k) for k in range(self.rank)]
         simple = all(axis is not None or not any(row) for axis, row in zip(axes, self.rows))
         used = [axis for axis in axes if axis is not None]
@@ -101,6 +102,53 @@ class IndexMap:
                 if lo + self.offsets[k] > 0 or hi + self.offsets[k] < size:
                     return False
             return True
+        answer = self._covers_as_mixed_radix(shape)
+        if answer is not None:
+            return answer
+        return self._covers_by_enumeration(shape)
+
+    def _covers_as_mixed_radix(self, shape: Sequence[int]) -> bool | None:
+        """The answer without enumerating, for maps whose every reached
+        index lies inside `shape` (each row's range over the box is found at
+        its corners): each index is then one position of the value in
+        row-major order, an affine function of the point with a weight per
+        axis, and the points reach every position exactly when, in the
+        order of their weights, each axis's weight is the count of positions
+        the axes before it span (the digits of a mixed-radix number) and the
+        first position is 0. None where the weights are of another form."""
+        size = math.prod(shape)
+        if size == 0:
+            return True
+        strides = [math.prod(shape[k + 1:]) for k in range(len(shape))]
+        lowest = 0
+        for k, (row, offset) in enumerate(zip(self.rows, self.offsets)):
+            low = high = offset
+            for j, c in enumerate(row):
+                lo, hi = self.windows[j]
+                if c == 0:
+                    continue
+                if hi <= lo:
+                    return False  # an empty window reaches nothing
+                low += min(c * lo, c * (hi - 1))
+                high += max(c * lo, c * (hi - 1))
+            if low < 0 or high >= shape[k]:
+                return None  # out of bounds somewhere: not one position per index
+            lowest += low * strides[k]
+        weights = sorted(
+            (abs(w), self.windows[j][1] - self.windows[j][0])
+            for j in range(len(self.extents))
+            for w in [sum(row[j] * stride for row, stride in zip(self.rows, strides))]
+            if w and self.windows[j][1] - self.windows[j][0] > 1)
+        if math.prod(count for _, count in weights) < size:
+            return False  # fewer distinct points than positions
+        spanned = 1
+        for weight, count in weights:
+            if weight != spanned:
+                return None
+            spanned *= count
+        return lowest == 0 and spanned == size
+
+    def _covers_by_enumeration(self, shape: Sequence[int]) -> bool:
         depends = sorted(self.depends_on())
         points = math.prod(self.windows[j][1] - self.windows[j][0] for j in depends)
         if points > 1 << 20:
