@@ -154,13 +154,11 @@ def _consecutive_from(indices: ir.Value) -> int | None:
         if op.name == "kg.reshape":
             value = op.operands[0]
         elif op.name == "kg.add":
-            lhs, rhs = op.operands
-            constant = _integer(rhs)
-            if constant is None:
-                constant, lhs = _integer(lhs), rhs
-            if constant is None or _shape(lhs) != _shape(op.results[0]):
+            found = _constant_operand(op, _integer)
+            if found is None:
                 return None
-            offset, value = offset + constant, lhs
+            constant, value = found
+            offset += constant
         elif op.name == "kg.iota":
             dim = ir.IntegerAttr(op.attributes["dim"]).value
             if any(extent != 1 for d, extent in enumerate(_shape(value)) if d != dim):
@@ -172,16 +170,31 @@ def _consecutive_from(indices: ir.Value) -> int | None:
 
 def _integer(value: ir.Value) -> int | None:
     """The value of an integer constant of one element, else None."""
+    number = _one_element_constant(value)
+    if number is None or not isinstance(_type(value).element_type, ir.IntegerType):
+        return None
+    return int(number) if float(number).is_integer() else None
+
+
+def _constant_operand(op: ir.Operation, read) -> tuple | None:
+    """(c, x) where the binary `op` combines x, of its result's shape, with
+    a constant that `read` reads as c (on either side); else None."""
+    lhs, rhs = op.operands
+    number = read(rhs)
+    if number is None:
+        number, lhs = read(lhs), rhs
+    if number is None or _shape(lhs) != _shape(op.results[0]):
+        return None
+    return number, lhs
+
+
+def _one_element_constant(value: ir.Value) -> float | int | None:
+    """The number a `kg.constant` of one element holds, else None."""
     op = _producer(value)
     if op is None or op.name != "kg.constant" or math.prod(_shape(value)) != 1:
         return None
-    if not isinstance(_type(value).element_type, ir.IntegerType):
-        return None
     attribute = op.attributes["value"]
-    number = attribute.value if isinstance(attribute, (ir.FloatAttr, ir.IntegerAttr)) else None
-    if number is None:
-        return None
-    return int(number) if float(number).is_integer() else None
+    return attribute.value if isinstance(attribute, (ir.FloatAttr, ir.IntegerAttr)) else None
 
 
 def _slice_of_piece(window: ir.Operation) -> None:
@@ -287,14 +300,11 @@ def _widened(value: ir.Value):
             views.append(op)
             value = op.operands[0]
         elif op.name == "kg.mul":
-            lhs, rhs = op.operands
-            factor = _scalar(rhs)
-            if factor is None:
-                factor, lhs = _scalar(lhs), rhs
-            if factor is None or _shape(lhs) != _shape(op.results[0]):
+            found = _constant_operand(op, _scalar)
+            if found is None:
                 return None
+            factor, value = found
             scale *= factor
-            value = lhs
         elif op.name == "kg.cast":
             # Only a widening to f32 is exact: a cast to an 8-bit float (or
             # any narrower type) rounds, and the product must see it.
@@ -309,12 +319,10 @@ def _widened(value: ir.Value):
 
 def _scalar(value: ir.Value) -> float | None:
     """The value of an f32 constant of one element, else None."""
-    op = _producer(value)
-    if op is None or op.name != "kg.constant" or math.prod(_shape(value)) != 1:
+    number = _one_element_constant(value)
+    if number is None or str(_type(value).element_type) != "f32":
         return None
-    if str(_type(value).element_type) != "f32":
-        return None
-    return ir.FloatAttr(op.attributes["value"]).value
+    return float(number)
 
 
 def _viewed(source: ir.Value, views: Sequence[ir.Operation]) -> ir.Value:
