@@ -22,8 +22,8 @@ partitions without cycles. Then each partition is trimmed:
 Before grouping, empty operands of a concatenation are dropped from it (torch
 skips them too): a slice that comes out empty (a rotary embedding over the
 whole head leaves its pass-through part empty) is an op PyTorch keeps, and as
-an operand of a cat in a partition it cut the partition around it; without
-users it cuts nothing.
+an operand of a cat in a partition it cut the partition around it. Left
+without users it is erased (it computes nothing anyone reads).
 
 The CUDA attention ops' backward (flash, memory-efficient, cuDNN) stays
 with PyTorch, which runs its fused backward kernel for them
@@ -207,8 +207,10 @@ def plan_partitions(module: torch.fx.GraphModule,
 
 def _drop_empty_cat_operands(module: torch.fx.GraphModule) -> None:
     """Removes the operands of each aten.cat that hold no element, where one
-    that holds some remains."""
-    changed = False
+    that holds some remains; an empty operand left without users (the
+    slice that made it) goes too: it computed nothing anyone reads, and
+    kept, it would be reported as an op left to PyTorch."""
+    dropped = []
     for node in module.graph.nodes:
         if node.target is not torch.ops.aten.cat.default or not node.args:
             continue
@@ -216,8 +218,11 @@ def _drop_empty_cat_operands(module: torch.fx.GraphModule) -> None:
         kept = [t for t in tensors if not _is_empty(t)]
         if kept and len(kept) < len(tensors):
             node.args = (kept,) + tuple(node.args[1:])
-            changed = True
-    if changed:
+            dropped += [t for t in tensors if isinstance(t, torch.fx.Node) and _is_empty(t)]
+    for node in dict.fromkeys(dropped):
+        if not node.users and node.op == "call_function" and not node.is_impure():
+            module.graph.erase_node(node)
+    if dropped:
         module.recompile()
 
 
