@@ -654,8 +654,7 @@ def _cumsum(ctx, a):
     rows = moved if moved.ndim > 1 else graph.reshape(moved, (1, extent))
     ones = graph.cast(graph.le(graph.iota((extent, extent), 0, "i32"),
                                graph.iota((extent, extent), 1, "i32")), operand)
-    sums = graph.matmul(graph.cast(rows, operand) if rows.dtype != operand else rows, ones,
-                        precision=precision, out_dtype="f32")
+    sums = graph.matmul(_cast(graph, rows, operand), ones, precision=precision, out_dtype="f32")
     sums = sums if moved.ndim > 1 else graph.reshape(sums, (extent,))
     sums = sums if dim == last else graph.transpose(sums, order)
     return _cast(graph, sums, ctx.out_dtype)
