@@ -196,24 +196,21 @@ def fast_call(function, specs: list, layout: BufferLayout, bound: BoundFunction)
     # The intermediates a library call reads or writes, which it takes as
     # tensors (views of the workspace); Triton's launches take pointers.
     library_operands = {i for b in bound.launches if b.library is not None for i in b.operands}
-    library_views = [(index, offset, offset + shape.numel() * dtype.itemsize, dtype, shape)
-                     for index, offset in offsets if index in library_operands
-                     for shape, dtype in [(torch.Size(function.buffers[index].shape),
-                                           torch_dtype(function.buffers[index].dtype))]]
+    library_views = []  # (buffer, first byte, end byte, dtype, shape)
+    for index, offset in offsets:
+        if index in library_operands:
+            shape = torch.Size(function.buffers[index].shape)
+            dtype = torch_dtype(function.buffers[index].dtype)
+            library_views.append((index, offset, offset + shape.numel() * dtype.itemsize,
+                                  dtype, shape))
     # Every launch was bound with the same two hook chains (Triton's knobs).
     hooks, any_hooked = bound.hooks, internals.any_hooked
+    nullcontext = contextlib.nullcontext
 
     def usable(tensor, shape, dtype) -> bool:
         return (type(tensor) in plain and tensor.dtype is dtype
                 and tensor.shape == shape and tensor.get_device() == device
                 and tensor.is_contiguous() and not tensor.data_ptr() % ALIGNMENT)
-
-    def run_launches(launches, buffers, pointers, stream):
-        for library, call, grid, fixed, operands, scalars in launches:
-            if library is not None:
-                library(*[buffers[i] for i in operands])
-                continue
-            call(*grid, stream, *fixed, *[pointers[i] for i in operands], *scalars)
 
     def fast(tensors, out):
         if len(tensors) != count or current() != device:
@@ -246,11 +243,12 @@ def fast_call(function, specs: list, layout: BufferLayout, bound: BoundFunction)
         stream = stream_of(device)
         # Hooks added after the first call (a profiler's) still run.
         launches = hooked_launches if any_hooked(hooks) else bare_launches
-        if libraries:
-            with exact_products():
-                run_launches(launches, buffers, pointers, stream)
-        else:
-            run_launches(launches, buffers, pointers, stream)
+        with exact_products() if libraries else nullcontext():
+            for library, call, grid, fixed, operands, scalars in launches:
+                if library is not None:
+                    library(*[buffers[i] for i in operands])
+                    continue
+                call(*grid, stream, *fixed, *[pointers[i] for i in operands], *scalars)
         if out is not None:
             return outs[0] if len(outs) == 1 else outs
         return buffers[results[0]] if single else tuple(buffers[i] for i in results)

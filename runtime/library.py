@@ -40,23 +40,34 @@ _exact = threading.local()
 
 
 @contextlib.contextmanager
+def _exact_for(elements):
+    """Products of `elements` sum in f32 in the block: torch's settings
+    that allow them less are off for its duration and on again after."""
+    import torch
+
+    settings = torch.backends.cuda.matmul
+    turned = [_INEXACT_SETTING[e] for e in elements
+              if e in _INEXACT_SETTING and getattr(settings, _INEXACT_SETTING[e])]
+    for name in turned:
+        setattr(settings, name, False)
+    try:
+        yield
+    finally:
+        for name in turned:
+            setattr(settings, name, True)
+
+
+@contextlib.contextmanager
 def exact_products():
     """Library products in the block sum in f32 as kg.matmul does: torch's
     settings that allow less are off for its duration, once, and each
     call within skips its own toggle."""
-    import torch
-
-    settings = torch.backends.cuda.matmul
-    turned = [name for name in _INEXACT_SETTING.values() if getattr(settings, name)]
-    for name in turned:
-        setattr(settings, name, False)
-    _exact.depth = getattr(_exact, "depth", 0) + 1
-    try:
-        yield
-    finally:
-        _exact.depth -= 1
-        for name in turned:
-            setattr(settings, name, True)
+    with _exact_for(_INEXACT_SETTING):
+        _exact.depth = getattr(_exact, "depth", 0) + 1
+        try:
+            yield
+        finally:
+            _exact.depth -= 1
 
 
 def library_function(kernel: str, call: LibraryCall, element: str) -> Callable[..., None]:
@@ -67,8 +78,6 @@ def library_function(kernel: str, call: LibraryCall, element: str) -> Callable[.
     if call.name != "matmul":
         raise KgcError(f"kernel @{kernel} calls the library function '{call.name}', which this "
                        "runtime does not know (it knows 'matmul'); compile it again")
-    settings = torch.backends.cuda.matmul
-    setting = _INEXACT_SETTING.get(element)
     arguments, bias_of = call.arguments, call.bias_of
     if call.bias is None:
         def product(buffers):
@@ -80,13 +89,10 @@ def library_function(kernel: str, call: LibraryCall, element: str) -> Callable[.
             torch.addmm(bias_of(buffers), a, b, out=c)
 
     def run(*buffers) -> None:
-        if setting is None or getattr(_exact, "depth", 0) or not getattr(settings, setting):
+        if getattr(_exact, "depth", 0):
             product(buffers)
             return
-        setattr(settings, setting, False)
-        try:
+        with _exact_for((element,)):
             product(buffers)
-        finally:
-            setattr(settings, setting, True)
 
     return run
