@@ -334,6 +334,36 @@ func.func @attention_scaled_masked(%q: tensor<2x4x100x64xf32>, %k: tensor<2x4x10
   return %o : tensor<2x4x100x64xf32>
 }
 
+// A mask computed from a product of its own (transformers counts a packed
+// sequence's positions with a cumulative sum, which kgc computes as a
+// product with a triangle of ones) is an operand of the scores, not Q K^T:
+// the count is a kernel of its own, and the attention kernel reads the mask.
+// CHECK-LABEL: func.func @attention_mask_from_a_product(
+// CHECK-NEXT: %[[MASK:.*]] = kg.kernel @attention_mask_from_a_product_0_matmul(
+// CHECK: kg.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: %[[O:.*]] = kg.kernel @attention_mask_from_a_product_1_attention({{.*}}%[[MASK]]
+// CHECK: kg.reduce max
+// CHECK: kg.matmul
+// CHECK-NEXT: kg.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: return %[[O]]
+func.func @attention_mask_from_a_product(%q: tensor<1x2x64x32xf16>, %k: tensor<1x2x64x32xf16>, %v: tensor<1x2x64x32xf16>, %flags: tensor<1x64xf16>, %ones: tensor<64x64xf16>) -> tensor<1x2x64x32xf16> {
+  %count = kg.matmul %flags, %ones : (tensor<1x64xf16>, tensor<64x64xf16>) -> tensor<1x64xf32>
+  %count4 = kg.reshape %count : tensor<1x64xf32> -> tensor<1x1x1x64xf32>
+  %zero = kg.constant 0.0 : tensor<f32>
+  %ninf = kg.constant 0xFFF0000000000000 : tensor<f32>
+  %keep = kg.cmp gt %count4, %zero : (tensor<1x1x1x64xf32>, tensor<f32>) -> tensor<1x1x1x64xi1>
+  %bias = kg.select %keep, %zero, %ninf : (tensor<1x1x1x64xi1>, tensor<f32>, tensor<f32>) -> tensor<1x1x1x64xf32>
+  %kt = kg.transpose %k [0, 1, 3, 2] : tensor<1x2x64x32xf16> -> tensor<1x2x32x64xf16>
+  %s = kg.matmul %q, %kt : (tensor<1x2x64x32xf16>, tensor<1x2x32x64xf16>) -> tensor<1x2x64x64xf32>
+  %x = kg.add %s, %bias : (tensor<1x2x64x64xf32>, tensor<1x1x1x64xf32>) -> tensor<1x2x64x64xf32>
+  %p = kg.softmax %x dim 3 : tensor<1x2x64x64xf32>
+  %p16 = kg.cast %p : tensor<1x2x64x64xf32> to tensor<1x2x64x64xf16>
+  %o = kg.matmul %p16, %v : (tensor<1x2x64x64xf16>, tensor<1x2x64x32xf16>) -> tensor<1x2x64x32xf16>
+  return %o : tensor<1x2x64x32xf16>
+}
+
 // Grouped-query attention: 8 query heads read 2 key/value heads, each
 // broadcast to its 4 query heads (reshape, broadcast_to, reshape). The
 // broadcasts are views inside the attention kernel, not tensors of their own.

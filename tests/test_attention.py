@@ -225,6 +225,29 @@ def test_without_the_attention_fusion_the_kernels_are_the_unfused_ones():
     assert kinds == ["matmul", "reduction", "matmul"]
 
 
+@pytest.mark.usefixtures("fresh_dynamo")
+def test_a_decoders_prefill_attention_is_one_kernel_when_its_mask_comes_from_a_product():
+    # At 512 tokens transformers builds the causal mask from a cumulative
+    # sum over positions, which kgc computes as a product with a triangle of
+    # ones: the mask then depends on a matmul. Q K^T is still the product
+    # the scores are computed from; the math path's three kernels (scores,
+    # softmax, P V) ran in its place before.
+    pytest.importorskip("transformers")
+    from kgc.bench import models
+    from kgc.bench.capture import forward_graphs
+
+    kinds = []
+    for text in forward_graphs("llama", models.CPU, 512):
+        context = ir.Context()
+        context.allow_unregistered_dialects = True
+        with context:
+            module = ir.Module.parse(text).operation
+            compile_module(module, emit="kg", target=90)
+            kinds += _kinds(module)
+    layers = models.CATALOGUE["llama"].build(models.CPU).config.num_hidden_layers
+    assert kinds.count("attention") == layers, kinds
+
+
 def test_bad_knob_values_are_errors_naming_the_knob():
     with pytest.raises(KgcError, match="attention kernel @attention_0_attention: split_kv = -1 is "
                                        "not legal; split_kv must be a positive integer"):

@@ -254,32 +254,19 @@ def find_attention(outputs: Sequence[Node], check_operands: bool = True) -> Atte
     if maxed is None or _strip_casts(maxed) is not _strip_casts(x):
         raise Unplannable("the softmax does not subtract the maximum over keys")
     logits = _strip_casts(x)
-    # X: elementwise in S and tensors that do not depend on S.
-    scores = None
-    logit_ids: set[int] = set()
-    stack = [logits]
-    while stack:
-        node = stack.pop()
-        if id(node) in logit_ids:
-            continue
-        if node.op == "matmul":
-            if scores is not None and scores is not node:
-                raise Unplannable("the softmax's input holds two matmuls")
-            scores = node
-            logit_ids.add(id(node))
-            continue
-        if not _depends_on_matmul(node):
+    scores = _scores_matmul(logits)
+    if scores.shape != logits.shape:
+        raise Unplannable("Q K^T is broadcast before the softmax")
+    # X: elementwise in S and in tensors that do not depend on S.
+    logit_ids = {id(scores)}
+    for node in topological([logits]):
+        if node is scores or not any(id(operand) in logit_ids for operand in node.operands):
             continue
         if node.op not in ELEMENTWISE_OPS:
             raise Unplannable(f"kg.{node.op} between Q K^T and the softmax is not elementwise")
         if node.shape != output_mm.operands[0].shape:
             raise Unplannable("the softmax's input is not of the scores' shape")
         logit_ids.add(id(node))
-        stack.extend(node.operands)
-    if scores is None:
-        raise Unplannable("the softmax's input is not computed from a matmul (Q K^T)")
-    if scores.shape != logits.shape:
-        raise Unplannable("Q K^T is broadcast before the softmax")
     if masked_rows is not None and not _all_keys_masked(masked_rows, logits):
         raise Unplannable("the softmax's rows are zeroed where not every key is masked")
     # P V in the half type of a widened V whose result is rounded to it: P
@@ -308,8 +295,29 @@ def find_attention(outputs: Sequence[Node], check_operands: bool = True) -> Atte
                             masked_rows is not None, product_element)
 
 
-def _depends_on_matmul(node: Node) -> bool:
-    return any(n.op == "matmul" for n in topological([node]))
+def _scores_matmul(logits: Node) -> Node:
+    """Q K^T: the one matmul the softmax's input X is computed from through
+    elementwise ops of X's shape. A mask may be computed from products of
+    its own (transformers counts a packed sequence's positions with a
+    cumulative sum, which kgc computes as a product), but it reaches X
+    through a gather or a broadcast and is one of X's operands, not S."""
+    found: list[Node] = []
+    stack, seen = [logits], set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node.op == "matmul":
+            found.append(node)
+        elif node.op in ELEMENTWISE_OPS and node.shape == logits.shape:
+            stack.extend(node.operands)
+    if len(found) > 1:
+        raise Unplannable("the softmax's input holds two matmuls")
+    if not found:
+        raise Unplannable("the softmax's input is not computed from a matmul (Q K^T) by "
+                          "elementwise ops")
+    return found[0]
 
 
 def is_attention(order: Sequence[Node]) -> bool:
