@@ -31,6 +31,7 @@ import cProfile
 import io
 import pstats
 import re
+import statistics
 import time
 
 import torch
@@ -67,19 +68,24 @@ def _profile(call) -> tuple[dict[str, tuple[float, int]], float]:
 HOST_CALLS = 20
 
 
-def _host_profile(call, top: int) -> tuple[float, str]:
-    """(the median host time of a call as called in us, with the GPU
-    synchronized after each; the `top` functions by their own time over
-    HOST_CALLS calls under cProfile)."""
+def _host_profile(call, top: int) -> tuple[float, float, str]:
+    """(the median time of a call as called in us, with the GPU
+    synchronized after each; the median time until the call returns, before
+    that synchronization (a call that returns long before its GPU work ends
+    is bound by the GPU, one whose return comes close to its end waits on
+    the GPU inside or is bound by the host); the `top` functions by their
+    own time over HOST_CALLS calls under cProfile)."""
     for _ in range(WARMUP_CALLS):
         call()
     torch.cuda.synchronize()
-    times = []
+    times, returns = [], []
     for _ in range(HOST_CALLS):
         started = time.perf_counter()
         call()
+        returned = time.perf_counter()
         torch.cuda.synchronize()
         times.append(time.perf_counter() - started)
+        returns.append(returned - started)
     profiler = cProfile.Profile()
     profiler.enable()
     for _ in range(HOST_CALLS):
@@ -92,7 +98,8 @@ def _host_profile(call, top: int) -> tuple[float, str]:
     lines = [line for line in text.getvalue().splitlines() if line.strip()]
     # From the column header on: the totals line and the table.
     header = next((i for i, line in enumerate(lines) if "ncalls" in line), 0)
-    return sorted(times)[len(times) // 2] * 1e6, "\n".join(lines[header:])
+    return (statistics.median(times) * 1e6, statistics.median(returns) * 1e6,
+            "\n".join(lines[header:]))
 
 
 def _caller(model, ids, extra: dict, backend, train: bool):
@@ -202,10 +209,10 @@ def main() -> None:
                                 "train": args.train, "contender": contender,
                                 "gpu_us": total, "peak_mib": peak, "kernels": rows})
                 if contender in host:
-                    host_us, table = host[contender]
-                    print(f"-- host: {host_us:.1f} us per {what} as called; "
-                          f"cProfile over {HOST_CALLS} calls:\n{table}")
-                    results[-1]["host_us"] = host_us
+                    host_us, return_us, table = host[contender]
+                    print(f"-- host: {host_us:.1f} us per {what} as called, returning after "
+                          f"{return_us:.1f} us; cProfile over {HOST_CALLS} calls:\n{table}")
+                    results[-1].update(host_us=host_us, return_us=return_us)
         del model
         torch.cuda.empty_cache()
     if args.json:
