@@ -1003,6 +1003,7 @@ func.func @read_inside_a_loop(%x: tensor<8xf32>, %n: index) -> tensor<8xf32> {
 // RUN: sed -n '/^\/\/ PARTITIONS AND DECISIONS$/,$p' %s | kgc-opt --kg-fuse='merge-siblings=false' | FileCheck %s --check-prefix=NOSIB
 // RUN: sed -n '/^\/\/ PARTITIONS AND DECISIONS$/,$p' %s | kgc-opt --kg-fuse='merge-reductions=false' | FileCheck %s --check-prefix=NORED
 // RUN: sed -n '/^\/\/ PARTITIONS AND DECISIONS$/,$p' %s | kgc-opt --kg-fuse='fold-low-rank=false' | FileCheck %s --check-prefix=NOLOWRANK
+// RUN: sed -n '/^\/\/ PARTITIONS AND DECISIONS$/,$p' %s | kgc-opt --kg-fuse='merge-shared-input=false' | FileCheck %s --check-prefix=NOSHARED
 
 // Ops 0-8 are the RMSNorm (2 and 4 are constants, copied where used, so in
 // no group), op 9 the matmul. Given as two groups, or with the fold turned
@@ -1278,4 +1279,52 @@ func.func @attention_backward_through_a_sibling_kernel(%q: tensor<2x4x17x16xf32>
   %dst = kg.transpose %ds [0, 1, 3, 2] : tensor<2x4x17x17xf32> -> tensor<2x4x17x17xf32>
   %dk = kg.matmul %dst, %q : (tensor<2x4x17x17xf32>, tensor<2x4x17x16xf32>) -> tensor<2x4x17x16xf32>
   return %dq, %dk, %dv : tensor<2x4x17x16xf32>, tensor<2x4x17x16xf32>, tensor<2x4x17x16xf32>
+}
+
+// The key and value projections of a decode step: two products of one row
+// that read the same x. kg-fuse makes them one kernel with a result each
+// (one launch, and one kernel summing split-k partials, where there were two
+// of each); merge-shared-input=false keeps them apart.
+// PRIM-LABEL: func.func @decode_key_value_projections(
+// PRIM-NEXT: %[[KV:.*]]:2 = kg.kernel @decode_key_value_projections_0_matmul(
+// PRIM-COUNT-2: kg.matmul
+// PRIM: kg.yield
+// PRIM-NEXT: }
+// PRIM-NEXT: return %[[KV]]#0, %[[KV]]#1
+// NOSHARED-LABEL: func.func @decode_key_value_projections(
+// NOSHARED-NEXT: kg.kernel @decode_key_value_projections_0_matmul(
+// NOSHARED: kg.kernel @decode_key_value_projections_1_matmul(
+func.func @decode_key_value_projections(%x: tensor<1x512xf16>, %wk: tensor<128x512xf16>, %wv: tensor<128x512xf16>) -> (tensor<1x128xf16>, tensor<1x128xf16>) {
+  %wkt = kg.transpose %wk [1, 0] : tensor<128x512xf16> -> tensor<512x128xf16>
+  %k = kg.matmul %x, %wkt : (tensor<1x512xf16>, tensor<512x128xf16>) -> tensor<1x128xf16>
+  %wvt = kg.transpose %wv [1, 0] : tensor<128x512xf16> -> tensor<512x128xf16>
+  %v = kg.matmul %x, %wvt : (tensor<1x512xf16>, tensor<512x128xf16>) -> tensor<1x128xf16>
+  return %k, %v : tensor<1x128xf16>, tensor<1x128xf16>
+}
+
+// 17 rows are more than a decode step's: the products stay two kernels (one
+// kernel of two accumulators saves no launch worth its registers there).
+// PRIM-LABEL: func.func @prefill_key_value_projections(
+// PRIM-NEXT: kg.kernel @prefill_key_value_projections_0_matmul(
+// PRIM: kg.kernel @prefill_key_value_projections_1_matmul(
+func.func @prefill_key_value_projections(%x: tensor<17x512xf16>, %wk: tensor<128x512xf16>, %wv: tensor<128x512xf16>) -> (tensor<17x128xf16>, tensor<17x128xf16>) {
+  %wkt = kg.transpose %wk [1, 0] : tensor<128x512xf16> -> tensor<512x128xf16>
+  %k = kg.matmul %x, %wkt : (tensor<17x512xf16>, tensor<512x128xf16>) -> tensor<17x128xf16>
+  %wvt = kg.transpose %wv [1, 0] : tensor<128x512xf16> -> tensor<512x128xf16>
+  %v = kg.matmul %x, %wvt : (tensor<17x512xf16>, tensor<512x128xf16>) -> tensor<17x128xf16>
+  return %k, %v : tensor<17x128xf16>, tensor<17x128xf16>
+}
+
+// Products of one x against weights of two shapes (the query and key
+// projections of grouped-query attention) stay two kernels: one grid walks
+// one n.
+// PRIM-LABEL: func.func @decode_query_key_projections(
+// PRIM-NEXT: kg.kernel @decode_query_key_projections_0_matmul(
+// PRIM: kg.kernel @decode_query_key_projections_1_matmul(
+func.func @decode_query_key_projections(%x: tensor<1x512xf16>, %wq: tensor<512x512xf16>, %wk: tensor<128x512xf16>) -> (tensor<1x512xf16>, tensor<1x128xf16>) {
+  %wqt = kg.transpose %wq [1, 0] : tensor<512x512xf16> -> tensor<512x512xf16>
+  %q = kg.matmul %x, %wqt : (tensor<1x512xf16>, tensor<512x512xf16>) -> tensor<1x512xf16>
+  %wkt = kg.transpose %wk [1, 0] : tensor<128x512xf16> -> tensor<512x128xf16>
+  %k = kg.matmul %x, %wkt : (tensor<1x512xf16>, tensor<512x128xf16>) -> tensor<1x128xf16>
+  return %q, %k : tensor<1x512xf16>, tensor<1x128xf16>
 }

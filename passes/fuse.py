@@ -17,6 +17,8 @@ Argument: `kg-fuse`. Options:
     fuse-attention=BOOL  softmax(Q K^T [* scale] [+ mask]) V as one kernel
     library-alone=BOOL   keep a matmul the GPU's BLAS runs (kgc.tiling.library)
                          a bare call: nothing is fused into it
+    merge-shared-input=BOOL  make products of at most 16 rows that read one
+                         left operand one kernel of two results
     rules-off=NAMES      schedules' fusion rules to turn off, by `,`: the
                          objections of `Schedule.fusion_refusal` (attention's
                          `keys-once`: no work on K or V in a kernel whose
@@ -129,6 +131,8 @@ class KgFuse(Pass):
     fuse_attention = Option(bool, True, "make softmax(Q K^T) V one attention kernel")
     library_alone = Option(bool, True, "fuse nothing into a matmul that the GPU's BLAS runs "
                                        "(kgc.tiling.library)")
+    merge_shared_input = Option(bool, True, "make products of a few rows that read one left "
+                                            "operand one kernel (key and value projections)")
     rules_off = Option(str, "", "schedules' fusion rules to turn off, ',' between names "
                                 "(attention's keys-once)")
     target = Option(int, DEFAULT_SM, "SM version the kernels are planned for (80, 86, 89, 90, "

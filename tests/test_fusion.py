@@ -164,6 +164,26 @@ def test_gated_mlp_proposals():
     ]
 
 
+@pytest.mark.parametrize("name", ["shared_input_projections-3x1000x17",
+                                  "shared_input_projections-1x4097x500"])
+def test_skinny_products_of_one_input_are_one_kernel(name):
+    # transpose 0, x @ wk^T 1, transpose 2, x @ wv^T 3.
+    proposals = {p.origin: str(p) for p in _proposals(_case(name).graph("f16"))}
+    assert proposals["default"] == "0,1,2,3"
+    assert proposals["merge-shared-input=false"] == "0,1;2,3"
+
+
+def test_products_of_one_input_past_a_few_rows_stay_apart():
+    # 17 rows: the products may be library calls or tiled for rows, where
+    # one kernel of two accumulators is no launch saved worth its registers.
+    graph = kgc.Graph("siblings")
+    x = graph.input("x", (17, 1000), "f16")
+    wk, wv = graph.input("wk", (64, 1000), "f16"), graph.input("wv", (64, 1000), "f16")
+    graph.output(graph.matmul(x, graph.transpose(wk, (1, 0))),
+                 graph.matmul(x, graph.transpose(wv, (1, 0))))
+    assert [str(p) for p in _proposals(graph)][0] == "0,1;2,3"
+
+
 def test_attention_proposals_are_distinct_and_default_first():
     proposals = _proposals(_case("attention-1x1x300x40").graph("f32"))
     texts = [str(p) for p in proposals]

@@ -55,6 +55,15 @@ the library pair"). A merge that keeps the group a library call (the
 transpose of a weight it reads) is made. Turning it off (`library-alone=
 false`, and the search does) fuses as if there were no library.
 
+`merge-shared-input`: once no merge above applies, products of a few rows
+(at most `SKINNY_ROWS`, a decode step's projections) that read the same
+left operand, against weights of one shape, and that are bare or carry
+epilogues of their own, become one kernel with a result each (a layer's
+key and value projections: one launch, and one kernel summing split-k
+partials, where there were two of each). The products stay two where
+either is a library call, where the merged kernel would lose a split
+over k either has alone, or where a path joins them.
+
 `fold-rms-norm` is the RMSNorm before a matmul (its 1/rms becomes a factor
 of the matmul's epilogue, its sum runs in the k loop), and any reduction
 feeding a matmul operand (a softmax of scores too wide for an epilogue).
@@ -72,7 +81,7 @@ from typing import NamedTuple
 
 from kgc.fusion.graph import FusionGraph
 from kgc.fusion.partition import Partition
-from kgc.tiling.config import streams_weights
+from kgc.tiling.config import SKINNY_ROWS, streams_weights
 from kgc.tiling.graph_model import Node
 from kgc.tiling.iteration import Unplannable
 from kgc.tiling.library import KIND as LIBRARY_KIND
@@ -87,6 +96,7 @@ FUSE_EPILOGUE = "fuse-epilogue"
 MERGE_REDUCTIONS = "merge-reductions"
 FUSE_ATTENTION = "fuse-attention"
 LIBRARY_ALONE = "library-alone"
+MERGE_SHARED_INPUT = "merge-shared-input"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,6 +112,7 @@ class FusionDecisions:
     fuse_attention: bool = True
     # Not a kind of merge but a refusal: a library matmul takes in nothing.
     library_alone: bool = True
+    merge_shared_input: bool = True
     # The fusion rules of schedules (Schedule.fusion_rule) that are no field
     # above and are turned off.
     rules_off: frozenset[str] = frozenset()
@@ -207,6 +218,24 @@ def greedy_partition(graph: FusionGraph, decisions: FusionDecisions = FusionDeci
     changed = True
     while changed:
         changed = False
+        _merge_producers(graph, decisions, groups, group_of, version, refused, kinds_made)
+        if decisions.merge_shared_input and _merge_shared_inputs(graph, groups, group_of,
+                                                                 version):
+            kinds_made.add(MERGE_SHARED_INPUT)
+            changed = True
+    ordered = sorted(groups.values(), key=lambda g: graph.position(g[-1]))
+    origin = str(decisions)
+    return GreedyResult(Partition.of_groups(graph, ordered, origin), ordered, frozenset(kinds_made))
+
+
+def _merge_producers(graph: FusionGraph, decisions: FusionDecisions, groups: dict,
+                     group_of: dict, version: dict, refused: set, kinds_made: set) -> None:
+    """Merges producer groups into their consumers until no merge is left
+    (the kinds at the top of this module)."""
+    computed = graph.computed()
+    changed = True
+    while changed:
+        changed = False
         for consumer in computed:
             target = group_of[id(consumer)]
             for operand in consumer.operands:
@@ -233,9 +262,68 @@ def greedy_partition(graph: FusionGraph, decisions: FusionDecisions = FusionDeci
                 if kind is not None:
                     kinds_made.add(kind)
                 changed = True
-    ordered = sorted(groups.values(), key=lambda g: graph.position(g[-1]))
-    origin = str(decisions)
-    return GreedyResult(Partition.of_groups(graph, ordered, origin), ordered, frozenset(kinds_made))
+
+
+def _shared_input_key(group: list[Node]) -> tuple | None:
+    """What a group that may merge with a sibling shares with it: (its
+    product's left operand, the product's shape and element types), where
+    the group holds one product of at most SKINNY_ROWS rows against a 2-D
+    right operand, its left operand computed outside the group; else None."""
+    products = [n for n in group if n.op == "matmul"]
+    if len(products) != 1:
+        return None
+    product = products[0]
+    left, right = product.operands
+    if len(right.shape) != 2 or any(left is n for n in group):
+        return None
+    rows = 1
+    for extent in left.shape[:-1]:
+        rows *= extent
+    if rows > SKINNY_ROWS:
+        return None
+    return id(left), tuple(product.shape), product.element, right.element
+
+
+def _merge_shared_inputs(graph: FusionGraph, groups: dict, group_of: dict,
+                         version: dict) -> bool:
+    """Merges the skinny products that read one left operand
+    (`merge-shared-input`); True when a merge was made."""
+    siblings: dict[tuple, list[int]] = {}
+    for number in sorted(groups, key=lambda n: graph.position(groups[n][-1])):
+        key = _shared_input_key(groups[number])
+        if key is not None:
+            siblings.setdefault(key, []).append(number)
+    made = False
+    for numbers in siblings.values():
+        target = numbers[-1]
+        for source in reversed(numbers[:-1]):
+            if not _may_merge_siblings(graph, groups, group_of, source, target):
+                continue
+            for node in groups[source]:
+                group_of[id(node)] = target
+            groups[target] = graph.in_program_order(groups[source] + groups[target])
+            version[target] += 1
+            del groups[source]
+            made = True
+    return made
+
+
+def _may_merge_siblings(graph: FusionGraph, groups: dict, group_of: dict, source: int,
+                        target: int) -> bool:
+    """Whether the sibling products of groups `source` and `target` make
+    one kernel that is no library call and keeps the split over k that
+    either has alone, with no path between them."""
+    if _creates_cycle(graph, source, target, group_of, groups) or \
+            _creates_cycle(graph, target, source, group_of, groups):
+        return False
+    try:
+        alone = [graph.plan(groups[source]), graph.plan(groups[target])]
+        together = graph.plan(graph.in_program_order(groups[source] + groups[target]))
+    except Unplannable:
+        return False
+    if LIBRARY_KIND in (together.kind, alone[0].kind, alone[1].kind):
+        return False
+    return together.split is not None or all(plan.split is None for plan in alone)
 
 
 class Refusal(NamedTuple):
