@@ -196,13 +196,20 @@ def fast_call(function, specs: list, layout: BufferLayout, bound: BoundFunction)
     # The intermediates a library call reads or writes, which it takes as
     # tensors (views of the workspace); Triton's launches take pointers.
     library_operands = {i for b in bound.launches if b.library is not None for i in b.operands}
-    library_views = []  # (buffer, first byte, end byte, dtype, shape)
+    # Each is one `as_strided` of the workspace seen as its element type (a
+    # slice and two views cost three calls of torch's, microseconds each,
+    # and a prefill calls the library a few times a layer).
+    library_views = []  # (buffer, dtype, shape, strides, first element)
     for index, offset in offsets:
         if index in library_operands:
             shape = torch.Size(function.buffers[index].shape)
             dtype = torch_dtype(function.buffers[index].dtype)
-            library_views.append((index, offset, offset + shape.numel() * dtype.itemsize,
-                                  dtype, shape))
+            library_views.append((index, dtype, shape, _contiguous_strides(shape),
+                                  offset // dtype.itemsize))
+    view_dtypes = tuple(dict.fromkeys(dtype for _, dtype, *_ in library_views))
+    # Whole words, so that the workspace can be seen as any element type
+    # (the memory plan places every buffer at a multiple of its alignment).
+    workspace_bytes = -(-workspace_bytes // _WORD) * _WORD
     # Every launch was bound with the same two hook chains (Triton's knobs).
     hooks, any_hooked = bound.hooks, internals.any_hooked
     nullcontext = contextlib.nullcontext
@@ -238,8 +245,10 @@ def fast_call(function, specs: list, layout: BufferLayout, bound: BoundFunction)
             base = workspace.data_ptr()
             for index, offset in offsets:
                 pointers[index] = base + offset
-            for index, start, end, dtype, shape in library_views:
-                buffers[index] = workspace[start:end].view(dtype).view(shape)
+            if library_views:
+                typed = {dtype: workspace.view(dtype) for dtype in view_dtypes}
+                for index, dtype, shape, strides, first in library_views:
+                    buffers[index] = typed[dtype].as_strided(shape, strides, first)
         stream = stream_of(device)
         # Hooks added after the first call (a profiler's) still run.
         launches = hooked_launches if any_hooked(hooks) else bare_launches
@@ -254,6 +263,18 @@ def fast_call(function, specs: list, layout: BufferLayout, bound: BoundFunction)
         return buffers[results[0]] if single else tuple(buffers[i] for i in results)
 
     return fast
+
+
+# The widest element a workspace is seen as, in bytes.
+_WORD = 16
+
+
+def _contiguous_strides(shape) -> tuple[int, ...]:
+    strides, step = [], 1
+    for extent in reversed(shape):
+        strides.append(step)
+        step *= max(extent, 1)
+    return tuple(reversed(strides))
 
 
 def cuda_available() -> bool:
