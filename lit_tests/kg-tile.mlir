@@ -6,11 +6,11 @@
 // bias is read through a view with stride 0 along the rows, as a 1-row tile.
 // CHECK-LABEL: func.func @pointwise
 // CHECK: kg.kernel @pointwise_0
-// CHECK-SAME: config = {block_m = 4 : i64, block_n = 1000 : i64, num_stages = 1 : i64, num_warps = 8 : i64}, grid = array<i64: 5, 1, 1>, iteration = array<i64: 17, 1000>, kind = "pointwise"
+// CHECK-SAME: config = {block_m = 4 : i64, block_n = 1000 : i64, num_stages = 1 : i64, num_warps = 8 : i64}, grid = array<i64: 1025, 1, 1>, iteration = array<i64: 4097, 1000>, kind = "pointwise"
 // CHECK-SAME: tile = array<i64: 4, 1000>
-// CHECK: ^bb0(%{{.*}}: memref<17x1000xf32>, %{{.*}}: memref<1000xf32>, %{{.*}}: memref<17x1000xf32>):
+// CHECK: ^bb0(%{{.*}}: memref<4097x1000xf32>, %{{.*}}: memref<1000xf32>, %{{.*}}: memref<4097x1000xf32>):
 // CHECK-DAG: %[[PID:.*]] = kg.program_id 0 : i32
-// CHECK-DAG: %[[X:.*]] = memref.reinterpret_cast %{{.*}} to offset: [0], sizes: [17, 1000], strides: [1000, 1]
+// CHECK-DAG: %[[X:.*]] = memref.reinterpret_cast %{{.*}} to offset: [0], sizes: [4097, 1000], strides: [1000, 1]
 // CHECK-DAG: %[[B:.*]] = memref.reinterpret_cast %{{.*}} to offset: [0], sizes: [1, 1000], strides: [0, 1]
 // CHECK: %[[ROW:.*]] = arith.muli %[[PID]], %{{.*}} : i32
 // CHECK: %[[XT:.*]] = kg.tile_load %[[X]][%[[ROW]], %{{.*}}] : {{.*}} -> tensor<4x1000xf32>
@@ -19,8 +19,27 @@
 // CHECK: %[[R:.*]] = kg.relu %[[S]] : tensor<4x1000xf32>
 // CHECK: kg.tile_store %[[R]], %{{.*}}[%[[ROW]], %{{.*}}] : tensor<4x1000xf32>
 // CHECK: kg.yield
-func.func @pointwise(%x: tensor<17x1000xf32>, %b: tensor<1000xf32>) -> tensor<17x1000xf32> {
-  %y = kg.kernel @pointwise_0(%x, %b) : (tensor<17x1000xf32>, tensor<1000xf32>) -> tensor<17x1000xf32> {
+func.func @pointwise(%x: tensor<4097x1000xf32>, %b: tensor<1000xf32>) -> tensor<4097x1000xf32> {
+  %y = kg.kernel @pointwise_0(%x, %b) : (tensor<4097x1000xf32>, tensor<1000xf32>) -> tensor<4097x1000xf32> {
+  ^bb0(%a: tensor<4097x1000xf32>, %bias: tensor<1000xf32>):
+    %s = kg.add %a, %bias : (tensor<4097x1000xf32>, tensor<1000xf32>) -> tensor<4097x1000xf32>
+    %r = kg.relu %s : tensor<4097x1000xf32>
+    kg.yield %r : tensor<4097x1000xf32>
+  }
+  return %y : tensor<4097x1000xf32>
+}
+
+// -----
+
+// Few rows: four rows a tile would make 5 programs, too few to keep the
+// target's SMs busy with loads in flight (4 per SM are asked for), so each
+// program takes one row (17 programs) on 4 warps.
+// CHECK-LABEL: func.func @pointwise_few_rows
+// CHECK: kg.kernel @pointwise_few_rows_0
+// CHECK-SAME: config = {block_m = 1 : i64, block_n = 1000 : i64, num_stages = 1 : i64, num_warps = 4 : i64}, grid = array<i64: 17, 1, 1>
+// CHECK-SAME: tile = array<i64: 1, 1000>
+func.func @pointwise_few_rows(%x: tensor<17x1000xf32>, %b: tensor<1000xf32>) -> tensor<17x1000xf32> {
+  %y = kg.kernel @pointwise_few_rows_0(%x, %b) : (tensor<17x1000xf32>, tensor<1000xf32>) -> tensor<17x1000xf32> {
   ^bb0(%a: tensor<17x1000xf32>, %bias: tensor<1000xf32>):
     %s = kg.add %a, %bias : (tensor<17x1000xf32>, tensor<1000xf32>) -> tensor<17x1000xf32>
     %r = kg.relu %s : tensor<17x1000xf32>

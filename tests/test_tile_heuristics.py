@@ -71,17 +71,19 @@ EXPECTED = {
                                                    num_warps=4, num_stages=1), (1, 1, 1)),
     "kg-pad-mask:softmax_0": ("reduction", dict(block_x=1, block_r=1000, num_warps=4,
                                                 num_stages=1), (17, 1, 1)),
-    # A dynamic extent is planned as at EXTENT_HINT (256) rows.
+    # A dynamic extent is planned as at EXTENT_HINT (256) rows, with the
+    # tile's rows a program whatever the SMs. Static elementwise kernels of
+    # fewer than 4 programs per SM take one row a program.
     "kg-pad-mask:dynamic_rows_0": ("pointwise", dict(block_m=4, block_n=1024, num_warps=8,
                                                      num_stages=1), (64, 1, 1)),
-    "kg-pad-mask:exact_0": ("pointwise", dict(block_m=4, block_n=1024, num_warps=8,
-                                              num_stages=1), (16, 1, 1)),
+    "kg-pad-mask:exact_0": ("pointwise", dict(block_m=1, block_n=1024, num_warps=4,
+                                              num_stages=1), (64, 1, 1)),
     "kg-pad-mask:mm_0": ("matmul", dict(block_m=33, block_n=40, block_k=64, group_m=1,
                                         num_warps=4, num_stages=4), (1, 1, 1)),
     "kg-pad-mask:concat_0": ("pointwise", dict(block_m=17, block_n=103, num_warps=8,
                                                num_stages=1), (1, 1, 1)),
-    "convert-kg-to-ttir:pointwise_0": ("pointwise", dict(block_m=4, block_n=1000, num_warps=8,
-                                                         num_stages=1), (5, 1, 1)),
+    "convert-kg-to-ttir:pointwise_0": ("pointwise", dict(block_m=1, block_n=1000, num_warps=4,
+                                                         num_stages=1), (17, 1, 1)),
     "convert-kg-to-ttir:row_sum_0": ("reduction", dict(block_x=1, block_r=1000, num_warps=4,
                                                        num_stages=1), (17, 1, 1)),
     "convert-kg-to-ttir:matmul_0": ("matmul", dict(block_m=32, block_n=64, block_k=32, group_m=1,

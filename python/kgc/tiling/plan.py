@@ -44,6 +44,8 @@ _LOOPED_REDUCTION_BLOCK = 2048
 # _LOOPED_REDUCTION_BLOCK (see _plan_reduction).
 _LOOPED_REDUCTION_WARPS = 16
 _POINTWISE_BLOCK_N = 1024
+# Programs per SM below which an elementwise kernel takes fewer rows a tile.
+_POINTWISE_PROGRAMS_PER_SM = 4
 _GRID_LIMIT = 2**31 - 1
 _INDEX_LIMIT = 2**31 - 1
 
@@ -120,7 +122,19 @@ class PointwiseSchedule(Schedule):
         return True
 
     def plan(self, outputs, order, config, kernel, target):
-        return _plan_pointwise(outputs, order, config, kernel)
+        return _plan_pointwise(outputs, order, config, kernel, target)
+
+    def dynamic_config(self, plan):
+        # A dynamic extent's rows are whatever each call gives, not the
+        # hint's count: a program takes the tile's rows, not fewer to fill
+        # the SMs at the hint.
+        if len(plan.extents) < 2:
+            return None
+        cap = max(1, _TILE_ELEMENTS // next_power_of_two(plan.tile[-1]))
+        rows = plan.extents[-2] if plan.extents[-2] <= cap else _floor_power_of_two(cap)
+        if plan.tile[-2] >= rows:
+            return None
+        return dataclasses.replace(plan.config, block_m=rows, num_warps=None)
 
     def table_key(self, plan):
         # The last axis (contiguous) and the rows over it.
@@ -238,7 +252,8 @@ def check_index_range(nodes: Sequence[Node]) -> None:
             raise Unplannable(f"a tensor of {node.numel} elements is beyond 32-bit indexing")
 
 
-def _plan_pointwise(outputs, order, config: PointwiseConfig, kernel) -> KernelPlan:
+def _plan_pointwise(outputs, order, config: PointwiseConfig, kernel,
+                    target: Target) -> KernelPlan:
     check_index_range(order)
     first = outputs[0]
     extents = tuple(first.shape) or (1,)
@@ -255,12 +270,22 @@ def _plan_pointwise(outputs, order, config: PointwiseConfig, kernel) -> KernelPl
     block_m = None
     if n >= 2:
         cap = max(1, _TILE_ELEMENTS // next_power_of_two(block_n))
-        if _reads_across_rows(order, extents):
+        across = _reads_across_rows(order, extents)
+        if across:
             cap = max(cap, 32)
             if config.block_n is None and block_n > 64:
                 block_n = tile[-1] = 64
                 cap = 64
         default_m = extents[-2] if extents[-2] <= cap else _floor_power_of_two(cap)
+        if config.block_n is None and not across:
+            # Fewer rows a program where the tiles would leave the target's
+            # SMs a few programs each: an elementwise kernel hides its
+            # loads' latency with programs in flight.
+            columns = ceil_div(extents[-1], block_n) * product(extents[:-2])
+            while default_m > 1 and default_m & (default_m - 1) == 0 and \
+                    columns * ceil_div(extents[-2], default_m) < \
+                    _POINTWISE_PROGRAMS_PER_SM * target.sm_count:
+                default_m //= 2
         block_m = knob(config.block_m, default_m)
         tile[-2] = block_m
     program_axes = tuple(a for a in range(n) if ceil_div(extents[a], tile[a]) > 1)
