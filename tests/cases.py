@@ -251,6 +251,19 @@ def _view_cases():
     ]
 
 
+def _shared_input_case(rows: int, k: int, n: int, tolerance_scale: float) -> Case:
+    """x @ wk^T and x @ wv^T, two products of one x."""
+    def build(g, x, wk, wv):
+        return g.matmul(x, g.transpose(wk, (1, 0))), g.matmul(x, g.transpose(wv, (1, 0)))
+
+    def reference(x, wk, wv):
+        return x.float() @ wk.float().T, x.float() @ wv.float().T
+
+    return Case(f"shared_input_projections-{rows}x{k}x{n}",
+                [("x", (rows, k), "unit"), ("wk", (n, k), "unit"), ("wv", (n, k), "unit")],
+                build, reference, tolerance_scale=tolerance_scale)
+
+
 def _fusion_cases():
     T = _torch
     return [
@@ -287,18 +300,8 @@ def _fusion_cases():
         # Products of a few rows reading one x (a decode step's key and value
         # projections, weights stored (n, k)): one kernel with two results
         # (kg-fuse's merge-shared-input), split over k at the larger shape.
-        Case("shared_input_projections-3x1000x17",
-             [("x", (3, 1000), "unit"), ("wk", (17, 1000), "unit"), ("wv", (17, 1000), "unit")],
-             lambda g, x, wk, wv: (g.matmul(x, g.transpose(wk, (1, 0))),
-                                   g.matmul(x, g.transpose(wv, (1, 0)))),
-             lambda x, wk, wv: (x.float() @ wk.float().T, x.float() @ wv.float().T),
-             tolerance_scale=4),
-        Case("shared_input_projections-1x4097x500",
-             [("x", (1, 4097), "unit"), ("wk", (500, 4097), "unit"), ("wv", (500, 4097), "unit")],
-             lambda g, x, wk, wv: (g.matmul(x, g.transpose(wk, (1, 0))),
-                                   g.matmul(x, g.transpose(wv, (1, 0)))),
-             lambda x, wk, wv: (x.float() @ wk.float().T, x.float() @ wv.float().T),
-             tolerance_scale=8),
+        _shared_input_case(3, 1000, 17, tolerance_scale=4),
+        _shared_input_case(1, 4097, 500, tolerance_scale=8),
         Case("attention-2x4x100x64",
              [("q", (2, 4, 100, 64), "unit"), ("k", (2, 4, 100, 64), "unit"), ("v", (2, 4, 100, 64), "unit")],
              lambda g, q, k, v: g.matmul(g.softmax(g.mul(g.matmul(q, g.transpose(k, (0, 1, 3, 2))), 0.125),
