@@ -18,7 +18,7 @@ Argument: `kg-fuse`. Options:
     library-alone=BOOL   keep a matmul the GPU's BLAS runs (kgc.tiling.library)
                          a bare call: nothing is fused into it
     merge-shared-input=BOOL  make products of at most 16 rows that read one
-                         left operand one kernel of two results
+                         left operand one kernel, with a result each
     rules-off=NAMES      schedules' fusion rules to turn off, by `,`: the
                          objections of `Schedule.fusion_refusal` (attention's
                          `keys-once`: no work on K or V in a kernel whose
