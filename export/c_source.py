@@ -30,9 +30,16 @@ parameters its cubin was compiled for:
   A library kernel (a bare matmul kgc leaves to cuBLAS, kgc.tiling.library)
   is refused, naming it and how to compile without library kernels: the C
   would need cuBLAS linked and a handle per stream, which the driver-API-
-  only export does not ask of its callers. A function with a dynamic extent
-  (`?`) is refused too: its C function would take the size as an argument
-  and plan the workspace per call, which the export does not write yet.
+  only export does not ask of its callers.
+- a function with a dynamic extent (`?`) takes its size as `int32_t size`
+  after the stream (at least 1; CUDA_ERROR_INVALID_VALUE otherwise). A kernel
+  over the extent is launched on ceil(size / tile) * programs programs along
+  x (its kg.launch's `dynamic_grid`) and gets the size as one more i32
+  parameter after its tensors, as `Kernel.grid_at` and `Kernel.scalars_at`
+  give the Python runtime. Its workspace is `kgc_G_F_workspace_bytes(size)`
+  bytes: the intermediates one after another, each at a multiple of 256
+  bytes (no reuse between them, which the runtime's per-size memory plan
+  makes: a layout fixed for every size cannot follow the plan's choices).
   Kernels that need a launch Triton makes through `cuLaunchKernelEx`
   (clusters of CTAs, cooperative grids, programmatic dependent launch) or
   tensor descriptors are refused at export time, with the reason.
@@ -68,6 +75,7 @@ import re
 from kgc.diagnostics import KgcError
 from kgc.element_types import ELEMENT_BYTES
 from kgc.pipeline.compiler import CompiledModule, Function, make_output_folder
+from kgc.pipeline.memory_plan import WORKSPACE_ALIGNMENT, intermediates_of
 from kgc.pipeline.resources import check_resources
 
 # What the kernels assume of every tensor's address (tt.divisibility = 16).
@@ -144,7 +152,7 @@ class CubinModule:
     num_warps: int
     global_scratch_bytes: int  # per program
     global_scratch_align: int
-    num_parameters: int
+    num_tensors: int
 
 
 def _check_launchable(kernel) -> None:
@@ -172,11 +180,18 @@ def _check_launchable(kernel) -> None:
         reasons.append("it takes tensor descriptors")
     if int(metadata.get("profile_scratch_size") or 0) > 0:
         reasons.append("it was compiled for profiling (profile scratch)")
-    non_pointers = [kind for kind in artifact.signature if not kind.startswith("*")]
+    signature = list(artifact.signature)
+    if kernel.dynamic_grid is not None:
+        # The dynamic extent's size, an i32 after the tensors.
+        if signature[-1:] == ["i32"]:
+            signature.pop()
+        else:
+            reasons.append("its signature does not end in the dynamic extent's size (i32)")
+    non_pointers = [kind for kind in signature if not kind.startswith("*")]
     if non_pointers:
         reasons.append(f"its signature holds non-tensor parameters ({', '.join(non_pointers)})")
-    if len(artifact.signature) != len(kernel.arguments):
-        reasons.append(f"its signature has {len(artifact.signature)} parameters for "
+    if len(signature) != len(kernel.arguments):
+        reasons.append(f"its signature has {len(signature)} tensor parameters for "
                        f"{len(kernel.arguments)} tensors")
     if reasons:
         raise KgcError(f"kernel @{kernel.name} cannot be exported as C: {'; '.join(reasons)}")
@@ -201,7 +216,8 @@ def _modules(compiled: CompiledModule, functions: list[Function]) -> dict[str, C
                     len(by_artifact), kernel.name, artifact.entry, artifact.cubin,
                     artifact.options.grid, artifact.shared, int(metadata.get("num_warps", artifact.options.num_warps)),
                     int(metadata.get("global_scratch_size") or 0),
-                    int(metadata.get("global_scratch_align") or 1), len(artifact.signature))
+                    int(metadata.get("global_scratch_align") or 1),
+                    len(artifact.signature) - (kernel.dynamic_grid is not None))
             of_kernel[launch.kernel] = by_artifact[key]
     return of_kernel
 
@@ -224,6 +240,10 @@ class KernelLaunch:
     grid: tuple[int, int, int]
     operands: list[str]  # C expressions of the tensors' pointers, in signature order
     uses_scratch: bool
+    # [tile, programs per tile] of a kernel over the dynamic extent: its
+    # grid along x is ceil(size / tile) * programs, its last parameter the
+    # size. None: a static kernel.
+    dynamic_grid: tuple[int, int] | None = None
 
 
 @dataclasses.dataclass
@@ -235,16 +255,22 @@ class FunctionPlan:
     symbol: str  # kgc_<graph>_<function>
     macro: str  # KGC_<GRAPH>_<FUNCTION>
     parameters: list[Parameter]
-    intermediates: dict[int, int]  # buffer -> offset in the workspace (the memory plan's)
+    # buffer -> offset in the workspace (the memory plan's); for a dynamic
+    # function, the intermediates in the order they follow one another.
+    intermediates: dict[int, int]
     scratch_offset: int | None  # where the global scratch starts, if any kernel needs some
-    workspace_bytes: int
+    workspace_bytes: int | None  # None: a function of the size (a dynamic function)
     workspace_alignment: int  # what the workspace's address must be a multiple of
     launches: list[KernelLaunch]
-    copies: list[tuple[str, str, int]]  # (destination, source, bytes) after the launches
+    copies: list[tuple[str, str, str]]  # (destination, source, C bytes) after the launches
+
+    @property
+    def is_dynamic(self) -> bool:
+        return self.workspace_bytes is None
 
 
 def plan_function(function: Function, identifier: str, graph: str,
-                  modules: dict[str, CubinModule]) -> FunctionPlan:
+                  modules: dict[str, CubinModule], compiled_kernels: dict) -> FunctionPlan:
     buffers = function.buffers
     names = function.argument_names or [None] * function.num_arguments
     parameters, taken = [], set()
@@ -260,46 +286,69 @@ def plan_function(function: Function, identifier: str, graph: str,
     for position, buffer in enumerate(function.results):
         name = f"result{position}"
         parameters.append(Parameter(name, buffer, "result", f"result #{position}"))
-        size = tensor_bytes(buffers[buffer].shape, buffers[buffer].dtype)
         if buffer in place:  # an argument, or a tensor returned before
-            copies.append((name, place[buffer], size))
+            copies.append((name, place[buffer], bytes_expression(buffers[buffer])))
         else:
             place[buffer] = name
-    memory = function.memory
-    intermediates = memory.offsets()
+    dynamic = function.is_dynamic
+    if dynamic:
+        intermediates = {buffer: 0 for buffer in intermediates_of(function)}
+        offset, alignment = None, WORKSPACE_ALIGNMENT
+    else:
+        intermediates = function.memory.offsets()
+        offset, alignment = function.memory.workspace_bytes, function.memory.alignment
     for buffer in intermediates:
         place[buffer] = f"kgc_buffer{buffer}"
-    offset = memory.workspace_bytes
-    scratch_bytes, scratch_align = 0, memory.alignment
+    scratch_bytes, scratch_align = 0, alignment
     launches = []
     for launch in function.launches:
         module = modules[launch.kernel]
+        kernel_grid = compiled_kernels[launch.kernel].dynamic_grid
         if module.global_scratch_bytes:
+            if dynamic:
+                raise KgcError(f"kernel @{launch.kernel} of @{function.name} needs global "
+                               "scratch, which the C export sizes for static grids only")
             scratch_bytes = max(scratch_bytes, math.prod(module.grid) * module.global_scratch_bytes)
             scratch_align = max(scratch_align, module.global_scratch_align)
         operands = [place[b] for b in launch.inputs + launch.outputs]
-        if len(operands) != module.num_parameters:
+        if len(operands) != module.num_tensors:
             raise KgcError(f"@{function.name}: the launch of @{launch.kernel} passes "
-                           f"{len(operands)} tensors; its kernel takes {module.num_parameters}")
+                           f"{len(operands)} tensors; its kernel takes {module.num_tensors}")
         launches.append(KernelLaunch(launch.kernel, module, module.grid, operands,
-                                     module.global_scratch_bytes > 0))
+                                     module.global_scratch_bytes > 0, kernel_grid))
     scratch_offset = None
     if scratch_bytes:
         scratch_offset = _aligned(offset, scratch_align)
         offset = scratch_offset + scratch_bytes
     return FunctionPlan(function, identifier, f"kgc_{graph}_{identifier}",
                         f"KGC_{graph}_{identifier}".upper(), parameters, intermediates,
-                        scratch_offset, offset, memory.alignment, launches, copies)
+                        scratch_offset, offset, alignment, launches, copies)
+
+
+def bytes_expression(spec) -> str:
+    """The C expression of a tensor's bytes: a number, or a multiple of
+    `size` for a tensor with the dynamic extent."""
+    if not spec.is_dynamic:
+        return str(tensor_bytes(spec.shape, spec.dtype))
+    static = tensor_bytes([d for d in spec.shape if d is not None], spec.dtype)
+    return f"(size_t)size * {static}"
 
 
 # -- rendering -------------------------------------------------------------------
 
 
 def _describe(spec, label: str, role: str, name: str) -> str:
-    shape = "x".join(str(s) for s in spec.shape) or "scalar"
-    strides = ", ".join(str(s) for s in _row_major_strides(spec.shape))
+    shape = "x".join("size" if s is None else str(s) for s in spec.shape) or "scalar"
+    if spec.is_dynamic:
+        # Only the outermost dimension is ever the dynamic one.
+        inner = _row_major_strides(spec.shape[1:])
+        strides = ", ".join([f"{math.prod(spec.shape[1:])}"] + [str(s) for s in inner])
+        size = f"size * {tensor_bytes(spec.shape[1:], spec.dtype)}"
+    else:
+        strides = ", ".join(str(s) for s in _row_major_strides(spec.shape))
+        size = str(tensor_bytes(spec.shape, spec.dtype))
     return (f" *   {name:<12} {role:<6} {spec.dtype}[{shape}] ({label}): "
-            f"{tensor_bytes(spec.shape, spec.dtype)} bytes, row-major, strides [{strides}] elements")
+            f"{size} bytes, row-major, strides [{strides}] elements")
 
 
 def _function_comment(plan: FunctionPlan, graph_name: str) -> list[str]:
@@ -312,7 +361,14 @@ def _function_comment(plan: FunctionPlan, graph_name: str) -> list[str]:
         lines.append(_describe(function.buffers[parameter.buffer], parameter.label, role,
                                parameter.name))
     lines.append(" *")
-    if plan.workspace_bytes:
+    if plan.is_dynamic:
+        lines += [" * size: the dynamic extent, from 1 to 2147483647 (CUDA_ERROR_INVALID_VALUE",
+                  " *   otherwise); every `size` above is this one.",
+                  f" * workspace: {plan.symbol}_workspace_bytes(size) bytes of device memory, "
+                  f"{plan.workspace_alignment}-byte aligned (cuMemAlloc's are), for the",
+                  " *   intermediates (0 where there are none: pass 0); its content need not be",
+                  " *   kept between calls."]
+    elif plan.workspace_bytes:
         lines.append(f" * workspace: {plan.macro}_WORKSPACE_BYTES bytes of device memory, "
                      f"{plan.workspace_alignment}-byte aligned"
                      + (" (cuMemAlloc's are)," if plan.workspace_alignment <= 256 else ","))
@@ -331,9 +387,14 @@ def _function_comment(plan: FunctionPlan, graph_name: str) -> list[str]:
 
 
 def _signature(plan: FunctionPlan) -> str:
-    parameters = ", ".join(f"CUdeviceptr {p.name}" for p in plan.parameters)
+    parameters = ", ".join(["int32_t size"] * plan.is_dynamic
+                           + [f"CUdeviceptr {p.name}" for p in plan.parameters])
     return (f"CUresult {plan.symbol}(CUstream stream, {parameters + ', ' if parameters else ''}"
             "CUdeviceptr workspace)")
+
+
+def _workspace_signature(plan: FunctionPlan) -> str:
+    return f"size_t {plan.symbol}_workspace_bytes({'int32_t size' if plan.is_dynamic else 'void'})"
 
 
 def render_header(graph: str, graph_name: str, target: int, plans: list[FunctionPlan],
@@ -356,6 +417,7 @@ def render_header(graph: str, graph_name: str, target: int, plans: list[Function
         f"#define {guard}",
         "",
         "#include <stddef.h>",
+        "#include <stdint.h>",
         "",
         "#include <cuda.h>",
         "",
@@ -371,10 +433,10 @@ def render_header(graph: str, graph_name: str, target: int, plans: list[Function
         f"CUresult kgc_{graph}_unload(void);",
     ]
     for plan in plans:
-        lines += ["", *_function_comment(plan, graph_name),
-                  f"#define {plan.macro}_WORKSPACE_BYTES ((size_t){plan.workspace_bytes})",
-                  f"size_t {plan.symbol}_workspace_bytes(void);",
-                  f"{_signature(plan)};"]
+        lines += ["", *_function_comment(plan, graph_name)]
+        if not plan.is_dynamic:
+            lines.append(f"#define {plan.macro}_WORKSPACE_BYTES ((size_t){plan.workspace_bytes})")
+        lines += [f"{_workspace_signature(plan)};", f"{_signature(plan)};"]
     lines += ["", "#ifdef __cplusplus", "}", "#endif", "", f"#endif /* {guard} */", ""]
     return "\n".join(lines)
 
@@ -480,25 +542,61 @@ def render_source(graph: str, graph_name: str, plans: list[FunctionPlan],
     return "\n".join(lines)
 
 
+def _layout_lines(plan: FunctionPlan) -> list[str]:
+    """A dynamic function's workspace layout at `size`: a static function
+    that writes each intermediate's offset and returns the bytes."""
+    count = max(len(plan.intermediates), 1)
+    lines = [f"static size_t {plan.symbol}_layout(int32_t size, size_t offsets[{count}]) {{",
+             "  size_t end = 0;"]
+    if not plan.intermediates:
+        lines += ["  (void)size;", "  offsets[0] = 0;"]
+    for position, buffer in enumerate(plan.intermediates):
+        spec = plan.function.buffers[buffer]
+        align = plan.workspace_alignment
+        lines += [f"  offsets[{position}] = (end + {align - 1}) / {align} * {align};",
+                  f"  end = offsets[{position}] + {bytes_expression(spec)};"]
+    lines += ["  return end;", "}"]
+    return lines
+
+
 def _render_function(plan: FunctionPlan) -> list[str]:
-    lines = [f"size_t {plan.symbol}_workspace_bytes(void) {{",
-             f"  return {plan.macro}_WORKSPACE_BYTES;", "}", "",
-             f"{_signature(plan)} {{",
-             "  if (!kgc_loaded) return CUDA_ERROR_NOT_INITIALIZED;"]
+    if plan.is_dynamic:
+        lines = [*_layout_lines(plan), "",
+                 f"{_workspace_signature(plan)} {{",
+                 f"  size_t offsets[{max(len(plan.intermediates), 1)}];",
+                 f"  return size < 1 ? 0 : {plan.symbol}_layout(size, offsets);", "}", "",
+                 f"{_signature(plan)} {{",
+                 "  if (!kgc_loaded) return CUDA_ERROR_NOT_INITIALIZED;",
+                 "  if (size < 1) return CUDA_ERROR_INVALID_VALUE;"]
+    else:
+        lines = [f"{_workspace_signature(plan)} {{",
+                 f"  return {plan.macro}_WORKSPACE_BYTES;", "}", "",
+                 f"{_signature(plan)} {{",
+                 "  if (!kgc_loaded) return CUDA_ERROR_NOT_INITIALIZED;"]
     for parameter in plan.parameters:
         spec = plan.function.buffers[parameter.buffer]
-        if tensor_bytes(spec.shape, spec.dtype):
+        # An empty tensor needs no address (size is at least 1).
+        if tensor_bytes([d for d in spec.shape if d is not None], spec.dtype):
             lines.append(f"  if (kgc_bad_pointer({parameter.name})) "
                          "return CUDA_ERROR_INVALID_VALUE;")
-    if plan.workspace_bytes:
+    if plan.is_dynamic:
+        lines += [f"  size_t kgc_offsets[{max(len(plan.intermediates), 1)}];",
+                  f"  if ({plan.symbol}_layout(size, kgc_offsets) != 0 && (workspace == 0 || "
+                  f"workspace % {plan.workspace_alignment} != 0))",
+                  "    return CUDA_ERROR_INVALID_VALUE;"]
+    elif plan.workspace_bytes:
         lines.append(f"  if (workspace == 0 || workspace % {plan.workspace_alignment} != 0) "
                      "return CUDA_ERROR_INVALID_VALUE;")
     else:
         lines.append("  (void)workspace;")
-    for buffer, offset in plan.intermediates.items():
+    for position, (buffer, offset) in enumerate(plan.intermediates.items()):
         spec = plan.function.buffers[buffer]
-        lines.append(f"  CUdeviceptr kgc_buffer{buffer} = workspace + {offset};"
-                     f"  /* {spec.dtype}[{'x'.join(map(str, spec.shape))}] */")
+        at = f"kgc_offsets[{position}]" if plan.is_dynamic else str(offset)
+        shape = "x".join("size" if d is None else str(d) for d in spec.shape)
+        lines.append(f"  CUdeviceptr kgc_buffer{buffer} = workspace + {at};"
+                     f"  /* {spec.dtype}[{shape}] */")
+    if plan.is_dynamic:
+        lines.append("  int32_t kgc_size = size;")
     if plan.scratch_offset is not None:
         lines.append(f"  CUdeviceptr kgc_global_scratch = workspace + {plan.scratch_offset};")
     lines += ["  CUdeviceptr kgc_no_scratch = 0;",
@@ -506,15 +604,23 @@ def _render_function(plan: FunctionPlan) -> list[str]:
     for number, launch in enumerate(plan.launches):
         module = launch.module
         scratch = "&kgc_global_scratch" if launch.uses_scratch else "&kgc_no_scratch"
-        # Triton's launcher passes the tensors, then the global and the profile scratch.
-        parameters = ", ".join([f"&{operand}" for operand in launch.operands]
+        # Triton's launcher passes the tensors, then a kernel's i32 arguments
+        # (the dynamic extent's size), then the global and the profile scratch.
+        sized = ["&kgc_size"] if launch.dynamic_grid is not None else []
+        parameters = ", ".join([f"&{operand}" for operand in launch.operands] + sized
                                + [scratch, "&kgc_no_scratch"])
         grid_x, grid_y, grid_z = launch.grid
         lines += [f"  {{  /* launch {number}: @{launch.kernel} */",
-                  f"    void *kgc_params[] = {{{parameters}}};",
-                  f"    kgc_status = cuLaunchKernel(kgc_functions[{module.index}], {grid_x}, {grid_y}, "
-                  f"{grid_z}, {module.num_warps * 32}, 1, 1, {module.shared}, stream, kgc_params, "
-                  "NULL);",
+                  f"    void *kgc_params[] = {{{parameters}}};"]
+        if launch.dynamic_grid is not None:
+            tile, programs = launch.dynamic_grid
+            grid_x = "(unsigned int)kgc_grid_x"
+            lines += [f"    long long kgc_grid_x = ((long long)size + {tile - 1}) / {tile} * "
+                      f"{programs};",
+                      "    if (kgc_grid_x > 2147483647LL) return CUDA_ERROR_INVALID_VALUE;"]
+        lines += [f"    kgc_status = cuLaunchKernel(kgc_functions[{module.index}], {grid_x}, "
+                  f"{grid_y}, {grid_z}, {module.num_warps * 32}, 1, 1, {module.shared}, stream, "
+                  "kgc_params, NULL);",
                   "    if (kgc_status != CUDA_SUCCESS) return kgc_status;",
                   "  }"]
     for destination, source, size in plan.copies:
@@ -535,7 +641,8 @@ class CExport:
     source: pathlib.Path
     graph: str  # the identifier in every C name
     functions: dict[str, str]  # graph function -> C function
-    workspace_bytes: dict[str, int]  # graph function -> bytes of its workspace
+    # graph function -> bytes of its workspace (None: a function of the size)
+    workspace_bytes: dict[str, int | None]
 
 
 def export_module(compiled: CompiledModule, directory: str | pathlib.Path, name: str,
@@ -554,10 +661,6 @@ def export_module(compiled: CompiledModule, directory: str | pathlib.Path, name:
     if not chosen:
         raise KgcError("the module holds no function to export")
     selected = [compiled.functions[f] for f in chosen]
-    for function in selected:
-        if function.is_dynamic:
-            raise KgcError(f"function @{function.name} has a dynamic extent (`?`): the C "
-                           "export takes static shapes; compile it with the size given")
     # The module may have been loaded from files another compile wrote: the
     # C code would only fail at launch with a kernel the target cannot run.
     check_resources([compiled.kernels[launch.kernel] for function in selected
@@ -575,7 +678,8 @@ def export_module(compiled: CompiledModule, directory: str | pathlib.Path, name:
             raise KgcError(f"functions @{clash[0]} and @{function.name} get the same C name "
                            f"kgc_{graph}_{identifier}: rename one")
         identifiers[function.name] = identifier
-    plans = [plan_function(f, identifiers[f.name], graph, modules) for f in selected]
+    plans = [plan_function(f, identifiers[f.name], graph, modules, compiled.kernels)
+             for f in selected]
     unique = list({id(m): m for m in modules.values()}.values())
     if not unique:
         raise KgcError(f"nothing to export: {', '.join('@' + f.name for f in selected)} "

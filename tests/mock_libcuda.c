@@ -24,6 +24,7 @@ static char entries[MOCK_MAX][256];
 static int max_dynamic_shared[MOCK_MAX], prefer_shared[MOCK_MAX];
 static int unloaded[MOCK_MAX];
 static int param_counts[MOCK_MAX];
+static int param_sizes[MOCK_MAX][MOCK_MAX_PARAMS];  /* bytes; 0 for 8 (a pointer) */
 static mock_launch_record launches[MOCK_MAX];
 static int num_launches;
 static uint64_t copies[MOCK_MAX][4];
@@ -37,6 +38,7 @@ void mock_reset(void) {
   memset(unloaded, 0, sizeof unloaded);
   memset(max_dynamic_shared, 0, sizeof max_dynamic_shared);
   memset(prefer_shared, 0, sizeof prefer_shared);
+  memset(param_sizes, 0, sizeof param_sizes);
 }
 void mock_fail_load_at(int index) { fail_load_at = index; }
 void mock_set_shared(int optin, int static_bytes) {
@@ -46,6 +48,8 @@ void mock_set_shared(int optin, int static_bytes) {
 /* How many parameters the launch of this number passes (the driver reads
  * them by the kernel's signature; the mock is told). */
 void mock_set_param_count(int launch, int count) { param_counts[launch] = count; }
+/* A parameter of 4 bytes (an i32, the dynamic extent's size); others are 8. */
+void mock_set_param_size(int launch, int index, int bytes) { param_sizes[launch][index] = bytes; }
 int mock_loads(void) { return loads; }
 int mock_unloads(void) { return unloads; }
 int mock_unloaded(int module) { return unloaded[module]; }
@@ -124,7 +128,8 @@ CUresult cuLaunchKernel(CUfunction function, unsigned int gridX, unsigned int gr
   record->stream = (uintptr_t)stream;
   record->num_params = (uint64_t)param_counts[num_launches];
   for (int i = 0; i < param_counts[num_launches] && i < MOCK_MAX_PARAMS; ++i)
-    record->params[i] = *(const CUdeviceptr *)params[i];
+    record->params[i] = param_sizes[num_launches][i] == 4 ? *(const uint32_t *)params[i]
+                                                          : *(const CUdeviceptr *)params[i];
   ++num_launches;
   return CUDA_SUCCESS;
 }

@@ -271,11 +271,16 @@ def test_calls_name_what_is_wrong_with_the_dynamic_extent():
     assert compiled.at(5).buffer_layout().fresh[0][1] == (5, 8)
 
 
-def test_the_c_export_refuses_a_dynamic_function_by_name(tmp_path):
+def test_the_c_export_takes_the_size_of_a_dynamic_function(tmp_path):
+    # tests/test_export_c.py runs the C against a recording driver.
     compiled = kgc.compile(DYNAMIC_ROWS, target=90)
-    with pytest.raises(KgcError, match=r"function @rows has a dynamic extent \(`\?`\): the C "
-                                       "export takes static shapes"):
-        compiled.export_c(tmp_path)
+    exported = compiled.export_c(tmp_path)
+    header = exported.header.read_text()
+    assert "CUresult kgc_rows_rows(CUstream stream, int32_t size, CUdeviceptr arg0, CUdeviceptr arg1, " \
+           "CUdeviceptr result0, CUdeviceptr workspace);" in header
+    assert "size_t kgc_rows_rows_workspace_bytes(int32_t size);" in header
+    assert "f32[sizex128]" in header and "_WORKSPACE_BYTES" not in header
+    assert exported.workspace_bytes == {"rows": None}
 
 
 def test_a_manifest_whose_memory_plan_disagrees_with_its_shapes_is_refused(tmp_path):

@@ -252,9 +252,11 @@ def call(library, symbol: str, stream: int, pointers: list[int], workspace: int)
 
 
 def check_launches(mock, compiled_module, function, pointers: dict[int, int], workspace: int,
-                   workspace_bytes: int, stream: int):
+                   workspace_bytes: int, stream: int, scalars: int = 0):
     """Every launch the mock saw is the function's next kg.launch, as Triton
-    would launch it, with each tensor at a consistent address."""
+    would launch it, with each tensor at a consistent address (`scalars`:
+    the i32 parameters of a kernel over a dynamic extent, after its
+    tensors)."""
     from kgc.export.c_source import tensor_bytes
 
     kernels = compiled_module.kernels
@@ -267,14 +269,16 @@ def check_launches(mock, compiled_module, function, pointers: dict[int, int], wo
         assert mock.mock_entry(module_index).decode() == artifact.entry
         image = bytes(mock.mock_image(module_index)[:len(artifact.cubin)])
         assert image == artifact.cubin
-        assert tuple(record.grid) == artifact.options.grid
+        kernel = kernels[launch.kernel]
+        assert tuple(record.grid) == kernel.grid_at(function.extent)
         assert tuple(record.block) == (artifact.metadata["num_warps"] * 32, 1, 1)
         assert record.shared == artifact.metadata["shared"]
         assert record.stream == stream
         params = list(record.params[:record.num_params])
         operands = launch.inputs + launch.outputs
         # the tensors in signature order, then global and profile scratch
-        assert len(params) == len(operands) + 2 == len(artifact.signature) + 2
+        sized = scalars if kernel.dynamic_grid is not None else 0
+        assert len(params) == len(operands) + sized + 2 == len(artifact.signature) + 2
         assert params[-1] == 0
         if not artifact.metadata.get("global_scratch_size"):
             assert params[-2] == 0
@@ -324,6 +328,66 @@ def test_the_example_launches_as_triton_would(mock_cuda, example, tmp_path):
     assert library.kgc_rmsnorm_matmul_unload() == CUDA_SUCCESS
     assert mock_cuda.mock_unloads() == mock_cuda.mock_loads()
     assert call(library, symbol, stream, pointers, 0) == CUDA_ERROR_NOT_INITIALIZED
+
+
+DYNAMIC_NORM_PROJECTION = """\
+func.func @norm_proj(%x: tensor<?x1000xf16>, %g: tensor<1000xf16>, %w: tensor<1000x96xf16>) -> tensor<?x96xf16> {
+  %n = kg.rms_norm %x weight %g normalized_shape [1000] eps 1.0e-6 : (tensor<?x1000xf16>, tensor<1000xf16>) -> tensor<?x1000xf16>
+  %y = kg.matmul %n, %w : (tensor<?x1000xf16>, tensor<1000x96xf16>) -> tensor<?x96xf16>
+  return %y : tensor<?x96xf16>
+}
+"""
+
+
+def test_a_dynamic_function_launches_over_the_size_it_is_given(mock_cuda, tmp_path):
+    # Two kernels over the rows (the norm, then the product reading its
+    # rows from the workspace), each on ceil(size / tile) * programs
+    # programs with the size as its last i32, as the Python runtime
+    # launches them at that size.
+    compiled = kgc.compile(DYNAMIC_NORM_PROJECTION, target=90, library_kernels=False)
+    exported = export_c(compiled, tmp_path / "export", name="dyn")
+    library = load_export(exported, tmp_path)
+    symbol = exported.functions[compiled.name]
+    workspace_bytes = getattr(library, f"{symbol}_workspace_bytes")
+    workspace_bytes.restype, workspace_bytes.argtypes = ctypes.c_size_t, [ctypes.c_int32]
+    function = getattr(library, symbol)
+    function.restype = ctypes.c_int
+    function.argtypes = [ctypes.c_void_p, ctypes.c_int32] + [ctypes.c_uint64] * 5
+    pointers = [0x7000_0000, 0x7100_0000, 0x7200_0000, 0x7300_0000]
+    stream, workspace = 0x5000, 0x9000_0000
+    mock_cuda.mock_reset()
+    assert library.kgc_dyn_load() == CUDA_SUCCESS
+    kernels = compiled.module.kernels
+    for size in (1, 3, 17, 1000, 4097):
+        mock_cuda.mock_reset()
+        for number, launch in enumerate(compiled.function.launches):
+            operands = len(launch_operands(compiled, number))
+            dynamic = kernels[launch.kernel].dynamic_grid is not None
+            mock_cuda.mock_set_param_count(number, operands + dynamic + 2)
+            if dynamic:
+                mock_cuda.mock_set_param_size(number, operands, 4)
+        sized = compiled.function.at(size)
+        needed = workspace_bytes(size)
+        # The normalised rows, f16, at this size.
+        assert needed == size * 1000 * 2
+        assert function(stream, size, *pointers[:3], pointers[3], workspace) == CUDA_SUCCESS
+        assert mock_cuda.mock_num_launches() == len(sized.launches) == 2
+        for number, launch in enumerate(sized.launches):
+            record = mock_cuda.mock_launch(number).contents
+            kernel = kernels[launch.kernel]
+            assert tuple(record.grid) == kernel.grid_at(size)
+            params = list(record.params[:record.num_params])
+            operands = launch_operands(compiled, number)
+            assert params[len(operands)] == size
+            assert params[-2:] == [0, 0]
+        check_launches(mock_cuda, compiled.module, sized,
+                       {0: pointers[0], 1: pointers[1], 2: pointers[2],
+                        sized.results[0]: pointers[3]}, workspace, needed, stream,
+                       scalars=1)
+    mock_cuda.mock_reset()
+    assert function(stream, 0, *pointers, workspace) == CUDA_ERROR_INVALID_VALUE
+    assert mock_cuda.mock_num_launches() == 0
+    assert workspace_bytes(0) == 0
 
 
 def launch_operands(compiled, number):
