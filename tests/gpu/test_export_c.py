@@ -107,6 +107,51 @@ def test_a_shared_library_called_through_ctypes_matches_torch(exported, tmp_path
         assert library.kgc_graph_unload() == 0
 
 
+DYNAMIC_NORM_PROJECTION = """\
+func.func @norm_proj(%x: tensor<?x1000xf16>, %g: tensor<1000xf16>, %w: tensor<1000x96xf16>) -> tensor<?x96xf16> {
+  %n = kg.rms_norm %x weight %g normalized_shape [1000] eps 1.0e-6 : (tensor<?x1000xf16>, tensor<1000xf16>) -> tensor<?x1000xf16>
+  %y = kg.matmul %n, %w : (tensor<?x1000xf16>, tensor<1000x96xf16>) -> tensor<?x96xf16>
+  return %y : tensor<?x96xf16>
+}
+"""
+
+
+def test_a_dynamic_function_exported_as_c_runs_at_every_size(tmp_path):
+    # One export, called at sizes that are not multiples of any tile: the
+    # same bits as the Python runtime's launches of the same cubins.
+    graph = kgc.compile(DYNAMIC_NORM_PROJECTION, library_kernels=False)
+    export = export_c(graph, tmp_path / "export", name="dyn")
+    library_path = tmp_path / "libdyn.so"
+    build([export.source], library_path, "-shared", "-fPIC")
+    torch.cuda.init()
+    torch.empty(1, device="cuda")
+    library = ctypes.CDLL(str(library_path))
+    run = getattr(library, export.functions[graph.name])
+    run.restype = ctypes.c_int
+    run.argtypes = [ctypes.c_void_p, ctypes.c_int32] + [ctypes.c_uint64] * 5
+    workspace_bytes = getattr(library, f"{export.functions[graph.name]}_workspace_bytes")
+    workspace_bytes.restype, workspace_bytes.argtypes = ctypes.c_size_t, [ctypes.c_int32]
+    assert library.kgc_dyn_load() == 0
+    generator = torch.Generator(device="cuda").manual_seed(3)
+    g = torch.randn(1000, device="cuda", dtype=torch.float16, generator=generator)
+    w = torch.randn(1000, 96, device="cuda", dtype=torch.float16, generator=generator) / 32
+    try:
+        for size in (1, 3, 17, 1000, 4097):
+            x = torch.randn(size, 1000, device="cuda", dtype=torch.float16, generator=generator)
+            result = torch.full((size, 96), float("nan"), dtype=torch.float16, device="cuda")
+            workspace = torch.empty(workspace_bytes(size), dtype=torch.uint8, device="cuda")
+            status = run(torch.cuda.current_stream().cuda_stream, size, x.data_ptr(),
+                         g.data_ptr(), w.data_ptr(), result.data_ptr(), workspace.data_ptr())
+            assert status == 0, f"CUresult {status} at size {size}"
+            torch.cuda.synchronize()
+            expected = torch.nn.functional.rms_norm(x.float(), (1000,), g.float(), eps=1e-6) \
+                @ w.float()
+            torch.testing.assert_close(result.float(), expected, atol=2e-2, rtol=2e-2)
+            torch.testing.assert_close(result, graph(x, g, w), atol=0, rtol=0)
+    finally:
+        assert library.kgc_dyn_unload() == 0
+
+
 PROGRAM = r"""
 /* Runs the exported graph on inputs from files: program in0 in1 ... out0 */
 #include <stdio.h>
