@@ -127,14 +127,6 @@ def _aligned(offset: int, alignment: int) -> int:
     return -(-offset // alignment) * alignment
 
 
-def _row_major_strides(shape) -> list[int]:
-    strides, step = [], 1
-    for size in reversed(shape):
-        strides.append(step)
-        step *= size
-    return strides[::-1]
-
-
 # -- the kernels ---------------------------------------------------------------
 
 
@@ -339,16 +331,17 @@ def bytes_expression(spec) -> str:
 
 def _describe(spec, label: str, role: str, name: str) -> str:
     shape = "x".join("size" if s is None else str(s) for s in spec.shape) or "scalar"
-    if spec.is_dynamic:
-        # Only the outermost dimension is ever the dynamic one.
-        inner = _row_major_strides(spec.shape[1:])
-        strides = ", ".join([f"{math.prod(spec.shape[1:])}"] + [str(s) for s in inner])
-        size = f"size * {tensor_bytes(spec.shape[1:], spec.dtype)}"
-    else:
-        strides = ", ".join(str(s) for s in _row_major_strides(spec.shape))
-        size = str(tensor_bytes(spec.shape, spec.dtype))
+    strides, step, sized = [], 1, False
+    for extent in reversed(spec.shape):
+        strides.append(f"size * {step}" if sized else str(step))
+        if extent is None:
+            sized = True
+        else:
+            step *= extent
+    size = (f"size * {tensor_bytes([d for d in spec.shape if d is not None], spec.dtype)}"
+            if spec.is_dynamic else str(tensor_bytes(spec.shape, spec.dtype)))
     return (f" *   {name:<12} {role:<6} {spec.dtype}[{shape}] ({label}): "
-            f"{size} bytes, row-major, strides [{strides}] elements")
+            f"{size} bytes, row-major, strides [{', '.join(reversed(strides))}] elements")
 
 
 def _function_comment(plan: FunctionPlan, graph_name: str) -> list[str]:
