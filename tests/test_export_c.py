@@ -20,6 +20,7 @@ from kgc.diagnostics import KgcError
 from kgc.export import c_identifier, export_c, export_module
 from kgc.tools import cli
 from tests.cases import ALL_CASES
+from tests.test_dynamic_extents import TWO_KERNELS
 
 HERE = pathlib.Path(__file__).parent
 CC = shutil.which("gcc") or shutil.which("cc")
@@ -330,13 +331,6 @@ def test_the_example_launches_as_triton_would(mock_cuda, example, tmp_path):
     assert call(library, symbol, stream, pointers, 0) == CUDA_ERROR_NOT_INITIALIZED
 
 
-DYNAMIC_NORM_PROJECTION = """\
-func.func @norm_proj(%x: tensor<?x1000xf16>, %g: tensor<1000xf16>, %w: tensor<1000x96xf16>) -> tensor<?x96xf16> {
-  %n = kg.rms_norm %x weight %g normalized_shape [1000] eps 1.0e-6 : (tensor<?x1000xf16>, tensor<1000xf16>) -> tensor<?x1000xf16>
-  %y = kg.matmul %n, %w : (tensor<?x1000xf16>, tensor<1000x96xf16>) -> tensor<?x96xf16>
-  return %y : tensor<?x96xf16>
-}
-"""
 
 
 def test_a_dynamic_function_launches_over_the_size_it_is_given(mock_cuda, tmp_path):
@@ -344,7 +338,7 @@ def test_a_dynamic_function_launches_over_the_size_it_is_given(mock_cuda, tmp_pa
     # rows from the workspace), each on ceil(size / tile) * programs
     # programs with the size as its last i32, as the Python runtime
     # launches them at that size.
-    compiled = kgc.compile(DYNAMIC_NORM_PROJECTION, target=90, library_kernels=False)
+    compiled = kgc.compile(TWO_KERNELS, target=90, library_kernels=False)
     exported = export_c(compiled, tmp_path / "export", name="dyn")
     library = load_export(exported, tmp_path)
     symbol = exported.functions[compiled.name]

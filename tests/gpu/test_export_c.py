@@ -16,6 +16,7 @@ import kgc
 from kgc.export import export_c
 from tests.cases import ALL_CASES, make_inputs
 from tests.comparison import assert_matches_torch
+from tests.test_dynamic_extents import TWO_KERNELS
 
 torch = pytest.importorskip("torch")
 
@@ -107,19 +108,12 @@ def test_a_shared_library_called_through_ctypes_matches_torch(exported, tmp_path
         assert library.kgc_graph_unload() == 0
 
 
-DYNAMIC_NORM_PROJECTION = """\
-func.func @norm_proj(%x: tensor<?x1000xf16>, %g: tensor<1000xf16>, %w: tensor<1000x96xf16>) -> tensor<?x96xf16> {
-  %n = kg.rms_norm %x weight %g normalized_shape [1000] eps 1.0e-6 : (tensor<?x1000xf16>, tensor<1000xf16>) -> tensor<?x1000xf16>
-  %y = kg.matmul %n, %w : (tensor<?x1000xf16>, tensor<1000x96xf16>) -> tensor<?x96xf16>
-  return %y : tensor<?x96xf16>
-}
-"""
 
 
 def test_a_dynamic_function_exported_as_c_runs_at_every_size(tmp_path):
     # One export, called at sizes that are not multiples of any tile: the
     # same bits as the Python runtime's launches of the same cubins.
-    graph = kgc.compile(DYNAMIC_NORM_PROJECTION, library_kernels=False)
+    graph = kgc.compile(TWO_KERNELS, library_kernels=False)
     export = export_c(graph, tmp_path / "export", name="dyn")
     library_path = tmp_path / "libdyn.so"
     build([export.source], library_path, "-shared", "-fPIC")
