@@ -249,9 +249,11 @@ def test_exact_tiles_leave_every_access_unmasked():
 
 
 def test_a_partial_last_tile_is_masked():
-    kernel = only_kernel(pointwise((17, 1000)))
-    assert int_array(kernel, "tile")[0] < 17  # several programs of rows: the last one is partial
-    assert [upper for *_, upper in accesses(kernel)] == [[17, 1000], [17, 1000]]
+    # 4097 rows in tiles of 4 (kgc's default: enough programs to fill the
+    # SMs): the last tile holds one row.
+    kernel = only_kernel(pointwise((4097, 1000)))
+    assert 1 < int_array(kernel, "tile")[0] < 4097
+    assert [upper for *_, upper in accesses(kernel)] == [[4097, 1000], [4097, 1000]]
 
 
 def test_a_transposed_read_is_masked_in_the_view_it_reads():

@@ -135,14 +135,20 @@ def test_a_schedule_kind_is_registered_once():
         register_schedule(Schedule())
 
 
+def _four_rows(config):
+    """`config` with tiles of four rows where it leaves them open (kgc's
+    default gives a few rows one row a program)."""
+    return dataclasses.replace(config, block_m=4) if config.block_m is None else config
+
+
 class PersistentPointwise(PointwiseSchedule):
-    """Four programs that each walk every fourth tile."""
+    """Four programs that each walk every fourth tile of four rows."""
 
     kind = "pointwise_persistent"
 
     def plan(self, outputs, order, config, kernel, target):
-        return dataclasses.replace(super().plan(outputs, order, config, kernel, target),
-                                   persistent_programs=4)
+        return dataclasses.replace(super().plan(outputs, order, _four_rows(config), kernel,
+                                                target), persistent_programs=4)
 
 
 @pytest.fixture
@@ -227,12 +233,12 @@ def test_scalar_arguments_are_in_the_launch_record_and_compile():
 
 
 class ScalarOfTiles(PointwiseSchedule):
-    """Passes the number of tiles to the kernel at launch."""
+    """Passes the number of tiles (of four rows) to the kernel at launch."""
 
     kind = "pointwise_with_scalar"
 
     def plan(self, outputs, order, config, kernel, target):
-        plan = super().plan(outputs, order, config, kernel, target)
+        plan = super().plan(outputs, order, _four_rows(config), kernel, target)
         return dataclasses.replace(plan, scalar_arguments=(plan.num_programs(),))
 
 
