@@ -77,6 +77,7 @@ cannot be split, and a skinny matmul then runs on too few programs.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import NamedTuple
 
 from kgc.fusion.graph import FusionGraph
@@ -254,11 +255,7 @@ def _merge_producers(graph: FusionGraph, decisions: FusionDecisions, groups: dic
                         kinds_made.add(refusal.reason)
                     continue
                 kind = merge_kind(groups[source], groups[target])
-                for node in groups[source]:
-                    group_of[id(node)] = target
-                groups[target] = graph.in_program_order(groups[source] + groups[target])
-                version[target] += 1
-                del groups[source]
+                _merge(graph, groups, group_of, version, source, target)
                 if kind is not None:
                     kinds_made.add(kind)
                 changed = True
@@ -276,10 +273,7 @@ def _shared_input_key(group: list[Node]) -> tuple | None:
     left, right = product.operands
     if len(right.shape) != 2 or any(left is n for n in group):
         return None
-    rows = 1
-    for extent in left.shape[:-1]:
-        rows *= extent
-    if rows > SKINNY_ROWS:
+    if math.prod(left.shape[:-1]) > SKINNY_ROWS:
         return None
     return id(left), tuple(product.shape), product.element, right.element
 
@@ -299,13 +293,19 @@ def _merge_shared_inputs(graph: FusionGraph, groups: dict, group_of: dict,
         for source in reversed(numbers[:-1]):
             if not _may_merge_siblings(graph, groups, group_of, source, target):
                 continue
-            for node in groups[source]:
-                group_of[id(node)] = target
-            groups[target] = graph.in_program_order(groups[source] + groups[target])
-            version[target] += 1
-            del groups[source]
+            _merge(graph, groups, group_of, version, source, target)
             made = True
     return made
+
+
+def _merge(graph: FusionGraph, groups: dict, group_of: dict, version: dict, source: int,
+           target: int) -> None:
+    """Group `source` becomes part of group `target`."""
+    for node in groups[source]:
+        group_of[id(node)] = target
+    groups[target] = graph.in_program_order(groups[source] + groups[target])
+    version[target] += 1
+    del groups[source]
 
 
 def _may_merge_siblings(graph: FusionGraph, groups: dict, group_of: dict, source: int,
