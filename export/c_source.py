@@ -145,6 +145,10 @@ class CubinModule:
     global_scratch_bytes: int  # per program
     global_scratch_align: int
     num_tensors: int
+    # [tile, programs per tile] of a kernel over the dynamic extent (its
+    # kg.launch's, part of its code like `grid`): its grid along x is
+    # ceil(size / tile) * programs, its last parameter the size. None: static.
+    dynamic_grid: tuple[int, int] | None = None
 
 
 def _check_launchable(kernel) -> None:
@@ -209,7 +213,8 @@ def _modules(compiled: CompiledModule, functions: list[Function]) -> dict[str, C
                     artifact.options.grid, artifact.shared, int(metadata.get("num_warps", artifact.options.num_warps)),
                     int(metadata.get("global_scratch_size") or 0),
                     int(metadata.get("global_scratch_align") or 1),
-                    len(artifact.signature) - (kernel.dynamic_grid is not None))
+                    len(artifact.signature) - (kernel.dynamic_grid is not None),
+                    kernel.dynamic_grid)
             of_kernel[launch.kernel] = by_artifact[key]
     return of_kernel
 
@@ -232,10 +237,6 @@ class KernelLaunch:
     grid: tuple[int, int, int]
     operands: list[str]  # C expressions of the tensors' pointers, in signature order
     uses_scratch: bool
-    # [tile, programs per tile] of a kernel over the dynamic extent: its
-    # grid along x is ceil(size / tile) * programs, its last parameter the
-    # size. None: a static kernel.
-    dynamic_grid: tuple[int, int] | None = None
 
 
 @dataclasses.dataclass
@@ -262,7 +263,7 @@ class FunctionPlan:
 
 
 def plan_function(function: Function, identifier: str, graph: str,
-                  modules: dict[str, CubinModule], compiled_kernels: dict) -> FunctionPlan:
+                  modules: dict[str, CubinModule]) -> FunctionPlan:
     buffers = function.buffers
     names = function.argument_names or [None] * function.num_arguments
     parameters, taken = [], set()
@@ -295,7 +296,6 @@ def plan_function(function: Function, identifier: str, graph: str,
     launches = []
     for launch in function.launches:
         module = modules[launch.kernel]
-        kernel_grid = compiled_kernels[launch.kernel].dynamic_grid
         if module.global_scratch_bytes:
             if dynamic:
                 raise KgcError(f"kernel @{launch.kernel} of @{function.name} needs global "
@@ -307,7 +307,7 @@ def plan_function(function: Function, identifier: str, graph: str,
             raise KgcError(f"@{function.name}: the launch of @{launch.kernel} passes "
                            f"{len(operands)} tensors; its kernel takes {module.num_tensors}")
         launches.append(KernelLaunch(launch.kernel, module, module.grid, operands,
-                                     module.global_scratch_bytes > 0, kernel_grid))
+                                     module.global_scratch_bytes > 0))
     scratch_offset = None
     if scratch_bytes:
         scratch_offset = _aligned(offset, scratch_align)
@@ -317,13 +317,18 @@ def plan_function(function: Function, identifier: str, graph: str,
                         scratch_offset, offset, alignment, launches, copies)
 
 
+def _bytes_per_size(spec) -> int:
+    """A tensor's bytes over its static dimensions: all of them for a
+    static tensor, those per unit of the size for a dynamic one."""
+    return tensor_bytes([d for d in spec.shape if d is not None], spec.dtype)
+
+
 def bytes_expression(spec) -> str:
     """The C expression of a tensor's bytes: a number, or a multiple of
     `size` for a tensor with the dynamic extent."""
     if not spec.is_dynamic:
-        return str(tensor_bytes(spec.shape, spec.dtype))
-    static = tensor_bytes([d for d in spec.shape if d is not None], spec.dtype)
-    return f"(size_t)size * {static}"
+        return str(_bytes_per_size(spec))
+    return f"(size_t)size * {_bytes_per_size(spec)}"
 
 
 # -- rendering -------------------------------------------------------------------
@@ -338,8 +343,7 @@ def _describe(spec, label: str, role: str, name: str) -> str:
             sized = True
         else:
             step *= extent
-    size = (f"size * {tensor_bytes([d for d in spec.shape if d is not None], spec.dtype)}"
-            if spec.is_dynamic else str(tensor_bytes(spec.shape, spec.dtype)))
+    size = f"size * {_bytes_per_size(spec)}" if spec.is_dynamic else str(_bytes_per_size(spec))
     return (f" *   {name:<12} {role:<6} {spec.dtype}[{shape}] ({label}): "
             f"{size} bytes, row-major, strides [{', '.join(reversed(strides))}] elements")
 
@@ -569,7 +573,7 @@ def _render_function(plan: FunctionPlan) -> list[str]:
     for parameter in plan.parameters:
         spec = plan.function.buffers[parameter.buffer]
         # An empty tensor needs no address (size is at least 1).
-        if tensor_bytes([d for d in spec.shape if d is not None], spec.dtype):
+        if _bytes_per_size(spec):
             lines.append(f"  if (kgc_bad_pointer({parameter.name})) "
                          "return CUDA_ERROR_INVALID_VALUE;")
     if plan.is_dynamic:
@@ -599,14 +603,14 @@ def _render_function(plan: FunctionPlan) -> list[str]:
         scratch = "&kgc_global_scratch" if launch.uses_scratch else "&kgc_no_scratch"
         # Triton's launcher passes the tensors, then a kernel's i32 arguments
         # (the dynamic extent's size), then the global and the profile scratch.
-        sized = ["&kgc_size"] if launch.dynamic_grid is not None else []
+        sized = ["&kgc_size"] if module.dynamic_grid is not None else []
         parameters = ", ".join([f"&{operand}" for operand in launch.operands] + sized
                                + [scratch, "&kgc_no_scratch"])
         grid_x, grid_y, grid_z = launch.grid
         lines += [f"  {{  /* launch {number}: @{launch.kernel} */",
                   f"    void *kgc_params[] = {{{parameters}}};"]
-        if launch.dynamic_grid is not None:
-            tile, programs = launch.dynamic_grid
+        if module.dynamic_grid is not None:
+            tile, programs = module.dynamic_grid
             grid_x = "(unsigned int)kgc_grid_x"
             lines += [f"    long long kgc_grid_x = ((long long)size + {tile - 1}) / {tile} * "
                       f"{programs};",
@@ -671,8 +675,7 @@ def export_module(compiled: CompiledModule, directory: str | pathlib.Path, name:
             raise KgcError(f"functions @{clash[0]} and @{function.name} get the same C name "
                            f"kgc_{graph}_{identifier}: rename one")
         identifiers[function.name] = identifier
-    plans = [plan_function(f, identifiers[f.name], graph, modules, compiled.kernels)
-             for f in selected]
+    plans = [plan_function(f, identifiers[f.name], graph, modules) for f in selected]
     unique = list({id(m): m for m in modules.values()}.values())
     if not unique:
         raise KgcError(f"nothing to export: {', '.join('@' + f.name for f in selected)} "
