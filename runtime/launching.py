@@ -33,6 +33,7 @@ from kgc.runtime import internals
 from kgc.runtime.library import exact_products, library_function
 from kgc.runtime.checks import ALIGNMENT, overlap
 from kgc.runtime.internals import LaunchCall, LoadedKernel
+from kgc.tiling.index_maps import BufferView
 
 
 @dataclasses.dataclass(frozen=True)
@@ -204,7 +205,7 @@ def fast_call(function, specs: list, layout: BufferLayout, bound: BoundFunction)
         if index in library_operands:
             shape = torch.Size(function.buffers[index].shape)
             dtype = torch_dtype(function.buffers[index].dtype)
-            library_views.append((index, dtype, shape, _contiguous_strides(shape),
+            library_views.append((index, dtype, shape, BufferView.contiguous(shape).strides,
                                   offset // dtype.itemsize))
     view_dtypes = tuple(dict.fromkeys(dtype for _, dtype, *_ in library_views))
     # Whole words, so that the workspace can be seen as any element type
@@ -267,14 +268,6 @@ def fast_call(function, specs: list, layout: BufferLayout, bound: BoundFunction)
 
 # The widest element a workspace is seen as, in bytes.
 _WORD = 16
-
-
-def _contiguous_strides(shape) -> tuple[int, ...]:
-    strides, step = [], 1
-    for extent in reversed(shape):
-        strides.append(step)
-        step *= max(extent, 1)
-    return tuple(reversed(strides))
 
 
 def cuda_available() -> bool:
