@@ -130,8 +130,7 @@ class PointwiseSchedule(Schedule):
         # the SMs at the hint.
         if len(plan.extents) < 2:
             return None
-        cap = max(1, _TILE_ELEMENTS // next_power_of_two(plan.tile[-1]))
-        rows = plan.extents[-2] if plan.extents[-2] <= cap else _floor_power_of_two(cap)
+        rows = _rows_within(plan.extents[-2], _pointwise_row_cap(plan.tile[-1]))
         if plan.tile[-2] >= rows:
             return None
         return dataclasses.replace(plan.config, block_m=rows, num_warps=None)
@@ -269,14 +268,14 @@ def _plan_pointwise(outputs, order, config: PointwiseConfig, kernel,
     tile[-1] = block_n
     block_m = None
     if n >= 2:
-        cap = max(1, _TILE_ELEMENTS // next_power_of_two(block_n))
+        cap = _pointwise_row_cap(block_n)
         across = _reads_across_rows(order, extents)
         if across:
             cap = max(cap, 32)
             if config.block_n is None and block_n > 64:
                 block_n = tile[-1] = 64
                 cap = 64
-        default_m = extents[-2] if extents[-2] <= cap else _floor_power_of_two(cap)
+        default_m = _rows_within(extents[-2], cap)
         if config.block_n is None and not across:
             # Fewer rows a program where the tiles would leave the target's
             # SMs a few programs each: an elementwise kernel hides its
@@ -300,6 +299,17 @@ def _plan_pointwise(outputs, order, config: PointwiseConfig, kernel,
     seeds = {o: seed for o in outputs if o.shape == first.shape}
     return finish_plan("pointwise", outputs, order, extents, tile, program_axes, (), seeds, {},
                        resolved, knob_extents, kernel)
+
+
+def _pointwise_row_cap(block_n: int) -> int:
+    """The rows an elementwise tile of `block_n` columns may hold within
+    the tile's element budget."""
+    return max(1, _TILE_ELEMENTS // next_power_of_two(block_n))
+
+
+def _rows_within(rows: int, cap: int) -> int:
+    """All `rows` where they fit under `cap`, else the power of two below it."""
+    return rows if rows <= cap else _floor_power_of_two(cap)
 
 
 def _reads_across_rows(order, extents) -> bool:
