@@ -42,21 +42,21 @@ func.func @gemv(%x: tensor<1x4096xf16>, %w: tensor<4096x1024xf16>) -> tensor<1x1
   return %y : tensor<1x1024xf16>
 }
 
-// A reduction takes fewer rows per program until its programs cover the
-// target's SMs: 224 rows of 512 columns fit 8 rows a program; sm_90 (132
-// SMs) takes 1 row a program (224 programs), sm_80 (108 SMs) 2 (112), sm_87
-// (16 SMs) keeps 8 (28).
+// A reduction takes fewer rows per program until the target's SMs hold
+// four programs each: 1000 rows of 512 columns fit 8 rows a program; sm_90
+// (132 SMs, 528 programs wanted) takes 1 row a program (1000 programs),
+// sm_80 (108 SMs, 432) 2 (500), sm_87 (16 SMs, 64) keeps 8 (125).
 // SM90-LABEL: kg.kernel @rows_0
-// SM90-SAME: block_x = 1 : i64{{.*}}grid = array<i64: 224, 1, 1>
+// SM90-SAME: block_x = 1 : i64{{.*}}grid = array<i64: 1000, 1, 1>
 // SM80-LABEL: kg.kernel @rows_0
-// SM80-SAME: block_x = 2 : i64{{.*}}grid = array<i64: 112, 1, 1>
+// SM80-SAME: block_x = 2 : i64{{.*}}grid = array<i64: 500, 1, 1>
 // SM87-LABEL: kg.kernel @rows_0
-// SM87-SAME: block_x = 8 : i64{{.*}}grid = array<i64: 28, 1, 1>
-func.func @rows(%x: tensor<224x512xf16>) -> tensor<224x1xf16> {
-  %y = kg.kernel @rows_0(%x) : (tensor<224x512xf16>) -> tensor<224x1xf16> {
-  ^bb0(%a: tensor<224x512xf16>):
-    %s = kg.reduce sum %a dims [1] keepdim : tensor<224x512xf16> -> tensor<224x1xf16>
-    kg.yield %s : tensor<224x1xf16>
+// SM87-SAME: block_x = 8 : i64{{.*}}grid = array<i64: 125, 1, 1>
+func.func @rows(%x: tensor<1000x512xf16>) -> tensor<1000x1xf16> {
+  %y = kg.kernel @rows_0(%x) : (tensor<1000x512xf16>) -> tensor<1000x1xf16> {
+  ^bb0(%a: tensor<1000x512xf16>):
+    %s = kg.reduce sum %a dims [1] keepdim : tensor<1000x512xf16> -> tensor<1000x1xf16>
+    kg.yield %s : tensor<1000x1xf16>
   }
-  return %y : tensor<224x1xf16>
+  return %y : tensor<1000x1xf16>
 }

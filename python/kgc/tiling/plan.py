@@ -44,8 +44,9 @@ _LOOPED_REDUCTION_BLOCK = 2048
 # _LOOPED_REDUCTION_BLOCK (see _plan_reduction).
 _LOOPED_REDUCTION_WARPS = 16
 _POINTWISE_BLOCK_N = 1024
-# Programs per SM below which an elementwise kernel takes fewer rows a tile.
-_POINTWISE_PROGRAMS_PER_SM = 4
+# Programs per SM below which an elementwise or reduction kernel takes fewer
+# rows a tile.
+_PROGRAMS_PER_SM = 4
 _GRID_LIMIT = 2**31 - 1
 _INDEX_LIMIT = 2**31 - 1
 
@@ -283,7 +284,7 @@ def _plan_pointwise(outputs, order, config: PointwiseConfig, kernel,
             columns = ceil_div(extents[-1], block_n) * product(extents[:-2])
             while default_m > 1 and default_m & (default_m - 1) == 0 and \
                     columns * ceil_div(extents[-2], default_m) < \
-                    _POINTWISE_PROGRAMS_PER_SM * target.sm_count:
+                    _PROGRAMS_PER_SM * target.sm_count:
                 default_m //= 2
         block_m = knob(config.block_m, default_m)
         tile[-2] = block_m
@@ -372,11 +373,14 @@ def _plan_reduction(outputs, order, reduces, config: ReductionConfig, kernel,
         inner_p = p_axes[-1]
         cap = _rows_per_tile(tile, extents, r_axes)
         default_x = extents[inner_p] if extents[inner_p] <= cap else _floor_power_of_two(cap)
-        # Fewer rows per program where the rows would leave SMs idle: each
-        # program's loads are the latency a short kernel waits on. (Not for
-        # a dynamic extent, whose rows are no count: `dynamic_config`.)
+        # Fewer rows per program where the rows would leave the SMs a few
+        # programs each: each program's loads are the latency a short kernel
+        # waits on, hidden by other programs in flight, as for elementwise
+        # kernels. (Not for a dynamic extent, whose rows are no count:
+        # `dynamic_config`.)
         outer = product([extents[a] for a in p_axes[:-1]])
-        while default_x > 1 and outer * ceil_div(extents[inner_p], default_x) < target.sm_count:
+        while default_x > 1 and outer * ceil_div(extents[inner_p], default_x) < \
+                _PROGRAMS_PER_SM * target.sm_count:
             default_x = _floor_power_of_two(default_x - 1) if default_x & (default_x - 1) \
                 else default_x // 2
         block_x = tile[inner_p] = knob(config.block_x, default_x)
