@@ -128,8 +128,14 @@ CASES = [
      "CHECK: kg.mul\nCHECK: kg.cast {{.*}} to tensor<4x17xf16>"),
     ("alpha", lambda x, y: torch.add(x, y, alpha=2), [(3, 5), (3, 5)],
      "CHECK: kg.mul\nCHECK: kg.add"),
-    ("pow", lambda x: x.pow(2) + x.abs().pow(0.5) + x.pow(3.0), [(3, 17)],
+    ("pow", lambda x: x.pow(2) + x.abs().pow(0.5) + x.abs().pow(2.5), [(3, 17)],
      "CHECK: kg.square\nCHECK: kg.sqrt\nCHECK: kg.pow"),
+    # Cubes and inverse squares multiply, in f32 for a half float, as
+    # torch's kernel does: no powf.
+    ("pow_by_multiplying", lambda x: x.pow(3.0) + (x.abs() + 1).pow(-2), [((3, 17), torch.float16)],
+     "CHECK-NOT: kg.pow\nCHECK: kg.cast {{.*}} to tensor<3x17xf32>\nCHECK-NEXT: kg.square\n"
+     "CHECK-NEXT: kg.mul\nCHECK-NEXT: kg.cast {{.*}} to tensor<3x17xf16>\nCHECK-NOT: kg.pow\n"
+     "CHECK: kg.square\nCHECK-NEXT: kg.reciprocal\nCHECK-NOT: kg.pow"),
     ("unary", lambda x: torch.exp(x).rsqrt() + torch.sigmoid(x) + torch.tanh(x) + x.relu().sqrt(),
      [(3, 17)], "CHECK: kg.exp\nCHECK: kg.rsqrt\nCHECK: kg.sigmoid\nCHECK: kg.tanh\n"
                 "CHECK: kg.relu\nCHECK: kg.sqrt"),

@@ -511,7 +511,23 @@ def _pow_scalar(ctx, a):
     if exponent in _POWERS:
         kind = _POWERS[exponent]
         return x if kind is None else getattr(ctx.graph, kind)(x)
+    if exponent in _MULTIPLIED_POWERS:
+        return _multiplied_power(ctx.graph, x, exponent)
     return _binary(ctx, "pow", x, exponent)
+
+
+# Exponents torch's kernel computes by multiplying rather than by powf
+# (GPT-2's GELU cubes its input): x*x*x and 1/(x*x), rounded once from f32
+# as torch's kernel rounds them. powf is a libdevice call of some forty
+# instructions.
+_MULTIPLIED_POWERS = (3.0, -2.0)
+
+
+def _multiplied_power(graph: Graph, x: Tensor, exponent: float) -> Tensor:
+    wide = _cast(graph, x, "f32") if x.dtype in ("f16", "bf16") else x
+    square = graph.square(wide)
+    power = graph.mul(square, wide) if exponent == 3.0 else graph.reciprocal(square)
+    return _cast(graph, power, x.dtype)
 
 
 @converts(aten.pow.Tensor_Tensor)
