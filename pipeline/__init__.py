@@ -1,6 +1,7 @@
 """The pass manager (pipelines, their textual form, IR printing) and the compile
 driver (stages, Triton workers, artifacts, the kernel cache and its shared Redis
-level: `kernel_cache`, `remote_cache`). The command-line tools are in kgc.tools."""
+level: `kernel_cache`, `remote_cache`; whole default compiles: `graph_cache`). The
+command-line tools are in kgc.tools."""
 
 from kgc.pipeline.instrumentation import ALL_PASSES, IRPrinting
 from kgc.pipeline.pipeline import Pipeline, PipelineError

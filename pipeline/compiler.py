@@ -420,14 +420,29 @@ def compile_module(module: ir.Operation, *, target: int = 90, pipeline: str | No
     GraphConfig: a partition and kernel knobs) cuts the graph and sets the
     knobs before the rest of kgc's pipeline; it excludes `pipeline`. `cache`
     picks the kernel cache (`kernel_cache.KernelCache.resolve`: by default
-    the one `KGC_CACHE_URL` or `KGC_KERNEL_CACHE=1` asks for). Raises
-    KgcError with diagnostics on failure."""
+    the one `KGC_CACHE_URL` or `KGC_KERNEL_CACHE=1` asks for); a default
+    compile (no pipeline, no config, down to cubin) with a cache is first
+    looked up whole in the graph cache beside it (`graph_cache`) and stored
+    there. Raises KgcError with diagnostics on failure."""
     if emit not in STAGES:
         raise KgcError(f"unknown stage '{emit}': choose one of {', '.join(STAGES)}")
     if jobs < 1:
         raise KgcError(f"jobs must be at least 1, got {jobs}")
     _check_target(module, target)
     _check_signatures(module)
+    graphs, graph_key = None, None
+    if pipeline is None and config is None and emit == "cubin":
+        # A default compile answered before is loaded whole: no passes, no
+        # Triton (`graph_cache`).
+        from kgc.pipeline.graph_cache import GraphCache, graph_key as key_of
+        from kgc.pipeline.kernel_cache import KernelCache
+
+        graphs = GraphCache.beside(KernelCache.resolve(cache))
+        if graphs is not None:
+            graph_key = key_of(module.get_asm(enable_debug_info=True), target)
+            cached = graphs.load(graph_key)
+            if cached is not None:
+                return cached
     # kg-fuse and kg-tile plan each kernel once between them, though a
     # config runs them in two pipelines.
     planner = Planner()
@@ -466,6 +481,8 @@ def compile_module(module: ir.Operation, *, target: int = 90, pipeline: str | No
     # A kernel over the target's shared memory or registers compiles, and
     # would fail only when launched.
     check_resources(kernels.values(), target, stages["kg"])
+    if graphs is not None:
+        graphs.store(graph_key, compiled)
     return compiled
 
 

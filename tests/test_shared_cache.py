@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from tests.shared_cache_server import redis_server  # noqa: F401  (a fixture)
 COMPILE = """
 import hashlib, json, sys
 import kgc
+from kgc.pipeline.graph_cache import GraphCache
 from kgc.pipeline.kernel_cache import KernelCache
 
 g = kgc.Graph("two")
@@ -35,6 +37,7 @@ compiled = kgc.compile(g, target=90, cache=True)
 store = KernelCache.resolve(True)
 print(json.dumps({
     "stats": store.stats,
+    "graphs": GraphCache.beside(store).stats,
     "cubins": sorted(hashlib.sha256(k.artifact.cubin).hexdigest()
                      for k in compiled.module.kernels.values())}))
 """
@@ -63,10 +66,17 @@ def test_a_second_process_compiles_nothing_and_gets_the_same_kernels(redis_serve
     second, _, _ = compile_in_child(tmp_path / "second", redis_server.url)
     assert second["stats"] == {"local_hits": 0, "remote_hits": 2, "compiled": 0, "corrupt": 0}
     assert second["cubins"] == first["cubins"]
-    # Written through: the next process on that machine needs no server.
+    # Written through: the next process on that machine needs no server,
+    # and its graph cache answers the whole compile.
     third, _, _ = compile_in_child(tmp_path / "second")
-    assert third["stats"]["local_hits"] == 2 and third["stats"]["compiled"] == 0
+    assert third["graphs"]["hits"] == 1 and third["stats"]["compiled"] == 0
     assert third["cubins"] == first["cubins"]
+    # Without the graph (another machine's first compile of it) the local
+    # kernel entries serve every kernel.
+    shutil.rmtree(tmp_path / "second" / "graphs")
+    fourth, _, _ = compile_in_child(tmp_path / "second")
+    assert fourth["stats"]["local_hits"] == 2 and fourth["stats"]["compiled"] == 0
+    assert fourth["cubins"] == first["cubins"]
 
 
 def test_a_corrupt_remote_entry_is_detected_and_rebuilt(redis_server, tmp_path):
@@ -230,11 +240,14 @@ def test_a_corrupt_local_kernel_entry_is_rebuilt(tmp_path):
     (entry,) = (tmp_path / "kernels").rglob("*.kgc")
     good = entry.read_bytes()
     entry.write_bytes(good[:len(good) // 2])  # truncated
+    # The graph cache would answer the compile before any kernel is looked up.
+    shutil.rmtree(tmp_path / "graphs")
     with pytest.warns(RuntimeWarning, match="is corrupt .*; it is ignored and rebuilt"):
         again = kgc.compile(g, target=90, cache=store)
     assert store.stats == {"local_hits": 0, "remote_hits": 0, "compiled": 2, "corrupt": 1}
     assert entry.read_bytes() == good
     (a,), (b,) = first.module.kernels.values(), again.module.kernels.values()
     assert a.artifact.cubin == b.artifact.cubin
+    shutil.rmtree(tmp_path / "graphs")
     kgc.compile(g, target=90, cache=store)
     assert store.stats["local_hits"] == 1

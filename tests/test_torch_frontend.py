@@ -996,22 +996,27 @@ def test_a_partitions_kernels_compile_side_by_side(monkeypatch):
 
 _SECOND_PROCESS = """
 import importlib, json, kgc
-from kgc.pipeline import kernel_cache, triton_stage
+from kgc.pipeline import kernel_cache, pipeline, triton_stage
+from kgc.pipeline.graph_cache import GraphCache
 backend = importlib.import_module("kgc.torch.backend")
+passes_run = []
+run = pipeline.Pipeline.run
+pipeline.Pipeline.run = lambda self, *a, **k: passes_run.append(1) or run(self, *a, **k)
 g = kgc.Graph("cached_partition")
 x, w = g.input("x", (3, 40), "f16"), g.input("w", (40, 24), "f16")
 g.output(g.softmax(g.matmul(x, w)))
 backend.compile_kernel_graph(g, "default")
-print(json.dumps({"stats": kernel_cache.KernelCache.resolve(True).stats,
-                  "workers": len(triton_stage._POOLS)}))
+store = kernel_cache.KernelCache.resolve(True)
+print(json.dumps({"stats": store.stats, "graphs": GraphCache.beside(store).stats,
+                  "passes": passes_run, "workers": len(triton_stage._POOLS)}))
 """
 
 
 @pytest.mark.parametrize("opt_out", [False, True])
 def test_a_second_process_compiles_none_of_the_kernels_the_first_compiled(tmp_path, opt_out):
-    # The backend's compiles keep kgc's kernel cache (KGC_KERNEL_CACHE=0
-    # opts out): a second process with the same cache folder starts no
-    # compile worker and compiles nothing.
+    # The backend's compiles keep kgc's kernel and graph caches
+    # (KGC_KERNEL_CACHE=0 opts out): a second process with the same cache
+    # folder runs no pass, starts no compile worker and compiles nothing.
     import json
     import os
 
@@ -1031,10 +1036,12 @@ def test_a_second_process_compiles_none_of_the_kernels_the_first_compiled(tmp_pa
     first, second = runs
     if opt_out:
         assert first["stats"]["compiled"] == second["stats"]["compiled"] == 0
-        assert second["workers"] == 1
+        assert second["workers"] == 1 and second["passes"]
         assert not (tmp_path / "cache" / "kernels").exists()
+        assert not (tmp_path / "cache" / "graphs").exists()
     else:
         assert first["stats"]["compiled"] >= 1 and first["workers"] == 1
-        assert second["stats"] == {"local_hits": first["stats"]["compiled"], "remote_hits": 0,
-                                   "compiled": 0, "corrupt": 0}
-        assert second["workers"] == 0
+        assert first["graphs"] == {"hits": 0, "stored": 1, "damaged": 0} and first["passes"]
+        assert second["stats"]["compiled"] == 0
+        assert second["graphs"] == {"hits": 1, "stored": 0, "damaged": 0}
+        assert second["passes"] == [] and second["workers"] == 0
