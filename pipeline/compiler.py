@@ -440,7 +440,7 @@ def compile_module(module: ir.Operation, *, target: int = 90, pipeline: str | No
         graphs = GraphCache.beside(KernelCache.resolve(cache))
         if graphs is not None:
             graph_key = key_of(module.get_asm(enable_debug_info=True), target)
-            cached = graphs.load(graph_key)
+            cached = graphs.load(graph_key, load_module)
             if cached is not None:
                 return cached
     # kg-fuse and kg-tile plan each kernel once between them, though a

@@ -11,7 +11,7 @@ time. This cache answers the compile itself. An entry is what
 `CompiledModule.write` lays out (the module at the kg and TTIR stages, each
 kernel's stages and artifact record, manifest.json), in a folder named by
 `graph_key`, under `<cache root>/graphs/` beside the kernels. It is read
-back with `load_module`, which checks every artifact against the manifest
+back with the compiler's `load_module`, which checks every artifact against the manifest
 (each stage file's sha256 and the hash of its TTIR): an entry that fails
 is reported with a warning, removed, and the graph compiled again.
 
@@ -42,6 +42,7 @@ import pathlib
 import shutil
 import tempfile
 import warnings
+from typing import Callable
 
 from kgc.diagnostics import KgcError
 
@@ -61,11 +62,10 @@ def compiler_files() -> list[pathlib.Path]:
     import kgc.graph
     from kgc import _dialect
     from kgc.passes import registry
-    from kgc.pipeline import compiler
 
     library = _dialect._find_library()
     folders = {pathlib.Path(kgc.graph.__file__).parent, library.parent.parent,
-               pathlib.Path(registry.__file__).parent, pathlib.Path(compiler.__file__).parent}
+               pathlib.Path(registry.__file__).parent, pathlib.Path(__file__).parent}
     return sorted({path.resolve() for folder in folders for path in folder.rglob("*")
                    if path.suffix in _SOURCE_SUFFIXES and "__pycache__" not in path.parts})
 
@@ -115,16 +115,15 @@ class GraphCache:
     def path(self, key: str) -> pathlib.Path:
         return self.root / GRAPHS / key[:2] / key
 
-    def load(self, key: str):
-        """The CompiledModule stored under `key`, or None on a miss or a
-        damaged entry (removed, with a warning)."""
-        from kgc.pipeline.compiler import load_module
-
+    def load(self, key: str, read: Callable):
+        """The CompiledModule stored under `key`, read by `read` (the
+        compiler's `load_module`, which checks every artifact), or None on a
+        miss or a damaged entry (removed, with a warning)."""
         folder = self.path(key)
         if not (folder / "manifest.json").exists():
             return None
         try:
-            compiled = load_module(folder)
+            compiled = read(folder)
             compiled.stages = {stage: (folder / f"{_STEM}.{stage}.mlir").read_text()
                                for stage in _STAGES}
         except (KgcError, OSError) as error:
