@@ -75,7 +75,7 @@ class ReductionSchedule(Schedule):
         if not kept:
             return None
         cap = _rows_per_tile(plan.tile, plan.extents, reduced)
-        rows = min(plan.extents[kept[-1]], _floor_power_of_two(cap))
+        rows = _rows_within(plan.extents[kept[-1]], cap)
         if plan.tile[kept[-1]] >= rows:
             return None
         return dataclasses.replace(plan.config, block_x=rows, num_warps=None)
@@ -309,7 +309,8 @@ def _pointwise_row_cap(block_n: int) -> int:
 
 
 def _rows_within(rows: int, cap: int) -> int:
-    """All `rows` where they fit under `cap`, else the power of two below it."""
+    """All `rows` where they fit under `cap`, else the power of two at or
+    below it (the rows a tile takes, of elementwise and reduction kernels)."""
     return rows if rows <= cap else _floor_power_of_two(cap)
 
 
@@ -372,7 +373,7 @@ def _plan_reduction(outputs, order, reduces, config: ReductionConfig, kernel,
     if p_axes:
         inner_p = p_axes[-1]
         cap = _rows_per_tile(tile, extents, r_axes)
-        default_x = extents[inner_p] if extents[inner_p] <= cap else _floor_power_of_two(cap)
+        default_x = _rows_within(extents[inner_p], cap)
         # Fewer rows per program where the rows would leave the SMs a few
         # programs each: each program's loads are the latency a short kernel
         # waits on, hidden by other programs in flight, as for elementwise
