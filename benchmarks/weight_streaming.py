@@ -30,6 +30,7 @@ weight would need for `--target`.
 from __future__ import annotations
 
 import argparse
+import collections
 
 import torch
 import torch.nn.functional as F
@@ -41,13 +42,14 @@ from kgc.bench import models
 def _weights(model) -> list[tuple[str, tuple[int, int], int]]:
     """(name, (N, K), how many times a forward reads it) for each distinct
     weight shape of the model's linear layers."""
-    counts: dict[tuple[int, int], tuple[dict, list]] = {}
+    names: dict[tuple[int, int], dict[str, None]] = {}  # names in order, once each
+    counts: collections.Counter = collections.Counter()
     for name, module in model.named_modules():
         if isinstance(module, torch.nn.Linear):
-            names, count = counts.setdefault(tuple(module.weight.shape), ({}, [0]))
-            names[name.split(".")[-1]] = None
-            count[0] += 1
-    return [("/".join(names), shape, count[0]) for shape, (names, count) in counts.items()]
+            shape = tuple(module.weight.shape)
+            names.setdefault(shape, {})[name.rsplit(".", 1)[-1]] = None
+            counts[shape] += 1
+    return [("/".join(names[shape]), shape, counts[shape]) for shape in names]
 
 
 def _per_copy(run, copies: int) -> float:
