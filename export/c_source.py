@@ -261,6 +261,12 @@ class FunctionPlan:
     def is_dynamic(self) -> bool:
         return self.workspace_bytes is None
 
+    @property
+    def offset_slots(self) -> int:
+        """The length of a dynamic function's array of intermediate offsets
+        (one at least: C has no empty arrays)."""
+        return max(len(self.intermediates), 1)
+
 
 def plan_function(function: Function, identifier: str, graph: str,
                   modules: dict[str, CubinModule]) -> FunctionPlan:
@@ -542,8 +548,8 @@ def render_source(graph: str, graph_name: str, plans: list[FunctionPlan],
 def _layout_lines(plan: FunctionPlan) -> list[str]:
     """A dynamic function's workspace layout at `size`: a static function
     that writes each intermediate's offset and returns the bytes."""
-    count = max(len(plan.intermediates), 1)
-    lines = [f"static size_t {plan.symbol}_layout(int32_t size, size_t offsets[{count}]) {{",
+    lines = [f"static size_t {plan.symbol}_layout(int32_t size, "
+             f"size_t offsets[{plan.offset_slots}]) {{",
              "  size_t end = 0;"]
     if not plan.intermediates:
         lines += ["  (void)size;", "  offsets[0] = 0;"]
@@ -560,7 +566,7 @@ def _render_function(plan: FunctionPlan) -> list[str]:
     if plan.is_dynamic:
         lines = [*_layout_lines(plan), "",
                  f"{_workspace_signature(plan)} {{",
-                 f"  size_t offsets[{max(len(plan.intermediates), 1)}];",
+                 f"  size_t offsets[{plan.offset_slots}];",
                  f"  return size < 1 ? 0 : {plan.symbol}_layout(size, offsets);", "}", "",
                  f"{_signature(plan)} {{",
                  "  if (!kgc_loaded) return CUDA_ERROR_NOT_INITIALIZED;",
@@ -577,7 +583,7 @@ def _render_function(plan: FunctionPlan) -> list[str]:
             lines.append(f"  if (kgc_bad_pointer({parameter.name})) "
                          "return CUDA_ERROR_INVALID_VALUE;")
     if plan.is_dynamic:
-        lines += [f"  size_t kgc_offsets[{max(len(plan.intermediates), 1)}];",
+        lines += [f"  size_t kgc_offsets[{plan.offset_slots}];",
                   f"  if ({plan.symbol}_layout(size, kgc_offsets) != 0 && (workspace == 0 || "
                   f"workspace % {plan.workspace_alignment} != 0))",
                   "    return CUDA_ERROR_INVALID_VALUE;"]
