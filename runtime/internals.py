@@ -81,9 +81,46 @@ def any_hooked(hooks) -> bool:
     return any(hook is not None and getattr(hook, "calls", True) != [] for hook in hooks)
 
 
+def _launcher_inputs(artifact) -> tuple:
+    """What Triton's launcher class is made of for `artifact`: its source
+    (the argument types) and its metadata as a named tuple."""
+    from triton.backends.compiler import GPUTarget
+
+    metadata = dict(artifact.metadata)
+    metadata["target"] = GPUTarget(**metadata["target"])
+    metadata = collections.namedtuple("KernelMetadata", sorted(metadata))(**metadata)
+    return _LaunchSignature({i: kind for i, kind in enumerate(artifact.signature)}), metadata
+
+
+def build_launchers(artifacts) -> None:
+    """Makes Triton build the launcher of each distinct signature among
+    `artifacts` at once, on threads: a signature Triton has not seen
+    compiles a C stub in a subprocess (a third of a second each), which one
+    kernel after another would pay in turn on a cold cache. The launchers
+    land in Triton's cache, where `load_kernel` finds them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from triton.runtime.driver import driver
+
+    launcher_cls = driver.active.launcher_cls
+    distinct = {}
+    for artifact in artifacts:
+        distinct.setdefault((tuple(artifact.signature),
+                             repr(artifact.metadata.get("tensordesc_meta"))), artifact)
+    if len(distinct) < 2:
+        return
+    with ThreadPoolExecutor(max_workers=min(len(distinct), _LAUNCHER_BUILDS)) as pool:
+        for future in [pool.submit(launcher_cls, *_launcher_inputs(a))
+                       for a in distinct.values()]:
+            future.result()
+
+
+# At most this many launcher stubs compile at once.
+_LAUNCHER_BUILDS = 8
+
+
 def load_kernel(artifact, device: int, limits: dict) -> LoadedKernel:
     """`artifact` loaded on the current device, which is `device`."""
-    from triton.backends.compiler import GPUTarget
     from triton.compiler.compiler import make_backend
     from triton.runtime.driver import driver
 
@@ -91,10 +128,7 @@ def load_kernel(artifact, device: int, limits: dict) -> LoadedKernel:
     reason = artifact.exceeds(limits)
     if reason is not None:
         raise KgcError(f"kernel @{artifact.name} cannot run on cuda:{device}: it {reason}")
-    metadata = dict(artifact.metadata)
-    metadata["target"] = GPUTarget(**metadata["target"])
-    metadata = collections.namedtuple("KernelMetadata", sorted(metadata))(**metadata)
-    source = _LaunchSignature({i: kind for i, kind in enumerate(artifact.signature)})
+    source, metadata = _launcher_inputs(artifact)
     launcher = active.launcher_cls(source, metadata)
     _, handle, _, _, max_threads = active.utils.load_binary(
         artifact.entry, artifact.cubin, artifact.shared, device)

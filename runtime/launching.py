@@ -109,6 +109,9 @@ def bind(module, function, device: int, loaded: dict | None = None) -> BoundFunc
     launches = []
     with torch.cuda.device(device):
         limits = internals.device_limits(device)
+        kernels = [module.kernels[launch.kernel] for launch in function.launches]
+        internals.build_launchers([k.artifact for k in kernels if k.library is None and
+                                   (k.artifact.hash, k.artifact.entry) not in loaded])
         for launch in function.launches:
             kernel = module.kernels[launch.kernel]
             if kernel.library is not None:
