@@ -146,6 +146,11 @@ class TunedTable:
     def fingerprint(self) -> str:
         """A digest of the table's content: what a cache of results that
         depend on the default compile keys them by."""
+        return self._fingerprint
+
+    @functools.cached_property
+    def _fingerprint(self) -> str:
+        # Planning asks for it once per kernel; the table never changes.
         return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
 
 
