@@ -276,8 +276,11 @@ def find_attention(outputs: Sequence[Node], check_operands: bool = True) -> Atte
     product_element = half if half is not None and output.element == half else None
     # Everything computed from S on the way to the output: the logits, the
     # softmax, P V and its casts.
-    core = frozenset(id(n) for n in topological([output]) if n is scores or
-                     any(o is scores for o in topological([n])))
+    computed_from_scores = {id(scores)}
+    for node in topological([output]):
+        if any(id(o) in computed_from_scores for o in node.operands):
+            computed_from_scores.add(id(node))
+    core = frozenset(computed_from_scores)
     if not check_operands:
         return AttentionPattern(scores, output_mm, logits, output, core, frozenset(logit_ids),
                                 masked_rows is not None, product_element)
