@@ -89,9 +89,12 @@ EXECUTORS = (CUDA, CPU)
 
 def decompositions() -> dict:
     """torch's core ATen decompositions, less the ops kg has as one op."""
-    from torch._decomp import core_aten_decompositions
+    # Not `core_aten_decompositions()`: that table also lists every
+    # CompositeImplicitAutograd op, collected from every namespace on each
+    # call (0.1 to 0.8 s of a first call), which tracing decomposes anyway.
+    from torch._decomp import _core_aten_decompositions_post_autograd
 
-    table = dict(core_aten_decompositions())
+    table = _core_aten_decompositions_post_autograd()
     # The CPU's fused attention op too: the CUDA ones are not decomposed
     # either, so attention reaches the converter as one op on every device.
     # GELU's backward too: its decomposition needs erf, which kg lacks.
