@@ -631,7 +631,7 @@ def test_causal_fused_attention_converts():
     torch.testing.assert_close(actual, expected, atol=2e-5, rtol=2e-5)
 
 
-def test_a_varying_batch_compiles_once_per_power_of_two_bucket():
+def test_a_varying_batch_compiles_once_for_every_size():
     w1, w2, gamma = _randn(17, 40), _randn(40, 17), _randn(17)
 
     def mlp(x):
@@ -648,10 +648,74 @@ def test_a_varying_batch_compiles_once_per_power_of_two_bucket():
     assert not dynamic.fallbacks, dynamic.fallbacks
     assert len(dynamic.partitions) == 1
     # Static graphs for the first batches, then one graph with the batch
-    # dynamic: its buckets 2, 4, 8, 16 and 32 are each compiled once.
-    buckets = [text for text in backend.texts if "_b" in text.split("func.func @")[1][:20]]
-    assert sorted(int(t.split("func.func @")[1].split("(")[0].rsplit("_b", 1)[1])
-                  for t in buckets) == [2, 4, 8, 16, 32]
+    # as its dynamic extent, compiled once: no bucket of it is.
+    assert [t for t in backend.texts if "tensor<?x17xf32>" in t] == backend.texts[-1:]
+    assert not [t for t in backend.texts if "_b" in t.split("func.func @")[1][:20]]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["f32", "f16"])
+def test_a_varying_batch_runs_on_tiled_kernels_compiled_once(dtype):
+    norm, w1, w2 = _randn(64, dtype=dtype), _randn(64, 96, dtype=dtype) / 8, \
+        _randn(96, 32, dtype=dtype) / 8
+
+    def block(x):
+        h = F.gelu(F.layer_norm(x, (64,), norm) @ w1)
+        return torch.softmax(h @ w2, dim=-1)
+
+    backend = TiledBackend()
+    compiled = torch.compile(block, backend=backend)
+    with torch.no_grad():
+        for batch in SIZE_EXTENTS:
+            x = _randn(batch, 64, dtype=dtype)
+            torch._dynamo.mark_dynamic(x, 0)
+            _assert_close(compiled(x), block(x))
+    assert len(backend.texts) == 1, backend.texts
+    assert f"tensor<?x64x{_KG_NAMES[dtype]}>" in backend.texts[0]
+    assert backend.kinds[0].count("matmul") == 2 and "reduction" in backend.kinds[0]
+
+
+_KG_NAMES = {torch.float32: "f32", torch.float16: "f16"}
+
+
+def test_a_dynamic_dim_inside_its_tensors_is_compiled_per_bucket():
+    # A sequence of one batch: (1, s, 17). kgc's kernels take a dynamic
+    # extent as a buffer's outermost dim only, so the partition is refused a
+    # `?` before any compile and runs in buckets, right at every length.
+    w1, w2 = _randn(17, 40), _randn(40, 17)
+
+    def mlp(x):
+        return x + F.silu(x @ w1) @ w2
+
+    backend = TiledBackend()
+    compiled = torch.compile(mlp, backend=backend)
+    with torch.no_grad():
+        for length in (3, 17, 40):
+            x = _randn(1, length, 17)
+            torch._dynamo.mark_dynamic(x, 1)
+            _assert_close(compiled(x), mlp(x))
+    assert not [t for t in backend.texts if "?" in t]
+    bucketed = [t.split("func.func @")[1].split("(")[0] for t in backend.texts
+                if "_b" in t.split("func.func @")[1][:20]]
+    assert sorted(bucketed) == ["kgc_0_b32", "kgc_0_b4", "kgc_0_b64"], bucketed
+
+
+def test_a_partition_of_two_dynamic_sizes_is_compiled_per_bucket():
+    # A kernel graph has one dynamic extent: rows and columns that vary
+    # apart are bucketed, never converted with a `?`.
+    def outer(x, y):
+        return torch.relu(x) @ y * 2
+
+    backend = ReferenceBackend()
+    compiled = torch.compile(outer, backend=backend)
+    with torch.no_grad():
+        for rows, columns in ((3, 5), (17, 9), (6, 40)):
+            x, y = _randn(rows, 17), _randn(17, columns)
+            torch._dynamo.mark_dynamic(x, 0)
+            torch._dynamo.mark_dynamic(y, 1)
+            _assert_close(compiled(x, y), outer(x, y))
+    assert not [t for t in backend.texts if "?" in t]
+    names = sorted(t.split("func.func @")[1].split("(")[0] for t in backend.texts)
+    assert names == ["kgc_0_b32_16", "kgc_0_b4_8", "kgc_0_b8_64"], names
 
 
 def test_ops_along_a_dynamic_dim_stay_with_pytorch():

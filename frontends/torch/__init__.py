@@ -7,7 +7,8 @@
 It owns the TorchDynamo backend (`kgc.torch.backend`), the conversion of aten
 ops to kg ops (`kgc.torch.convert`, a table with a row per aten op), the
 partitioning of aten graphs into the parts kgc computes and the rest
-(`kgc.torch.partition`), dynamic extents compiled per power-of-two bucket
+(`kgc.torch.partition`), dynamic dims compiled once as a kernel graph's
+dynamic extent (`kgc.torch.extents`) or else per power-of-two bucket
 (`kgc.torch.buckets`), and the explain report (`kgc.torch.explain`).
 
 The package is named after the framework it serves; inside it `import torch`

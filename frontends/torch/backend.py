@@ -39,12 +39,14 @@ default.
 
 Dims torch marks dynamic (a growing KV cache, a varying batch) reach the
 backend as symbols. A partition whose ops keep such a dim's elements apart
-(a batch, rows of a matmul) is compiled per power-of-two bucket of it and
-runs on inputs padded to the bucket (`kgc.torch.buckets`); an op that
-reduces, contracts, slices or joins along a dynamic dim (attention over a
-growing KV cache, its concatenation) stays with PyTorch, the reason naming
-the symbol. Either way a decode loop compiles a bounded number of kernel
-graphs however many lengths it sees, and no result depends on the padding.
+(a batch, rows of a matmul) is compiled once, the symbol its kernel graph's
+dynamic extent (`?`), where kgc's kernels take it so (`kgc.torch.extents`);
+otherwise it is compiled per power-of-two bucket of it and runs on inputs
+padded to the bucket (`kgc.torch.buckets`). An op that reduces, contracts,
+slices or joins along a dynamic dim (attention over a growing KV cache, its
+concatenation) stays with PyTorch, the reason naming the symbol. Either way
+a decode loop compiles a bounded number of kernel graphs however many
+lengths it sees, and no result depends on the padding.
 
 A kernel that kgc fails to compile (one over the GPU's shared memory, say)
 leaves its ops to PyTorch, each with the error in the graph's report, and
@@ -57,6 +59,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import logging
 import os
 import re
 import threading
@@ -71,7 +74,10 @@ from kgc.diagnostics import KgcError
 from kgc.torch.buckets import BucketedPartition, bucket_of, is_symbolic
 from kgc.torch.convert import (ConvertedGraph, KgcFallbackWarning, Unsupported, convert_graph,
                                op_name)
+from kgc.torch.extents import ExtentRefused, convert_with_extent
 from kgc.torch.partition import plan_partitions
+
+_LOG = logging.getLogger(__name__)
 
 __all__ = ["KERNEL_FAILED", "Backend", "CompiledPartition", "GraphReport", "KgcFallbackWarning",
            "backend", "reports"]
@@ -389,7 +395,11 @@ class Backend:
                 continue
             graph_name = f"{prefix}{len(report.partitions)}"
             try:
-                if is_symbolic(submodule):
+                once = self._at_every_size(submodule, graph_name, mode, compiled) \
+                    if is_symbolic(submodule) else None
+                if once is not None:
+                    partition, converted = once
+                elif is_symbolic(submodule):
                     partition, converted = self._bucketed(submodule, graph_name, mode, report)
                     if self.compile_for is not None:
                         _compile_only(converted.graph, self.compile_for)
@@ -481,6 +491,20 @@ class Backend:
 
         with unset_fake_temporarily():
             return self.compile_graph(graph, mode)
+
+    def _at_every_size(self, submodule, graph_name: str, mode: str, compiled: dict):
+        """(partition, converted) of a partition with a dynamic size,
+        converted with the size as kgc's dynamic extent and compiled once for
+        every size (`kgc.torch.extents`); None where kgc does not take it so,
+        and the partition is then bucketed."""
+        try:
+            converted = convert_with_extent(submodule, graph_name)
+            run = self._compile_once(converted.graph, mode, compiled)
+        except (ExtentRefused, KgcError) as error:
+            _LOG.info("kgc: partition %s is compiled per bucket of its dynamic size: %s",
+                      graph_name, str(error).strip().splitlines()[0] if str(error) else "")
+            return None
+        return (CompiledPartition(converted, run) if self.run_kernels else None), converted
 
     def _bucketed(self, submodule, graph_name: str, mode: str, report: GraphReport):
         """A partition with dynamic extents, compiled per bucket on use; it

@@ -143,8 +143,10 @@ def kg_dtype(dtype: torch.dtype, what: str) -> str:
                       "int64")
 
 
-# Values of the symbolic sizes while a graph is converted for one bucket of
-# them (kgc.torch.buckets): symbol -> int. None: symbolic sizes are refused.
+# Values of the symbolic sizes while a graph is converted: symbol -> int
+# for one bucket of them (kgc.torch.buckets), or symbol -> the name of the
+# kernel graph's dynamic extent (kgc.torch.extents). None: symbolic sizes
+# are refused.
 _SIZES: contextvars.ContextVar[dict | None] = contextvars.ContextVar("kgc_torch_sizes",
                                                                     default=None)
 
@@ -152,7 +154,8 @@ _SIZES: contextvars.ContextVar[dict | None] = contextvars.ContextVar("kgc_torch_
 @contextlib.contextmanager
 def size_bindings(sizes: dict):
     """Converts with each symbolic size that is a bare symbol of `sizes`
-    taken as its value there."""
+    taken as its value there: an int, or a name, which shapes then carry as
+    the kernel graph's dynamic extent."""
     token = _SIZES.set(sizes)
     try:
         yield
@@ -205,10 +208,11 @@ def _is_symbolic(value) -> bool:
     return False
 
 
-def _bound_size(d, what: str) -> int:
+def _bound_size(d, what: str) -> int | str:
     """The int a SymInt stands for: a constant, or a bare symbol bound by
-    `size_bindings`. Reading it never makes torch specialize the graph (no
-    guard is added): that would recompile it for every new value."""
+    `size_bindings` (an int, or the name of a dynamic extent). Reading it
+    never makes torch specialize the graph (no guard is added): that would
+    recompile it for every new value."""
     from torch.fx.experimental.symbolic_shapes import is_concrete_int
 
     if is_concrete_int(d):
@@ -222,8 +226,9 @@ def _bound_size(d, what: str) -> int:
                       "apart")
 
 
-def static_shape(shape, what: str) -> tuple[int, ...]:
-    """The dims as ints (symbolic ones as `size_bindings` gives them)."""
+def static_shape(shape, what: str) -> tuple[int | str, ...]:
+    """The dims as ints (symbolic ones as `size_bindings` gives them: an
+    int, or a dynamic extent's name)."""
     return tuple(_bound_size(d, what) if isinstance(d, torch.SymInt) else d for d in shape)
 
 

@@ -1,0 +1,70 @@
+"""Dynamic extents compiled once: one kernel graph for every size of a dim
+torch marks dynamic.
+
+A partition whose shapes hold one symbol (a varying batch, say) converts
+with that symbol as the kernel graph's dynamic extent: `size_bindings` binds
+it to a name (the symbol's own, `s0`), so the shapes that hold it as a bare
+dim carry the name, and the graph's types have `?` there. The graph then
+compiles once; each call passes its tensors as they are, the kernels read
+the size off them, and the results come back at the call's size, with no
+padding. A size read as a value stays a 0-d input of the graph, as for
+buckets.
+
+kgc takes a dynamic extent where each buffer has it as its outermost dim
+and no kernel reduces or loops over it (`kgc.tiling.dynamic`). A partition
+outside that (two symbols, a shape holding an expression of one such as
+`s0 + 1`, a dim inside a buffer) is refused here with the reason, and the
+backend compiles it per bucket instead (`kgc.torch.buckets`).
+
+    converted = convert_with_extent(submodule, "kgc_0")   # or ExtentRefused
+"""
+
+from __future__ import annotations
+
+import torch.fx
+
+from kgc.torch.buckets import symbols_of
+from kgc.torch.convert import ConvertedGraph, Unsupported, convert_graph, size_bindings
+
+__all__ = ["ExtentRefused", "convert_with_extent"]
+
+
+class ExtentRefused(Exception):
+    """A partition kgc does not convert with a dynamic extent; the message
+    says why."""
+
+
+def convert_with_extent(module: torch.fx.GraphModule, name: str) -> ConvertedGraph:
+    """The kernel graph `name` of a partition whose shapes hold one symbol,
+    that symbol its dynamic extent. Raises ExtentRefused where the
+    partition does not convert so."""
+    symbols = set().union(*(symbols_of(n) for n in module.graph.nodes if n.op != "output"))
+    if len(symbols) != 1:
+        raise ExtentRefused(f"its shapes hold {len(symbols)} dynamic sizes "
+                            f"({', '.join(sorted(map(str, symbols)))}); a kernel graph has one "
+                            "dynamic extent")
+    symbol = next(iter(symbols))
+    _check_outermost(module, symbol)
+    try:
+        with size_bindings({symbol: str(symbol)}):
+            return convert_graph(module, name)
+    except Unsupported as error:
+        raise ExtentRefused(str(error)) from None
+
+
+def _check_outermost(module: torch.fx.GraphModule, symbol) -> None:
+    """Refuses, before any compile, a partition whose inputs or results
+    hold `symbol` in a dim other than their first: such a buffer is one
+    kgc's kernels cannot take with a dynamic extent (the sequence of a
+    (1, s, hidden) activation)."""
+    output = next(n for n in module.graph.nodes if n.op == "output")
+    results = output.args[0] if isinstance(output.args[0], (tuple, list)) else [output.args[0]]
+    for node in [*(n for n in module.graph.nodes if n.op == "placeholder"), *results]:
+        value = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+        if not isinstance(value, torch.Tensor):
+            continue
+        for dim, size in enumerate(value.shape):
+            if dim and isinstance(size, torch.SymInt) and symbol in size.node.expr.free_symbols:
+                raise ExtentRefused(f"{node.name} {tuple(value.shape)} holds dynamic size "
+                                    f"{symbol} in dim {dim}; kgc's kernels take a dynamic "
+                                    "extent as a buffer's outermost dim")
