@@ -73,6 +73,28 @@ func.func @pointwise_dynamic_rows(%x: tensor<?x1000xf32>, %b: tensor<1000xf32>) 
 
 // -----
 
+// A dynamic extent behind a dim of extent 1 (a sequence of one batch): laid
+// out as the rows above, so it tiles the same way; the size is read from the
+// `?` dim (index 1) and the outer dim's stride never meets a nonzero index.
+// CHECK-LABEL: func.func @pointwise_dynamic_sequence
+// CHECK: kg.kernel @pointwise_dynamic_sequence_0
+// CHECK-SAME: dynamic_axis = 1 : i64, dynamic_grid = array<i64: 4, 1>
+// CHECK: ^bb0(%[[XB:.*]]: memref<1x?x1000xf32>, %{{.*}}: memref<1000xf32>, %{{.*}}: memref<1x?x1000xf32>):
+// CHECK: %[[ONE:.*]] = arith.constant 1 : index
+// CHECK: %[[N:.*]] = memref.dim %[[XB]], %[[ONE]] : memref<1x?x1000xf32>
+// CHECK: memref.reinterpret_cast %[[XB]] to offset: [0], sizes: [1, %[[N]], 1000]
+func.func @pointwise_dynamic_sequence(%x: tensor<1x?x1000xf32>, %b: tensor<1000xf32>) -> tensor<1x?x1000xf32> {
+  %y = kg.kernel @pointwise_dynamic_sequence_0(%x, %b) : (tensor<1x?x1000xf32>, tensor<1000xf32>) -> tensor<1x?x1000xf32> {
+  ^bb0(%a: tensor<1x?x1000xf32>, %bias: tensor<1000xf32>):
+    %s = kg.add %a, %bias : (tensor<1x?x1000xf32>, tensor<1000xf32>) -> tensor<1x?x1000xf32>
+    %r = kg.relu %s : tensor<1x?x1000xf32>
+    kg.yield %r : tensor<1x?x1000xf32>
+  }
+  return %y : tensor<1x?x1000xf32>
+}
+
+// -----
+
 // Tile sizes set by hand on the kernel are kept.
 // CHECK-LABEL: func.func @user_tiles
 // CHECK: kg.kernel @user_tiles_0
@@ -708,4 +730,18 @@ func.func @gather_dynamic_rows(%table: tensor<64x32xf16>, %ids: tensor<?xi64>) -
     kg.yield %g : tensor<?x32xf16>
   }
   return %y : tensor<?x32xf16>
+}
+
+// -----
+
+// Behind a dim of extent 2 the size would set that dim's stride, which a
+// program's addresses meet: no plan holds at every size.
+func.func @dynamic_behind_two(%x: tensor<2x?x1000xf32>) -> tensor<2x?x1000xf32> {
+  // expected-error @+1 {{kernel @dynamic_behind_two_0 cannot be tiled with a dynamic extent: a buffer of type tensor<2x?x1000xf32> has its dynamic extent in dimension 1; kg-tile takes it as the outermost dimension only (behind dimensions of extent 1)}}
+  %y = kg.kernel @dynamic_behind_two_0(%x) : (tensor<2x?x1000xf32>) -> tensor<2x?x1000xf32> {
+  ^bb0(%a: tensor<2x?x1000xf32>):
+    %r = kg.relu %a : tensor<2x?x1000xf32>
+    kg.yield %r : tensor<2x?x1000xf32>
+  }
+  return %y : tensor<2x?x1000xf32>
 }

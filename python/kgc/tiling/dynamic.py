@@ -10,7 +10,8 @@ lives (`dynamic_axis`). A plan holds when:
   planning again with the config the schedule asks for
   (`Schedule.dynamic_config`: a matmul's tiles in plain order, no split-K,
   no TMA, no persistent programs);
-* every buffer with a `?` has it as its outermost dimension, read along one
+* every buffer with a `?` has it as its outermost dimension (behind
+  dimensions of extent 1 only), read along one
   iteration axis with coefficient 1 over its whole window (so no stride and
   no offset depends on the size), and no other buffer is read along that
   axis;
@@ -98,12 +99,10 @@ def dynamic_axis(plan: KernelPlan, buffers: list[tuple[Node, ir.Type]]) -> int:
         dims = _dynamic_dims(type_)
         if not dims:
             continue
-        if dims != [0]:
-            raise Unplannable(f"a buffer of type {type_} has its dynamic extent in dimension "
-                              f"{dims[-1]}; kg-tile takes it as the outermost dimension only")
+        dim = _outermost_dynamic_dim(type_)
         index_map = plan.maps.get(node)
-        read = None if index_map is None else index_map.axis_of_row(0)
-        if read is None or index_map.offsets[0] != 0 or \
+        read = None if index_map is None else index_map.axis_of_row(dim)
+        if read is None or index_map.offsets[dim] != 0 or \
                 index_map.windows[read] != (0, plan.extents[read]):
             raise Unplannable(f"a buffer of type {type_} is not read along one iteration axis "
                               "over its whole dynamic extent")
@@ -117,7 +116,8 @@ def dynamic_axis(plan: KernelPlan, buffers: list[tuple[Node, ir.Type]]) -> int:
         index_map = plan.maps.get(node)
         if index_map is None:
             continue
-        rows = index_map.rows[1:] if _dynamic_dims(type_) else index_map.rows
+        dims = _dynamic_dims(type_)
+        rows = [row for d, row in enumerate(index_map.rows) if d not in dims]
         if any(row[axis] for row in rows):
             raise Unplannable(f"a buffer of type {type_} is read along the dynamic axis in a "
                               "dimension of static extent")
@@ -133,12 +133,27 @@ def dynamic_axis(plan: KernelPlan, buffers: list[tuple[Node, ir.Type]]) -> int:
     return axis
 
 
+def _outermost_dynamic_dim(type_: ir.Type) -> int:
+    """The one dim of `type_` that is `?`, where only dims of extent 1 lie
+    outside it (they add nothing to any address: a (1, ?, 4096) buffer is
+    laid out as a (?, 4096) one). Raises Unplannable otherwise."""
+    dims = _dynamic_dims(type_)
+    shape = ir.ShapedType(type_).shape
+    if len(dims) != 1 or any(shape[d] != 1 for d in range(dims[0])):
+        raise Unplannable(f"a buffer of type {type_} has its dynamic extent in dimension "
+                          f"{dims[-1]}; kg-tile takes it as the outermost dimension only "
+                          "(behind dimensions of extent 1)")
+    return dims[0]
+
+
 def with_dynamic_axis(plan: KernelPlan, axis: int) -> KernelPlan:
     """`plan` with `axis` the outermost program axis (one tile of it may
-    have covered the whole hint)."""
+    have covered the whole hint; a program axis of one tile may lie outside
+    it, since it adds nothing to the program's id)."""
     rest = tuple(a for a in plan.program_axes if a != axis)
-    if rest and min(rest) < axis:
-        raise Unplannable(f"program axes {rest} lie outside the dynamic axis {axis}")
+    outside = [a for a in rest if a < axis and plan.tiles_along(a) != 1]
+    if outside:
+        raise Unplannable(f"program axes {tuple(outside)} lie outside the dynamic axis {axis}")
     return dataclasses.replace(plan, program_axes=(axis,) + rest)
 
 

@@ -116,14 +116,16 @@ class MlirBuilder(Builder):
         """The size of the kernel's dynamic extent (an index), read once
         from the first buffer that has it, at the top of the body."""
         if self._dynamic_size is None:
-            buffer = next(b for b in self.buffers
-                          if ir.ShapedType.is_dynamic_size(ir.MemRefType(b.type).shape[0]))
+            # Its `?` is the outermost dim, or lies behind dims of extent 1.
+            buffer, dim = next((b, d) for b in self.buffers
+                               for d, size in enumerate(ir.MemRefType(b.type).shape)
+                               if ir.ShapedType.is_dynamic_size(size))
             index = ir.IndexType.get()
-            zero = self._prelude(lambda: ir.Operation.create(
+            position = self._prelude(lambda: ir.Operation.create(
                 "arith.constant", results=[index],
-                attributes={"value": ir.IntegerAttr.get(index, 0)}))
+                attributes={"value": ir.IntegerAttr.get(index, dim)}))
             self._dynamic_size = self._prelude(lambda: ir.Operation.create(
-                "memref.dim", results=[index], operands=[buffer, zero]))
+                "memref.dim", results=[index], operands=[buffer, position]))
         return self._dynamic_size
 
     def _view(self, buffer_index: int, element: str, view: BufferView) -> ir.Value:
