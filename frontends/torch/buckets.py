@@ -260,6 +260,9 @@ class BucketedPartition(torch.nn.Module):
                 result = results[converted.result_index[position]]
                 shape = static_shape(node.meta["val"].shape, "result")
                 if tuple(result.shape) != shape:
-                    result = result[tuple(slice(0, n) for n in shape)]
+                    # Cut from inside the bucket (a sequence behind a batch
+                    # of two), the slice is strided; the graph's next ops
+                    # (views) take the result as traced, dense.
+                    result = result[tuple(slice(0, n) for n in shape)].contiguous()
                 ordered.append(result)
         return ordered[0] if self.single else tuple(ordered)
