@@ -677,10 +677,28 @@ def test_a_varying_batch_runs_on_tiled_kernels_compiled_once(dtype):
 _KG_NAMES = {torch.float32: "f32", torch.float16: "f16"}
 
 
-def test_a_dynamic_dim_inside_its_tensors_is_compiled_per_bucket():
-    # A sequence of one batch: (1, s, 17). kgc's kernels take a dynamic
-    # extent as a buffer's outermost dim only, so the partition is refused a
-    # `?` before any compile and runs in buckets, right at every length.
+def test_a_sequence_of_one_batch_compiles_once_for_every_length():
+    # (1, s, 17): the batch of one adds nothing to an address, so the
+    # length is the kernel graph's dynamic extent behind it.
+    w1, w2 = _randn(17, 40), _randn(40, 17)
+
+    def mlp(x):
+        return x + F.silu(x @ w1) @ w2
+
+    backend = TiledBackend()
+    compiled = torch.compile(mlp, backend=backend)
+    with torch.no_grad():
+        for length in (3, 17, 40, 1000):
+            x = _randn(1, length, 17)
+            torch._dynamo.mark_dynamic(x, 1)
+            _assert_close(compiled(x), mlp(x))
+    assert len(backend.texts) == 1 and "tensor<1x?x17xf32>" in backend.texts[0], backend.texts
+
+
+def test_a_sequence_behind_a_batch_of_two_is_compiled_per_bucket():
+    # (2, s, 17): the size would set the batch dim's stride, which kgc's
+    # kernels take as a constant, so the partition is refused a `?` before
+    # any compile and runs in buckets, right at every length.
     w1, w2 = _randn(17, 40), _randn(40, 17)
 
     def mlp(x):
@@ -690,13 +708,12 @@ def test_a_dynamic_dim_inside_its_tensors_is_compiled_per_bucket():
     compiled = torch.compile(mlp, backend=backend)
     with torch.no_grad():
         for length in (3, 17, 40):
-            x = _randn(1, length, 17)
+            x = _randn(2, length, 17)
             torch._dynamo.mark_dynamic(x, 1)
             _assert_close(compiled(x), mlp(x))
     assert not [t for t in backend.texts if "?" in t]
-    bucketed = [t.split("func.func @")[1].split("(")[0] for t in backend.texts
-                if "_b" in t.split("func.func @")[1][:20]]
-    assert sorted(bucketed) == ["kgc_0_b32", "kgc_0_b4", "kgc_0_b64"], bucketed
+    bucketed = [t.split("func.func @")[1].split("(")[0] for t in backend.texts]
+    assert sorted(bucketed) == [f"kgc_{p}_b{b}" for p in (0, 1) for b in (32, 4, 64)], bucketed
 
 
 def test_a_partition_of_two_dynamic_sizes_is_compiled_per_bucket():

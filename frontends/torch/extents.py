@@ -11,10 +11,11 @@ padding. A size read as a value stays a 0-d input of the graph, as for
 buckets.
 
 kgc takes a dynamic extent where each buffer has it as its outermost dim
-and no kernel reduces or loops over it (`kgc.tiling.dynamic`). A partition
-outside that (two symbols, a shape holding an expression of one such as
-`s0 + 1`, a dim inside a buffer) is refused here with the reason, and the
-backend compiles it per bucket instead (`kgc.torch.buckets`).
+(behind dims of extent 1: the sequence of a batch of one) and no kernel
+reduces or loops over it (`kgc.tiling.dynamic`). A partition outside that
+(two symbols, a shape holding an expression of one such as `s0 + 1`, the
+dim behind a batch of two) is refused here with the reason, or by kg-tile,
+and the backend compiles it per bucket instead (`kgc.torch.buckets`).
 
     converted = convert_with_extent(submodule, "kgc_0")   # or ExtentRefused
 """
@@ -54,9 +55,9 @@ def convert_with_extent(module: torch.fx.GraphModule, name: str) -> ConvertedGra
 
 def _check_outermost(module: torch.fx.GraphModule, symbol) -> None:
     """Refuses, before any compile, a partition whose inputs or results
-    hold `symbol` in a dim other than their first: such a buffer is one
-    kgc's kernels cannot take with a dynamic extent (the sequence of a
-    (1, s, hidden) activation)."""
+    hold `symbol` behind a dim of another extent than 1: kgc's kernels
+    cannot take such a buffer with a dynamic extent (the sequences of a
+    (2, s, hidden) activation; one of (1, s, hidden) is fine)."""
     output = next(n for n in module.graph.nodes if n.op == "output")
     results = output.args[0] if isinstance(output.args[0], (tuple, list)) else [output.args[0]]
     for node in [*(n for n in module.graph.nodes if n.op == "placeholder"), *results]:
@@ -64,7 +65,10 @@ def _check_outermost(module: torch.fx.GraphModule, symbol) -> None:
         if not isinstance(value, torch.Tensor):
             continue
         for dim, size in enumerate(value.shape):
-            if dim and isinstance(size, torch.SymInt) and symbol in size.node.expr.free_symbols:
+            outer = value.shape[:dim]
+            if isinstance(size, torch.SymInt) and symbol in size.node.expr.free_symbols and \
+                    any(not isinstance(d, int) or d != 1 for d in outer):
                 raise ExtentRefused(f"{node.name} {tuple(value.shape)} holds dynamic size "
                                     f"{symbol} in dim {dim}; kgc's kernels take a dynamic "
-                                    "extent as a buffer's outermost dim")
+                                    "extent as a buffer's outermost dim, behind dims of "
+                                    "extent 1 only")
