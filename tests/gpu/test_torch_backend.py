@@ -155,6 +155,31 @@ def test_a_varying_batch_compiles_once_for_every_size():
     assert len(compiled_graphs) <= 2, compiled_graphs
 
 
+def test_a_sequence_of_one_batch_compiles_once_for_every_length():
+    # (1, s, 256): the length is the kernel graph's dynamic extent behind
+    # the batch of one; the kernels read it at every call.
+    torch.manual_seed(0)
+    block = torch.nn.Sequential(torch.nn.LayerNorm(256), torch.nn.Linear(256, 700),
+                                torch.nn.GELU(), torch.nn.Linear(700, 256)).half().cuda().eval()
+    compiled_graphs = []
+
+    def counting(graph, mode):
+        compiled_graphs.append(graph.to_mlir())
+        return compile_kernel_graph(graph, mode)
+
+    backend = Backend(compile_graph=counting)
+    run = torch.compile(block, backend=backend)
+    exact_block = copy.deepcopy(block).double()
+    with torch.no_grad():
+        for length in (3, 17, 1000, 4097, 5):
+            x = torch.randn(1, length, 256, dtype=torch.float16, device="cuda")
+            torch._dynamo.mark_dynamic(x, 1)
+            reason = tensor_mismatch(run(x), block(x), exact_block(x.double()))
+            assert reason is None, f"length {length}: {reason}"
+    assert not backend.reports[-1].fallbacks
+    assert len(compiled_graphs) == 1 and "tensor<1x?x256xf16>" in compiled_graphs[0]
+
+
 # Sizes read as values reach the kernels as 0-d int64 (or float32) inputs,
 # at their real value at every call, whatever bucket the call runs in.
 SIZES_AS_VALUES = [
