@@ -82,7 +82,11 @@ func.func @{name}(%x: tensor<17x1000xf32>) -> tensor<17x1000xf32> {{
 # --------------------------------------------------------------------------
 
 
-def test_pool_compiled_kernels_load_in_a_fresh_process_without_compiling(tmp_path):
+def test_pool_compiled_kernels_load_in_a_fresh_process_without_compiling(tmp_path, monkeypatch):
+    # Both compiles on a Triton cache of their own: the cubins are compared
+    # byte for byte, and the user's cache may hold one that another run
+    # compiled differently (another ptxas, another line-info setting).
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
     graph_file = tmp_path / "attention.mlir"
     graph_file.write_text(ATTENTION.graph("f16").to_mlir())
     result = subprocess.run([console_script("kgc"), "compile", str(graph_file), "-o",
