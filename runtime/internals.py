@@ -92,6 +92,10 @@ def _launcher_inputs(artifact) -> tuple:
     return _LaunchSignature({i: kind for i, kind in enumerate(artifact.signature)}), metadata
 
 
+# At most this many launcher stubs compile at once.
+_LAUNCHER_BUILDS = 8
+
+
 def build_launchers(artifacts) -> None:
     """Makes Triton build the launcher of each distinct signature among
     `artifacts` at once, on threads: a signature Triton has not seen
@@ -113,10 +117,6 @@ def build_launchers(artifacts) -> None:
         for future in [pool.submit(launcher_cls, *_launcher_inputs(a))
                        for a in distinct.values()]:
             future.result()
-
-
-# At most this many launcher stubs compile at once.
-_LAUNCHER_BUILDS = 8
 
 
 def load_kernel(artifact, device: int, limits: dict) -> LoadedKernel:

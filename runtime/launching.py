@@ -112,8 +112,7 @@ def bind(module, function, device: int, loaded: dict | None = None) -> BoundFunc
         kernels = [module.kernels[launch.kernel] for launch in function.launches]
         internals.build_launchers([k.artifact for k in kernels if k.library is None and
                                    (k.artifact.hash, k.artifact.entry) not in loaded])
-        for launch in function.launches:
-            kernel = module.kernels[launch.kernel]
+        for launch, kernel in zip(function.launches, kernels):
             if kernel.library is not None:
                 launches.append(BoundLaunch(
                     launch.kernel, (1, 1, 1), tuple(launch.inputs + launch.outputs), (), None,

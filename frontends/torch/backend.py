@@ -97,7 +97,8 @@ def decompositions() -> dict:
     """torch's core ATen decompositions, less the ops kg has as one op."""
     # Not `core_aten_decompositions()`: that table also lists every
     # CompositeImplicitAutograd op, collected from every namespace on each
-    # call (0.1 to 0.8 s of a first call), which tracing decomposes anyway.
+    # call (a tenth of a second or more of a first call), which tracing
+    # decomposes anyway.
     from torch._decomp import _core_aten_decompositions_post_autograd
 
     table = _core_aten_decompositions_post_autograd()
@@ -395,14 +396,15 @@ class Backend:
                 continue
             graph_name = f"{prefix}{len(report.partitions)}"
             try:
-                once = self._at_every_size(submodule, graph_name, mode, compiled) \
-                    if is_symbolic(submodule) else None
-                if once is not None:
-                    partition, converted = once
-                elif is_symbolic(submodule):
-                    partition, converted = self._bucketed(submodule, graph_name, mode, report)
-                    if self.compile_for is not None:
-                        _compile_only(converted.graph, self.compile_for)
+                if is_symbolic(submodule):
+                    once = self._at_every_size(submodule, graph_name, mode, compiled)
+                    if once is not None:
+                        partition, converted = once
+                    else:
+                        partition, converted = self._bucketed(submodule, graph_name, mode,
+                                                              report)
+                        if self.compile_for is not None:
+                            _compile_only(converted.graph, self.compile_for)
                 else:
                     converted = convert_graph(submodule, graph_name)
                     partition = None
@@ -502,7 +504,7 @@ class Backend:
             run = self._compile_once(converted.graph, mode, compiled)
         except (ExtentRefused, KgcError) as error:
             _LOG.info("kgc: partition %s is compiled per bucket of its dynamic size: %s",
-                      graph_name, str(error).strip().splitlines()[0] if str(error) else "")
+                      graph_name, (str(error).strip().splitlines() or [""])[0])
             return None
         return (CompiledPartition(converted, run) if self.run_kernels else None), converted
 
