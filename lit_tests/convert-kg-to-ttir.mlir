@@ -352,6 +352,45 @@ func.func @dynamic_rows(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
 
 // -----
 
+// A stride that depends on the size (the batch stride of a (2, ?, 8)
+// buffer, size * 8): the view takes it as an operand, computed from the size
+// in i32, and the batch offset of each access is multiplied by it.
+// CHECK-LABEL: func.func @dynamic_batch_stride
+// CHECK: ^bb0(%{{.*}}: !tt.ptr<f32>, %{{.*}}: !tt.ptr<f32>, %[[N:.*]]: i32):
+// CHECK: %[[STRIDE:.*]] = arith.muli %[[N]], %{{.*}} : i32
+// CHECK: %[[BATCH:.*]] = arith.remsi
+// CHECK: %[[OFFSET:.*]] = arith.muli %[[BATCH]], %[[STRIDE]] : i32
+// CHECK: "tt.addptr"(%arg0, %[[OFFSET]])
+// CHECK: %[[OUT_OFFSET:.*]] = arith.muli %[[BATCH]], %[[STRIDE]] : i32
+// CHECK: "tt.addptr"(%arg1, %[[OUT_OFFSET]])
+func.func @dynamic_batch_stride(%x: tensor<2x?x8xf32>) -> tensor<2x?x8xf32> {
+  %y = kg.kernel @dynamic_batch_stride_0(%x) attributes {config = {block_m = 4, block_n = 8, num_warps = 1, num_stages = 1}, dynamic_axis = 1 : i64, dynamic_grid = array<i64: 4, 2>, grid = array<i64: 128, 1, 1>, iteration = array<i64: 2, 256, 8>, tile = array<i64: 1, 4, 8>, padded} : (tensor<2x?x8xf32>) -> tensor<2x?x8xf32> {
+  ^bb0(%in: memref<2x?x8xf32>, %out: memref<2x?x8xf32>):
+    %c0 = arith.constant 0 : i32
+    %c2 = arith.constant 2 : i32
+    %c4 = arith.constant 4 : i32
+    %c8 = arith.constant 8 : i32
+    %pid = kg.program_id 0 : i32
+    %i1 = arith.constant 1 : index
+    %n = memref.dim %in, %i1 : memref<2x?x8xf32>
+    %n32 = arith.index_cast %n : index to i32
+    %s32 = arith.muli %n32, %c8 : i32
+    %s = arith.index_cast %s32 : i32 to index
+    %vin = memref.reinterpret_cast %in to offset: [0], sizes: [2, %n, 8], strides: [%s, 8, 1] : memref<2x?x8xf32> to memref<2x?x8xf32, strided<[?, 8, 1]>>
+    %vout = memref.reinterpret_cast %out to offset: [0], sizes: [2, %n, 8], strides: [%s, 8, 1] : memref<2x?x8xf32> to memref<2x?x8xf32, strided<[?, 8, 1]>>
+    %b = arith.remsi %pid, %c2 : i32
+    %t = arith.divsi %pid, %c2 : i32
+    %row = arith.muli %t, %c4 : i32
+    %v = kg.tile_load %vin[%b, %row, %c0] : memref<2x?x8xf32, strided<[?, 8, 1]>> -> tensor<1x4x8xf32>
+    %e = kg.exp %v : tensor<1x4x8xf32>
+    kg.tile_store %e, %vout[%b, %row, %c0] : tensor<1x4x8xf32>, memref<2x?x8xf32, strided<[?, 8, 1]>>
+    kg.yield
+  }
+  return %y : tensor<2x?x8xf32>
+}
+
+// -----
+
 // A causal mask fuses into the softmax's kernel: the two iotas become
 // ranges of lanes (the row's is this program's row, block_x = 1, a splat
 // of tt.get_program_id; the columns' a tt.make_range), compared with

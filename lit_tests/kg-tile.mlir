@@ -720,10 +720,17 @@ func.func @knob_outside_config(%x: tensor<17x1000xf32>) -> tensor<17x1000xf32> {
 
 // -----
 
-// A gather's loads read rows at positions its indices hold: its schedule
-// takes no dynamic extent yet.
+// A gather of a dynamic count of rows: the ids and the result span the size
+// along the dynamic axis; the table keeps its own 64 rows there, since the
+// positions it is read at are the ids', not the lanes'.
+// CHECK-LABEL: func.func @gather_dynamic_rows
+// CHECK: kg.kernel @gather_dynamic_rows_0
+// CHECK-SAME: dynamic_axis = 0 : i64
+// CHECK: %[[N:.*]] = memref.dim %{{.*}}, %{{.*}} : memref<?xi64>
+// CHECK: memref.reinterpret_cast %{{.*}} to offset: [0], sizes: [%[[N]], 1], strides: [1, 0]
+// CHECK: %[[TABLE:.*]] = memref.reinterpret_cast %{{.*}} to offset: [0], sizes: [64, 32], strides: [32, 1]
+// CHECK: kg.tile_gather %[[TABLE]]
 func.func @gather_dynamic_rows(%table: tensor<64x32xf16>, %ids: tensor<?xi64>) -> tensor<?x32xf16> {
-  // expected-error @+1 {{kernel @gather_dynamic_rows_0 cannot be tiled: its gather schedule takes no dynamic extent (`?`) yet}}
   %y = kg.kernel @gather_dynamic_rows_0(%table, %ids) : (tensor<64x32xf16>, tensor<?xi64>) -> tensor<?x32xf16> {
   ^bb0(%t: tensor<64x32xf16>, %i: tensor<?xi64>):
     %g = kg.gather %t[%i] dim 0 : (tensor<64x32xf16>, tensor<?xi64>) -> tensor<?x32xf16>
@@ -734,14 +741,38 @@ func.func @gather_dynamic_rows(%table: tensor<64x32xf16>, %ids: tensor<?xi64>) -
 
 // -----
 
-// Behind a dim of extent 2 the size would set that dim's stride, which a
-// program's addresses meet: no plan holds at every size.
+// Behind a dim of extent 2 the size sets that dim's stride: the views take
+// it as an operand, `size * 1000`, computed from the size at the top of the
+// program, and the dynamic axis is still the outermost program axis (the
+// program id divides by the 2 of the batch first).
+// CHECK-LABEL: func.func @dynamic_behind_two
+// CHECK: kg.kernel @dynamic_behind_two_0
+// CHECK-SAME: dynamic_axis = 1 : i64, dynamic_grid = array<i64: 4, 2>
+// CHECK: %[[N:.*]] = memref.dim %{{.*}}, %{{.*}} : memref<2x?x1000xf32>
+// CHECK: %[[N32:.*]] = arith.index_cast %[[N]] : index to i32
+// CHECK: %[[STRIDE32:.*]] = arith.muli %[[N32]], %{{.*}} : i32
+// CHECK: %[[STRIDE:.*]] = arith.index_cast %[[STRIDE32]] : i32 to index
+// CHECK: memref.reinterpret_cast %{{.*}} to offset: [0], sizes: [2, %[[N]], 1000], strides: [%[[STRIDE]], 1000, 1] : memref<2x?x1000xf32> to memref<2x?x1000xf32, strided<[?, 1000, 1]>>
+// CHECK: arith.remsi %{{.*}}, %{{.*}} : i32
 func.func @dynamic_behind_two(%x: tensor<2x?x1000xf32>) -> tensor<2x?x1000xf32> {
-  // expected-error @+1 {{kernel @dynamic_behind_two_0 cannot be tiled with a dynamic extent: a buffer of type tensor<2x?x1000xf32> has its dynamic extent in dimension 1; kg-tile takes it as the outermost dimension only (behind dimensions of extent 1)}}
   %y = kg.kernel @dynamic_behind_two_0(%x) : (tensor<2x?x1000xf32>) -> tensor<2x?x1000xf32> {
   ^bb0(%a: tensor<2x?x1000xf32>):
     %r = kg.relu %a : tensor<2x?x1000xf32>
     kg.yield %r : tensor<2x?x1000xf32>
   }
   return %y : tensor<2x?x1000xf32>
+}
+
+// -----
+
+// The extent in two dims of one buffer would make two iteration axes
+// dynamic (and, inside a third dim, a stride of size * size): refused.
+func.func @dynamic_in_two_dims(%x: tensor<?x?xf32>) -> tensor<?x?xf32> {
+  // expected-error @+1 {{kernel @dynamic_in_two_dims_0 cannot be tiled with a dynamic extent: a buffer of type tensor<?x?xf32> has the dynamic extent in dimensions [0, 1]; kg-tile takes it in one dimension of each buffer}}
+  %y = kg.kernel @dynamic_in_two_dims_0(%x) : (tensor<?x?xf32>) -> tensor<?x?xf32> {
+  ^bb0(%a: tensor<?x?xf32>):
+    %r = kg.relu %a : tensor<?x?xf32>
+    kg.yield %r : tensor<?x?xf32>
+  }
+  return %y : tensor<?x?xf32>
 }

@@ -81,7 +81,10 @@ dropped (one rounding less); a user's own casts stay.
 
 Each candidate group is planned once (kgc.fusion.FusionGraph.plan), by the
 planner of the pipeline run (kgc.tiling.planner): a kernel whose body is
-the group as planned gets that plan again in kg-tile of the same run.
+the group as planned gets that plan again in kg-tile of the same run. A
+group over a dynamic extent is planned as kg-tile will tile it, to hold at
+every size: a group no plan of which does (an attention, whose schedule
+takes no `?` yet) is not made, and its ops go to groups that can be.
 
     func.func @f(...) { kg ops; return }  =>  func.func @f(...) {
                                                 %r = kg.kernel @f_0_kind(...) {...}
@@ -105,6 +108,7 @@ from kgc.passes.registry import Option, Pass, PassFailure, register_pass
 from kgc.targets import DEFAULT_SM, SUPPORTED_SMS, Target, target_for
 from kgc.tiling.graph_model import SOURCE_OPS, Node
 from kgc.tiling.kernel_ops import ops_named
+from kgc.tiling.dynamic import NotAtEverySize
 from kgc.tiling.plan import Unplannable
 from kgc.tiling.planner import Planner
 
@@ -255,8 +259,9 @@ def _materialize(graph: FusionGraph, groups: list[list[Node]]) -> None:
             # configs refer to, does not change with the choice of library.
             kind = getattr(plan, "family", plan.kind)
         except Unplannable as reason:
-            raise PassFailure(f"{group[-1].value.owner.name} cannot be made a kernel: {reason}",
-                              group[-1].location) from None
+            how = " with a dynamic extent" if isinstance(reason, NotAtEverySize) else ""
+            raise PassFailure(f"{group[-1].value.owner.name} cannot be made a kernel{how}: "
+                              f"{reason}", group[-1].location) from None
         _build_kernel(f"{graph.name}_{index}_{kind}", group, outputs,
                       graph.outside[before[number]], replacements)
     for old, new in replacements.items():

@@ -69,10 +69,13 @@ Rewrite rules:
       =>  kg.kernel @k (tiled: each split's output and log-sum-exp, f32)
           kg.kernel @k_combine (tiled: their combination, the results of @k)
     kg.kernel already in tiled form  =>  unchanged
-    kg.kernel with a dynamic extent (`?`), pointwise, reduction or matmul
+    kg.kernel with a dynamic extent (`?`), pointwise, reduction, gather or
+    matmul
       =>  as above, planned as at EXTENT_HINT rows, with buffers
-          memref<?x...>, views sized by memref.dim of a buffer along the
-          dynamic axis, attributes dynamic_axis and dynamic_grid
+          memref<...x?x...>, views sized by memref.dim of a buffer along the
+          dynamic axis, strides and offsets that depend on the size (the dims
+          outside the `?`) computed from it and passed to the view as
+          operands, attributes dynamic_axis and dynamic_grid
           (kgc.tiling.dynamic); a schedule that takes no dynamic extent, or
           a plan that holds at one size only, is an error naming the rule
 
@@ -93,8 +96,8 @@ from mlir import ir
 from kgc.passes.registry import Option, Pass, PassFailure, register_pass
 from kgc.targets import DEFAULT_SM, SUPPORTED_SMS, Target, target_for
 from kgc.tiling.config import ConfigError, KernelConfig
-from kgc.tiling.dynamic import (DYNAMIC_AXIS_ATTRIBUTE, DYNAMIC_GRID_ATTRIBUTE, dynamic_axis,
-                                 dynamic_grid, has_dynamic_extent, with_dynamic_axis)
+from kgc.tiling.dynamic import (DYNAMIC_AXIS_ATTRIBUTE, DYNAMIC_GRID_ATTRIBUTE, NotAtEverySize,
+                                 dynamic_grid, has_dynamic_extent)
 from kgc.tiling.graph_model import Node, nodes_from_ops, topological
 from kgc.tiling.kernel_ops import (CONFIG_ATTRIBUTE, config_attribute, is_tiled, kernel_name,
                                    kernels_in)
@@ -232,6 +235,9 @@ def plan_kernel(kernel: ir.Operation, options: KernelConfig | None = None,
         raise PassFailure(error.message, kernel.location) from None
     except ConfigError as error:
         raise PassFailure(str(error), kernel.location) from None
+    except NotAtEverySize as reason:
+        raise PassFailure(f"kernel @{name} cannot be tiled with a dynamic extent: {reason}",
+                          kernel.location) from None
     except Unplannable as reason:
         raise PassFailure(f"kernel @{name} cannot be tiled: {reason}", kernel.location) from None
     return plan, outputs
@@ -321,31 +327,6 @@ class KgTile(Pass):
             tile_kernel(kernel, options, target, planner, table)
 
 
-def _dynamic_plan(kernel: ir.Operation, plan, schedule, target):
-    """`plan` (made at the hint) with its dynamic axis made the outermost
-    program axis, and that axis; a PassFailure where the plan does not hold
-    at every size (`kgc.tiling.dynamic`)."""
-    name = kernel_name(kernel)
-    if not schedule.dynamic_extents:
-        raise PassFailure(f"kernel @{name} cannot be tiled: its {schedule.kind} schedule takes "
-                          f"no dynamic extent (`?`) yet", kernel.location)
-    again = schedule.dynamic_config(plan)
-    if again is not None:
-        plan, _ = plan_kernel(kernel, again, target, None, None)
-    # The plan's own nodes: a planner may give the plan of an equal group,
-    # made of other Node objects than kernel_graph(kernel)'s.
-    inputs = sorted((n for n in topological(plan.outputs) if n.is_input),
-                    key=lambda n: n.input_index)
-    buffers = [(n, kernel.operands[n.input_index].type) for n in inputs]
-    buffers += [(o, r.type) for o, r in zip(plan.outputs, kernel.results)]
-    try:
-        axis = dynamic_axis(plan, buffers)
-        return with_dynamic_axis(plan, axis), axis
-    except Unplannable as reason:
-        raise PassFailure(f"kernel @{name} cannot be tiled with a dynamic extent: {reason}",
-                          kernel.location) from None
-
-
 def tile_kernel(kernel: ir.Operation, options: KernelConfig | None = None,
                 target: Target | int | None = None,
                 planner: Planner | None = None,
@@ -358,9 +339,9 @@ def tile_kernel(kernel: ir.Operation, options: KernelConfig | None = None,
     plan, outputs = plan_kernel(kernel, options, target, planner, table)
     schedule = schedules()[plan.schedule]
     name = kernel_name(kernel)
-    axis = None
-    if has_dynamic_extent(list(kernel.operands) + list(kernel.results)):
-        plan, axis = _dynamic_plan(kernel, plan, schedule, target)
+    # A kernel over the dynamic extent was planned to hold at every size
+    # (kgc.tiling.registry.plan_group), its dynamic axis found.
+    axis = plan.dynamic_axis
     form = schedule.tiled_form(plan)
     kept = {n: kernel.attributes[n] for n in kernel.attributes if n != CONFIG_ATTRIBUTE}
     attributes = dict(kept)

@@ -25,7 +25,9 @@ Rewrite rules:
     scf.for {kg.axis, tt.*}             =>  scf.for {tt.*} (Triton's loop attributes
                                             tt.num_stages, tt.flatten, tt.warp_specialize
                                             are kept)
-    memref.reinterpret_cast             =>  (folded into the addresses)
+    memref.reinterpret_cast             =>  (folded into the addresses; an offset or
+                                            stride given as an operand, computed from
+                                            the dynamic extent's size, is that i32)
     kg.tile_load %v[%o] mask %m padding p
                                         =>  tt.load (tt.addptr (tt.splat %base),
                                               sum of (%o_d + tt.make_range) * stride_d),
@@ -236,9 +238,22 @@ class _Lowered:
 
 @dataclasses.dataclass
 class _View:
+    """A buffer view's base pointer, offset and strides, in elements: each
+    a number, or an i32 value where it depends on the dynamic extent."""
     base: ir.Value
-    offset: int
-    strides: tuple[int, ...]
+    offset: int | ir.Value
+    strides: tuple[int | ir.Value, ...]
+
+    def has_static_layout(self) -> bool:
+        return isinstance(self.offset, int) and all(isinstance(s, int) for s in self.strides)
+
+
+def _is_one(stride: int | ir.Value) -> bool:
+    return isinstance(stride, int) and stride == 1
+
+
+def _is_broadcast(stride: int | ir.Value) -> bool:
+    return isinstance(stride, int) and stride == 0
 
 
 class _Lowering:
@@ -382,9 +397,13 @@ class _Lowering:
         self.values[op.results[0]] = self.extent
 
     def index_cast(self, op: ir.Operation) -> None:
-        # The extent is an i32 already: its cast to i32 is itself.
+        # Sizes, offsets and strides are i32 in a tile program's lowering
+        # (the extent is an i32 argument): a cast between index and i32 is
+        # the value itself.
         source = self.values[op.operands[0]]
-        if source.type == op.results[0].type:
+        index = ir.IndexType.get()
+        if source.type == op.results[0].type or \
+                (source.type == self.i32 and op.results[0].type == index):
             self.values[op.results[0]] = source
         else:
             self._clone_scalar(op)
@@ -400,9 +419,33 @@ class _Lowering:
         base = self.buffers.get(source)
         if base is None:
             raise PassFailure("a view must be taken of a kernel buffer", op.location)
-        offset = list(ir.DenseI64ArrayAttr(op.attributes["static_offsets"]))[0]
-        strides = tuple(ir.DenseI64ArrayAttr(op.attributes["static_strides"]))
+        # An offset or stride that depends on the dynamic extent is an
+        # operand, computed in i32 from the size (kgc.tiling.mlir_builder).
+        segments = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
+        operands = iter(list(op.operands)[1:])
+        dynamic_offsets = [next(operands) for _ in range(segments[1])]
+        for _ in range(segments[2]):
+            next(operands)
+        dynamic_strides = [next(operands) for _ in range(segments[3])]
+
+        def resolved(static, dynamic):
+            marker = ir.ShapedType.get_dynamic_stride_or_offset()
+            return [self.values[dynamic.pop(0)] if v == marker else v for v in static]
+
+        offset, = resolved(ir.DenseI64ArrayAttr(op.attributes["static_offsets"]), dynamic_offsets)
+        strides = tuple(resolved(ir.DenseI64ArrayAttr(op.attributes["static_strides"]),
+                                 dynamic_strides))
         self.views[op.results[0]] = _View(base, offset, strides)
+
+    def _i32(self, value: int | ir.Value) -> ir.Value:
+        return value if isinstance(value, ir.Value) else self._scalar_i32(value)
+
+    def _stride_tile(self, stride: int | ir.Value, sizes, axes) -> ir.Value:
+        """`stride` over a tile of `sizes` laid out on `axes`."""
+        if isinstance(stride, int):
+            return self._constant(stride, sizes, axes, self.i32)
+        return ir.Operation.create("tt.splat", results=[self._compact_type(sizes, axes, self.i32)],
+                                   operands=[stride]).result
 
     def _as_i32(self, tile: _Lowered) -> _Lowered:
         """An i32 or i64 tile as i32 (positions of a gather: addresses are
@@ -425,19 +468,19 @@ class _Lowering:
             axes = tuple(sorted(set(axes) | set(gathered[1].axes)))
         # The scalar part: the view offset and the offsets of unit axes.
         scalar = None
-        if view.offset:
-            scalar = self._scalar_i32(view.offset)
+        if not (isinstance(view.offset, int) and view.offset == 0):
+            scalar = self._i32(view.offset)
         for axis, (offset, size, stride) in enumerate(zip(offsets, sizes, view.strides)):
             if gathered is not None and axis == gathered[0]:
-                if gathered[1].axes or stride == 0:
+                if gathered[1].axes or _is_broadcast(stride):
                     continue  # a tile of positions: added below
                 term = _arith("arith.addi", self.values[offset], gathered[1].value)
-            elif size > 1 or stride == 0:
+            elif size > 1 or _is_broadcast(stride):
                 continue
             else:
                 term = self.values[offset]
-            if stride != 1:
-                term = _arith("arith.muli", term, self._scalar_i32(stride))
+            if not _is_one(stride):
+                term = _arith("arith.muli", term, self._i32(stride))
             scalar = term if scalar is None else _arith("arith.addi", scalar, term)
         base = view.base
         if _is_bool(element):
@@ -454,8 +497,8 @@ class _Lowering:
             if gathered is not None and axis == gathered[0]:
                 continue  # its positions: added below
             lane = self._range(self.values[offsets[axis]], size)
-            if stride != 1:
-                lane = _arith("arith.muli", lane, self._constant(stride, sizes, (axis,), self.i32))
+            if not _is_one(stride):
+                lane = _arith("arith.muli", lane, self._stride_tile(stride, sizes, (axis,)))
             lane = self.expand(_Lowered(lane, (axis,), tuple(sizes), self.i32), axes, sizes)
             total = lane if total is None else _arith("arith.addi", total, lane)
         if gathered is not None and gathered[1].axes:
@@ -467,9 +510,8 @@ class _Lowering:
                 positions = dataclasses.replace(
                     positions, value=_arith("arith.addi", positions.value, splat))
             lane = self.expand(positions, axes, sizes)
-            if view.strides[dim] != 1:
-                lane = _arith("arith.muli", lane,
-                              self._constant(view.strides[dim], sizes, axes, self.i32))
+            if not _is_one(view.strides[dim]):
+                lane = _arith("arith.muli", lane, self._stride_tile(view.strides[dim], sizes, axes))
             total = lane if total is None else _arith("arith.addi", total, lane)
         if total is None:
             total = self._constant(0, sizes, axes, self.i32)
@@ -566,6 +608,9 @@ class _Lowering:
         axes it describes, outermost first), made once at the function's
         entry."""
         view = self.views[view_value]
+        if not view.has_static_layout():
+            raise PassFailure("a tma access needs a view of static strides and offset; this "
+                              "one's depend on the dynamic extent", op.location)
         shape = list(ir.MemRefType(view_value.type).shape)
         axes = tma.layout(view.strides)
         key = (view_value, tuple(sizes))

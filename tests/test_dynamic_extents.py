@@ -168,16 +168,67 @@ def test_decompose_cse_and_dce_keep_the_dynamic_extent():
     assert "-> tensor<?x128xf32>" in text.splitlines()[1]
 
 
+ATTENTION_OF_A_DYNAMIC_COUNT = """\
+func.func @attend(%q: tensor<?x64xf32>, %k: tensor<128x64xf32>, %v: tensor<128x64xf32>) -> tensor<?x64xf32> {
+  %kt = kg.transpose %k [1, 0] : tensor<128x64xf32> -> tensor<64x128xf32>
+  %s = kg.matmul %q, %kt : (tensor<?x64xf32>, tensor<64x128xf32>) -> tensor<?x128xf32>
+  %c = kg.constant 0.125 : tensor<f32>
+  %scaled = kg.mul %s, %c : (tensor<?x128xf32>, tensor<f32>) -> tensor<?x128xf32>
+  %p = kg.softmax %scaled dim 1 : tensor<?x128xf32>
+  %o = kg.matmul %p, %v : (tensor<?x128xf32>, tensor<128x64xf32>) -> tensor<?x64xf32>
+  return %o : tensor<?x64xf32>
+}
+"""
+
+
 def test_a_kernel_whose_schedule_takes_no_dynamic_extent_is_refused_where_it_was_written():
-    g = kgc.Graph("embed")
-    table = g.input("table", (64, 32), "f16")
-    g.output(g.gather(table, g.input("ids", ("tokens",), "i64")))
-    with pytest.raises(KgcError) as raised:
-        kgc.compile(g)
-    message = str(raised.value)
-    assert "test_dynamic_extents.py:" in message
-    assert ("kernel @embed_0_pointwise cannot be tiled: its gather schedule takes no dynamic "
-            "extent (`?`) yet") in message
+    # A kernel written as one in the IR: kg-tile cannot regroup it.
+    text = """func.func @f(%q: tensor<?x64xf16>, %k: tensor<128x64xf16>, %v: tensor<128x64xf16>) -> tensor<?x64xf16> {
+  %o = kg.kernel @f_0(%q, %k, %v) : (tensor<?x64xf16>, tensor<128x64xf16>, tensor<128x64xf16>) -> tensor<?x64xf16> {
+  ^bb0(%a: tensor<?x64xf16>, %b: tensor<128x64xf16>, %c: tensor<128x64xf16>):
+    %bt = kg.transpose %b [1, 0] : tensor<128x64xf16> -> tensor<64x128xf16>
+    %s = kg.matmul %a, %bt : (tensor<?x64xf16>, tensor<64x128xf16>) -> tensor<?x128xf32>
+    %p = kg.softmax %s dim 1 : tensor<?x128xf32>
+    %h = kg.cast %p : tensor<?x128xf32> to tensor<?x128xf16>
+    %y = kg.matmul %h, %c : (tensor<?x128xf16>, tensor<128x64xf16>) -> tensor<?x64xf16>
+    kg.yield %y : tensor<?x64xf16>
+  }
+  return %o : tensor<?x64xf16>
+}"""
+    result = run_kgc_opt(text, "--kg-decompose", "--kg-tile")
+    assert result.returncode == 1
+    assert ("<stdin>:2:8: error: kernel @f_0 cannot be tiled: its attention schedule takes no "
+            "dynamic extent (`?`) yet") in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("size", [1, 17, 300])
+def test_kg_fuse_cuts_a_group_of_a_schedule_without_dynamic_extents_into_kernels_that_take_them(
+        size):
+    # Attention of a dynamic count of queries: kg-fuse plans each group as
+    # kg-tile will, so it makes products and a softmax, each over `?`.
+    import torch
+
+    from kgc import reference
+    from kgc.execution import run_tiled
+    from kgc.parsing import parse_text
+    from kgc.pipeline.compiler import compile_module
+    from tests.comparison import assert_as_accurate_as_eager
+
+    context = ir.Context()
+    source = parse_text(ATTENTION_OF_A_DYNAMIC_COUNT, "attend.mlir", context)
+    tiled = parse_text(ATTENTION_OF_A_DYNAMIC_COUNT, "attend.mlir", context)
+    with context:
+        compile_module(tiled, emit="kg")
+    text = str(tiled)
+    assert "attention" not in text and text.count("dynamic_axis = 0") >= 2
+    generator = torch.Generator().manual_seed(size)
+    inputs = [torch.randn(shape, generator=generator) for shape in ((size, 64), (128, 64),
+                                                                    (128, 64))]
+    with context:
+        got = run_tiled(tiled, "attend", *inputs)
+        eager = reference.evaluate(source, "attend", inputs)
+        exact = reference.evaluate(source, "attend", inputs, exact=True)
+    assert_as_accurate_as_eager(got, eager, exact)
 
 
 TWO_KERNELS = """\
@@ -439,6 +490,104 @@ def test_one_compiled_graph_runs_at_every_size_of_its_dynamic_extent(compiled_on
     assert tuple(as_tuple(got)[0].shape)[0] == size
 
 
+# The extent inside other dims: the strides outside it are computed from the
+# size. Per-head norm and rotary embedding of a query cut into heads, a
+# product reading heads packed back into tokens, and a transposed store;
+# and an embedding of a sequence of ids with its norm, whose table keeps
+# its rows (positions past the size are read) along the dynamic axis.
+STRIDED_ONCE = """\
+func.func @heads(%q: tensor<1x?x512xf16>, %w: tensor<64xf16>, %cos: tensor<1x1x?x64xf16>, %sin: tensor<1x1x?x64xf16>) -> tensor<1x8x?x64xf16> {
+  %r = kg.reshape %q : tensor<1x?x512xf16> -> tensor<1x?x8x64xf16>
+  %t = kg.transpose %r [0, 2, 1, 3] : tensor<1x?x8x64xf16> -> tensor<1x8x?x64xf16>
+  %n = kg.rms_norm %t weight %w normalized_shape [64] eps 1.0e-6 : (tensor<1x8x?x64xf16>, tensor<64xf16>) -> tensor<1x8x?x64xf16>
+  %hi = kg.slice %n offsets [0, 0, 0, 32] strides [1, 1, 1, 1] : tensor<1x8x?x64xf16> -> tensor<1x8x?x32xf16>
+  %lo = kg.slice %n offsets [0, 0, 0, 0] strides [1, 1, 1, 1] : tensor<1x8x?x64xf16> -> tensor<1x8x?x32xf16>
+  %neg = kg.neg %hi : tensor<1x8x?x32xf16>
+  %rot = kg.concat %neg, %lo dim 3 : (tensor<1x8x?x32xf16>, tensor<1x8x?x32xf16>) -> tensor<1x8x?x64xf16>
+  %a = kg.mul %n, %cos : (tensor<1x8x?x64xf16>, tensor<1x1x?x64xf16>) -> tensor<1x8x?x64xf16>
+  %b = kg.mul %rot, %sin : (tensor<1x8x?x64xf16>, tensor<1x1x?x64xf16>) -> tensor<1x8x?x64xf16>
+  %y = kg.add %a, %b : (tensor<1x8x?x64xf16>, tensor<1x8x?x64xf16>) -> tensor<1x8x?x64xf16>
+  return %y : tensor<1x8x?x64xf16>
+}
+func.func @tokens(%x: tensor<1x8x?x64xf16>, %w: tensor<512x96xf16>) -> tensor<1x?x96xf16> {
+  %t = kg.transpose %x [0, 2, 1, 3] : tensor<1x8x?x64xf16> -> tensor<1x?x8x64xf16>
+  %r = kg.reshape %t : tensor<1x?x8x64xf16> -> tensor<1x?x512xf16>
+  %y = kg.matmul %r, %w : (tensor<1x?x512xf16>, tensor<512x96xf16>) -> tensor<1x?x96xf16>
+  return %y : tensor<1x?x96xf16>
+}
+func.func @transposed(%x: tensor<?x8xf32>, %b: tensor<2x?x8xf32>) -> (tensor<8x?xf32>, tensor<2x?x8xf32>, tensor<?x8xf32>) {
+  %t = kg.transpose %x [1, 0] : tensor<?x8xf32> -> tensor<8x?xf32>
+  %e = kg.exp %t : tensor<8x?xf32>
+  %s = kg.add %b, %x : (tensor<2x?x8xf32>, tensor<?x8xf32>) -> tensor<2x?x8xf32>
+  %r = kg.reshape %e : tensor<8x?xf32> -> tensor<?x8xf32>
+  %m = kg.mul %r, %x : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  return %e, %s, %m : tensor<8x?xf32>, tensor<2x?x8xf32>, tensor<?x8xf32>
+}
+func.func @embed(%ids: tensor<1x?xi64>, %t: tensor<100x64xf32>, %w: tensor<64xf32>) -> (tensor<1x?x64xf32>, tensor<1x?x64xf32>) {
+  %flat = kg.reshape %ids : tensor<1x?xi64> -> tensor<?xi64>
+  %g = kg.gather %t[%flat] dim 0 : (tensor<100x64xf32>, tensor<?xi64>) -> tensor<?x64xf32>
+  %e = kg.reshape %g : tensor<?x64xf32> -> tensor<1x?x64xf32>
+  %n = kg.rms_norm %e weight %w normalized_shape [64] eps 1.0e-6 : (tensor<1x?x64xf32>, tensor<64xf32>) -> tensor<1x?x64xf32>
+  return %e, %n : tensor<1x?x64xf32>, tensor<1x?x64xf32>
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def strided_once():
+    from kgc.parsing import parse_text
+    from kgc.pipeline.compiler import compile_module
+
+    context = ir.Context()
+    source = parse_text(STRIDED_ONCE, "strided_once.mlir", context)
+    tiled = parse_text(STRIDED_ONCE, "strided_once.mlir", context)
+    with context:
+        compile_module(tiled, emit="kg")
+    return source, tiled
+
+
+@pytest.mark.parametrize("size", [1, 3, 17, 1000, 4097])
+@pytest.mark.parametrize("function", ["heads", "tokens", "transposed", "embed"])
+def test_a_size_inside_other_dims_runs_at_every_size_from_one_compile(strided_once, function,
+                                                                      size):
+    import torch
+
+    from kgc import reference
+    from kgc.execution import run_tiled
+    from tests.comparison import assert_as_accurate_as_eager
+
+    source, tiled = strided_once
+    generator = torch.Generator().manual_seed(size)
+    shapes = {"heads": [((1, size, 512), torch.float16), ((64,), torch.float16),
+                        ((1, 1, size, 64), torch.float16), ((1, 1, size, 64), torch.float16)],
+              "tokens": [((1, 8, size, 64), torch.float16), ((512, 96), torch.float16)],
+              "transposed": [((size, 8), torch.float32), ((2, size, 8), torch.float32)],
+              "embed": [((100, 64), torch.float32), ((64,), torch.float32)]}
+    inputs = [torch.randn(shape, generator=generator).to(dtype)
+              for shape, dtype in shapes[function]]
+    if function == "embed":
+        inputs.insert(0, torch.randint(0, 100, (1, size), generator=generator))
+    if function == "tokens":
+        inputs[1] = inputs[1] / 20  # products of 512 terms in f16's range
+    with source.context:
+        got = run_tiled(tiled, function, *inputs)
+        eager = reference.evaluate(source, function, inputs)
+        exact = reference.evaluate(source, function, inputs, exact=True)
+    assert_as_accurate_as_eager(got, eager, exact)
+    assert size in tuple(as_tuple(got)[0].shape)
+
+
+def test_strides_outside_the_size_are_computed_from_it(strided_once):
+    _, tiled = strided_once
+    text = str(tiled)
+    # The heads' stride of a (1, 8, ?, 64) buffer, size * 64, is an operand
+    # of its views, stored to by @heads and read by @tokens as (1, ?, 8, 64).
+    assert "memref<1x8x?x64xf16, strided<[0, ?, 64, 1]>>" in text
+    assert "memref<1x?x8x64xf16, strided<[?, 64, ?, 1]>>" in text
+    # The (1, ?, 512) query read per head has static strides.
+    assert "memref<1x8x?x64xf16, strided<[0, 64, 512, 1]>>" in text
+
+
 def test_the_compiled_kernels_read_the_size_and_launch_by_a_rule(compiled_once):
     _, tiled = compiled_once
     text = str(tiled)
@@ -454,15 +603,16 @@ def test_the_compiled_kernels_read_the_size_and_launch_by_a_rule(compiled_once):
   %s = kg.reduce sum %x dims [0] : tensor<?x8xf32> -> tensor<8xf32>
   return %s : tensor<8xf32>
 }""", "of the dynamic extent, is looped over or reduced"),
-    # Stored transposed, the size would set the stride of the outer dimension.
-    ("""func.func @f(%x: tensor<?x8xf32>) -> tensor<8x?xf32> {
-  %t = kg.transpose %x [1, 0] : tensor<?x8xf32> -> tensor<8x?xf32>
-  %e = kg.exp %t : tensor<8x?xf32>
-  return %e : tensor<8x?xf32>
-}""", "has its dynamic extent in dimension 1"),
-], ids=["reduced", "transposed"])
+    # The extent in the rows of one operand and the columns of the other:
+    # two dynamic iteration axes.
+    ("""func.func @f(%x: tensor<?x8xf32>, %y: tensor<8x?xf32>) -> tensor<?x?xf32> {
+  %p = kg.matmul %x, %y : (tensor<?x8xf32>, tensor<8x?xf32>) -> tensor<?x?xf32>
+  return %p : tensor<?x?xf32>
+}""", "buffers read the dynamic extent along iteration axes 0 and 2"),
+], ids=["reduced", "two-dims"])
 def test_a_plan_that_holds_at_one_size_only_is_refused_with_the_rule(text, reason):
+    # kg-fuse plans each kernel as kg-tile will: it refuses the op.
     result = run_kgc_opt(text, "--kg-decompose", "--kg-fuse", "--kg-tile")
     assert result.returncode == 1
-    assert "cannot be tiled with a dynamic extent: " in result.stderr
+    assert "cannot be made a kernel with a dynamic extent: " in result.stderr
     assert reason in result.stderr

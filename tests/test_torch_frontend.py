@@ -702,15 +702,54 @@ def test_a_sequence_of_one_batch_compiles_once_for_every_length():
     assert len(backend.texts) == 1 and "tensor<1x?x17xf32>" in backend.texts[0], backend.texts
 
 
-def test_a_sequence_behind_a_batch_of_two_is_compiled_per_bucket():
-    # (2, s, 17): the size would set the batch dim's stride, which kgc's
-    # kernels take as a constant, so the partition is refused a `?` before
-    # any compile and runs in buckets, right at every length (a result cut
-    # from inside its bucket is strided: the views after it need it dense).
-    backend = _sequence_mlp_backend(2, (3, 17, 40))
-    assert not [t for t in backend.texts if "?" in t]
-    bucketed = [t.split("func.func @")[1].split("(")[0] for t in backend.texts]
-    assert sorted(bucketed) == [f"kgc_{p}_b{b}" for p in (0, 1) for b in (32, 4, 64)], bucketed
+def test_a_sequence_behind_a_batch_of_two_compiles_once_for_every_length():
+    # (2, s, 17): the size sets the batch dim's stride, which the kernels
+    # compute from it, so each partition compiles once with a `?` there.
+    backend = _sequence_mlp_backend(2, (3, 17, 40, 1000))
+    assert backend.texts and all("tensor<2x?x" in t for t in backend.texts), backend.texts
+    names = [t.split("func.func @")[1].split("(")[0] for t in backend.texts]
+    assert len(names) == len(set(names)) and not [n for n in names if "_b" in n], names
+
+
+class PerHeadNorm(torch.nn.Module):
+    """Tokens cut into heads, each head normed (Qwen3's q_norm), and put
+    back: the sequence lies inside the heads dim of the (b, heads, s, d)
+    tensors between, whose strides depend on it."""
+
+    def __init__(self, hidden: int = 64, heads: int = 4):
+        super().__init__()
+        self.heads = heads
+        self.project = torch.nn.Linear(hidden, hidden)
+        self.weight = torch.nn.Parameter(torch.randn(hidden // heads) / 4 + 1)
+        self.out = torch.nn.Linear(hidden, hidden)
+
+    def forward(self, x):
+        b, s, hidden = x.shape
+        q = self.project(x).view(b, s, self.heads, hidden // self.heads).transpose(1, 2)
+        q = q * torch.rsqrt(q.float().pow(2).mean(-1, keepdim=True) + 1e-6).to(q.dtype)
+        q = (q * self.weight).transpose(1, 2).reshape(b, s, hidden)
+        return self.out(torch.relu(q)) + x
+
+
+def test_a_sequence_inside_heads_compiles_once_for_every_length():
+    torch.manual_seed(0)
+    block = PerHeadNorm().eval()
+    backend = TiledBackend()
+    compiled = torch.compile(block, backend=backend)
+    with torch.no_grad():
+        for batch, length in ((1, 3), (1, 17), (1, 1000), (2, 5)):
+            if batch == 2 and length == 5:
+                torch._dynamo.reset()
+            x = _randn(batch, length, 64)
+            torch._dynamo.mark_dynamic(x, 1)
+            _assert_close(compiled(x), block(x))
+    # One graph for the batch of one at every length; at a batch of two the
+    # products' rows are 2 * s, an expression, so they stay with PyTorch and
+    # the graphs around them compile once each.
+    assert all("?" in t for t in backend.texts), backend.texts
+    assert "tensor<1x4x?x1xf32>" in backend.texts[0] and "kg.matmul" in backend.texts[0]
+    assert len([t for t in backend.texts if "tensor<1x?x64xf32>" in t]) == 1
+    assert "tensor<2x4x?x1xf32>" in backend.texts[1]
 
 
 def test_a_partition_of_two_dynamic_sizes_is_compiled_per_bucket():

@@ -10,12 +10,14 @@ the size off them, and the results come back at the call's size, with no
 padding. A size read as a value stays a 0-d input of the graph, as for
 buckets.
 
-kgc takes a dynamic extent where each buffer has it as its outermost dim
-(behind dims of extent 1: the sequence of a batch of one) and no kernel
+kgc takes a dynamic extent where each buffer has it in one dim (any: the
+sequence of a (2, s, hidden) activation or of a (1, heads, s, head_dim)
+query, whose outer strides the kernels compute from the size) and no kernel
 reduces or loops over it (`kgc.tiling.dynamic`). A partition outside that
-(two symbols, a shape holding an expression of one such as `s0 + 1`, the
-dim behind a batch of two) is refused here with the reason, or by kg-tile,
-and the backend compiles it per bucket instead (`kgc.torch.buckets`).
+(two symbols, a shape holding an expression of one such as `s0 + 1`, one
+symbol in two dims of a tensor) is refused here with the reason, or by
+kg-tile, and the backend compiles it per bucket instead
+(`kgc.torch.buckets`).
 
     converted = convert_with_extent(submodule, "kgc_0")   # or ExtentRefused
 """
@@ -45,7 +47,7 @@ def convert_with_extent(module: torch.fx.GraphModule, name: str) -> ConvertedGra
                             f"({', '.join(sorted(map(str, symbols)))}); a kernel graph has one "
                             "dynamic extent")
     symbol = next(iter(symbols))
-    _check_outermost(module, symbol)
+    _check_one_dim(module, symbol)
     try:
         with size_bindings({symbol: str(symbol)}):
             return convert_graph(module, name)
@@ -53,22 +55,21 @@ def convert_with_extent(module: torch.fx.GraphModule, name: str) -> ConvertedGra
         raise ExtentRefused(str(error)) from None
 
 
-def _check_outermost(module: torch.fx.GraphModule, symbol) -> None:
+def _check_one_dim(module: torch.fx.GraphModule, symbol) -> None:
     """Refuses, before any compile, a partition whose inputs or results
-    hold `symbol` behind a dim of another extent than 1: kgc's kernels
-    cannot take such a buffer with a dynamic extent (the sequences of a
-    (2, s, hidden) activation; one of (1, s, hidden) is fine)."""
+    hold `symbol` in two dims of one tensor (a (1, 1, s, s) mask): a kernel
+    iterates over the dynamic extent along one axis, so kgc's kernels take
+    it in one dim of each buffer (any dim: the strides of the dims outside
+    it are computed from the size)."""
     output = next(n for n in module.graph.nodes if n.op == "output")
     results = output.args[0] if isinstance(output.args[0], (tuple, list)) else [output.args[0]]
     for node in [*(n for n in module.graph.nodes if n.op == "placeholder"), *results]:
         value = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
         if not isinstance(value, torch.Tensor):
             continue
-        for dim, size in enumerate(value.shape):
-            outer = value.shape[:dim]
-            if isinstance(size, torch.SymInt) and symbol in size.node.expr.free_symbols and \
-                    any(not isinstance(d, int) or d != 1 for d in outer):
-                raise ExtentRefused(f"{node.name} {tuple(value.shape)} holds dynamic size "
-                                    f"{symbol} in dim {dim}; kgc's kernels take a dynamic "
-                                    "extent as a buffer's outermost dim, behind dims of "
-                                    "extent 1 only")
+        dims = [dim for dim, size in enumerate(value.shape)
+                if isinstance(size, torch.SymInt) and symbol in size.node.expr.free_symbols]
+        if len(dims) > 1:
+            raise ExtentRefused(f"{node.name} {tuple(value.shape)} holds dynamic size {symbol} "
+                                f"in dims {dims}; kgc's kernels take a dynamic extent in one "
+                                "dim of each tensor")

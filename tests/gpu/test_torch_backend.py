@@ -180,6 +180,34 @@ def test_a_sequence_of_one_batch_compiles_once_for_every_length():
     assert len(compiled_graphs) == 1 and "tensor<1x?x256xf16>" in compiled_graphs[0]
 
 
+@pytest.mark.parametrize("batch", [1, 2])
+def test_a_sequence_inside_heads_compiles_once_for_every_length(batch):
+    # (b, heads, s, d) between the projections: the kernels compute the
+    # strides outside the length from it.
+    from tests.test_torch_frontend import PerHeadNorm
+
+    torch.manual_seed(0)
+    block = PerHeadNorm(hidden=256, heads=4).half().cuda().eval()
+    compiled_graphs = []
+
+    def counting(graph, mode):
+        compiled_graphs.append(graph.to_mlir())
+        return compile_kernel_graph(graph, mode)
+
+    backend = Backend(compile_graph=counting)
+    run = torch.compile(block, backend=backend)
+    exact_block = copy.deepcopy(block).double()
+    with torch.no_grad():
+        for length in (3, 17, 1000, 4097, 5):
+            x = torch.randn(batch, length, 256, dtype=torch.float16, device="cuda")
+            torch._dynamo.mark_dynamic(x, 1)
+            reason = tensor_mismatch(run(x), block(x), exact_block(x.double()))
+            assert reason is None, f"length {length}: {reason}"
+    assert compiled_graphs and all("?" in text for text in compiled_graphs), compiled_graphs
+    assert all(f"tensor<{batch}x4x?x" in text or f"tensor<{batch}x?x256xf16>" in text
+               for text in compiled_graphs)
+
+
 # Sizes read as values reach the kernels as 0-d int64 (or float32) inputs,
 # at their real value at every call, whatever bucket the call runs in.
 SIZES_AS_VALUES = [

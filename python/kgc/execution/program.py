@@ -420,18 +420,45 @@ class TileProgram:
         if source not in self._buffer_numbers:
             raise located(op, f"kernel @{self.name}: a view must be taken of a kernel buffer")
         segments = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
-        if segments[1] or segments[3]:
-            raise located(op, f"kernel @{self.name}: the CPU executor takes only static offsets "
-                              "and strides")
-        offset = list(ir.DenseI64ArrayAttr(op.attributes["static_offsets"]))[0]
+        operands = list(op.operands)[1:]
+        dynamic_offsets = operands[:segments[1]]
+        dynamic_strides = operands[segments[1] + segments[2]:]
+
+        def resolved(static, dynamic):
+            # An offset or stride that depends on the dynamic extent is an
+            # operand computed from the size alone: its value for this run.
+            marker = ir.ShapedType.get_dynamic_stride_or_offset()
+            dynamic = list(dynamic)
+            return [self._at_run_size(op, dynamic.pop(0)) if v == marker else v for v in static]
+
+        offset, = resolved(ir.DenseI64ArrayAttr(op.attributes["static_offsets"]), dynamic_offsets)
         # A dynamic size is the kernel's one dynamic extent, as its operand
         # (a memref.dim of a buffer) reads it.
         sizes = self._sized(op, ir.DenseI64ArrayAttr(op.attributes["static_sizes"]))
-        strides = tuple(ir.DenseI64ArrayAttr(op.attributes["static_strides"]))
+        strides = tuple(resolved(ir.DenseI64ArrayAttr(op.attributes["static_strides"]),
+                                 dynamic_strides))
         self._views[op.results[0]] = View(self._buffer_numbers[source],
                                           self._sized(op, ir.MemRefType(source.type).shape),
                                           offset, sizes, strides, str(op.results[0].type))
         return None
+
+    def _at_run_size(self, op: ir.Operation, value: ir.Value) -> int:
+        """The value of a scalar computed from constants and the dynamic
+        extent's size alone (a view's offset or stride), at this run's size."""
+        owner = value.owner
+        if isinstance(owner, ir.Block):
+            raise located(op, f"kernel @{self.name}: a view's offset or stride must be computed "
+                              "from constants and the size, not a block argument")
+        name = owner.name
+        if name in ("arith.constant", "memref.dim"):
+            return self._template[self._operand(op, value)]
+        if name in _PASS_THROUGH:
+            return self._at_run_size(op, owner.operands[0])
+        if name in _INT_ARITHMETIC:
+            lhs, rhs = (self._at_run_size(op, v) for v in owner.operands)
+            return _INT_ARITHMETIC[name](lhs, rhs)
+        raise located(op, f"kernel @{self.name}: a view's offset or stride must be computed from "
+                          f"constants and the size, not by {name}")
 
     def _sized(self, op: ir.Operation, shape) -> tuple[int, ...]:
         """`shape` with its dynamic extents at the run's size."""

@@ -10,11 +10,9 @@ lives (`dynamic_axis`). A plan holds when:
   planning again with the config the schedule asks for
   (`Schedule.dynamic_config`: a matmul's tiles in plain order, no split-K,
   no TMA, no persistent programs);
-* every buffer with a `?` has it as its outermost dimension (behind
-  dimensions of extent 1 only), read along one
-  iteration axis with coefficient 1 over its whole window (so no stride and
-  no offset depends on the size), and no other buffer is read along that
-  axis;
+* every buffer with a `?` has it in one dimension, read along one
+  iteration axis with coefficient 1 over its whole window, and no other
+  buffer is read along that axis in a dimension of static extent;
 * that axis is walked by the grid, outermost among the program axes (a
   program id splits into tiles by static counts), one tile of a power of
   two per program, never looped over or reduced.
@@ -23,6 +21,11 @@ The tile program then reads the size from a buffer (`memref.dim`): views
 take it as their size along the axis, kg-pad-mask bounds every access along
 it by it, and the grid is `ceil(size / tile) * programs` (the kernel's
 `dynamic_grid` attribute, [tile, programs per tile]), evaluated at launch.
+Where the `?` lies inside other dimensions of a buffer (the sequence of a
+(1, heads, ?, head_dim) tensor), their strides depend on the size: the
+planner's shapes mark the extent (`DynamicExtent`), the views' strides and
+offsets keep it (`SizeAffine`), and the tile program computes them from the
+size.
 """
 
 from __future__ import annotations
@@ -32,12 +35,13 @@ import dataclasses
 from mlir import ir
 
 from kgc.diagnostics import KgcError
-from kgc.tiling.graph_model import EXTENT_HINT, Node
-from kgc.tiling.iteration import KernelPlan, Unplannable
+from kgc.tiling.graph_model import EXTENT_HINT, Node, topological
+from kgc.tiling.index_maps import DynamicExtent
+from kgc.tiling.iteration import KernelPlan, Unplannable, leaf_view
 
-__all__ = ["DYNAMIC_AXIS_ATTRIBUTE", "DYNAMIC_GRID_ATTRIBUTE", "at_size", "call_extent",
-           "dynamic_axis", "dynamic_grid", "extent_sizes", "has_dynamic_extent",
-           "with_dynamic_axis"]
+__all__ = ["DYNAMIC_AXIS_ATTRIBUTE", "DYNAMIC_GRID_ATTRIBUTE", "NotAtEverySize", "at_size",
+           "call_extent", "dynamic_axis", "dynamic_grid", "extent_sizes", "has_dynamic_extent",
+           "is_over_dynamic_extent", "marked_dims", "with_dynamic_axis"]
 
 # The iteration axis a tiled kernel's dynamic extent lives on.
 DYNAMIC_AXIS_ATTRIBUTE = "dynamic_axis"
@@ -89,72 +93,91 @@ def has_dynamic_extent(values) -> bool:
     return any(_dynamic_dims(v.type) for v in values)
 
 
-def dynamic_axis(plan: KernelPlan, buffers: list[tuple[Node, ir.Type]]) -> int:
+class NotAtEverySize(Unplannable):
+    """A plan of a kernel over the dynamic extent holds at the hint's size
+    only; the message names the rule."""
+
+
+def _readers(plan: KernelPlan, node: Node) -> list[tuple[Node, object]]:
+    """(value, its map) through which the kernel reads or writes buffer
+    `node`: the node itself where it has a map, else the reshapes of it
+    that merge dims (a (1, ?, 8, 64) input read as (1, ?, 512) by a
+    product), whose maps address the buffer through its view."""
+    if node in plan.maps:
+        return [(node, plan.maps[node])]
+    return [(reader, index_map) for reader, index_map in plan.maps.items()
+            if reader.op == "reshape" and index_map is not None
+            and (leaf_view(reader) or (None,))[0] is node]
+
+
+def marked_dims(node: Node) -> list[int]:
+    """The dims of `node`'s shape that are the dynamic extent."""
+    return [d for d, size in enumerate(node.shape) if isinstance(size, DynamicExtent)]
+
+
+def is_over_dynamic_extent(outputs) -> bool:
+    """Whether the group computing `outputs` has the dynamic extent in any
+    of its values' shapes."""
+    return any(marked_dims(node) for node in topological(list(outputs)))
+
+
+def _type_text(node: Node) -> str:
+    dims = "x".join("?" if isinstance(d, DynamicExtent) else str(d) for d in node.shape)
+    return f"tensor<{dims}x{node.element}>" if dims else f"tensor<{node.element}>"
+
+
+def dynamic_axis(plan: KernelPlan, buffers: list[Node]) -> int:
     """The iteration axis of `plan` that the dynamic extent of its buffers
-    (each input or output node with its tensor type) lives on. Raises
-    Unplannable, naming the rule, where the plan does not hold at every
-    size."""
+    (its input and output nodes) lives on. Raises NotAtEverySize, naming the
+    rule, where the plan does not hold at every size."""
     axis = None
-    for node, type_ in buffers:
-        dims = _dynamic_dims(type_)
+    for node in buffers:
+        dims = marked_dims(node)
         if not dims:
             continue
-        dim = _outermost_dynamic_dim(type_)
-        index_map = plan.maps.get(node)
-        read = None if index_map is None else index_map.axis_of_row(dim)
-        if read is None or index_map.offsets[dim] != 0 or \
-                index_map.windows[read] != (0, plan.extents[read]):
-            raise Unplannable(f"a buffer of type {type_} is not read along one iteration axis "
-                              "over its whole dynamic extent")
-        if axis is not None and read != axis:
-            raise Unplannable(f"buffers read the dynamic extent along iteration axes {axis} "
-                              f"and {read}")
-        axis = read
+        if len(dims) > 1:
+            raise NotAtEverySize(f"a buffer of type {_type_text(node)} has the dynamic extent "
+                                 f"in dimensions {dims}; kg-tile takes it in one dimension of "
+                                 "each buffer")
+        for reader, index_map in _readers(plan, node) or [(node, None)]:
+            dims = marked_dims(reader)
+            read = None if index_map is None or len(dims) != 1 else \
+                index_map.axis_of_row(dims[0])
+            if read is None or index_map.offsets[dims[0]] != 0 or \
+                    index_map.windows[read] != (0, plan.extents[read]):
+                raise NotAtEverySize(f"a buffer of type {_type_text(node)} is not read along "
+                                     "one iteration axis over its whole dynamic extent")
+            if axis is not None and read != axis:
+                raise NotAtEverySize(f"buffers read the dynamic extent along iteration axes "
+                                     f"{axis} and {read}")
+            axis = read
     if axis is None:
-        raise Unplannable("no buffer has the dynamic extent")
-    for node, type_ in buffers:
-        index_map = plan.maps.get(node)
-        if index_map is None:
-            continue
-        dims = _dynamic_dims(type_)
-        rows = [row for d, row in enumerate(index_map.rows) if d not in dims]
-        if any(row[axis] for row in rows):
-            raise Unplannable(f"a buffer of type {type_} is read along the dynamic axis in a "
-                              "dimension of static extent")
+        raise NotAtEverySize("no buffer has the dynamic extent")
+    for node in buffers:
+        for reader, index_map in _readers(plan, node):
+            dims = marked_dims(reader)
+            rows = [row for d, row in enumerate(index_map.rows) if d not in dims]
+            if any(row[axis] for row in rows):
+                raise NotAtEverySize(f"a buffer of type {_type_text(node)} is read along the "
+                                     "dynamic axis in a dimension of static extent")
     if axis in plan.loop_axes or any(axis in axes for axes in plan.reduce_axes.values()):
-        raise Unplannable(f"iteration axis {axis}, of the dynamic extent, is looped over or "
-                          "reduced; only a program axis may be dynamic")
+        raise NotAtEverySize(f"iteration axis {axis}, of the dynamic extent, is looped over "
+                             "or reduced; only a program axis may be dynamic")
     if plan.grid_axes or plan.persistent_programs is not None:
-        raise Unplannable("the dynamic extent needs one grid axis of one tile per program")
+        raise NotAtEverySize("the dynamic extent needs one grid axis of one tile per program")
     tile = plan.tile[axis]
     if tile & (tile - 1) or tile > EXTENT_HINT:
-        raise Unplannable(f"the tile along the dynamic axis is {tile}, not a power of two up "
-                          f"to {EXTENT_HINT}")
+        raise NotAtEverySize(f"the tile along the dynamic axis is {tile}, not a power of two "
+                             f"up to {EXTENT_HINT}")
     return axis
 
 
-def _outermost_dynamic_dim(type_: ir.Type) -> int:
-    """The one dim of `type_` that is `?`, where only dims of extent 1 lie
-    outside it (they add nothing to any address: a (1, ?, 4096) buffer is
-    laid out as a (?, 4096) one). Raises Unplannable otherwise."""
-    dims = _dynamic_dims(type_)
-    shape = ir.ShapedType(type_).shape
-    if len(dims) != 1 or any(shape[d] != 1 for d in range(dims[0])):
-        raise Unplannable(f"a buffer of type {type_} has its dynamic extent in dimension "
-                          f"{dims[-1]}; kg-tile takes it as the outermost dimension only "
-                          "(behind dimensions of extent 1)")
-    return dims[0]
-
-
 def with_dynamic_axis(plan: KernelPlan, axis: int) -> KernelPlan:
-    """`plan` with `axis` the outermost program axis (one tile of it may
-    have covered the whole hint; a program axis of one tile may lie outside
-    it, since it adds nothing to the program's id)."""
+    """`plan` with `axis` its dynamic axis and the outermost program axis: a
+    program's id divides by the static counts of the other program axes'
+    tiles, and what is left is its tile along the dynamic axis."""
     rest = tuple(a for a in plan.program_axes if a != axis)
-    outside = [a for a in rest if a < axis and plan.tiles_along(a) != 1]
-    if outside:
-        raise Unplannable(f"program axes {tuple(outside)} lie outside the dynamic axis {axis}")
-    return dataclasses.replace(plan, program_axes=(axis,) + rest)
+    return dataclasses.replace(plan, program_axes=(axis,) + rest, dynamic_axis=axis)
 
 
 def dynamic_grid(plan: KernelPlan, axis: int) -> list[int]:

@@ -54,9 +54,6 @@ class GatherSchedule(PointwiseSchedule):
     are."""
 
     kind = "gather"
-    # Its loads read rows at positions the indices hold (not checked for a
-    # dynamic extent yet).
-    dynamic_extents = False
 
     def match(self, order):
         return _gathers(order) and not _has(order, "reduce") and not _has(order, "matmul")
@@ -70,9 +67,6 @@ class GatherReductionSchedule(ReductionSchedule):
     are."""
 
     kind = "gather_reduction"
-    # Its loads read rows at positions the indices hold (not checked for a
-    # dynamic extent yet).
-    dynamic_extents = False
 
     def match(self, order):
         return _gathers(order) and _has(order, "reduce") and not _has(order, "matmul")

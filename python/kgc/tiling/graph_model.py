@@ -14,6 +14,7 @@ from typing import Iterable, Sequence
 from mlir import ir
 
 from kgc.op_table import ELEMENTWISE
+from kgc.tiling.index_maps import DynamicExtent
 
 # kg ops whose result at an index depends only on their operands at the
 # (broadcast) same index: the elementwise ops of the dialect, and constants,
@@ -64,8 +65,9 @@ EXTENT_HINT = 256
 
 
 def tensor_shape(type_: ir.Type) -> tuple[int, ...]:
-    """The extents of a tensor type, a dynamic one as `EXTENT_HINT`."""
-    return tuple(EXTENT_HINT if ir.ShapedType.is_dynamic_size(d) else d
+    """The extents of a tensor type, a dynamic one as `EXTENT_HINT` (marked
+    as the dynamic extent, for the strides it sets)."""
+    return tuple(DynamicExtent(EXTENT_HINT) if ir.ShapedType.is_dynamic_size(d) else d
                  for d in ir.RankedTensorType(type_).shape)
 
 

@@ -307,6 +307,103 @@ def reshape_groups(source: Sequence[int], target: Sequence[int]) -> list[tuple[l
     return groups
 
 
+class DynamicExtent(int):
+    """The dynamic extent (`?`) in a planned shape: the size hint to every
+    computation of the planner (its arithmetic gives plain ints), marked
+    so that the strides it sets in a buffer keep their dependence on the
+    size (`SizeAffine`, made by `times`)."""
+
+
+class SizeAffine(int):
+    """A stride or offset that depends on the dynamic extent S:
+    `constant + per_size * S`. It is an int worth its value at the hint,
+    so the planner reads it as any stride (orders, signs, tile counts);
+    its own +, - and * keep the dependence, == compares the forms (a stride
+    of S * 64 is not one of 16384 even where the hint makes them equal), and
+    the tile program computes it from the size (`kgc.tiling.mlir_builder`).
+    Any other operation gives a plain int at the hint, which no address is
+    made of: views take strides from `BufferView` alone."""
+
+    constant: int
+    per_size: int
+    hint: int
+
+    def __new__(cls, constant: int, per_size: int, hint: int):
+        value = super().__new__(cls, constant + per_size * hint)
+        value.constant, value.per_size, value.hint = constant, per_size, hint
+        return value
+
+    def __repr__(self) -> str:
+        return f"({self.constant} + {self.per_size} * size)"
+
+    def __add__(self, other):
+        return _affine_sum(self, other, 1) if isinstance(other, int) else NotImplemented
+
+    def __radd__(self, other):
+        return _affine_sum(other, self, 1) if isinstance(other, int) else NotImplemented
+
+    def __sub__(self, other):
+        return _affine_sum(self, other, -1) if isinstance(other, int) else NotImplemented
+
+    def __rsub__(self, other):
+        return _affine_sum(other, self, -1) if isinstance(other, int) else NotImplemented
+
+    def __mul__(self, other):
+        return times(self, other) if isinstance(other, int) else NotImplemented
+
+    __rmul__ = __mul__
+
+    def __neg__(self):
+        return _affine(-self.constant, -self.per_size, self.hint)
+
+    def __eq__(self, other):
+        if not isinstance(other, int):
+            return NotImplemented
+        return _parts(self)[:2] == _parts(other)[:2]
+
+    def __ne__(self, other):
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    def __hash__(self):
+        return hash((self.constant, self.per_size))
+
+
+def _parts(value: int) -> tuple[int, int, int | None]:
+    """(constant, per size, hint) of an int, a DynamicExtent or a SizeAffine."""
+    if isinstance(value, SizeAffine):
+        return value.constant, value.per_size, value.hint
+    if isinstance(value, DynamicExtent):
+        return 0, 1, int(value)
+    return int(value), 0, None
+
+
+def _affine(constant: int, per_size: int, hint: int | None) -> int:
+    return int(constant) if per_size == 0 or hint is None else SizeAffine(constant, per_size, hint)
+
+
+def _affine_sum(a: int, b: int, sign: int) -> int:
+    (ca, pa, ha), (cb, pb, hb) = _parts(a), _parts(b)
+    return _affine(ca + sign * cb, pa + sign * pb, ha if ha is not None else hb)
+
+
+def times(a: int, b: int) -> int:
+    """a * b, where either may be a stride that depends on the dynamic
+    extent or the extent itself. A product that grows with the square of
+    the size (a buffer with the extent in two dims) keeps no form: its value
+    at the hint, a plain int, as planning reads it. No address is made of
+    one: kg-tile refuses a buffer with the extent in two dims
+    (`kgc.tiling.dynamic`)."""
+    (ca, pa, ha), (cb, pb, hb) = _parts(a), _parts(b)
+    if pa and pb:
+        return int(a) * int(b)
+    return _affine(ca * cb, pa * cb + pb * ca, ha if ha is not None else hb)
+
+
+def depends_on_size(value: int) -> bool:
+    return isinstance(value, SizeAffine)
+
+
 @dataclasses.dataclass(frozen=True)
 class BufferView:
     """A strided view of a kernel buffer: element `idx` sits at
@@ -321,7 +418,7 @@ class BufferView:
         strides, step = [], 1
         for size in reversed(shape):
             strides.append(step)
-            step *= size
+            step = times(step, size)
         return cls(tuple(shape), tuple(reversed(strides)), 0)
 
     def is_contiguous(self) -> bool:
@@ -333,12 +430,12 @@ class BufferView:
         strides: list[int] = [0] * len(shape)
         for xs, vs in reshape_groups(self.shape, shape):
             for a, b in zip(xs, xs[1:]):
-                if self.strides[a] != self.strides[b] * self.shape[b]:
+                if self.strides[a] != times(self.strides[b], self.shape[b]):
                     raise NotAffine("reshape of a non-contiguous view merges strided dimensions")
             step = self.strides[xs[-1]]
             for v in reversed(vs):
                 strides[v] = step
-                step *= shape[v]
+                step = times(step, shape[v])
         return BufferView(tuple(shape), tuple(strides), self.offset)
 
     def _with_offset(self, offset: int) -> "BufferView":

@@ -250,6 +250,7 @@ class LibraryMatmulPlan:
     scalar_arguments: tuple[int, ...] = ()
     persistent_programs: int | None = None
     split: None = None  # never split along k: the library decides how it runs
+    dynamic_axis: None = None  # the library's schedule takes no dynamic extent
 
     @property
     def tile(self) -> tuple[int, ...]:

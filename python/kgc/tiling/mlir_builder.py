@@ -17,7 +17,7 @@ from kgc.dialects import kg
 from kgc.op_table import ELEMENTWISE
 from kgc.tiling.constants import LOOP_AXIS_ATTRIBUTE
 from kgc.tiling.generate import Builder, LoopBody
-from kgc.tiling.index_maps import BufferView
+from kgc.tiling.index_maps import BufferView, depends_on_size
 
 _SCALAR_OPS = {"add": "arith.addi", "sub": "arith.subi", "mul": "arith.muli",
                "div": "arith.divsi", "rem": "arith.remsi", "min": "arith.minsi"}
@@ -116,7 +116,6 @@ class MlirBuilder(Builder):
         """The size of the kernel's dynamic extent (an index), read once
         from the first buffer that has it, at the top of the body."""
         if self._dynamic_size is None:
-            # Its `?` is the outermost dim, or lies behind dims of extent 1.
             buffer, dim = next((b, d) for b in self.buffers
                                for d, size in enumerate(ir.MemRefType(b.type).shape)
                                if ir.ShapedType.is_dynamic_size(size))
@@ -128,30 +127,67 @@ class MlirBuilder(Builder):
                 "memref.dim", results=[index], operands=[buffer, position]))
         return self._dynamic_size
 
-    def _view(self, buffer_index: int, element: str, view: BufferView) -> ir.Value:
-        key = (buffer_index, view)
+    def _size_affine(self, value: int) -> ir.Value:
+        """`constant + per_size * size` (an index) for a stride or offset
+        that depends on the dynamic extent, computed once in i32 (as every
+        address of a tile program) at the top of the body."""
+        key = ("size affine", value.constant, value.per_size)
+        if key not in self._constants:
+            index = ir.IndexType.get()
+            size = self._size_i32()
+            term = size
+            if value.per_size != 1:
+                factor = self.const(value.per_size)
+                term = self._prelude(lambda: ir.Operation.create(
+                    "arith.muli", results=[self.i32], operands=[size, factor]))
+            if value.constant:
+                constant, scaled = self.const(value.constant), term
+                term = self._prelude(lambda: ir.Operation.create(
+                    "arith.addi", results=[self.i32], operands=[scaled, constant]))
+            self._constants[key] = self._prelude(lambda: ir.Operation.create(
+                "arith.index_cast", results=[index], operands=[term]))
+        return self._constants[key]
+
+    def _size_i32(self) -> ir.Value:
+        key = ("size", "i32")
+        if key not in self._constants:
+            size = self._size_of_dynamic_extent()
+            self._constants[key] = self._prelude(lambda: ir.Operation.create(
+                "arith.index_cast", results=[self.i32], operands=[size]))
+        return self._constants[key]
+
+    def _view(self, buffer_index: int, element: str, view: BufferView,
+              gathered_axis: int | None = None) -> ir.Value:
+        key = (buffer_index, view, gathered_axis)
         if key not in self._views:
             source = self.buffers[buffer_index]
-            layout = ir.StridedLayoutAttr.get(view.offset, list(view.strides))
-            sizes, dynamic_sizes = list(view.shape), []
+            dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
+            static_strides = [dynamic if depends_on_size(s) else int(s) for s in view.strides]
+            static_offset = dynamic if depends_on_size(view.offset) else int(view.offset)
+            layout = ir.StridedLayoutAttr.get(static_offset, static_strides)
+            sizes, dynamic_sizes = [int(s) for s in view.shape], []
             # A view that steps along the dynamic axis spans the call's size
             # there (kgc.tiling.dynamic: no other view steps along it).
             axis = self.dynamic_axis
-            if axis is not None and view.strides[axis] != 0:
+            if axis is not None and axis != gathered_axis and view.strides[axis] != 0:
                 sizes[axis] = ir.ShapedType.get_dynamic_size()
                 dynamic_sizes = [self._size_of_dynamic_extent()]
+            dynamic_offsets = ([self._size_affine(view.offset)]
+                               if depends_on_size(view.offset) else [])
+            dynamic_strides = [self._size_affine(s) for s in view.strides if depends_on_size(s)]
             result = ir.MemRefType.get(sizes, element_type(element), layout)
 
             def make():
                 return ir.Operation.create(
                     "memref.reinterpret_cast", results=[result],
-                    operands=[source] + dynamic_sizes,
+                    operands=[source] + dynamic_offsets + dynamic_sizes + dynamic_strides,
                     attributes={
                         "operandSegmentSizes": ir.DenseI32ArrayAttr.get(
-                            [1, 0, len(dynamic_sizes), 0]),
-                        "static_offsets": ir.DenseI64ArrayAttr.get([view.offset]),
+                            [1, len(dynamic_offsets), len(dynamic_sizes),
+                             len(dynamic_strides)]),
+                        "static_offsets": ir.DenseI64ArrayAttr.get([static_offset]),
                         "static_sizes": ir.DenseI64ArrayAttr.get(sizes),
-                        "static_strides": ir.DenseI64ArrayAttr.get(list(view.strides)),
+                        "static_strides": ir.DenseI64ArrayAttr.get(static_strides),
                     })
 
             self._views[key] = self._prelude(make)
@@ -166,7 +202,9 @@ class MlirBuilder(Builder):
             return loaded
 
     def gather(self, input_index, element, view, offsets, indices, dim, shape):
-        source = self._view(input_index, element, view)
+        # The table spans its own rows along the gathered axis, even where
+        # that axis is the dynamic one (the positions vary along it).
+        source = self._view(input_index, element, view, gathered_axis=dim)
         with self.location:
             return kg.tile_gather(tensor_type(shape, element), source, list(offsets), indices, dim)
 

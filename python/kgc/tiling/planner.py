@@ -27,7 +27,9 @@ from typing import Sequence
 
 from kgc.targets import Target, target_for
 from kgc.tiling.config import KernelConfig
+from kgc.tiling.dynamic import is_over_dynamic_extent
 from kgc.tiling.graph_model import Node, topological
+from kgc.tiling.index_maps import DynamicExtent
 from kgc.tiling.iteration import KernelPlan
 from kgc.tiling.registry import plan_group, schedule_for
 from kgc.tuned_defaults import TunedTable
@@ -48,7 +50,10 @@ def signature(outputs: Sequence[Node]) -> str:
         operands = ",".join(str(number[id(o)]) for o in node.operands)
         attrs = ",".join(f"{key}={node.attrs[key]!r}" for key in sorted(node.attrs))
         index = f"#{node.input_index}" if node.is_input else ""
-        lines.append(f"{node.op}{index}({operands}){{{attrs}}}:{node.shape}x{node.element}")
+        # The dynamic extent is `?`: a group over it is not the same kernel
+        # as one at the hint's size.
+        shape = tuple("?" if isinstance(d, DynamicExtent) else d for d in node.shape)
+        lines.append(f"{node.op}{index}({operands}){{{attrs}}}:{shape}x{node.element}")
     lines.append("->" + ",".join(str(number[id(o)]) for o in outputs))
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:32]
 
@@ -74,7 +79,7 @@ class Planner:
         its kernel)."""
         outputs = list(outputs)
         target = target_for(target)
-        schedule = schedule_for(outputs)
+        schedule = schedule_for(outputs, dynamic=is_over_dynamic_extent(outputs))
         given = config if config is not None else schedule.config_class()
         # Schedules may share a config class: a plan is its schedule's.
         key = (signature(outputs), schedule.kind, given, target,

@@ -22,6 +22,7 @@ from typing import Sequence
 from kgc.targets import Target, target_for
 from kgc.tiling.attention import AttentionSchedule
 from kgc.tiling.config import CONFIG_CLASSES, ConfigError, KernelConfig
+from kgc.tiling.dynamic import dynamic_axis, is_over_dynamic_extent, with_dynamic_axis
 from kgc.tiling.gather import GatherReductionSchedule, GatherSchedule
 from kgc.tiling.generate import DryBuilder
 from kgc.tiling.graph_model import SUPPORTED_OPS, Node, topological
@@ -138,12 +139,37 @@ def plan_group(outputs: Sequence[Node], config: KernelConfig | None = None,
     kgc's choice is the config of the table's nearest entry where the
     schedule finds one that suits this kernel (`Schedule.tuned_config`)
     and the kernel plans with it; its heuristics otherwise. Given knobs
-    (a user's, a search candidate's) are never mixed with the table's."""
+    (a user's, a search candidate's) are never mixed with the table's.
+
+    A group over the dynamic extent is planned at the hint and then made
+    to hold at every size (`kgc.tiling.dynamic`): its schedule's config for
+    dynamic extents, the dynamic axis found and made the outermost program
+    axis (`KernelPlan.dynamic_axis`). Raises NotAtEverySize where no plan
+    holds, so that kg-fuse makes no kernel that kg-tile cannot tile."""
     outputs = list(outputs)
     target = target_for(target)
+    dynamic = is_over_dynamic_extent(outputs)
     # A config names its kind, which picks among the schedules that match.
     schedule = schedule_for(outputs, kind=None if config is None else config.kind,
-                            target=target)
+                            target=target, dynamic=dynamic)
+    plan = _plan_at_hint(schedule, outputs, config, kernel, target, table)
+    return _at_every_size(schedule, plan, kernel, target) if dynamic else plan
+
+
+def _at_every_size(schedule: Schedule, plan: KernelPlan, kernel: str | None,
+                   target: Target) -> KernelPlan:
+    if not schedule.dynamic_extents:
+        raise Unplannable(f"its {schedule.kind} schedule takes no dynamic extent (`?`) yet")
+    again = schedule.dynamic_config(plan)
+    if again is not None:
+        plan = _plan_with(schedule, plan.outputs, again, kernel, target)
+    inputs = sorted((n for n in topological(plan.outputs) if n.is_input),
+                    key=lambda n: n.input_index)
+    return with_dynamic_axis(plan, dynamic_axis(plan, inputs + list(plan.outputs)))
+
+
+def _plan_at_hint(schedule: Schedule, outputs: list[Node], config: KernelConfig | None,
+                  kernel: str | None, target: Target, table: TunedTable | None) -> KernelPlan:
     if config is None:
         config = schedule.config_class()
     elif not isinstance(config, schedule.config_class):
