@@ -10,6 +10,9 @@
 // (and with skinny-prologue off, which keeps a softmax over the k of more
 // than 16 rows out of a product, to show the softmax as a prologue):
 // RUN: kgc-opt %s --kg-decompose --kg-fuse='fuse-attention=false rules-off=skinny-prologue' | FileCheck %s --check-prefix=NOATT
+// With store-narrow off (a widening cast stays where the greedy merges left
+// it):
+// RUN: kgc-opt %s --kg-decompose --kg-fuse='store-narrow=false' | FileCheck %s --check-prefix=WIDE
 // The second part, from the line `// PRIMITIVE INPUT`, is made of primitives
 // already and runs through kg-fuse alone:
 // RUN: sed -n '/^\/\/ PRIMITIVE INPUT$/,$p' %s | kgc-opt --kg-fuse | FileCheck %s --check-prefix=PRIM
@@ -281,9 +284,10 @@ func.func @attention(%q: tensor<64x64xf16>, %k: tensor<256x64xf16>, %v: tensor<2
 
 // However many keys: one attention kernel. With fuse-attention=false, a row
 // of n = 512 does not fit a matmul epilogue: the scores leave the first
-// kernel, and the softmax becomes the prologue of the second matmul, whose
-// k it reduces over (the max in a loop of its own, the sum beside the dot,
-// the division by it after the loop).
+// kernel (in f16, as the product gives them: the second kernel widens them,
+// store-narrow), and the softmax becomes the prologue of the second matmul,
+// whose k it reduces over (the max in a loop of its own, the sum beside the
+// dot, the division by it after the loop).
 // CHECK-LABEL: func.func @attention_wide(
 // CHECK-NEXT: %[[O:.*]] = kg.kernel @attention_wide_0_attention(%{{.*}}, %{{.*}}, %{{.*}}) : (tensor<512x64xf16>, tensor<64x64xf16>, tensor<512x64xf16>) -> tensor<64x64xf16> {
 // CHECK: kg.reduce max %{{.*}} dims [1] keepdim : tensor<64x512xf32> -> tensor<64x1xf32>
@@ -292,11 +296,12 @@ func.func @attention(%q: tensor<64x64xf16>, %k: tensor<256x64xf16>, %v: tensor<2
 // CHECK-NEXT: }
 // CHECK-NEXT: return %[[O]]
 // NOATT-LABEL: func.func @attention_wide(
-// NOATT-NEXT: %[[S:.*]] = kg.kernel @attention_wide_0_matmul(%{{.*}}, %{{.*}}) : (tensor<512x64xf16>, tensor<64x64xf16>) -> tensor<64x512xf32> {
+// NOATT-NEXT: %[[S:.*]] = kg.kernel @attention_wide_0_matmul(%{{.*}}, %{{.*}}) : (tensor<512x64xf16>, tensor<64x64xf16>) -> tensor<64x512xf16> {
 // NOATT-NOT: kg.reduce
 // NOATT: kg.yield
 // NOATT-NEXT: }
-// NOATT-NEXT: %[[O:.*]] = kg.kernel @attention_wide_1_matmul(%[[S]], %{{.*}}) : (tensor<64x512xf32>, tensor<512x64xf16>) -> tensor<64x64xf16> {
+// NOATT-NEXT: %[[O:.*]] = kg.kernel @attention_wide_1_matmul(%[[S]], %{{.*}}) : (tensor<64x512xf16>, tensor<512x64xf16>) -> tensor<64x64xf16> {
+// NOATT: kg.cast %{{.*}} {kg.promotion} : tensor<64x512xf16> to tensor<64x512xf32>
 // NOATT: kg.reduce max %{{.*}} dims [1] keepdim : tensor<64x512xf32> -> tensor<64x1xf32>
 // NOATT: kg.reduce sum
 // NOATT: kg.matmul
@@ -309,6 +314,28 @@ func.func @attention_wide(%q: tensor<64x64xf16>, %k: tensor<512x64xf16>, %v: ten
   %p = kg.softmax %s dim 1 : tensor<64x512xf16>
   %o = kg.matmul %p, %v : (tensor<64x512xf16>, tensor<512x64xf16>) -> tensor<64x64xf16>
   return %o : tensor<64x64xf16>
+}
+
+// store-narrow: the residual h is read widened to f32 by the first norm (in
+// its kernel) and by the later add (in the last kernel); one cast, merged by
+// CSE. The first kernel stores h as f16, what eager stores, and the last
+// kernel widens it as it loads it.
+// CHECK-LABEL: func.func @residual_stored_narrow(
+// CHECK-NEXT: %[[K:.*]]:2 = kg.kernel @residual_stored_narrow_0_reduction({{.*}}) : ({{.*}}) -> (tensor<512x512xf16>, tensor<512x512xf16>) {
+// CHECK: %[[LAST:.*]] = kg.kernel @residual_stored_narrow_3_reduction(%{{.*}}, %[[K]]#0, %{{.*}}, %{{.*}}) : (tensor<512x512xf16>, tensor<512x512xf16>, tensor<512xf16>, tensor<512xf16>) -> tensor<512x512xf16> {
+// CHECK-NEXT: ^bb0(%{{.*}}: tensor<512x512xf16>, %[[H:.*]]: tensor<512x512xf16>,
+// CHECK: kg.cast %[[H]] {kg.promotion} : tensor<512x512xf16> to tensor<512x512xf32>
+// Turned off, the f32 cast is the first kernel's result: twice the bytes.
+// WIDE-LABEL: func.func @residual_stored_narrow(
+// WIDE-NEXT: kg.kernel @residual_stored_narrow_0_reduction({{.*}}) -> (tensor<512x512xf16>, tensor<512x512xf32>) {
+func.func @residual_stored_narrow(%x: tensor<512x512xf16>, %r: tensor<512x512xf16>, %w: tensor<512x2048xf16>, %w2: tensor<2048x512xf16>, %g: tensor<512xf16>, %b: tensor<512xf16>) -> tensor<512x512xf16> {
+  %h = kg.add %x, %r : (tensor<512x512xf16>, tensor<512x512xf16>) -> tensor<512x512xf16>
+  %n = kg.layer_norm %h weight %g bias %b normalized_shape [512] eps 1.0e-5 : (tensor<512x512xf16>, tensor<512xf16>, tensor<512xf16>) -> tensor<512x512xf16>
+  %p = kg.matmul %n, %w : (tensor<512x512xf16>, tensor<512x2048xf16>) -> tensor<512x2048xf16>
+  %q = kg.matmul %p, %w2 : (tensor<512x2048xf16>, tensor<2048x512xf16>) -> tensor<512x512xf16>
+  %y = kg.add %q, %h : (tensor<512x512xf16>, tensor<512x512xf16>) -> tensor<512x512xf16>
+  %z = kg.layer_norm %y weight %g bias %b normalized_shape [512] eps 1.0e-5 : (tensor<512x512xf16>, tensor<512xf16>, tensor<512xf16>) -> tensor<512x512xf16>
+  return %z : tensor<512x512xf16>
 }
 
 // A scale and an additive mask (a causal mask given as an input) between

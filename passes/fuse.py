@@ -19,6 +19,9 @@ Argument: `kg-fuse`. Options:
                          a bare call: nothing is fused into it
     merge-shared-input=BOOL  make products of at most 16 rows that read one
                          left operand one kernel, with a result each
+    store-narrow=BOOL    move a cast that widens a kernel's result exactly
+                         (f16 -> f32) to the one kernel that reads it: the
+                         value crosses memory in its own type
     rules-off=NAMES      schedules' fusion rules to turn off, by `,`: the
                          objections of `Schedule.fusion_refusal` (attention's
                          `keys-once`: no work on K or V in a kernel whose
@@ -102,7 +105,7 @@ from kgc.fusion import (FusionDecisions, FusionGraph, InvalidPartition, NotFusab
                         greedy_partition)
 from kgc.fusion.graph import function_name
 from kgc.fusion.partition import anchors, dependency_order, group_reads
-from kgc.element_types import element_bits
+from kgc.element_types import element_bits, widens_exactly
 from kgc.passes.decompose import PROMOTION_ATTRIBUTE
 from kgc.passes.registry import Option, Pass, PassFailure, register_pass
 from kgc.targets import DEFAULT_SM, SUPPORTED_SMS, Target, target_for
@@ -137,6 +140,8 @@ class KgFuse(Pass):
                                        "(kgc.tiling.library)")
     merge_shared_input = Option(bool, True, "make products of a few rows that read one left "
                                             "operand one kernel (key and value projections)")
+    store_narrow = Option(bool, True, "move a cast that widens a kernel's result exactly to "
+                                      "the kernel that reads it (stored f16, not f32)")
     rules_off = Option(str, "", "schedules' fusion rules to turn off, ',' between names "
                                 "(attention's keys-once)")
     target = Option(int, DEFAULT_SM, "SM version the kernels are planned for (80, 86, 89, 90, "
@@ -189,12 +194,92 @@ def fuse_function(function: ir.Operation, partition: Partition | None = None,
     partition = partition or from_attributes
     if partition is None:
         groups = greedy_partition(graph, decisions).groups
+        if decisions.store_narrow:
+            graph, groups = _store_narrow(function, graph, groups, target, planner)
     else:
         groups = _checked_groups(graph, partition, function)
     # Types and attributes built here need a default location when this
     # runs outside a pass.
     with function.location:
         _materialize(graph, groups)
+
+
+def _store_narrow(function: ir.Operation, graph: FusionGraph, groups: list[list[Node]],
+                  target, planner) -> tuple[FusionGraph, list[list[Node]]]:
+    """`store-narrow` on the greedy partition: a cast that widens a value of
+    its kernel exactly (kg-decompose's f16 -> f32 promotions) and that
+    other kernels read => each of them casts for itself, and the value
+    crosses memory narrow. The cast moves where it has one reading kernel
+    and no reader left in its own; it is copied otherwise (a layer norm and
+    the next residual add read one cast, merged by CSE). Made only where
+    every reading kernel keeps its schedule with the cast in it. Returns
+    the graph and groups of the function as rewritten."""
+    group_of = {id(node): number for number, group in enumerate(groups) for node in group}
+    changes = []
+    for number, group in enumerate(groups):
+        for node in group:
+            if node.op != "cast" or id(node) in graph.escapes or node.operands[0].is_input or \
+                    group_of.get(id(node.operands[0])) != number or \
+                    not widens_exactly(node.operands[0].element, node.element):
+                continue
+            outside = [u for u in graph.users[id(node)] if group_of[id(u)] != number]
+            readers = sorted({group_of[id(u)] for u in outside})
+            if not readers or not all(
+                    _keeps_schedule(graph, groups[reader],
+                                    graph.in_program_order(groups[reader] + [node]))
+                    for reader in readers):
+                continue
+            for reader in readers:
+                changes.append((node, number, reader,
+                                [u for u in outside if group_of[id(u)] == reader]))
+    if not changes:
+        return graph, groups
+    # Rewrite: a copy of each cast for its readers outside (the cast itself
+    # where no reader is left beside it), then the graph again, the groups
+    # carried over by op.
+    ops_of_group = [[node.value.owner for node in group] for group in groups]
+    for node, number, reader, outside in changes:
+        op = node.value.owner
+        if len(outside) == len(graph.users[id(node)]) and \
+                sum(1 for change in changes if change[0] is node) == 1:
+            # Its one reader: the cast itself moves.
+            ops_of_group[number].remove(op)
+            ops_of_group[reader].append(op)
+            continue
+        with ir.InsertionPoint(op), op.location:
+            copy = op.clone()
+        for user in outside:
+            user_op = user.value.owner
+            for position, operand in enumerate(user_op.operands):
+                if operand == node.value:
+                    user_op.operands[position] = copy.results[0]
+        ops_of_group[reader].append(copy.operation)
+    graph = FusionGraph.of_function(function, target, planner)
+    node_of = {node.value.owner: node for node in graph.nodes}
+    groups = [graph.in_program_order([node_of[op] for op in ops]) for ops in ops_of_group]
+    for group in groups:
+        if not graph.plannable(group):
+            raise PassFailure(f"kg-fuse: {graph.describe(group[-1])}: a kernel does not plan "
+                              f"after store-narrow: {_reason(graph, group)}; "
+                              "kg-fuse{store-narrow=false} leaves it", group[-1].location)
+    return graph, groups
+
+
+def _keeps_schedule(graph: FusionGraph, group: list[Node], changed: list[Node]) -> bool:
+    """Whether `changed` plans as a kernel of the schedule `group` plans
+    with (a library call stays one)."""
+    try:
+        return graph.plan(changed).schedule == graph.plan(group).schedule
+    except Unplannable:
+        return False
+
+
+def _reason(graph: FusionGraph, group: list[Node]) -> str:
+    try:
+        graph.plan(group)
+    except Unplannable as reason:
+        return str(reason)
+    return "planned"
 
 
 def materialize(function: ir.Operation, partition: Partition,
@@ -293,8 +378,18 @@ def _build_kernel(name: str, group: list[Node], outputs: list[Node], before: ir.
     mapping: dict[ir.Value, ir.Value] = {}
     for value, arg in zip(inputs, body.arguments):
         mapping[value] = arg
+    casts: dict[tuple, ir.Value] = {}  # (operand, type) -> a cast made in the body
     with ir.InsertionPoint(body):
         for node in constants + group:
+            if node.op == "cast" and node.operands:
+                # Copies of a cast (_unshare_widening_casts) whose readers
+                # landed in one kernel are one cast again.
+                owner = node.value.owner
+                key = (replacements.get(owner.operands[0], owner.operands[0]),
+                       str(node.value.type), PROMOTION_ATTRIBUTE in owner.attributes)
+                if key in casts:
+                    mapping[node.value] = casts[key]
+                    continue
             clone = node.value.owner.clone()
             if FUSION_GROUP_ATTRIBUTE in clone.attributes:
                 del clone.attributes[FUSION_GROUP_ATTRIBUTE]
@@ -302,6 +397,8 @@ def _build_kernel(name: str, group: list[Node], outputs: list[Node], before: ir.
                 source = replacements.get(operand, operand)
                 clone.operands[position] = mapping.get(source, mapping.get(operand, operand))
             mapping[node.value] = clone.results[0]
+            if node.op == "cast" and node.operands:
+                casts[key] = clone.results[0]
         ir.Operation.create("kg.yield", operands=[mapping[o.value] for o in outputs])
     _drop_round_trips(body)
     for output, result in zip(outputs, kernel.results):

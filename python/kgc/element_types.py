@@ -37,6 +37,20 @@ def element_bits(element: str) -> int:
     return size * 8
 
 
+_FLOAT8 = ("f8E4M3FN", "f8E5M2")
+_INTEGER_BITS = {"i1": 1, "i32": 32, "i64": 64}
+
+
+def widens_exactly(source: str, target: str) -> bool:
+    """Whether a cast from element type `source` to `target` keeps every
+    value and takes more bits of memory: a 16- or 8-bit float to f32, an
+    integer to a wider one."""
+    if target == "f32":
+        return source in HALF_FLOATS + _FLOAT8
+    return source in _INTEGER_BITS and target in _INTEGER_BITS and \
+        _INTEGER_BITS[source] < _INTEGER_BITS[target]
+
+
 def poison(dtype) -> float | int | bool:
     """What a result buffer of torch `dtype` holds before a kernel writes
     it, so that an element no kernel writes shows: NaN for floats (the

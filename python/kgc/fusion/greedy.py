@@ -64,6 +64,15 @@ partials, where there were two of each). The products stay two where
 either is a library call, where the merged kernel would lose a split
 over k either has alone, or where a path joins them.
 
+`store-narrow`: once the groups are made, kg-fuse moves (or copies) a
+cast that widens a value of its group exactly (f16 to f32: the residual
+that the next kernel's add reads in f32, as kg-decompose promotes it) to
+the groups that read it, where each keeps its schedule
+(`kgc.passes.fuse`). The value then crosses in memory in its own type, as
+eager stores it (GPT-2's residual stream was stored in f32 between the
+norm kernels, twice the bytes, and never rounded to f16 as eager rounds
+it).
+
 `fold-rms-norm` is the RMSNorm before a matmul (its 1/rms becomes a factor
 of the matmul's epilogue, its sum runs in the k loop), and any reduction
 feeding a matmul operand (a softmax of scores too wide for an epilogue).
@@ -114,6 +123,9 @@ class FusionDecisions:
     # Not a kind of merge but a refusal: a library matmul takes in nothing.
     library_alone: bool = True
     merge_shared_input: bool = True
+    # Not a merge: kg-fuse moves a widening cast to the kernels that read
+    # it, after the groups are made (kgc.passes.fuse).
+    store_narrow: bool = True
     # The fusion rules of schedules (Schedule.fusion_rule) that are no field
     # above and are turned off.
     rules_off: frozenset[str] = frozenset()
