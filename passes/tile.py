@@ -98,7 +98,7 @@ from kgc.targets import DEFAULT_SM, SUPPORTED_SMS, Target, target_for
 from kgc.tiling.config import ConfigError, KernelConfig
 from kgc.tiling.dynamic import (DYNAMIC_AXIS_ATTRIBUTE, DYNAMIC_GRID_ATTRIBUTE, NotAtEverySize,
                                  dynamic_grid, has_dynamic_extent)
-from kgc.tiling.graph_model import Node, nodes_from_ops, topological
+from kgc.tiling.graph_model import Node, nodes_from_ops
 from kgc.tiling.kernel_ops import (CONFIG_ATTRIBUTE, config_attribute, is_tiled, kernel_name,
                                    kernels_in)
 from kgc.tiling.mlir_builder import tiled_kernel

@@ -208,27 +208,13 @@ def test_kg_fuse_cuts_a_group_of_a_schedule_without_dynamic_extents_into_kernels
     # kg-tile will, so it makes products and a softmax, each over `?`.
     import torch
 
-    from kgc import reference
-    from kgc.execution import run_tiled
-    from kgc.parsing import parse_text
-    from kgc.pipeline.compiler import compile_module
-    from tests.comparison import assert_as_accurate_as_eager
-
-    context = ir.Context()
-    source = parse_text(ATTENTION_OF_A_DYNAMIC_COUNT, "attend.mlir", context)
-    tiled = parse_text(ATTENTION_OF_A_DYNAMIC_COUNT, "attend.mlir", context)
-    with context:
-        compile_module(tiled, emit="kg")
+    source, tiled = _compiled_to_kg(ATTENTION_OF_A_DYNAMIC_COUNT, "attend.mlir")
     text = str(tiled)
     assert "attention" not in text and text.count("dynamic_axis = 0") >= 2
     generator = torch.Generator().manual_seed(size)
     inputs = [torch.randn(shape, generator=generator) for shape in ((size, 64), (128, 64),
                                                                     (128, 64))]
-    with context:
-        got = run_tiled(tiled, "attend", *inputs)
-        eager = reference.evaluate(source, "attend", inputs)
-        exact = reference.evaluate(source, "attend", inputs, exact=True)
-    assert_as_accurate_as_eager(got, eager, exact)
+    _assert_runs_as_the_reference(source, tiled, "attend", inputs)
 
 
 TWO_KERNELS = """\
@@ -443,19 +429,38 @@ func.func @points(%x: tensor<?x777xf32>, %y: tensor<?x777xf32>, %b: tensor<777xf
 """
 
 
-@pytest.fixture(scope="module")
-def compiled_once():
-    """COMPILED_ONCE compiled to the kg stage once (tiled, padded, masked),
-    and as written (for the reference)."""
+def _compiled_to_kg(text: str, name: str):
+    """`text` as written (for the reference) and compiled to the kg stage
+    (tiled, padded, masked), in one context."""
     from kgc.parsing import parse_text
     from kgc.pipeline.compiler import compile_module
 
     context = ir.Context()
-    source = parse_text(COMPILED_ONCE, "compiled_once.mlir", context)
-    tiled = parse_text(COMPILED_ONCE, "compiled_once.mlir", context)
+    source = parse_text(text, name, context)
+    tiled = parse_text(text, name, context)
     with context:
         compile_module(tiled, emit="kg")
     return source, tiled
+
+
+def _assert_runs_as_the_reference(source, tiled, function: str, inputs: list):
+    """`function` of the tiled module on the CPU executor, as accurate as
+    the reference's f16/f32 evaluation against its exact one; its results."""
+    from kgc import reference
+    from kgc.execution import run_tiled
+    from tests.comparison import assert_as_accurate_as_eager
+
+    with source.context:
+        got = run_tiled(tiled, function, *inputs)
+        eager = reference.evaluate(source, function, inputs)
+        exact = reference.evaluate(source, function, inputs, exact=True)
+    assert_as_accurate_as_eager(got, eager, exact)
+    return got
+
+
+@pytest.fixture(scope="module")
+def compiled_once():
+    return _compiled_to_kg(COMPILED_ONCE, "compiled_once.mlir")
 
 
 @pytest.mark.parametrize("size", [1, 3, 17, 1000, 4097])
@@ -463,10 +468,6 @@ def compiled_once():
 def test_one_compiled_graph_runs_at_every_size_of_its_dynamic_extent(compiled_once, function,
                                                                     size):
     import torch
-
-    from kgc import reference
-    from kgc.execution import run_tiled
-    from tests.comparison import assert_as_accurate_as_eager
 
     source, tiled = compiled_once
     generator = torch.Generator().manual_seed(size)
@@ -482,11 +483,7 @@ def test_one_compiled_graph_runs_at_every_size_of_its_dynamic_extent(compiled_on
     inputs = [torch.randn(shape, generator=generator).to(dtype) for shape, dtype in shapes]
     if function == "proj":
         inputs[2] = inputs[2] / 10  # products of 128 terms in f16's range
-    with source.context:
-        got = run_tiled(tiled, function, *inputs)
-        eager = reference.evaluate(source, function, inputs)
-        exact = reference.evaluate(source, function, inputs, exact=True)
-    assert_as_accurate_as_eager(got, eager, exact)
+    got = _assert_runs_as_the_reference(source, tiled, function, inputs)
     assert tuple(as_tuple(got)[0].shape)[0] == size
 
 
@@ -535,15 +532,7 @@ func.func @embed(%ids: tensor<1x?xi64>, %t: tensor<100x64xf32>, %w: tensor<64xf3
 
 @pytest.fixture(scope="module")
 def strided_once():
-    from kgc.parsing import parse_text
-    from kgc.pipeline.compiler import compile_module
-
-    context = ir.Context()
-    source = parse_text(STRIDED_ONCE, "strided_once.mlir", context)
-    tiled = parse_text(STRIDED_ONCE, "strided_once.mlir", context)
-    with context:
-        compile_module(tiled, emit="kg")
-    return source, tiled
+    return _compiled_to_kg(STRIDED_ONCE, "strided_once.mlir")
 
 
 @pytest.mark.parametrize("size", [1, 3, 17, 1000, 4097])
@@ -551,10 +540,6 @@ def strided_once():
 def test_a_size_inside_other_dims_runs_at_every_size_from_one_compile(strided_once, function,
                                                                       size):
     import torch
-
-    from kgc import reference
-    from kgc.execution import run_tiled
-    from tests.comparison import assert_as_accurate_as_eager
 
     source, tiled = strided_once
     generator = torch.Generator().manual_seed(size)
@@ -569,11 +554,7 @@ def test_a_size_inside_other_dims_runs_at_every_size_from_one_compile(strided_on
         inputs.insert(0, torch.randint(0, 100, (1, size), generator=generator))
     if function == "tokens":
         inputs[1] = inputs[1] / 20  # products of 512 terms in f16's range
-    with source.context:
-        got = run_tiled(tiled, function, *inputs)
-        eager = reference.evaluate(source, function, inputs)
-        exact = reference.evaluate(source, function, inputs, exact=True)
-    assert_as_accurate_as_eager(got, eager, exact)
+    got = _assert_runs_as_the_reference(source, tiled, function, inputs)
     assert size in tuple(as_tuple(got)[0].shape)
 
 
