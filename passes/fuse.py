@@ -206,14 +206,14 @@ def fuse_function(function: ir.Operation, partition: Partition | None = None,
 
 def _store_narrow(function: ir.Operation, graph: FusionGraph, groups: list[list[Node]],
                   target, planner) -> tuple[FusionGraph, list[list[Node]]]:
-    """`store-narrow` on the greedy partition: a cast that widens a value of
-    its kernel exactly (kg-decompose's f16 -> f32 promotions) and that
-    other kernels read => each of them casts for itself, and the value
-    crosses memory narrow. The cast moves where it has one reading kernel
-    and no reader left in its own; it is copied otherwise (a layer norm and
-    the next residual add read one cast, merged by CSE). Made only where
-    every reading kernel keeps its schedule with the cast in it. Returns
-    the graph and groups of the function as rewritten."""
+    """`store-narrow` on the greedy partition: a conversion that widens a
+    value of its kernel exactly (kg-decompose's f16 -> f32 promotions) and
+    that other kernels read => each of them widens for itself, and the
+    value crosses memory narrow. The conversion moves where it has one
+    reading kernel and no reader left in its own; it is copied otherwise (a
+    layer norm and the next residual sum read one, merged by CSE). Made
+    only where every reading kernel keeps its schedule with it. Returns the
+    graph and groups of the function as rewritten."""
     group_of = {id(node): number for number, group in enumerate(groups) for node in group}
     changes = []
     for number, group in enumerate(groups):

@@ -65,9 +65,9 @@ either is a library call, where the merged kernel would lose a split
 over k either has alone, or where a path joins them.
 
 `store-narrow`: once the groups are made, kg-fuse moves (or copies) a
-cast that widens a value of its group exactly (f16 to f32: the residual
-that the next kernel's add reads in f32, as kg-decompose promotes it) to
-the groups that read it, where each keeps its schedule
+conversion that widens a value of its group exactly (f16 to f32: the
+residual that the next kernel's sum reads in f32, as kg-decompose promotes
+it) to the groups that read it, where each keeps its schedule
 (`kgc.passes.fuse`). The value then crosses in memory in its own type, as
 eager stores it (GPT-2's residual stream was stored in f32 between the
 norm kernels, twice the bytes, and never rounded to f16 as eager rounds
