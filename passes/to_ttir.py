@@ -102,7 +102,8 @@ from kgc.tiling.dynamic import DYNAMIC_AXIS_ATTRIBUTE, DYNAMIC_GRID_ATTRIBUTE
 from kgc.tiling.index_maps import BufferView
 from kgc.tiling.library import LIBRARY_CALL_ATTRIBUTE, MODULE_LIBRARY_CALL_ATTRIBUTE
 from kgc.tiling.graph_model import reduce_kind
-from kgc.tiling.kernel_ops import dot_dims, int_array, is_tiled, kernel_name, kernels_in, knob
+from kgc.tiling.kernel_ops import (dot_dims, int_array, is_tiled, kernel_name, kernels_in, knob,
+                                   view_layout)
 
 _DIVISIBILITY = 16
 _COMBINERS = {"sum": "arith.addf", "max": "arith.maximumf", "min": "arith.minimumf"}
@@ -421,21 +422,9 @@ class _Lowering:
             raise PassFailure("a view must be taken of a kernel buffer", op.location)
         # An offset or stride that depends on the dynamic extent is an
         # operand, computed in i32 from the size (kgc.tiling.mlir_builder).
-        segments = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
-        operands = iter(list(op.operands)[1:])
-        dynamic_offsets = [next(operands) for _ in range(segments[1])]
-        for _ in range(segments[2]):
-            next(operands)
-        dynamic_strides = [next(operands) for _ in range(segments[3])]
-
-        def resolved(static, dynamic):
-            marker = ir.ShapedType.get_dynamic_stride_or_offset()
-            return [self.values[dynamic.pop(0)] if v == marker else v for v in static]
-
-        offset, = resolved(ir.DenseI64ArrayAttr(op.attributes["static_offsets"]), dynamic_offsets)
-        strides = tuple(resolved(ir.DenseI64ArrayAttr(op.attributes["static_strides"]),
-                                 dynamic_strides))
-        self.views[op.results[0]] = _View(base, offset, strides)
+        offset, strides = view_layout(op)
+        offset, *strides = [v if isinstance(v, int) else self.values[v] for v in (offset, *strides)]
+        self.views[op.results[0]] = _View(base, offset, tuple(strides))
 
     def _i32(self, value: int | ir.Value) -> ir.Value:
         return value if isinstance(value, ir.Value) else self._scalar_i32(value)

@@ -56,7 +56,7 @@ from kgc.execution import memory
 from kgc.execution.memory import TileAccess, View
 from kgc.tiling.graph_model import ELEMENTWISE_OPS
 from kgc.tiling.dynamic import DYNAMIC_GRID_ATTRIBUTE, at_size
-from kgc.tiling.kernel_ops import dot_dims, int_array, kernel_name
+from kgc.tiling.kernel_ops import dot_dims, int_array, kernel_name, view_layout
 
 # kg ops whose meaning on a tile is their meaning on a tensor.
 _REFERENCE_OPS = frozenset("kg." + name for name in ELEMENTWISE_OPS | {"reduce", "broadcast_to"})
@@ -419,27 +419,17 @@ class TileProgram:
         source = op.operands[0]
         if source not in self._buffer_numbers:
             raise located(op, f"kernel @{self.name}: a view must be taken of a kernel buffer")
-        segments = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
-        operands = list(op.operands)[1:]
-        dynamic_offsets = operands[:segments[1]]
-        dynamic_strides = operands[segments[1] + segments[2]:]
-
-        def resolved(static, dynamic):
-            # An offset or stride that depends on the dynamic extent is an
-            # operand computed from the size alone: its value for this run.
-            marker = ir.ShapedType.get_dynamic_stride_or_offset()
-            dynamic = list(dynamic)
-            return [self._at_run_size(op, dynamic.pop(0)) if v == marker else v for v in static]
-
-        offset, = resolved(ir.DenseI64ArrayAttr(op.attributes["static_offsets"]), dynamic_offsets)
+        # An offset or stride that depends on the dynamic extent is an
+        # operand computed from the size alone: its value for this run.
+        offset, strides = view_layout(op)
+        offset, *strides = [v if isinstance(v, int) else self._at_run_size(op, v)
+                            for v in (offset, *strides)]
         # A dynamic size is the kernel's one dynamic extent, as its operand
         # (a memref.dim of a buffer) reads it.
         sizes = self._sized(op, ir.DenseI64ArrayAttr(op.attributes["static_sizes"]))
-        strides = tuple(resolved(ir.DenseI64ArrayAttr(op.attributes["static_strides"]),
-                                 dynamic_strides))
         self._views[op.results[0]] = View(self._buffer_numbers[source],
                                           self._sized(op, ir.MemRefType(source.type).shape),
-                                          offset, sizes, strides, str(op.results[0].type))
+                                          offset, sizes, tuple(strides), str(op.results[0].type))
         return None
 
     def _at_run_size(self, op: ir.Operation, value: ir.Value) -> int:

@@ -168,3 +168,21 @@ def resize_axes(kernel: ir.Operation, old_sizes, new_sizes) -> None:
         new = [new_sizes[d] if shape[d] == old_sizes[d] else shape[d] for d in range(n)]
         if new != shape:
             value.set_type(ir.RankedTensorType.get(new, type_.element_type))
+
+
+def view_layout(view: ir.Operation) -> tuple:
+    """(offset, strides) of a tile program's view (`memref.reinterpret_cast`),
+    in elements: each a number, or the operand (an index value) that gives
+    it where it depends on the dynamic extent's size."""
+    marker = ir.ShapedType.get_dynamic_stride_or_offset()
+    segments = list(ir.DenseI32ArrayAttr(view.attributes["operandSegmentSizes"]))
+    operands = list(view.operands)[1:]
+    offsets = iter(operands[:segments[1]])
+    strides = iter(operands[segments[1] + segments[2]:])
+
+    def resolved(static, dynamic):
+        return [next(dynamic) if value == marker else value for value in static]
+
+    offset, = resolved(ir.DenseI64ArrayAttr(view.attributes["static_offsets"]), offsets)
+    return offset, tuple(resolved(ir.DenseI64ArrayAttr(view.attributes["static_strides"]),
+                                  strides))
