@@ -19,9 +19,9 @@ Argument: `kg-fuse`. Options:
                          a bare call: nothing is fused into it
     merge-shared-input=BOOL  make products of at most 16 rows that read one
                          left operand one kernel, with a result each
-    store-narrow=BOOL    move a cast that widens a kernel's result exactly
-                         (f16 -> f32) to the one kernel that reads it: the
-                         value crosses memory in its own type
+    store-narrow=BOOL    move (or copy) a cast that widens a kernel's result
+                         exactly (f16 -> f32) to the kernels that read it:
+                         the value crosses memory in its own type
     rules-off=NAMES      schedules' fusion rules to turn off, by `,`: the
                          objections of `Schedule.fusion_refusal` (attention's
                          `keys-once`: no work on K or V in a kernel whose
@@ -141,7 +141,7 @@ class KgFuse(Pass):
     merge_shared_input = Option(bool, True, "make products of a few rows that read one left "
                                             "operand one kernel (key and value projections)")
     store_narrow = Option(bool, True, "move a cast that widens a kernel's result exactly to "
-                                      "the kernel that reads it (stored f16, not f32)")
+                                      "the kernels that read it (stored f16, not f32)")
     rules_off = Option(str, "", "schedules' fusion rules to turn off, ',' between names "
                                 "(attention's keys-once)")
     target = Option(int, DEFAULT_SM, "SM version the kernels are planned for (80, 86, 89, 90, "
@@ -222,38 +222,36 @@ def _store_narrow(function: ir.Operation, graph: FusionGraph, groups: list[list[
                     group_of.get(id(node.operands[0])) != number or \
                     not widens_exactly(node.operands[0].element, node.element):
                 continue
-            outside = [u for u in graph.users[id(node)] if group_of[id(u)] != number]
-            readers = sorted({group_of[id(u)] for u in outside})
-            if not readers or not all(
+            readers: dict[int, list[Node]] = {}  # reading group -> its users of the cast
+            for user in graph.users[id(node)]:
+                if group_of[id(user)] != number:
+                    readers.setdefault(group_of[id(user)], []).append(user)
+            if readers and all(
                     _keeps_schedule(graph, groups[reader],
                                     graph.in_program_order(groups[reader] + [node]))
                     for reader in readers):
-                continue
-            for reader in readers:
-                changes.append((node, number, reader,
-                                [u for u in outside if group_of[id(u)] == reader]))
+                changes.append((node, number, readers))
     if not changes:
         return graph, groups
-    # Rewrite: a copy of each cast for its readers outside (the cast itself
-    # where no reader is left beside it), then the graph again, the groups
+    # Rewrite: a copy of each cast for each reading group (the cast itself
+    # where that group alone reads it), then the graph again, the groups
     # carried over by op.
     ops_of_group = [[node.value.owner for node in group] for group in groups]
-    for node, number, reader, outside in changes:
+    for node, number, readers in changes:
         op = node.value.owner
-        if len(outside) == len(graph.users[id(node)]) and \
-                sum(1 for change in changes if change[0] is node) == 1:
-            # Its one reader: the cast itself moves.
+        if len(readers) == 1 and len(next(iter(readers.values()))) == len(graph.users[id(node)]):
             ops_of_group[number].remove(op)
-            ops_of_group[reader].append(op)
+            ops_of_group[next(iter(readers))].append(op)
             continue
-        with ir.InsertionPoint(op), op.location:
-            copy = op.clone()
-        for user in outside:
-            user_op = user.value.owner
-            for position, operand in enumerate(user_op.operands):
-                if operand == node.value:
-                    user_op.operands[position] = copy.results[0]
-        ops_of_group[reader].append(copy.operation)
+        for reader, users in readers.items():
+            with ir.InsertionPoint(op), op.location:
+                copy = op.clone()
+            for user in users:
+                user_op = user.value.owner
+                for position, operand in enumerate(user_op.operands):
+                    if operand == node.value:
+                        user_op.operands[position] = copy.results[0]
+            ops_of_group[reader].append(copy.operation)
     graph = FusionGraph.of_function(function, target, planner)
     node_of = {node.value.owner: node for node in graph.nodes}
     groups = [graph.in_program_order([node_of[op] for op in ops]) for ops in ops_of_group]
@@ -378,18 +376,8 @@ def _build_kernel(name: str, group: list[Node], outputs: list[Node], before: ir.
     mapping: dict[ir.Value, ir.Value] = {}
     for value, arg in zip(inputs, body.arguments):
         mapping[value] = arg
-    casts: dict[tuple, ir.Value] = {}  # (operand, type) -> a cast made in the body
     with ir.InsertionPoint(body):
         for node in constants + group:
-            if node.op == "cast" and node.operands:
-                # Copies of a cast (_unshare_widening_casts) whose readers
-                # landed in one kernel are one cast again.
-                owner = node.value.owner
-                key = (replacements.get(owner.operands[0], owner.operands[0]),
-                       str(node.value.type), PROMOTION_ATTRIBUTE in owner.attributes)
-                if key in casts:
-                    mapping[node.value] = casts[key]
-                    continue
             clone = node.value.owner.clone()
             if FUSION_GROUP_ATTRIBUTE in clone.attributes:
                 del clone.attributes[FUSION_GROUP_ATTRIBUTE]
@@ -397,8 +385,6 @@ def _build_kernel(name: str, group: list[Node], outputs: list[Node], before: ir.
                 source = replacements.get(operand, operand)
                 clone.operands[position] = mapping.get(source, mapping.get(operand, operand))
             mapping[node.value] = clone.results[0]
-            if node.op == "cast" and node.operands:
-                casts[key] = clone.results[0]
         ir.Operation.create("kg.yield", operands=[mapping[o.value] for o in outputs])
     _drop_round_trips(body)
     for output, result in zip(outputs, kernel.results):
