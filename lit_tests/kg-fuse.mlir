@@ -13,6 +13,9 @@
 // With store-narrow off (a widening cast stays where the greedy merges left
 // it):
 // RUN: kgc-opt %s --kg-decompose --kg-fuse='store-narrow=false' | FileCheck %s --check-prefix=WIDE
+// With recompute-positions off (a kernel of positions and constants alone
+// is stored for the kernels that read it):
+// RUN: kgc-opt %s --kg-decompose --kg-fuse='recompute-positions=false' | FileCheck %s --check-prefix=STORED
 // The second part, from the line `// PRIMITIVE INPUT`, is made of primitives
 // already and runs through kg-fuse alone:
 // RUN: sed -n '/^\/\/ PRIMITIVE INPUT$/,$p' %s | kgc-opt --kg-fuse | FileCheck %s --check-prefix=PRIM
@@ -336,6 +339,62 @@ func.func @residual_stored_narrow(%x: tensor<512x512xf16>, %r: tensor<512x512xf1
   %y = kg.add %q, %h : (tensor<512x512xf16>, tensor<512x512xf16>) -> tensor<512x512xf16>
   %z = kg.layer_norm %y weight %g bias %b normalized_shape [512] eps 1.0e-5 : (tensor<512x512xf16>, tensor<512xf16>, tensor<512xf16>) -> tensor<512x512xf16>
   return %z : tensor<512x512xf16>
+}
+
+// recompute-positions: one causal mask, built from two iotas, added to the
+// scores of two attentions. Each attention kernel computes it from its own
+// positions; no kernel stores it.
+// CHECK-LABEL: func.func @causal_mask_shared(
+// CHECK-NEXT: %[[A:.*]] = kg.kernel @causal_mask_shared_0_attention(%arg0, %arg1, %arg2) :
+// CHECK: kg.iota
+// CHECK: kg.cmp le
+// CHECK: kg.select
+// CHECK: %[[B:.*]] = kg.kernel @causal_mask_shared_1_attention(%[[A]], %arg1, %arg2) :
+// CHECK: kg.cmp le
+// CHECK: return
+// Off, the mask is a pointwise kernel of no inputs that both attentions read.
+// STORED-LABEL: func.func @causal_mask_shared(
+// STORED-NEXT: %[[M:.*]] = kg.kernel @causal_mask_shared_0_pointwise() : () -> tensor<100x100xf32> {
+// STORED: kg.kernel @causal_mask_shared_1_attention(%arg0, %arg1, %[[M]], %arg2) :
+// STORED: kg.kernel @causal_mask_shared_2_attention(%{{.*}}, %arg1, %[[M]], %arg2) :
+func.func @causal_mask_shared(%q: tensor<1x4x100x64xf16>, %kt: tensor<1x4x64x100xf16>, %v: tensor<1x4x100x64xf16>) -> tensor<1x4x100x64xf16> {
+  %row = kg.iota dim 0 : tensor<100x1xi64>
+  %col = kg.iota dim 1 : tensor<1x100xi64>
+  %allowed = kg.cmp le %col, %row : (tensor<1x100xi64>, tensor<100x1xi64>) -> tensor<100x100xi1>
+  %zero = kg.constant 0.0 : tensor<f32>
+  %ninf = kg.constant 0xFFF0000000000000 : tensor<f32>
+  %mask = kg.select %allowed, %zero, %ninf : (tensor<100x100xi1>, tensor<f32>, tensor<f32>) -> tensor<100x100xf32>
+  %s0 = kg.matmul %q, %kt : (tensor<1x4x100x64xf16>, tensor<1x4x64x100xf16>) -> tensor<1x4x100x100xf32>
+  %x0 = kg.add %s0, %mask : (tensor<1x4x100x100xf32>, tensor<100x100xf32>) -> tensor<1x4x100x100xf32>
+  %p0 = kg.softmax %x0 dim 3 : tensor<1x4x100x100xf32>
+  %h0 = kg.cast %p0 : tensor<1x4x100x100xf32> to tensor<1x4x100x100xf16>
+  %o0 = kg.matmul %h0, %v : (tensor<1x4x100x100xf16>, tensor<1x4x100x64xf16>) -> tensor<1x4x100x64xf16>
+  %s1 = kg.matmul %o0, %kt : (tensor<1x4x100x64xf16>, tensor<1x4x64x100xf16>) -> tensor<1x4x100x100xf32>
+  %x1 = kg.add %s1, %mask : (tensor<1x4x100x100xf32>, tensor<100x100xf32>) -> tensor<1x4x100x100xf32>
+  %p1 = kg.softmax %x1 dim 3 : tensor<1x4x100x100xf32>
+  %h1 = kg.cast %p1 : tensor<1x4x100x100xf32> to tensor<1x4x100x100xf16>
+  %o1 = kg.matmul %h1, %v : (tensor<1x4x100x100xf16>, tensor<1x4x100x64xf16>) -> tensor<1x4x100x64xf16>
+  return %o1 : tensor<1x4x100x64xf16>
+}
+
+// A kernel of positions alone that the function returns is kept (its
+// result must be stored); the attention reads it.
+// CHECK-LABEL: func.func @positions_returned(
+// CHECK-NEXT: %[[M:.*]] = kg.kernel @positions_returned_0_pointwise() : () -> tensor<100x100xf32> {
+// CHECK: kg.kernel @positions_returned_1_attention(%arg0, %arg1, %[[M]], %arg2)
+func.func @positions_returned(%q: tensor<1x4x100x64xf16>, %kt: tensor<1x4x64x100xf16>, %v: tensor<1x4x100x64xf16>) -> (tensor<100x100xf32>, tensor<1x4x100x64xf16>) {
+  %row = kg.iota dim 0 : tensor<100x1xi64>
+  %col = kg.iota dim 1 : tensor<1x100xi64>
+  %allowed = kg.cmp le %col, %row : (tensor<1x100xi64>, tensor<100x1xi64>) -> tensor<100x100xi1>
+  %zero = kg.constant 0.0 : tensor<f32>
+  %ninf = kg.constant 0xFFF0000000000000 : tensor<f32>
+  %mask = kg.select %allowed, %zero, %ninf : (tensor<100x100xi1>, tensor<f32>, tensor<f32>) -> tensor<100x100xf32>
+  %s0 = kg.matmul %q, %kt : (tensor<1x4x100x64xf16>, tensor<1x4x64x100xf16>) -> tensor<1x4x100x100xf32>
+  %x0 = kg.add %s0, %mask : (tensor<1x4x100x100xf32>, tensor<100x100xf32>) -> tensor<1x4x100x100xf32>
+  %p0 = kg.softmax %x0 dim 3 : tensor<1x4x100x100xf32>
+  %h0 = kg.cast %p0 : tensor<1x4x100x100xf32> to tensor<1x4x100x100xf16>
+  %o0 = kg.matmul %h0, %v : (tensor<1x4x100x100xf16>, tensor<1x4x100x64xf16>) -> tensor<1x4x100x64xf16>
+  return %mask, %o0 : tensor<100x100xf32>, tensor<1x4x100x64xf16>
 }
 
 // A scale and an additive mask (a causal mask given as an input) between

@@ -74,7 +74,10 @@ group and comes back. So:
                                                   kgc.tiling.attention)
 
 Constants and iotas (values known from their index alone) are copied into
-every kernel that uses them, so a causal mask is computed where it is used.
+every kernel that uses them. After the greedy partition, a kernel made of
+elementwise ops and views of them alone (a causal mask) is copied into each
+kernel that reads it, where each keeps its schedule (`recompute-positions`),
+so a mask is computed where it is used and never stored.
 Values used outside their group become kernel results. Ops that are not fused (the return, a
 kg.kernel already there) stay in place: each kernel goes after the kernels
 it reads and before the first such op that reads it, and no group both
@@ -109,7 +112,7 @@ from kgc.element_types import element_bits, widens_exactly
 from kgc.passes.decompose import PROMOTION_ATTRIBUTE
 from kgc.passes.registry import Option, Pass, PassFailure, register_pass
 from kgc.targets import DEFAULT_SM, SUPPORTED_SMS, Target, target_for
-from kgc.tiling.graph_model import SOURCE_OPS, Node
+from kgc.tiling.graph_model import ELEMENTWISE_OPS, SOURCE_OPS, VIEW_OPS, Node
 from kgc.tiling.kernel_ops import ops_named
 from kgc.tiling.dynamic import NotAtEverySize
 from kgc.tiling.plan import Unplannable
@@ -142,6 +145,8 @@ class KgFuse(Pass):
                                             "operand one kernel (key and value projections)")
     store_narrow = Option(bool, True, "move a cast that widens a kernel's result exactly to "
                                       "the kernels that read it (stored f16, not f32)")
+    recompute_positions = Option(bool, True, "compute a kernel made of positions and constants "
+                                             "alone (a causal mask) in each kernel that reads it")
     rules_off = Option(str, "", "schedules' fusion rules to turn off, ',' between names "
                                 "(attention's keys-once)")
     target = Option(int, DEFAULT_SM, "SM version the kernels are planned for (80, 86, 89, 90, "
@@ -194,6 +199,8 @@ def fuse_function(function: ir.Operation, partition: Partition | None = None,
     partition = partition or from_attributes
     if partition is None:
         groups = greedy_partition(graph, decisions).groups
+        if decisions.recompute_positions:
+            graph, groups = _recompute_positions(function, graph, groups, target, planner)
         if decisions.store_narrow:
             graph, groups = _store_narrow(function, graph, groups, target, planner)
     else:
@@ -263,11 +270,87 @@ def _store_narrow(function: ir.Operation, graph: FusionGraph, groups: list[list[
     return graph, groups
 
 
-def _keeps_schedule(graph: FusionGraph, group: list[Node], changed: list[Node]) -> bool:
-    """Whether `changed` plans as a kernel of the schedule `group` plans
-    with (a library call stays one)."""
+def _recompute_positions(function: ir.Operation, graph: FusionGraph, groups: list[list[Node]],
+                         target, planner) -> tuple[FusionGraph, list[list[Node]]]:
+    """`recompute-positions` on the greedy partition: a group whose values
+    depend on positions and constants alone (elementwise ops and views of
+    iotas and constants: a causal mask) and that other kernels read =>
+    each reading kernel computes what it reads of it, and the group is no
+    kernel. Made only where every reading kernel keeps its schedule with
+    the copies and the group returns nothing. Returns the graph and groups
+    of the function as rewritten."""
+    group_of = {id(node): number for number, group in enumerate(groups) for node in group}
+    copies = []  # (group number, {reader: nodes of the group it needs})
+    for number, group in enumerate(groups):
+        members = {id(node) for node in group}
+        if any(id(node) in graph.escapes for node in group) or not all(
+                node.op in ELEMENTWISE_OPS | VIEW_OPS and
+                all(id(o) in members or o.op in SOURCE_OPS for o in node.operands)
+                for node in group):
+            continue
+        needs: dict[int, list[Node]] = {}
+        for node in group:
+            for user in graph.users[id(node)]:
+                if group_of.get(id(user), number) != number:
+                    needs.setdefault(group_of[id(user)], []).append(node)
+        needs = {reader: _closure(graph, nodes, members) for reader, nodes in needs.items()}
+        if needs and all(_keeps_schedule(graph, groups[reader],
+                                         graph.in_program_order(groups[reader] + nodes),
+                                         frozenset(map(id, nodes)))
+                         for reader, nodes in needs.items()):
+            copies.append((number, needs))
+    if not copies:
+        return graph, groups
+    ops_of_group = [[node.value.owner for node in group] for group in groups]
+    for number, needs in copies:
+        for reader, nodes in needs.items():
+            reader_ops = {id(op) for op in ops_of_group[reader]}
+            clones: dict[ir.Value, ir.Value] = {}
+            for node in nodes:  # producers first
+                op = node.value.owner
+                with ir.InsertionPoint(op), op.location:
+                    copy = op.clone()
+                for position, operand in enumerate(copy.operands):
+                    if operand in clones:
+                        copy.operands[position] = clones[operand]
+                clones[node.value] = copy.results[0]
+                ops_of_group[reader].append(copy.operation)
+            for op in ops_of_group[reader]:
+                if id(op) in reader_ops:
+                    for position, operand in enumerate(op.operands):
+                        if operand in clones:
+                            op.operands[position] = clones[operand]
+        ops_of_group[number] = []  # dead now: kg-fuse erases it with the fused ops
+    graph = FusionGraph.of_function(function, target, planner)
+    node_of = {node.value.owner: node for node in graph.nodes}
+    groups = [graph.in_program_order([node_of[op] for op in ops]) for ops in ops_of_group if ops]
+    for group in groups:
+        if not graph.plannable(group):
+            raise PassFailure(f"kg-fuse: {graph.describe(group[-1])}: a kernel does not plan "
+                              f"after recompute-positions: {_reason(graph, group)}; "
+                              "kg-fuse{recompute-positions=false} leaves it", group[-1].location)
+    return graph, groups
+
+
+def _closure(graph: FusionGraph, nodes: list[Node], members: set[int]) -> list[Node]:
+    """`nodes` and the members of their group they are computed from, in
+    program order."""
+    needed: dict[int, Node] = {}
+    stack = list(nodes)
+    while stack:
+        node = stack.pop()
+        if id(node) not in needed:
+            needed[id(node)] = node
+            stack.extend(o for o in node.operands if id(o) in members)
+    return graph.in_program_order(list(needed.values()))
+
+
+def _keeps_schedule(graph: FusionGraph, group: list[Node], changed: list[Node],
+                    copied: frozenset[int] = frozenset()) -> bool:
+    """Whether `changed` (`copied` as in FusionGraph.outputs) plans as a
+    kernel of the schedule `group` plans with (a library call stays one)."""
     try:
-        return graph.plan(changed).schedule == graph.plan(group).schedule
+        return graph.plan(changed, copied).schedule == graph.plan(group).schedule
     except Unplannable:
         return False
 

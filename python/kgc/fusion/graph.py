@@ -110,7 +110,7 @@ class FusionGraph:
                 self.reading_from[position + 1]
 
         self.live = self._live()
-        self._plans: dict[frozenset[int], KernelPlan | Unplannable] = {}
+        self._plans: dict[tuple, KernelPlan | Unplannable] = {}
 
     def _live(self) -> set[int]:
         """Nodes whose value reaches a use outside the fused ops."""
@@ -138,12 +138,16 @@ class FusionGraph:
     def describe(self, node: Node) -> str:
         return f"op {self.position(node)} (kg.{node.op})"
 
-    def outputs(self, group: list[Node]) -> list[Node]:
+    def outputs(self, group: list[Node], copied: frozenset[int] = frozenset()) -> list[Node]:
+        """The values of `group` that it returns: those used after it. The
+        `copied` members (ids) stand for copies of theirs made for the group
+        alone, which nothing else reads."""
         members = {id(n) for n in group}
-        return [n for n in group
-                if id(n) in self.escapes or any(id(u) not in members for u in self.users[id(n)])]
+        return [n for n in group if id(n) not in copied and (
+            id(n) in self.escapes or any(id(u) not in members for u in self.users[id(n)]))]
 
-    def isolated_outputs(self, group: list[Node]) -> list[Node]:
+    def isolated_outputs(self, group: list[Node],
+                         copied: frozenset[int] = frozenset()) -> list[Node]:
         """The group's outputs as its kernel sees them: values from other
         groups become inputs, numbered as the kernel's arguments will be (in
         order of first use by the group's ops, in program order); constants
@@ -170,21 +174,23 @@ class FusionGraph:
             copies[id(node)] = result
             return result
 
-        return [copy(n) for n in self.outputs(group)]
+        return [copy(n) for n in self.outputs(group, copied)]
 
     def signature(self, group: list[Node]) -> str:
         """A stable name of the group's content as a kernel (the same ops on
         the same types and inputs, in any function, give the same name)."""
         return signature(self.isolated_outputs(group))
 
-    def plan(self, group: list[Node]) -> KernelPlan:
-        """The default plan of `group` as one kernel, computed once per set
-        of nodes. Raises Unplannable."""
-        key = frozenset(id(n) for n in group)
+    def plan(self, group: list[Node], copied: frozenset[int] = frozenset()) -> KernelPlan:
+        """The default plan of `group` as one kernel (its `copied` members
+        as in `outputs`), computed once per set of nodes. Raises
+        Unplannable."""
+        key = (frozenset(id(n) for n in group), copied)
         known = self._plans.get(key)
         if known is None:
             try:
-                known = self.planner.plan(self.isolated_outputs(group), target=self.target)
+                known = self.planner.plan(self.isolated_outputs(group, copied),
+                                          target=self.target)
             except Unplannable as reason:
                 known = reason
             self._plans[key] = known

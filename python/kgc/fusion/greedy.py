@@ -126,6 +126,9 @@ class FusionDecisions:
     # Not a merge: kg-fuse moves a widening cast to the kernels that read
     # it, after the groups are made (kgc.passes.fuse).
     store_narrow: bool = True
+    # Not a merge either: a group of positions and constants alone is
+    # computed in each kernel that reads it (kgc.passes.fuse).
+    recompute_positions: bool = True
     # The fusion rules of schedules (Schedule.fusion_rule) that are no field
     # above and are turned off.
     rules_off: frozenset[str] = frozenset()
