@@ -31,6 +31,7 @@ KG_PASSES = (
     "kgc-cse",
     "kgc-dce",
     "kg-decompose",
+    "kg-fold",
     "kg-simplify",
     "kgc-cse",
     "kgc-dce",

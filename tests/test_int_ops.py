@@ -91,7 +91,9 @@ def test_causal_softmax_in_f16_compiles_for_sm90():
 @pytest.mark.parametrize("n", [1, 17, 130])
 def test_triu_mask_is_one_kernel(n):
     module = tiled(triu_graph(n))
-    assert len(kernels_in(module)) == 1
+    # Of one element, the mask holds everywhere (kg-fold): the function
+    # returns its argument and launches nothing.
+    assert len(kernels_in(module)) == (0 if n == 1 else 1)
     a = torch.randint(1, 100, (n, n), dtype=torch.int32)
     assert torch.equal(run_tiled(module, None, a), torch.triu(a))
 

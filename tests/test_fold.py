@@ -1,0 +1,183 @@
+"""kg-fold and kg-fuse's recompute-positions: masks built from positions
+compile to the values the graph as written gives, and no kernel is left
+that only computes them.
+
+Each graph runs through the whole kg pipeline on the CPU executor and is
+compared with `kgc.reference` on the graph as written: booleans and
+integers exactly, floats by the shared accuracy rule.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+from kgc.dialects import kg  # noqa: F401  (registers the dialect's Python classes)
+from mlir import ir
+
+torch = pytest.importorskip("torch")
+
+LIT_FILE = pathlib.Path(__file__).parents[1] / "lit_tests" / "kg-fold.mlir"
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def _compiled(text: str, name: str):
+    """`text` as written and compiled to the kg stage, in one context."""
+    from kgc.parsing import parse_text
+    from kgc.pipeline.compiler import compile_module
+
+    context = ir.Context()
+    source = parse_text(text, name, context)
+    tiled = parse_text(text, name, context)
+    with context:
+        compile_module(tiled, emit="kg")
+    return source, tiled
+
+
+def _kernels(module: ir.Operation, function: str) -> list[ir.Operation]:
+    from kgc.tiling.kernel_ops import walk_ops
+
+    with module.context:
+        for op in walk_ops(module.operation):
+            if op.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == function:
+                return [k for k in walk_ops(op) if k.name == "kg.kernel"]
+    raise AssertionError(f"no function @{function}")
+
+
+def _run(source, tiled, function: str, inputs: list):
+    from kgc import reference
+    from kgc.execution import run_tiled
+    from tests.comparison import assert_as_accurate_as_eager
+
+    with source.context:
+        got = run_tiled(tiled, function, *inputs)
+        eager = reference.evaluate(source, function, inputs)
+        exact = reference.evaluate(source, function, inputs, exact=True)
+    assert_as_accurate_as_eager(got, eager, exact)
+    return got, eager
+
+
+@pytest.mark.parametrize("function, inputs", [
+    ("packed_sequence_check", []),
+    ("wrap_around", []),
+    ("arithmetic", []),
+    ("causal_stays", []),
+    ("argument_stays", [lambda: torch.tensor([[0, 1, 2, 5, 6, 0, 1, 2, 3, 4, 9, 10, 11, 3, 4, 5]])]),
+    ("zero_times_integers", [lambda: torch.randint(-50, 50, (8, 4), dtype=torch.int32)]),
+    ("may_wrap_stays", []),
+])
+def test_the_lit_cases_compile_to_the_values_written(function, inputs):
+    source, tiled = _compiled(LIT_FILE.read_text(), "kg-fold.mlir")
+    got, eager = _run(source, tiled, function, [make() for make in inputs])
+    for mine, theirs in zip(got if isinstance(got, tuple) else (got,),
+                            eager if isinstance(eager, tuple) else (eager,)):
+        assert torch.equal(mine, theirs)
+
+
+def test_a_product_of_zeros_and_an_infinity_keeps_its_nan():
+    source, tiled = _compiled(LIT_FILE.read_text(), "kg-fold.mlir")
+    x = torch.randn(8, 4)
+    x[3, 1] = float("inf")
+    got, _ = _run(source, tiled, "zero_times_float_stays", [x])
+    assert torch.isnan(got[:, 1]).all() and not torch.isnan(got[:, [0, 2, 3]]).any()
+
+
+def _masked_attention(tokens: int, layers: int = 2) -> str:
+    """`layers` attentions of one head (d = 16) over `tokens` positions,
+    with the mask transformers builds when it checks for packed sequences
+    (positions that rise one at a time, their cumulative sum as a product
+    with a triangular matrix, gathered at the query's and the key's
+    position) and adds to the scores."""
+    n = tokens
+    lines = [
+        f"func.func @masked(%q: tensor<1x1x{n}x16xf16>, %k: tensor<1x1x16x{n}xf16>, "
+        f"%v: tensor<1x1x{n}x16xf16>) -> tensor<1x1x{n}x16xf16> {{",
+        f"  %pos = kg.iota dim 0 : tensor<{n}xi64>",
+        "  %zero = kg.constant 0.0 : tensor<i64>",
+        f"  %p0 = kg.add %pos, %zero : (tensor<{n}xi64>, tensor<i64>) -> tensor<{n}xi64>",
+        f"  %p = kg.reshape %p0 : tensor<{n}xi64> -> tensor<1x{n}xi64>",
+        f"  %first = kg.slice %p offsets [0, 0] strides [1, 1] : tensor<1x{n}xi64> -> tensor<1x1xi64>",
+        "  %one = kg.constant 1.0 : tensor<i64>",
+        "  %before = kg.sub %first, %one : (tensor<1x1xi64>, tensor<i64>) -> tensor<1x1xi64>",
+        f"  %joined = kg.concat %before, %p dim 1 : (tensor<1x1xi64>, tensor<1x{n}xi64>) -> "
+        f"tensor<1x{n + 1}xi64>",
+        f"  %lo = kg.slice %joined offsets [0, 0] strides [1, 1] : tensor<1x{n + 1}xi64> -> "
+        f"tensor<1x{n}xi64>",
+        f"  %hi = kg.slice %joined offsets [0, 1] strides [1, 1] : tensor<1x{n + 1}xi64> -> "
+        f"tensor<1x{n}xi64>",
+        f"  %diff = kg.sub %hi, %lo : (tensor<1x{n}xi64>, tensor<1x{n}xi64>) -> tensor<1x{n}xi64>",
+        f"  %starts = kg.cmp ne %diff, %one : (tensor<1x{n}xi64>, tensor<i64>) -> tensor<1x{n}xi1>",
+        f"  %r = kg.iota dim 0 : tensor<{n}x{n}xi32>",
+        f"  %c = kg.iota dim 1 : tensor<{n}x{n}xi32>",
+        f"  %tri_b = kg.cmp le %r, %c : (tensor<{n}x{n}xi32>, tensor<{n}x{n}xi32>) -> "
+        f"tensor<{n}x{n}xi1>",
+        f"  %tri = kg.cast %tri_b : tensor<{n}x{n}xi1> to tensor<{n}x{n}xf16>",
+        f"  %starts_f = kg.cast %starts : tensor<1x{n}xi1> to tensor<1x{n}xf16>",
+        f"  %sum = kg.matmul %starts_f, %tri : (tensor<1x{n}xf16>, tensor<{n}x{n}xf16>) -> "
+        f"tensor<1x{n}xf32>",
+        f"  %seq = kg.cast %sum : tensor<1x{n}xf32> to tensor<1x{n}xi64>",
+        f"  %seq1 = kg.reshape %seq : tensor<1x{n}xi64> -> tensor<{n}xi64>",
+        f"  %q_seq = kg.gather %seq1[%pos] dim 0 : (tensor<{n}xi64>, tensor<{n}xi64>) -> "
+        f"tensor<{n}xi64>",
+        f"  %q_seq2 = kg.reshape %q_seq : tensor<{n}xi64> -> tensor<{n}x1xi64>",
+        f"  %k_seq = kg.reshape %q_seq : tensor<{n}xi64> -> tensor<1x{n}xi64>",
+        f"  %same = kg.cmp eq %q_seq2, %k_seq : (tensor<{n}x1xi64>, tensor<1x{n}xi64>) -> "
+        f"tensor<{n}x{n}xi1>",
+        f"  %qp = kg.reshape %pos : tensor<{n}xi64> -> tensor<{n}x1xi64>",
+        f"  %causal = kg.cmp le %p, %qp : (tensor<1x{n}xi64>, tensor<{n}x1xi64>) -> "
+        f"tensor<{n}x{n}xi1>",
+        f"  %allowed = kg.logical_and %causal, %same : (tensor<{n}x{n}xi1>, tensor<{n}x{n}xi1>) -> "
+        f"tensor<{n}x{n}xi1>",
+        "  %fz = kg.constant 0.0 : tensor<f32>",
+        "  %ninf = kg.constant 0xFFF0000000000000 : tensor<f32>",
+        f"  %add = kg.select %allowed, %fz, %ninf : (tensor<{n}x{n}xi1>, tensor<f32>, tensor<f32>) "
+        f"-> tensor<{n}x{n}xf32>",
+    ]
+    x = "%q"
+    for layer in range(layers):
+        lines += [
+            f"  %s{layer} = kg.matmul {x}, %k : (tensor<1x1x{n}x16xf16>, tensor<1x1x16x{n}xf16>) -> "
+            f"tensor<1x1x{n}x{n}xf32>",
+            f"  %x{layer} = kg.add %s{layer}, %add : (tensor<1x1x{n}x{n}xf32>, tensor<{n}x{n}xf32>) "
+            f"-> tensor<1x1x{n}x{n}xf32>",
+            f"  %w{layer} = kg.softmax %x{layer} dim 3 : tensor<1x1x{n}x{n}xf32>",
+            f"  %h{layer} = kg.cast %w{layer} : tensor<1x1x{n}x{n}xf32> to tensor<1x1x{n}x{n}xf16>",
+            f"  %o{layer} = kg.matmul %h{layer}, %v : (tensor<1x1x{n}x{n}xf16>, "
+            f"tensor<1x1x{n}x16xf16>) -> tensor<1x1x{n}x16xf16>",
+        ]
+        x = f"%o{layer}"
+    lines += [f"  return {x} : tensor<1x1x{n}x16xf16>", "}"]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("tokens", [1, 3, 17, 100])
+def test_a_packed_sequence_mask_is_computed_in_each_attention_that_reads_it(tokens):
+    source, tiled = _compiled(_masked_attention(tokens), "masked.mlir")
+    generator = torch.Generator().manual_seed(tokens)
+    q, k, v = (torch.randn(shape, generator=generator).to(torch.float16) for shape in
+               ((1, 1, tokens, 16), (1, 1, 16, tokens), (1, 1, tokens, 16)))
+    _run(source, tiled, "masked", [q, k, v])
+    kernels = _kernels(tiled, "masked")
+    # No kernel computes the mask, the cumulative sum or positions alone;
+    # past one key, two attention kernels read Q (or the last output), K
+    # and V only.
+    assert all(len(k.operands) > 0 for k in kernels)
+    if tokens > 1:
+        assert [ir.StringAttr(k.attributes["sym_name"]).value.rsplit("_", 1)[-1]
+                for k in kernels] == ["attention", "attention"]
+        assert all(len(k.operands) == 3 for k in kernels)
+
+
+def test_without_recompute_positions_the_mask_is_a_kernel_of_its_own():
+    from kgc.parsing import parse_text
+    from kgc.pipeline.pipeline import Pipeline
+
+    context = ir.Context()
+    module = parse_text(_masked_attention(17), "masked.mlir", context)
+    with context:
+        Pipeline.parse("builtin.module(kg-decompose,kg-fold,kg-simplify,kgc-cse,kgc-dce,"
+                       "kg-fuse{recompute-positions=false})").run(module)
+    names = [ir.StringAttr(k.attributes["sym_name"]).value for k in _kernels(module, "masked")]
+    assert len(names) == 3 and names[0].endswith("pointwise")
