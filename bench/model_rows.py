@@ -97,16 +97,18 @@ def compile_forward(model, runner: str, size: str) -> None:
 
 
 @contextlib.contextmanager
-def contending(row: "ModelRow", runner: str, model, size: str):
+def contending(row: "ModelRow", runner: str, model, size: str, reset: bool = True):
     """The frame of one contender's turn at a row: `model.forward` compiled
-    as `runner` compiles it, warnings silenced within (kgc's fallbacks are
-    counted from its reports); after the block, kgc's recompiles and graphs
-    recorded and the class's forward restored. A failure in the block ends
-    it as the contender's error (and, for kgc, the row's status)."""
+    as `runner` compiles it (from a fresh Dynamo state with `reset`),
+    warnings silenced within (kgc's fallbacks are counted from its
+    reports); after the block, kgc's recompiles and graphs recorded and the
+    class's forward restored. A failure in the block ends it as the
+    contender's error (and, for kgc, the row's status)."""
     import torch
     from torch._dynamo.utils import counters
 
-    torch._dynamo.reset()
+    if reset:
+        torch._dynamo.reset()
     graphs_before = len(kgc_reports())
     try:
         compile_forward(model, runner, size)

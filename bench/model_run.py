@@ -18,7 +18,9 @@ Correct means, for kgc's result:
 
 On a GPU each contender's first call (its compile) is timed by the clock,
 and then each call as called (the host's clock around the call, median of a
-few) and its GPU kernel time (the sum of the kernels' times in one call,
+few; a forward row's contenders take one call each in turn, round after
+round, so that the host's slow spells fall on all of them) and its GPU
+kernel time (the sum of the kernels' times in one call,
 from torch's profiler). kgc's row also says how many kgc kernels its graphs
 launch, the ops left to PyTorch (`kgc.torch.reports()`), and how many
 times Dynamo compiled the forward after its first graph (a new shape: a
@@ -131,7 +133,7 @@ class ModelSuiteResult:
                 out.append(f"  {row.model} {row.row}: kgc {row.status}: {row.reason}")
             for runner, reason in row.errors.items():
                 if runner != KGC:
-                    out.append(f"  {row.model} {row.row}: {LABELS[runner]}: {reason}")
+                    out.append(f"  {row.model} {row.row}: {LABELS.get(runner, runner)}: {reason}")
         return "\n".join(out)
 
     def write_chart(self, path) -> None:
@@ -253,12 +255,84 @@ def _run_row(spec: ModelSpec, model, reference, row_spec: RowSpec, size: str, se
             return row
         expected = _reference_logits(reference, spec, row_spec, ids, eager)
         runners = GPU_RUNNERS if size == GPU and reps else (KGC,)
+        if row_spec.kind == FORWARD and size == GPU and reps:
+            _run_forward_side_by_side(row, runners, model, call, reps, eager, expected)
+            return row
         for runner in runners:
             # generate() makes many forwards: fewer of them give as steady a median.
-            calls = reps if row_spec.kind == FORWARD else max(3, reps // 5)
-            _run_contender(row, runner, model, call, size, calls if reps else 0, eager,
-                           expected)
+            _run_contender(row, runner, model, call, size, max(3, reps // 5) if reps else 0,
+                           eager, expected)
     return row
+
+
+def _run_forward_side_by_side(row: ModelRow, runners: Sequence[str], model, call, calls: int,
+                              eager, expected) -> None:
+    """A forward row's contenders compiled and checked one after another,
+    then timed side by side: `calls` rounds of one call each, so that what
+    slows the host for a while slows every contender alike. (A forward
+    compiles one graph per contender, which Dynamo keeps beside the others;
+    a generate row compiles several, and its contenders take turns.)"""
+    import torch
+
+    torch._dynamo.reset()
+    forwards = {}
+    for runner in runners:
+        with contending(row, runner, model, GPU, reset=False):
+            started = time.perf_counter()
+            result = call(model)
+            torch.cuda.synchronize()
+            if runner != EAGER:
+                row.compile_s[runner] = time.perf_counter() - started
+            if runner == KGC:
+                _check(row, result, eager, expected)
+                if row.status == WRONG:
+                    continue  # a wrong result is not timed: its time would mean nothing
+            elif runner == KGC_GRAPHS and not _replays_right(result, eager, expected):
+                row.errors[runner] = "wrong result under CUDA graphs"
+                continue
+            forwards[runner] = model.__dict__.get("forward")  # None: the class's, eager
+    if forwards:
+        _time_side_by_side(row, forwards, model, call, calls)
+
+
+def _time_side_by_side(row: ModelRow, forwards: dict, model, call, calls: int) -> None:
+    """Median wall time of a call as called, each contender's `forward`
+    installed in turn for one call of each round, after warm-up; then each
+    one's GPU kernel time of one call."""
+    import torch
+    from torch._dynamo.utils import counters
+
+    def install(runner: str) -> None:
+        if forwards[runner] is None:
+            model.__dict__.pop("forward", None)
+        else:
+            model.forward = forwards[runner]
+
+    compiled_before = counters["frames"]["ok"]
+    try:
+        for runner in forwards:
+            install(runner)
+            for _ in range(2):  # CUDA graphs are recorded on the second and third calls
+                call(model)
+        times = {runner: [] for runner in forwards}
+        for _ in range(calls):
+            for runner in forwards:
+                install(runner)
+                torch.cuda.synchronize()
+                started = time.perf_counter()
+                call(model)
+                torch.cuda.synchronize()
+                times[runner].append(time.perf_counter() - started)
+        for runner in forwards:
+            install(runner)
+            row.wall_ms[runner] = statistics.median(times[runner]) * 1e3
+            row.gpu_ms[runner] = gpu_kernel_ms(lambda: call(model))
+    finally:
+        model.__dict__.pop("forward", None)
+    if counters["frames"]["ok"] != compiled_before:
+        # Taking turns made Dynamo compile again: some times hold a compile.
+        row.errors["side by side"] = (f"{counters['frames']['ok'] - compiled_before} compiles "
+                                      "while the contenders took turns")
 
 
 def _caller(spec: ModelSpec, row_spec: RowSpec, ids) -> Callable:
