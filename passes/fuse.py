@@ -259,15 +259,7 @@ def _store_narrow(function: ir.Operation, graph: FusionGraph, groups: list[list[
                     if operand == node.value:
                         user_op.operands[position] = copy.results[0]
             ops_of_group[reader].append(copy.operation)
-    graph = FusionGraph.of_function(function, target, planner)
-    node_of = {node.value.owner: node for node in graph.nodes}
-    groups = [graph.in_program_order([node_of[op] for op in ops]) for ops in ops_of_group]
-    for group in groups:
-        if not graph.plannable(group):
-            raise PassFailure(f"kg-fuse: {graph.describe(group[-1])}: a kernel does not plan "
-                              f"after store-narrow: {_reason(graph, group)}; "
-                              "kg-fuse{store-narrow=false} leaves it", group[-1].location)
-    return graph, groups
+    return _regrouped(function, ops_of_group, target, planner, "store-narrow")
 
 
 def _recompute_positions(function: ir.Operation, graph: FusionGraph, groups: list[list[Node]],
@@ -321,14 +313,22 @@ def _recompute_positions(function: ir.Operation, graph: FusionGraph, groups: lis
                         if operand in clones:
                             op.operands[position] = clones[operand]
         ops_of_group[number] = []  # dead now: kg-fuse erases it with the fused ops
+    return _regrouped(function, ops_of_group, target, planner, "recompute-positions")
+
+
+def _regrouped(function: ir.Operation, ops_of_group: list[list[ir.Operation]], target, planner,
+               step: str) -> tuple[FusionGraph, list[list[Node]]]:
+    """The graph of `function` after the rewrite `step` (a kg-fuse option)
+    and its groups, carried over by op (a group left with no op is gone);
+    raises PassFailure where a group no longer plans."""
     graph = FusionGraph.of_function(function, target, planner)
     node_of = {node.value.owner: node for node in graph.nodes}
     groups = [graph.in_program_order([node_of[op] for op in ops]) for ops in ops_of_group if ops]
     for group in groups:
         if not graph.plannable(group):
             raise PassFailure(f"kg-fuse: {graph.describe(group[-1])}: a kernel does not plan "
-                              f"after recompute-positions: {_reason(graph, group)}; "
-                              "kg-fuse{recompute-positions=false} leaves it", group[-1].location)
+                              f"after {step}: {_reason(graph, group)}; "
+                              f"kg-fuse{{{step}=false}} leaves it", group[-1].location)
     return graph, groups
 
 

@@ -23,6 +23,7 @@ from kgc.diagnostics import KgcError
 from kgc.passes import registered_passes
 from kgc.pipeline import Pipeline
 from tests.comparison import as_tuple
+from tests.kg_stage import compiled_to_kg, run_as_the_reference
 from tests.tools import console_script
 
 DYNAMIC_ROWS = """\
@@ -208,13 +209,13 @@ def test_kg_fuse_cuts_a_group_of_a_schedule_without_dynamic_extents_into_kernels
     # kg-tile will, so it makes products and a softmax, each over `?`.
     import torch
 
-    source, tiled = _compiled_to_kg(ATTENTION_OF_A_DYNAMIC_COUNT, "attend.mlir")
+    source, tiled = compiled_to_kg(ATTENTION_OF_A_DYNAMIC_COUNT, "attend.mlir")
     text = str(tiled)
     assert "attention" not in text and text.count("dynamic_axis = 0") >= 2
     generator = torch.Generator().manual_seed(size)
     inputs = [torch.randn(shape, generator=generator) for shape in ((size, 64), (128, 64),
                                                                     (128, 64))]
-    _assert_runs_as_the_reference(source, tiled, "attend", inputs)
+    run_as_the_reference(source, tiled, "attend", inputs)
 
 
 TWO_KERNELS = """\
@@ -429,38 +430,9 @@ func.func @points(%x: tensor<?x777xf32>, %y: tensor<?x777xf32>, %b: tensor<777xf
 """
 
 
-def _compiled_to_kg(text: str, name: str):
-    """`text` as written (for the reference) and compiled to the kg stage
-    (tiled, padded, masked), in one context."""
-    from kgc.parsing import parse_text
-    from kgc.pipeline.compiler import compile_module
-
-    context = ir.Context()
-    source = parse_text(text, name, context)
-    tiled = parse_text(text, name, context)
-    with context:
-        compile_module(tiled, emit="kg")
-    return source, tiled
-
-
-def _assert_runs_as_the_reference(source, tiled, function: str, inputs: list):
-    """`function` of the tiled module on the CPU executor, as accurate as
-    the reference's f16/f32 evaluation against its exact one; its results."""
-    from kgc import reference
-    from kgc.execution import run_tiled
-    from tests.comparison import assert_as_accurate_as_eager
-
-    with source.context:
-        got = run_tiled(tiled, function, *inputs)
-        eager = reference.evaluate(source, function, inputs)
-        exact = reference.evaluate(source, function, inputs, exact=True)
-    assert_as_accurate_as_eager(got, eager, exact)
-    return got
-
-
 @pytest.fixture(scope="module")
 def compiled_once():
-    return _compiled_to_kg(COMPILED_ONCE, "compiled_once.mlir")
+    return compiled_to_kg(COMPILED_ONCE, "compiled_once.mlir")
 
 
 @pytest.mark.parametrize("size", [1, 3, 17, 1000, 4097])
@@ -483,7 +455,7 @@ def test_one_compiled_graph_runs_at_every_size_of_its_dynamic_extent(compiled_on
     inputs = [torch.randn(shape, generator=generator).to(dtype) for shape, dtype in shapes]
     if function == "proj":
         inputs[2] = inputs[2] / 10  # products of 128 terms in f16's range
-    got = _assert_runs_as_the_reference(source, tiled, function, inputs)
+    got = run_as_the_reference(source, tiled, function, inputs)[0]
     assert tuple(as_tuple(got)[0].shape)[0] == size
 
 
@@ -532,7 +504,7 @@ func.func @embed(%ids: tensor<1x?xi64>, %t: tensor<100x64xf32>, %w: tensor<64xf3
 
 @pytest.fixture(scope="module")
 def strided_once():
-    return _compiled_to_kg(STRIDED_ONCE, "strided_once.mlir")
+    return compiled_to_kg(STRIDED_ONCE, "strided_once.mlir")
 
 
 @pytest.mark.parametrize("size", [1, 3, 17, 1000, 4097])
@@ -554,7 +526,7 @@ def test_a_size_inside_other_dims_runs_at_every_size_from_one_compile(strided_on
         inputs.insert(0, torch.randint(0, 100, (1, size), generator=generator))
     if function == "tokens":
         inputs[1] = inputs[1] / 20  # products of 512 terms in f16's range
-    got = _assert_runs_as_the_reference(source, tiled, function, inputs)
+    got = run_as_the_reference(source, tiled, function, inputs)[0]
     assert size in tuple(as_tuple(got)[0].shape)
 
 

@@ -13,27 +13,14 @@ import pathlib
 
 import pytest
 
-from kgc.dialects import kg  # noqa: F401  (registers the dialect's Python classes)
 from mlir import ir
+from tests.kg_stage import compiled_to_kg, run_as_the_reference
 
 torch = pytest.importorskip("torch")
 
 LIT_FILE = pathlib.Path(__file__).parents[1] / "lit_tests" / "kg-fold.mlir"
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-
-def _compiled(text: str, name: str):
-    """`text` as written and compiled to the kg stage, in one context."""
-    from kgc.parsing import parse_text
-    from kgc.pipeline.compiler import compile_module
-
-    context = ir.Context()
-    source = parse_text(text, name, context)
-    tiled = parse_text(text, name, context)
-    with context:
-        compile_module(tiled, emit="kg")
-    return source, tiled
 
 
 def _kernels(module: ir.Operation, function: str) -> list[ir.Operation]:
@@ -46,19 +33,6 @@ def _kernels(module: ir.Operation, function: str) -> list[ir.Operation]:
     raise AssertionError(f"no function @{function}")
 
 
-def _run(source, tiled, function: str, inputs: list):
-    from kgc import reference
-    from kgc.execution import run_tiled
-    from tests.comparison import assert_as_accurate_as_eager
-
-    with source.context:
-        got = run_tiled(tiled, function, *inputs)
-        eager = reference.evaluate(source, function, inputs)
-        exact = reference.evaluate(source, function, inputs, exact=True)
-    assert_as_accurate_as_eager(got, eager, exact)
-    return got, eager
-
-
 @pytest.mark.parametrize("function, inputs", [
     ("packed_sequence_check", []),
     ("wrap_around", []),
@@ -69,18 +43,18 @@ def _run(source, tiled, function: str, inputs: list):
     ("may_wrap_stays", []),
 ])
 def test_the_lit_cases_compile_to_the_values_written(function, inputs):
-    source, tiled = _compiled(LIT_FILE.read_text(), "kg-fold.mlir")
-    got, eager = _run(source, tiled, function, [make() for make in inputs])
+    source, tiled = compiled_to_kg(LIT_FILE.read_text(), "kg-fold.mlir")
+    got, eager = run_as_the_reference(source, tiled, function, [make() for make in inputs])
     for mine, theirs in zip(got if isinstance(got, tuple) else (got,),
                             eager if isinstance(eager, tuple) else (eager,)):
         assert torch.equal(mine, theirs)
 
 
 def test_a_product_of_zeros_and_an_infinity_keeps_its_nan():
-    source, tiled = _compiled(LIT_FILE.read_text(), "kg-fold.mlir")
+    source, tiled = compiled_to_kg(LIT_FILE.read_text(), "kg-fold.mlir")
     x = torch.randn(8, 4)
     x[3, 1] = float("inf")
-    got, _ = _run(source, tiled, "zero_times_float_stays", [x])
+    got, _ = run_as_the_reference(source, tiled, "zero_times_float_stays", [x])
     assert torch.isnan(got[:, 1]).all() and not torch.isnan(got[:, [0, 2, 3]]).any()
 
 
@@ -154,11 +128,11 @@ def _masked_attention(tokens: int, layers: int = 2) -> str:
 
 @pytest.mark.parametrize("tokens", [1, 3, 17, 100])
 def test_a_packed_sequence_mask_is_computed_in_each_attention_that_reads_it(tokens):
-    source, tiled = _compiled(_masked_attention(tokens), "masked.mlir")
+    source, tiled = compiled_to_kg(_masked_attention(tokens), "masked.mlir")
     generator = torch.Generator().manual_seed(tokens)
     q, k, v = (torch.randn(shape, generator=generator).to(torch.float16) for shape in
                ((1, 1, tokens, 16), (1, 1, 16, tokens), (1, 1, tokens, 16)))
-    _run(source, tiled, "masked", [q, k, v])
+    run_as_the_reference(source, tiled, "masked", [q, k, v])
     kernels = _kernels(tiled, "masked")
     # No kernel computes the mask, the cumulative sum or positions alone;
     # past one key, two attention kernels read Q (or the last output), K
