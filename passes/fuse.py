@@ -74,7 +74,8 @@ group and comes back. So:
                                                   kgc.tiling.attention)
 
 Constants and iotas (values known from their index alone) are copied into
-every kernel that uses them. After the greedy partition, a kernel made of
+every kernel that uses them. After partitioning (greedily, or as given: the
+search's partitions are greedy ones), a kernel made of
 elementwise ops and views of them alone (a causal mask) is copied into each
 kernel that reads it, where each keeps its schedule (`recompute-positions`),
 so a mask is computed where it is used and never stored.
@@ -199,12 +200,19 @@ def fuse_function(function: ir.Operation, partition: Partition | None = None,
     partition = partition or from_attributes
     if partition is None:
         groups = greedy_partition(graph, decisions).groups
-        if decisions.recompute_positions:
-            graph, groups = _recompute_positions(function, graph, groups, target, planner)
-        if decisions.store_narrow:
-            graph, groups = _store_narrow(function, graph, groups, target, planner)
     else:
         groups = _checked_groups(graph, partition, function)
+    # On a given partition too: the search's partitions are greedy ones,
+    # which the default compile rewrites so.
+    if decisions.recompute_positions:
+        # A group copied into its readers may leave one of them made of
+        # positions alone (a comparison, then the choice it makes, unfused).
+        count = None
+        while count != len(groups):
+            count = len(groups)
+            graph, groups = _recompute_positions(function, graph, groups, target, planner)
+    if decisions.store_narrow:
+        graph, groups = _store_narrow(function, graph, groups, target, planner)
     # Types and attributes built here need a default location when this
     # runs outside a pass.
     with function.location:
@@ -213,7 +221,7 @@ def fuse_function(function: ir.Operation, partition: Partition | None = None,
 
 def _store_narrow(function: ir.Operation, graph: FusionGraph, groups: list[list[Node]],
                   target, planner) -> tuple[FusionGraph, list[list[Node]]]:
-    """`store-narrow` on the greedy partition: a conversion that widens a
+    """`store-narrow` on a partition: a conversion that widens a
     value of its kernel exactly (kg-decompose's f16 -> f32 promotions) and
     that other kernels read => each of them widens for itself, and the
     value crosses memory narrow. The conversion moves where it has one
@@ -264,7 +272,7 @@ def _store_narrow(function: ir.Operation, graph: FusionGraph, groups: list[list[
 
 def _recompute_positions(function: ir.Operation, graph: FusionGraph, groups: list[list[Node]],
                          target, planner) -> tuple[FusionGraph, list[list[Node]]]:
-    """`recompute-positions` on the greedy partition: a group whose values
+    """`recompute-positions` on a partition: a group whose values
     depend on positions and constants alone (elementwise ops and views of
     iotas and constants: a causal mask) and that other kernels read =>
     each reading kernel computes what it reads of it, and the group is no

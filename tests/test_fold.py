@@ -155,3 +155,30 @@ def test_without_recompute_positions_the_mask_is_a_kernel_of_its_own():
                        "kg-fuse{recompute-positions=false})").run(module)
     names = [ir.StringAttr(k.attributes["sym_name"]).value for k in _kernels(module, "masked")]
     assert len(names) == 3 and names[0].endswith("pointwise")
+
+
+def test_every_partition_the_search_proposes_computes_the_mask_where_it_is_read():
+    # The search compiles its partitions as given ones: kg-fuse rewrites
+    # them as it rewrites its own, so none stores the mask.
+    from kgc.fusion import propose_partitions
+    from kgc.parsing import parse_text
+    from kgc.tiling.kernel_ops import walk_ops
+    from kgc.pipeline.pipeline import Pipeline
+
+    before_fusion = "builtin.module(kg-decompose,kg-fold,kg-simplify,kgc-cse,kgc-dce)"
+    context = ir.Context()
+    module = parse_text(_masked_attention(17), "masked.mlir", context)
+    with context:
+        Pipeline.parse(before_fusion).run(module)
+        function = next(op for op in walk_ops(module) if op.name == "func.func")
+        proposals = propose_partitions(function)
+    assert len(proposals) > 2
+    for partition in proposals:
+        given = parse_text(_masked_attention(17), "masked.mlir", context)
+        with context:
+            Pipeline.parse(before_fusion).run(given)
+            Pipeline.parse(f"builtin.module(kg-fuse{{partition={partition} function=masked}})"
+                           ).run(given)
+        kernels = _kernels(given, "masked")
+        assert kernels and all(len(k.operands) > 0 for k in kernels), (partition.origin,
+                                                                      str(given))
