@@ -145,6 +145,24 @@ def test_index_select_and_indexing_by_one_tensor(count):
 
 
 @pytest.mark.parametrize("count", COUNTS)
+def test_gather_of_one_line_is_a_gather_of_any_type(count):
+    # BERT's token types at its positions: torch.gather(types, 1, ids) with
+    # ids of one line, of an integer buffer.
+    types = torch.randint(0, 2, (2, 1000), generator=torch.Generator().manual_seed(count))
+    values = randn(3, 1000, 4, seed=count + 30)
+    ids = repeated(count, 1000, count + 31, (1, count))
+
+    def gather(types, values, ids):
+        lines = torch.gather(values, 1, ids.reshape(1, count, 1).expand(1, count, 1))
+        return torch.gather(types, 1, ids), lines, torch.gather(types[0], 0, ids[0])
+
+    result, left, _ = compiled_run(gather, types, values, ids)
+    assert not left, left
+    for got, want in zip(result, gather(types, values, ids)):
+        assert got.dtype == want.dtype and torch.equal(got, want)
+
+
+@pytest.mark.parametrize("count", COUNTS)
 def test_indexing_by_tensors_on_adjacent_dims(count):
     # transformers' masks read the padding mask as mask[batch_idx, kv_idx],
     # the indices broadcast against each other.

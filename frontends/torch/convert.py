@@ -1134,11 +1134,17 @@ def _one_per_line(ctx: Context, x: Tensor, dim, index) -> tuple[int, Tensor]:
 
 @converts(aten.gather.default)
 def _gather(ctx, a):
-    """x[..., index, ...] along dim for one index per line (a loss picking
-    the target's log-probability): the line summed where the position is
-    the index, which adds the one picked element to zeros exactly. An index
-    out of range picks nothing (0), where torch raises."""
-    x = a["input"]
+    """x[..., index, ...] along dim. An index of one line (extent 1 on
+    every other dim: BERT's token types at its positions) takes that line
+    of x at the indices, a kg.gather, of any type. One index per line (a
+    loss picking the target's log-probability): the line summed where the
+    position is the index, which adds the one picked element to zeros
+    exactly; an index out of range picks nothing (0), where torch raises."""
+    x, index = a["input"], a["index"]
+    if isinstance(x, Tensor) and isinstance(index, Tensor) and index.ndim == x.ndim:
+        dim = _static_value(a["dim"], "gather dim") % x.ndim
+        if all(n == 1 for d, n in enumerate(index.shape) if d != dim):
+            return _gathered_line(ctx, x, dim, _index_tensor(ctx, index, "gather index"))
     if not isinstance(x, Tensor) or x.dtype not in _FLOATS:
         raise Unsupported(f"gather of {getattr(x, 'dtype', x)}: kg sums floats")
     dim, picked = _one_per_line(ctx, x, a["dim"], a["index"])
@@ -1188,6 +1194,17 @@ def _single_index(ctx: Context, x: Tensor, indices) -> tuple[int, Tensor]:
                           "scatters along one dimension")
     dim, index = given[0]
     return dim, _index_tensor(ctx, index, f"{op_name(ctx.node)} index")
+
+
+def _gathered_line(ctx: Context, x: Tensor, dim: int, index: Tensor) -> Tensor:
+    """torch.gather(x, dim, index) for an index of extent 1 on every dim
+    but `dim`: x's first line along dim, at the indices (torch.gather counts
+    no negative index from the end)."""
+    graph = ctx.graph
+    line = tuple(n if d == dim else 1 for d, n in enumerate(x.shape))
+    if line != x.shape:
+        x = graph.slice(x, [0] * x.ndim, line)
+    return _gathered(ctx, x, dim, graph.reshape(index, (index.shape[dim],)), wrap=False)
 
 
 def _gathered(ctx: Context, x: Tensor, dim: int, index: Tensor, wrap: bool) -> Tensor:
