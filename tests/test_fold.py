@@ -182,3 +182,106 @@ def test_every_partition_the_search_proposes_computes_the_mask_where_it_is_read(
         kernels = _kernels(given, "masked")
         assert kernels and all(len(k.operands) > 0 for k in kernels), (partition.origin,
                                                                       str(given))
+
+
+# -- random position arithmetic, folded and not ------------------------------
+
+
+def _random_positions_graph(data, rows: int, cols: int) -> str:
+    """A function of no arguments computing integers and booleans of
+    shape (rows, cols) from two iotas and constants: sums, differences,
+    products by constants, negations, comparisons, choices, logical ops,
+    conversions, and joins of windows of two values; it returns the last
+    four."""
+    from hypothesis import strategies as st
+
+    full = f"tensor<{rows}x{cols}xi64>"
+    flags = f"tensor<{rows}x{cols}xi1>"
+    lines = [f"  %i0 = kg.iota dim 0 start {data.draw(st.integers(-3, 3))} : {full}",
+             f"  %i1 = kg.iota dim 1 start {data.draw(st.integers(-3, 3))} : {full}"]
+    ints, bools = ["%i0", "%i1"], []
+    for step in range(data.draw(st.integers(3, 12))):
+        name = f"%v{step}"
+        kinds = ["sum", "scaled", "neg", "compare", "window"] + \
+            (["choose", "logic", "widen"] if bools else [])
+        kind = data.draw(st.sampled_from(kinds))
+        if kind == "sum":
+            op = data.draw(st.sampled_from(["add", "sub"]))
+            a, b = data.draw(st.sampled_from(ints)), data.draw(st.sampled_from(ints))
+            lines.append(f"  {name} = kg.{op} {a}, {b} : ({full}, {full}) -> {full}")
+        elif kind == "scaled":
+            lines.append(f"  {name}c = kg.constant {data.draw(st.integers(-3, 3))}.0 : tensor<i64>")
+            lines.append(f"  {name} = kg.mul {data.draw(st.sampled_from(ints))}, {name}c : "
+                         f"({full}, tensor<i64>) -> {full}")
+        elif kind == "neg":
+            lines.append(f"  {name} = kg.neg {data.draw(st.sampled_from(ints))} : {full}")
+        elif kind == "compare":
+            predicate = data.draw(st.sampled_from(["eq", "ne", "lt", "le", "gt", "ge"]))
+            a, b = data.draw(st.sampled_from(ints)), data.draw(st.sampled_from(ints))
+            lines.append(f"  {name} = kg.cmp {predicate} {a}, {b} : ({full}, {full}) -> {flags}")
+            bools.append(name)
+            continue
+        elif kind == "window":
+            # cols = k + (cols - k): a window of one value, then of another.
+            a, b = data.draw(st.sampled_from(ints)), data.draw(st.sampled_from(ints))
+            k = data.draw(st.integers(0, cols))
+            pieces = []
+            if k:
+                lines.append(f"  {name}a = kg.slice {a} offsets [0, 0] strides [1, 1] : {full} -> "
+                             f"tensor<{rows}x{k}xi64>")
+                pieces.append((f"{name}a", k))
+            if cols - k:
+                lines.append(f"  {name}b = kg.slice {b} offsets [0, {k}] strides [1, 1] : {full} "
+                             f"-> tensor<{rows}x{cols - k}xi64>")
+                pieces.append((f"{name}b", cols - k))
+            if len(pieces) == 1:
+                name = pieces[0][0]
+            else:
+                types = ", ".join(f"tensor<{rows}x{n}xi64>" for _, n in pieces)
+                lines.append(f"  {name} = kg.concat {', '.join(p for p, _ in pieces)} dim 1 : "
+                             f"({types}) -> {full}")
+        elif kind == "choose":
+            c, a, b = (data.draw(st.sampled_from(bools)), data.draw(st.sampled_from(ints)),
+                       data.draw(st.sampled_from(ints)))
+            lines.append(f"  {name} = kg.select {c}, {a}, {b} : ({flags}, {full}, {full}) -> {full}")
+        elif kind == "logic":
+            op = data.draw(st.sampled_from(["logical_and", "logical_or"]))
+            a, b = data.draw(st.sampled_from(bools)), data.draw(st.sampled_from(bools))
+            lines.append(f"  {name} = kg.{op} {a}, {b} : ({flags}, {flags}) -> {flags}")
+            bools.append(name)
+            continue
+        else:  # widen
+            lines.append(f"  {name} = kg.cast {data.draw(st.sampled_from(bools))} : {flags} to "
+                         f"{full}")
+        ints.append(name)
+    returned = (ints[2:] + bools)[-4:] or ints[-1:]
+    types = [flags if r in bools else full for r in returned]
+    return (f"func.func @positions() -> ({', '.join(types)}) {{\n" + "\n".join(lines) +
+            f"\n  return {', '.join(returned)} : {', '.join(types)}\n}}\n")
+
+
+def test_folding_random_position_arithmetic_keeps_every_value():
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from kgc import reference
+    from kgc.parsing import parse_text
+    from kgc.pipeline.pipeline import Pipeline
+    from tests.comparison import as_tuple
+
+    @settings(max_examples=150, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow])
+    @given(st.data(), st.integers(1, 4), st.integers(1, 6))
+    def check(data, rows, cols):
+        text = _random_positions_graph(data, rows, cols)
+        context = ir.Context()
+        written = parse_text(text, "positions.mlir", context)
+        folded = parse_text(text, "positions.mlir", context)
+        with context:
+            Pipeline.parse("builtin.module(kg-fold,kgc-dce)").run(folded)
+            want = as_tuple(reference.evaluate(written, "positions", []))
+            got = as_tuple(reference.evaluate(folded, "positions", []))
+        for g, w in zip(got, want, strict=True):
+            assert g.dtype == w.dtype and torch.equal(g, w), f"{text}\n{folded}"
+
+    check()
