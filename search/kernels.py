@@ -89,15 +89,17 @@ def input_specs(module: ir.Operation) -> list[tuple[tuple[int, ...], str]]:
             for t in arguments]
 
 
-# Ops whose result holds the same index values as their operand, rearranged.
-_INDEX_PRESERVING = {"kg.reshape", "kg.broadcast_to", "kg.transpose", "kg.slice", "kg.cast"}
+# Ops whose result holds values of their first operand, rearranged (a
+# gather's, some of its table's: BERT's token types read at its positions).
+_INDEX_PRESERVING = {"kg.reshape", "kg.broadcast_to", "kg.transpose", "kg.slice", "kg.cast",
+                     "kg.gather"}
 
 
 def index_bounds(module: ir.Operation) -> dict[int, int]:
     """Argument position -> the extent its values must stay under, for each
     integer argument of the first function of `module` that indexes a
-    `kg.gather` (through reshapes, broadcasts, transposes, slices, casts
-    and kernel boundaries): random indices beyond the table are no input
+    `kg.gather` (through reshapes, broadcasts, transposes, slices, casts,
+    the tables of gathers and kernel boundaries): random indices beyond the table are no input
     the graph takes (`verify.random_inputs` draws them inside)."""
     function = _first_function(module)
 

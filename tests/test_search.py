@@ -193,6 +193,28 @@ func.func @embed(%table: tensor<2048x64xf16>, %ids: tensor<1x16xi64>) -> tensor<
 """
 
 
+_TYPES_AT_POSITIONS = """
+func.func @types(%emb: tensor<2x64xf16>, %types: tensor<1x512xi64>, %pos: tensor<17xi64>) -> tensor<17x64xf16> {
+  %line = kg.reshape %types : tensor<1x512xi64> -> tensor<512xi64>
+  %at = kg.gather %line[%pos] dim 0 : (tensor<512xi64>, tensor<17xi64>) -> tensor<17xi64>
+  %rows = kg.gather %emb[%at] dim 0 : (tensor<2x64xf16>, tensor<17xi64>) -> tensor<17x64xf16>
+  return %rows : tensor<17x64xf16>
+}
+"""
+
+
+def test_a_table_of_indices_gathered_is_bounded_by_the_table_its_values_index():
+    # BERT's token types read at its positions, then embedded: the types'
+    # values index the 2-row embedding, the positions the 512 types.
+    from mlir import ir
+
+    from kgc.search.kernels import index_bounds
+
+    with ir.Context() as context:
+        context.allow_unregistered_dialects = True
+        assert index_bounds(ir.Module.parse(_TYPES_AT_POSITIONS).operation) == {1: 2, 2: 512}
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_random_indices_of_a_gather_lie_inside_its_table(seed):
     import torch
