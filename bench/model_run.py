@@ -278,19 +278,8 @@ def _run_forward_side_by_side(row: ModelRow, runners: Sequence[str], model, call
     forwards = {}
     for runner in runners:
         with contending(row, runner, model, GPU, reset=False):
-            started = time.perf_counter()
-            result = call(model)
-            torch.cuda.synchronize()
-            if runner != EAGER:
-                row.compile_s[runner] = time.perf_counter() - started
-            if runner == KGC:
-                _check(row, result, eager, expected)
-                if row.status == WRONG:
-                    continue  # a wrong result is not timed: its time would mean nothing
-            elif runner == KGC_GRAPHS and not _replays_right(result, eager, expected):
-                row.errors[runner] = "wrong result under CUDA graphs"
-                continue
-            forwards[runner] = model.__dict__.get("forward")  # None: the class's, eager
+            if _first_call(row, runner, model, call, GPU, eager, expected):
+                forwards[runner] = model.__dict__.get("forward")  # None: the class's, eager
     if forwards:
         _time_side_by_side(row, forwards, model, call, calls)
 
@@ -370,20 +359,28 @@ def _run_contender(row: ModelRow, runner: str, model, call, size: str, calls: in
     """`runner`'s first call of the row (checked when it is kgc's), then,
     when `calls`, its time over that many calls."""
     with contending(row, runner, model, size):
-        started = time.perf_counter()
-        result = call(model)
-        _synchronize(size)
-        if runner != EAGER:
-            row.compile_s[runner] = time.perf_counter() - started
-        if runner == KGC:
-            _check(row, result, eager, expected)
-        elif runner == KGC_GRAPHS and not _replays_right(result, eager, expected):
-            # Not timed: the row's status is kgc's own compile's.
-            row.errors[runner] = "wrong result under CUDA graphs"
-            return
-        if size == GPU and calls and not (runner == KGC and row.status == WRONG):
-            # A wrong result is not timed: its time would mean nothing.
+        if _first_call(row, runner, model, call, size, eager, expected) and size == GPU \
+                and calls:
             _time_calls(row, runner, model, call, calls)
+
+
+def _first_call(row: ModelRow, runner: str, model, call, size: str, eager, expected) -> bool:
+    """`runner`'s first call of the row, its compile timed, checked when it
+    is kgc's; whether its result may be timed (a wrong one's time would
+    mean nothing)."""
+    started = time.perf_counter()
+    result = call(model)
+    _synchronize(size)
+    if runner != EAGER:
+        row.compile_s[runner] = time.perf_counter() - started
+    if runner == KGC:
+        _check(row, result, eager, expected)
+        return row.status != WRONG
+    if runner == KGC_GRAPHS and not _replays_right(result, eager, expected):
+        # Not timed: the row's status is kgc's own compile's.
+        row.errors[runner] = "wrong result under CUDA graphs"
+        return False
+    return True
 
 
 def _replays_right(result, eager, expected) -> bool:

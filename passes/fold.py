@@ -49,6 +49,7 @@ from typing import Sequence
 from mlir import ir
 
 from kgc.dialects import kg
+from kgc.element_types import INTEGER_BITS
 from kgc.op_table import ELEMENTWISE
 from kgc.passes.registry import Pass, register_pass
 from kgc.tiling.kernel_ops import enclosing_kernel, walk_ops
@@ -97,9 +98,6 @@ class Form:
 
 # The sign a sum or a difference gives its right operand.
 _SIGN = {"add": 1, "sub": -1}
-# The integer types' ranges: a form whose values could leave them wraps in
-# the kernel, which the form does not model.
-_INTEGER_BITS = {"i1": 1, "i32": 32, "i64": 64}
 # Integers every float type holds exactly (2^(mantissa bits + 1)).
 _EXACT_INTEGERS = {"f32": 2 ** 24, "f16": 2 ** 11, "bf16": 2 ** 8}
 _F16_LARGEST = 65504
@@ -168,8 +166,10 @@ def _as_source(form: Form, result_type: ir.Type) -> ir.Value | None:
 
 
 def _representable(form: Form, element: str) -> bool:
-    if element in _INTEGER_BITS:
-        bits = _INTEGER_BITS[element]
+    # A form whose values could leave an integer type's range wraps in the
+    # kernel, which the form does not model.
+    if element in INTEGER_BITS:
+        bits = INTEGER_BITS[element]
         low, high = form.range()
         if bits == 1:
             return form.is_splat and form.constant in (0, 1)
@@ -187,7 +187,7 @@ def _form_of(op: ir.Operation, forms: dict[ir.Value, Form], shape) -> Form | Non
     zeros = (0,) * len(shape)
     if name == "constant":
         value = ir.FloatAttr(op.attributes["value"]).value
-        if _element(op.results[0]) in _INTEGER_BITS:
+        if _element(op.results[0]) in INTEGER_BITS:
             if not value.is_integer():
                 return None
             value = int(value)
@@ -200,7 +200,7 @@ def _form_of(op: ir.Operation, forms: dict[ir.Value, Form], shape) -> Form | Non
         return Form(start, tuple(coefficients), shape)
     if name in _SIGN or name == "mul":
         return _arithmetic(name, operands, shape, _element(op.results[0]))
-    if name == "neg" and operands[0] is not None and _element(op.results[0]) in _INTEGER_BITS:
+    if name == "neg" and operands[0] is not None and _element(op.results[0]) in INTEGER_BITS:
         return operands[0].scaled(-1)
     if name == "cmp":
         return _comparison(op, operands, shape)
@@ -234,7 +234,7 @@ def _form_of(op: ir.Operation, forms: dict[ir.Value, Form], shape) -> Form | Non
 
 def _arithmetic(name: str, operands: list[Form | None], shape, element: str) -> Form | None:
     lhs, rhs = operands
-    if lhs is None or rhs is None or element not in _INTEGER_BITS or element == "i1":
+    if lhs is None or rhs is None or element not in INTEGER_BITS or element == "i1":
         return None
     if name in _SIGN:
         return lhs.combine(rhs, _SIGN[name], shape)
@@ -248,7 +248,7 @@ def _arithmetic(name: str, operands: list[Form | None], shape, element: str) -> 
 def _comparison(op: ir.Operation, operands: list[Form | None], shape) -> Form | None:
     lhs, rhs = operands
     element = _element(op.operands[0])
-    if lhs is None or rhs is None or element not in _INTEGER_BITS:
+    if lhs is None or rhs is None or element not in INTEGER_BITS:
         return None
     low, high = lhs.combine(rhs, -1, shape).range()  # of lhs - rhs
     predicate = str(kg.ComparePredicate(ir.IntegerAttr(op.attributes["predicate"]).value))
@@ -268,11 +268,11 @@ def _comparison(op: ir.Operation, operands: list[Form | None], shape) -> Form | 
 def _cast(source: Form | None, element: str, to: str, shape) -> Form | None:
     if source is None:
         return None
-    if to in _INTEGER_BITS:
+    if to in INTEGER_BITS:
         if to == "i1":
             return Form(int(source.constant != 0), source.coefficients, shape) \
                 if source.is_splat else None
-        if element in _INTEGER_BITS:
+        if element in INTEGER_BITS:
             return source  # a value inside the narrower range is kept (checked after)
         if not source.is_splat or not math.isfinite(source.constant):
             return None
@@ -280,7 +280,7 @@ def _cast(source: Form | None, element: str, to: str, shape) -> Form | None:
     if not source.is_splat:
         return None
     value = source.constant
-    if element in _INTEGER_BITS:
+    if element in INTEGER_BITS:
         if abs(value) > _EXACT_INTEGERS.get(to, 0):
             return None  # rounds in `to`
         return Form(float(value), source.coefficients, shape)
@@ -366,7 +366,7 @@ def _zero_product(op: ir.Operation, operands: list[Form | None], forms: dict[ir.
                                      (operands[1], operands[0], op.operands[0])):
         if zero is not None and zero.is_splat and zero.constant == 0 and \
                 (other is not None or _finite(other_value, forms)):
-            return Form(0.0 if _element(op.results[0]) not in _INTEGER_BITS else 0,
+            return Form(0.0 if _element(op.results[0]) not in INTEGER_BITS else 0,
                         (0,) * len(shape), shape)
     return None
 
@@ -375,12 +375,12 @@ def _finite(value: ir.Value, forms: dict[ir.Value, Form]) -> bool:
     """Whether every element of `value` is a finite number: an integer, or
     a float cast of one that the float's range holds (through views)."""
     while True:
-        if _element(value) in _INTEGER_BITS:
+        if _element(value) in INTEGER_BITS:
             return True
         owner = value.owner
         if not isinstance(owner, ir.OpView):
             return False
-        if owner.operation.name == "kg.cast" and _element(owner.operands[0]) in _INTEGER_BITS:
+        if owner.operation.name == "kg.cast" and _element(owner.operands[0]) in INTEGER_BITS:
             source = owner.operands[0]
             if _element(source) == "i1" or _element(value) != "f16":
                 return True  # every i32 and i64 is below f32's and bf16's largest

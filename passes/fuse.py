@@ -258,15 +258,8 @@ def _store_narrow(function: ir.Operation, graph: FusionGraph, groups: list[list[
             ops_of_group[number].remove(op)
             ops_of_group[next(iter(readers))].append(op)
             continue
-        for reader, users in readers.items():
-            with ir.InsertionPoint(op), op.location:
-                copy = op.clone()
-            for user in users:
-                user_op = user.value.owner
-                for position, operand in enumerate(user_op.operands):
-                    if operand == node.value:
-                        user_op.operands[position] = copy.results[0]
-            ops_of_group[reader].append(copy.operation)
+        for reader in readers:
+            _copy_into(ops_of_group[reader], [node])
     return _regrouped(function, ops_of_group, target, planner, "store-narrow")
 
 
@@ -304,24 +297,29 @@ def _recompute_positions(function: ir.Operation, graph: FusionGraph, groups: lis
     ops_of_group = [[node.value.owner for node in group] for group in groups]
     for number, needs in copies:
         for reader, nodes in needs.items():
-            reader_ops = {id(op) for op in ops_of_group[reader]}
-            clones: dict[ir.Value, ir.Value] = {}
-            for node in nodes:  # producers first
-                op = node.value.owner
-                with ir.InsertionPoint(op), op.location:
-                    copy = op.clone()
-                for position, operand in enumerate(copy.operands):
-                    if operand in clones:
-                        copy.operands[position] = clones[operand]
-                clones[node.value] = copy.results[0]
-                ops_of_group[reader].append(copy.operation)
-            for op in ops_of_group[reader]:
-                if id(op) in reader_ops:
-                    for position, operand in enumerate(op.operands):
-                        if operand in clones:
-                            op.operands[position] = clones[operand]
+            _copy_into(ops_of_group[reader], nodes)
         ops_of_group[number] = []  # dead now: kg-fuse erases it with the fused ops
     return _regrouped(function, ops_of_group, target, planner, "recompute-positions")
+
+
+def _copy_into(reader_ops: list[ir.Operation], nodes: list[Node]) -> None:
+    """Copies of the ops of `nodes` (producers first) added to the group of
+    `reader_ops`, whose ops then read the copies instead."""
+    readers = list(reader_ops)
+    clones: dict[ir.Value, ir.Value] = {}
+    for node in nodes:
+        op = node.value.owner
+        with ir.InsertionPoint(op), op.location:
+            copy = op.clone()
+        for position, operand in enumerate(copy.operands):
+            if operand in clones:
+                copy.operands[position] = clones[operand]
+        clones[node.value] = copy.results[0]
+        reader_ops.append(copy.operation)
+    for op in readers:
+        for position, operand in enumerate(op.operands):
+            if operand in clones:
+                op.operands[position] = clones[operand]
 
 
 def _regrouped(function: ir.Operation, ops_of_group: list[list[ir.Operation]], target, planner,

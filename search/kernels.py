@@ -99,8 +99,9 @@ def index_bounds(module: ir.Operation) -> dict[int, int]:
     """Argument position -> the extent its values must stay under, for each
     integer argument of the first function of `module` that indexes a
     `kg.gather` (through reshapes, broadcasts, transposes, slices, casts,
-    the tables of gathers and kernel boundaries): random indices beyond the table are no input
-    the graph takes (`verify.random_inputs` draws them inside)."""
+    the tables of gathers and kernel boundaries): random indices beyond
+    the table are no input the graph takes (`verify.random_inputs` draws
+    them inside)."""
     function = _first_function(module)
 
     def argument_of(value) -> int | None:

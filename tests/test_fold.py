@@ -28,7 +28,8 @@ def _kernels(module: ir.Operation, function: str) -> list[ir.Operation]:
 
     with module.context:
         for op in walk_ops(module.operation):
-            if op.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == function:
+            if op.name == "func.func" and \
+                    ir.StringAttr(op.attributes["sym_name"]).value == function:
                 return [k for k in walk_ops(op) if k.name == "kg.kernel"]
     raise AssertionError(f"no function @{function}")
 
@@ -38,7 +39,8 @@ def _kernels(module: ir.Operation, function: str) -> list[ir.Operation]:
     ("wrap_around", []),
     ("arithmetic", []),
     ("causal_stays", []),
-    ("argument_stays", [lambda: torch.tensor([[0, 1, 2, 5, 6, 0, 1, 2, 3, 4, 9, 10, 11, 3, 4, 5]])]),
+    ("argument_stays",
+     [lambda: torch.tensor([[0, 1, 2, 5, 6, 0, 1, 2, 3, 4, 9, 10, 11, 3, 4, 5]])]),
     ("zero_times_integers", [lambda: torch.randint(-50, 50, (8, 4), dtype=torch.int32)]),
     ("may_wrap_stays", []),
 ])
@@ -72,7 +74,8 @@ def _masked_attention(tokens: int, layers: int = 2) -> str:
         "  %zero = kg.constant 0.0 : tensor<i64>",
         f"  %p0 = kg.add %pos, %zero : (tensor<{n}xi64>, tensor<i64>) -> tensor<{n}xi64>",
         f"  %p = kg.reshape %p0 : tensor<{n}xi64> -> tensor<1x{n}xi64>",
-        f"  %first = kg.slice %p offsets [0, 0] strides [1, 1] : tensor<1x{n}xi64> -> tensor<1x1xi64>",
+        f"  %first = kg.slice %p offsets [0, 0] strides [1, 1] : tensor<1x{n}xi64> -> "
+        "tensor<1x1xi64>",
         "  %one = kg.constant 1.0 : tensor<i64>",
         "  %before = kg.sub %first, %one : (tensor<1x1xi64>, tensor<i64>) -> tensor<1x1xi64>",
         f"  %joined = kg.concat %before, %p dim 1 : (tensor<1x1xi64>, tensor<1x{n}xi64>) -> "

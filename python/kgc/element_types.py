@@ -38,7 +38,8 @@ def element_bits(element: str) -> int:
 
 
 _FLOAT8 = ("f8E4M3FN", "f8E5M2")
-_INTEGER_BITS = {"i1": 1, "i32": 32, "i64": 64}
+# The integer types by the bits of their values (i1 holds 0 and 1).
+INTEGER_BITS = {"i1": 1, "i32": 32, "i64": 64}
 
 
 def widens_exactly(source: str, target: str) -> bool:
@@ -47,8 +48,8 @@ def widens_exactly(source: str, target: str) -> bool:
     integer to a wider one."""
     if target == "f32":
         return source in HALF_FLOATS + _FLOAT8
-    return source in _INTEGER_BITS and target in _INTEGER_BITS and \
-        _INTEGER_BITS[source] < _INTEGER_BITS[target]
+    return source in INTEGER_BITS and target in INTEGER_BITS and \
+        INTEGER_BITS[source] < INTEGER_BITS[target]
 
 
 def poison(dtype) -> float | int | bool:
