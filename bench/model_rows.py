@@ -55,6 +55,10 @@ class ModelRow:
     # {"kernels": count, "fallbacks": {aten op: count}}.
     kgc_graphs: dict[str, dict] = dataclasses.field(default_factory=dict)
     recompiles: int | None = None  # Dynamo compiles after the first, over the whole row
+    # Dynamic-cache generate rows: what kgc compiled (Dynamo frames and kernel
+    # graphs) for a second generate() of another prompt length and number of
+    # new tokens, after the first; 0 is one compile serving every length.
+    second_call_compiles: int | None = None
 
     @property
     def fallback_count(self) -> int:
@@ -81,10 +85,10 @@ class ModelRow:
         return data
 
 
-def compile_forward(model, runner: str, size: str) -> None:
+def compile_forward(model, runner: str, size: str, dynamic: bool | None = None) -> None:
     """`model.forward = torch.compile(model.forward, ...)` as `runner`
-    compiles it, as a user would (nothing for eager); `del model.forward`
-    undoes it."""
+    compiles it, as a user would (nothing for eager), with torch.compile's
+    `dynamic`; `del model.forward` undoes it."""
     import torch
 
     if runner == EAGER:
@@ -93,11 +97,12 @@ def compile_forward(model, runner: str, size: str) -> None:
     compile_options = (dict(backend="kgc", options=options) if runner == KGC else
                        dict(backend="kgc", mode="reduce-overhead") if runner == KGC_GRAPHS else
                        dict(mode="reduce-overhead") if runner == CUDA_GRAPHS else {})
-    model.forward = torch.compile(model.forward, **compile_options)
+    model.forward = torch.compile(model.forward, dynamic=dynamic, **compile_options)
 
 
 @contextlib.contextmanager
-def contending(row: "ModelRow", runner: str, model, size: str, reset: bool = True):
+def contending(row: "ModelRow", runner: str, model, size: str, reset: bool = True,
+               dynamic: bool | None = None):
     """The frame of one contender's turn at a row: `model.forward` compiled
     as `runner` compiles it (from a fresh Dynamo state with `reset`),
     warnings silenced within (kgc's fallbacks are counted from its
@@ -111,7 +116,7 @@ def contending(row: "ModelRow", runner: str, model, size: str, reset: bool = Tru
         torch._dynamo.reset()
     graphs_before = len(kgc_reports())
     try:
-        compile_forward(model, runner, size)
+        compile_forward(model, runner, size, dynamic)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -225,6 +230,13 @@ def kgc_reports() -> list:
     from kgc.torch import reports
 
     return reports()
+
+
+def kgc_compiled_graphs() -> int:
+    """How many kernel graphs the "kgc" backend has compiled so far."""
+    from kgc.torch.backend import compiled_graphs
+
+    return len(compiled_graphs())
 
 
 def first_line(error: BaseException) -> str:

@@ -27,6 +27,15 @@ times Dynamo compiled the forward after its first graph (a new shape: a
 decode step after the prefill, a cache that grows; or a graph break's
 resumed frame).
 
+The dynamic-cache `generate()` row is served as a server serves: every
+compiled contender compiles the forward with `dynamic=True` (prompts and
+caches of every length, one graph each for the prefill and the decode
+step, where Dynamo's default compiles the first prompt's length alone and
+recompiles on the next), and after its first call kgc serves a second
+request of another prompt length and number of new tokens, checked as the
+row is; the row says how much that request compiled (Dynamo frames and
+kernel graphs: 0 when one compile serves every length).
+
 The training and LoRA rows (one training step; `kgc.bench.model_train`)
 are checked on their gradients and timed per step, with their peak memory.
 
@@ -46,15 +55,17 @@ from typing import Callable, Sequence
 from kgc.bench import model_train
 from kgc.bench.model_rows import (CUDA_GRAPHS, EAGER, FAILED, GPU_RUNNERS, INDUCTOR, KGC,
                                   KGC_GRAPHS, LABELS, OK, WRONG, ModelRow, contending,
-                                  first_line, gpu_kernel_ms)
-from kgc.bench.models import CPU, FORWARD, GPU, KINDS, TRAINING_KINDS, ModelSpec, RowSpec
+                                  first_line, gpu_kernel_ms, kgc_compiled_graphs)
+from kgc.bench.models import (CPU, DYNAMIC, FORWARD, GENERATE, GPU, KINDS, TRAINING_KINDS,
+                              ModelSpec, RowSpec)
 
 # 2: training and LoRA rows; rows have "peak_mb" (per runner) and
 # "kgc_graphs" (per kind of graph: inference, forward, backward).
 # 3: each of "kgc_graphs" has "failed_partitions" (reason -> count).
 # 4: and "failed_kernels" (the error of a kernel that failed to compile ->
 # how many ops it left to PyTorch).
-SCHEMA_VERSION = 4
+# 5: rows have "second_call_compiles" (dynamic-cache generate rows).
+SCHEMA_VERSION = 5
 
 
 @dataclasses.dataclass
@@ -92,7 +103,7 @@ class ModelSuiteResult:
             headers += [f"{LABELS[r]} MiB" for r in memory]
         else:
             headers += ["kgc 1st s"]
-        headers += ["kernels", "left to torch", "recompiles"]
+        headers += ["kernels", "left to torch", "recompiles", "2nd request compiles"]
         lines = []
         for row in self.rows:
             cells = [row.model, row.row, row.status.upper() if row.status != OK else OK,
@@ -108,7 +119,7 @@ class ModelSuiteResult:
             else:
                 cells += [_number(row.compile_s.get(KGC), ".1f")]
             cells += [_number(row.kgc_kernels, "d"), row.fallback_cell(),
-                      _number(row.recompiles, "d")]
+                      _number(row.recompiles, "d"), _number(row.second_call_compiles, "d")]
             lines.append(cells)
         widths = [max(len(str(c)) for c in column) for column in zip(headers, *lines)]
         out = ["  ".join(h.ljust(w) if i < 2 else h.rjust(w)
@@ -258,11 +269,39 @@ def _run_row(spec: ModelSpec, model, reference, row_spec: RowSpec, size: str, se
         if row_spec.kind == FORWARD and size == GPU and reps:
             _run_forward_side_by_side(row, runners, model, call, reps, eager, expected)
             return row
+        serving = None
+        if row_spec.kind == GENERATE and row_spec.cache == DYNAMIC:
+            serving = _second_request(spec, reference, row_spec, model, generator, ids.device)
         for runner in runners:
             # generate() makes many forwards: fewer of them give as steady a median.
             _run_contender(row, runner, model, call, size, max(3, reps // 5) if reps else 0,
-                           eager, expected)
+                           eager, expected, serving)
     return row
+
+
+@dataclasses.dataclass
+class _Request:
+    """Another generate() of a dynamic-cache row, as a server meets it: its
+    row (another prompt length and number of new tokens), call, eager's
+    result and the reference's logits."""
+
+    row_spec: RowSpec
+    call: Callable
+    eager: tuple
+    expected: object
+
+
+def _second_request(spec: ModelSpec, reference, row_spec: RowSpec, model, generator,
+                    device) -> _Request:
+    import torch
+
+    other = dataclasses.replace(row_spec, tokens=row_spec.tokens * 2 // 3 + 1,
+                                new_tokens=row_spec.new_tokens // 2 + 3)
+    ids = torch.randint(1, model.config.vocab_size, (other.batch, other.tokens),
+                        generator=generator).to(device)
+    call = _caller(spec, other, ids)
+    eager = call(model)
+    return _Request(other, call, eager, _reference_logits(reference, spec, other, ids, eager))
 
 
 def _run_forward_side_by_side(row: ModelRow, runners: Sequence[str], model, call, calls: int,
@@ -355,13 +394,36 @@ def _reference_logits(reference, spec: ModelSpec, row_spec: RowSpec, ids, eager)
 
 
 def _run_contender(row: ModelRow, runner: str, model, call, size: str, calls: int, eager,
-                   expected) -> None:
+                   expected, serving: _Request | None = None) -> None:
     """`runner`'s first call of the row (checked when it is kgc's), then,
-    when `calls`, its time over that many calls."""
-    with contending(row, runner, model, size):
-        if _first_call(row, runner, model, call, size, eager, expected) and size == GPU \
-                and calls:
+    when `calls`, its time over that many calls. With `serving` (a dynamic-
+    cache row), every compiled contender compiles the forward with
+    `dynamic=True`, as a server that meets prompts of every length does,
+    and kgc's second request is checked and its compiles counted."""
+    with contending(row, runner, model, size, dynamic=True if serving else None):
+        if not _first_call(row, runner, model, call, size, eager, expected):
+            return
+        if runner == KGC and serving is not None:
+            _serve_second_request(row, model, serving)
+        if size == GPU and calls:
             _time_calls(row, runner, model, call, calls)
+
+
+def _serve_second_request(row: ModelRow, model, request: _Request) -> None:
+    """kgc's generate() of another request after the row's first: its
+    compiles counted, its result checked as the row's."""
+    from torch._dynamo.utils import counters
+
+    frames, graphs = counters["frames"]["ok"], kgc_compiled_graphs()
+    result = request.call(model)
+    row.second_call_compiles = counters["frames"]["ok"] - frames + kgc_compiled_graphs() - graphs
+    probe = ModelRow(model="", row="")
+    _check(probe, result, request.eager, request.expected)
+    if probe.status != OK:
+        row.status = WRONG
+        why = (f"a second generate() of {request.row_spec.tokens} tokens and "
+               f"{request.row_spec.new_tokens} new: {probe.reason}")
+        row.reason = why if row.reason is None else f"{row.reason}; {why}"
 
 
 def _first_call(row: ModelRow, runner: str, model, call, size: str, eager, expected) -> bool:

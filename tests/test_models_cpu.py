@@ -42,6 +42,9 @@ def test_every_inference_row_of_a_tiny_decoder_is_right_on_the_cpu_executor(name
     wrong = [model_run.describe_row(row) for row in result.rows if row.status != model_run.OK]
     assert not wrong, "\n" + "\n".join(wrong)
     assert all(rows[r].tokens_equal for r in ("generate static 4", "generate dynamic 4"))
+    # A second request of other lengths ran on what the first compiled.
+    assert rows["generate dynamic 4"].second_call_compiles == 0, \
+        model_run.describe_row(rows["generate dynamic 4"])
     # The embedding's lookup (kg.gather) and the static cache's update at the
     # cache positions (index_copy_, as index_put: kg.scatter) run in kgc.
     for row in result.rows:
@@ -89,8 +92,8 @@ def _with_a_wrong_gradient(monkeypatch, parameter_name):
 
     compile_forward = model_rows.compile_forward
 
-    def compile_with_a_wrong_gradient(model, runner, size):
-        compile_forward(model, runner, size)
+    def compile_with_a_wrong_gradient(model, runner, size, dynamic=None):
+        compile_forward(model, runner, size, dynamic)
         if runner == model_run.KGC:
             def perturb(grad):
                 grad = grad.clone()
@@ -353,9 +356,10 @@ def test_a_timed_training_row_shows_in_the_table_json_and_chart(tmp_path):
         assert f"{runner} MiB" in header
     # Peak memory only where a training step measured it; the ops left to
     # PyTorch as forward+backward.
-    # (the last columns: MiB per contender, kernels, left to torch, recompiles)
-    assert forward_line.split()[-6:] == ["-", "-", "-", "20", "1", "-"]
-    assert train_line.split()[-6:] == ["1500", "1200", "1100", "120", "1+1", "-"]
+    # (the last columns: MiB per contender, kernels, left to torch, recompiles,
+    # a second request's compiles)
+    assert forward_line.split()[-7:] == ["-", "-", "-", "20", "1", "-", "-"]
+    assert train_line.split()[-7:] == ["1500", "1200", "1100", "120", "1+1", "-", "-"]
     assert "1.25x" in train_line
     assert "forward+backward" in table and "peak memory" in table
     path = tmp_path / "models.json"
@@ -409,3 +413,46 @@ def test_a_partition_that_failed_to_compile_is_recorded_with_its_reason():
     assert graph["failed_partitions"] == {failed.splitlines()[0]: 2}
     # The ops of a kernel that failed to compile, counted by its error.
     assert graph["failed_kernels"] == {kernel_failed: 2}
+
+
+def test_generates_of_other_lengths_compile_nothing_after_the_first(monkeypatch):
+    """Serving: after the first `generate()` with the dynamic cache, calls
+    with other prompt lengths and other numbers of new tokens run on what
+    it compiled (no Dynamo frame, no kernel graph), with eager's tokens.
+    (The suite's rows check one such request for every decoder.)"""
+    import importlib
+
+    from torch._dynamo.utils import counters
+
+    backend_module = importlib.import_module("kgc.torch.backend")
+    compiled = []
+    compile_graph = backend_module.Backend._compile_graph
+
+    def counted(self, graph, mode):
+        compiled.append(graph.name)
+        return compile_graph(self, graph, mode)
+
+    monkeypatch.setattr(backend_module.Backend, "_compile_graph", counted)
+    model = models.CATALOGUE["llama"].build(models.CPU).eval()
+    generator = torch.Generator().manual_seed(0)
+    calls = [(16, 6), (11, 9), (23, 4), (5, 13)]  # (prompt length, new tokens)
+    prompts = [torch.randint(0, model.config.vocab_size, (1, length), generator=generator)
+               for length, _ in calls]
+
+    def generate(ids, new):
+        return model.generate(ids, max_new_tokens=new, min_new_tokens=new, do_sample=False)
+
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = [generate(ids, new) for ids, (_, new) in zip(prompts, calls)]
+        model.forward = torch.compile(model.forward, backend="kgc",
+                                      options={"executor": "cpu"}, dynamic=True)
+        for index, (ids, (length, new)) in enumerate(zip(prompts, calls)):
+            frames, graphs = counters["frames"]["ok"], len(compiled)
+            tokens = generate(ids, new)
+            assert torch.equal(tokens, expected[index]), (length, new)
+            if index == 0:
+                assert len(compiled) > graphs
+            else:
+                assert counters["frames"]["ok"] == frames, (length, new)
+                assert compiled[graphs:] == [], (length, new)

@@ -771,6 +771,53 @@ def test_a_partition_of_two_dynamic_sizes_is_compiled_per_bucket():
     assert names == ["kgc_0_b32_16", "kgc_0_b4_8", "kgc_0_b8_64"], names
 
 
+def test_a_partition_of_two_dynamic_sizes_no_op_shares_is_cut_and_compiled_once():
+    # A decode step's mask of the cache's length beside its positions: two
+    # sizes in one partition, no op holding both. Each piece has one
+    # dynamic extent and compiles once for every pair of sizes.
+    w = _randn(17, 9)
+
+    def two(x, y):
+        return torch.relu(x @ w) * 2, torch.sigmoid(y) + 1
+
+    backend = ReferenceBackend()
+    compiled = torch.compile(two, backend=backend)
+    with torch.no_grad():
+        for rows, others in ((3, 5), (17, 9), (6, 40), (1000, 2)):
+            x, y = _randn(rows, 17), _randn(others, 4)
+            torch._dynamo.mark_dynamic(x, 0)
+            torch._dynamo.mark_dynamic(y, 0)
+            for got, want in zip(compiled(x, y), two(x, y)):
+                _assert_close(got, want)
+    assert len(backend.reports) == 1
+    assert [p.name for p in backend.reports[-1].partitions] == ["kgc_0", "kgc_1"]
+    assert not backend.reports[-1].fallbacks
+    signatures = sorted(t.split("func.func @")[1].split(")")[0] for t in backend.texts)
+    assert signatures == ["kgc_0(%arg0: tensor<?x17xf32>, %arg1: tensor<17x9xf32>",
+                          "kgc_1(%arg0: tensor<?x4xf32>"], signatures
+
+
+def test_an_op_holding_a_dynamic_size_in_two_dims_stays_with_pytorch_never_bucketed():
+    # A prefill's (1, 1, s, s) mask: no kernel graph takes one size in two
+    # dims, so the op runs in PyTorch and the rest compiles once.
+    def outer(x, y):
+        return torch.relu(x) * 2 + 1, y.unsqueeze(1) * y.unsqueeze(0)
+
+    backend = ReferenceBackend()
+    compiled = torch.compile(outer, backend=backend)
+    with torch.no_grad():
+        for rows in (3, 17, 40):
+            x, y = _randn(rows, 17), _randn(rows + 2)
+            torch._dynamo.mark_dynamic(x, 0)
+            torch._dynamo.mark_dynamic(y, 0)
+            for got, want in zip(compiled(x, y), outer(x, y)):
+                _assert_close(got, want)
+    reasons = {op.split(":")[0]: why for op, why in backend.reports[-1].fallbacks}
+    assert "holds dynamic size" in reasons["aten.mul.Tensor"], reasons
+    assert "in dims [0, 1]" in reasons["aten.mul.Tensor"], reasons
+    assert len(backend.texts) == 1 and "tensor<?x17xf32>" in backend.texts[0]
+
+
 def test_ops_along_a_dynamic_dim_stay_with_pytorch():
     def attend(q, k, v):
         scores = torch.softmax(q @ k.transpose(-1, -2), dim=-1)  # over the dynamic length
@@ -866,7 +913,6 @@ SIZES_AS_INPUTS = [
     ("half_arithmetic", lambda x: (x.half() * 2 + x.shape[0] * 3).float(), "i64"),
     ("comparison", lambda x: torch.where(x * 1000 > x.shape[0] - 1, x, -x), "i64"),
     ("float_of_a_size", lambda x: x * (x.shape[0] / 4), "f32"),
-    ("arange_start", lambda x: x * 2 + torch.arange(x.shape[0], 0, -1), "i64"),
     ("full_value", lambda x: x.unsqueeze(1) * 2 + torch.full((3,), x.shape[0]), "i64"),
 ]
 
@@ -910,6 +956,25 @@ def test_kernels_read_a_size_input_at_its_real_value(name, function, dtype):
             _assert_close(compiled(x), function(x))
     assert not backend.reports[-1].fallbacks, backend.reports[-1].fallbacks
     assert kernels and all(kernels), kernels
+
+
+def test_an_arange_of_a_dynamic_length_runs_in_pytorch_and_the_rest_compiles_once():
+    # No tensor of the size reaches the arange, and kgc's kernels read a
+    # dynamic extent off their tensors: PyTorch makes it, and the kernel
+    # graph that adds it to x takes it as an input of x's length.
+    def count_down(x):
+        return x * 2 + torch.arange(x.shape[0], 0, -1)
+
+    backend = ReferenceBackend()
+    compiled = torch.compile(count_down, backend=backend, dynamic=True)
+    with torch.no_grad():
+        for extent in SIZE_EXTENTS:
+            x = _randn(extent)
+            _assert_close(compiled(x), count_down(x))
+    reasons = {op.split(":")[0]: why for op, why in backend.reports[-1].fallbacks}
+    assert list(reasons) == ["aten.arange.start_step"], reasons
+    assert "from no tensor" in reasons["aten.arange.start_step"]
+    assert len(backend.texts) == 1 and "tensor<?xi64>" in backend.texts[0], backend.texts
 
 
 class _Table(torch.nn.Module):

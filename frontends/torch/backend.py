@@ -80,7 +80,7 @@ from kgc.torch.partition import plan_partitions
 _LOG = logging.getLogger(__name__)
 
 __all__ = ["KERNEL_FAILED", "Backend", "CompiledPartition", "GraphReport", "KgcFallbackWarning",
-           "backend", "reports"]
+           "backend", "compiled_graphs", "reports"]
 
 aten = torch.ops.aten
 MODES = ("default", "max-autotune", "reduce-overhead")
@@ -298,6 +298,9 @@ class Backend:
         self.describe_kernels = describe_kernels
         self.compile_for = compile_for
         self.reports: list[GraphReport] = []
+        # The name of every kernel graph compiled, in order, per bucket too:
+        # what a server meets as compiles while it serves.
+        self.compiled_graphs: list[str] = []
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs, *, mode: str | None = None,
                  options: dict | None = None):
@@ -491,6 +494,7 @@ class Backend:
         and time them."""
         from torch._subclasses.fake_tensor import unset_fake_temporarily
 
+        self.compiled_graphs.append(graph.name)
         with unset_fake_temporarily():
             return self.compile_graph(graph, mode)
 
@@ -657,3 +661,9 @@ def backend(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None = None
 def reports() -> list[GraphReport]:
     """What the "kgc" backend did with each graph it was given, in order."""
     return _DEFAULT.reports
+
+
+def compiled_graphs() -> list[str]:
+    """The names of the kernel graphs the "kgc" backend compiled, in order
+    (a partition compiled per bucket once per bucket)."""
+    return _DEFAULT.compiled_graphs

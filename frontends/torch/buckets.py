@@ -38,7 +38,8 @@ from kgc.diagnostics import KgcError
 from kgc.torch.convert import (ConvertedGraph, KgcFallbackWarning, Unsupported, convert_graph,
                                op_name, size_bindings, static_shape)
 
-__all__ = ["BucketedPartition", "bucket_of", "bucket_reason", "is_symbolic", "symbols_of"]
+__all__ = ["BucketedPartition", "bucket_of", "bucket_reason", "is_symbolic", "symbols_of",
+           "tensor_values"]
 
 aten = torch.ops.aten
 
@@ -58,6 +59,11 @@ def _values(node: torch.fx.Node) -> list:
     if isinstance(value, (tuple, list)):
         return [v for v in value if isinstance(v, (torch.Tensor, torch.SymInt))]
     return [value] if isinstance(value, (torch.Tensor, torch.SymInt)) else []
+
+
+def tensor_values(node: torch.fx.Node) -> list[torch.Tensor]:
+    """The tensors a node makes (its meta values)."""
+    return [v for v in _values(node) if isinstance(v, torch.Tensor)]
 
 
 def symbols_of(node: torch.fx.Node) -> set:

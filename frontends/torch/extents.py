@@ -13,10 +13,16 @@ buckets.
 kgc takes a dynamic extent where each buffer has it in one dim (any: the
 sequence of a (2, s, hidden) activation or of a (1, heads, s, head_dim)
 query, whose outer strides the kernels compute from the size) and no kernel
-reduces or loops over it (`kgc.tiling.dynamic`). A partition outside that
-(two symbols, a shape holding an expression of one such as `s0 + 1`, one
-symbol in two dims of a tensor) is refused here with the reason, or by
-kg-tile, and the backend compiles it per bucket instead
+reduces or loops over it (`kgc.tiling.dynamic`). An op that no partition
+could take once stays with PyTorch, which computes it without a compile
+per size (`extent_reason`): one size in two dims of a tensor (a prefill's
+(1, 1, s, s) mask), a tensor of the size made from no tensor (an
+`arange(s)`: kernels read their sizes off their tensors), an index into a
+dim of dynamic size (a negative index counts from its end). The
+partitioner cuts a partition of two sizes into pieces of one
+(`kgc.torch.partition`). A partition still outside (two sizes in one op, a
+shape holding an expression of one such as `s0 + 1`) is refused here with
+the reason, or by kg-tile, and the backend compiles it per bucket instead
 (`kgc.torch.buckets`).
 
     converted = convert_with_extent(submodule, "kgc_0")   # or ExtentRefused
@@ -26,10 +32,10 @@ from __future__ import annotations
 
 import torch.fx
 
-from kgc.torch.buckets import symbols_of
+from kgc.torch.buckets import symbols_of, tensor_values
 from kgc.torch.convert import ConvertedGraph, Unsupported, convert_graph, size_bindings
 
-__all__ = ["ExtentRefused", "convert_with_extent"]
+__all__ = ["ExtentRefused", "convert_with_extent", "extent_reason"]
 
 
 class ExtentRefused(Exception):
@@ -55,6 +61,58 @@ def convert_with_extent(module: torch.fx.GraphModule, name: str) -> ConvertedGra
         raise ExtentRefused(str(error)) from None
 
 
+def extent_reason(node: torch.fx.Node) -> str | None:
+    """Why no kernel graph compiled once for every value of a dynamic size
+    can hold `node` (None where one can, or it holds no dynamic size)."""
+    operands = [v for n in node.all_input_nodes for v in tensor_values(n)]
+    results = tensor_values(node)[:1]
+    for value in [*operands, *results]:
+        for symbol in {s for d in value.shape if isinstance(d, torch.SymInt)
+                       for s in d.node.expr.free_symbols}:
+            dims = _dims_holding(value, symbol)
+            if len(dims) > 1:
+                return (f"a tensor {tuple(value.shape)} holds dynamic size {symbol} in dims "
+                        f"{dims}; kgc's kernels take a dynamic extent in one dim of each tensor")
+    indexed = _dynamic_indexed_dim(node)
+    if indexed is not None:
+        return (f"it indexes dim {indexed[0]} of a tensor {indexed[1]} along its dynamic size; "
+                "kgc counts a negative index from the end of a static dim only")
+    if operands:
+        return None
+    for value in results:
+        made = sorted(str(s) for d in value.shape if isinstance(d, torch.SymInt)
+                      for s in d.node.expr.free_symbols)
+        if made:
+            return (f"it makes a tensor {tuple(value.shape)} of dynamic size {made[0]} from no "
+                    "tensor; kgc's kernels read a dynamic extent off the tensors they are given")
+    return None
+
+
+# Ops that index a tensor with a list of index tensors, one per dim (None
+# where a dim is taken whole), counting negative indices from the end.
+_INDEXING = {torch.ops.aten.index.Tensor, torch.ops.aten.index_put.default,
+             torch.ops.aten._unsafe_index_put.default}
+
+
+def _dynamic_indexed_dim(node: torch.fx.Node) -> tuple[int, tuple] | None:
+    """(dim, shape) where `node` indexes a dim of dynamic size."""
+    if node.target not in _INDEXING or len(node.args) < 2 or \
+            not isinstance(node.args[0], torch.fx.Node):
+        return None
+    value = node.args[0].meta.get("val")
+    if not isinstance(value, torch.Tensor):
+        return None
+    for dim, index in enumerate(node.args[1]):
+        if index is not None and dim < value.dim() and isinstance(value.shape[dim], torch.SymInt):
+            return dim, tuple(value.shape)
+    return None
+
+
+def _dims_holding(value: torch.Tensor, symbol) -> list[int]:
+    return [dim for dim, size in enumerate(value.shape)
+            if isinstance(size, torch.SymInt) and symbol in size.node.expr.free_symbols]
+
+
 def _check_one_dim(module: torch.fx.GraphModule, symbol) -> None:
     """Refuses, before any compile, a partition whose inputs or results
     hold `symbol` in two dims of one tensor (a (1, 1, s, s) mask): a kernel
@@ -67,8 +125,7 @@ def _check_one_dim(module: torch.fx.GraphModule, symbol) -> None:
         value = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
         if not isinstance(value, torch.Tensor):
             continue
-        dims = [dim for dim, size in enumerate(value.shape)
-                if isinstance(size, torch.SymInt) and symbol in size.node.expr.free_symbols]
+        dims = _dims_holding(value, symbol)
         if len(dims) > 1:
             raise ExtentRefused(f"{node.name} {tuple(value.shape)} holds dynamic size {symbol} "
                                 f"in dims {dims}; kgc's kernels take a dynamic extent in one "

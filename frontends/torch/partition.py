@@ -35,8 +35,11 @@ scatter-add of many indices into a CUDA tensor (an embedding's gradient,
 PyTorch sorts the indices and adds each row once.
 
 Ops over dynamic extents are supported when they can run padded to a bucket
-of them (`kgc.torch.buckets`); they are checked at the extents' example
-values.
+of them (`kgc.torch.buckets`) and a kernel graph can hold them for every
+value of the size (`kgc.torch.extents.extent_reason`); they are checked at
+the extents' example values. A partition whose ops hold two dynamic sizes,
+none both, is cut into pieces of one size each, so that each compiles once
+(`_split_by_dynamic_size`).
 
 Trimming repeats until nothing changes. Removing such a node cannot make a
 cycle: its operands come from outside the partition, or it has no user
@@ -55,6 +58,7 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 
 from kgc.torch.buckets import bucket_reason, symbols_of
 from kgc.torch.convert import is_compute, size_bindings, unsupported_reason
+from kgc.torch.extents import extent_reason
 
 __all__ = ["KgcSupport", "LIBRARY_BACKWARD", "PartitionPlan", "SORTED_SCATTER_ADD_MACS",
            "library_reason", "plan_partitions"]
@@ -128,7 +132,7 @@ class KgcSupport(OperatorSupportBase):
         if reason is None:
             reason = library_reason(node)
         if reason is None and node.op == "call_function":
-            reason = bucket_reason(node)
+            reason = bucket_reason(node) or extent_reason(node)
         if reason is None:
             # Dynamic extents are checked at their example values: each
             # bucket converts the same ops.
@@ -193,16 +197,81 @@ def plan_partitions(module: torch.fx.GraphModule,
     fallbacks = {node: why for node, why in support.reasons.items() if _counts(node)}
     views = []
     for partition in proposed:
-        nodes = set(partition.nodes)
-        _trim(nodes)
-        views.extend(set(partition.nodes) - nodes)
-        if not any(is_compute(node) for node in nodes):
-            views.extend(nodes)
-            continue
-        partitions.append(sorted(nodes, key=order.__getitem__))
+        for piece in _split_by_dynamic_size(set(partition.nodes), module):
+            nodes = set(piece)
+            _trim(nodes)
+            views.extend(piece - nodes)
+            if not any(is_compute(node) for node in nodes):
+                views.extend(nodes)
+                continue
+            partitions.append(sorted(nodes, key=order.__getitem__))
     partitions.sort(key=lambda nodes: order[nodes[0]])
     views.sort(key=order.__getitem__)
     return PartitionPlan(partitions, fallbacks, views)
+
+
+def _split_by_dynamic_size(nodes: set, module: torch.fx.GraphModule) -> list[set]:
+    """The partition cut into pieces whose shapes hold one dynamic size
+    each, where it holds several and no op of it holds two: a kernel graph
+    compiles once for every value of one dynamic extent, and a partition of
+    two (a decode step's attention mask of the cache's length beside its
+    positions, past the cache's length) would be compiled per bucket of both.
+    Connected ops join while their sizes agree (static ops join either
+    side); the partition stays whole where an op holds two sizes, or where
+    the pieces would depend on each other both ways."""
+    sizes = {node: frozenset(symbols_of(node)) for node in nodes}
+    if len(frozenset().union(*sizes.values())) < 2 or \
+            any(len(held) > 1 for held in sizes.values()):
+        return [nodes]
+    leader = {node: node for node in nodes}
+    held = dict(sizes)
+
+    def find(node):
+        while leader[node] is not node:
+            leader[node] = leader[leader[node]]
+            node = leader[node]
+        return node
+
+    for node in module.graph.nodes:  # in order, so that the result is deterministic
+        if node not in nodes:
+            continue
+        for operand in node.all_input_nodes:
+            if operand not in nodes:
+                continue
+            a, b = find(operand), find(node)
+            if a is not b and len(held[a] | held[b]) <= 1:
+                leader[b] = a
+                held[a] = held[a] | held[b]
+    pieces: dict = {}
+    for node in nodes:
+        pieces.setdefault(find(node), set()).add(node)
+    if len(pieces) == 1 or _cyclic(module, {n: find(n) for n in nodes}):
+        return [nodes]
+    return list(pieces.values())
+
+
+def _cyclic(module: torch.fx.GraphModule, piece_of: dict) -> bool:
+    """Whether the graph, each piece taken as one node, has a cycle."""
+    key = lambda node: piece_of.get(node, node)  # noqa: E731
+    edges: dict = {}
+    indegree: dict = {}
+    for node in module.graph.nodes:
+        indegree.setdefault(key(node), 0)
+        for user in node.users:
+            a, b = key(node), key(user)
+            if a is not b and b not in edges.setdefault(a, set()):
+                edges[a].add(b)
+                indegree[b] = indegree.get(b, 0) + 1
+    ready = [k for k, d in indegree.items() if d == 0]
+    seen = 0
+    while ready:
+        k = ready.pop()
+        seen += 1
+        for b in edges.get(k, ()):
+            indegree[b] -= 1
+            if indegree[b] == 0:
+                ready.append(b)
+    return seen < len(indegree)
 
 
 def _drop_empty_cat_operands(module: torch.fx.GraphModule) -> None:

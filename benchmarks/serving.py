@@ -1,0 +1,106 @@
+"""Serving with transformers' dynamic cache: what a second request compiles,
+and the steady-state time per generated token, kgc against eager and
+torch.compile (Inductor), one after another in one process.
+
+    python benchmarks/serving.py [--models llama,llama3-8b-layers] [--json out.json]
+
+Each model of the suite (`kgc.bench.models`, its GPU size, f16) runs
+`generate()` greedily with the default dynamic cache, its forward compiled
+as a server compiles it (`torch.compile(model.forward, dynamic=True)`,
+backend "kgc" or Inductor). Per contender: the first request (a prompt of
+16 tokens, 32 new) compiles; a second of another length (11 tokens, 19
+new) is timed and its compiles counted (Dynamo frames; for kgc also kernel
+graphs); then the first request again, `--reps` times, its median wall time
+over its new tokens is the steady state in ms per token. Every contender's
+tokens are checked against eager's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import statistics
+import time
+
+import torch
+from torch._dynamo.utils import counters
+
+from kgc.bench import models
+
+REQUESTS = ((16, 32), (11, 19))  # (prompt tokens, new tokens)
+
+
+def _generate(model, ids, new):
+    return model.generate(ids, max_new_tokens=new, min_new_tokens=new, do_sample=False)
+
+
+def _kernel_graphs(backend_module) -> int:
+    """Kernel graphs kgc compiled so far (0 for a kgc that does not say)."""
+    return len(getattr(backend_module, "compiled_graphs", list)())
+
+
+def _contender(name: str, model, prompts, expected, reps: int) -> dict:
+    backend_module = importlib.import_module("kgc.torch.backend")
+    torch._dynamo.reset()
+    if name != "eager":
+        model.forward = torch.compile(model.forward, dynamic=True,
+                                      **({"backend": "kgc"} if name == "kgc" else {}))
+    result = {}
+    try:
+        for index, (ids, (_, new)) in enumerate(zip(prompts, REQUESTS)):
+            frames, graphs = counters["frames"]["ok"], _kernel_graphs(backend_module)
+            torch.cuda.synchronize()
+            started = time.perf_counter()
+            tokens = _generate(model, ids, new)
+            torch.cuda.synchronize()
+            result[f"request_{index}_s"] = time.perf_counter() - started
+            result[f"request_{index}_compiles"] = (
+                counters["frames"]["ok"] - frames
+                + (_kernel_graphs(backend_module) - graphs if name == "kgc" else 0))
+            result[f"request_{index}_tokens_equal"] = bool(torch.equal(tokens, expected[index]))
+        ids, (_, new) = prompts[0], REQUESTS[0]
+        times = []
+        for _ in range(reps):
+            torch.cuda.synchronize()
+            started = time.perf_counter()
+            _generate(model, ids, new)
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - started)
+        result["steady_ms_per_token"] = statistics.median(times) * 1e3 / new
+    finally:
+        model.__dict__.pop("forward", None)
+    return result
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="llama,llama3-8b-layers")
+    parser.add_argument("--contenders", default="eager,torch.compile,kgc")
+    parser.add_argument("--reps", type=int, default=7)
+    parser.add_argument("--json")
+    args = parser.parse_args(argv)
+    rows = []
+    for name in args.models.split(","):
+        model = models.CATALOGUE[name].build(models.GPU).to("cuda", torch.float16).eval()
+        generator = torch.Generator().manual_seed(0)
+        prompts = [torch.randint(1, model.config.vocab_size, (1, length),
+                                 generator=generator).cuda() for length, _ in REQUESTS]
+        with torch.no_grad():
+            expected = [_generate(model, ids, new) for ids, (_, new) in zip(prompts, REQUESTS)]
+            for contender in args.contenders.split(","):
+                row = {"model": name, "contender": contender,
+                       **_contender(contender, model, prompts, expected, args.reps)}
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+        del model
+        torch.cuda.empty_cache()
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump({"device": torch.cuda.get_device_name(), "requests": REQUESTS,
+                       "rows": rows}, handle, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
