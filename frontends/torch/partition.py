@@ -242,12 +242,18 @@ def _split_by_dynamic_size(nodes: set, module: torch.fx.GraphModule) -> list[set
             if a is not b and len(held[a] | held[b]) <= 1:
                 leader[b] = a
                 held[a] = held[a] | held[b]
-    pieces: dict = {}
-    for node in nodes:
-        pieces.setdefault(find(node), set()).add(node)
-    if len(pieces) == 1 or _cyclic(module, {n: find(n) for n in nodes}):
-        return [nodes]
-    return list(pieces.values())
+    # The partitioner also groups ops that share no edge: the connected
+    # pieces of one size (or none) go back together, one piece per size.
+    roots = {find(node) for node in nodes}
+    sizes_of_roots = sorted({next(iter(held[r])) for r in roots if held[r]}, key=str)
+    piece_of_root = {r: (next(iter(held[r])) if held[r] else sizes_of_roots[0]) for r in roots}
+    for piece_of in ({n: piece_of_root[find(n)] for n in nodes}, {n: find(n) for n in nodes}):
+        pieces: dict = {}
+        for node in nodes:
+            pieces.setdefault(piece_of[node], set()).add(node)
+        if len(pieces) > 1 and not _cyclic(module, piece_of):
+            return list(pieces.values())
+    return [nodes]
 
 
 def _cyclic(module: torch.fx.GraphModule, piece_of: dict) -> bool:
