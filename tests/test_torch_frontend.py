@@ -905,6 +905,18 @@ def test_a_kernel_kgc_fails_to_compile_leaves_only_its_ops_to_pytorch():
 # bucket would compute with 8 at a batch of 5. Each function reads a size in
 # one converter; the extents are not powers of two.
 SIZE_EXTENTS = (3, 5, 17, 1000)
+
+
+def _check_at_sizes(function, backend, extents=SIZE_EXTENTS) -> None:
+    """`function` of one tensor compiled on `backend` with `dynamic=True`,
+    checked against eager at each extent."""
+    compiled = torch.compile(function, backend=backend, dynamic=True)
+    with torch.no_grad():
+        for extent in extents:
+            x = _randn(extent)
+            _assert_close(compiled(x), function(x))
+
+
 # Read by ops that take the size as a 0-d input of the graph, its real
 # value passed at each call: (id, function, the size's kg type).
 SIZES_AS_INPUTS = [
@@ -921,11 +933,7 @@ SIZES_AS_INPUTS = [
                          ids=[c[0] for c in SIZES_AS_INPUTS])
 def test_a_dynamic_size_read_as_a_value_is_passed_at_its_real_value(name, function, dtype):
     backend = ReferenceBackend()
-    compiled = torch.compile(function, backend=backend, dynamic=True)
-    with torch.no_grad():
-        for extent in SIZE_EXTENTS:
-            x = _randn(extent)
-            _assert_close(compiled(x), function(x))
+    _check_at_sizes(function, backend)
     dynamic = backend.reports[-1]
     assert not dynamic.fallbacks, dynamic.fallbacks
     assert len(dynamic.partitions) == 1
@@ -949,11 +957,7 @@ def test_kernels_read_a_size_input_at_its_real_value(name, function, dtype):
             return super()._compile(graph, mode)
 
     backend = CompilingBackend()
-    compiled = torch.compile(function, backend=backend, dynamic=True)
-    with torch.no_grad():
-        for extent in (5, 1000):
-            x = _randn(extent)
-            _assert_close(compiled(x), function(x))
+    _check_at_sizes(function, backend, (5, 1000))
     assert not backend.reports[-1].fallbacks, backend.reports[-1].fallbacks
     assert kernels and all(kernels), kernels
 
@@ -966,11 +970,7 @@ def test_an_arange_of_a_dynamic_length_runs_in_pytorch_and_the_rest_compiles_onc
         return x * 2 + torch.arange(x.shape[0], 0, -1)
 
     backend = ReferenceBackend()
-    compiled = torch.compile(count_down, backend=backend, dynamic=True)
-    with torch.no_grad():
-        for extent in SIZE_EXTENTS:
-            x = _randn(extent)
-            _assert_close(compiled(x), count_down(x))
+    _check_at_sizes(count_down, backend)
     reasons = {op.split(":")[0]: why for op, why in backend.reports[-1].fallbacks}
     assert list(reasons) == ["aten.arange.start_step"], reasons
     assert "from no tensor" in reasons["aten.arange.start_step"]
@@ -1004,11 +1004,7 @@ SIZES_REFUSED = [
 def test_a_dynamic_size_kgc_cannot_pass_is_refused_never_its_bucket(name, read, reason):
     table = _Table(read)
     backend = ReferenceBackend()
-    compiled = torch.compile(table, backend=backend, dynamic=True)
-    with torch.no_grad():
-        for extent in SIZE_EXTENTS:
-            x = _randn(extent)
-            _assert_close(compiled(x), table(x))
+    _check_at_sizes(table, backend)
     # One graph for every extent: reading the size must not make torch
     # guard on its value (a graph per extent either).
     assert len(backend.reports) == 1
@@ -1032,11 +1028,7 @@ def test_a_dynamic_size_bounding_a_slice_is_its_padded_length_only():
 
     prefix = Prefix()
     backend = ReferenceBackend()
-    compiled = torch.compile(prefix, backend=backend, dynamic=True)
-    with torch.no_grad():
-        for extent in SIZE_EXTENTS:
-            x = _randn(extent)
-            _assert_close(compiled(x), prefix(x))
+    _check_at_sizes(prefix, backend)
     assert not backend.reports[-1].fallbacks, backend.reports[-1].fallbacks
     assert any("aten.slice.Tensor" in op for p in backend.reports[-1].partitions for op in p.ops)
 
