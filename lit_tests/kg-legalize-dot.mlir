@@ -2,7 +2,8 @@
 // carries (so a change of kg-tile's heuristics, which
 // tests/test_tile_heuristics.py pins, cannot change them); these checks are
 // about what kg-legalize-dot makes of their dots.
-// The last two cases fail on purpose, hence `not`.
+// Three cases fail on purpose (tiles too small for an axis of 100 and for a
+// dynamic extent, and warp specialization before sm_100), hence `not`.
 // RUN: not kgc-opt %s --split-input-file --kg-tile --kg-legalize-dot 2>/dev/null | FileCheck %s
 // RUN: not kgc-opt %s --split-input-file --kg-tile --kg-legalize-dot='target=80' 2>/dev/null | FileCheck %s --check-prefix=SM80
 // RUN: kgc-opt %s --split-input-file --kg-tile --kg-legalize-dot --verify-diagnostics --mlir-disable-verifier > /dev/null
@@ -270,6 +271,37 @@ func.func @too_small(%a: tensor<100x64xf16>, %b: tensor<64x64xf16>) -> tensor<10
     kg.yield %m : tensor<100x64xf16>
   }
   return %y : tensor<100x64xf16>
+}
+
+// -----
+
+// A dynamic extent may be any length: a tile of 8 rows cannot grow to 16
+// over it, and the error says the extent is dynamic, not the size kg-tile
+// plans it at.
+func.func @too_small_dynamic(%a: tensor<?x64xbf16>, %b: tensor<64x48xbf16>) -> tensor<?x48xbf16> {
+  // expected-error @+1 {{kernel @too_small_dynamic_0: a dot tile of 8 along axis 0 does not cover the dynamic extent, whose size each call gives; choose a tile of at least 16 there}}
+  %y = kg.kernel @too_small_dynamic_0(%a, %b) attributes {config = {block_m = 8, block_n = 48, block_k = 64, group_m = 8, num_warps = 4, num_stages = 1}} : (tensor<?x64xbf16>, tensor<64x48xbf16>) -> tensor<?x48xbf16> {
+  ^bb0(%x: tensor<?x64xbf16>, %w: tensor<64x48xbf16>):
+    %m = kg.matmul %x, %w : (tensor<?x64xbf16>, tensor<64x48xbf16>) -> tensor<?x48xbf16>
+    kg.yield %m : tensor<?x48xbf16>
+  }
+  return %y : tensor<?x48xbf16>
+}
+
+// -----
+
+// Rows of a dynamic extent in tiles of 64: the dot is legal as it is, and
+// stays as the static kernel's would.
+// CHECK-LABEL: func.func @dynamic_rows
+// CHECK: kg.tile_dot %{{.*}}, %{{.*}}, %{{.*}} : (tensor<64x64x1xf16>, tensor<1x64x32xf16>, tensor<64x1x32xf32>) -> tensor<64x1x32xf32>
+// CHECK: kg.tile_store {{.*}} : tensor<64x1x32xf16>, memref<?x1x32xf16
+func.func @dynamic_rows(%a: tensor<?x64xf16>, %b: tensor<64x32xf16>) -> tensor<?x32xf16> {
+  %y = kg.kernel @dynamic_rows_0(%a, %b) attributes {config = {block_m = 64, block_n = 32, block_k = 64, group_m = 8, num_warps = 4, num_stages = 1}} : (tensor<?x64xf16>, tensor<64x32xf16>) -> tensor<?x32xf16> {
+  ^bb0(%x: tensor<?x64xf16>, %w: tensor<64x32xf16>):
+    %m = kg.matmul %x, %w : (tensor<?x64xf16>, tensor<64x32xf16>) -> tensor<?x32xf16>
+    kg.yield %m : tensor<?x32xf16>
+  }
+  return %y : tensor<?x32xf16>
 }
 
 // -----

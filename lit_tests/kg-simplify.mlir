@@ -23,6 +23,32 @@ func.func @bmm_heads(%q: tensor<2x4x16x32xf32>, %k: tensor<2x4x32x24xf32>) -> te
   return %3 : tensor<2x4x16x24xf32>
 }
 
+// The same with a dynamic query length: the batch dims are static, so the
+// product still takes the 4-d shape.
+// CHECK-LABEL: func.func @bmm_heads_dynamic_length
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x4x?x32xf32>, %[[K:.*]]: tensor<2x4x32x24xf32>)
+// CHECK-NEXT: %[[S:.*]] = kg.matmul %[[Q]], %[[K]] : (tensor<2x4x?x32xf32>, tensor<2x4x32x24xf32>) -> tensor<2x4x?x24xf32>
+// CHECK-NEXT: return %[[S]]
+func.func @bmm_heads_dynamic_length(%q: tensor<2x4x?x32xf32>, %k: tensor<2x4x32x24xf32>) -> tensor<2x4x?x24xf32> {
+  %0 = kg.reshape %q : tensor<2x4x?x32xf32> -> tensor<8x?x32xf32>
+  %1 = kg.reshape %k : tensor<2x4x32x24xf32> -> tensor<8x32x24xf32>
+  %2 = kg.matmul %0, %1 : (tensor<8x?x32xf32>, tensor<8x32x24xf32>) -> tensor<8x?x24xf32>
+  %3 = kg.reshape %2 : tensor<8x?x24xf32> -> tensor<2x4x?x24xf32>
+  return %3 : tensor<2x4x?x24xf32>
+}
+
+// A dynamic batch cannot be regrouped (its product of dims is not known):
+// the reshapes stay.
+// CHECK-LABEL: func.func @bmm_dynamic_batch_stays
+// CHECK: kg.matmul %{{.*}}, %{{.*}} : (tensor<?x16x32xf32>, tensor<?x32x24xf32>) -> tensor<?x16x24xf32>
+// CHECK: kg.reshape %{{.*}} : tensor<?x16x24xf32> -> tensor<?x1x16x24xf32>
+func.func @bmm_dynamic_batch_stays(%q: tensor<?x1x16x32xf32>, %k: tensor<?x32x24xf32>) -> tensor<?x1x16x24xf32> {
+  %0 = kg.reshape %q : tensor<?x1x16x32xf32> -> tensor<?x16x32xf32>
+  %2 = kg.matmul %0, %k : (tensor<?x16x32xf32>, tensor<?x32x24xf32>) -> tensor<?x16x24xf32>
+  %3 = kg.reshape %2 : tensor<?x16x24xf32> -> tensor<?x1x16x24xf32>
+  return %3 : tensor<?x1x16x24xf32>
+}
+
 // An operand that is no reshape is reshaped to the new batch.
 // CHECK-LABEL: func.func @bmm_operand_reshaped
 // CHECK: %[[B:.*]] = kg.reshape %arg1 : tensor<8x32x24xf32> -> tensor<2x4x32x24xf32>

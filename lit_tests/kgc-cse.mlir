@@ -18,6 +18,21 @@ func.func @kg_duplicates(%x: tensor<16x128xf32>, %b: tensor<128xf32>) -> tensor<
   return %m : tensor<16x128xf32>
 }
 
+// A dynamic extent is part of the type: the same ops on `?` merge too.
+// CHECK-LABEL: func.func @kg_duplicates_dynamic
+// CHECK-SAME: (%[[X:.*]]: tensor<?x128xf32>, %[[B:.*]]: tensor<128xf32>)
+func.func @kg_duplicates_dynamic(%x: tensor<?x128xf32>, %b: tensor<128xf32>) -> tensor<?x128xf32> {
+  // CHECK-NEXT: %[[A:.*]] = kg.add %[[X]], %[[B]]
+  // CHECK-NEXT: %[[E:.*]] = kg.exp %[[A]]
+  // CHECK-NEXT: %[[M:.*]] = kg.mul %[[A]], %[[E]]
+  // CHECK-NEXT: return %[[M]]
+  %a1 = kg.add %x, %b : (tensor<?x128xf32>, tensor<128xf32>) -> tensor<?x128xf32>
+  %a2 = kg.add %x, %b : (tensor<?x128xf32>, tensor<128xf32>) -> tensor<?x128xf32>
+  %e = kg.exp %a2 : tensor<?x128xf32>
+  %m = kg.mul %a1, %e : (tensor<?x128xf32>, tensor<?x128xf32>) -> tensor<?x128xf32>
+  return %m : tensor<?x128xf32>
+}
+
 // Ops with equal enum attributes merge.
 // CHECK-LABEL: func.func @kg_same_attributes
 func.func @kg_same_attributes(%x: tensor<4x16xf32>, %w: tensor<16x8xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {

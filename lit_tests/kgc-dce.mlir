@@ -18,6 +18,17 @@ func.func @dead_kg_chain(%x: tensor<16x128xf32>, %b: tensor<128xf32>) -> tensor<
   return %x : tensor<16x128xf32>
 }
 
+// The same over a dynamic extent.
+// CHECK-LABEL: func.func @dead_dynamic_chain
+// CHECK-SAME: (%[[X:.*]]: tensor<?x128xf32>
+// CHECK-NEXT: return %[[X]]
+func.func @dead_dynamic_chain(%x: tensor<?x128xf32>, %b: tensor<128xf32>) -> tensor<?x128xf32> {
+  %0 = kg.exp %x : tensor<?x128xf32>
+  %1 = kg.add %0, %b : (tensor<?x128xf32>, tensor<128xf32>) -> tensor<?x128xf32>
+  %2 = kg.reduce sum %1 dims [1] : tensor<?x128xf32> -> tensor<?xf32>
+  return %x : tensor<?x128xf32>
+}
+
 // Only what the result needs stays.
 // CHECK-LABEL: func.func @partly_dead
 // CHECK-NEXT: %[[E:.*]] = kg.exp

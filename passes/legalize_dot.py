@@ -54,6 +54,7 @@ from kgc.tiling.kernel_ops import (dot_dims, int_array, is_tiled, kernel_name, k
                                    walk_ops)
 from kgc.targets import SUPPORTED_SMS
 from kgc.tiling.constants import MIN_DOT_TILE
+from kgc.tiling.dynamic import DYNAMIC_AXIS_ATTRIBUTE
 
 # The first SM on which Triton warp-specializes kgc's loops (pointer loads,
 # no TMA descriptors).
@@ -147,10 +148,12 @@ class KgLegalizeDot(Pass):
         for axis, size in ((m_axis, m), (k_axis, k), (n_axis, nn)):
             if size < MIN_DOT_TILE:
                 if tile[axis] != size or extents[axis] != size:
+                    extent = ("the dynamic extent, whose size each call gives"
+                              if axis == _dynamic_axis(kernel) else f"the axis ({extents[axis]})")
                     raise PassFailure(
                         f"kernel @{kernel_name(kernel)}: a dot tile of {size} along axis {axis} "
-                        f"does not cover the axis ({extents[axis]}); choose a tile of at least "
-                        f"{MIN_DOT_TILE} there", dot.location)
+                        f"does not cover {extent}; choose a tile of at least {MIN_DOT_TILE} "
+                        "there", dot.location)
                 grown[axis] = MIN_DOT_TILE
                 if size == 1:
                     unit_axes.append(axis)
@@ -275,3 +278,11 @@ def _cast(value: ir.Value, element: str) -> ir.Value:
         return value
     target = ir.RankedTensorType.get(list(type_.shape), ir.Type.parse(element))
     return kg.cast(target, value)
+
+
+def _dynamic_axis(kernel: ir.Operation) -> int | None:
+    """The axis of the kernel's iteration that runs over its dynamic
+    extent (kg-tile's `dynamic_axis`), None where it has none."""
+    if DYNAMIC_AXIS_ATTRIBUTE not in kernel.attributes:
+        return None
+    return ir.IntegerAttr(kernel.attributes[DYNAMIC_AXIS_ATTRIBUTE]).value

@@ -20,7 +20,8 @@ elements; `f(x)`: a `kg.cast` of an f16 or bf16 `x` to f32; `v(...)`:
 views, i.e. reshapes, transposes, broadcasts and slices; `c`, `d`: f32
 scalar constants):
 
-    reshape [B', m, n] (matmul a [B, m, k], b [B, k, n]), prod(B) > 1
+    reshape [B', m, n] (matmul a [B, m, k], b [B, k, n]), prod(B) > 1,
+            B and B' static (m, k or n may be the dynamic extent)
         =>  matmul (reshape [B', m, k] a), (reshape [B', k, n] b)
     matmul v(f(a) * c), v(f(b) * d) : f32   (a, b of one half type)
         =>  matmul v(a), v(b) : f32 * (c d)
@@ -235,12 +236,15 @@ def _fold_batch_reshape(reshape: ir.Operation) -> None:
     old, new = _shape(product.results[0]), _shape(reshape.results[0])
     if len(old) < 2 or len(new) < 2 or old[-2:] != new[-2:] or old == new:
         return
-    if any(ir.ShapedType.is_dynamic_size(s) for s in old + new):
+    a, b = product.operands
+    # A dynamic extent may be a matrix dim (a query length); the batch dims,
+    # which the rewrite regroups, must be known.
+    batches = old[:-2] + new[:-2] + _shape(a)[:-2] + _shape(b)[:-2]
+    if any(ir.ShapedType.is_dynamic_size(s) for s in batches):
         return
     batch = math.prod(old[:-2])
     if batch <= 1:
         return
-    a, b = product.operands
     if math.prod(_shape(a)[:-2]) != batch or math.prod(_shape(b)[:-2]) != batch:
         return  # an operand broadcast over the batch has no shape to take
     with ir.InsertionPoint(reshape), reshape.location:

@@ -463,7 +463,9 @@ def test_one_compiled_graph_runs_at_every_size_of_its_dynamic_extent(compiled_on
 # size. Per-head norm and rotary embedding of a query cut into heads, a
 # product reading heads packed back into tokens, and a transposed store;
 # and an embedding of a sequence of ids with its norm, whose table keeps
-# its rows (positions past the size are read) along the dynamic axis.
+# its rows (positions past the size are read) along the dynamic axis; and
+# attention's products as `bmm` writes them, heads merged with the batch
+# (kg-simplify gives the product the heads' 4-d shape).
 STRIDED_ONCE = """\
 func.func @heads(%q: tensor<1x?x512xf16>, %w: tensor<64xf16>, %cos: tensor<1x1x?x64xf16>, %sin: tensor<1x1x?x64xf16>) -> tensor<1x8x?x64xf16> {
   %r = kg.reshape %q : tensor<1x?x512xf16> -> tensor<1x?x8x64xf16>
@@ -492,6 +494,13 @@ func.func @transposed(%x: tensor<?x8xf32>, %b: tensor<2x?x8xf32>) -> (tensor<8x?
   %m = kg.mul %r, %x : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
   return %e, %s, %m : tensor<8x?xf32>, tensor<2x?x8xf32>, tensor<?x8xf32>
 }
+func.func @bmm_heads(%q: tensor<2x4x?x32xf32>, %k: tensor<2x4x32x24xf32>) -> tensor<2x4x?x24xf32> {
+  %0 = kg.reshape %q : tensor<2x4x?x32xf32> -> tensor<8x?x32xf32>
+  %1 = kg.reshape %k : tensor<2x4x32x24xf32> -> tensor<8x32x24xf32>
+  %2 = kg.matmul %0, %1 : (tensor<8x?x32xf32>, tensor<8x32x24xf32>) -> tensor<8x?x24xf32>
+  %3 = kg.reshape %2 : tensor<8x?x24xf32> -> tensor<2x4x?x24xf32>
+  return %3 : tensor<2x4x?x24xf32>
+}
 func.func @embed(%ids: tensor<1x?xi64>, %t: tensor<100x64xf32>, %w: tensor<64xf32>) -> (tensor<1x?x64xf32>, tensor<1x?x64xf32>) {
   %flat = kg.reshape %ids : tensor<1x?xi64> -> tensor<?xi64>
   %g = kg.gather %t[%flat] dim 0 : (tensor<100x64xf32>, tensor<?xi64>) -> tensor<?x64xf32>
@@ -508,7 +517,7 @@ def strided_once():
 
 
 @pytest.mark.parametrize("size", [1, 3, 17, 1000, 4097])
-@pytest.mark.parametrize("function", ["heads", "tokens", "transposed", "embed"])
+@pytest.mark.parametrize("function", ["heads", "tokens", "transposed", "embed", "bmm_heads"])
 def test_a_size_inside_other_dims_runs_at_every_size_from_one_compile(strided_once, function,
                                                                       size):
     import torch
@@ -519,7 +528,8 @@ def test_a_size_inside_other_dims_runs_at_every_size_from_one_compile(strided_on
                         ((1, 1, size, 64), torch.float16), ((1, 1, size, 64), torch.float16)],
               "tokens": [((1, 8, size, 64), torch.float16), ((512, 96), torch.float16)],
               "transposed": [((size, 8), torch.float32), ((2, size, 8), torch.float32)],
-              "embed": [((100, 64), torch.float32), ((64,), torch.float32)]}
+              "embed": [((100, 64), torch.float32), ((64,), torch.float32)],
+              "bmm_heads": [((2, 4, size, 32), torch.float32), ((2, 4, 32, 24), torch.float32)]}
     inputs = [torch.randn(shape, generator=generator).to(dtype)
               for shape, dtype in shapes[function]]
     if function == "embed":
