@@ -26,7 +26,7 @@ import time
 import torch
 from torch._dynamo.utils import counters
 
-from kgc.bench import models
+from kgc.bench import models, provenance
 
 REQUESTS = ((16, 32), (11, 19))  # (prompt tokens, new tokens)
 
@@ -96,9 +96,9 @@ def main(argv=None) -> int:
         del model
         torch.cuda.empty_cache()
     if args.json:
-        with open(args.json, "w") as handle:
-            json.dump({"device": torch.cuda.get_device_name(), "requests": REQUESTS,
-                       "rows": rows}, handle, indent=2)
+        provenance.write_json(args.json, {"device": torch.cuda.get_device_name(),
+                                          "requests": REQUESTS, "rows": rows},
+                              packages=("kgc", "torch", "triton", "transformers"))
     return 0
 
 
