@@ -18,7 +18,6 @@ tokens are checked against eager's.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import statistics
 import time
@@ -27,6 +26,7 @@ import torch
 from torch._dynamo.utils import counters
 
 from kgc.bench import models, provenance
+from kgc.bench.model_rows import kgc_compiled_graphs
 
 REQUESTS = ((16, 32), (11, 19))  # (prompt tokens, new tokens)
 
@@ -35,13 +35,7 @@ def _generate(model, ids, new):
     return model.generate(ids, max_new_tokens=new, min_new_tokens=new, do_sample=False)
 
 
-def _kernel_graphs(backend_module) -> int:
-    """Kernel graphs kgc compiled so far (0 for a kgc that does not say)."""
-    return len(getattr(backend_module, "compiled_graphs", list)())
-
-
 def _contender(name: str, model, prompts, expected, reps: int) -> dict:
-    backend_module = importlib.import_module("kgc.torch.backend")
     torch._dynamo.reset()
     if name != "eager":
         model.forward = torch.compile(model.forward, dynamic=True,
@@ -49,7 +43,7 @@ def _contender(name: str, model, prompts, expected, reps: int) -> dict:
     result = {}
     try:
         for index, (ids, (_, new)) in enumerate(zip(prompts, REQUESTS)):
-            frames, graphs = counters["frames"]["ok"], _kernel_graphs(backend_module)
+            frames, graphs = counters["frames"]["ok"], kgc_compiled_graphs()
             torch.cuda.synchronize()
             started = time.perf_counter()
             tokens = _generate(model, ids, new)
@@ -57,7 +51,7 @@ def _contender(name: str, model, prompts, expected, reps: int) -> dict:
             result[f"request_{index}_s"] = time.perf_counter() - started
             result[f"request_{index}_compiles"] = (
                 counters["frames"]["ok"] - frames
-                + (_kernel_graphs(backend_module) - graphs if name == "kgc" else 0))
+                + (kgc_compiled_graphs() - graphs if name == "kgc" else 0))
             result[f"request_{index}_tokens_equal"] = bool(torch.equal(tokens, expected[index]))
         ids, (_, new) = prompts[0], REQUESTS[0]
         times = []

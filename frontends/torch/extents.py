@@ -67,8 +67,7 @@ def extent_reason(node: torch.fx.Node) -> str | None:
     operands = [v for n in node.all_input_nodes for v in tensor_values(n)]
     results = tensor_values(node)[:1]
     for value in [*operands, *results]:
-        for symbol in {s for d in value.shape if isinstance(d, torch.SymInt)
-                       for s in d.node.expr.free_symbols}:
+        for symbol in _sizes_in(value):
             dims = _dims_holding(value, symbol)
             if len(dims) > 1:
                 return (f"a tensor {tuple(value.shape)} holds dynamic size {symbol} in dims "
@@ -80,8 +79,7 @@ def extent_reason(node: torch.fx.Node) -> str | None:
     if operands:
         return None
     for value in results:
-        made = sorted(str(s) for d in value.shape if isinstance(d, torch.SymInt)
-                      for s in d.node.expr.free_symbols)
+        made = sorted(map(str, _sizes_in(value)))
         if made:
             return (f"it makes a tensor {tuple(value.shape)} of dynamic size {made[0]} from no "
                     "tensor; kgc's kernels read a dynamic extent off the tensors they are given")
@@ -106,6 +104,11 @@ def _dynamic_indexed_dim(node: torch.fx.Node) -> tuple[int, tuple] | None:
         if index is not None and dim < value.dim() and isinstance(value.shape[dim], torch.SymInt):
             return dim, tuple(value.shape)
     return None
+
+
+def _sizes_in(value: torch.Tensor) -> set:
+    """The dynamic sizes (symbols) in a tensor's shape."""
+    return {s for d in value.shape if isinstance(d, torch.SymInt) for s in d.node.expr.free_symbols}
 
 
 def _dims_holding(value: torch.Tensor, symbol) -> list[int]:

@@ -216,15 +216,17 @@ def _split_by_dynamic_size(nodes: set, module: torch.fx.GraphModule) -> list[set
     compiles once for every value of one dynamic extent, and a partition of
     two (a decode step's attention mask of the cache's length beside its
     positions, past the cache's length) would be compiled per bucket of both.
-    Connected ops join while their sizes agree (static ops join either
-    side); the partition stays whole where an op holds two sizes, or where
-    the pieces would depend on each other both ways."""
-    sizes = {node: frozenset(symbols_of(node)) for node in nodes}
-    if len(frozenset().union(*sizes.values())) < 2 or \
-            any(len(held) > 1 for held in sizes.values()):
+    Connected ops join while their sizes agree (a static op joins the side
+    it is first connected to); then the connected pieces of one size form
+    one piece (static pieces join the first size's), or, where those would
+    depend on each other both ways, the connected pieces stay apart. The
+    partition stays whole where an op holds two sizes, or where the
+    connected pieces too would depend on each other both ways."""
+    held = {node: frozenset(symbols_of(node)) for node in nodes}
+    if len(frozenset().union(*held.values())) < 2 or \
+            any(len(sizes) > 1 for sizes in held.values()):
         return [nodes]
     leader = {node: node for node in nodes}
-    held = dict(sizes)
 
     def find(node):
         while leader[node] is not node:
