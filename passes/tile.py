@@ -164,14 +164,25 @@ def kernel_knobs(kernel: ir.Operation) -> dict:
 
 
 def choose_schedule(kernel: ir.Operation, outputs: list[Node], options: KernelConfig | None,
-                    target: Target | int | None):
+                    target: Target | int | None,
+                    table: TunedTable | None | str = FROM_ENVIRONMENT):
     """The schedule of a kernel in graph form: the kind of `options` where
     given, else the first matching schedule that takes the kernel with the
-    knobs of its config attribute."""
+    knobs of its config attribute and the tuned-defaults `table` (as
+    `plan_kernel` takes it)."""
     if options is not None:
         return schedule_for(outputs, kind=options.kind)
     dynamic = has_dynamic_extent(list(kernel.operands) + list(kernel.results))
-    return schedule_for(outputs, kernel_knobs(kernel), target=target, dynamic=dynamic)
+    return schedule_for(outputs, kernel_knobs(kernel), target=target, dynamic=dynamic,
+                        table=_table(table, target))
+
+
+def _table(table: TunedTable | None | str, target: Target | int | None) -> TunedTable | None:
+    """The table a setting names (`plan_kernel`'s `table`). Raises
+    TunedTableError."""
+    if not isinstance(table, str):
+        return table
+    return resolve(None if table == FROM_ENVIRONMENT else table, target_for(target).sm)
 
 
 def _choice_knobs(outputs: list[Node], other_than=None) -> set[str]:
@@ -221,14 +232,12 @@ def plan_kernel(kernel: ir.Operation, options: KernelConfig | None = None,
                           f"knobs go in the kernel's config attribute: config = "
                           f"{{{stray[0]} = {value}}}", kernel.location)
     try:
-        schedule = choose_schedule(kernel, outputs, options, target)
+        table = _table(table, target)
+        schedule = choose_schedule(kernel, outputs, options, target, table)
         config = schedule.config_class.from_attribute(
             _without_other_choices(config_attribute(kernel), outputs, schedule), name)
         if options is not None:
             config = config.merged(options)
-        if isinstance(table, str):
-            setting = None if table == FROM_ENVIRONMENT else table
-            table = resolve(setting, target_for(target).sm)
         plan = (planner if planner is not None else Planner()).plan(outputs, config, name,
                                                                     target, table)
     except TunedTableError as error:

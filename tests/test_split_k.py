@@ -382,7 +382,12 @@ def test_kgc_splits_skinny_matmuls_that_cannot_fill_the_gpu(m, k, n, splits, mon
 def test_kgc_s_own_split_of_one_row_matches_torch(dtype):
     # 1 x 4097 x 1024: 8 MB of operands in 16 tiles, split 16 ways by kgc,
     # the row grown to a dot of 16 rows; k not a multiple of the k step.
-    graph, reference, tensors = inputs_for(gemv, 1, 4097, 1024, dtype)
+    _kgc_splits_and_matches_torch(1, 4097, 1024, dtype)
+
+
+def _kgc_splits_and_matches_torch(m, k, n, dtype):
+    """A product kgc splits on its own, given no knob, run against torch."""
+    graph, reference, tensors = inputs_for(gemv, m, k, n, dtype)
     context = ir.Context()
     module = graph.build(context)
     with context:
@@ -391,3 +396,30 @@ def test_kgc_s_own_split_of_one_row_matches_torch(dtype):
                                                            "gemv_0_matmul_reduce"]
     got = run_tiled(module, None, *tensors)
     assert_matches_torch(got, reference(*tensors), graph.build(), tensors)
+
+
+@pytest.mark.parametrize("m,k,n,split", [(512, 4096, 16, True), (128, 4096, 16, True),
+                                         (300, 8192, 64, True), (64, 2048, 512, False),
+                                         (17000, 4096, 16, False)])
+def test_few_tiles_over_a_long_k_loop_split_though_their_bytes_are_few(m, k, n, split):
+    # LoRA's down-projection to its rank, 512 x 4096 -> 16, is 4 programs of
+    # a 4096-deep loop: its time is one program's loop, not its 4 MiB. At
+    # 2048 deep, or with tiles filling the SMs, kgc's rule stands.
+    from kgc.tiling.graph_model import Node
+    from kgc.tiling.registry import plan_group
+    from kgc.targets import table_record
+
+    a = Node("input", [], (m, k), "f16", {}, input_index=0)
+    b = Node("input", [], (k, n), "f16", {}, input_index=1)
+    plan = plan_group([Node("matmul", [a, b], (m, n), "f16", {"precision": None})],
+                      target=table_record(90), table=None)
+    assert (plan.split is not None) == split
+
+
+@pytest.mark.parametrize("m", [3, 128, 513])
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+def test_a_rank_projection_split_by_kgc_matches_torch(m, dtype):
+    # The projection kgc now splits on its own (at 3 rows as a skinny
+    # product), run and checked at row counts that are not multiples of the
+    # tile.
+    _kgc_splits_and_matches_torch(m, 4096, 16, dtype)

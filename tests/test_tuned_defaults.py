@@ -125,6 +125,71 @@ def test_a_table_of_other_shapes_element_or_kind_leaves_the_heuristics():
         assert plan_group(outputs, target=SM90, table=table).config == heuristic
 
 
+def test_a_bare_product_calls_the_library_where_its_nearest_entry_is_a_library_call():
+    from kgc.tiling.library import KIND as LIBRARY, LibraryMatmulConfig
+
+    outputs = _matmul(16, 4096, 6144)
+    assert plan_group(outputs, target=SM90).kind == "matmul"  # kgc's rule: Triton below 128 rows
+    library = _entry(16, 6144, 4096, LibraryMatmulConfig(library=True), kind=LIBRARY)
+    assert plan_group(outputs, target=SM90, table=_table(library)).kind == LIBRARY
+    # 24 rows of the same weight: the same entry is the nearest.
+    assert plan_group(_matmul(24, 4096, 6144), target=SM90, table=_table(library)).kind == LIBRARY
+    # Past one doubling the library entry says nothing (8 rows of a weight
+    # twice as wide: 1.3 away).
+    assert plan_group(_matmul(8, 4096, 11008), target=SM90,
+                      table=_table(library)).kind == "matmul"
+    # A Triton entry nearer than the library's, or as near, keeps Triton.
+    triton = _entry(16, 4096, 4096)
+    assert plan_group(_matmul(16, 4096, 4096), target=SM90,
+                      table=_table(library, triton)).kind == "matmul"
+    wide = _entry(64, 4096, 4096, LibraryMatmulConfig(library=True), kind=LIBRARY)
+    assert plan_group(_matmul(32, 4096, 4096), target=SM90,
+                      table=_table(wide, triton)).kind == "matmul"
+    assert plan_group(_matmul(32, 4096, 4096), target=SM90, table=_table(wide)).kind == LIBRARY
+    # So do a kernel given Triton knobs, kgc's library choice turned off, a
+    # product that is not bare, and a table of another element type.
+    assert plan_group(outputs, MatmulConfig(num_warps=8), target=SM90,
+                      table=_table(library)).kind == "matmul"
+    from kgc.tiling.library import library_kernels
+
+    with library_kernels(False):
+        assert plan_group(outputs, target=SM90, table=_table(library)).kind == "matmul"
+    (product,) = outputs
+    scaled = Node("mul", [product, product], product.shape, "f16", {})
+    assert plan_group([scaled], target=SM90, table=_table(library)).kind == "matmul"
+    assert plan_group(_matmul(16, 4096, 6144, "bf16"), target=SM90,
+                      table=_table(library)).kind == "matmul"
+
+
+def test_kg_tile_compiles_a_bare_product_to_the_library_call_a_table_names(tmp_path,
+                                                                           monkeypatch):
+    from kgc.tiling.library import KIND as LIBRARY, LibraryMatmulConfig
+
+    def kinds():
+        module = _graph(m=16, k=4096, n=6144).build()
+        with module.context:
+            compile_module(module, emit="kg")
+            return [kernel.attributes["kind"].value for kernel in kernels_in(module.operation)]
+
+    library = _entry(16, 6144, 4096, LibraryMatmulConfig(library=True), kind=LIBRARY)
+    monkeypatch.setenv(ENVIRONMENT, str(_write(tmp_path, _table(library))))
+    assert kinds() == [LIBRARY]
+    monkeypatch.setenv(ENVIRONMENT, "off")
+    assert LIBRARY not in kinds()  # Triton's split product
+
+
+def test_a_matmul_entry_serves_only_kernels_it_gives_as_many_waves_as_its_own_shape():
+    # 16 x 4096 -> 4096 in 16 x 32 tiles: 128 programs, one wave on 132 SMs.
+    narrow = dataclasses.replace(TABLE_MATMUL, block_m=16, block_n=32, block_k=128)
+    table = _table(_entry(16, 4096, 4096, narrow))
+    for m, k, n in ((12, 4096, 4096), (16, 3000, 4096)):
+        assert plan_group(_matmul(m, k, n), target=SM90, table=table).config.block_n == 32
+    # Two waves at 32 rows, three at 8 rows of 11008 columns: the heuristics.
+    for m, k, n in ((32, 4096, 4096), (8, 4096, 11008)):
+        heuristic = plan_group(_matmul(m, k, n), target=SM90).config
+        assert plan_group(_matmul(m, k, n), target=SM90, table=table).config == heuristic
+
+
 def test_given_knobs_are_never_mixed_with_the_table():
     outputs = _matmul(17, 1000, 777)
     given = MatmulConfig(num_warps=8)
@@ -340,8 +405,37 @@ def test_the_builder_records_the_fastest_timed_config_against_the_heuristics():
     # The 17-row tile covered the rows: written as the power of two that does.
     assert entry.config == dataclasses.replace(fast, block_m=32)
     assert (entry.time_us, entry.heuristic_us, entry.workload) == (6.0, 9.0, shape.name)
-    # Only the heuristic's config timed (the budget spent): nothing learnt.
+    # Only the heuristic's config timed (the budget spent), or the
+    # heuristic's the fastest: nothing learnt.
     assert entries_from_report(shape, kernels, report(rows[0], rows[2])) == []
+    slower = dataclasses.replace(rows[1], time_us=9.5)
+    assert entries_from_report(shape, kernels, report(rows[0], slower)) == []
+    # A library call the fastest: an entry of the library's kind, keyed as
+    # the kernel kgc planned.
+    from kgc.tiling.library import KIND as LIBRARY, LibraryMatmulConfig
+
+    call = CandidateRow("k", signature, LibraryMatmulConfig(library=True).to_dict(), False,
+                        "timed", 5.0)
+    (entry,) = entries_from_report(shape, kernels, report(*rows, call))
+    assert (entry.kind, entry.config, entry.time_us) == (LIBRARY,
+                                                          LibraryMatmulConfig(library=True), 5.0)
+    assert entry.features == {"batch": 1, "m": 17, "n": 777, "k": 1000}
+    assert parse_table(_table(entry).to_dict()).entries == (entry,)
+
+
+def test_a_shape_whose_kernels_the_table_cannot_key_is_not_searched(monkeypatch):
+    import kgc.search.tuner
+    from kgc.bench.tune_defaults import measure_shape
+
+    def searched(*args, **kwargs):
+        raise AssertionError("searched a shape the table has no key for")
+
+    monkeypatch.setattr(kgc.search.tuner, "superoptimize", searched)
+    # 512 rows of a 4096-wide weight: kgc's rule makes it a library call.
+    assert measure_shape(Shape.of("matmul", "bf16", m=512, n=4096, k=4096), 90, 10.0, "low",
+                         False) == ([], None)
+    with pytest.raises(AssertionError, match="searched"):
+        measure_shape(Shape.of("matmul", m=16, n=4096, k=4096), 90, 10.0, "low", False)
 
 
 def test_portable_configs_cover_their_axis_with_a_power_of_two():
@@ -556,6 +650,50 @@ def test_the_command_prints_the_corpus():
     done = _kgc("tune-defaults", "corpus")
     assert done.returncode == 0
     assert [Shape.from_dict(json.loads(line)) for line in done.stdout.splitlines()] == corpus()
+
+
+def test_shards_split_the_corpus_into_interleaved_parts_that_cover_it_once():
+    from kgc.bench.tune_defaults import Shard
+
+    shapes = corpus()
+    parts = [Shard.parse(f"{i}/3").of(shapes) for i in range(3)]
+    assert sorted(map(repr, sum(parts, []))) == sorted(map(repr, shapes))
+    assert [len(p) for p in parts] == [52, 52, 51]
+    # Interleaved: each part starts with one of the most used shapes.
+    assert [p[0] for p in parts] == shapes[:3]
+    assert Shard.parse("0/1").of(shapes) == shapes
+
+
+@pytest.mark.parametrize("text", ["2/2", "-1/2", "1", "a/b", "0/0", ""])
+def test_a_bad_shard_is_a_usage_error_naming_it(text):
+    done = _kgc("tune-defaults", "check", "--workloads", "", f"--shard={text}")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"--shard {text!r}: expected I/N with 0 <= I < N" in done.stderr
+
+
+def test_merge_joins_the_parts_of_a_sharded_build_keeping_the_faster_entry(tmp_path):
+    from kgc.tiling.library import KIND as LIBRARY, LibraryMatmulConfig
+
+    slow, other = _entry(16, 6144, 4096), _entry(64, 512, 512)
+    fast = dataclasses.replace(_entry(16, 6144, 4096, LibraryMatmulConfig(library=True),
+                                      kind=LIBRARY), time_us=5.0)
+    first = _write(tmp_path, _table(slow, other), "part-0.json")
+    second = _write(tmp_path, dataclasses.replace(_table(fast), kgc_commit="4567def",
+                                                  date="2026-11-27T06:00:00+00:00"),
+                    "part-1.json")
+    out = tmp_path / "sm_90.json"
+    done = _kgc("tune-defaults", "merge", "--out", str(out), str(first), str(second))
+    assert done.returncode == 0, done.stderr
+    assert "2 entries for sm_90" in done.stdout
+    merged = load_table(out)
+    assert sorted(merged.entries, key=lambda e: e.time_us) == [fast, other]
+    assert (merged.kgc_commit, merged.date) == ("0123abc+4567def", "2026-11-27T06:00:00+00:00")
+    # Tables of two GPU models are not one table.
+    elsewhere = _write(tmp_path, dataclasses.replace(_table(other), gpu="NVIDIA A100"),
+                       "part-2.json")
+    done = _kgc("tune-defaults", "merge", "--out", str(out), str(first), str(elsewhere))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert f"{elsewhere} is a table of gpu 'NVIDIA A100'" in done.stderr
 
 
 def test_a_bad_shapes_file_is_an_error_naming_it(tmp_path):

@@ -15,7 +15,9 @@ config without searching or timing anything:
         "config": {"kind": "matmul", "block_m": 16, "block_n": 64, ...},
         "time_us": 28.5, "heuristic_us": 35.9, "workload": "..."}]}
 
-An entry is keyed by the schedule kind, the element type, a variant (what
+An entry is keyed by the kind of the schedule the search chose (the
+library's `library_matmul` where a BLAS call beat kgc's Triton matmul on a
+kernel kgc planned as one, keyed as that matmul), the element type, a variant (what
 the schedule says changes which config wins beyond the shape: a gated MLP's
 two dots, an RMSNorm folded into the matmul) and the shape features (the
 sizes the schedule names: M, N, K of a matmul, the row length of a
@@ -119,14 +121,16 @@ class TunedTable:
     entries: tuple[Entry, ...]
     source: str = ""  # the file it was read from ("" when made in memory)
 
-    def nearest(self, kind: str, key: TableKey) -> Entry | None:
-        """The entry of `kind`, `key`'s element and variant and the same
-        feature names whose features are nearest `key`'s in log space
+    def nearest(self, kind: str | tuple[str, ...], key: TableKey) -> Entry | None:
+        """The entry of `kind` (or of any of several kinds: schedules that
+        may compute the same kernel), `key`'s element and variant and the
+        same feature names whose features are nearest `key`'s in log space
         (within MAX_LOG2_DISTANCE; the first in the table on a tie), or
         None."""
+        kinds = (kind,) if isinstance(kind, str) else kind
         best, best_distance = None, None
         for entry in self.entries:
-            if (entry.kind != kind or entry.element != key.element or entry.variant != key.variant
+            if (entry.kind not in kinds or entry.element != key.element or entry.variant != key.variant
                     or set(entry.features) != set(key.features)):
                 continue
             distance = log_distance(entry.features, key.features)

@@ -44,11 +44,18 @@ def test_the_builder_writes_a_table_the_default_compile_uses(tmp_path, monkeypat
     loaded = load_table(out)
     assert loaded.to_json() == table.to_json()
     assert loaded.target == f"sm_{sm}" and loaded.gpu == torch.cuda.get_device_name()
-    assert {e.workload for e in loaded.entries} == {s.name for s in SHAPES}, lines
+    # The 17-row product's heuristic loses to the search (H200: 3.23 us
+    # against 2.67); a shape whose heuristic config was the fastest (the
+    # softmax, at times) gives no entry, and says so.
+    assert SHAPES[0].name in {e.workload for e in loaded.entries}, lines
+    assert {e.workload for e in loaded.entries} <= {s.name for s in SHAPES}, lines
+    for shape in SHAPES:
+        (line,) = [x for x in lines if f"] {shape.name}: " in x]
+        assert ("no entry" in line) == (shape.name not in {e.workload for e in loaded.entries})
     for entry in loaded.entries:
         assert entry.time_us > 0 and entry.heuristic_us > 0
-        # The search's best is at least as fast as the heuristic it timed.
-        assert entry.time_us <= entry.heuristic_us
+        # The search's best is faster than the heuristic it timed.
+        assert entry.time_us < entry.heuristic_us
 
     monkeypatch.setenv(ENVIRONMENT, str(out))
     by_kind = {e.kind: e for e in loaded.entries}
@@ -73,7 +80,8 @@ def test_the_builder_writes_a_table_the_default_compile_uses(tmp_path, monkeypat
     monkeypatch.setenv(ENVIRONMENT, "off")
     assert _default_config(SHAPES[0], sm, "matmul").num_warps == heuristic_warps
 
-    # A second run keeps what the first measured and measures nothing.
+    # A second run keeps what the first measured (and measures only the
+    # shapes that gave no entry).
     again = build(SHAPES, out, budget_s=300, shape_budget_s=60, effort="low",
                   log=lines.append)
     assert again.entries == load_table(out).entries

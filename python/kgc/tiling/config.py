@@ -550,24 +550,42 @@ DEFAULT_MIN_STEPS = 4
 
 
 def default_split_k(tiles: int, batch: int, m: int, n: int, k: int, block_k: int,
-                  element_bits: int, program_slots: int) -> int:
+                  element_bits: int, program_slots: int, bare: bool = True) -> int:
     """The splits kgc gives a matmul kernel whose `split_k` is left to it:
     enough that its `tiles` (batch x m x n tiles) times the splits fill the
     GPU's `program_slots` (its SMs, `kgc.targets.Target.sm_count`) once,
-    for a kernel that streams at least DEFAULT_MIN_BYTES of operands; with
-    every split at least DEFAULT_MIN_STEPS k steps, and the f32 partials
-    (written and read once) at most a quarter of the operands' bytes. 1 (no
-    split) otherwise."""
+    for a kernel that streams at least DEFAULT_MIN_BYTES of operands, or,
+    where its k loop carries nothing but its products (`bare`: no LoRA
+    rank-r product, no norm's sum riding along), whose few tiles walk a
+    long k loop (`_serial_loop_bound`); with every
+    split at least DEFAULT_MIN_STEPS k steps, and the f32 partials (written
+    and read once) at most a quarter of the operands' bytes. 1 (no split)
+    otherwise."""
     operand_bytes = batch * (m * k + k * n) * element_bits // 8
-    if tiles >= program_slots or operand_bytes < DEFAULT_MIN_BYTES:
-        return 1
     steps = ceil_div(k, block_k)
+    if tiles >= program_slots or (operand_bytes < DEFAULT_MIN_BYTES and not (
+            bare and _serial_loop_bound(tiles, k, program_slots))):
+        return 1
     count = 1
     while (tiles * count < program_slots and count * 2 <= DEFAULT_MAX_SPLITS
            and steps >= DEFAULT_MIN_STEPS * count * 2
            and 2 * 4 * count * 2 * batch * m * n <= operand_bytes // 4):
         count *= 2
     return count
+
+
+# A kernel of few tiles over a long k loop takes as long as one program's
+# loop, whatever its bytes: LoRA's down-projection to rank 16, 512 x 4096 ->
+# 16, ran as 4 programs of 64 k steps in 17.9 us, where the library took
+# 7.0 (H200, benchmarks/NOTES.md stop 48), about a quarter of a microsecond
+# a step: a loop of LONG_SERIAL_K costs several times what a split costs (a
+# launch and the partials), so splitting pays under DEFAULT_MIN_BYTES too
+# while the tiles fill at most half the SMs.
+LONG_SERIAL_K = 4096
+
+
+def _serial_loop_bound(tiles: int, k: int, program_slots: int) -> bool:
+    return 2 * tiles <= program_slots and k >= LONG_SERIAL_K
 
 
 # The splits of a skinny product whose k loop is long, and the k steps

@@ -78,12 +78,12 @@ import dataclasses
 import os
 from typing import ClassVar, Mapping, NamedTuple, Sequence
 
-from kgc.targets import Target
 from kgc.tiling.config import KernelConfig, KnobOption, MatmulConfig
 from kgc.tiling.graph_model import Node, topological
 from kgc.tiling.iteration import Unplannable
 from kgc.tiling.matmul import MatmulSchedule
 from kgc.tiling.schedule import Schedule, TiledForm
+from kgc.tuned_defaults import TableKey, TunedTable, log_distance
 
 __all__ = ["ENVIRONMENT_SWITCH", "KIND", "LIBRARY_CALL_ATTRIBUTE", "LibraryCall",
            "LibraryMatmulConfig", "LibraryMatmulPlan", "LibraryMatmulSchedule",
@@ -403,6 +403,37 @@ def prefers_library(m: int, n: int, k: int, element: str) -> bool:
     return element in ELEMENTS and m >= MIN_ROWS and n >= MIN_COLUMNS and k >= MIN_DEPTH
 
 
+def _measured_faster(table: TunedTable, matmul: Node, m: int, n: int, k: int) -> bool:
+    """Whether the tuned-defaults table says the library call beats kgc's
+    Triton matmul on this bare product: a library entry within
+    LIBRARY_ENTRY_RADIUS of it, nearer than any Triton entry. The search
+    records, per kernel kgc planned as a Triton matmul, the fastest config
+    it timed, the library call among them (`kgc.bench.tune_defaults`);
+    below kgc's rule's 128 rows cuBLAS wins on some weights and not others
+    (16 x 4096 -> 6144: 17.0 us against 18.6; 16 x 4096 -> 4096: 13.7
+    against Triton's 12.3; H200, benchmarks/NOTES.md stop 38), which no row
+    count alone tells apart."""
+    batch = 1
+    for extent in matmul.shape[:-2]:
+        batch *= extent
+    key = TableKey(matmul.operands[0].element, "", {"batch": batch, "m": m, "n": n, "k": k})
+    call = table.nearest(KIND, key)
+    if call is None or log_distance(call.features, key.features) > LIBRARY_ENTRY_RADIUS:
+        return False
+    triton = table.nearest(MatmulSchedule.kind, key)
+    return triton is None or \
+        log_distance(call.features, key.features) < log_distance(triton.features, key.features)
+
+
+# How far (log2 units over batch, m, n, k) a library entry of the table
+# speaks for a product: one doubling. Which kernel cuBLAS runs changes from
+# shape to shape, so its lead does not carry as a Triton config does: the
+# library entry of 16 x 4096 -> 6144 served 8 x 4096 -> 11008 (1.3 away) at
+# 26.4 us, where a Triton matmul took 24.3; one of 64 x 4096 -> 4096 served
+# 32 rows at 16.2 against Triton's 13.6 (H200, benchmarks/NOTES.md stop 48).
+LIBRARY_ENTRY_RADIUS = 1.0
+
+
 class LibraryMatmulSchedule(Schedule):
     kind = KIND
     config_class = LibraryMatmulConfig
@@ -436,7 +467,7 @@ class LibraryMatmulSchedule(Schedule):
     def match(self, order):
         return bare_matmul(order) is not None
 
-    def takes(self, outputs, order, knobs, target):
+    def takes(self, outputs, order, knobs, target, table=None):
         # A transposed operand that the kernel returns too is not a call's.
         found = bare_matmul(order)
         if found is None or list(outputs) != [found.result]:
@@ -451,8 +482,10 @@ class LibraryMatmulSchedule(Schedule):
         if not library_kernels_enabled():
             return False
         matmul = found.matmul
-        return prefers_library(matmul.shape[-2], matmul.shape[-1],
-                               matmul.operands[0].shape[-1], matmul.element)
+        m, n, k = matmul.shape[-2], matmul.shape[-1], matmul.operands[0].shape[-1]
+        if prefers_library(m, n, k, matmul.element):
+            return True
+        return table is not None and _measured_faster(table, matmul, m, n, k)
 
     def plan(self, outputs, order, config, kernel, target):
         found = bare_matmul(order)

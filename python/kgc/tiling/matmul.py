@@ -223,11 +223,16 @@ class MatmulSchedule(Schedule):
         return TableKey(_operand_element(plan), "+".join(parts), features)
 
     def tuned_config(self, plan, table, target):
+        found = self.nearest_entry(plan, table)
         config = super().tuned_config(plan, table, target)
         if config is None:
             return None
         config = _runnable_entry(plan, _covering_small_tiles(config, plan.knob_extents), target)
         if config is None:
+            return None
+        if _waves(plan, config, plan.knob_extents, found[0].features["batch"], target) != \
+                _waves(plan, found[1].config, found[1].features,
+                       found[1].features["batch"], target):
             return None
         # The pipeline's stages must fit the target's shared memory (a
         # config measured on a kernel of one dot may not, beside two or
@@ -259,6 +264,21 @@ def _covering_small_tiles(config: MatmulConfig, extents) -> MatmulConfig:
         if value is not None and extent is not None and value < min(extent, MIN_DOT_TILE):
             changes[knob_name] = min(extent, MIN_DOT_TILE)
     return dataclasses.replace(config, **changes) if changes else config
+
+
+def _waves(plan: MatmulPlan, config: MatmulConfig, extents, batch: int, target: Target) -> int:
+    """How many waves of programs over the target's SMs `config` makes of
+    a product of `extents` (m, n) and `batch` (knobs it leaves open sized as
+    kgc's plan sized them, a split left open as none). A table entry serves
+    only kernels it gives as many waves as it gave its own shape: its tiles
+    were chosen against that count. The entry of 16 x 4096 -> 4096 (1 x 128
+    tiles of 16 x 32, one wave) gave 32 rows two waves at 16.3 us, where the
+    heuristic took 13.6, and 8 x 4096 -> 11008 three at 30.9 against 27.8
+    (H200, benchmarks/NOTES.md stop 48)."""
+    size = functools.partial(_sized, plan, config)
+    programs = batch * ceil_div(extents.get("m", 1), size("block_m")) * \
+        ceil_div(extents["n"], size("block_n")) * (config.split_k or 1)
+    return ceil_div(programs, target.sm_count)
 
 
 def _faulting_stage_cap(target: Target, computed_operand: bool, bits: int, block_m: int,
@@ -483,18 +503,19 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
     # split_k left to kgc (None): split a kernel whose tiles leave SMs idle,
     # unless it is persistent or reads through TMA (a choice for big tiles).
     chosen = config.split_k is None
+    bare_loop = not side_matmuls and not any(
+        k_axis in reduce_axes.get(node, ()) for node in order if node.op == "reduce")
     if chosen:
         if config.num_programs is not None or config.tma or block_k >= k_extent:
             splits = 1
-        elif skinny and not side_matmuls and not any(
-                k_axis in reduce_axes.get(node, ()) for node in order if node.op == "reduce"):
+        elif skinny and bare_loop:
             # A skinny product under the split-K threshold splits where its
             # k loop is long (not LoRA's, whose rank-r product rides along
             # the whole loop, nor a norm's, whose sum does).
             splits = skinny_split_k(tiles, k_extent, block_k, target.sm_count)
         else:
             splits = default_split_k(tiles, product(batch), m_extent, n_extent, k_extent,
-                                     block_k, bits, target.sm_count)
+                                     block_k, bits, target.sm_count, bare=bare_loop)
     else:
         splits = split_k.split_count(config.split_k, k_extent, block_k)
     program_axes = tuple(a for a in list(range(nb)) + [m_axis, n_axis]

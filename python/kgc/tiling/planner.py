@@ -79,7 +79,8 @@ class Planner:
         its kernel)."""
         outputs = list(outputs)
         target = target_for(target)
-        schedule = schedule_for(outputs, dynamic=is_over_dynamic_extent(outputs))
+        schedule = schedule_for(outputs, target=target, dynamic=is_over_dynamic_extent(outputs),
+                                table=table)
         given = config if config is not None else schedule.config_class()
         # Schedules may share a config class: a plan is its schedule's.
         key = (signature(outputs), schedule.kind, given, target,

@@ -84,10 +84,12 @@ def matching_schedules(outputs: Sequence[Node]) -> list[Schedule]:
 
 
 def schedule_for(outputs: Sequence[Node], knobs: dict | None = None, kind: str | None = None,
-                 target: Target | int | None = None, dynamic: bool = False) -> Schedule:
+                 target: Target | int | None = None, dynamic: bool = False,
+                 table: TunedTable | None = None) -> Schedule:
     """The schedule that computes `outputs`: of the schedules that match,
     the one of config kind `kind` when given, else the first that takes the
-    group with the kernel's `knobs` (name -> value) on `target`. For a
+    group with the kernel's `knobs` (name -> value) on `target` with the
+    tuned-defaults `table` (None: kgc's rules alone). For a
     kernel over a dynamic extent (`dynamic`), a schedule that takes none is
     passed over unless a knob of its own chose it (a bare matmul then stays
     Triton's rather than the library's)."""
@@ -113,7 +115,7 @@ def schedule_for(outputs: Sequence[Node], knobs: dict | None = None, kind: str |
         if dynamic and not schedule.dynamic_extents and \
                 not any(knobs.get(knob) for knob in schedule.choice_knobs):
             continue
-        if schedule.takes(list(outputs), order, knobs, record):
+        if schedule.takes(list(outputs), order, knobs, record, table):
             return schedule
     return choices[-1]
 
@@ -151,7 +153,7 @@ def plan_group(outputs: Sequence[Node], config: KernelConfig | None = None,
     dynamic = is_over_dynamic_extent(outputs)
     # A config names its kind, which picks among the schedules that match.
     schedule = schedule_for(outputs, kind=None if config is None else config.kind,
-                            target=target, dynamic=dynamic)
+                            target=target, dynamic=dynamic, table=table)
     plan = _plan_at_hint(schedule, outputs, config, kernel, target, table)
     return _at_every_size(schedule, plan, kernel, target) if dynamic else plan
 

@@ -91,13 +91,13 @@ class Schedule:
         raise NotImplementedError
 
     def takes(self, outputs: Sequence[Node], order: Sequence[Node], knobs: dict[str, Any],
-              target: Target) -> bool:
+              target: Target, table: TunedTable | None = None) -> bool:
         """Whether kgc plans a group this schedule matches (computing
         `outputs`) with it, given the knobs set on the kernel (name ->
-        value, of any kind) and the GPU `target`; False leaves the group to
-        the next schedule that matches
-        (a library call that wins over kgc's kernel only on some shapes,
-        kgc.tiling.library). True by default."""
+        value, of any kind), the GPU `target` and the tuned-defaults
+        `table` in use (None: none); False leaves the group to the next
+        schedule that matches (a library call that wins over kgc's kernel
+        only on some shapes, kgc.tiling.library). True by default."""
         return True
 
     def fusion_pattern(self, node: Node, users: Sequence[Node],
