@@ -17,11 +17,12 @@ config without searching or timing anything:
 
 An entry is keyed by the kind of the schedule the search chose (the
 library's `library_matmul` where a BLAS call beat kgc's Triton matmul on a
-kernel kgc planned as one, keyed as that matmul), the element type, a variant (what
-the schedule says changes which config wins beyond the shape: a gated MLP's
-two dots, an RMSNorm folded into the matmul) and the shape features (the
-sizes the schedule names: M, N, K of a matmul, the row length of a
-reduction, queries, keys and head dims of attention). `TunedTable.nearest`
+kernel kgc planned as one, keyed as that matmul), the element type, a
+variant (what the schedule says changes which config wins beyond the
+shape: a gated MLP's two dots, an RMSNorm folded into the matmul) and the
+shape features (the sizes the schedule names: M, N, K of a matmul, the
+row length of a reduction, queries, keys and head dims of attention).
+`TunedTable.nearest`
 finds the entry of the same kind, element, variant and feature names whose
 shape is nearest in log space (the Euclidean distance of the features'
 log2, at most MAX_LOG2_DISTANCE: a config measured on a shape 8 times
@@ -121,16 +122,14 @@ class TunedTable:
     entries: tuple[Entry, ...]
     source: str = ""  # the file it was read from ("" when made in memory)
 
-    def nearest(self, kind: str | tuple[str, ...], key: TableKey) -> Entry | None:
-        """The entry of `kind` (or of any of several kinds: schedules that
-        may compute the same kernel), `key`'s element and variant and the
-        same feature names whose features are nearest `key`'s in log space
+    def nearest(self, kind: str, key: TableKey) -> Entry | None:
+        """The entry of `kind`, `key`'s element and variant and the same
+        feature names whose features are nearest `key`'s in log space
         (within MAX_LOG2_DISTANCE; the first in the table on a tie), or
         None."""
-        kinds = (kind,) if isinstance(kind, str) else kind
         best, best_distance = None, None
         for entry in self.entries:
-            if (entry.kind not in kinds or entry.element != key.element or entry.variant != key.variant
+            if (entry.kind != kind or entry.element != key.element or entry.variant != key.variant
                     or set(entry.features) != set(key.features)):
                 continue
             distance = log_distance(entry.features, key.features)
