@@ -80,6 +80,7 @@ from typing import ClassVar, Mapping, NamedTuple, Sequence
 
 from kgc.tiling.config import KernelConfig, KnobOption, MatmulConfig
 from kgc.tiling.graph_model import Node, topological
+from kgc.tiling.index_maps import product
 from kgc.tiling.iteration import Unplannable
 from kgc.tiling.matmul import MatmulSchedule
 from kgc.tiling.schedule import Schedule, TiledForm
@@ -413,16 +414,16 @@ def _measured_faster(table: TunedTable, matmul: Node, m: int, n: int, k: int) ->
     (16 x 4096 -> 6144: 17.0 us against 18.6; 16 x 4096 -> 4096: 13.7
     against Triton's 12.3; H200, benchmarks/NOTES.md stop 38), which no row
     count alone tells apart."""
-    batch = 1
-    for extent in matmul.shape[:-2]:
-        batch *= extent
-    key = TableKey(matmul.operands[0].element, "", {"batch": batch, "m": m, "n": n, "k": k})
+    key = TableKey(matmul.operands[0].element, "",
+                   {"batch": product(matmul.shape[:-2]), "m": m, "n": n, "k": k})
     call = table.nearest(KIND, key)
-    if call is None or log_distance(call.features, key.features) > LIBRARY_ENTRY_RADIUS:
+    if call is None:
+        return False
+    distance = log_distance(call.features, key.features)
+    if distance > LIBRARY_ENTRY_RADIUS:
         return False
     triton = table.nearest(MatmulSchedule.kind, key)
-    return triton is None or \
-        log_distance(call.features, key.features) < log_distance(triton.features, key.features)
+    return triton is None or distance < log_distance(triton.features, key.features)
 
 
 # How far (log2 units over batch, m, n, k) a library entry of the table

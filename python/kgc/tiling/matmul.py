@@ -34,7 +34,7 @@ from kgc.tiling.iteration import (TILE_LOOP, Expansion, Unplannable, axes_of,
 from kgc.tiling.matmul_generator import MatmulGenerator
 from kgc.tiling.matmul_plan import MatmulPlan
 from kgc.tiling.plan import check_index_range, finish_plan, knob
-from kgc.tiling.schedule import Schedule
+from kgc.tiling.schedule import Schedule, canonical_or_none
 from kgc.tuned_defaults import TableKey
 
 __all__ = ["MatmulSchedule"]
@@ -223,16 +223,18 @@ class MatmulSchedule(Schedule):
         return TableKey(_operand_element(plan), "+".join(parts), features)
 
     def tuned_config(self, plan, table, target):
+        # The entry itself, not only its config (`Schedule.tuned_config`):
+        # its shape says how many waves its tiles were chosen against.
         found = self.nearest_entry(plan, table)
-        config = super().tuned_config(plan, table, target)
+        config = None if found is None else canonical_or_none(found[1].config, plan)
         if config is None:
             return None
+        key, entry = found
         config = _runnable_entry(plan, _covering_small_tiles(config, plan.knob_extents), target)
         if config is None:
             return None
-        if _waves(plan, config, plan.knob_extents, found[0].features["batch"], target) != \
-                _waves(plan, found[1].config, found[1].features,
-                       found[1].features["batch"], target):
+        if _waves(plan, config, plan.knob_extents, key.features["batch"], target) != \
+                _waves(plan, entry.config, entry.features, entry.features["batch"], target):
             return None
         # The pipeline's stages must fit the target's shared memory (a
         # config measured on a kernel of one dot may not, beside two or
