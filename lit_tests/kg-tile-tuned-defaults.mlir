@@ -1,8 +1,7 @@
 // kg-tile takes kgc's choice for a kernel given no knob from the target's
 // tuned-defaults table (kgc.tuned_defaults): the config of the entry whose
-// shape is nearest the kernel's (here 16x1024x1024 for a 17x4096x1024
-// product: two doublings of k away), canonical for the kernel (16-row
-// tiles stay 16 under 17 rows).
+// shape is nearest the kernel's (here 16x1024x1024 for a 16x4096x1024
+// product: two doublings of k away), canonical for the kernel.
 // RUN: kgc-opt %s --kg-tile='tuned-defaults=%S/Inputs/tuned-defaults' | FileCheck %s --check-prefix=TABLE
 // RUN: kgc-opt %s --kg-tile='tuned-defaults=%S/Inputs/tuned-defaults/sm_90.json' | FileCheck %s --check-prefix=TABLE
 // RUN: kgc-opt %s --kg-tile='tuned-defaults=off' | FileCheck %s --check-prefix=HEURISTIC
@@ -35,11 +34,11 @@
 // BAD: error: tuned-defaults table {{.*}}bad.json: entry 0: config: matmul kernel: block_n = 48 is not legal
 // MISSING: error: tuned-defaults table {{.*}}none.json: cannot be read
 
-func.func @mm(%x: tensor<17x4096xf16>, %w: tensor<4096x1024xf16>) -> tensor<17x1024xf16> {
-  %y = kg.kernel @mm_0(%x, %w) : (tensor<17x4096xf16>, tensor<4096x1024xf16>) -> tensor<17x1024xf16> {
-  ^bb0(%a: tensor<17x4096xf16>, %b: tensor<4096x1024xf16>):
-    %m = kg.matmul %a, %b : (tensor<17x4096xf16>, tensor<4096x1024xf16>) -> tensor<17x1024xf16>
-    kg.yield %m : tensor<17x1024xf16>
+func.func @mm(%x: tensor<16x4096xf16>, %w: tensor<4096x1024xf16>) -> tensor<16x1024xf16> {
+  %y = kg.kernel @mm_0(%x, %w) : (tensor<16x4096xf16>, tensor<4096x1024xf16>) -> tensor<16x1024xf16> {
+  ^bb0(%a: tensor<16x4096xf16>, %b: tensor<4096x1024xf16>):
+    %m = kg.matmul %a, %b : (tensor<16x4096xf16>, tensor<4096x1024xf16>) -> tensor<16x1024xf16>
+    kg.yield %m : tensor<16x1024xf16>
   }
-  return %y : tensor<17x1024xf16>
+  return %y : tensor<16x1024xf16>
 }

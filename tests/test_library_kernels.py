@@ -64,8 +64,14 @@ def forced(graph: kgc.Graph, library: bool) -> GraphConfig:
     (128, 256, 256, "bf16", True),  # at the thresholds
     (128, 4096, 4096, "f16", True),  # a prefill of 128 tokens
     (4096, 4096, 4096, "f32", True),
-    (127, 4096, 4096, "f16", False),  # too few rows: Triton's split-K fuses and keeps up
+    (127, 4096, 4096, "f16", True),  # more rows than a decode's over 32 MiB of weights
+    (40, 8192, 2048, "bf16", True),  # in 32 tiles of 64 columns: split-K would fill the SMs
+    (40, 2048, 8192, "f16", False),  # 128 tiles of 64 columns: Triton streams in one wave
+    (80, 2048, 8192, "f16", True),  # ... at fewer than 64 rows only
+    (40, 2048, 8192, "f32", False),  # cuBLAS in f32 was not measured under 128 rows
+    (40, 1024, 1024, "f16", False),  # 2 MiB of weights: Triton's narrow tiles
     (16, 4096, 6144, "f16", False),  # a decode's GEMV
+    (16, 4096, 4096, "f16", False),  # ... whose tiles fill the SMs split along k
     (512, 128, 4096, "f16", False),  # too short a k loop
     (512, 4096, 128, "f16", False),  # too narrow
     (512, 4096, 4096, "f8E4M3FN", False),  # not an element the call takes
@@ -346,8 +352,8 @@ def test_kgc_compile_prints_the_call(tmp_path):
 def test_the_search_offers_the_library_and_triton_for_a_bare_matmul():
     from kgc.search.space import variant_space
 
-    for m, default_kind in ((512, "library_matmul"), (17, "matmul")):
-        text = gemm(m, 4096, 1024).to_mlir()
+    for m, k, default_kind in ((512, 4096, "library_matmul"), (17, 1024, "matmul")):
+        text = gemm(m, k, 1024).to_mlir()
         _, kernels = variant_space(text, "gemm", "low", 90)
         (variants,) = kernels.values()
         assert variants.default.kind == default_kind

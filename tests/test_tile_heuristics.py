@@ -260,3 +260,56 @@ def _softmax_knobs(rows: int, columns: int) -> dict:
 ])
 def test_a_looped_row_takes_twice_the_warps_of_a_whole_one(rows, columns, knobs):
     assert _softmax_knobs(rows, columns) == knobs
+
+
+def _product_plan(m: int, k: int, n: int, sm: int = 90, element: str = "f16"):
+    """kg-tile's plan of a bare m x k -> n product on sm_<sm>, no table."""
+    from kgc.targets import table_record
+    from kgc.tiling.graph_model import Node
+    from kgc.tiling.registry import plan_group
+
+    a = Node("input", [], (m, k), element, {}, input_index=0)
+    b = Node("input", [], (k, n), element, {}, input_index=1)
+    return plan_group([Node("matmul", [a, b], (m, n), element, {"precision": None})],
+                      target=table_record(sm))
+
+
+def _tiles(plan) -> tuple:
+    config = plan.config
+    return plan.schedule, config.block_n, config.block_k, config.split_k
+
+
+@pytest.mark.parametrize("m,k,n,sm,expected", [
+    # Weights streamed by a few rows in one wave of 64 or 128 columns, over
+    # 128-deep steps and no split: 128 tiles of 64, 86 of 128 (64 would make
+    # 172, past one wave).
+    (1, 2048, 8192, 90, ("matmul", 64, 128, None)),
+    (8, 4096, 11008, 90, ("matmul", 128, 128, None)),
+    # 108 SMs take 128 tiles in two waves: 64 of 128 columns instead.
+    (1, 2048, 8192, 80, ("matmul", 128, 128, None)),
+    # 64 tiles of 64 fill under half of 132 SMs: split-K fills them.
+    (1, 4096, 4096, 90, ("matmul", 64, 64, 4)),
+    # 224 tiles of 128 are more than one wave: the tiles of before.
+    (1, 4096, 28672, 90, ("matmul", 128, 64, None)),
+    # 40 rows stream in one wave too; with too few tiles for one, or from
+    # 64 rows on, cuBLAS.
+    (40, 2048, 8192, 90, ("matmul", 64, 128, None)),
+    (40, 8192, 2048, 90, ("library_matmul", None, None, None)),
+    (80, 2048, 8192, 90, ("library_matmul", None, None, None)),
+    # Weights under 8 MiB, one row tile of more rows than a decode step's:
+    # n tiles of 16 columns, 64-deep steps.
+    (40, 896, 896, 90, ("matmul", 16, 64, None)),
+])
+def test_products_of_few_rows_stream_their_weights_in_one_wave(m, k, n, sm, expected):
+    plan = _product_plan(m, k, n, sm)
+    if plan.schedule == "library_matmul":
+        assert expected == ("library_matmul", None, None, None)
+        return
+    assert _tiles(plan) == expected
+
+
+def test_one_wave_tiles_are_no_choice_of_cublas_when_the_library_is_off():
+    from kgc.tiling.library import library_kernels
+
+    with library_kernels(False):
+        assert _tiles(_product_plan(80, 2048, 8192))[0] == "matmul"

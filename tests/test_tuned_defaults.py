@@ -142,10 +142,10 @@ def test_a_bare_product_calls_the_library_where_its_nearest_entry_is_a_library_c
     triton = _entry(16, 4096, 4096)
     assert plan_group(_matmul(16, 4096, 4096), target=SM90,
                       table=_table(library, triton)).kind == "matmul"
-    wide = _entry(64, 4096, 4096, LibraryMatmulConfig(library=True), kind=LIBRARY)
-    assert plan_group(_matmul(32, 4096, 4096), target=SM90,
-                      table=_table(wide, triton)).kind == "matmul"
-    assert plan_group(_matmul(32, 4096, 4096), target=SM90, table=_table(wide)).kind == LIBRARY
+    narrow = _entry(4, 4096, 4096, LibraryMatmulConfig(library=True), kind=LIBRARY)
+    assert plan_group(_matmul(8, 4096, 4096), target=SM90,
+                      table=_table(narrow, triton)).kind == "matmul"
+    assert plan_group(_matmul(8, 4096, 4096), target=SM90, table=_table(narrow)).kind == LIBRARY
     # So do a kernel given Triton knobs, kgc's library choice turned off, a
     # product that is not bare, and a table of another element type.
     assert plan_group(outputs, MatmulConfig(num_warps=8), target=SM90,
@@ -292,9 +292,16 @@ def test_a_skinny_product_over_small_weights_streams_them_in_deep_steps_over_nar
     # Weights of 8 MiB or more split along k instead, over 64-column tiles.
     large = plan_group(_matmul(1, 4096, 4096), target=SM90).config
     assert (large.block_n, large.block_k) == (64, 64) and large.split_k > 1
-    # From 17 rows on the tiles are those of before.
+    # From 17 rows on, while the rows are one tile, the tiles narrow the
+    # same over 64-deep steps.
     wide = plan_group(_matmul(64, 1376, 512), target=SM90).config
-    assert (wide.block_n, wide.block_k) == (64, 64)
+    assert (wide.block_n, wide.block_k, wide.split_k) == (16, 64, None)
+    # A full row tile (a Triton one: 128 rows are cuBLAS's otherwise) keeps
+    # 64 columns and more.
+    from kgc.tiling.library import library_kernels
+
+    with library_kernels(False):
+        assert plan_group(_matmul(128, 1376, 512), target=SM90).config.block_n >= 64
 
 
 def test_a_reduction_looks_up_its_rows_row_length_and_reductions():

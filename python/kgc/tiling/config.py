@@ -506,11 +506,16 @@ class MatmulConfig(KernelConfig):
 SKINNY_ROWS = 16
 
 
+def weight_bytes(extents, element: str) -> int:
+    """The bytes of a product's k x n operand (one batch's)."""
+    return extents.get("k", 0) * extents.get("n", 0) * element_bits(element) // 8
+
+
 def streams_weights(extents, element: str) -> bool:
     """A product of at most SKINNY_ROWS rows over at least DEFAULT_MIN_BYTES
     of weights (a decode step's projections, RMSNorm+MatMul of 16 rows)."""
-    m, n, k = extents.get("m", 1), extents.get("n", 0), extents.get("k", 0)
-    return m <= SKINNY_ROWS and k * n * element_bits(element) // 8 >= DEFAULT_MIN_BYTES
+    return extents.get("m", 1) <= SKINNY_ROWS and \
+        weight_bytes(extents, element) >= DEFAULT_MIN_BYTES
 
 
 def _skinny_seeds(cls, extents, element: str, target: Target) -> list:

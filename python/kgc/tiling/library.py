@@ -78,11 +78,13 @@ import dataclasses
 import os
 from typing import ClassVar, Mapping, NamedTuple, Sequence
 
-from kgc.tiling.config import KernelConfig, KnobOption, MatmulConfig
+from kgc.targets import Target, target_for
+from kgc.tiling.config import (DEFAULT_MIN_BYTES, SKINNY_ROWS, KernelConfig, KnobOption,
+                               MatmulConfig, weight_bytes)
 from kgc.tiling.graph_model import Node, topological
 from kgc.tiling.index_maps import product
 from kgc.tiling.iteration import Unplannable
-from kgc.tiling.matmul import MatmulSchedule
+from kgc.tiling.matmul import MatmulSchedule, one_wave_columns
 from kgc.tiling.schedule import Schedule, TiledForm
 from kgc.tuned_defaults import TableKey, TunedTable, log_distance
 
@@ -104,6 +106,8 @@ ELEMENTS = ("f16", "bf16", "f32")
 MIN_ROWS = 128
 MIN_COLUMNS = 256
 MIN_DEPTH = 256
+# The elements the rule calls the library for under MIN_ROWS rows.
+WIDE_ROW_ELEMENTS = ("f16", "bf16")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -397,11 +401,28 @@ def library_kernels(enabled: bool | None):
         _CHOSEN.reset(token)
 
 
-def prefers_library(m: int, n: int, k: int, element: str) -> bool:
+def prefers_library(m: int, n: int, k: int, element: str, target: Target | None = None,
+                    batch: int = 1) -> bool:
     """kgc's rule: the GPU's BLAS for a bare matmul of at least 128 rows
     and 256 columns and k steps (see the module docstring for the
-    measurements)."""
-    return element in ELEMENTS and m >= MIN_ROWS and n >= MIN_COLUMNS and k >= MIN_DEPTH
+    measurements); and for one of more than SKINNY_ROWS rows, f16 or bf16,
+    over at least DEFAULT_MIN_BYTES of weights, unless kgc's matmul streams
+    them in one wave of wide tiles on `target` (`one_wave_columns`; None:
+    kgc's default target)."""
+    if element not in ELEMENTS or n < MIN_COLUMNS or k < MIN_DEPTH:
+        return False
+    if m >= MIN_ROWS:
+        return True
+    # H200, 20, 40 and 80 rows against the (n, k) of six projections of
+    # 8 to 32 MiB: cuBLAS within 4% of the best of 60 Triton configs but
+    # for one (40 x 3072 -> 3072, 10%), where kgc's heuristic tiles took
+    # up to 1.75x (benchmarks/NOTES.md, stop 49). Below it one wave of
+    # Triton tiles matched cuBLAS; above SKINNY_ROWS the split-K kernels
+    # did not.
+    extents = {"m": m, "n": n, "k": k}
+    return (element in WIDE_ROW_ELEMENTS and m > SKINNY_ROWS
+            and weight_bytes(extents, element) >= DEFAULT_MIN_BYTES
+            and one_wave_columns(m, extents, batch, element, target_for(target)) is None)
 
 
 def _measured_faster(table: TunedTable, matmul: Node, m: int, n: int, k: int) -> bool:
@@ -484,7 +505,7 @@ class LibraryMatmulSchedule(Schedule):
             return False
         matmul = found.matmul
         m, n, k = matmul.shape[-2], matmul.shape[-1], matmul.operands[0].shape[-1]
-        if prefers_library(m, n, k, matmul.element):
+        if prefers_library(m, n, k, matmul.element, target, product(matmul.shape[:-2])):
             return True
         return table is not None and _measured_faster(table, matmul, m, n, k)
 

@@ -24,9 +24,8 @@ from kgc.op_table import elementwise_op
 from kgc.targets import Target
 from kgc.tiling import low_rank, split_k
 from kgc.tiling.constants import MIN_DOT_TILE
-from kgc.tiling.config import (SKINNY_ROWS, ConfigError, MatmulConfig, default_split_k,
-                               skinny_split_k,
-                               streams_weights)
+from kgc.tiling.config import (DEFAULT_MIN_BYTES, SKINNY_ROWS, ConfigError, MatmulConfig,
+                               default_split_k, skinny_split_k, streams_weights, weight_bytes)
 from kgc.tiling.graph_model import Node, topological
 from kgc.tiling.index_maps import IndexMap, ceil_div, next_power_of_two, product
 from kgc.tiling.iteration import (TILE_LOOP, Expansion, Unplannable, axes_of,
@@ -37,7 +36,7 @@ from kgc.tiling.plan import check_index_range, finish_plan, knob
 from kgc.tiling.schedule import Schedule, canonical_or_none
 from kgc.tuned_defaults import TableKey
 
-__all__ = ["MatmulSchedule"]
+__all__ = ["MatmulSchedule", "WAVE_ROWS", "one_wave_columns"]
 
 _MAX_EPILOGUE_ROW = 256  # widest n that a matmul epilogue may reduce over
 # k steps from which a one-wave matmul gets a fourth pipeline stage.
@@ -46,6 +45,12 @@ _LONG_K_STEPS = 64
 # _plan_matmul).
 _SKINNY_BLOCK_K = 128
 _SKINNY_BLOCK_N = 16
+# The rows of a tile kgc takes by default: a product of fewer rows is one
+# row tile.
+_ONE_ROW_TILE = 128
+# The rows under which a product streaming its weights may take one wave of
+# wide tiles (one_wave_columns); at 80 rows they lost 10 to 30% to cuBLAS.
+WAVE_ROWS = 64
 # The smallest k step a kernel of sibling dots (a gated MLP's two) takes
 # where wgmma computes them. On an H200 with Triton 3.6, the gated MLP of
 # Llama-3-8B (64 x 4096 -> 14336) at (64, 64, 16), 4 warps, 4 stages gave
@@ -268,6 +273,30 @@ def _covering_small_tiles(config: MatmulConfig, extents) -> MatmulConfig:
     return dataclasses.replace(config, **changes) if changes else config
 
 
+def one_wave_columns(m: int, extents, batch: int, element: str, target: Target) -> int | None:
+    """The n tile kgc gives a product of fewer than WAVE_ROWS rows (one row
+    tile per batch) that streams at least DEFAULT_MIN_BYTES of weights,
+    where its tiles make one wave over the SMs, filling at least half: the
+    narrower of 64 and 128 whose tiles fit in one wave; None where neither
+    does, or where they fill less than half the SMs (split-K fills them
+    then). Over 128-deep steps and no split, one wave streams the weights
+    fastest (H200, 1 to 40 rows, weights of 8.7 to 32 MiB: 8192 x 2048 ->
+    128 tiles of 64 columns, 8960 x 1536 -> 70 of 128, 4864 x 896 -> 76 of
+    64 within 1% of the best of 60 configs up to 12 rows and within 9.4% at
+    20 and 40, where 64-wide tiles over 64-deep steps, split in two up to
+    12 rows, took 1.09x to 1.35x; 4096 -> 11008 at 8 rows: 24.8 us over 86
+    tiles of 128 against 27.9 over 172 of 64; benchmarks/NOTES.md, stop
+    49)."""
+    if m >= WAVE_ROWS or weight_bytes(extents, element) < DEFAULT_MIN_BYTES:
+        return None
+    n = extents["n"]
+    for width in (64, 128):
+        tiles = batch * ceil_div(n, width)
+        if tiles <= target.sm_count:
+            return width if 2 * tiles >= target.sm_count and width < n else None
+    return None
+
+
 def _waves(plan: MatmulPlan, config: MatmulConfig, extents, batch: int, target: Target) -> int:
     """How many waves of programs over the target's SMs `config` makes of
     a product of `extents` (m, n) and `batch` (knobs it leaves open sized as
@@ -450,7 +479,23 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
     # split along k). Larger weights fill the SMs by split-K instead.
     skinny = (m_extent <= SKINNY_ROWS and k_extent >= 2 * _SKINNY_BLOCK_K
               and not streams_weights(knob_extents, element))
-    default_k = _SKINNY_BLOCK_K if skinny else 64 if bits <= 16 else 32
+    bare_loop = not side_matmuls and not any(
+        k_axis in reduce_axes.get(node, ()) for node in order if node.op == "reduce")
+    # More rows than a decode step's, still one row tile, over weights under
+    # the streaming size: n tiles narrow as a skinny product's do, over
+    # 64-deep steps (H200, 20 to 80 rows against 896 -> 896 and 512 ->
+    # 1024: 16-wide tiles within 4% of the best of 60 configs, where 64-wide
+    # ones took 1.16x to 1.59x; 128-deep steps lost 16% at 80 rows).
+    few_rows = (SKINNY_ROWS < m_extent < _ONE_ROW_TILE and bits <= 16
+                and k_extent >= 2 * _SKINNY_BLOCK_N
+                and weight_bytes(knob_extents, element) < DEFAULT_MIN_BYTES)
+    # A product of few rows over weights it streams, its tiles filling one
+    # wave over the SMs: see one_wave_columns.
+    wave_n = (one_wave_columns(m_extent, knob_extents, product(batch), element, target)
+              if len(matmuls) == 1 and bare_loop and not epilogue_reduces_n
+              and config.block_n is None else None)
+    default_k = (_SKINNY_BLOCK_K if skinny or wave_n is not None
+                 else 64 if bits <= 16 else 32)
     if epilogue_reduces_n:
         if n_extent > _MAX_EPILOGUE_ROW:
             raise Unplannable(f"the epilogue reduces over n = {n_extent}, wider than "
@@ -461,7 +506,7 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
         default_m = 64
     else:
         block_n = None
-        default_m = 128
+        default_m = _ONE_ROW_TILE
     if epilogue_reduces_m and m_extent > _MAX_EPILOGUE_ROW:
         raise Unplannable(f"the epilogue reduces over m = {m_extent}, more rows than fit a tile")
     block_m = knob(config.block_m, m_extent if epilogue_reduces_m else
@@ -480,11 +525,12 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
         fill = target.sm_count if block_m < default_m else (target.sm_count + 1) // 2
         # (A side matmul of rank r rides along an n tile of r columns or more.)
         narrowest = max([_SKINNY_BLOCK_N] + [next_power_of_two(side.shape[-1])
-                                             for side in side_matmuls]) if skinny else 64
+                                             for side in side_matmuls]) \
+            if skinny or few_rows else 64
         while (config.block_n is None and default_n > narrowest and default_n < n_extent
                and programs * ceil_div(n_extent, default_n) < fill):
             default_n //= 2
-        block_n = knob(config.block_n, default_n)
+        block_n = knob(config.block_n, wave_n or default_n)
     # f32 operands take no tensor cores: a program's dot costs several times
     # an f16 one's, so idle SMs cost more than rereading the other operand.
     # Where n tiles cannot narrow further and the programs still leave SMs
@@ -505,10 +551,9 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
     # split_k left to kgc (None): split a kernel whose tiles leave SMs idle,
     # unless it is persistent or reads through TMA (a choice for big tiles).
     chosen = config.split_k is None
-    bare_loop = not side_matmuls and not any(
-        k_axis in reduce_axes.get(node, ()) for node in order if node.op == "reduce")
     if chosen:
-        if config.num_programs is not None or config.tma or block_k >= k_extent:
+        if config.num_programs is not None or config.tma or block_k >= k_extent or \
+                wave_n is not None:
             splits = 1
         elif skinny and bare_loop:
             # A skinny product under the split-K threshold splits where its

@@ -1,0 +1,115 @@
+"""Timing a grid of matmul configs on product shapes, every config's time kept.
+
+    python -m kgc.bench.config_grid --out grid.jsonl [--shard I/N] [--rows 1,5,12]
+
+The search keeps the fastest config of each kernel; a heuristic, or a model
+of the tuned-defaults table, needs to know how each config's time moves
+with the shape. This runs superoptimize (`kgc.search`, kgc's heuristics
+alone as the default) on plain products, adding a grid of configs
+(`GRID`: n tiles, k steps, splits along k) to the search's own, and writes
+one JSON line per shape with every candidate's time: the heuristic's
+config, each grid config, the search's own picks and the library call.
+
+The shapes are the rows of `--rows` against the (n, k) of `--widths`; the
+defaults take their widths from models other than those of the corpus and
+of the held-out shapes (Llama-3.2 1B and 3B, Qwen2 0.5B and 1.5B, the model
+suite's small model), so that what is learnt from the grid can be checked
+on the held-out shapes. It needs a CUDA device; without one it exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import pathlib
+import sys
+from typing import Sequence
+
+from kgc.diagnostics import KgcError
+
+ROWS = (1, 5, 12, 20, 40, 80)
+WIDTHS = ((2048, 2048), (8192, 2048), (2048, 8192), (3072, 3072), (8960, 1536), (896, 896),
+          (4864, 896), (1024, 512))
+# The knobs a skinny product's heuristic chooses; rows are left to kgc.
+GRID = {"block_n": (16, 32, 64, 128), "block_k": (64, 128, 256), "split_k": (1, 2, 4, 8, 16)}
+
+
+def grid_configs():
+    from kgc.tiling.config import MatmulConfig
+
+    return [MatmulConfig(num_warps=4, **dict(zip(GRID, values)))
+            for values in itertools.product(*GRID.values())]
+
+
+def measure(shape, profile_iters: int, verbose: bool) -> dict:
+    """One JSON-able record: `shape` and each candidate the search timed."""
+    from kgc.bench.tune_defaults import tuned_defaults_setting
+    from kgc.search.tuner import superoptimize
+
+    with tuned_defaults_setting("off"):
+        graph = superoptimize(shape.build(), effort="low", configs={"matmul": grid_configs()},
+                              cache=False, verbose=verbose, profile_iters=profile_iters)
+    report = graph.report
+    rows = [{"config": {k: v for k, v in row.config.items() if v is not None},
+             "default": row.default, "status": row.status, "time_us": row.time_us}
+            for row in report.rows if row.signature != "graph"]
+    return {"shape": shape.to_dict(), "chosen_us": report.chosen_us,
+            "default_us": report.default_us, "rows": rows}
+
+
+def _parser(prog: str) -> argparse.ArgumentParser:
+    from kgc.bench.tune_defaults import _shard_argument
+
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True, help="JSON lines, one per shape (appended)")
+    parser.add_argument("--rows", default=",".join(map(str, ROWS)))
+    parser.add_argument("--widths", default=" ".join(f"{n}x{k}" for n, k in WIDTHS),
+                        help="the (n, k) of each product, as NxK separated by spaces")
+    parser.add_argument("--dtype", default="f16")
+    parser.add_argument("--profile-iters", type=int, default=200)
+    parser.add_argument("--shard", type=_shard_argument, default=None)
+    parser.add_argument("--verbose", action="store_true")
+    return parser
+
+
+def shapes_of(rows: str, widths: str, dtype: str) -> list:
+    from kgc.bench.tune_defaults import MATMUL, Shape
+
+    try:
+        counts = [int(r) for r in rows.split(",") if r.strip()]
+        sizes = [tuple(int(v) for v in w.split("x")) for w in widths.split()]
+    except ValueError:
+        raise KgcError(f"--rows takes integers separated by commas and --widths NxK pairs, "
+                       f"got {rows!r} and {widths!r}") from None
+    if any(len(size) != 2 for size in sizes) or any(v < 1 for v in counts + [v for size in sizes for v in size]):
+        raise KgcError(f"--widths takes NxK pairs of positive integers, got {widths!r}")
+    return [Shape.of(MATMUL, dtype, m=m, n=n, k=k) for (n, k) in sizes for m in counts]
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "python -m kgc.bench.config_grid") -> int:
+    args = _parser(prog).parse_args(argv)
+    try:
+        shapes = shapes_of(args.rows, args.widths, args.dtype)
+        if args.shard is not None:
+            shapes = args.shard.of(shapes)
+        from kgc.runtime import cuda_available
+
+        if not cuda_available():
+            raise KgcError("config_grid times kernels on a GPU: it needs a CUDA device, and "
+                           "torch sees none")
+        out = pathlib.Path(args.out)
+        for index, shape in enumerate(shapes):
+            record = measure(shape, args.profile_iters, args.verbose)
+            with out.open("a") as stream:
+                stream.write(json.dumps(record) + "\n")
+            print(f"[{index + 1}/{len(shapes)}] {shape.name}: default {record['default_us']} us, "
+                  f"best {record['chosen_us']} us", flush=True)
+        return 0
+    except KgcError as error:
+        print(error, file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
