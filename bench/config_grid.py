@@ -11,10 +11,10 @@ one JSON line per shape with every candidate's time: the heuristic's
 config, each grid config, the search's own picks and the library call.
 
 The shapes are the rows of `--rows` against the (n, k) of `--widths`; the
-defaults take their widths from models other than those of the corpus and
-of the held-out shapes (Llama-3.2 1B and 3B, Qwen2 0.5B and 1.5B, the model
-suite's small model), so that what is learnt from the grid can be checked
-on the held-out shapes. It needs a CUDA device; without one it exits 1.
+defaults take their widths from models whose widths no held-out shape has
+(Llama-3.2 1B and 3B, Qwen2 0.5B and 1.5B; and the model suite's small
+model, whose 512 -> 1024 the corpus has too), so that what is learnt from
+the grid can be checked on the held-out shapes. It needs a CUDA device; without one it exits 1.
 """
 
 from __future__ import annotations

@@ -3,9 +3,8 @@
     .venv/bin/python examples/rmsnorm_matmul.py
 
 Builds the graph, compiles it (a norm kernel, then the product: for sm_90 a
-cuBLAS call, which the tuned-defaults table measured faster there, else the
-loop over K split over a partials kernel and the reduce that adds them;
-every stage is written to kgc-out/rmsnorm_matmul), and, where a CUDA GPU is
+cuBLAS call, which the tuned-defaults table measured faster there, else one
+Triton kernel whose tiles make one wave over the SMs; every stage is written to kgc-out/rmsnorm_matmul), and, where a CUDA GPU is
 present, runs it and compares with PyTorch.
 """
 

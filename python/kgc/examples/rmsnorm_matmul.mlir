@@ -6,8 +6,8 @@
 // to the pair at 4096 k steps (`kg-fuse{rules-off=norm-over-long-k}` folds
 // it). For sm_90 the tuned-defaults table makes the product a cuBLAS call,
 // measured faster there; with the table off (or for a target without one)
-// its 96 tiles would leave SMs idle, so kgc splits its loop over K in two: a
-// partials kernel sums its half, a second kernel adds the halves.
+// it is one kernel of 96 tiles of 64 columns, one wave over the SMs, whose
+// programs stream the weights unsplit in 128-deep steps over K.
 func.func @rmsnorm_matmul(%x: tensor<16x4096xf16>, %gamma: tensor<4096xf16>,
                           %w: tensor<4096x6144xf16>) -> tensor<16x6144xf16> {
   %normed = kg.rms_norm %x weight %gamma normalized_shape [4096] eps 1.0e-6

@@ -45,17 +45,26 @@ sibling becomes a kernel of its own beside the call, as Inductor's do; a
 kernel fusion made is never split afterwards to use the library.
 
 When kgc chooses it (`prefers_library`): a bare matmul with at least 128
-rows (m), 256 columns (n) and 256 k steps per product, at f16, bf16 or f32.
+rows (m), 256 columns (n) and 256 k steps per product, at f16, bf16 or f32;
+and, at f16 and bf16, one of more rows than a decode step's over large
+weights (below).
 The rule comes from an H200 with Triton 3.6 (benchmarks/NOTES.md, "Real
 models"): at 512 tokens kgc's Triton matmuls ran at 0.81x to 0.97x cuBLAS
 (qkv 512x4096x6144: 48.3 us against 39.8; lm head 512x4096x32000: 227.7
 against 205.7; down 512x14336x4096: 96.7 against 90.7), and a GEMM 4096^3
 at 227.4 against 205.3 (issue 25's table). At 128 rows cuBLAS was faster on
 seven of the eight projections of Llama-3-8B and the small models (0.57x to
-0.95x, one even; "Folding a norm into a matmul"); at 64 rows and fewer (a
-decode's GEMVs, a few tokens) kgc's split-K kernels match cuBLAS on the
-wide ones and lose 20% on some narrow ones, and they fuse: they stay Triton.
-The same rule is used on every target; only sm_90 was measured.
+0.95x, one even; "Folding a norm into a matmul"). Under 128 rows, over
+8 MiB of weights or more (f16, bf16), a grid of 60 Triton configs beside
+cuBLAS on 48 products of 1 to 80 rows (benchmarks/NOTES.md, stop 49) gave
+cuBLAS within 4% of the best config at 80 rows, and at 20 and 40 rows
+where no wave of wide tiles streams the weights (10% on one), while kgc's
+heuristic tiles took up to 1.75x: such a product is a library call too
+(`prefers_library`), but for a decode's few rows (at most SKINNY_ROWS) and
+products that kgc's Triton kernel streams in one wave
+(`kgc.tiling.matmul.one_wave_columns`). Since fusion asks the same rule,
+those products keep their norms and epilogues out, as at 128 rows. The
+same rule is used on every target; only sm_90 was measured.
 
 Overrides: the kernel knob `library` (a flag of `LibraryMatmulConfig`,
 kg-tile's option `library=true|false|auto`): true calls the library for a
