@@ -34,8 +34,9 @@ kgc reads by default) on the workloads of `kgc bench` and on the shapes of
 and times in one trial, on fresh inputs, the search's result, kgc's
 default compile with the table and with the heuristics alone
 (`KGC_TUNED_DEFAULTS=off`), and prints per shape the three times and the
-default's over the search's. It exits 1 when a shape's default is more
-than `--tolerance` (5%) slower than the search's.
+default's over the search's; under a shape whose default is more than
+`--tolerance` (5%) slower, the search's choice (partition and each
+kernel's knobs). It exits 1 when a shape's default is that much slower.
 
 `--shard I/N` (build and check) takes every N-th shape from the I-th, so
 that N processes, one per GPU of a host (`CUDA_VISIBLE_DEVICES`), share
@@ -525,6 +526,7 @@ class Comparison:
     heuristic_us: float | None = None  # the default compile with the heuristics alone
     note: str = ""
     report: object = None  # the search's SearchReport: what it tried and chose
+    chosen: object = None  # the search's GraphConfig (None: kgc's default compile)
 
     @property
     def ratio(self) -> float | None:
@@ -569,7 +571,19 @@ def compare(name: str, graph, budget_s: float, effort: str, verbose: bool) -> Co
     # search's result is the faster of the two.
     best = [t for t in (times["searched"], times["default"]) if t is not None]
     return Comparison(name, times["default"], min(best) if best else None, times["heuristic"],
-                      notes, searched.report)
+                      notes, searched.report, searched.config)
+
+
+def describe_choice(config) -> str:
+    """The search's choice (a GraphConfig), one line: its partition and each
+    kernel's knobs; "kgc's default compile" where it chose nothing else."""
+    if config is None or (config.partition is None and not config.kernels):
+        return "kgc's default compile"
+    parts = [f"partition {config.partition}"] if config.partition is not None else []
+    for kernel, knobs in sorted(config.kernels.items()):
+        given = " ".join(f"{k}={v}" for k, v in knobs.to_dict().items() if k != "kind")
+        parts.append(f"{kernel}: {knobs.kind} {given}")
+    return "; ".join(parts)
 
 
 def check(shapes: Iterable[tuple[str, object]], table: str | None, budget_s: float,
@@ -598,6 +612,9 @@ def check(shapes: Iterable[tuple[str, object]], table: str | None, budget_s: flo
             log(f"{name:<60} {shown(result.heuristic_us)} {shown(result.default_us)} "
                 f"{shown(result.searched_us)} {ratio}{flag}"
                 + (f"  ({result.note})" if result.note else ""))
+            if flag and result.searched_us is not None:
+                # What the default missed, kept with the line it explains.
+                log(f"    searched: {describe_choice(result.chosen)}")
     return results
 
 

@@ -836,3 +836,29 @@ def test_a_failed_shape_s_line_names_the_exception_that_ended_a_worker_s_traceba
                                      "positive")
     assert _error_summary(ValueError("one line")) == "one line"
     assert _error_summary(RuntimeError("")) == "RuntimeError"
+
+
+# -- the check's report ---------------------------------------------------------------
+
+
+def test_check_names_the_search_s_choice_where_the_default_is_slower(monkeypatch):
+    from kgc.bench import tune_defaults
+    from kgc.pipeline.config import GraphConfig
+
+    choice = GraphConfig("mm", "0,1", {"mm_0_matmul": MatmulConfig(block_n=32, split_k=8)})
+    results = {"slow": tune_defaults.Comparison("slow", 12.0, 10.0, 13.0, chosen=choice),
+               "close": tune_defaults.Comparison("close", 10.2, 10.0, 11.0, chosen=choice),
+               "same": tune_defaults.Comparison("same", 20.0, 10.0, 21.0, chosen=None)}
+    monkeypatch.setattr(tune_defaults, "compare", lambda name, *args: results[name])
+    lines = []
+    tune_defaults.check([(name, None) for name in results], "off", 1.0, "low", 0.05,
+                        log=lines.append)
+    slow = next(i for i, line in enumerate(lines) if line.startswith("slow"))
+    assert lines[slow].endswith("over")
+    assert lines[slow + 1] == ("    searched: partition 0,1; mm_0_matmul: matmul block_n=32 "
+                               "split_k=8")
+    # Within the tolerance nothing more is said; a search that kept the
+    # default says so.
+    close = next(i for i, line in enumerate(lines) if line.startswith("close"))
+    assert lines[close + 1].startswith("same")
+    assert lines[-1] == "    searched: kgc's default compile"
