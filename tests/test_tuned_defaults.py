@@ -862,3 +862,23 @@ def test_check_names_the_search_s_choice_where_the_default_is_slower(monkeypatch
     close = next(i for i, line in enumerate(lines) if line.startswith("close"))
     assert lines[close + 1].startswith("same")
     assert lines[-1] == "    searched: kgc's default compile"
+
+
+def test_an_entry_within_the_noise_of_the_heuristic_does_not_replace_it():
+    from kgc.tiling.library import KIND as LIBRARY, LibraryMatmulConfig
+
+    outputs = _matmul(16, 4096, 4096)
+    heuristic = plan_group(outputs, target=SM90).config
+    close = dataclasses.replace(_entry(16, 4096, 4096), time_us=10.0, heuristic_us=10.2)
+    assert not close.decisive and _entry(16, 4096, 4096).decisive
+    assert plan_group(outputs, target=SM90, table=_table(close)).config == heuristic
+    assert plan_group(outputs, target=SM90,
+                      table=_table(_entry(16, 4096, 4096))).config.num_warps == 2
+    # It still says Triton won there: a library entry as near does not take
+    # the product ...
+    library = _entry(16, 6144, 4096, LibraryMatmulConfig(library=True), kind=LIBRARY)
+    assert plan_group(outputs, target=SM90, table=_table(library, close)).kind == "matmul"
+    assert plan_group(outputs, target=SM90, table=_table(library)).kind == LIBRARY
+    # ... and a library entry within the noise takes none.
+    narrow = dataclasses.replace(library, time_us=10.0, heuristic_us=10.2)
+    assert plan_group(outputs, target=SM90, table=_table(narrow)).kind == "matmul"

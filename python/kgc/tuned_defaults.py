@@ -73,6 +73,14 @@ PACKAGE = "kgc.tuned_tables"
 # (3: eight times larger or smaller along one axis).
 MAX_LOG2_DISTANCE = 3.0
 _LONGEST_AXIS = 1 << 40
+# How much faster than the heuristic's config an entry's must have been for
+# it to replace the heuristic's on the kernels it is nearest. Under it the
+# win is within what two timings of one kernel differ by, and it did not
+# carry: the entry of a gated MLP of 64 x 4096 -> 14336, 2.9% faster on its
+# own shape, made one of 32 x 4096 -> 11008 take 51.4 us against the
+# heuristic's 47.2; one of 16 x 4096 -> 4096, 2.6% faster, gave 32 rows
+# 16.3 against 13.6 (H200, benchmarks/NOTES.md stops 48 and 49).
+MIN_ENTRY_GAIN = 0.03
 
 
 class TunedTableError(KgcError):
@@ -104,6 +112,14 @@ class Entry:
     time_us: float
     heuristic_us: float
     workload: str = ""
+
+    @property
+    def decisive(self) -> bool:
+        """Whether the search's config beat the heuristic's by more than
+        MIN_ENTRY_GAIN on the entry's shape: only then does it replace the
+        heuristic's choice. Every entry still says which kind of kernel won
+        there (a Triton matmul or the library call)."""
+        return self.heuristic_us > self.time_us * (1 + MIN_ENTRY_GAIN)
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "element": self.element, "variant": self.variant,

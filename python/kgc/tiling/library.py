@@ -436,8 +436,9 @@ def prefers_library(m: int, n: int, k: int, element: str, target: Target | None 
 
 def _measured_faster(table: TunedTable, matmul: Node, m: int, n: int, k: int) -> bool:
     """Whether the tuned-defaults table says the library call beats kgc's
-    Triton matmul on this bare product: a library entry within
-    LIBRARY_ENTRY_RADIUS of it, nearer than any Triton entry. The search
+    Triton matmul on this bare product: a `decisive` library entry within
+    LIBRARY_ENTRY_RADIUS of it, nearer than any Triton entry (decisive or
+    not: it says Triton won there). The search
     records, per kernel kgc planned as a Triton matmul, the fastest config
     it timed, the library call among them (`kgc.bench.tune_defaults`);
     below kgc's rule's 128 rows cuBLAS wins on some weights and not others
@@ -447,7 +448,7 @@ def _measured_faster(table: TunedTable, matmul: Node, m: int, n: int, k: int) ->
     key = TableKey(matmul.operands[0].element, "",
                    {"batch": product(matmul.shape[:-2]), "m": m, "n": n, "k": k})
     call = table.nearest(KIND, key)
-    if call is None:
+    if call is None or not call.decisive:
         return False
     distance = log_distance(call.features, key.features)
     if distance > LIBRARY_ENTRY_RADIUS:

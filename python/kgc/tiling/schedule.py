@@ -171,11 +171,14 @@ class Schedule:
                      target: Target) -> KernelConfig | None:
         """The config of `table`'s entry nearest the kernel of `plan`
         (kgc's heuristic plan, for `target`), canonical for this kernel, or
-        None where the table has none or this kernel cannot take it (an
+        None where the table has none, where that entry's win over the
+        heuristic is not `decisive`, or where this kernel cannot take it (an
         illegal knob here). Planning with it may still fail; the caller
         then keeps `plan`."""
         found = self.nearest_entry(plan, table)
-        return None if found is None else canonical_or_none(found[1].config, plan)
+        if found is None or not found[1].decisive:
+            return None
+        return canonical_or_none(found[1].config, plan)
 
     def nearest_entry(self, plan: KernelPlan, table: TunedTable):
         """(the table key of `plan`, `table`'s entry nearest it) where the
