@@ -343,8 +343,9 @@ def measure_shape(shape: Shape, target: int, budget_s: float, effort: str, verbo
 def entries_from_report(shape: Shape, kernels, report) -> list:
     """Per kernel of the default partition (`default_kernels`), the fastest
     config the search's `report` timed for it (written `portable`), its
-    time and the heuristic config's time; nothing for a kernel whose
-    heuristic config was the fastest."""
+    time and the heuristic config's time: where the heuristic's config was
+    the fastest, that config at its time, an entry that is not `decisive`
+    (it replaces no heuristic, and tells which kind of kernel won)."""
     from kgc.tiling.config import KernelConfig
     from kgc.tuned_defaults import Entry
 
@@ -361,13 +362,14 @@ def entries_from_report(shape: Shape, kernels, report) -> list:
         if len(rows) < 2 or not heuristic:
             continue
         best = min(rows, key=lambda row: row.time_us)
-        # Nor does one where the heuristic's config was the fastest: its
-        # config, written down, would replace on nearby shapes the
-        # heuristic's own choice for them (an attention entry measured at
-        # 512 queries, the heuristic's there, took 12.96 us at 300 queries
-        # against the heuristic's 10.13; H200).
+        # Where the heuristic's config was the fastest, it is the entry, at
+        # the heuristic's time: not decisive, so that it never replaces the
+        # heuristic's own choice on nearby shapes (an attention entry of the
+        # heuristic's config at 512 queries took 12.96 us at 300 queries
+        # against the heuristic's 10.13; H200), while it still says that a
+        # Triton kernel beat the library call there.
         if best.time_us >= min(heuristic):
-            continue
+            best = min((row for row in rows if row.default), key=lambda row: row.time_us)
         config = portable(KernelConfig.from_dict(best.config), extents)
         # Keyed as the kernel kgc planned, of the kind of schedule that won
         # (a library call where it beat the Triton matmul).

@@ -412,11 +412,15 @@ def test_the_builder_records_the_fastest_timed_config_against_the_heuristics():
     # The 17-row tile covered the rows: written as the power of two that does.
     assert entry.config == dataclasses.replace(fast, block_m=32)
     assert (entry.time_us, entry.heuristic_us, entry.workload) == (6.0, 9.0, shape.name)
-    # Only the heuristic's config timed (the budget spent), or the
-    # heuristic's the fastest: nothing learnt.
+    assert entry.decisive
+    # Only the heuristic's config timed (the budget spent): nothing learnt.
     assert entries_from_report(shape, kernels, report(rows[0], rows[2])) == []
+    # The heuristic's the fastest: its own config, an entry that replaces
+    # nothing but says a Triton kernel won there.
     slower = dataclasses.replace(rows[1], time_us=9.5)
-    assert entries_from_report(shape, kernels, report(rows[0], slower)) == []
+    (entry,) = entries_from_report(shape, kernels, report(rows[0], slower))
+    assert entry.config == dataclasses.replace(heuristic, block_m=32)
+    assert (entry.time_us, entry.heuristic_us) == (9.0, 9.0) and not entry.decisive
     # A library call the fastest: an entry of the library's kind, keyed as
     # the kernel kgc planned.
     from kgc.tiling.library import KIND as LIBRARY, LibraryMatmulConfig

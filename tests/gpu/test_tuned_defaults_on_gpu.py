@@ -43,16 +43,17 @@ def test_the_builder_writes_a_table_the_default_compile_uses(tmp_path, monkeypat
     loaded = load_table(out)
     assert loaded.to_json() == table.to_json()
     assert loaded.target == f"sm_{sm}" and loaded.gpu == torch.cuda.get_device_name()
-    # A shape whose heuristic config was the fastest gives no entry, and
-    # says so.
+    # A shape whose search timed no config but the heuristic's gives no
+    # entry, and says so; one whose heuristic config was the fastest gives
+    # an entry that is not decisive.
     assert {e.workload for e in loaded.entries} <= {s.name for s in SHAPES}, lines
     for shape in SHAPES:
         (line,) = [x for x in lines if f"] {shape.name}: " in x]
         assert ("no entry" in line) == (shape.name not in {e.workload for e in loaded.entries})
     for entry in loaded.entries:
         assert entry.time_us > 0 and entry.heuristic_us > 0
-        # The search's best is faster than the heuristic it timed.
-        assert entry.time_us < entry.heuristic_us
+        # The search's best is no slower than the heuristic it timed.
+        assert entry.time_us <= entry.heuristic_us
 
     # The default compile follows the product's entry where its win is
     # decisive, else the heuristics.
