@@ -355,12 +355,13 @@ def entries_from_report(shape: Shape, kernels, report) -> list:
             continue
         rows = [row for row in report.rows if row.signature == signature
                 and row.status == "timed" and row.time_us is not None]
-        heuristic = [row.time_us for row in rows if row.default]
+        defaults = [row for row in rows if row.default]
         # A search that timed nothing but the heuristic's config (its budget
         # spent) says nothing of which config wins: no entry, so that nearby
         # shapes keep their own heuristics.
-        if len(rows) < 2 or not heuristic:
+        if len(rows) < 2 or not defaults:
             continue
+        heuristic = min(defaults, key=lambda row: row.time_us)
         best = min(rows, key=lambda row: row.time_us)
         # Where the heuristic's config was the fastest, it is the entry, at
         # the heuristic's time: not decisive, so that it never replaces the
@@ -368,13 +369,13 @@ def entries_from_report(shape: Shape, kernels, report) -> list:
         # heuristic's config at 512 queries took 12.96 us at 300 queries
         # against the heuristic's 10.13; H200), while it still says that a
         # Triton kernel beat the library call there.
-        if best.time_us >= min(heuristic):
-            best = min((row for row in rows if row.default), key=lambda row: row.time_us)
+        if best.time_us >= heuristic.time_us:
+            best = heuristic
         config = portable(KernelConfig.from_dict(best.config), extents)
         # Keyed as the kernel kgc planned, of the kind of schedule that won
         # (a library call where it beat the Triton matmul).
         entries.append(Entry(config.kind, key.element, key.variant, dict(key.features), config,
-                             round(best.time_us, 3), round(min(heuristic), 3), shape.name))
+                             round(best.time_us, 3), round(heuristic.time_us, 3), shape.name))
     return entries
 
 

@@ -886,3 +886,18 @@ def test_an_entry_within_the_noise_of_the_heuristic_does_not_replace_it():
     # ... and a library entry within the noise takes none.
     narrow = dataclasses.replace(library, time_us=10.0, heuristic_us=10.2)
     assert plan_group(outputs, target=SM90, table=_table(narrow)).kind == "matmul"
+
+
+def test_a_reduction_entry_within_the_noise_does_not_replace_the_heuristic():
+    # Every schedule's lookup holds to the rule, the reductions' own too.
+    x = _input((1000, 4096), "f16")
+    squares = Node("mul", [x, x], (1000, 4096), "f16", {})
+    total = Node("reduce", [squares], (1000,), "f16", {"dims": [1], "kind": "sum",
+                                                         "keepdim": False})
+    config = ReductionConfig(block_x=2, block_r=4096, num_warps=16, num_stages=1)
+    entry = Entry("reduction", "f16", "reductions=1", {"rows": 512, "row": 4096}, config,
+                  5.0, 6.0)
+    assert plan_group([total], target=SM90, table=_table(entry)).config == config
+    close = dataclasses.replace(entry, heuristic_us=5.1)
+    assert plan_group([total], target=SM90, table=_table(close)).config == \
+        plan_group([total], target=SM90).config != config

@@ -231,8 +231,7 @@ class MatmulSchedule(Schedule):
         # The entry itself, not only its config (`Schedule.tuned_config`):
         # its shape says how many waves its tiles were chosen against.
         found = self.nearest_entry(plan, table)
-        config = None if found is None or not found[1].decisive else \
-            canonical_or_none(found[1].config, plan)
+        config = None if found is None else canonical_or_none(found[1].config, plan)
         if config is None:
             return None
         key, entry = found

@@ -176,18 +176,19 @@ class Schedule:
         illegal knob here). Planning with it may still fail; the caller
         then keeps `plan`."""
         found = self.nearest_entry(plan, table)
-        if found is None or not found[1].decisive:
-            return None
-        return canonical_or_none(found[1].config, plan)
+        return None if found is None else canonical_or_none(found[1].config, plan)
 
     def nearest_entry(self, plan: KernelPlan, table: TunedTable):
         """(the table key of `plan`, `table`'s entry nearest it) where the
-        table has one of this schedule's config kind, else None."""
+        table has one of this schedule's config kind and that entry's win
+        over the heuristic is `decisive` (one that is not says the
+        heuristic's choice is as good there), else None."""
         key = self.table_key(plan)
         if key is None:
             return None
         entry = table.nearest(self.kind, key)
-        if entry is None or not isinstance(entry.config, self.config_class):
+        if entry is None or not isinstance(entry.config, self.config_class) or \
+                not entry.decisive:
             return None
         return key, entry
 
