@@ -1,6 +1,8 @@
 """Timing a grid of matmul configs on product shapes, every config's time kept.
 
     python -m kgc.bench.config_grid --out grid.jsonl [--shard I/N] [--rows 1,5,12]
+    python -m kgc.bench.config_grid --out grid.jsonl --grid large --rows 1000,4096 \
+        --widths 4096x4096 [--workloads gemm-fp8,gemm-f16]
 
 The search keeps the fastest config of each kernel; a heuristic, or a model
 of the tuned-defaults table, needs to know how each config's time moves
@@ -9,6 +11,13 @@ alone as the default) on plain products, adding a grid of configs
 (`GRID`: n tiles, k steps, splits along k) to the search's own, and writes
 one JSON line per shape with every candidate's time: the heuristic's
 config, each grid config, the search's own picks and the library call.
+
+Two grids: `few-rows` (`GRID`: n tiles, k steps, splits along k; what a
+skinny product's heuristic chooses) and `large` (`LARGE_TILES` x
+`LARGE_DEPTHS` x `LARGE_LOADS`: tiles, warps, stages, k steps, TMA and
+persistent programs; what a GEMM of many row tiles chooses, where cuBLAS
+is the other candidate). `--workloads` measures kgc bench's workloads
+(the FP8 GEMMs, whose graphs no shape kind builds) instead of the shapes.
 
 The shapes are the rows of `--rows` against the (n, k) of `--widths`; the
 defaults take their widths from models whose widths no held-out shape has
@@ -35,26 +44,53 @@ WIDTHS = ((2048, 2048), (8192, 2048), (2048, 8192), (3072, 3072), (8960, 1536), 
 GRID = {"block_n": (16, 32, 64, 128), "block_k": (64, 128, 256), "split_k": (1, 2, 4, 8, 16)}
 
 
-def grid_configs():
+# A GEMM's tiles as (block_m, block_n, warps, stages): Triton's Hopper
+# tutorial configs and the narrower ones beside them.
+LARGE_TILES = ((128, 256, 8, 3), (256, 128, 8, 3), (128, 256, 8, 4), (128, 128, 8, 4),
+               (128, 128, 4, 4), (128, 128, 4, 3), (64, 256, 4, 3), (64, 128, 4, 4))
+LARGE_DEPTHS = (64, 128)
+# How the k loop reads and the programs walk the tiles: plain, through TMA,
+# persistent (one program per SM), both, and TMA with a warp-specialized loop.
+LARGE_LOADS = ({}, {"tma": True}, {"persistent": True}, {"tma": True, "persistent": True},
+               {"tma": True, "warp_specialize": True})
+GRIDS = ("few-rows", "large")
+
+
+def grid_configs(grid: str = "few-rows", sm_count: int = 132):
+    """The configs of `grid`; persistent ones take `sm_count` programs."""
     from kgc.tiling.config import MatmulConfig
 
-    return [MatmulConfig(num_warps=4, **dict(zip(GRID, values)))
-            for values in itertools.product(*GRID.values())]
+    if grid == "few-rows":
+        return [MatmulConfig(num_warps=4, **dict(zip(GRID, values)))
+                for values in itertools.product(*GRID.values())]
+    configs = []
+    for (block_m, block_n, warps, stages), block_k, loads in itertools.product(
+            LARGE_TILES, LARGE_DEPTHS, LARGE_LOADS):
+        knobs = {k: v for k, v in loads.items() if k != "persistent"}
+        configs.append(MatmulConfig(
+            block_m=block_m, block_n=block_n, block_k=block_k, group_m=8, num_warps=warps,
+            num_stages=stages, num_programs=sm_count if loads.get("persistent") else None,
+            **knobs))
+    return configs
 
 
-def measure(shape, profile_iters: int, verbose: bool) -> dict:
-    """One JSON-able record: `shape` and each candidate the search timed."""
+def measure(shape, profile_iters: int, verbose: bool, grid: str = "few-rows") -> dict:
+    """One JSON-able record: `shape` (a tuned-defaults Shape or a kgc bench
+    Workload) and each candidate the search timed."""
     from kgc.bench.tune_defaults import tuned_defaults_setting
     from kgc.search.tuner import superoptimize
+    from kgc.targets import target_for
 
+    configs = grid_configs(grid, target_for().sm_count)
     with tuned_defaults_setting("off"):
-        graph = superoptimize(shape.build(), effort="low", configs={"matmul": grid_configs()},
+        graph = superoptimize(shape.build(), effort="low", configs={"matmul": configs},
                               cache=False, verbose=verbose, profile_iters=profile_iters)
     report = graph.report
     rows = [{"config": {k: v for k, v in row.config.items() if v is not None},
              "default": row.default, "status": row.status, "time_us": row.time_us}
             for row in report.rows if row.signature != "graph"]
-    return {"shape": shape.to_dict(), "chosen_us": report.chosen_us,
+    described = shape.to_dict() if hasattr(shape, "to_dict") else {"workload": shape.name}
+    return {"shape": described, "grid": grid, "chosen_us": report.chosen_us,
             "default_us": report.default_us, "rows": rows}
 
 
@@ -67,6 +103,11 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument("--widths", default=" ".join(f"{n}x{k}" for n, k in WIDTHS),
                         help="the (n, k) of each product, as NxK separated by spaces")
     parser.add_argument("--dtype", default="f16")
+    parser.add_argument("--grid", choices=GRIDS, default="few-rows",
+                        help="the configs added to the search's (see the module docstring)")
+    parser.add_argument("--workloads", default=None,
+                        help="comma-separated kgc bench workloads, measured instead of the "
+                             "rows against the widths")
     parser.add_argument("--profile-iters", type=int, default=200)
     parser.add_argument("--shard", type=_shard_argument, default=None)
     parser.add_argument("--verbose", action="store_true")
@@ -90,7 +131,13 @@ def shapes_of(rows: str, widths: str, dtype: str) -> list:
 def main(argv: Sequence[str] | None = None, prog: str = "python -m kgc.bench.config_grid") -> int:
     args = _parser(prog).parse_args(argv)
     try:
-        shapes = shapes_of(args.rows, args.widths, args.dtype)
+        if args.workloads is not None:
+            from kgc.bench.workloads import select
+
+            shapes = select([n.strip() for n in args.workloads.split(",") if n.strip()],
+                            quick=False)
+        else:
+            shapes = shapes_of(args.rows, args.widths, args.dtype)
         if args.shard is not None:
             shapes = args.shard.of(shapes)
         from kgc.runtime import cuda_available
@@ -100,7 +147,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m kgc.bench.con
                            "torch sees none")
         out = pathlib.Path(args.out)
         for index, shape in enumerate(shapes):
-            record = measure(shape, args.profile_iters, args.verbose)
+            record = measure(shape, args.profile_iters, args.verbose, args.grid)
             with out.open("a") as stream:
                 stream.write(json.dumps(record) + "\n")
             print(f"[{index + 1}/{len(shapes)}] {shape.name}: default {record['default_us']} us, "

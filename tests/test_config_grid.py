@@ -54,3 +54,19 @@ def test_without_a_gpu_it_exits_1_saying_so(tmp_path, capsys, monkeypatch):
     assert config_grid.main(["--out", str(out), "--rows", "1", "--widths", "512x512"]) == 1
     assert "needs a CUDA device" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_the_large_grid_is_every_tile_depth_and_load_with_persistent_programs_per_sm():
+    configs = config_grid.grid_configs("large", sm_count=108)
+    assert len(configs) == len(set(configs)) == len(config_grid.LARGE_TILES) * \
+        len(config_grid.LARGE_DEPTHS) * len(config_grid.LARGE_LOADS)
+    assert {c.num_programs for c in configs} == {None, 108}
+    assert {c.block_k for c in configs} == {64, 128}
+    assert all(c.group_m == 8 and c.split_k is None for c in configs)
+    assert any(c.tma and c.num_programs == 108 for c in configs)
+    assert not any(c.warp_specialize and not c.tma for c in configs)
+
+
+def test_an_unknown_workload_exits_1_naming_it(capsys):
+    assert config_grid.main(["--out", "unused.jsonl", "--workloads", "gemm-f17"]) == 1
+    assert "gemm-f17" in capsys.readouterr().err

@@ -494,8 +494,12 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
     wave_n = (one_wave_columns(m_extent, knob_extents, product(batch), element, target)
               if len(matmuls) == 1 and bare_loop and not epilogue_reduces_n
               and config.block_n is None else None)
+    # A k step of 128 bytes of each operand row: 8-bit floats step 128 deep
+    # (H200, 4096^3 FP8 GEMM at 128 x 128 tiles: 64-deep 170.9 us precise
+    # and 123.7 fast-accumulating, 128-deep 134.3 and 103.8, against the
+    # best of 80 configs' 128.3 and 98.7; benchmarks/NOTES.md, stop 50).
     default_k = (_SKINNY_BLOCK_K if skinny or wave_n is not None
-                 else 64 if bits <= 16 else 32)
+                 else 128 if bits <= 8 else 64 if bits <= 16 else 32)
     if epilogue_reduces_n:
         if n_extent > _MAX_EPILOGUE_ROW:
             raise Unplannable(f"the epilogue reduces over n = {n_extent}, wider than "
