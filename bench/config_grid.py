@@ -16,7 +16,8 @@ Two grids: `few-rows` (`GRID`: n tiles, k steps, splits along k; what a
 skinny product's heuristic chooses) and `large` (`LARGE_TILES` x
 `LARGE_DEPTHS` x `LARGE_LOADS`: tiles, warps, stages, k steps, TMA and
 persistent programs; what a GEMM of many row tiles chooses, where cuBLAS
-is the other candidate). `--workloads` measures kgc bench's workloads
+is the other candidate). `--kind lora` measures LoRA's products (x W +
+(x A) B, rank `--rank`) at the rows and widths. `--workloads` measures kgc bench's workloads
 (the FP8 GEMMs, whose graphs no shape kind builds) instead of the shapes.
 
 The shapes are the rows of `--rows` against the (n, k) of `--widths`; the
@@ -103,6 +104,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument("--widths", default=" ".join(f"{n}x{k}" for n, k in WIDTHS),
                         help="the (n, k) of each product, as NxK separated by spaces")
     parser.add_argument("--dtype", default="f16")
+    parser.add_argument("--kind", choices=("matmul", "lora"), default="matmul",
+                        help="plain products, or LoRA's (x W + (x A) B) of rank --rank")
+    parser.add_argument("--rank", type=int, default=16)
     parser.add_argument("--grid", choices=GRIDS, default="few-rows",
                         help="the configs added to the search's (see the module docstring)")
     parser.add_argument("--workloads", default=None,
@@ -114,8 +118,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     return parser
 
 
-def shapes_of(rows: str, widths: str, dtype: str) -> list:
-    from kgc.bench.tune_defaults import MATMUL, Shape
+def shapes_of(rows: str, widths: str, dtype: str, kind: str = "matmul", rank: int = 16) -> list:
+    from kgc.bench.tune_defaults import LORA, MATMUL, Shape
 
     try:
         counts = [int(r) for r in rows.split(",") if r.strip()]
@@ -125,6 +129,11 @@ def shapes_of(rows: str, widths: str, dtype: str) -> list:
                        f"got {rows!r} and {widths!r}") from None
     if any(len(size) != 2 for size in sizes) or any(v < 1 for v in counts + [v for size in sizes for v in size]):
         raise KgcError(f"--widths takes NxK pairs of positive integers, got {widths!r}")
+    if kind == LORA:
+        if rank < 1:
+            raise KgcError(f"--rank takes a positive integer, got {rank}")
+        return [Shape.of(LORA, dtype, m=m, n=n, k=k, rank=rank) for (n, k) in sizes
+                for m in counts]
     return [Shape.of(MATMUL, dtype, m=m, n=n, k=k) for (n, k) in sizes for m in counts]
 
 
@@ -137,7 +146,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m kgc.bench.con
             shapes = select([n.strip() for n in args.workloads.split(",") if n.strip()],
                             quick=False)
         else:
-            shapes = shapes_of(args.rows, args.widths, args.dtype)
+            shapes = shapes_of(args.rows, args.widths, args.dtype, args.kind, args.rank)
         if args.shard is not None:
             shapes = args.shard.of(shapes)
         from kgc.runtime import cuda_available

@@ -70,3 +70,12 @@ def test_the_large_grid_is_every_tile_depth_and_load_with_persistent_programs_pe
 def test_an_unknown_workload_exits_1_naming_it(capsys):
     assert config_grid.main(["--out", "unused.jsonl", "--workloads", "gemm-f17"]) == 1
     assert "gemm-f17" in capsys.readouterr().err
+
+
+def test_lora_shapes_take_the_rank():
+    from kgc.bench.tune_defaults import LORA
+
+    assert config_grid.shapes_of("8", "3072x3072", "f16", "lora", 8) == [
+        Shape.of(LORA, "f16", m=8, n=3072, k=3072, rank=8)]
+    assert config_grid.main(["--out", "unused.jsonl", "--kind", "lora", "--rank", "0",
+                             "--rows", "8", "--widths", "512x512"]) == 1

@@ -315,3 +315,32 @@ def test_one_wave_tiles_are_no_choice_of_cublas_when_the_library_is_off():
 
     with library_kernels(False):
         assert _tiles(_product_plan(80, 2048, 8192))[0] == "matmul"
+
+
+@pytest.mark.parametrize("m,k,n,expected", [
+    # Rows of 1000 or 999 elements (2000, 1998 bytes) or weights of 777 or
+    # 1500 columns: not whole 16-byte vectors. 32-column tiles, 64-deep
+    # steps, 8 splits.
+    (3, 1000, 777, ("matmul", 32, 64, 8)),
+    (12, 999, 1500, ("matmul", 32, 64, 8)),
+    (1, 1333, 2500, ("matmul", 32, 64, 8)),
+    # Aligned rows keep the skinny tiles: 16 columns, 128-deep steps.
+    (3, 1024, 768, ("matmul", 16, 128, None)),
+    (12, 896, 896, ("matmul", 16, 128, None)),
+    # Ragged, but a k loop of 11 steps of 64: unmeasured, the skinny tiles.
+    (3, 700, 777, ("matmul", 16, 128, None)),
+    # Ragged, but more rows than a decode step's: the few-rows tiles.
+    (40, 1000, 777, ("matmul", 16, 64, None)),
+    # Ragged, but 0.6 MB of weights: unmeasured, the skinny tiles.
+    (1, 1000, 300, ("matmul", 16, 128, None)),
+])
+def test_skinny_products_of_ragged_rows_split_narrow_steps(m, k, n, expected):
+    assert _tiles(_product_plan(m, k, n)) == expected
+
+
+def test_a_ragged_skinny_product_takes_no_aligned_shape_s_table_entry():
+    from kgc.tiling.matmul import MatmulSchedule
+
+    ragged = MatmulSchedule().table_key(_product_plan(3, 1000, 777))
+    aligned = MatmulSchedule().table_key(_product_plan(3, 1024, 768))
+    assert ragged.variant == "ragged" and aligned.variant == ""

@@ -115,11 +115,13 @@ def test_the_search_times_split_k_candidates_of_the_headline(tmp_path):
 # one wave of 64 or 128 columns over 128-deep steps (weights of 8 MiB and
 # more), 16-column tiles over 64-deep steps (more rows than a decode's over
 # small weights), cuBLAS (64 rows and more, or too few tiles for one wave),
-# the k loop split (a wave under half the SMs); n and k not multiples of
-# the tiles.
+# the k loop split (a wave under half the SMs), 32-column tiles split 8
+# ways (a skinny product of rows that are not whole 16-byte vectors); n and
+# k not multiples of the tiles.
 @pytest.mark.parametrize("m,k,n", [(1, 2048, 8193), (17, 2048, 8193), (3, 4097, 11009),
                                    (40, 1000, 1001), (100, 1000, 777), (80, 2049, 8193),
-                                   (3, 4097, 2049)])
+                                   (3, 4097, 2049), (3, 1000, 777), (12, 999, 1500),
+                                   (1, 1333, 2500)])
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
 def test_products_of_few_rows_at_kgc_s_default_match_torch(dtype, m, k, n):
     graph, reference = gemv(m, k, n, dtype)

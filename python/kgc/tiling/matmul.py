@@ -45,6 +45,16 @@ _LONG_K_STEPS = 64
 # _plan_matmul).
 _SKINNY_BLOCK_K = 128
 _SKINNY_BLOCK_N = 16
+# A skinny product over small weights whose operand rows are not whole
+# 16-byte vectors (`_ragged_rows`): its tiles, k step and splits, where its
+# k loop has at least _RAGGED_MIN_STEPS such steps.
+_RAGGED_BLOCK_N = 32
+_RAGGED_BLOCK_K = 64
+_RAGGED_SPLITS = 8
+_RAGGED_MIN_STEPS = 12
+# ... and weights of at least this many bytes: the grid's smallest were 1.5
+# MiB; under a MiB the second kernel's launch is a larger share of the time.
+_RAGGED_MIN_BYTES = 1 << 20
 # The rows of a tile kgc takes by default: a product of fewer rows is one
 # row tile.
 _ONE_ROW_TILE = 128
@@ -224,6 +234,12 @@ class MatmulSchedule(Schedule):
         if ("norm" not in parts and plan.knob_extents.get("m", 1) <= SKINNY_ROWS
                 and plan.reads.computed):
             parts.append("prologue")
+        # Rows that are not whole 16-byte vectors change which tiles win as
+        # much (a bare 12 x 999 -> 1500 product in 13.0 us at the aligned
+        # shapes' best tiles, 6.2 at its own; H200): such a product takes no
+        # aligned shape's entry.
+        if not parts and _takes_ragged_tiles(plan.knob_extents, _operand_element(plan), True):
+            parts.append("ragged")
         features = {"batch": product(plan.extents[:m_axis]), **plan.knob_extents}
         return TableKey(_operand_element(plan), "+".join(parts), features)
 
@@ -310,6 +326,26 @@ def _waves(plan: MatmulPlan, config: MatmulConfig, extents, batch: int, target: 
     programs = batch * ceil_div(extents.get("m", 1), size("block_m")) * \
         ceil_div(extents["n"], size("block_n")) * (config.split_k or 1)
     return ceil_div(programs, target.sm_count)
+
+
+def _takes_ragged_tiles(extents, element: str, bare_loop: bool) -> bool:
+    """Whether a product of `extents` takes the tiles of a skinny product of
+    ragged rows (see _plan_matmul): bare (no rank-r products, no sum along
+    k), skinny, over weights it does not stream, with rows that are not
+    whole 16-byte vectors, a k loop of at least _RAGGED_MIN_STEPS steps and
+    weights of _RAGGED_MIN_BYTES or more."""
+    m, n, k = extents.get("m", 1), extents["n"], extents["k"]
+    return (bare_loop and m <= SKINNY_ROWS and k >= 2 * _SKINNY_BLOCK_K
+            and _RAGGED_MIN_BYTES <= weight_bytes(extents, element) < DEFAULT_MIN_BYTES
+            and _ragged_rows(k, n, element_bits(element))
+            and ceil_div(k, _RAGGED_BLOCK_K) >= _RAGGED_MIN_STEPS)
+
+
+def _ragged_rows(k: int, n: int, bits: int) -> bool:
+    """Whether a row of k or of n elements of `bits` bits (the two operands'
+    rows, either way they are stored) is not a whole number of 16-byte
+    vectors."""
+    return any(extent * bits % 128 for extent in (k, n))
 
 
 def _faulting_stage_cap(target: Target, computed_operand: bool, bits: int, block_m: int,
@@ -481,6 +517,16 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
               and not streams_weights(knob_extents, element))
     bare_loop = not side_matmuls and not any(
         k_axis in reduce_axes.get(node, ()) for node in order if node.op == "reduce")
+    # A bare skinny product whose rows (of either operand) are not whole
+    # 16-byte vectors reads its operands in narrower loads: more programs
+    # hide their latency. H200, 3, 5 and 12 rows against 1000 x 777, 1500 x
+    # 999 and 2500 x 1333 (n x k): 32-column tiles, 64-deep steps and 8
+    # splits came within 6% of the best of 60 configs on all nine, where the
+    # skinny default (16 columns, 128-deep steps, no split) took 1.18x to
+    # 2.09x; on the aligned widths of stop 49's grid (896 x 896, 1024 x
+    # 512, 4864 x 896) that default stayed best and these tiles lost 14 to
+    # 42% (benchmarks/NOTES.md, stop 50).
+    ragged = _takes_ragged_tiles(knob_extents, element, bare_loop)
     # More rows than a decode step's, still one row tile, over weights under
     # the streaming size: n tiles narrow as a skinny product's do, over
     # 64-deep steps (H200, 20 to 80 rows against 896 -> 896 and 512 ->
@@ -498,7 +544,8 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
     # (H200, 4096^3 FP8 GEMM at 128 x 128 tiles: 64-deep 170.9 us precise
     # and 123.7 fast-accumulating, 128-deep 134.3 and 103.8, against the
     # best of 80 configs' 128.3 and 98.7; benchmarks/NOTES.md, stop 50).
-    default_k = (_SKINNY_BLOCK_K if skinny or wave_n is not None
+    default_k = (_RAGGED_BLOCK_K if ragged
+                 else _SKINNY_BLOCK_K if skinny or wave_n is not None
                  else 128 if bits <= 8 else 64 if bits <= 16 else 32)
     if epilogue_reduces_n:
         if n_extent > _MAX_EPILOGUE_ROW:
@@ -534,6 +581,8 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
         while (config.block_n is None and default_n > narrowest and default_n < n_extent
                and programs * ceil_div(n_extent, default_n) < fill):
             default_n //= 2
+        if ragged and n_extent > _RAGGED_BLOCK_N:
+            default_n = _RAGGED_BLOCK_N
         block_n = knob(config.block_n, wave_n or default_n)
     # f32 operands take no tensor cores: a program's dot costs several times
     # an f16 one's, so idle SMs cost more than rereading the other operand.
@@ -559,6 +608,8 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
         if config.num_programs is not None or config.tma or block_k >= k_extent or \
                 wave_n is not None:
             splits = 1
+        elif ragged:
+            splits = _RAGGED_SPLITS
         elif skinny and bare_loop:
             # A skinny product under the split-K threshold splits where its
             # k loop is long (not LoRA's, whose rank-r product rides along
