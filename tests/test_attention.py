@@ -292,6 +292,32 @@ def test_split_kv_fills_the_targets_sms(target, splits):
     assert plan.config.split_kv == splits and plan.config.pack_heads
 
 
+@pytest.mark.parametrize("keys,splits", [(1000, 16), (512, 8), (4096, 32), (64, 1)])
+def test_decoding_splits_the_keys_down_to_one_tile_a_split(keys, splits):
+    # 4 key/value heads of 2 packed query heads: 4 programs, 64-key tiles.
+    # The keys split into up to 32 (4 x 32 programs on 132 SMs), each split
+    # keeping a tile: 16 tiles of 1000 keys in 16 splits, 8 of 512 in 8.
+    outputs, _ = _decode_outputs(AttentionShape(1, 8, 4, 1, keys, 64))
+    assert plan_group(outputs, target=targets.table_record(90)).config.split_kv == splits
+
+
+def test_a_table_entry_s_split_of_the_keys_is_sized_anew_for_the_kernel():
+    from kgc.tuned_defaults import Entry, TunedTable
+
+    # Measured at 512 keys with 8 splits (one tile each) and 32-key tiles:
+    # 1000 keys take the entry's tiles, and the rule's splits for them.
+    entry = Entry("attention", "f16", "", {"heads": 8, "m": 1, "n": 512, "d": 64, "e": 64,
+                                           "g": 2},
+                  AttentionConfig(block_n=32, num_warps=4, num_stages=3, split_kv=8), 4.0, 5.0)
+    table = TunedTable("sm_90", "NVIDIA H200", "3.6.0", "0123abc", "2026-11-28T00:00:00+00:00",
+                       (entry,))
+    outputs, _ = _decode_outputs(AttentionShape(1, 8, 4, 1, 1000, 64))
+    config = plan_group(outputs, target=targets.table_record(90), table=table).config
+    assert (config.block_n, config.num_stages) == (32, 3)
+    # 32 tiles of 32 keys: 32 splits of one (4 x 32 programs on 132 SMs).
+    assert config.split_kv == 32
+
+
 def test_graph_config_carries_attention_knobs():
     config = GraphConfig("attention", None, {"attention_0_attention": AttentionConfig(
         block_n=32, split_kv=4, pack_heads=False)})

@@ -84,6 +84,8 @@ _MAX_HEAD_DIM = 256
 _OUTPUT_CHAIN_OPS = frozenset({"cast", "reshape", "transpose"})
 # Queries up to this many are decoding: their keys are worth splitting.
 _DECODE_ROWS = 16
+# Key tiles from which decoding splits its keys down to one tile a split.
+_ONE_TILE_SPLITS = 8
 # Shared memory the pipelined K and V blocks of a decoding kernel may take.
 _STAGES_BYTES = 160 * 1024
 # The fusion rule (`AttentionSchedule.fusion_refusal`) that keeps work on
@@ -474,11 +476,19 @@ def _plan(pattern: AttentionPattern, outputs, config: AttentionConfig, kernel,
     splits = config.split_kv
     if splits is None:
         # Flash-decoding: split the keys of decoding queries (a few rows)
-        # when the programs would leave most SMs idle and there are enough
-        # keys to share.
+        # while the programs still leave most SMs idle, down to one key tile
+        # a split (two under _ONE_TILE_SPLITS tiles). H200: the tuned-defaults
+        # table's decode entries all won with as many splits (4 x 2 heads
+        # over 512 keys, 8 splits of one tile: 3.97 us against 4.77 at two
+        # tiles a split; over 4096, 32 splits of two tiles: 6.33 against
+        # 7.04), and the search chose 16 splits of one tile for 4 x 2 heads
+        # over 1000 keys (4.24 against 5.10; benchmarks/NOTES.md, stop 50).
+        # Under _ONE_TILE_SPLITS key tiles each split keeps two: the
+        # combining kernel's launch is a larger share of a short loop.
+        tiles_per_split = 1 if key_tiles >= _ONE_TILE_SPLITS else 2
         splits = 1
         while m_extent <= _DECODE_ROWS and programs * splits * 2 <= target.sm_count \
-                and key_tiles >= splits * 2 * 2:
+                and key_tiles >= splits * 2 * tiles_per_split:
             splits *= 2
     if splits > 1 and combined_shape(pattern) is None:
         if config.split_kv is not None:
@@ -780,6 +790,16 @@ class AttentionSchedule(Schedule):
             "heads": batch, "m": plan.extents[plan.m_axis], "n": plan.extents[plan.n_axis],
             "d": plan.extents[plan.d_axis], "e": plan.extents[plan.e_axis],
             "g": plan.knob_extents.get("g", 1)})
+
+    def tuned_config(self, plan, table, target):
+        # The keys' split is sized for this kernel's own keys and heads (the
+        # flash-decoding rule of _plan_attention): an entry's count of splits
+        # was chosen for its own shape. The entry of 4 x 2 heads over 512
+        # keys (8 splits of one key tile) would give 1000 keys 8 splits of
+        # two, where the rule gives 16 of one (H200: 5.10 us against the
+        # search's 4.24 at 16; benchmarks/NOTES.md, stop 50).
+        config = super().tuned_config(plan, table, target)
+        return None if config is None else dataclasses.replace(config, split_kv=None)
 
     def tiled_form(self, plan):
         if plan.splits == 1:

@@ -585,12 +585,17 @@ def default_split_k(tiles: int, batch: int, m: int, n: int, k: int, block_k: int
 # 7.0 (H200, benchmarks/NOTES.md stop 48), about a quarter of a microsecond
 # a step: a loop of LONG_SERIAL_K costs several times what a split costs (a
 # launch and the partials), so splitting pays under DEFAULT_MIN_BYTES too
-# while the tiles fill at most half the SMs.
+# while the tiles fill at most half the SMs. A kernel of at most
+# FEW_SERIAL_TILES tiles pays from half that depth: at 3072 deep, LoRA's
+# x A of 32 or 128 rows to rank 16 (one tile) took 6.9 and 11.1 us, at 2048
+# deep 4.9 and 6.7 (H200, benchmarks/NOTES.md stop 50).
 LONG_SERIAL_K = 4096
+FEW_SERIAL_TILES = 4
 
 
 def _serial_loop_bound(tiles: int, k: int, program_slots: int) -> bool:
-    return 2 * tiles <= program_slots and k >= LONG_SERIAL_K
+    return 2 * tiles <= program_slots and (
+        k >= LONG_SERIAL_K or (tiles <= FEW_SERIAL_TILES and 2 * k >= LONG_SERIAL_K))
 
 
 # The splits of a skinny product whose k loop is long, and the k steps
