@@ -472,3 +472,35 @@ def test_the_torch_backend_on_the_cpu_executor_runs_library_kernels(monkeypatch)
         torch._dynamo.reset()
     assert calls and all(c.transpose_b for c in calls)
     torch.testing.assert_close(result, eager, rtol=1e-4, atol=1e-4)
+
+
+def _lora(m: int, n: int, k: int, rank: int = 16) -> kgc.Graph:
+    from kgc.bench.tune_defaults import LORA, Shape
+
+    return Shape.of(LORA, "f16", m=m, n=n, k=k, rank=rank).build()
+
+
+@pytest.mark.parametrize("m,n,k,expected", [
+    # Fewer rows than the library's 128, or under 16 MiB of weights: X W +
+    # (X A) B is one kernel (split along k where its tiles are few).
+    (32, 3072, 3072, ["matmul", "matmul"]),
+    (128, 2048, 2048, ["matmul"]),
+    # 128 rows over 18 MiB and 48 MiB: X W by the library, X A (split) and
+    # (X A) B with the sum in kernels of their own.
+    (128, 3072, 3072, ["library_matmul", "matmul", "matmul", "matmul"]),
+    (128, 6144, 4096, ["library_matmul", "matmul", "matmul", "matmul"]),
+])
+def test_a_lora_product_is_one_kernel_unless_the_library_s_lead_outweighs_the_others(
+        m, n, k, expected):
+    assert kinds(_lora(m, n, k)) == expected
+
+
+def test_a_plain_product_of_those_rows_and_weights_is_still_the_library_s():
+    assert kinds(gemm(32, 3072, 3072)) == ["library_matmul"]
+    assert kinds(gemm(128, 2048, 2048)) == ["library_matmul"]
+
+
+def test_a_lora_product_of_more_rows_than_measured_keeps_the_library():
+    # 1024 rows over 0.5 MiB of weights (the model suite's LoRA step): not
+    # measured against the one kernel, so X W stays the library's.
+    assert kinds(_lora(1024, 512, 512, rank=8))[0] == "library_matmul"

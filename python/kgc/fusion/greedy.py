@@ -91,10 +91,10 @@ from typing import NamedTuple
 
 from kgc.fusion.graph import FusionGraph
 from kgc.fusion.partition import Partition
-from kgc.tiling.config import SKINNY_ROWS, streams_weights
+from kgc.tiling.config import DEFAULT_MIN_BYTES, SKINNY_ROWS, streams_weights, weight_bytes
 from kgc.tiling.graph_model import Node
 from kgc.tiling.iteration import Unplannable
-from kgc.tiling.library import KIND as LIBRARY_KIND
+from kgc.tiling.library import KIND as LIBRARY_KIND, MIN_ROWS as LIBRARY_MIN_ROWS
 from kgc.tiling.registry import schedules
 from kgc.tiling.schedule import Schedule, widest_input
 
@@ -389,7 +389,41 @@ def _leaves_the_library(graph: FusionGraph, producer: list[Node], consumer: list
         except Unplannable:
             return False
 
-    return (library(producer) or library(consumer)) and not library(merged)
+    def binding(group: list[Node]) -> bool:
+        return library(group) and not _yields_to_low_rank(graph, group)
+
+    return (binding(producer) or binding(consumer)) and not library(merged)
+
+
+# LoRA's X W + (X A) B as one kernel against X W by the library beside
+# kernels for X A and (X A) B plus the sum (H200, rank 16, search against
+# default): the one kernel won at 32 x 3072 -> 3072 (12.1 us against 17.5)
+# and at 128 x 2048 -> 2048 (9.6 against 13.5); the library at 128 rows over
+# 3072 x 3072 and 4096 x 6144 (benchmarks/NOTES.md, stop 50). Below the
+# library's rows, or at them under this many bytes of weights, the one
+# kernel; more rows were not measured, and keep the library.
+LOW_RANK_LIBRARY_MIN_BYTES = 2 * DEFAULT_MIN_BYTES
+
+
+def _yields_to_low_rank(graph: FusionGraph, group: list[Node]) -> bool:
+    """Whether the library matmul of `group` is the X W of a LoRA product
+    X W + (X A) B in `graph` (kgc.tiling.low_rank) that kgc makes one
+    kernel of instead: fewer than the library's rows, or as many over
+    weights under LOW_RANK_LIBRARY_MIN_BYTES."""
+    matmuls = [n for n in group if n.op == "matmul"]
+    if len(matmuls) != 1:
+        return False
+    (main,) = matmuls
+    x, k = main.operands[0], main.operands[0].shape[-1]
+    low_rank = any(
+        up.op == "matmul" and up.shape == main.shape and up.operands[0].op == "matmul"
+        and up.operands[0].operands[0] is x and up.operands[0].shape[-1] < main.shape[-1]
+        for up in graph.computed() if up is not main)
+    extents = {"m": main.shape[-2], "n": main.shape[-1], "k": k}
+    rows = extents["m"]
+    return low_rank and (rows < LIBRARY_MIN_ROWS or (
+        rows == LIBRARY_MIN_ROWS
+        and weight_bytes(extents, main.element) < LOW_RANK_LIBRARY_MIN_BYTES))
 
 
 def _gather(graph: FusionGraph, schedule: Schedule, group_of: dict, groups: dict) -> bool:
