@@ -31,6 +31,22 @@ def test_lora_one_kernel_matches_torch(dtype, m, k, n, rank):
     assert_matches_torch(got, reference(*inputs), graph.build(), inputs)
 
 
+# LoRA over more rows than a decode step's, up to the library's 128, over
+# weights the library would take alone: one kernel at kgc's default (64-row
+# tiles over 128-deep steps above 64 rows); n and k off the tiles.
+@pytest.mark.parametrize("m,k,n", [(32, 3073, 3072), (100, 2049, 2047), (128, 2048, 2048),
+                                   (128, 4096, 6143)])
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_lora_of_up_to_128_rows_is_one_kernel_at_kgc_s_default(dtype, m, k, n):
+    graph, reference = lora(m, k, n, dtype, rank=16)
+    compiled = kgc.compile(graph)
+    launched = [launch.kernel for launch in compiled.function.launches]
+    assert launched in (["lora_0_matmul"], ["lora_0_matmul_partials", "lora_0_matmul_reduce"])
+    inputs = _inputs(graph, dtype, seed=m)
+    got = compiled.run(*inputs, poison=True)
+    assert_matches_torch(got, reference(*inputs), graph.build(), inputs)
+
+
 @pytest.mark.parametrize("m", [1, 16])
 @pytest.mark.parametrize("split,block_n,stages", [(1, 32, 6), (1, 64, 4), (2, 64, 4), (4, 128, 3)])
 def test_lora_configs_match_torch(m, split, block_n, stages):

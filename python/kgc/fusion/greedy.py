@@ -91,7 +91,7 @@ from typing import NamedTuple
 
 from kgc.fusion.graph import FusionGraph
 from kgc.fusion.partition import Partition
-from kgc.tiling.config import DEFAULT_MIN_BYTES, SKINNY_ROWS, streams_weights, weight_bytes
+from kgc.tiling.config import SKINNY_ROWS, streams_weights
 from kgc.tiling.graph_model import Node
 from kgc.tiling.iteration import Unplannable
 from kgc.tiling.library import KIND as LIBRARY_KIND, MIN_ROWS as LIBRARY_MIN_ROWS
@@ -397,19 +397,18 @@ def _leaves_the_library(graph: FusionGraph, producer: list[Node], consumer: list
 
 # LoRA's X W + (X A) B as one kernel against X W by the library beside
 # kernels for X A and (X A) B plus the sum (H200, rank 16, search against
-# default): the one kernel won at 32 x 3072 -> 3072 (12.1 us against 17.5)
-# and at 128 x 2048 -> 2048 (9.6 against 13.5); the library at 128 rows over
-# 3072 x 3072 and 4096 x 6144 (benchmarks/NOTES.md, stop 50). Below the
-# library's rows, or at them under this many bytes of weights, the one
-# kernel; more rows were not measured, and keep the library.
-LOW_RANK_LIBRARY_MIN_BYTES = 2 * DEFAULT_MIN_BYTES
+# default): the one kernel won at 32 x 3072 -> 3072 (12.1 us against 17.5),
+# and at 128 rows over 2048 -> 2048 (9.6 against 13.5) and 4096 -> 6144
+# (24.0 against 26.9) in 64-row tiles (kgc.tiling.matmul); more rows than
+# the library's 128 were not measured, and keep the library
+# (benchmarks/NOTES.md, stop 50).
 
 
 def _yields_to_low_rank(graph: FusionGraph, group: list[Node]) -> bool:
     """Whether the library matmul of `group` is the X W of a LoRA product
     X W + (X A) B in `graph` (kgc.tiling.low_rank) that kgc makes one
-    kernel of instead: fewer than the library's rows, or as many over
-    weights under LOW_RANK_LIBRARY_MIN_BYTES."""
+    kernel instead: at most the library's rows, 16-bit floats (as
+    measured)."""
     matmuls = [n for n in group if n.op == "matmul"]
     if len(matmuls) != 1:
         return False
@@ -420,10 +419,7 @@ def _yields_to_low_rank(graph: FusionGraph, group: list[Node]) -> bool:
         and up.operands[0].operands[0] is x and up.operands[0].shape[-1] < main.shape[-1]
         for up in graph.computed() if up is not main)
     extents = {"m": main.shape[-2], "n": main.shape[-1], "k": k}
-    rows = extents["m"]
-    return low_rank and (rows < LIBRARY_MIN_ROWS or (
-        rows == LIBRARY_MIN_ROWS
-        and weight_bytes(extents, main.element) < LOW_RANK_LIBRARY_MIN_BYTES))
+    return low_rank and extents["m"] <= LIBRARY_MIN_ROWS and main.element in ("f16", "bf16")
 
 
 def _gather(graph: FusionGraph, schedule: Schedule, group_of: dict, groups: dict) -> bool:

@@ -560,6 +560,15 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
     else:
         block_n = None
         default_m = _ONE_ROW_TILE
+    # LoRA's one kernel over more rows than one wave's (X A rides along the
+    # k loop of X W): 64-row tiles over 128-deep steps. H200, rank 16, 128
+    # rows: the search chose them over 2048 -> 2048 (9.6 us against 14.1 at
+    # kgc's 128-row tiles) and 4096 -> 6144 (24.0, where the library's X W
+    # with two kernels beside it took 26.9; benchmarks/NOTES.md, stop 50).
+    low_rank_rows = bool(side_matmuls) and m_extent > WAVE_ROWS and bits == 16
+    if low_rank_rows and not epilogue_reduces_n:
+        default_m = WAVE_ROWS
+        default_k = _SKINNY_BLOCK_K
     if epilogue_reduces_m and m_extent > _MAX_EPILOGUE_ROW:
         raise Unplannable(f"the epilogue reduces over m = {m_extent}, more rows than fit a tile")
     block_m = knob(config.block_m, m_extent if epilogue_reduces_m else
@@ -623,6 +632,9 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
             splits = 1
         elif ragged:
             splits = _RAGGED_SPLITS
+        elif low_rank_rows:
+            # The search's 128 x 4096 -> 6144 kernel: 96 tiles unsplit.
+            splits = 1
         elif skinny and bare_loop:
             # A skinny product under the split-K threshold splits where its
             # k loop is long (not LoRA's, whose rank-r product rides along
