@@ -68,18 +68,16 @@ EXPECTED = {
                                          (1, 1, 1)),
     "kg-legalize-dot:legal_0": ("matmul", dict(block_m=64, block_n=64, block_k=64, group_m=1,
                                                num_warps=4, num_stages=4), (1, 1, 1)),
-    # A product of one k step: its row tiles narrow to 16 to make more
-    # programs (7 here).
-    "kg-legalize-dot:too_small_0": ("matmul", dict(block_m=16, block_n=64, block_k=64, group_m=1,
-                                                   num_warps=4, num_stages=1), (7, 1, 1)),
+    "kg-legalize-dot:too_small_0": ("matmul", dict(block_m=100, block_n=64, block_k=64, group_m=1,
+                                                   num_warps=4, num_stages=1), (1, 1, 1)),
     # Rows of a dynamic extent, planned at its hint of 256 rows (the grid's
-    # 16 programs are the plan's; a launch computes them from the size).
-    "kg-legalize-dot:dynamic_rows_0": ("matmul", dict(block_m=16, block_n=32, block_k=64,
+    # 2 programs are the plan's; a launch computes them from the size).
+    "kg-legalize-dot:dynamic_rows_0": ("matmul", dict(block_m=128, block_n=32, block_k=64,
                                                       group_m=1, num_warps=4, num_stages=1),
-                                       (16, 1, 1)),
-    "kg-legalize-dot:too_small_dynamic_0": ("matmul", dict(block_m=16, block_n=48, block_k=64,
+                                       (2, 1, 1)),
+    "kg-legalize-dot:too_small_dynamic_0": ("matmul", dict(block_m=128, block_n=48, block_k=64,
                                                            group_m=1, num_warps=4,
-                                                           num_stages=1), (16, 1, 1)),
+                                                           num_stages=1), (2, 1, 1)),
     "kg-pad-mask:softmax_0": ("reduction", dict(block_x=1, block_r=1000, num_warps=4,
                                                 num_stages=1), (17, 1, 1)),
     # A dynamic extent is planned as at EXTENT_HINT (256) rows, with the

@@ -86,8 +86,6 @@ _PROLOGUE_READERS = 4
 # The narrowest rows tile f32 products take to fill the SMs (a tl.dot's
 # least is 16; 32 keeps two m-rows of warps busy).
 _F32_FILL_MIN_BLOCK_M = 32
-# ... and the rows a product of one k step narrows its tiles down to.
-_LOOPLESS_MIN_BLOCK_M = 16
 
 # The rule by which a product of more rows than a skinny one refuses any
 # prologue its programs along n would repeat (see `fusion_refusal`).
@@ -606,17 +604,6 @@ def _plan_matmul(outputs, order, matmuls, config: MatmulConfig, kernel,
                * ceil_div(n_extent, block_n) < target.sm_count):
             block_m = next_power_of_two(block_m) // 2
     block_k = knob(config.block_k, min(default_k, k_extent))
-    # A product of one k step (LoRA's rank-r (X A) B added to X W in a
-    # kernel of its own) moves little but its output: no long loop makes
-    # half a wave of full tiles worth it, so its row tiles narrow until the
-    # programs fill every SM (H200, 128 x 16 -> 6144 with the add: the
-    # search chose 384 programs of 16 x 128 over kgc's 96 of 128 x 64, and
-    # the LoRA graph took 25.5 us against 27.3; benchmarks/NOTES.md, stop 50).
-    if config.block_m is None and bits == 16 and block_k >= k_extent and not skinny \
-            and not side_matmuls and not epilogue_reduces_m:
-        while (block_m > _LOOPLESS_MIN_BLOCK_M and product(batch) * ceil_div(m_extent, block_m)
-               * ceil_div(n_extent, block_n) < target.sm_count):
-            block_m = next_power_of_two(block_m) // 2
     group_m = knob(config.group_m, 8)
     tiles = product(batch) * ceil_div(m_extent, block_m) * ceil_div(n_extent, block_n)
     tile = [1] * nb + [block_m, block_k, block_n] + ([] if rank is None else [rank])
