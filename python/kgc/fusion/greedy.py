@@ -52,8 +52,11 @@ folded norm, gated epilogue or residual add ran as Triton at about half
 cuBLAS's rate, while the unfused pair costs one extra pass over a
 512-row activation (benchmarks/NOTES.md, "Prefill: fused kernels against
 the library pair"). A merge that keeps the group a library call (the
-transpose of a weight it reads) is made. Turning it off (`library-alone=
-false`, and the search does) fuses as if there were no library.
+transpose of a weight it reads) is made. LoRA's X W of at most 128 rows
+yields (`_yields_to_low_rank`): X W + (X A) B is one kernel there, which
+beat the library's X W with the two kernels beside it. Turning it off
+(`library-alone=false`, and the search does) fuses as if there were no
+library.
 
 `merge-shared-input`: once no merge above applies, products of a few rows
 (at most `SKINNY_ROWS`, a decode step's projections) that read the same
