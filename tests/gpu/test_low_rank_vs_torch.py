@@ -21,12 +21,16 @@ pytestmark = pytest.mark.gpu
                                         (1, 4096, 4096, 8)])
 @pytest.mark.parametrize("dtype", ["f16", "bf16", "f32"])
 def test_lora_one_kernel_matches_torch(dtype, m, k, n, rank):
+    _one_kernel_at_default_matches_torch(dtype, m, k, n, rank, seed=rank)
+
+
+def _one_kernel_at_default_matches_torch(dtype, m, k, n, rank, seed):
     graph, reference = lora(m, k, n, dtype, rank=rank)
     compiled = kgc.compile(graph)
     # One kernel, or its k loop split by kgc: partials, then their sum.
     launched = [launch.kernel for launch in compiled.function.launches]
     assert launched in (["lora_0_matmul"], ["lora_0_matmul_partials", "lora_0_matmul_reduce"])
-    inputs = _inputs(graph, dtype, seed=rank)
+    inputs = _inputs(graph, dtype, seed=seed)
     got = compiled.run(*inputs, poison=True)
     assert_matches_torch(got, reference(*inputs), graph.build(), inputs)
 
@@ -38,13 +42,7 @@ def test_lora_one_kernel_matches_torch(dtype, m, k, n, rank):
                                    (128, 4096, 6143)])
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
 def test_lora_of_up_to_128_rows_is_one_kernel_at_kgc_s_default(dtype, m, k, n):
-    graph, reference = lora(m, k, n, dtype, rank=16)
-    compiled = kgc.compile(graph)
-    launched = [launch.kernel for launch in compiled.function.launches]
-    assert launched in (["lora_0_matmul"], ["lora_0_matmul_partials", "lora_0_matmul_reduce"])
-    inputs = _inputs(graph, dtype, seed=m)
-    got = compiled.run(*inputs, poison=True)
-    assert_matches_torch(got, reference(*inputs), graph.build(), inputs)
+    _one_kernel_at_default_matches_torch(dtype, m, k, n, 16, seed=m)
 
 
 @pytest.mark.parametrize("m", [1, 16])
