@@ -7,18 +7,19 @@
 The search keeps the fastest config of each kernel; a heuristic, or a model
 of the tuned-defaults table, needs to know how each config's time moves
 with the shape. This runs superoptimize (`kgc.search`, kgc's heuristics
-alone as the default) on plain products, adding a grid of configs
-(`GRID`: n tiles, k steps, splits along k) to the search's own, and writes
-one JSON line per shape with every candidate's time: the heuristic's
-config, each grid config, the search's own picks and the library call.
+alone as the default) on products, adding a grid of configs to the
+search's own, and writes one JSON line per shape with every candidate's
+time: the heuristic's config, each grid config, the search's own picks and
+the library call.
 
 Two grids: `few-rows` (`GRID`: n tiles, k steps, splits along k; what a
 skinny product's heuristic chooses) and `large` (`LARGE_TILES` x
 `LARGE_DEPTHS` x `LARGE_LOADS`: tiles, warps, stages, k steps, TMA and
 persistent programs; what a GEMM of many row tiles chooses, where cuBLAS
 is the other candidate). `--kind lora` measures LoRA's products (x W +
-(x A) B, rank `--rank`) at the rows and widths. `--workloads` measures kgc bench's workloads
-(the FP8 GEMMs, whose graphs no shape kind builds) instead of the shapes.
+(x A) B, rank `--rank`) at the rows and widths. `--workloads` measures kgc
+bench's workloads (the FP8 GEMMs, whose graphs no shape kind builds)
+instead of the shapes.
 
 The shapes are the rows of `--rows` against the (n, k) of `--widths`; the
 defaults take their widths from models whose widths no held-out shape has

@@ -98,6 +98,7 @@ from kgc.tiling.config import SKINNY_ROWS, streams_weights
 from kgc.tiling.graph_model import Node
 from kgc.tiling.iteration import Unplannable
 from kgc.tiling.library import KIND as LIBRARY_KIND, MIN_ROWS as LIBRARY_MIN_ROWS
+from kgc.tiling.library import WIDE_ROW_ELEMENTS
 from kgc.tiling.registry import schedules
 from kgc.tiling.schedule import Schedule, widest_input
 
@@ -398,31 +399,27 @@ def _leaves_the_library(graph: FusionGraph, producer: list[Node], consumer: list
     return (binding(producer) or binding(consumer)) and not library(merged)
 
 
-# LoRA's X W + (X A) B as one kernel against X W by the library beside
-# kernels for X A and (X A) B plus the sum (H200, rank 16, search against
-# default): the one kernel won at 32 x 3072 -> 3072 (12.1 us against 17.5),
-# and at 128 rows over 2048 -> 2048 (9.6 against 13.5) and 4096 -> 6144
-# (24.0 against 26.9) in 64-row tiles (kgc.tiling.matmul); more rows than
-# the library's 128 were not measured, and keep the library
-# (benchmarks/NOTES.md, stop 50).
-
-
 def _yields_to_low_rank(graph: FusionGraph, group: list[Node]) -> bool:
     """Whether the library matmul of `group` is the X W of a LoRA product
     X W + (X A) B in `graph` (kgc.tiling.low_rank) that kgc makes one
     kernel instead: at most the library's rows, 16-bit floats (as
-    measured)."""
+    measured). Against X W by the library beside kernels for X A and for
+    (X A) B plus the sum (H200, rank 16, search against default), the one
+    kernel won at 32 x 3072 -> 3072 (12.1 us against 17.5), and at 128
+    rows over 2048 -> 2048 (9.6 against 13.5) and 4096 -> 6144 (24.0
+    against 26.9) in 64-row tiles (kgc.tiling.matmul); more rows were not
+    measured, and keep the library (benchmarks/NOTES.md, stop 50)."""
     matmuls = [n for n in group if n.op == "matmul"]
     if len(matmuls) != 1:
         return False
     (main,) = matmuls
-    x, k = main.operands[0], main.operands[0].shape[-1]
-    low_rank = any(
+    if main.shape[-2] > LIBRARY_MIN_ROWS or main.element not in WIDE_ROW_ELEMENTS:
+        return False
+    x = main.operands[0]
+    return any(
         up.op == "matmul" and up.shape == main.shape and up.operands[0].op == "matmul"
         and up.operands[0].operands[0] is x and up.operands[0].shape[-1] < main.shape[-1]
         for up in graph.computed() if up is not main)
-    extents = {"m": main.shape[-2], "n": main.shape[-1], "k": k}
-    return low_rank and extents["m"] <= LIBRARY_MIN_ROWS and main.element in ("f16", "bf16")
 
 
 def _gather(graph: FusionGraph, schedule: Schedule, group_of: dict, groups: dict) -> bool:

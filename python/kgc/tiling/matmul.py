@@ -238,10 +238,11 @@ class MatmulSchedule(Schedule):
         # much (a bare 12 x 999 -> 1500 product in 13.0 us at the aligned
         # shapes' best tiles, 6.2 at its own; H200): such a product takes no
         # aligned shape's entry.
-        if not parts and _takes_ragged_tiles(plan.knob_extents, _operand_element(plan), True):
+        element = _operand_element(plan)
+        if not parts and _takes_ragged_tiles(plan.knob_extents, element, True):
             parts.append("ragged")
         features = {"batch": product(plan.extents[:m_axis]), **plan.knob_extents}
-        return TableKey(_operand_element(plan), "+".join(parts), features)
+        return TableKey(element, "+".join(parts), features)
 
     def tuned_config(self, plan, table, target):
         # The entry itself, not only its config (`Schedule.tuned_config`):
