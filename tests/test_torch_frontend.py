@@ -614,7 +614,10 @@ def test_the_fused_attention_ops_of_cuda_convert(name, target, arguments, kwargs
     inputs = [_randn(*shape) for shape in shapes]
     expected = F.scaled_dot_product_attention(*inputs[:3], attn_mask=inputs[3] if masked else None,
                                               scale=0.3)
-    actual = reference.evaluate(converted.graph.build(), "attention", inputs)
+    # The graph stores a result in its traced memory order (the efficient
+    # kernel's is in tokens' order); the partition's result is its view.
+    actual, = converted.partition_results(
+        [reference.evaluate(converted.graph.build(), "attention", inputs)])
     torch.testing.assert_close(actual, expected, atol=2e-5, rtol=2e-5)
 
 
@@ -627,7 +630,10 @@ def test_causal_fused_attention_converts():
     converted = convert_graph(module, "attention")
     inputs = [_randn(*shape) for shape in SHAPES[:3]]
     expected = F.scaled_dot_product_attention(*inputs, is_causal=True)
-    actual = reference.evaluate(converted.graph.build(), "attention", inputs)
+    # The graph stores a result in its traced memory order (the efficient
+    # kernel's is in tokens' order); the partition's result is its view.
+    actual, = converted.partition_results(
+        [reference.evaluate(converted.graph.build(), "attention", inputs)])
     torch.testing.assert_close(actual, expected, atol=2e-5, rtol=2e-5)
 
 
@@ -1146,6 +1152,43 @@ def test_an_input_in_permuted_dense_layout_is_read_in_place(permutation):
     assert list(converted.input_orders) == [0]
     passed = converted.graph_arguments([view, other])
     assert passed[0].is_contiguous() and passed[0].data_ptr() == base.data_ptr()
+
+
+@pytest.mark.parametrize("permutation", [(1, 0), (0, 2, 1), (2, 0, 1)])
+def test_a_result_in_permuted_dense_layout_keeps_its_traced_strides(permutation):
+    # A result traced as a permuted view of dense storage (a weight's cast,
+    # transposed for its product and saved for the backward) is stored in
+    # that order and returned as the view: what reads it next (PyTorch's
+    # views, the backward's partitions) meets the strides it was traced
+    # with, where a contiguous result would be copied before each use.
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from kgc.torch import convert_graph
+
+    shape = (3, 17, 5)[:len(permutation)]
+    base = _randn(*[shape[d] for d in permutation])
+    view = base.permute(*[permutation.index(d) for d in range(len(permutation))])
+
+    def function(x, y):
+        return torch.relu(x) * 2, y + 1
+
+    other = _randn(*shape)
+    expected, expected_other = function(view, other)
+    assert expected.stride() == view.stride()
+    module = make_fx(function, tracing_mode="fake")(view, other)
+    converted = convert_graph(module, "permuted_result")
+    assert list(converted.output_orders) == [0]
+    results = reference.evaluate(converted.graph.build(), "permuted_result",
+                                 converted.graph_arguments([view, other]))
+    # The graph stores the permuted result contiguous in its memory order.
+    assert results[0].shape == base.shape
+    actual, actual_other = converted.partition_results(results)
+    assert actual.stride() == expected.stride() and actual_other.is_contiguous()
+    torch.testing.assert_close(actual, expected)
+    torch.testing.assert_close(actual_other, expected_other)
+    compiled = torch.compile(function, backend=TiledBackend(), fullgraph=True)(view, other)
+    assert compiled[0].stride() == expected.stride()
+    torch.testing.assert_close(compiled[0], expected)
 
 
 def test_a_partitions_kernels_compile_side_by_side(monkeypatch):

@@ -240,6 +240,43 @@ def test_a_training_step_gives_eagers_loss_and_gradients(family):
     assert fallbacks == set(), fallbacks
 
 
+def test_an_autocast_steps_partitions_take_their_inputs_without_copies(monkeypatch):
+    # Under bf16 autocast the forward casts each weight and transposes it
+    # for its product, and saves the cast for the backward, which
+    # transposes it back. Each partition's result comes back in its traced
+    # strides, so every partition input reaches the kernels contiguous (or
+    # as the storage of a permuted view): none is copied first, as one per
+    # weight per step was when the forward's results came back contiguous.
+    import importlib
+
+    backend_module = importlib.import_module("kgc.torch.backend")
+    real = backend_module.CompiledPartition.forward
+    strided = []
+
+    def forward(self, *arguments):
+        strided.extend((self.converted.graph.name, tuple(t.shape), t.stride())
+                       for t in self.converted.graph_arguments(arguments)
+                       if not t.is_contiguous())
+        return real(self, *arguments)
+
+    monkeypatch.setattr(backend_module.CompiledPartition, "forward", forward)
+    model = torch.nn.Sequential(torch.nn.Linear(17, 40), torch.nn.SiLU(),
+                                torch.nn.Linear(40, 5, bias=False))
+    x = _randn(3, 7, 17)
+    backend = TiledBackend()
+    outcomes = []
+    for run in (torch.compile(model, backend=backend), model):
+        model.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = run(x).float().square().mean()
+        loss.backward()
+        outcomes.append([loss.detach()] + [p.grad for p in model.parameters()])
+    assert {r.kind for r in backend.reports} == {"forward", "backward"}
+    assert strided == []
+    for actual, expected in zip(*outcomes):
+        torch.testing.assert_close(actual, expected, atol=2e-2, rtol=2e-2)
+
+
 def test_explain_with_grad_on_shows_forward_and_backward_kernels(capsys):
     w = _randn(17, 5, requires_grad=True)
     x = _randn(3, 17)
@@ -416,7 +453,7 @@ def test_the_cuda_attention_backward_ops_convert(kind, heads, kv_heads):
     # storage, which graph_arguments passes.)
     results = reference.evaluate(converted.graph.build(), "attention_backward",
                                  converted.graph_arguments(inputs))
-    for got, want in zip([results[i] for i in converted.result_index], (q.grad, k.grad, v.grad)):
+    for got, want in zip(converted.partition_results(results), (q.grad, k.grad, v.grad)):
         torch.testing.assert_close(got, want, atol=2e-5, rtol=2e-5)
 
 
@@ -501,7 +538,7 @@ def test_a_cuda_attention_forward_that_saves_for_its_backward_converts(kind):
     inputs = [q, k, v, bias]
     results = reference.evaluate(converted.graph.build(), "attention",
                                  converted.graph_arguments(inputs))
-    out, lse, *state = [results[i] for i in converted.result_index]
+    out, lse, *state = converted.partition_results(results)
     expected_out, expected_lse = aten._scaled_dot_product_flash_attention_for_cpu(
         q, k, v, attn_mask=bias)
     torch.testing.assert_close(out, expected_out, atol=2e-5, rtol=2e-5)

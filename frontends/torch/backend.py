@@ -163,7 +163,7 @@ class CompiledPartition(torch.nn.Module):
         results = self.run(*self.converted.graph_arguments(arguments))
         if not isinstance(results, tuple):
             results = (results,)
-        ordered = tuple(results[i] for i in self.converted.result_index)
+        ordered = tuple(self.converted.partition_results(results))
         return ordered[0] if self.converted.single_result else ordered
 
 

@@ -262,8 +262,7 @@ class BucketedPartition(torch.nn.Module):
         results = results if isinstance(results, tuple) else (results,)
         ordered = []
         with size_bindings(actual):
-            for position, node in enumerate(self.results):
-                result = results[converted.result_index[position]]
+            for node, result in zip(self.results, converted.partition_results(results)):
                 shape = static_shape(node.meta["val"].shape, "result")
                 if tuple(result.shape) != shape:
                     # Cut from inside the bucket (a sequence behind a batch

@@ -1743,7 +1743,8 @@ class ConvertedGraph:
     partition inputs at positions `scalar_inputs`, int64 for an int and
     float32 for a float: `graph_arguments` makes them), and returns
     distinct kg tensors; result i of the partition is graph output
-    `result_index[i]`, and `ops` names the aten nodes converted, in order."""
+    `result_index[i]` (`partition_results` maps them), and `ops` names the
+    aten nodes converted, in order."""
 
     graph: Graph
     result_index: list[int]
@@ -1758,7 +1759,19 @@ class ConvertedGraph:
     # storage (`tensor.permute(order)`, no copy) and transposes it back,
     # which its kernels read through, where a copy would make it contiguous.
     input_orders: dict[int, tuple[int, ...]] = dataclasses.field(default_factory=dict)
+    # Graph output index -> the permutation that makes the partition's
+    # result of it, for a result traced as a permuted view of dense storage
+    # (a weight's cast, transposed for its product): the graph stores the
+    # storage's order and the result is a view of it with the traced
+    # strides. A contiguous result in their place would reach later ops
+    # (PyTorch's views, the backward's partitions) in strides other than
+    # the traced ones, and each would be copied to the ones they expect.
+    output_orders: dict[int, tuple[int, ...]] = dataclasses.field(default_factory=dict)
 
+    def partition_results(self, results: Sequence) -> list:
+        """The partition's results, in its order, from the graph's."""
+        return [results[i].permute(self.output_orders[i]) if i in self.output_orders
+                else results[i] for i in self.result_index]
 
     def graph_arguments(self, arguments: Sequence, tensors: Sequence | None = None) -> list:
         """The graph's arguments from the partition's: `tensors` (default
@@ -1830,20 +1843,29 @@ def convert_graph(module: torch.fx.GraphModule, name: str) -> ConvertedGraph:
     finally:
         _SCALAR_INPUTS.reset(token)
     outputs: list[Tensor] = []
+    output_orders: dict[int, tuple[int, ...]] = {}
+    stored: dict[tuple[Tensor, tuple[int, ...] | None], int] = {}
     index: list[int] = []
     for result in results:
         tensor = values[result]
         if not isinstance(tensor, Tensor):
             raise Unsupported(f"partition result {result.name} is not a tensor")
-        if tensor not in outputs:
-            outputs.append(tensor)
-        index.append(outputs.index(tensor))
+        order = _dense_order(result.meta.get("val"))
+        if (tensor, order) not in stored:
+            stored[tensor, order] = len(outputs)
+            if order is None:
+                outputs.append(tensor)
+            else:
+                outputs.append(graph.transpose(tensor, list(order)))
+                output_orders[len(outputs) - 1] = tuple(order.index(d)
+                                                        for d in range(len(order)))
+        index.append(stored[tensor, order])
     graph.output(*outputs)
     example = results[0].meta.get("val") if results else None
     example = example[0] if isinstance(example, (tuple, list)) else example
     device = example.device if isinstance(example, torch.Tensor) else None
     return ConvertedGraph(graph, index, ops, single, tensor_inputs, list(scalars.positions),
-                          device, input_orders)
+                          device, input_orders, output_orders)
 
 
 def _dense_order(value) -> tuple[int, ...] | None:
