@@ -231,5 +231,8 @@ def test_a_dynamic_size_read_as_a_value_runs_in_kgc_at_its_real_value(name, func
             tolerance = 1e-3 if name == "half_arithmetic" else 1e-5
             torch.testing.assert_close(run(x), function(x), atol=tolerance, rtol=tolerance)
     dynamic = backend.reports[-1]
-    assert not dynamic.fallbacks, dynamic.fallbacks
+    # An arange of the size is made by PyTorch (kgc.torch.extents: kernels
+    # read their sizes off their tensors); what reads it is kgc's.
+    left = {"aten.arange.start_step"} if name == "arange_start" else set()
+    assert {op.split(":")[0] for op, _ in dynamic.fallbacks} == left, dynamic.fallbacks
     assert dynamic.kernel_count >= 1
