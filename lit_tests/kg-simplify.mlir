@@ -280,3 +280,47 @@ func.func @narrowed_to_f8(%a: tensor<1x1xf16>, %b: tensor<1x1xf16>) -> tensor<1x
   %2 = kg.matmul %0, %1 : (tensor<1x1xf8E4M3FN>, tensor<1x1xf8E4M3FN>) -> tensor<1x1xf32>
   return %2 : tensor<1x1xf32>
 }
+
+// A transpose of a transpose is one transpose of the first's operand; the
+// inner one goes when nothing else reads it.
+// CHECK-LABEL: func.func @transpose_of_transpose
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3x5xf32>)
+// CHECK-NEXT: %[[T:.*]] = kg.transpose %[[X]] [1, 0, 2] : tensor<2x3x5xf32> -> tensor<3x2x5xf32>
+// CHECK-NEXT: return %[[T]]
+func.func @transpose_of_transpose(%x: tensor<2x3x5xf32>) -> tensor<3x2x5xf32> {
+  %0 = kg.transpose %x [2, 0, 1] : tensor<2x3x5xf32> -> tensor<5x2x3xf32>
+  %1 = kg.transpose %0 [2, 1, 0] : tensor<5x2x3xf32> -> tensor<3x2x5xf32>
+  return %1 : tensor<3x2x5xf32>
+}
+
+// A weight's cast stored in its own order by way of its transpose: the
+// transposes cancel, and the cast is read and stored along one axis.
+// CHECK-LABEL: func.func @transposed_back
+// CHECK-NEXT: %[[C:.*]] = kg.cast
+// CHECK-NEXT: return %[[C]]
+func.func @transposed_back(%w: tensor<24x16xf32>) -> tensor<24x16xbf16> {
+  %0 = kg.cast %w : tensor<24x16xf32> to tensor<24x16xbf16>
+  %1 = kg.transpose %0 [1, 0] : tensor<24x16xbf16> -> tensor<16x24xbf16>
+  %2 = kg.transpose %1 [1, 0] : tensor<16x24xbf16> -> tensor<24x16xbf16>
+  return %2 : tensor<24x16xbf16>
+}
+
+// The inner transpose is read elsewhere too: it stays, and the outer one
+// still reads the operand directly.
+// CHECK-LABEL: func.func @inner_transpose_read_twice
+// CHECK-SAME: (%[[X:.*]]: tensor<4x6xf32>)
+// CHECK-NEXT: %[[T:.*]] = kg.transpose %[[X]] [1, 0]
+// CHECK-NEXT: return %[[X]], %[[T]]
+func.func @inner_transpose_read_twice(%x: tensor<4x6xf32>) -> (tensor<4x6xf32>, tensor<6x4xf32>) {
+  %0 = kg.transpose %x [1, 0] : tensor<4x6xf32> -> tensor<6x4xf32>
+  %1 = kg.transpose %0 [1, 0] : tensor<6x4xf32> -> tensor<4x6xf32>
+  return %1, %0 : tensor<4x6xf32>, tensor<6x4xf32>
+}
+
+// A single transpose that permutes: nothing to fold.
+// CHECK-LABEL: func.func @one_transpose_kept
+// CHECK-NEXT: kg.transpose %{{.*}} [1, 0]
+func.func @one_transpose_kept(%x: tensor<4x6xf32>) -> tensor<6x4xf32> {
+  %0 = kg.transpose %x [1, 0] : tensor<4x6xf32> -> tensor<6x4xf32>
+  return %0 : tensor<6x4xf32>
+}

@@ -26,6 +26,11 @@ scalar constants):
     matmul v(f(a) * c), v(f(b) * d) : f32   (a, b of one half type)
         =>  matmul v(a), v(b) : f32 * (c d)
 
+Rewrite rules for views (`p`, `q`: permutations; `id`: the identity):
+
+    transpose (transpose x p) q  =>  transpose x [p[q[0]], p[q[1]], ...]
+    transpose x id               =>  x
+
 The gather rules turn a gather, which reads its table from memory, into a
 view, which kg-fuse fuses into its reader. Every index of a gather from
 one element along its dim can only be 0: any other is outside the op's
@@ -36,6 +41,11 @@ tensors of one position, and a learned position embedding (GPT-2's,
 BERT's) is a gather at `arange(n)`. A slice of a join that falls within
 one piece reads that piece alone (`torch.diff` with `prepend` joins a
 column and slices it off again).
+
+A result the torch frontend stores in its traced memory order (a
+weight's cast, transposed for its product) is a transpose of a transpose
+of the cast: as one, the cast's kernel reads and stores along the same
+axis instead of tiling for a transpose that is not there.
 
 The first product rule takes a batched product in the shape its result is
 used in, as attention written with `bmm` (heads merged with the batch for
@@ -82,8 +92,8 @@ _VIEWS = ("kg.reshape", "kg.transpose", "kg.broadcast_to", "kg.slice")
 class KgSimplify(Pass):
     argument = "kg-simplify"
     summary = ("Gathers of one element or of consecutive positions as views; slices of one "
-               "piece of a join; batched products in their users' shape; products of widened "
-               "half floats in them")
+               "piece of a join; transposes of transposes as one; batched products in their "
+               "users' shape; products of widened half floats in them")
 
     def run(self, op: ir.Operation) -> None:
         for target in list(walk_ops(op)):
@@ -93,6 +103,8 @@ class KgSimplify(Pass):
                 _gather_as_view(target)
             elif target.name == "kg.slice":
                 _slice_of_piece(target)
+            elif target.name == "kg.transpose":
+                _fold_transpose(target)
         for target in list(walk_ops(op)):
             if target.name == "kg.reshape" and enclosing_kernel(target) is None:
                 _fold_batch_reshape(target)
@@ -265,6 +277,35 @@ def _reshaped(value: ir.Value, shape: Sequence[int]) -> ir.Value:
     if _shape(value) == list(shape):
         return value
     return kg.reshape(ir.RankedTensorType.get(list(shape), _type(value).element_type), value)
+
+
+# -- transposes -----------------------------------------------------------
+
+
+def _permutation(transpose: ir.Operation) -> list[int]:
+    return list(ir.DenseI64ArrayAttr(transpose.attributes["permutation"]))
+
+
+def _fold_transpose(transpose: ir.Operation) -> None:
+    source, permutation = transpose.operands[0], _permutation(transpose)
+    inner = _producer(source)
+    if inner is not None and inner.name == "kg.transpose":
+        # Dim i of the outer result is dim permutation[i] of the inner one,
+        # which is dim inner_permutation[permutation[i]] of its operand.
+        inner_permutation = _permutation(inner)
+        source = inner.operands[0]
+        permutation = [inner_permutation[p] for p in permutation]
+    if permutation == list(range(len(permutation))):
+        result = source
+    elif source == transpose.operands[0]:
+        return
+    else:
+        with ir.InsertionPoint(transpose), transpose.location:
+            result = kg.transpose(_type(transpose.results[0]), source, permutation)
+    transpose.results[0].replace_all_uses_with(result)
+    transpose.erase()
+    if inner is not None and inner.name == "kg.transpose" and _uses(inner.results[0]) == 0:
+        inner.erase()
 
 
 # -- products of widened half floats ----------------------------------------
