@@ -481,29 +481,24 @@ def test_the_logsumexp_attention_saves_for_its_backward_is_computed_in_kgc():
         _backward_ops(backend)
 
 
-@pytest.mark.parametrize("kind", ["cudnn", "efficient", "flash"])
-def test_a_cuda_attention_forward_that_saves_for_its_backward_converts(kind):
-    # The forward saves the logsumexp and the random-number state for the
-    # backward; without dropout the state is never read, and kgc makes it
-    # zeros where kg holds its dtype (int64: cuDNN's and the memory-efficient
-    # kernel's); flash attention's is uint64, so that op stays with PyTorch.
-    from kgc import reference
-    from kgc.torch import convert_graph, unsupported_reason
+_SAVED_RESULTS = {"cudnn": (0, 1, 6, 7), "efficient": (0, 1, 2, 3), "flash": (0, 1, 6, 7)}
 
-    q, k, v = (_randn(2, 3, 5, 16) for _ in range(3))
-    bias = _randn(2, 1, 5, 5)
+
+def _cuda_attention_forward_graph(kind: str, saved: tuple[int, ...], q, k, v, bias):
+    """An FX graph of CUDA's fused attention op `kind` on meta values of
+    q, k, v (and bias, where the op takes one), returning its results
+    `saved`; the module and the op's node."""
     graph = torch.fx.Graph()
     nodes = {}
     for name, value in (("q", q), ("k", k), ("v", v), ("bias", bias)):
         nodes[name] = graph.placeholder(name)
         nodes[name].meta["val"] = value.to("meta")
-    target, arguments, saved = {
+    target, arguments = {
         "cudnn": (aten._scaled_dot_product_cudnn_attention.default,
-                  ("q", "k", "v", "bias", True, 0.0, False), (0, 1, 6, 7)),
+                  ("q", "k", "v", "bias", True, 0.0, False)),
         "efficient": (aten._scaled_dot_product_efficient_attention.default,
-                      ("q", "k", "v", "bias", True, 0.0, False), (0, 1, 2, 3)),
-        "flash": (aten._scaled_dot_product_flash_attention.default, ("q", "k", "v", 0.0, False),
-                  (0, 1, 6, 7)),
+                      ("q", "k", "v", "bias", True, 0.0, False)),
+        "flash": (aten._scaled_dot_product_flash_attention.default, ("q", "k", "v", 0.0, False)),
     }[kind]
     args = tuple(nodes.get(a, a) if isinstance(a, str) else a for a in arguments)
     node = graph.call_function(target, args)
@@ -528,7 +523,21 @@ def test_a_cuda_attention_forward_that_saves_for_its_backward_converts(kind):
         item.meta["val"] = node.meta["val"][index]
         items.append(item)
     graph.output(tuple(items))
-    module = torch.fx.GraphModule(torch.nn.Module(), graph)
+    return torch.fx.GraphModule(torch.nn.Module(), graph), node
+
+
+@pytest.mark.parametrize("kind", ["cudnn", "efficient", "flash"])
+def test_a_cuda_attention_forward_that_saves_for_its_backward_converts(kind):
+    # The forward saves the logsumexp and the random-number state for the
+    # backward; without dropout the state is never read, and kgc makes it
+    # zeros where kg holds its dtype (int64: cuDNN's and the memory-efficient
+    # kernel's); flash attention's is uint64, so that op stays with PyTorch.
+    from kgc import reference
+    from kgc.torch import convert_graph, unsupported_reason
+
+    q, k, v = (_randn(2, 3, 5, 16) for _ in range(3))
+    bias = _randn(2, 1, 5, 5)
+    module, node = _cuda_attention_forward_graph(kind, _SAVED_RESULTS[kind], q, k, v, bias)
     reason = unsupported_reason(node)
     if kind == "flash":
         assert "random-number state, torch.uint64" in reason
@@ -546,6 +555,22 @@ def test_a_cuda_attention_forward_that_saves_for_its_backward_converts(kind):
     lse = lse.reshape(2, 3, -1)[..., :5]
     torch.testing.assert_close(lse, expected_lse, atol=2e-5, rtol=2e-5)
     assert all(s.dtype == torch.int64 and not s.any() for s in state)
+
+
+@pytest.mark.parametrize("kind", ["cudnn", "efficient", "flash"])
+def test_a_cuda_attention_whose_logsumexp_is_saved_stays_with_pytorch(kind):
+    # Training: PyTorch's fused kernel gives the logsumexp with the output,
+    # kgc's attention kernel the output alone. Inference reads the output
+    # only, which kgc's kernel computes.
+    from kgc.torch.partition import library_reason
+
+    q, k, v = (_randn(2, 3, 5, 16) for _ in range(3))
+    bias = _randn(2, 1, 5, 5)
+    module, node = _cuda_attention_forward_graph(kind, _SAVED_RESULTS[kind], q, k, v, bias)
+    reason = library_reason(node)
+    assert reason is not None and "logsumexp is saved for the backward" in reason
+    module, node = _cuda_attention_forward_graph(kind, (0,), q, k, v, bias)
+    assert library_reason(node) is None
 
 
 def test_integer_clamp_converts():
@@ -659,6 +684,63 @@ def test_a_large_cuda_scatter_add_stays_with_pytorchs_sorted_kernel():
     assert not plan.partitions
     assert "512 indices into (32000, 64)" in plan.fallbacks[node]
     assert "sorted-index kernel" in plan.fallbacks[node]
+
+
+def _scatter_into_zeros_graph(rows: int, width: int, count: int, device: str,
+                              zeros_read_again: bool = False):
+    """index_put(full(0), [ids], grad, accumulate=True), as AOTAutograd
+    traces an embedding's backward, with fake `val`s on `device`; returns
+    the module and the (full, index_put) nodes. With `zeros_read_again` the
+    graph returns the zeros too."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    graph = torch.fx.Graph()
+    ids, grad = graph.placeholder("ids"), graph.placeholder("grad")
+    zeros = graph.call_function(aten.full.default, ([rows, width], 0.0),
+                                {"dtype": torch.float32, "device": torch.device(device)})
+    scatter = graph.call_function(aten.index_put.default, (zeros, [ids], grad, True))
+    graph.output((scatter, zeros) if zeros_read_again else scatter)
+    with FakeTensorMode():
+        ids.meta["val"] = torch.empty(count, dtype=torch.int64, device=device)
+        grad.meta["val"] = torch.empty(count, width, device=device)
+        zeros.meta["val"] = scatter.meta["val"] = torch.empty(rows, width, device=device)
+    return torch.fx.GraphModule(torch.nn.Module(), graph), zeros, scatter
+
+
+def test_the_zeros_of_a_scatter_add_left_to_pytorch_stay_there_and_fill_in_place():
+    # The embedding's gradient of the 8B-shaped step: PyTorch makes the
+    # zeros too, and fills them in place instead of copying them first.
+    from kgc.torch.partition import plan_partitions
+    from kgc.torch.reinplace import scatter_adds_in_place
+
+    module, zeros, scatter = _scatter_into_zeros_graph(32000, 64, 512, "cuda")
+    plan = plan_partitions(module, ("cuda",))
+    assert not plan.partitions
+    assert "sorted-index kernel" in plan.fallbacks[scatter]
+    assert "fills it in place" in plan.fallbacks[zeros]
+    # Read again, the zeros are a value of their own: kgc may make them, and
+    # the scatter-add copies them.
+    module, zeros, scatter = _scatter_into_zeros_graph(32000, 64, 512, "cuda", True)
+    plan = plan_partitions(module, ("cuda",))
+    assert zeros not in plan.fallbacks and scatter in plan.fallbacks
+    assert scatter_adds_in_place(module) == 0 and scatter.target is aten.index_put.default
+
+
+@pytest.mark.parametrize("zeros_read_again", [False, True])
+def test_a_scatter_add_into_zeros_runs_in_place_with_the_same_result(zeros_read_again):
+    from kgc.torch.reinplace import scatter_adds_in_place
+
+    module, _, scatter = _scatter_into_zeros_graph(11, 5, 30, "cpu", zeros_read_again)
+    ids = torch.randint(0, 11, (30,), generator=torch.Generator().manual_seed(4))
+    grad = _randn(30, 5)
+    expected = module(ids, grad)
+    assert scatter_adds_in_place(module) == (0 if zeros_read_again else 1)
+    assert scatter.target is (aten.index_put.default if zeros_read_again
+                              else aten.index_put_.default)
+    actual = module(ids, grad)
+    torch.testing.assert_close(actual, expected)
+    if zeros_read_again:
+        assert not actual[1].any()
 
 
 @pytest.mark.parametrize("rows,count,accumulate,device", [

@@ -76,6 +76,7 @@ from kgc.torch.convert import (ConvertedGraph, KgcFallbackWarning, Unsupported, 
                                op_name)
 from kgc.torch.extents import ExtentRefused, convert_with_extent
 from kgc.torch.partition import plan_partitions
+from kgc.torch.reinplace import scatter_adds_in_place
 
 _LOG = logging.getLogger(__name__)
 
@@ -389,11 +390,13 @@ class Backend:
                              [f"{op_name(n)}:{n.name}" for n in plan.views], kind=kind)
         self.reports.append(report)
         if not plan.partitions:
+            scatter_adds_in_place(module)
             return module.forward
         from torch.fx.passes.utils.fuser_utils import fuse_by_partitions
 
         fused = fuse_by_partitions(module, [dict.fromkeys(p) for p in plan.partitions],
                                    prefix="kgc_partition_")
+        scatter_adds_in_place(fused)
         for name, submodule in list(fused.named_children()):
             if not name.startswith("kgc_partition_"):
                 continue

@@ -29,10 +29,15 @@ The CUDA attention ops' backward (flash, memory-efficient, cuDNN) stays
 with PyTorch, which runs its fused backward kernel for them
 (`LIBRARY_BACKWARD`): kgc converts them (the CPU executor checks that
 conversion), but its products and elementwise ops from the saved
-logsumexp lost to that kernel seventy times over on a GPU. So does a
+logsumexp lost to that kernel seventy times over on a GPU. Their forward
+ops stay with it too where the backward saves their logsumexp
+(`LIBRARY_FORWARD`): its kernel gives the logsumexp with the output, kgc's
+attention kernel the output alone. So does a
 scatter-add of many indices into a CUDA tensor (an embedding's gradient,
 `SORTED_SCATTER_ADD_MACS`): kgc adds rows by a one-hot product, where
-PyTorch sorts the indices and adds each row once.
+PyTorch sorts the indices and adds each row once. The zeros it adds into
+stay with it when nothing else reads them, and are filled in place
+(`kgc.torch.reinplace`).
 
 Ops over dynamic extents are supported when they can run padded to a bucket
 of them (`kgc.torch.buckets`) and a kernel graph can hold them for every
@@ -59,8 +64,9 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 from kgc.torch.buckets import bucket_reason, symbols_of
 from kgc.torch.convert import is_compute, size_bindings, unsupported_reason
 from kgc.torch.extents import extent_reason
+from kgc.torch.reinplace import FRESH_TENSORS, SCATTERS, fills_only
 
-__all__ = ["KgcSupport", "LIBRARY_BACKWARD", "PartitionPlan", "SORTED_SCATTER_ADD_MACS",
+__all__ = ["KgcSupport", "LIBRARY_BACKWARD", "LIBRARY_FORWARD", "PartitionPlan", "SORTED_SCATTER_ADD_MACS",
            "library_reason", "plan_partitions"]
 
 _aten = torch.ops.aten
@@ -74,6 +80,18 @@ LIBRARY_BACKWARD = {
     _aten._scaled_dot_product_efficient_attention_backward.default:
         "memory-efficient attention's",
     _aten._scaled_dot_product_cudnn_attention_backward.default: "cuDNN's",
+}
+
+# CUDA's fused attention ops: where the backward saves their logsumexp
+# (result 1), PyTorch's kernel gives it with the output in one pass, and its
+# fused backward (above) reads both. kgc's attention kernel gives the output
+# only; the logsumexp as well took it an unfused product, softmax and
+# product: 1.21 ms of the Llama-3-8B-shaped training step's forward against
+# cuDNN's 0.07 ms (an H200; benchmarks/NOTES.md).
+LIBRARY_FORWARD = {
+    _aten._scaled_dot_product_flash_attention.default: "flash attention's",
+    _aten._scaled_dot_product_efficient_attention.default: "memory-efficient attention's",
+    _aten._scaled_dot_product_cudnn_attention.default: "cuDNN's",
 }
 
 
@@ -91,9 +109,22 @@ def library_reason(node: torch.fx.Node) -> str | None:
     None where kgc's is the one to run."""
     if node.op != "call_function":
         return None
+    if node.target in FRESH_TENSORS and len(node.users) == 1:
+        (scatter,) = node.users
+        if scatter.target in SCATTERS and fills_only(node, scatter) and \
+                library_reason(scatter) is not None:
+            # Made by PyTorch too, it is filled in place rather than copied
+            # (kgc.torch.reinplace).
+            return "PyTorch makes it for the scatter-add it computes, which fills it in place"
     if node.target in LIBRARY_BACKWARD:
         return (f"PyTorch runs {LIBRARY_BACKWARD[node.target]} fused backward kernel for it, "
                 "which kgc's products for the attention backward lose to")
+    if node.target in LIBRARY_FORWARD and any(
+            user.target is operator.getitem and user.args[1] == 1 and user.users
+            for user in node.users):
+        return (f"its logsumexp is saved for the backward: PyTorch runs "
+                f"{LIBRARY_FORWARD[node.target]} fused kernel, which gives it with the output, "
+                "where kgc's attention kernel gives the output alone")
     if node.target in (_aten.index_put.default, _aten._unsafe_index_put.default):
         accumulate = node.args[3] if len(node.args) > 3 else node.kwargs.get("accumulate", False)
         destination = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) \

@@ -1,0 +1,56 @@
+"""Scatter-adds that PyTorch computes into a tensor made for them, in place.
+
+The aten graphs AOTAutograd gives are functional: an embedding's gradient
+is `index_put(full(0), [ids], grad, accumulate=True)`, which PyTorch runs
+as a copy of the zeros followed by the scatter-add into the copy. Where
+both ops stay with PyTorch (a scatter-add its sorted-index kernel computes,
+`kgc.torch.partition.library_reason`) and nothing else reads the fresh
+tensor, the copy is wasted: the Llama-3-8B-shaped training step copied
+32000 x 4096 f32 zeros each step (0.24 ms on an H200). Argument-free
+rewrite of the graph PyTorch runs, after partitioning:
+
+    index_put(full(...), indices, values, accumulate)
+        =>  index_put_(full(...), indices, values, accumulate)
+            (the full read by nothing else)
+
+The result is the same tensor with the same values: the in-place op
+returns the tensor it filled. Scatter-adds into anything else (a graph
+input, a tensor another op reads, a result of a kgc kernel) are left as
+they are.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.fx
+
+__all__ = ["FRESH_TENSORS", "SCATTERS", "scatter_adds_in_place"]
+
+_aten = torch.ops.aten
+# Ops that make a new tensor from no tensor.
+FRESH_TENSORS = (_aten.full.default, _aten.zeros.default)
+SCATTERS = (_aten.index_put.default, _aten._unsafe_index_put.default)
+
+
+def fills_only(node: torch.fx.Node, scatter: torch.fx.Node) -> bool:
+    """True when `node` makes a fresh tensor that only `scatter` reads, as
+    its destination."""
+    return (node.op == "call_function" and node.target in FRESH_TENSORS
+            and list(node.users) == [scatter] and scatter.args[0] is node
+            and node not in scatter.args[1:] and node not in scatter.kwargs.values())
+
+
+def scatter_adds_in_place(module: torch.fx.GraphModule) -> int:
+    """Rewrites `module`'s scatters into fresh tensors read by nothing else
+    to their in-place form; returns how many it rewrote."""
+    rewritten = 0
+    for node in module.graph.nodes:
+        if node.op != "call_function" or node.target not in SCATTERS:
+            continue
+        destination = node.args[0]
+        if isinstance(destination, torch.fx.Node) and fills_only(destination, node):
+            node.target = _aten.index_put_.default
+            rewritten += 1
+    if rewritten:
+        module.recompile()
+    return rewritten
