@@ -14,13 +14,13 @@
 //     product of more than 16 rows whose programs along n would repeat it;
 //   norm-over-long-k (the matmul's objection): no norm folded into a product
 //     whose k loop is longer than 512 steps.
-// (library-bias, the library schedule's rule, is a gathering, not a refusal:
-// it gives a library matmul the bias of its rows, which library-alone would
-// otherwise keep out.)
+// (library-call, the library schedule's rule, is a gathering, not a refusal:
+// it gives a library matmul the bias of its rows and the transposes of its
+// operands, which library-alone would otherwise keep out.)
 // RUN: kgc-opt %s --kg-decompose --kg-fuse | FileCheck %s
 // RUN: kgc-opt %s --kg-decompose --kg-fuse='library-alone=false rules-off=keys-once,prologue-once,skinny-prologue,norm-over-long-k' | FileCheck %s --check-prefix=FUSED
 // RUN: kgc-opt %s --kg-decompose --kg-fuse='rules-off=skinny-prologue' | FileCheck %s --check-prefix=ROWS
-// RUN: kgc-opt %s --kg-decompose --kg-fuse='rules-off=library-bias' | FileCheck %s --check-prefix=BIASOFF
+// RUN: kgc-opt %s --kg-decompose --kg-fuse='rules-off=library-call' | FileCheck %s --check-prefix=BIASOFF
 // Without library kernels kgc's own rule gives nothing to the library:
 // RUN: env KGC_LIBRARY_KERNELS=0 kgc-opt %s --kg-decompose --kg-fuse | FileCheck %s --check-prefix=NOLIB
 
@@ -65,7 +65,7 @@ func.func @prefill_residual(%x: tensor<512x4096xf16>, %w: tensor<4096x4096xf16>,
 }
 
 // A bias added to every row of a library matmul (torch's addmm) is the
-// call's (the library schedule's rule `library-bias` gathers it, promotion
+// call's (the library schedule's rule `library-call` gathers it, promotion
 // casts and all); the gelu after it is a kernel of its own. With the rule
 // off, the bias is the pointwise kernel's, as any epilogue of the call.
 // CHECK-LABEL: func.func @prefill_bias_gelu(
@@ -218,4 +218,37 @@ func.func @lora_prefill(%x: tensor<256x3072xf16>, %w: tensor<3072x3072xf16>, %a:
   %u = kg.matmul %t, %b : (tensor<256x16xf16>, tensor<16x3072xf16>) -> tensor<256x3072xf16>
   %s = kg.add %y, %u : (tensor<256x3072xf16>, tensor<256x3072xf16>) -> tensor<256x3072xf16>
   return %s : tensor<256x3072xf16>
+}
+
+// A weight cast under autocast, stored for the backward and read
+// transposed by a library matmul: the call reads the cast in place
+// (transpose_b), and the cast's kernel stores it once, not a second time
+// transposed. With the rule off, the transpose is the cast kernel's second
+// result.
+// CHECK-LABEL: func.func @prefill_cast_weight_transposed(
+// CHECK-NEXT: %[[C:.*]] = kg.kernel @prefill_cast_weight_transposed_0_pointwise(%arg1) : (tensor<1376x512xf32>) -> tensor<1376x512xbf16> {
+// CHECK: kg.kernel @prefill_cast_weight_transposed_1_matmul(%[[C]], %arg0) : (tensor<1376x512xbf16>, tensor<512x512xbf16>) -> tensor<512x1376xbf16> {
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: kg.transpose
+// CHECK-NEXT: kg.matmul
+// BIASOFF-LABEL: func.func @prefill_cast_weight_transposed(
+// BIASOFF-NEXT: %[[C:.*]]:2 = kg.kernel @prefill_cast_weight_transposed_0_pointwise(%arg1) : (tensor<1376x512xf32>) -> (tensor<1376x512xbf16>, tensor<512x1376xbf16>) {
+// BIASOFF: kg.kernel @prefill_cast_weight_transposed_1_matmul(%arg0, %[[C]]#1)
+func.func @prefill_cast_weight_transposed(%x: tensor<512x512xbf16>, %w: tensor<1376x512xf32>) -> (tensor<1376x512xbf16>, tensor<512x1376xbf16>) {
+  %c = kg.cast %w : tensor<1376x512xf32> to tensor<1376x512xbf16>
+  %ct = kg.transpose %c [1, 0] : tensor<1376x512xbf16> -> tensor<512x1376xbf16>
+  %y = kg.matmul %x, %ct : (tensor<512x512xbf16>, tensor<512x1376xbf16>) -> tensor<512x1376xbf16>
+  return %c, %y : tensor<1376x512xbf16>, tensor<512x1376xbf16>
+}
+
+// The transpose is read by another op too: the call cannot take it (a
+// kernel of one result), so it stays with the cast, computed once.
+// CHECK-LABEL: func.func @transposed_cast_read_twice(
+// CHECK-NEXT: %[[C:.*]]:2 = kg.kernel @transposed_cast_read_twice_0_pointwise(%arg1) : (tensor<1376x512xf32>) -> (tensor<512x1376xbf16>, tensor<512x1376xbf16>) {
+func.func @transposed_cast_read_twice(%x: tensor<512x512xbf16>, %w: tensor<1376x512xf32>) -> (tensor<512x1376xbf16>, tensor<512x1376xbf16>) {
+  %c = kg.cast %w : tensor<1376x512xf32> to tensor<1376x512xbf16>
+  %ct = kg.transpose %c [1, 0] : tensor<1376x512xbf16> -> tensor<512x1376xbf16>
+  %y = kg.matmul %x, %ct : (tensor<512x512xbf16>, tensor<512x1376xbf16>) -> tensor<512x1376xbf16>
+  %z = kg.exp %ct : tensor<512x1376xbf16>
+  return %z, %y : tensor<512x1376xbf16>, tensor<512x1376xbf16>
 }

@@ -36,11 +36,15 @@ matmul and a softmax over more keys than one tile holds are not a kernel.
 A rule that is no field of `FusionDecisions` (a schedule registered from
 outside kgc) is on unless `without` turned it off.
 
-`library-bias` (the library schedule's rule) gathers a matmul the GPU's
-BLAS runs with the bias added to its rows (kg-decompose's promotion casts
-around the sum included): the call adds it in cuBLASLt's epilogue
+`library-call` (the library schedule's rule) gathers a matmul the GPU's
+BLAS runs with what the call takes beside it: the transposes of its
+operands' last two axes, which the call reads in place, where the kernel
+computing the value would otherwise store it a second time, transposed;
+and a bias added to its rows (kg-decompose's promotion casts around the
+sum included), which the call adds in cuBLASLt's epilogue
 (kgc.tiling.library), where one merge at a time would pass through a
-group (the matmul and a cast) that is no library call.
+group (the matmul and a cast) that is no library call. A pattern grows
+over one gathered before it (the matmul and its transposes, then its bias).
 
 `library-alone`: a group that is a bare matmul the GPU's BLAS runs
 (`kgc.tiling.library`, where kgc's rule `prefers_library` or the kernel's
@@ -434,8 +438,8 @@ def _gather(graph: FusionGraph, schedule: Schedule, group_of: dict, groups: dict
             continue
         core = [n for n in graph.computed() if id(n) in pattern]
         numbers = {group_of[id(n)] for n in core}
-        if any(len(groups[number]) != 1 for number in numbers):
-            continue  # part of it was gathered already
+        if any(id(n) not in pattern for number in numbers for n in groups[number]):
+            continue  # part of it was gathered into a group beyond it
         if not graph.plannable(core) or not schedule.gathers(graph.plan(core)) or \
                 _escapes_inside(graph, core, node):
             continue

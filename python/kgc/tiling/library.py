@@ -282,12 +282,18 @@ def _operand(node: Node) -> tuple[Node, bool] | None:
     swaps its last two axes; None when it is computed."""
     if node.is_input:
         return node, False
-    if node.op == "transpose" and node.operands[0].is_input:
-        permutation = list(node.attrs["permutation"])
-        rank = len(permutation)
-        if rank >= 2 and permutation == list(range(rank - 2)) + [rank - 1, rank - 2]:
-            return node.operands[0], True
+    if _swaps_last_axes(node) and node.operands[0].is_input:
+        return node.operands[0], True
     return None
+
+
+def _swaps_last_axes(node: Node) -> bool:
+    """True when `node` is a transpose of its operand's last two axes."""
+    if node.op != "transpose" or node.is_input:
+        return False
+    permutation = list(node.attrs["permutation"])
+    rank = len(permutation)
+    return rank >= 2 and permutation == list(range(rank - 2)) + [rank - 1, rank - 2]
 
 
 class LibraryProduct(NamedTuple):
@@ -470,13 +476,22 @@ class LibraryMatmulSchedule(Schedule):
     kind = KIND
     config_class = LibraryMatmulConfig
     choice_knobs = ("library",)
-    fusion_rule = "library-bias"
+    fusion_rule = "library-call"
 
     def fusion_pattern(self, node, users, escapes):
+        # What a call takes beside its matmul; whether the group is a
+        # library call is the plan's to say. A matmul's operands that swap
+        # their last two axes: the call reads them in place (transpose_a,
+        # transpose_b), where a kernel that computes the value would
+        # otherwise store it a second time, transposed (a weight's cast
+        # under autocast, stored for the backward too).
+        if node.op == "matmul":
+            swapped = [o for o in node.operands if _swaps_last_axes(o) and not o.is_input]
+            return frozenset(id(n) for n in (node, *swapped)) if swapped else None
         # The end of a bias added to a 2-d matmul's rows: the sum, or the
         # cast of it back to the product's element type. The pattern is the
-        # matmul, the sum and the casts between, and the views of the bias
-        # input; whether it is a library call is the plan's to say.
+        # matmul, the sum and the casts between, the views of the bias
+        # input and the matmul's swapped operands.
         found = _biased_sum(node)
         if found is None:
             return None
@@ -488,7 +503,7 @@ class LibraryMatmulSchedule(Schedule):
             while start is not total and start is not matmul and not start.is_input:
                 pattern.append(start)
                 start = start.operands[0]
-        pattern += [o for o in matmul.operands if _operand(o) is not None and not o.is_input]
+        pattern += [o for o in matmul.operands if _swaps_last_axes(o) and not o.is_input]
         return frozenset(id(n) for n in pattern)
 
     def gathers(self, plan):
