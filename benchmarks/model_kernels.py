@@ -22,6 +22,9 @@ and the backward graph.
 With `--host N`, each contender's calls also run under cProfile: the host
 time of a call as called and the N functions that take most of it (their
 own time), which is where a call that is slower than its kernels loses.
+With `--cpu-ops N`, under torch's profiler with CPU activity too: the N
+aten ops and CUDA runtime calls that take most of the host's time (their
+own), beside each one's GPU time.
 """
 
 from __future__ import annotations
@@ -102,6 +105,20 @@ def _host_profile(call, top: int) -> tuple[float, float, str]:
             "\n".join(lines[header:]))
 
 
+def _cpu_ops(call, top: int) -> str:
+    """The `top` aten ops and runtime calls by their own host time over
+    PROFILED_CALLS calls, under torch's profiler with CPU activity."""
+    for _ in range(WARMUP_CALLS):
+        call()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as profiler:
+        for _ in range(PROFILED_CALLS):
+            call()
+        torch.cuda.synchronize()
+    return profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=top,
+                                         max_name_column_width=60)
+
+
 def _caller(model, ids, extra: dict, backend, train: bool):
     """The profiled call: a forward without grad, or a training step, of
     `model` with its forward compiled by `backend`."""
@@ -178,6 +195,9 @@ def main() -> None:
     parser.add_argument("--host", type=int, default=0, metavar="N",
                         help="also profile the host: a call's time as called and the N "
                              "functions that take most of it")
+    parser.add_argument("--cpu-ops", type=int, default=0, metavar="N",
+                        help="also profile the host with torch's profiler: the N aten ops and "
+                             "runtime calls that take most of it")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
     batch = args.batch or (4 if args.train else 1)
@@ -194,11 +214,14 @@ def main() -> None:
             ids = torch.randint(1, model.config.vocab_size, (batch, tokens), device="cuda")
             times, peak_mib, kernels, kgc_call = _kgc_kernels(model, ids, extra, args.train)
             host = {"kgc": _host_profile(kgc_call, args.host)} if args.host else {}
+            ops = {"kgc": _cpu_ops(kgc_call, args.cpu_ops)} if args.cpu_ops else {}
             torch._dynamo.reset()
             inductor_call = _caller(model, ids, extra, "inductor", args.train)
             inductor, inductor_peak_mib = _profile(inductor_call)
             if args.host:
                 host["inductor"] = _host_profile(inductor_call, args.host)
+            if args.cpu_ops:
+                ops["inductor"] = _cpu_ops(inductor_call, args.cpu_ops)
             for contender, measured, peak, described in (
                     ("kgc", times, peak_mib, kernels),
                     ("inductor", inductor, inductor_peak_mib, None)):
@@ -213,6 +236,9 @@ def main() -> None:
                     print(f"-- host: {host_us:.1f} us per {what} as called, returning after "
                           f"{return_us:.1f} us; cProfile over {HOST_CALLS} calls:\n{table}")
                     results[-1].update(host_us=host_us, return_us=return_us)
+                if contender in ops:
+                    print(f"-- host by op, torch's profiler over {PROFILED_CALLS} calls:\n"
+                          f"{ops[contender]}")
         del model
         torch.cuda.empty_cache()
     if args.json:
