@@ -484,10 +484,12 @@ def test_the_logsumexp_attention_saves_for_its_backward_is_computed_in_kgc():
 _SAVED_RESULTS = {"cudnn": (0, 1, 6, 7), "efficient": (0, 1, 2, 3), "flash": (0, 1, 6, 7)}
 
 
-def _cuda_attention_forward_graph(kind: str, saved: tuple[int, ...], q, k, v, bias):
+def _cuda_attention_forward_graph(kind: str, saved: tuple[int, ...]):
     """An FX graph of CUDA's fused attention op `kind` on meta values of
-    q, k, v (and bias, where the op takes one), returning its results
-    `saved`; the module and the op's node."""
+    fresh q, k, v (and bias, where the op takes one), returning its results
+    `saved`; the module, the op's node and [q, k, v, bias]."""
+    q, k, v = (_randn(2, 3, 5, 16) for _ in range(3))
+    bias = _randn(2, 1, 5, 5)
     graph = torch.fx.Graph()
     nodes = {}
     for name, value in (("q", q), ("k", k), ("v", v), ("bias", bias)):
@@ -523,7 +525,7 @@ def _cuda_attention_forward_graph(kind: str, saved: tuple[int, ...], q, k, v, bi
         item.meta["val"] = node.meta["val"][index]
         items.append(item)
     graph.output(tuple(items))
-    return torch.fx.GraphModule(torch.nn.Module(), graph), node
+    return torch.fx.GraphModule(torch.nn.Module(), graph), node, [q, k, v, bias]
 
 
 @pytest.mark.parametrize("kind", ["cudnn", "efficient", "flash"])
@@ -535,16 +537,14 @@ def test_a_cuda_attention_forward_that_saves_for_its_backward_converts(kind):
     from kgc import reference
     from kgc.torch import convert_graph, unsupported_reason
 
-    q, k, v = (_randn(2, 3, 5, 16) for _ in range(3))
-    bias = _randn(2, 1, 5, 5)
-    module, node = _cuda_attention_forward_graph(kind, _SAVED_RESULTS[kind], q, k, v, bias)
+    module, node, inputs = _cuda_attention_forward_graph(kind, _SAVED_RESULTS[kind])
+    q, k, v, bias = inputs
     reason = unsupported_reason(node)
     if kind == "flash":
         assert "random-number state, torch.uint64" in reason
         return
     assert reason is None
     converted = convert_graph(module, "attention")
-    inputs = [q, k, v, bias]
     results = reference.evaluate(converted.graph.build(), "attention",
                                  converted.graph_arguments(inputs))
     out, lse, *state = converted.partition_results(results)
@@ -564,12 +564,10 @@ def test_a_cuda_attention_whose_logsumexp_is_saved_stays_with_pytorch(kind):
     # only, which kgc's kernel computes.
     from kgc.torch.partition import library_reason
 
-    q, k, v = (_randn(2, 3, 5, 16) for _ in range(3))
-    bias = _randn(2, 1, 5, 5)
-    module, node = _cuda_attention_forward_graph(kind, _SAVED_RESULTS[kind], q, k, v, bias)
+    _, node, _ = _cuda_attention_forward_graph(kind, _SAVED_RESULTS[kind])
     reason = library_reason(node)
     assert reason is not None and "logsumexp is saved for the backward" in reason
-    module, node = _cuda_attention_forward_graph(kind, (0,), q, k, v, bias)
+    _, node, _ = _cuda_attention_forward_graph(kind, (0,))
     assert library_reason(node) is None
 
 
