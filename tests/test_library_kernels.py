@@ -176,6 +176,35 @@ def test_the_cpu_executor_runs_a_library_kernel(m, dtype):
     torch.testing.assert_close(result, expected, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("m", [128, 1000])
+def test_a_weight_cast_for_the_call_is_stored_once_and_read_transposed(m, dtype):
+    # A weight cast under autocast, saved for the backward (a result) and
+    # read transposed by a product of library size: the call reads the cast
+    # in place (transpose_b) and the cast's kernel has the one result.
+    from kgc.execution.run import run_tiled
+
+    g = kgc.Graph("cast_weight")
+    x, w = g.input("x", (m, 260), dtype), g.input("w", (300, 260), "f32")
+    cast = g.cast(w, dtype)
+    g.output(cast, g.matmul(x, g.transpose(cast, [1, 0])))
+    context = ir.Context()
+    module = g.build(context)
+    with context:
+        compiled = compile_module(module, emit="kg")
+        cast_kernel, call = kernels_in(module)
+        assert len(cast_kernel.results) == 1
+        assert library_call_of(call) == LibraryCall("matmul", (1, 0), transpose_b=True)
+    generator = torch.Generator().manual_seed(m)
+    x_value = torch.randn(m, 260, generator=generator).to(DTYPES[dtype])
+    w_value = torch.randn(300, 260, generator=generator)
+    got_cast, got = run_tiled(compiled.stages["kg"], None, x_value, w_value)
+    expected_cast = w_value.to(DTYPES[dtype])
+    torch.testing.assert_close(got_cast, expected_cast, rtol=0, atol=0)
+    expected = (x_value.float() @ expected_cast.float().T).to(DTYPES[dtype])
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)
+
+
 def linear(m, k, n, dtype="f16", then=None) -> kgc.Graph:
     """x @ w + b, as torch's addmm (F.linear) computes a layer."""
     g = kgc.Graph("linear")
