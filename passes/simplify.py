@@ -289,7 +289,9 @@ def _permutation(transpose: ir.Operation) -> list[int]:
 def _fold_transpose(transpose: ir.Operation) -> None:
     source, permutation = transpose.operands[0], _permutation(transpose)
     inner = _producer(source)
-    if inner is not None and inner.name == "kg.transpose":
+    if inner is not None and inner.name != "kg.transpose":
+        inner = None
+    if inner is not None:
         # Dim i of the outer result is dim permutation[i] of the inner one,
         # which is dim inner_permutation[permutation[i]] of its operand.
         inner_permutation = _permutation(inner)
@@ -297,14 +299,14 @@ def _fold_transpose(transpose: ir.Operation) -> None:
         permutation = [inner_permutation[p] for p in permutation]
     if permutation == list(range(len(permutation))):
         result = source
-    elif source == transpose.operands[0]:
+    elif inner is None:
         return
     else:
         with ir.InsertionPoint(transpose), transpose.location:
             result = kg.transpose(_type(transpose.results[0]), source, permutation)
     transpose.results[0].replace_all_uses_with(result)
     transpose.erase()
-    if inner is not None and inner.name == "kg.transpose" and _uses(inner.results[0]) == 0:
+    if inner is not None and _uses(inner.results[0]) == 0:
         inner.erase()
 
 

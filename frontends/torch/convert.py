@@ -1824,8 +1824,7 @@ def convert_graph(module: torch.fx.GraphModule, name: str) -> ConvertedGraph:
                                     node.name)
             if order is not None:
                 input_orders[position] = order
-                values[node] = graph.transpose(values[node],
-                                               [order.index(d) for d in range(len(order))])
+                values[node] = graph.transpose(values[node], list(_inverse(order)))
             if isinstance(values[node], Tensor):
                 tensor_inputs.append(position)
         for node in module.graph.nodes:
@@ -1857,8 +1856,7 @@ def convert_graph(module: torch.fx.GraphModule, name: str) -> ConvertedGraph:
                 outputs.append(tensor)
             else:
                 outputs.append(graph.transpose(tensor, list(order)))
-                output_orders[len(outputs) - 1] = tuple(order.index(d)
-                                                        for d in range(len(order)))
+                output_orders[len(outputs) - 1] = _inverse(order)
         index.append(stored[tensor, order])
     graph.output(*outputs)
     example = results[0].meta.get("val") if results else None
@@ -1866,6 +1864,12 @@ def convert_graph(module: torch.fx.GraphModule, name: str) -> ConvertedGraph:
     device = example.device if isinstance(example, torch.Tensor) else None
     return ConvertedGraph(graph, index, ops, single, tensor_inputs, list(scalars.positions),
                           device, input_orders, output_orders)
+
+
+def _inverse(order: tuple[int, ...]) -> tuple[int, ...]:
+    """The permutation that undoes `order` (dim d of the result is dim
+    order.index(d))."""
+    return tuple(order.index(d) for d in range(len(order)))
 
 
 def _dense_order(value) -> tuple[int, ...] | None:

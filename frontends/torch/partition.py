@@ -64,10 +64,10 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 from kgc.torch.buckets import bucket_reason, symbols_of
 from kgc.torch.convert import is_compute, size_bindings, unsupported_reason
 from kgc.torch.extents import extent_reason
-from kgc.torch.reinplace import FRESH_TENSORS, SCATTERS, fills_only
+from kgc.torch.reinplace import sole_scatter
 
-__all__ = ["KgcSupport", "LIBRARY_BACKWARD", "LIBRARY_FORWARD", "PartitionPlan", "SORTED_SCATTER_ADD_MACS",
-           "library_reason", "plan_partitions"]
+__all__ = ["KgcSupport", "LIBRARY_BACKWARD", "LIBRARY_FORWARD", "PartitionPlan",
+           "SORTED_SCATTER_ADD_MACS", "library_reason", "plan_partitions"]
 
 _aten = torch.ops.aten
 # Ops PyTorch computes with a fused backward kernel that kgc's conversion
@@ -109,13 +109,11 @@ def library_reason(node: torch.fx.Node) -> str | None:
     None where kgc's is the one to run."""
     if node.op != "call_function":
         return None
-    if node.target in FRESH_TENSORS and len(node.users) == 1:
-        (scatter,) = node.users
-        if scatter.target in SCATTERS and fills_only(node, scatter) and \
-                library_reason(scatter) is not None:
-            # Made by PyTorch too, it is filled in place rather than copied
-            # (kgc.torch.reinplace).
-            return "PyTorch makes it for the scatter-add it computes, which fills it in place"
+    scatter = sole_scatter(node)
+    if scatter is not None and library_reason(scatter) is not None:
+        # Made by PyTorch too, it is filled in place rather than copied
+        # (kgc.torch.reinplace).
+        return "PyTorch makes it for the scatter-add it computes, which fills it in place"
     if node.target in LIBRARY_BACKWARD:
         return (f"PyTorch runs {LIBRARY_BACKWARD[node.target]} fused backward kernel for it, "
                 "which kgc's products for the attention backward lose to")

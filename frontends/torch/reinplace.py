@@ -24,20 +24,25 @@ from __future__ import annotations
 import torch
 import torch.fx
 
-__all__ = ["FRESH_TENSORS", "SCATTERS", "scatter_adds_in_place"]
+__all__ = ["scatter_adds_in_place", "sole_scatter"]
 
 _aten = torch.ops.aten
 # Ops that make a new tensor from no tensor.
-FRESH_TENSORS = (_aten.full.default, _aten.zeros.default)
-SCATTERS = (_aten.index_put.default, _aten._unsafe_index_put.default)
+_FRESH_TENSORS = (_aten.full.default, _aten.zeros.default)
+_SCATTERS = (_aten.index_put.default, _aten._unsafe_index_put.default)
 
 
-def fills_only(node: torch.fx.Node, scatter: torch.fx.Node) -> bool:
-    """True when `node` makes a fresh tensor that only `scatter` reads, as
-    its destination."""
-    return (node.op == "call_function" and node.target in FRESH_TENSORS
-            and list(node.users) == [scatter] and scatter.args[0] is node
-            and node not in scatter.args[1:] and node not in scatter.kwargs.values())
+def sole_scatter(node: torch.fx.Node) -> torch.fx.Node | None:
+    """The scatter that alone reads `node`, a fresh tensor, as its
+    destination; None where `node` is no fresh tensor or other ops (or
+    the scatter's other operands) read it."""
+    if node.op != "call_function" or node.target not in _FRESH_TENSORS or len(node.users) != 1:
+        return None
+    (scatter,) = node.users
+    if scatter.target not in _SCATTERS or scatter.args[0] is not node \
+            or node in scatter.args[1:] or node in scatter.kwargs.values():
+        return None
+    return scatter
 
 
 def scatter_adds_in_place(module: torch.fx.GraphModule) -> int:
@@ -45,10 +50,8 @@ def scatter_adds_in_place(module: torch.fx.GraphModule) -> int:
     to their in-place form; returns how many it rewrote."""
     rewritten = 0
     for node in module.graph.nodes:
-        if node.op != "call_function" or node.target not in SCATTERS:
-            continue
-        destination = node.args[0]
-        if isinstance(destination, torch.fx.Node) and fills_only(destination, node):
+        destination = node.args[0] if node.op == "call_function" and node.args else None
+        if isinstance(destination, torch.fx.Node) and sole_scatter(destination) is node:
             node.target = _aten.index_put_.default
             rewritten += 1
     if rewritten:
