@@ -1066,11 +1066,16 @@ LogicalResult LaunchOp::verify() {
   if (!dynamic && dynamicGrid)
     return emitOpError() << "has dynamic_grid but no tensor with a dynamic "
                             "extent (`?`)";
-  if (dynamicGrid &&
+  // [0, 0]: every program loops over the extent, and `grid` holds at every
+  // size.
+  bool looped = dynamicGrid && dynamicGrid->size() == 2 &&
+                (*dynamicGrid)[0] == 0 && (*dynamicGrid)[1] == 0;
+  if (dynamicGrid && !looped &&
       (dynamicGrid->size() != 2 ||
        llvm::any_of(*dynamicGrid, [](int64_t g) { return g < 1 || g > 2147483647; })))
     return emitOpError() << "dynamic_grid " << shapeText(*dynamicGrid)
-                         << " must hold a tile and a program count in [1, 2^31)";
+                         << " must hold a tile and a program count in [1, 2^31), "
+                            "or be [0, 0]";
   return success();
 }
 

@@ -280,7 +280,9 @@ def Kg_LaunchOp : Kg_Op<"launch",
     gives) carries `dynamic_grid = [tile, programs]`: its grid along x is
     `ceil(size / tile) * programs` at the call (`grid` holds it at kgc's
     planning size), and the kernel takes the size as one more i32 after
-    the scalars.
+    the scalars. `dynamic_grid = [0, 0]` launches on `grid` at every size:
+    each program loops over the extent (attention over a growing cache's
+    keys), and still takes the size.
 
     Example:
 

@@ -34,7 +34,8 @@ parameters its cubin was compiled for:
 - a function with a dynamic extent (`?`) takes its size as `int32_t size`
   after the stream (at least 1; CUDA_ERROR_INVALID_VALUE otherwise). A kernel
   over the extent is launched on ceil(size / tile) * programs programs along
-  x (its kg.launch's `dynamic_grid`) and gets the size as one more i32
+  x (its kg.launch's `dynamic_grid`; on its static grid where each program
+  loops over the extent, a tile of 0) and gets the size as one more i32
   parameter after its tensors, as `Kernel.grid_at` and `Kernel.scalars_at`
   give the Python runtime. Its workspace is `kgc_G_F_workspace_bytes(size)`
   bytes: the intermediates one after another, each at a multiple of 256
@@ -147,7 +148,8 @@ class CubinModule:
     num_tensors: int
     # [tile, programs per tile] of a kernel over the dynamic extent (its
     # kg.launch's, part of its code like `grid`): its grid along x is
-    # ceil(size / tile) * programs, its last parameter the size. None: static.
+    # ceil(size / tile) * programs (a tile of 0: `grid`, each program loops
+    # over the extent), its last parameter the size. None: static.
     dynamic_grid: tuple[int, int] | None = None
 
 
@@ -615,7 +617,8 @@ def _render_function(plan: FunctionPlan) -> list[str]:
         grid_x, grid_y, grid_z = launch.grid
         lines += [f"  {{  /* launch {number}: @{launch.kernel} */",
                   f"    void *kgc_params[] = {{{parameters}}};"]
-        if module.dynamic_grid is not None:
+        if module.dynamic_grid is not None and module.dynamic_grid[0] != 0:
+            # (a tile of 0: the programs loop over the extent, the grid is static)
             tile, programs = module.dynamic_grid
             grid_x = "(unsigned int)kgc_grid_x"
             lines += [f"    long long kgc_grid_x = ((long long)size + {tile - 1}) / {tile} * "

@@ -55,6 +55,45 @@ func.func @dynamic_rows(%x: tensor<?x1024xf32>) -> tensor<?x1024xf32> {
 
 // -----
 
+// Attention over a dynamic key count: the reductions over the keys (the
+// running max and sum) and P V's dot along them are guarded by the size
+// itself, read from the first buffer that has it, since the key loop's
+// bounds are known at run time only.
+// CHECK-LABEL: func.func @decode_dynamic_keys
+// CHECK: %[[DIM:.*]] = memref.dim %{{.*}}, %{{.*}} : memref<1x2x?x64xf16>
+// CHECK: %[[SIZE:.*]] = arith.index_cast %[[DIM]] : index to i32
+// CHECK: scf.for
+// CHECK: %[[MAX_MASK:.*]] = kg.tile_mask {{.*}} dynamic_upper [4](%[[SIZE]]) : tensor<1x1x1x1x64x1x1xi1>
+// CHECK: %[[GUARDED:.*]] = kg.tile_select %[[MAX_MASK]]
+// CHECK: kg.reduce max %[[GUARDED]] dims [4]
+// CHECK: %[[SUM_MASK:.*]] = kg.tile_mask {{.*}} dynamic_upper [4](%[[SIZE]])
+// CHECK: %[[TERMS:.*]] = kg.tile_select %[[SUM_MASK]]
+// CHECK: kg.reduce sum %[[TERMS]] dims [4]
+// CHECK: %[[P_MASK:.*]] = kg.tile_mask {{.*}} dynamic_upper [4](%[[SIZE]])
+// CHECK: %[[P:.*]] = kg.tile_select %[[P_MASK]]
+// CHECK: kg.tile_dot %[[P]]
+func.func @decode_dynamic_keys(%q: tensor<1x2x1x64xf16>, %k: tensor<1x2x?x64xf16>, %v: tensor<1x2x?x64xf16>, %mask: tensor<1x1x1x?xf16>) -> tensor<1x2x1x64xf16> {
+  %o = kg.kernel @decode_dynamic_keys_0(%k, %q, %mask, %v) attributes {config = {block_n = 64 : i64, split_kv = 4 : i64}} : (tensor<1x2x?x64xf16>, tensor<1x2x1x64xf16>, tensor<1x1x1x?xf16>, tensor<1x2x?x64xf16>) -> tensor<1x2x1x64xf16> {
+  ^bb0(%kb: tensor<1x2x?x64xf16>, %qb: tensor<1x2x1x64xf16>, %mb: tensor<1x1x1x?xf16>, %vb: tensor<1x2x?x64xf16>):
+    %kt = kg.transpose %kb [0, 1, 3, 2] : tensor<1x2x?x64xf16> -> tensor<1x2x64x?xf16>
+    %s = kg.matmul %qb, %kt : (tensor<1x2x1x64xf16>, tensor<1x2x64x?xf16>) -> tensor<1x2x1x?xf16>
+    %sf = kg.cast %s : tensor<1x2x1x?xf16> to tensor<1x2x1x?xf32>
+    %mf = kg.cast %mb : tensor<1x1x1x?xf16> to tensor<1x1x1x?xf32>
+    %x = kg.add %sf, %mf : (tensor<1x2x1x?xf32>, tensor<1x1x1x?xf32>) -> tensor<1x2x1x?xf32>
+    %top = kg.reduce max %x dims [3] keepdim : tensor<1x2x1x?xf32> -> tensor<1x2x1x1xf32>
+    %d = kg.sub %x, %top : (tensor<1x2x1x?xf32>, tensor<1x2x1x1xf32>) -> tensor<1x2x1x?xf32>
+    %e = kg.exp %d : tensor<1x2x1x?xf32>
+    %sum = kg.reduce sum %e dims [3] keepdim : tensor<1x2x1x?xf32> -> tensor<1x2x1x1xf32>
+    %p = kg.div %e, %sum : (tensor<1x2x1x?xf32>, tensor<1x2x1x1xf32>) -> tensor<1x2x1x?xf32>
+    %ph = kg.cast %p : tensor<1x2x1x?xf32> to tensor<1x2x1x?xf16>
+    %y = kg.matmul %ph, %vb : (tensor<1x2x1x?xf16>, tensor<1x2x?x64xf16>) -> tensor<1x2x1x64xf16>
+    kg.yield %y : tensor<1x2x1x64xf16>
+  }
+  return %o : tensor<1x2x1x64xf16>
+}
+
+// -----
+
 // Tiles of powers of two that divide their axes: every lane of every
 // access is inside the buffer, so nothing is masked.
 // CHECK-LABEL: func.func @exact_tiles

@@ -73,6 +73,52 @@ func.func @pointwise_dynamic_rows(%x: tensor<?x1000xf32>, %b: tensor<1000xf32>) 
 
 // -----
 
+// Attention over a dynamic key count (a decode step over a cache that grows
+// call by call): the keys are the dynamic axis, looped over by every program,
+// so the grid is static (dynamic_grid [0, 0]). Each of the 4 splits takes an
+// equal share of the call's key tiles, ceil(ceil(size / 64) / 4) * 64 keys,
+// and its loop ends at the size.
+// CHECK-LABEL: func.func @decode_dynamic_keys
+// CHECK: kg.kernel @decode_dynamic_keys_0
+// CHECK-SAME: dynamic_axis = 4 : i64, dynamic_grid = array<i64: 0, 0>, grid = array<i64: 8, 1, 1>
+// CHECK-SAME: kind = "attention"
+// CHECK: %[[DIM:.*]] = memref.dim %{{.*}}, %{{.*}} : memref<1x2x?x64xf16>
+// CHECK: %[[SIZE:.*]] = arith.index_cast %[[DIM]] : index to i32
+// CHECK: %[[SPLIT:.*]] = arith.remsi
+// CHECK: %[[UP:.*]] = arith.addi %[[SIZE]], %c63_i32
+// CHECK: %[[TILES:.*]] = arith.divsi %[[UP]], %c64_i32
+// CHECK: %[[SHARE:.*]] = arith.divsi %{{.*}}, %c4_i32
+// CHECK: %[[CHUNK:.*]] = arith.muli %[[SHARE]], %c64_i32
+// CHECK: %[[START:.*]] = arith.muli %[[SPLIT]], %[[CHUNK]]
+// CHECK: %[[STOP:.*]] = arith.addi %[[START]], %[[CHUNK]]
+// CHECK: %[[END:.*]] = arith.minsi %[[STOP]], %[[SIZE]]
+// CHECK: scf.for %{{.*}} = %[[START]] to %[[END]] step %c64_i32
+// CHECK: kg.kernel @decode_dynamic_keys_0_combine
+// CHECK-SAME: kind = "reduction"
+// CHECK-NOT: dynamic_grid
+// CHECK: return
+func.func @decode_dynamic_keys(%q: tensor<1x2x1x64xf16>, %k: tensor<1x2x?x64xf16>, %v: tensor<1x2x?x64xf16>, %mask: tensor<1x1x1x?xf16>) -> tensor<1x2x1x64xf16> {
+  %o = kg.kernel @decode_dynamic_keys_0(%k, %q, %mask, %v) attributes {config = {block_n = 64 : i64, split_kv = 4 : i64}} : (tensor<1x2x?x64xf16>, tensor<1x2x1x64xf16>, tensor<1x1x1x?xf16>, tensor<1x2x?x64xf16>) -> tensor<1x2x1x64xf16> {
+  ^bb0(%kb: tensor<1x2x?x64xf16>, %qb: tensor<1x2x1x64xf16>, %mb: tensor<1x1x1x?xf16>, %vb: tensor<1x2x?x64xf16>):
+    %kt = kg.transpose %kb [0, 1, 3, 2] : tensor<1x2x?x64xf16> -> tensor<1x2x64x?xf16>
+    %s = kg.matmul %qb, %kt : (tensor<1x2x1x64xf16>, tensor<1x2x64x?xf16>) -> tensor<1x2x1x?xf16>
+    %sf = kg.cast %s : tensor<1x2x1x?xf16> to tensor<1x2x1x?xf32>
+    %mf = kg.cast %mb : tensor<1x1x1x?xf16> to tensor<1x1x1x?xf32>
+    %x = kg.add %sf, %mf : (tensor<1x2x1x?xf32>, tensor<1x1x1x?xf32>) -> tensor<1x2x1x?xf32>
+    %top = kg.reduce max %x dims [3] keepdim : tensor<1x2x1x?xf32> -> tensor<1x2x1x1xf32>
+    %d = kg.sub %x, %top : (tensor<1x2x1x?xf32>, tensor<1x2x1x1xf32>) -> tensor<1x2x1x?xf32>
+    %e = kg.exp %d : tensor<1x2x1x?xf32>
+    %sum = kg.reduce sum %e dims [3] keepdim : tensor<1x2x1x?xf32> -> tensor<1x2x1x1xf32>
+    %p = kg.div %e, %sum : (tensor<1x2x1x?xf32>, tensor<1x2x1x1xf32>) -> tensor<1x2x1x?xf32>
+    %ph = kg.cast %p : tensor<1x2x1x?xf32> to tensor<1x2x1x?xf16>
+    %y = kg.matmul %ph, %vb : (tensor<1x2x1x?xf16>, tensor<1x2x?x64xf16>) -> tensor<1x2x1x64xf16>
+    kg.yield %y : tensor<1x2x1x64xf16>
+  }
+  return %o : tensor<1x2x1x64xf16>
+}
+
+// -----
+
 // A dynamic extent behind a dim of extent 1 (a sequence of one batch): laid
 // out as the rows above, so it tiles the same way; the size is read from the
 // `?` dim (index 1) and the outer dim's stride never meets a nonzero index.

@@ -54,7 +54,7 @@ from kgc.tiling.kernel_ops import (dot_dims, int_array, is_tiled, kernel_name, k
                                    walk_ops)
 from kgc.targets import SUPPORTED_SMS
 from kgc.tiling.constants import MIN_DOT_TILE
-from kgc.tiling.dynamic import DYNAMIC_AXIS_ATTRIBUTE
+from kgc.tiling.dynamic import kernel_dynamic_axis
 
 # The first SM on which Triton warp-specializes kgc's loops (pointer loads,
 # no TMA descriptors).
@@ -149,7 +149,8 @@ class KgLegalizeDot(Pass):
             if size < MIN_DOT_TILE:
                 if tile[axis] != size or extents[axis] != size:
                     extent = ("the dynamic extent, whose size each call gives"
-                              if axis == _dynamic_axis(kernel) else f"the axis ({extents[axis]})")
+                              if axis == kernel_dynamic_axis(kernel)
+                              else f"the axis ({extents[axis]})")
                     raise PassFailure(
                         f"kernel @{kernel_name(kernel)}: a dot tile of {size} along axis {axis} "
                         f"does not cover {extent}; choose a tile of at least {MIN_DOT_TILE} "
@@ -280,9 +281,3 @@ def _cast(value: ir.Value, element: str) -> ir.Value:
     return kg.cast(target, value)
 
 
-def _dynamic_axis(kernel: ir.Operation) -> int | None:
-    """The axis of the kernel's iteration that runs over its dynamic
-    extent (kg-tile's `dynamic_axis`), None where it has none."""
-    if DYNAMIC_AXIS_ATTRIBUTE not in kernel.attributes:
-        return None
-    return ir.IntegerAttr(kernel.attributes[DYNAMIC_AXIS_ATTRIBUTE]).value

@@ -21,7 +21,10 @@ end of an axis of 1000. This pass:
       outside the iteration not known zero     =>  zeros selected into them
 
 A view with a dynamic size (a kernel's dynamic extent) bounds every access
-along it: its mask takes the size as a `dynamic_upper` bound.
+along it: its mask takes the size as a `dynamic_upper` bound. A reduction
+or a dot along the kernel's dynamic axis (attention's loop over the keys of
+a growing cache) is guarded by the size read from the first buffer that
+has it (`memref.dim`).
 
 `%m` is a `kg.tile_mask` of the lanes inside the buffer (a gather's along
 every dimension but the gathered one, whose positions are its indices:
@@ -48,6 +51,7 @@ from kgc.dialects import kg
 from kgc.op_table import BY_OP_NAME
 from kgc.passes.registry import Pass, PassFailure, register_pass
 from kgc.tiling.constants import COMBINE, INT32_MAX, INT32_MIN, NEUTRAL
+from kgc.tiling.dynamic import kernel_dynamic_axis
 from kgc.tiling.graph_model import node_attrs, reduce_kind
 from kgc.tiling.index_maps import next_power_of_two
 from kgc.tiling.kernel_ops import (dot_dims, enclosing_loop_for_axis, int_array, is_tiled, kernel_name,
@@ -87,6 +91,8 @@ class _KernelPadder:
         self.i32 = ir.IntegerType.get_signless(32)
         self._zero = None
         self._dynamic_sizes: dict = {}  # view -> its dynamic size as an i32
+        self.dynamic_axis = kernel_dynamic_axis(kernel)
+        self._extent = None  # the dynamic extent's size as an i32, read once
 
     def run(self) -> None:
         self._check_tiles()
@@ -195,7 +201,7 @@ class _KernelPadder:
         for axis in axes:
             loop = enclosing_loop_for_axis(op, axis)
             lo, hi = (0, 0) if loop is None else self.ranges.of(loop.regions[0].blocks[0].arguments[0])
-            if lo < 0 or hi + self.padded[axis] > self.extents[axis]:
+            if axis == self.dynamic_axis or lo < 0 or hi + self.padded[axis] > self.extents[axis]:
                 invalid.append(axis)
         return invalid
 
@@ -240,13 +246,19 @@ class _KernelPadder:
         for axis in range(n):
             loop = enclosing_loop_for_axis(op, axis)
             offsets.append(loop.regions[0].blocks[0].arguments[0] if loop is not None else self._zero_i32())
+        dynamic_dims = []
         for axis in axes:
             lo, _ = self.ranges.of(offsets[axis])
             lower[axis] = 0 if lo < 0 else INT32_MIN
-            upper[axis] = self.extents[axis]
             shape[axis] = self.padded[axis]
+            if axis == self.dynamic_axis:
+                dynamic_dims.append(axis)
+            else:
+                upper[axis] = self.extents[axis]
         with ir.InsertionPoint(op), op.location:
-            mask = kg.tile_mask(ir.RankedTensorType.get(shape, self.i1), offsets, lower, upper, [])
+            mask = kg.tile_mask(ir.RankedTensorType.get(shape, self.i1), offsets, lower, upper,
+                                [self._extent_i32() for _ in dynamic_dims],
+                                dynamic_dims=dynamic_dims or None)
             element = type_.element_type
             if str(element) in _FLOAT8:
                 # A constant has no 8-bit float type: the fill is made in f32
@@ -256,6 +268,24 @@ class _KernelPadder:
             else:
                 constant = kg.constant(ir.RankedTensorType.get([1] * n, element), fill)
             return kg.tile_select(type_, mask, value, constant)
+
+    def _extent_i32(self) -> ir.Value:
+        """The dynamic extent's size as an i32, read at the top of the body
+        from the first buffer that has it."""
+        if self._extent is None:
+            buffer, dim = next((b, d) for b in self.block.arguments
+                               for d, size in enumerate(ir.MemRefType(b.type).shape)
+                               if ir.ShapedType.is_dynamic_size(size))
+            index = ir.IndexType.get()
+            with ir.InsertionPoint.at_block_begin(self.block), self.kernel.location:
+                position = ir.Operation.create(
+                    "arith.constant", results=[index],
+                    attributes={"value": ir.IntegerAttr.get(index, dim)}).result
+                size = ir.Operation.create("memref.dim", results=[index],
+                                           operands=[buffer, position]).result
+                self._extent = ir.Operation.create("arith.index_cast", results=[self.i32],
+                                                   operands=[size]).result
+        return self._extent
 
     def _zero_i32(self) -> ir.Value:
         if self._zero is None:

@@ -44,7 +44,7 @@ from kgc.pipeline.pipeline import Pipeline
 from kgc.pipeline.resources import check_resources
 from kgc.pipeline.stages import (STAGES, default_pipeline_text, pipeline_for_target,
                                   split_at_lowering)
-from kgc.tiling.dynamic import DYNAMIC_GRID_ATTRIBUTE, has_dynamic_extent
+from kgc.tiling.dynamic import DYNAMIC_GRID_ATTRIBUTE, grid_at, has_dynamic_extent
 from kgc.tiling.kernel_ops import ops_named, walk_ops
 from kgc.tiling.library import LibraryCall, library_call_of
 from kgc.tiling.planner import Planner
@@ -93,8 +93,9 @@ class Kernel:
     # artifact; the runtime calls the GPU's BLAS. None: a Triton kernel.
     library: LibraryCall | None = None
     # A kernel over the dynamic extent: [tile, programs per tile] (kg.launch's
-    # dynamic_grid). Its grid along x is ceil(size / tile) * programs, and
-    # the size is its last i32 argument, after `scalars`. None: static.
+    # dynamic_grid). Its grid along x is ceil(size / tile) * programs ([0, 0]:
+    # its programs loop over the extent, and its grid is `grid`), and the
+    # size is its last i32 argument, after `scalars`. None: static.
     dynamic_grid: tuple[int, int] | None = None
 
     @property
@@ -105,8 +106,7 @@ class Kernel:
         """The grid of a launch where the dynamic extent is `extent`."""
         if self.dynamic_grid is None:
             return self.grid
-        tile, programs = self.dynamic_grid
-        return (-(-extent // tile) * programs, *self.grid[1:])
+        return grid_at(self.grid, self.dynamic_grid, extent)
 
     def scalars_at(self, scalars, extent: int | None) -> tuple[int, ...]:
         """The i32 arguments of a launch with `scalars` at `extent`."""

@@ -55,7 +55,7 @@ from kgc.execution.errors import Fault, TileProgramError, located
 from kgc.execution import memory
 from kgc.execution.memory import TileAccess, View
 from kgc.tiling.graph_model import ELEMENTWISE_OPS
-from kgc.tiling.dynamic import DYNAMIC_GRID_ATTRIBUTE, at_size
+from kgc.tiling.dynamic import DYNAMIC_GRID_ATTRIBUTE, at_size, grid_at
 from kgc.tiling.kernel_ops import dot_dims, int_array, kernel_name, view_layout
 
 # kg ops whose meaning on a tile is their meaning on a tensor.
@@ -122,7 +122,7 @@ class TileProgram:
             if extent is None or len(rule) != 2:
                 raise located(kernel, f"kernel @{self.name}: a grid of the dynamic extent needs "
                                       "the extent's size and a rule [tile, programs per tile]")
-            grid = [-(-extent // rule[0]) * rule[1], 1, 1]
+            grid = grid_at(grid, rule, extent)
         if grid is None or not 1 <= len(grid) <= 3 or min(grid) < 1:
             raise located(kernel, f"kernel @{self.name} needs a grid of one to three positive "
                                   f"program counts, has {grid}")

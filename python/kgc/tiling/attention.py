@@ -53,6 +53,12 @@ tensors ([..., M, S, E] and [..., M, S]); a second kernel, in graph form
 and planned like any reduction, combines them:
 
     w = exp(lse - max(lse, s)); O = sum(w O_s, s) / sum(w, s)
+
+The key count may be the kernel's dynamic extent (`?` in K, V and the
+mask, none in Q or the output: a decode step over a cache that grows call
+by call). The key loop then ends at the call's size, the S splits (sized
+for a long cache) share the call's key tiles equally at run time, and the
+grid is the same at every size (`AttentionSchedule.dynamic_loop_axis`).
 """
 
 from __future__ import annotations
@@ -65,8 +71,9 @@ from kgc.targets import Target
 from kgc.tiling.config import AttentionConfig
 from kgc.tiling.generate import DryBuilder, Generator, Tile
 from kgc.tiling.graph_model import ELEMENTWISE_OPS, SOURCE_OPS, VIEW_OPS, Node, topological
-from kgc.tiling.index_maps import (BufferView, IndexMap, NotAffine, ceil_div, next_power_of_two,
-                                   product)
+from kgc.tiling.dynamic import NotAtEverySize, marked_dims
+from kgc.tiling.index_maps import (BufferView, DynamicExtent, IndexMap, NotAffine, ceil_div,
+                                   next_power_of_two, product)
 from kgc.tiling.iteration import KernelPlan, Unplannable, matmul_operand_maps
 from kgc.tiling.schedule import Schedule, TiledForm, widest_input
 from kgc.tuned_defaults import TableKey
@@ -86,6 +93,11 @@ _OUTPUT_CHAIN_OPS = frozenset({"cast", "reshape", "transpose"})
 _DECODE_ROWS = 16
 # Key tiles from which decoding splits its keys down to one tile a split.
 _ONE_TILE_SPLITS = 8
+# The key count a decoding kernel over a dynamic key count (a cache that
+# grows call by call) sizes its splits for: its programs split the keys of
+# each call evenly, so a longer cache fills each split's loop, and a
+# shorter one leaves splits without keys, which cost a program each.
+_DYNAMIC_KEYS_PLANNED = 4096
 # Shared memory the pipelined K and V blocks of a decoding kernel may take.
 _STAGES_BYTES = 160 * 1024
 # The fusion rule (`AttentionSchedule.fusion_refusal`) that keeps work on
@@ -354,7 +366,10 @@ class AttentionPlan(KernelPlan):
     g_axis: int | None = None
     s_axis: int | None = None
     splits: int = 1
-    chunk: int = 0  # keys per split (a multiple of block_n)
+    chunk: int = 0  # keys per split (a multiple of block_n); 0: computed from the call's keys
+    # Whether the key count is the kernel's dynamic extent (`?`): the key
+    # loop ends at the call's size, and the splits share it at run time.
+    dynamic_keys: bool = False
     scores_map: IndexMap | None = None
     output_map: IndexMap | None = None
     v_map: IndexMap | None = None
@@ -424,6 +439,10 @@ def _plan(pattern: AttentionPattern, outputs, config: AttentionConfig, kernel,
     batch = list(output_mm.shape[:-2])
     m_extent, n_extent = scores.shape[-2], scores.shape[-1]
     d_extent, e_extent = scores.operands[0].shape[-1], output_mm.shape[-1]
+    dynamic_keys = isinstance(n_extent, DynamicExtent)
+    # Splits and stages are sized for the keys the kernel meets: the
+    # call's, or for a dynamic count a long cache's.
+    planned_keys = _DYNAMIC_KEYS_PLANNED if dynamic_keys else n_extent
     if d_extent > _MAX_HEAD_DIM or e_extent > _MAX_HEAD_DIM:
         raise Unplannable(f"head dimensions {d_extent}, {e_extent} exceed {_MAX_HEAD_DIM}")
     # Batch axes, one of them split into (key/value heads, group).
@@ -457,9 +476,10 @@ def _plan(pattern: AttentionPattern, outputs, config: AttentionConfig, kernel,
     wide_query_tiles = (prefill and not narrow_heads and config.block_m is None
                         and m_extent >= 128 and
                         2 * _product(extents) * ceil_div(m_extent, 128) > target.sm_count)
-    block_n_default = min(n_extent, 128 if narrow_heads or not (m_extent > 1 or pack) else 64)
+    block_n_default = min(planned_keys,
+                          128 if narrow_heads or not (m_extent > 1 or pack) else 64)
     block_n = config.block_n or block_n_default
-    key_tiles = ceil_div(n_extent, block_n)
+    key_tiles = ceil_div(planned_keys, block_n)
     if pack:
         block_m = 1
     elif wide_query_tiles:
@@ -504,7 +524,10 @@ def _plan(pattern: AttentionPattern, outputs, config: AttentionConfig, kernel,
         splits = 1
     splits = max(1, min(splits, key_tiles))
     chunk = ceil_div(key_tiles, splits) * block_n
-    splits = ceil_div(n_extent, chunk)
+    if dynamic_keys:
+        chunk = 0  # each call's keys, shared by the splits (AttentionGenerator)
+    else:
+        splits = ceil_div(n_extent, chunk)
     s_axis = None
     if splits > 1:
         extents.append(splits)
@@ -543,7 +566,8 @@ def _plan(pattern: AttentionPattern, outputs, config: AttentionConfig, kernel,
     # blocks fit shared memory with room to spare.
     stage_bytes = block_n * (d_extent + e_extent) * _element_bytes(pattern)
     stages_budget = min(_STAGES_BYTES, target.max_shared_memory_per_block * 2 // 3)
-    stages_default = 3 if (m_extent <= _DECODE_ROWS and chunk // block_n >= 3
+    tiles_per_program = chunk // block_n if chunk else ceil_div(key_tiles, splits)
+    stages_default = 3 if (m_extent <= _DECODE_ROWS and tiles_per_program >= 3
                            and 3 * stage_bytes <= stages_budget) else 2
     if narrow_heads and block_n >= 128 and key_tiles >= 4 and 4 * stage_bytes <= stages_budget:
         stages_default = 4
@@ -559,7 +583,7 @@ def _plan(pattern: AttentionPattern, outputs, config: AttentionConfig, kernel,
         [output_map], maps, {}, [], resolved.canonical(knob_extents, kernel), dict(knob_extents),
         pattern=pattern, row_axis=row_axis, m_axis=m_axis, n_axis=n_axis, d_axis=d_axis,
         e_axis=e_axis, g_axis=g_axis, s_axis=s_axis, splits=splits, chunk=chunk,
-        scores_map=scores_map, output_map=output_map, v_map=v_map)
+        dynamic_keys=dynamic_keys, scores_map=scores_map, output_map=output_map, v_map=v_map)
     return plan
 
 
@@ -593,10 +617,13 @@ class AttentionGenerator(Generator):
             l0 = b.constant(0.0, "f32", self._shape(rows))
             acc0 = b.constant(0.0, "f32", self._shape(out_axes))
         start, upper = None, plan.extents[plan.n_axis]
+        if plan.dynamic_keys:
+            upper = b.extent()
         if plan.s_axis is not None:
-            start = b.scalar("mul", self.offsets[plan.s_axis], b.const(plan.chunk))
-            upper = b.scalar("min", b.scalar("add", start, b.const(plan.chunk)),
-                             b.const(plan.extents[plan.n_axis]))
+            chunk = self._keys_per_split(upper) if plan.dynamic_keys else b.const(plan.chunk)
+            start = b.scalar("mul", self.offsets[plan.s_axis], chunk)
+            end = upper if plan.dynamic_keys else b.const(upper)
+            upper = b.scalar("min", b.scalar("add", start, chunk), end)
         n_axis = plan.n_axis
         with b.loop(n_axis, upper, plan.tile[n_axis], [m0, l0, acc0], None, start=start) as body:
             self.bound.append(n_axis)
@@ -639,6 +666,15 @@ class AttentionGenerator(Generator):
         self._store_value(0, BufferView.contiguous(out_shape_full), "f32", value, out_axes,
                           partial_map)
         self._store_value(1, BufferView.contiguous(lse_shape), "f32", lse, rows, lse_map)
+
+    def _keys_per_split(self, keys):
+        """The keys each split takes of a call's `keys` (an i32): an equal
+        share of its key tiles, ceil(ceil(keys / block_n) / splits) tiles."""
+        b, block = self.b, self.plan.tile[self.plan.n_axis]
+        tiles = b.scalar("div", b.scalar("add", keys, b.const(block - 1)), b.const(block))
+        share = b.scalar("div", b.scalar("add", tiles, b.const(self.plan.splits - 1)),
+                         b.const(self.plan.splits))
+        return b.scalar("mul", share, b.const(block))
 
     def _step(self, m_old, l_old, acc):
         """One block of keys: the online-softmax update."""
@@ -740,6 +776,9 @@ class AttentionSchedule(Schedule):
     kind = "attention"
     config_class = AttentionConfig
     fusion_rule = "fuse-attention"
+    # Along its keys only: the key loop ends at the call's size
+    # (`dynamic_loop_axis`).
+    dynamic_extents = True
 
     def fusion_pattern(self, node, users, escapes):
         if node.op not in ("matmul", "cast"):
@@ -778,6 +817,20 @@ class AttentionSchedule(Schedule):
 
     def plan(self, outputs, order, config, kernel, target):
         return plan_attention(outputs, order, config, kernel, target)
+
+    def dynamic_loop_axis(self, plan):
+        # A cache that grows call by call: K, V and what is added to the
+        # scores (a mask) hold the key count in one dim; the queries and
+        # the output hold none, so the grid is the same at every size.
+        if not plan.dynamic_keys:
+            raise NotAtEverySize("an attention kernel takes a dynamic extent along its keys "
+                                 "only; its queries, heads and head dims are static")
+        for node in topological(list(plan.outputs)):
+            if len(marked_dims(node)) > 1:
+                raise NotAtEverySize(f"a value of shape {tuple(node.shape)} holds the dynamic "
+                                     "extent in two dimensions; attention takes it along its "
+                                     "keys only")
+        return plan.n_axis
 
     def generate(self, plan, builder):
         AttentionGenerator(plan, builder).run()

@@ -17,6 +17,12 @@ lives (`dynamic_axis`). A plan holds when:
   program id splits into tiles by static counts), one tile of a power of
   two per program, never looped over or reduced.
 
+A schedule whose program bounds a loop by the size itself says so
+(`Schedule.dynamic_loop_axis`: attention over a growing cache's keys) and
+takes the extent along that loop instead: the grid is then static
+(`dynamic_grid` [0, 0]), and kg-pad-mask guards the reductions and dots
+along the loop by the size.
+
 The tile program then reads the size from a buffer (`memref.dim`): views
 take it as their size along the axis, kg-pad-mask bounds every access along
 it by it, and the grid is `ceil(size / tile) * programs` (the kernel's
@@ -40,13 +46,15 @@ from kgc.tiling.index_maps import DynamicExtent
 from kgc.tiling.iteration import KernelPlan, Unplannable, leaf_view
 
 __all__ = ["DYNAMIC_AXIS_ATTRIBUTE", "DYNAMIC_GRID_ATTRIBUTE", "NotAtEverySize", "at_size",
-           "call_extent", "dynamic_axis", "dynamic_grid", "extent_sizes", "has_dynamic_extent",
-           "is_over_dynamic_extent", "marked_dims", "with_dynamic_axis"]
+           "call_extent", "dynamic_axis", "dynamic_grid", "extent_sizes", "grid_at",
+           "has_dynamic_extent", "is_over_dynamic_extent", "kernel_dynamic_axis", "marked_dims",
+           "with_dynamic_axis"]
 
 # The iteration axis a tiled kernel's dynamic extent lives on.
 DYNAMIC_AXIS_ATTRIBUTE = "dynamic_axis"
 # [tile along the dynamic axis, programs per tile]: the grid at launch is
-# ceil(size / tile) * programs along grid x.
+# ceil(size / tile) * programs along grid x; [0, 0] where the programs loop
+# over the extent (attention's keys), the grid being the static one.
 DYNAMIC_GRID_ATTRIBUTE = "dynamic_grid"
 
 
@@ -86,6 +94,14 @@ def call_extent(what: str, types, tensors) -> int | None:
 def at_size(shape, extent: int | None) -> tuple[int, ...]:
     """`shape` with its dynamic extents at `extent`."""
     return tuple(extent if ir.ShapedType.is_dynamic_size(d) else d for d in shape)
+
+
+def kernel_dynamic_axis(kernel: ir.Operation) -> int | None:
+    """The iteration axis of a tiled kernel that runs over its dynamic
+    extent (kg-tile's `DYNAMIC_AXIS_ATTRIBUTE`), None where it has none."""
+    if DYNAMIC_AXIS_ATTRIBUTE not in kernel.attributes:
+        return None
+    return ir.IntegerAttr(kernel.attributes[DYNAMIC_AXIS_ATTRIBUTE]).value
 
 
 def has_dynamic_extent(values) -> bool:
@@ -180,8 +196,22 @@ def with_dynamic_axis(plan: KernelPlan, axis: int) -> KernelPlan:
     return dataclasses.replace(plan, program_axes=(axis,) + rest, dynamic_axis=axis)
 
 
+def grid_at(grid, rule, extent: int) -> tuple[int, ...]:
+    """The grid of a launch of a kernel whose static `grid` and
+    `DYNAMIC_GRID_ATTRIBUTE` `rule` ([tile, programs per tile]) are given,
+    where the dynamic extent is `extent`."""
+    tile, programs = rule
+    if tile == 0:
+        return tuple(grid)
+    return (-(-extent // tile) * programs, *tuple(grid)[1:])
+
+
 def dynamic_grid(plan: KernelPlan, axis: int) -> list[int]:
-    """[tile along `axis`, programs per tile of it] for `DYNAMIC_GRID_ATTRIBUTE`."""
+    """[tile along `axis`, programs per tile of it] for `DYNAMIC_GRID_ATTRIBUTE`;
+    [0, 0] where every program loops over the extent along `axis` (a
+    schedule's `dynamic_loop_axis`) and the grid is static."""
+    if axis not in plan.program_axes:
+        return [0, 0]
     programs = 1
     for other in plan.program_axes:
         if other != axis:

@@ -46,6 +46,8 @@ class Builder:
     def scalar_argument(self, index: int) -> Any: ...  # the plan's scalar_arguments[index]
     def const(self, value: int) -> Any: ...
     def scalar(self, op: str, lhs: Any, rhs: Any) -> Any: ...  # add sub mul div rem min
+    # The kernel's dynamic extent (`?`), the size each call gives, as an i32.
+    def extent(self) -> Any: ...
     # `tma`: copy the tile with the tensor memory accelerator (kgc.tiling.tma).
     def load(self, input_index: int, element: str, view: BufferView, offsets: Sequence[Any],
              shape: Sequence[int], tma: bool = False) -> Any: ...
@@ -105,6 +107,7 @@ class DryBuilder(Builder):
     def scalar_argument(self, index): return None
     def const(self, value): return None
     def scalar(self, op, lhs, rhs): return None
+    def extent(self): return None
     def load(self, *args, **kwargs): return None
     def store(self, *args, **kwargs): return None
     def gather(self, *args): return None

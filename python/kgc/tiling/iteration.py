@@ -71,8 +71,9 @@ class KernelPlan:
     # Persistent programs: this many programs (at most one per tile) each
     # walk tiles pid, pid + programs, ... in a loop; None: one tile each.
     persistent_programs: int | None = None
-    # The program axis of the dynamic extent (`kgc.tiling.dynamic`); None
-    # where every extent is static.
+    # The axis of the dynamic extent (`kgc.tiling.dynamic`): a program axis,
+    # or a loop its schedule bounds by the call's size
+    # (`Schedule.dynamic_loop_axis`); None where every extent is static.
     dynamic_axis: int | None = None
     # Values of the kernel's i32 arguments, passed at launch after the
     # pointers; the program reads them with Builder.scalar_argument.

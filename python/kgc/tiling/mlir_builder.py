@@ -148,6 +148,9 @@ class MlirBuilder(Builder):
                 "arith.index_cast", results=[index], operands=[term]))
         return self._constants[key]
 
+    def extent(self) -> ir.Value:
+        return self._size_i32()
+
     def _size_i32(self) -> ir.Value:
         key = ("size", "i32")
         if key not in self._constants:

@@ -165,6 +165,9 @@ def _at_every_size(schedule: Schedule, plan: KernelPlan, kernel: str | None,
     again = schedule.dynamic_config(plan)
     if again is not None:
         plan = _plan_with(schedule, plan.outputs, again, kernel, target)
+    looped = schedule.dynamic_loop_axis(plan)
+    if looped is not None:
+        return dataclasses.replace(plan, dynamic_axis=looped)
     inputs = sorted((n for n in topological(plan.outputs) if n.is_input),
                     key=lambda n: n.input_index)
     return with_dynamic_axis(plan, dynamic_axis(plan, inputs + list(plan.outputs)))

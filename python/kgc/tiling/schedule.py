@@ -80,9 +80,10 @@ class Schedule:
     # (`takes`): kg-tile's options for them apply to such groups even when
     # another schedule plans them.
     choice_knobs: ClassVar[tuple[str, ...]] = ()
-    # Whether its tile programs take a dynamic extent along a program axis
-    # (`kgc.tiling.dynamic`): the generic generator's do; a schedule whose
-    # program reads extents itself (split counts, persistent tiles) does not.
+    # Whether its tile programs take a dynamic extent (`kgc.tiling.dynamic`):
+    # the generic generator's do along a program axis; a schedule whose
+    # program reads extents itself (split counts, persistent tiles) does not,
+    # unless it bounds its own loop by the size (`dynamic_loop_axis`).
     dynamic_extents: ClassVar[bool] = False
 
     def match(self, order: Sequence[Node]) -> bool:
@@ -139,6 +140,16 @@ class Schedule:
         program holds at every size (a matmul's tiles walked in plain order,
         its k loop not split), or None where `plan` holds as it is (the
         default)."""
+        return None
+
+    def dynamic_loop_axis(self, plan: KernelPlan) -> int | None:
+        """For a schedule that takes a dynamic extent: the axis its tile
+        program loops over from 0 to the call's size (read with
+        `Builder.extent`), where the extent of `plan` lies along that loop
+        (attention's keys); the grid is then static. Raises
+        `kgc.tiling.dynamic.NotAtEverySize` where the extent lies along a
+        loop the program cannot bound so. None (the default): the extent
+        lies along a program axis (`kgc.tiling.dynamic.dynamic_axis`)."""
         return None
 
     def generate(self, plan: KernelPlan, builder: Builder) -> None:
