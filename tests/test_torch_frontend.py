@@ -711,8 +711,12 @@ def test_a_sequence_of_one_batch_compiles_once_for_every_length():
 def test_a_sequence_behind_a_batch_of_two_compiles_once_for_every_length():
     # (2, s, 17): the size sets the batch dim's stride, which the kernels
     # compute from it, so each partition compiles once with a `?` there.
+    # The products read the rows merged, (2 s, 17): a size of its own, 2 s,
+    # each product a kernel graph compiled once with that `?`.
     backend = _sequence_mlp_backend(2, (3, 17, 40, 1000))
-    assert backend.texts and all("tensor<2x?x" in t for t in backend.texts), backend.texts
+    assert backend.texts and all("tensor<2x?x" in t or "tensor<?x17xf32>" in t
+                                 or "tensor<?x40xf32>" in t for t in backend.texts), backend.texts
+    assert sum("kg.matmul" in t for t in backend.texts) == 2, backend.texts
     names = [t.split("func.func @")[1].split("(")[0] for t in backend.texts]
     assert len(names) == len(set(names)) and not [n for n in names if "_b" in n], names
 
@@ -750,12 +754,129 @@ def test_a_sequence_inside_heads_compiles_once_for_every_length():
             torch._dynamo.mark_dynamic(x, 1)
             _assert_close(compiled(x), block(x))
     # One graph for the batch of one at every length; at a batch of two the
-    # products' rows are 2 * s, an expression, so they stay with PyTorch and
-    # the graphs around them compile once each.
+    # products' rows are 2 * s, a size of their own: the products are graphs
+    # whose `?` is 2 s, the per-head norm one whose `?` is s, each compiled
+    # once.
     assert all("?" in t for t in backend.texts), backend.texts
     assert "tensor<1x4x?x1xf32>" in backend.texts[0] and "kg.matmul" in backend.texts[0]
     assert len([t for t in backend.texts if "tensor<1x?x64xf32>" in t]) == 1
-    assert "tensor<2x4x?x1xf32>" in backend.texts[1]
+    assert any("tensor<2x4x?x1xf32>" in t for t in backend.texts[1:]), backend.texts
+    assert any("tensor<?x64xf32>" in t and "kg.matmul" in t for t in backend.texts[1:])
+
+
+class _AtenGraphs(list):
+    """The aten graphs torch.compile hands a backend (as kgc's gets them),
+    kept, and run as they are."""
+
+    def __init__(self):
+        super().__init__()
+        from torch._dynamo.backends.common import aot_autograd
+
+        def keep(gm, inputs):
+            self.append(gm)
+            return gm.forward
+
+        self.backend = aot_autograd(fw_compiler=keep)
+
+
+class CachedAttention(torch.nn.Module):
+    """A decode step over a cache that grows call by call, as transformers'
+    dynamic cache writes it: the new key and value joined to their caches
+    (each traced with a symbol of its own), every query head reading its
+    group's key/value head (`repeat_kv`), an additive mask along the keys,
+    and the output projection after it."""
+
+    def __init__(self, heads: int = 4, kv_heads: int = 2, head_dim: int = 16):
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
+        hidden = heads * head_dim
+        self.query = torch.nn.Linear(hidden, hidden, bias=False)
+        self.key = torch.nn.Linear(hidden, kv_heads * head_dim, bias=False)
+        self.value = torch.nn.Linear(hidden, kv_heads * head_dim, bias=False)
+        self.out = torch.nn.Linear(hidden, hidden, bias=False)
+
+    def forward(self, x, keys, values, mask):
+        shape = (1, 1, -1, self.head_dim)
+        q = self.query(x).view(shape).transpose(1, 2)
+        k = torch.cat([keys, self.key(x).view(shape).transpose(1, 2)], dim=-2)
+        v = torch.cat([values, self.value(x).view(shape).transpose(1, 2)], dim=-2)
+        group = self.heads // self.kv_heads
+        k = k[:, :, None].expand(1, self.kv_heads, group, k.shape[2], self.head_dim)
+        v = v[:, :, None].expand(1, self.kv_heads, group, v.shape[2], self.head_dim)
+        k = k.reshape(1, self.heads, -1, self.head_dim)
+        v = v.reshape(1, self.heads, -1, self.head_dim)
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return self.out(o.transpose(1, 2).reshape(1, 1, -1)) + x
+
+
+def test_attention_over_a_growing_cache_runs_in_kgc_compiled_once():
+    torch.manual_seed(0)
+    block = CachedAttention().eval()
+    backend = TiledBackend()
+    compiled = torch.compile(block, backend=backend, dynamic=True)
+    with torch.no_grad():
+        for cached in (1, 3, 17, 1000):
+            x = _randn(1, 1, 64)
+            keys, values = _randn(1, 2, cached, 16), _randn(1, 2, cached, 16)
+            mask = _randn(1, 1, 1, cached + 1)
+            _assert_close(compiled(x, keys, values, mask), block(x, keys, values, mask))
+    # The attention is kgc's, over the keys of every call; the joins of the
+    # caches, whose sizes differ by one, stay with PyTorch.
+    attention = [t for t in backend.texts if "tensor<1x2x?x16xf32>" in t]
+    assert attention and all("_b" not in t.split("(")[0] for t in backend.texts), backend.texts
+    assert any("attention" in kinds for kinds in backend.kinds), backend.kinds
+    left = {op.split(":")[0] for report in backend.reports for op, _ in report.fallbacks}
+    assert not any("scaled_dot_product" in op for op in left), left
+    assert "aten.cat.default" in left
+    # One compile served every length.
+    compiled_once = len(backend.texts)
+    with torch.no_grad():
+        x, keys, values = _randn(1, 1, 64), _randn(1, 2, 40, 16), _randn(1, 2, 40, 16)
+        mask = _randn(1, 1, 1, 41)
+        _assert_close(compiled(x, keys, values, mask), block(x, keys, values, mask))
+    assert len(backend.texts) == compiled_once
+
+
+def test_attention_over_dynamic_queries_stays_out_of_a_graph_compiled_once():
+    # Prefill over a dynamic length: its queries and keys share the size, a
+    # (s, s) product that no kernel graph with one `?` per tensor walks.
+    from kgc.torch.extents import takes_once
+    from kgc.torch.partition import plan_partitions
+
+    def prefill(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    graphs = _AtenGraphs()
+
+    compiled = torch.compile(prefill, backend=graphs.backend, dynamic=True)
+    with torch.no_grad():
+        compiled(_randn(1, 2, 5, 16), _randn(1, 2, 5, 16), _randn(1, 2, 5, 16))
+    (graph,) = graphs
+    attention = [n for n in graph.graph.nodes if n.op == "call_function"
+                 and "scaled_dot_product" in str(n.target)]
+    assert attention and not any(takes_once(n) for n in attention)
+    plan = plan_partitions(graph, devices=None)
+    assert not any(n in p for p in plan.partitions for n in attention)
+
+
+def test_the_key_counts_of_one_attention_are_one_size():
+    from kgc.torch.extents import tied_sizes
+
+    graphs = _AtenGraphs()
+
+    def attend(q, keys, values):
+        return F.scaled_dot_product_attention(q, keys, values)
+
+    compiled = torch.compile(attend, backend=graphs.backend, dynamic=True)
+    with torch.no_grad():
+        compiled(_randn(1, 2, 1, 16), _randn(1, 2, 7, 16), _randn(1, 2, 7, 16))
+    (graph,) = graphs
+    inputs = [n.meta["val"] for n in graph.graph.nodes if n.op == "placeholder"
+              and isinstance(n.meta.get("val"), torch.Tensor)]
+    key_length, value_length = inputs[1].shape[2].node.expr, inputs[2].shape[2].node.expr
+    tied = tied_sizes(graph.graph.nodes)
+    if key_length != value_length:  # traced with a symbol each
+        assert tied[key_length] == tied[value_length]
 
 
 def test_a_partition_of_two_dynamic_sizes_is_compiled_per_bucket():

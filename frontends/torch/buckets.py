@@ -38,8 +38,8 @@ from kgc.diagnostics import KgcError
 from kgc.torch.convert import (ConvertedGraph, KgcFallbackWarning, Unsupported, convert_graph,
                                op_name, size_bindings, static_shape)
 
-__all__ = ["BucketedPartition", "bucket_of", "bucket_reason", "is_symbolic", "symbols_of",
-           "tensor_values"]
+__all__ = ["ATTENTION_OPS", "BucketedPartition", "apart_reason", "bucket_of", "bucket_reason",
+           "dynamic_expressions", "is_symbolic", "symbols_of", "tensor_values"]
 
 aten = torch.ops.aten
 
@@ -94,11 +94,11 @@ _DIM_OPS = {aten._softmax.default, aten._log_softmax.default, aten.softmax.int,
 _RESHAPES = {aten.view.default, aten._unsafe_view.default, aten.reshape.default,
              aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default}
 _MATMULS = {aten.mm.default, aten.bmm.default, aten.addmm.default, aten.matmul.default}
-_ATTENTION = {aten._scaled_dot_product_flash_attention.default,
-              aten._scaled_dot_product_efficient_attention.default,
-              aten._scaled_dot_product_cudnn_attention.default,
-              aten._scaled_dot_product_flash_attention_for_cpu.default,
-              aten.scaled_dot_product_attention.default}
+ATTENTION_OPS = {aten._scaled_dot_product_flash_attention.default,
+                 aten._scaled_dot_product_efficient_attention.default,
+                 aten._scaled_dot_product_cudnn_attention.default,
+                 aten._scaled_dot_product_flash_attention_for_cpu.default,
+                 aten.scaled_dot_product_attention.default}
 
 
 def bucket_reason(node: torch.fx.Node) -> str | None:
@@ -114,6 +114,28 @@ def bucket_reason(node: torch.fx.Node) -> str | None:
             if expression.free_symbols and not expression.is_Symbol:
                 return (f"dynamic extent {expression} is not a bare size; kgc buckets bare "
                         "dynamic sizes only")
+    return apart_reason(node)
+
+
+def dynamic_expressions(node: torch.fx.Node) -> set:
+    """The size expressions (sympy, `s0` or `s0 + 1`) of the dynamic dims in
+    the shapes the node reads and makes, and of the sizes it reads."""
+    found = set()
+    for source in [*node.all_input_nodes, node]:
+        for value in _values(source):
+            found |= {e for e in _expressions(value) if e.free_symbols}
+    return found
+
+
+def apart_reason(node: torch.fx.Node) -> str | None:
+    """Why `node` does not keep the elements of its dynamic dims apart
+    (None where it does, or has none): it reduces, contracts, cuts or joins
+    along one, or merges one with other dims."""
+    if node.target is operator.getitem:
+        return None
+    operands = [v for n in node.all_input_nodes for v in _values(n)
+                if isinstance(v, torch.Tensor)]
+    results = [v for v in _values(node) if isinstance(v, torch.Tensor)][:1]
     result_symbols = set()
     for value in results:
         for expression in _expressions(value):
@@ -140,7 +162,7 @@ def bucket_reason(node: torch.fx.Node) -> str | None:
     elif target in _MATMULS and first is not None:
         matrix = operands[1] if target is aten.addmm.default and len(operands) > 1 else first
         return _static_dims(node, matrix, [matrix.dim() - 1])
-    elif target in _ATTENTION and len(operands) >= 2:
+    elif target in ATTENTION_OPS and len(operands) >= 2:
         return (_static_dims(node, operands[0], [operands[0].dim() - 1])
                 or _static_dims(node, operands[1], [operands[1].dim() - 2]))
     elif target in _RESHAPES and first is not None and results:
@@ -213,6 +235,13 @@ class BucketedPartition(torch.nn.Module):
                 if expression.is_Symbol and expression not in self.sources:
                     self.sources[expression] = (index, None if isinstance(
                         node.meta["val"], torch.SymInt) else dim)
+        for node in module.graph.nodes:
+            # An op kgc takes for every size at once (kgc.torch.extents), in a
+            # partition that did not compile so: padding would change it.
+            reason = bucket_reason(node) if node.op == "call_function" else None
+            if reason is not None:
+                raise Unsupported(f"{name} did not compile once for every size, and "
+                                  f"{op_name(node)} cannot run padded to a bucket: {reason}")
         symbols = set().union(*(symbols_of(n) for n in module.graph.nodes if n.op != "output"))
         missing = symbols - set(self.sources)
         if missing:

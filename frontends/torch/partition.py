@@ -40,9 +40,11 @@ stay with it when nothing else reads them, and are filled in place
 (`kgc.torch.reinplace`).
 
 Ops over dynamic extents are supported when they can run padded to a bucket
-of them (`kgc.torch.buckets`) and a kernel graph can hold them for every
-value of the size (`kgc.torch.extents.extent_reason`); they are checked at
-the extents' example values. A partition whose ops hold two dynamic sizes,
+of them (`kgc.torch.buckets`), or a kernel graph compiled once holds them
+where no bucket could (`kgc.torch.extents.takes_once`: a size such as
+`s + 1`, attention over a growing cache's keys), and a kernel graph can hold
+them for every value of the size (`kgc.torch.extents.extent_reason`); they
+are checked at the extents' example values. A partition whose ops hold two dynamic sizes,
 none both, is cut into pieces of one size each, so that each compiles once
 (`_split_by_dynamic_size`).
 
@@ -61,9 +63,9 @@ import torch.fx
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 
-from kgc.torch.buckets import bucket_reason, symbols_of
+from kgc.torch.buckets import bucket_reason, dynamic_expressions, symbols_of
 from kgc.torch.convert import is_compute, size_bindings, unsupported_reason
-from kgc.torch.extents import extent_reason
+from kgc.torch.extents import extent_reason, takes_once, tied_sizes
 from kgc.torch.reinplace import sole_scatter
 
 __all__ = ["KgcSupport", "LIBRARY_BACKWARD", "LIBRARY_FORWARD", "PartitionPlan",
@@ -161,7 +163,10 @@ class KgcSupport(OperatorSupportBase):
         if reason is None:
             reason = library_reason(node)
         if reason is None and node.op == "call_function":
-            reason = bucket_reason(node) or extent_reason(node)
+            reason = bucket_reason(node)
+            if reason is not None and takes_once(node):
+                reason = None  # a kernel graph compiled once for every size holds it
+            reason = reason or extent_reason(node)
         if reason is None:
             # Dynamic extents are checked at their example values: each
             # bucket converts the same ops.
@@ -186,7 +191,8 @@ class KgcSupport(OperatorSupportBase):
 
 
 def _hints(node: torch.fx.Node) -> dict:
-    """symbol -> the example value torch traced it with."""
+    """size expression (a symbol, or `s0 + 1`) -> the example value torch
+    traced it with."""
     hints = {}
     if not symbols_of(node):
         return hints
@@ -197,7 +203,7 @@ def _hints(node: torch.fx.Node) -> dict:
             sizes = item.shape if isinstance(item, torch.Tensor) else (
                 (item,) if isinstance(item, torch.SymInt) else ())
             for d in sizes:
-                if isinstance(d, torch.SymInt) and d.node.expr.is_Symbol:
+                if isinstance(d, torch.SymInt) and d.node.expr.free_symbols:
                     hints[d.node.expr] = d.node.hint
     return hints
 
@@ -219,6 +225,7 @@ def plan_partitions(module: torch.fx.GraphModule,
     kernel failed to compile)."""
     support = KgcSupport(devices, refused)
     _drop_empty_cat_operands(module)
+    tied = tied_sizes(module.graph.nodes)
     partitioner = CapabilityBasedPartitioner(module, support, allows_single_node_partition=True)
     proposed = partitioner.propose_partitions()
     order = {node: index for index, node in enumerate(module.graph.nodes)}
@@ -226,7 +233,7 @@ def plan_partitions(module: torch.fx.GraphModule,
     fallbacks = {node: why for node, why in support.reasons.items() if _counts(node)}
     views = []
     for partition in proposed:
-        for piece in _split_by_dynamic_size(set(partition.nodes), module):
+        for piece in _split_by_dynamic_size(set(partition.nodes), module, tied):
             nodes = set(piece)
             _trim(nodes)
             views.extend(piece - nodes)
@@ -239,7 +246,7 @@ def plan_partitions(module: torch.fx.GraphModule,
     return PartitionPlan(partitions, fallbacks, views)
 
 
-def _split_by_dynamic_size(nodes: set, module: torch.fx.GraphModule) -> list[set]:
+def _split_by_dynamic_size(nodes: set, module: torch.fx.GraphModule, tied: dict) -> list[set]:
     """The partition cut into pieces whose shapes hold one dynamic size
     each, where it holds several and no op of it holds two: a kernel graph
     compiles once for every value of one dynamic extent, and a partition of
@@ -250,8 +257,10 @@ def _split_by_dynamic_size(nodes: set, module: torch.fx.GraphModule) -> list[set
     one piece (static pieces join the first size's), or, where those would
     depend on each other both ways, the connected pieces stay apart. The
     partition stays whole where an op holds two sizes, or where the
-    connected pieces too would depend on each other both ways."""
-    held = {node: frozenset(symbols_of(node)) for node in nodes}
+    connected pieces too would depend on each other both ways. A size is
+    a class of `tied` expressions (`kgc.torch.extents.tied_sizes`)."""
+    held = {node: frozenset(tied.get(e, e) for e in dynamic_expressions(node))
+            for node in nodes}
     if len(frozenset().union(*held.values())) < 2 or \
             any(len(sizes) > 1 for sizes in held.values()):
         return [nodes]
