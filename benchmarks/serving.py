@@ -12,7 +12,9 @@ backend "kgc" or Inductor). Per contender: the first request (a prompt of
 new) is timed and its compiles counted (Dynamo frames; for kgc also kernel
 graphs); then the first request again, `--reps` times, its median wall time
 over its new tokens is the steady state in ms per token. Every contender's
-tokens are checked against eager's.
+tokens are checked against eager's. For kgc, each graph it was given (the
+prefill's, the decode step's) is listed with its kgc kernels and the ops it
+left to PyTorch.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from torch._dynamo.utils import counters
 
 from kgc.bench import models, provenance
 from kgc.bench.model_rows import kgc_compiled_graphs
+from kgc.torch import reports
 
 REQUESTS = ((16, 32), (11, 19))  # (prompt tokens, new tokens)
 
@@ -41,6 +44,7 @@ def _contender(name: str, model, prompts, expected, reps: int) -> dict:
         model.forward = torch.compile(model.forward, dynamic=True,
                                       **({"backend": "kgc"} if name == "kgc" else {}))
     result = {}
+    first_report = len(reports())
     try:
         for index, (ids, (_, new)) in enumerate(zip(prompts, REQUESTS)):
             frames, graphs = counters["frames"]["ok"], kgc_compiled_graphs()
@@ -62,9 +66,23 @@ def _contender(name: str, model, prompts, expected, reps: int) -> dict:
             torch.cuda.synchronize()
             times.append(time.perf_counter() - started)
         result["steady_ms_per_token"] = statistics.median(times) * 1e3 / new
+        if name == "kgc":
+            result["graphs"] = [_graph_summary(r) for r in reports()[first_report:]]
     finally:
         model.__dict__.pop("forward", None)
     return result
+
+
+def _graph_summary(report) -> dict:
+    """A graph kgc was given: its kernels and the ops it left to PyTorch
+    (aten op -> count, a partition that failed counted whole)."""
+    left: dict[str, int] = {}
+    for op in [op for op, _ in report.fallbacks] + [
+            op for p in report.partitions if p.fallback_reason is not None for op in p.ops]:
+        name = op.split(":")[0]
+        left[name] = left.get(name, 0) + 1
+    return {"kernels": report.kernel_count, "partitions": len(report.partitions),
+            "left_to_pytorch": left}
 
 
 def main(argv=None) -> int:
