@@ -1188,10 +1188,10 @@ def test_a_fused_projection_split_after_its_matmul_runs_in_kgc_kernels(rows):
 
 
 def test_an_op_that_reads_a_tensor_on_another_device_stays_with_pytorch():
-    # PyTorch lets an op on one device read a 0-d CPU tensor or CPU
-    # positions (a CUDA cache's index_put at CPU positions); a kgc kernel
-    # reads only tensors of its own device. Here the graph's device is
-    # "meta", so that the check runs without a GPU.
+    # PyTorch lets an op on one device read CPU positions (a CUDA cache's
+    # index_put at CPU positions); a kgc kernel reads only tensors of its
+    # own device. Here the graph's device is "meta", so that the check runs
+    # without a GPU.
     from kgc.torch.partition import KgcSupport
 
     graph = torch.fx.Graph()
@@ -1199,13 +1199,43 @@ def test_an_op_that_reads_a_tensor_on_another_device_stays_with_pytorch():
     total = graph.call_function(torch.ops.aten.add.Tensor, (x, y))
     graph.output(total)
     x.meta["val"] = torch.empty(3, 17, device="meta")
-    y.meta["val"] = torch.empty((), device="cpu")
+    y.meta["val"] = torch.empty(17, device="cpu")
     total.meta["val"] = torch.empty(3, 17, device="meta")
     support = KgcSupport(devices=("meta",))
     assert not support.is_node_supported({}, total)
     assert "reads or makes tensors on cpu" in support.reasons[total]
-    y.meta["val"] = torch.empty((), device="meta")
+    y.meta["val"] = torch.empty(17, device="meta")
     assert KgcSupport(devices=("meta",)).is_node_supported({}, total)
+
+
+def test_a_host_scalar_reaches_the_kernels_on_their_device_at_its_value():
+    # A 0-d CPU tensor (a Python float Dynamo passes as a tensor, such as a
+    # rotary embedding's scaling) is read by CUDA ops as a scalar: kgc takes
+    # the op, and each call passes the scalar's value on the results' device.
+    from kgc.torch.convert import convert_graph
+    from kgc.torch.partition import KgcSupport
+
+    graph = torch.fx.Graph()
+    x, y = graph.placeholder("x"), graph.placeholder("y")
+    total = graph.call_function(torch.ops.aten.mul.Tensor, (x, y))
+    graph.output(total)
+    x.meta["val"] = torch.empty(3, 17, device="meta")
+    y.meta["val"] = torch.empty((), device="cpu")
+    total.meta["val"] = torch.empty(3, 17, device="meta")
+    assert KgcSupport(devices=("meta",)).is_node_supported({}, total)
+    converted = convert_graph(torch.fx.GraphModule(torch.nn.Module(), graph), "scaled")
+    assert converted.host_scalars == (1,)
+    for value in (0.5, 3.0):
+        arguments = converted.graph_arguments([torch.empty(3, 17, device="meta"),
+                                               torch.tensor(value)])
+        assert arguments[1].device.type == "meta" and arguments[1].dim() == 0
+    # On the CPU executor the results live with the scalar: nothing moves.
+    x.meta["val"] = torch.empty(3, 17)
+    total.meta["val"] = torch.empty(3, 17)
+    converted = convert_graph(torch.fx.GraphModule(torch.nn.Module(), graph), "scaled")
+    assert converted.host_scalars == ()
+    scalar = torch.tensor(2.0)
+    assert converted.graph_arguments([torch.ones(3, 17), scalar])[1] is scalar
 
 
 def test_the_math_path_of_attention_runs_in_kgc_with_a_wholly_masked_row():
@@ -1383,3 +1413,26 @@ def test_a_second_process_compiles_none_of_the_kernels_the_first_compiled(tmp_pa
         assert second["stats"]["compiled"] == 0
         assert second["graphs"] == {"hits": 1, "stored": 0, "damaged": 0}
         assert second["passes"] == [] and second["workers"] == 0
+
+
+def test_a_prims_conversion_left_to_pytorch_runs_as_an_aten_copy():
+    # Eager prims ops go through torch's Python reference implementation;
+    # the backend gives PyTorch the aten copy, with the same result.
+    from kgc.torch.eager import prims_as_aten
+
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    wide = graph.call_function(torch.ops.prims.convert_element_type.default, (x, torch.float64))
+    narrow = graph.call_function(torch.ops.prims.convert_element_type.default,
+                                 (wide, torch.float32))
+    graph.output(narrow)
+    module = torch.fx.GraphModule(torch.nn.Module(), graph)
+    value = _randn(3, 5).t()  # strided: the copy keeps the strides
+    expected = module(value)
+    assert prims_as_aten(module) == 2
+    targets = [n.target for n in module.graph.nodes if n.op == "call_function"]
+    assert targets == [torch.ops.aten._to_copy.default] * 2
+    got = module(value)
+    assert got.dtype == torch.float32 and got.stride() == expected.stride()
+    assert torch.equal(got, expected)
+    assert prims_as_aten(module) == 0

@@ -76,6 +76,7 @@ from kgc.torch.convert import (ConvertedGraph, KgcFallbackWarning, Unsupported, 
                                op_name)
 from kgc.torch.extents import ExtentRefused, convert_with_extent
 from kgc.torch.partition import plan_partitions
+from kgc.torch.eager import prims_as_aten
 from kgc.torch.reinplace import scatter_adds_in_place
 
 _LOG = logging.getLogger(__name__)
@@ -391,12 +392,14 @@ class Backend:
         self.reports.append(report)
         if not plan.partitions:
             scatter_adds_in_place(module)
+            prims_as_aten(module)
             return module.forward
         from torch.fx.passes.utils.fuser_utils import fuse_by_partitions
 
         fused = fuse_by_partitions(module, [dict.fromkeys(p) for p in plan.partitions],
                                    prefix="kgc_partition_")
         scatter_adds_in_place(fused)
+        prims_as_aten(fused)
         for name, submodule in list(fused.named_children()):
             if not name.startswith("kgc_partition_"):
                 continue

@@ -1767,6 +1767,11 @@ class ConvertedGraph:
     # (PyTorch's views, the backward's partitions) in strides other than
     # the traced ones, and each would be copied to the ones they expect.
     output_orders: dict[int, tuple[int, ...]] = dataclasses.field(default_factory=dict)
+    # The graph's tensor arguments that the partition is given as 0-d
+    # tensors on the host while its results live on a GPU (a Python float
+    # Dynamo passes as a tensor): each call passes their value on the
+    # results' device.
+    host_scalars: tuple[int, ...] = ()
 
     def partition_results(self, results: Sequence) -> list:
         """The partition's results, in its order, from the graph's."""
@@ -1775,13 +1780,20 @@ class ConvertedGraph:
 
     def graph_arguments(self, arguments: Sequence, tensors: Sequence | None = None) -> list:
         """The graph's arguments from the partition's: `tensors` (default
-        the tensor inputs as they are), then each size read as a value as a
-        0-d tensor on their device, at its value in this call."""
+        the tensor inputs as they are; a 0-d one on another device than the
+        results, a CPU scalar, at its value on theirs), then each size read
+        as a value as a 0-d tensor on their device, at its value in this
+        call."""
         tensors = [arguments[i] for i in self.tensor_inputs] if tensors is None else list(tensors)
         if self.input_orders:
             tensors = [t.permute(self.input_orders[i]) if i in self.input_orders else t
                        for i, t in zip(self.tensor_inputs, tensors)]
         device = tensors[0].device if tensors else self.device
+        if self.host_scalars:
+            device = self.device
+            for index in self.host_scalars:
+                tensors[index] = torch.full((), tensors[index].item(), dtype=tensors[index].dtype,
+                                            device=device)
         for position in self.scalar_inputs:
             value = arguments[position]
             dtype = torch.int64 if isinstance(value, (int, torch.SymInt)) else torch.float32
@@ -1862,8 +1874,12 @@ def convert_graph(module: torch.fx.GraphModule, name: str) -> ConvertedGraph:
     example = results[0].meta.get("val") if results else None
     example = example[0] if isinstance(example, (tuple, list)) else example
     device = example.device if isinstance(example, torch.Tensor) else None
+    host_scalars = tuple(
+        index for index, position in enumerate(tensor_inputs)
+        if device is not None and placeholders[position].meta["val"].dim() == 0
+        and placeholders[position].meta["val"].device != device)
     return ConvertedGraph(graph, index, ops, single, tensor_inputs, list(scalars.positions),
-                          device, input_orders, output_orders)
+                          device, input_orders, output_orders, host_scalars)
 
 
 def _inverse(order: tuple[int, ...]) -> tuple[int, ...]:

@@ -175,10 +175,14 @@ class KgcSupport(OperatorSupportBase):
         if reason is None and self.devices is not None:
             # Its result and what it reads: PyTorch lets a CUDA op read a
             # CPU tensor (a 0-d scalar, the positions of an index_put), a
-            # kgc kernel cannot.
+            # kgc kernel cannot. A 0-d one (a Python float Dynamo passes as
+            # a tensor) reaches the kernels on their device at each call
+            # (`ConvertedGraph.graph_arguments`); other CPU tensors do not.
             value = node.meta.get("val")
             values = [value[0] if isinstance(value, (tuple, list)) else value]
-            values += [argument.meta.get("val") for argument in node.all_input_nodes]
+            operands = [argument.meta.get("val") for argument in node.all_input_nodes]
+            values += [v for v in operands
+                       if not (isinstance(v, torch.Tensor) and v.dim() == 0)]
             for tensor in values:
                 if isinstance(tensor, torch.Tensor) and tensor.device.type not in self.devices:
                     reason = (f"it reads or makes tensors on {tensor.device.type}; kgc kernels "

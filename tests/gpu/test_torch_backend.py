@@ -198,12 +198,15 @@ def test_a_sequence_inside_heads_compiles_once_for_every_length(batch):
     torch.manual_seed(0)
     block = PerHeadNorm(hidden=256, heads=4).half().cuda().eval()
     compiled_graphs, fallbacks = _compiled_once_over_lengths(block, batch, 256)
-    # At a batch of two the products' rows are 2 * s, an expression: they
-    # stay with PyTorch, and the graphs around them compile once each.
-    assert all("2*s" in why for _, why in fallbacks) and bool(fallbacks) == (batch == 2)
+    # At a batch of two the products' rows are 2 * s, a size of their own:
+    # each product is a graph whose `?` is 2 s, compiled once like the
+    # graphs around it; only the views that merge the rows stay with PyTorch
+    # (a view costs it nothing).
+    assert all("2*s" in why and op.startswith(("aten.view", "aten._unsafe_view"))
+               for op, why in fallbacks), fallbacks
     assert compiled_graphs and all("?" in text for text in compiled_graphs), compiled_graphs
     assert all(f"tensor<{batch}x4x?x" in text or f"tensor<{batch}x?x256xf16>" in text
-               for text in compiled_graphs)
+               or (batch == 2 and "tensor<?x256xf16>" in text) for text in compiled_graphs)
 
 
 # Sizes read as values reach the kernels as 0-d int64 (or float32) inputs,
