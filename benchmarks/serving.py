@@ -1,6 +1,6 @@
 """Serving with transformers' dynamic cache: what a second request compiles,
 and the steady-state time per generated token, kgc against eager and
-torch.compile (Inductor), one after another in one process.
+torch.compile (Inductor), side by side in one process.
 
     python benchmarks/serving.py [--models llama,llama3-8b-layers] [--json out.json]
 
@@ -10,8 +10,9 @@ as a server compiles it (`torch.compile(model.forward, dynamic=True)`,
 backend "kgc" or Inductor). Per contender: the first request (a prompt of
 16 tokens, 32 new) compiles; a second of another length (11 tokens, 19
 new) is timed and its compiles counted (Dynamo frames; for kgc also kernel
-graphs); then the first request again, `--reps` times, its median wall time
-over its new tokens is the steady state in ms per token. Every contender's
+graphs). Then the first request again, `--reps` times per contender, the
+contenders taking turns request by request: its median wall time over its
+new tokens is the steady state in ms per token. Every contender's
 tokens are checked against eager's. For kgc, each graph it was given (the
 prefill's, the decode step's) is listed with its kgc kernels and the ops it
 left to PyTorch.
@@ -38,11 +39,13 @@ def _generate(model, ids, new):
     return model.generate(ids, max_new_tokens=new, min_new_tokens=new, do_sample=False)
 
 
-def _contender(name: str, model, prompts, expected, reps: int) -> dict:
-    torch._dynamo.reset()
-    if name != "eager":
-        model.forward = torch.compile(model.forward, dynamic=True,
-                                      **({"backend": "kgc"} if name == "kgc" else {}))
+def _first_requests(name: str, model, prompts, expected) -> tuple[dict, object]:
+    """A contender's first request (which compiles) and a second of
+    another length: their wall time, compiles and tokens; and the forward
+    it serves with."""
+    forward = model.forward if name == "eager" else torch.compile(
+        model.forward, dynamic=True, **({"backend": "kgc"} if name == "kgc" else {}))
+    model.forward = forward
     result = {}
     first_report = len(reports())
     try:
@@ -57,20 +60,30 @@ def _contender(name: str, model, prompts, expected, reps: int) -> dict:
                 counters["frames"]["ok"] - frames
                 + (kgc_compiled_graphs() - graphs if name == "kgc" else 0))
             result[f"request_{index}_tokens_equal"] = bool(torch.equal(tokens, expected[index]))
-        ids, (_, new) = prompts[0], REQUESTS[0]
-        times = []
-        for _ in range(reps):
-            torch.cuda.synchronize()
-            started = time.perf_counter()
-            _generate(model, ids, new)
-            torch.cuda.synchronize()
-            times.append(time.perf_counter() - started)
-        result["steady_ms_per_token"] = statistics.median(times) * 1e3 / new
         if name == "kgc":
             result["graphs"] = [_graph_summary(r) for r in reports()[first_report:]]
     finally:
         model.__dict__.pop("forward", None)
-    return result
+    return result, forward
+
+
+def _steady(model, forwards: dict, ids, new: int, reps: int) -> dict:
+    """Each contender's median wall time per generated token over `reps`
+    requests, the contenders taking turns request by request (a slow spell
+    of the host falls on all of them alike)."""
+    times: dict = {name: [] for name in forwards}
+    try:
+        for _ in range(reps):
+            for name, forward in forwards.items():
+                model.forward = forward
+                torch.cuda.synchronize()
+                started = time.perf_counter()
+                _generate(model, ids, new)
+                torch.cuda.synchronize()
+                times[name].append(time.perf_counter() - started)
+    finally:
+        model.__dict__.pop("forward", None)
+    return {name: statistics.median(values) * 1e3 / new for name, values in times.items()}
 
 
 def _graph_summary(report) -> dict:
@@ -100,9 +113,15 @@ def main(argv=None) -> int:
                                  generator=generator).cuda() for length, _ in REQUESTS]
         with torch.no_grad():
             expected = [_generate(model, ids, new) for ids, (_, new) in zip(prompts, REQUESTS)]
+            torch._dynamo.reset()
+            results, forwards = {}, {}
             for contender in args.contenders.split(","):
-                row = {"model": name, "contender": contender,
-                       **_contender(contender, model, prompts, expected, args.reps)}
+                results[contender], forwards[contender] = _first_requests(
+                    contender, model, prompts, expected)
+            steady = _steady(model, forwards, prompts[0], REQUESTS[0][1], args.reps)
+            for contender, result in results.items():
+                row = {"model": name, "contender": contender, **result,
+                       "steady_ms_per_token": steady[contender]}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
         del model
