@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import operator
+import sys
 import warnings
 from collections.abc import Callable
 
@@ -149,6 +150,8 @@ def apart_reason(node: torch.fx.Node) -> str | None:
     arguments = _arguments(node)
     mixed: list = []  # the dims of the first operand the op reduces or cuts along
     target = node.target
+    if target is aten.slice.Tensor and _whole_slice(arguments):
+        return None  # the dim as it is (a cache's keys taken whole)
     if target in _DIM_OPS and first is not None:
         dim = arguments.get("dim", 0 if target in (aten.cat.default,) else None)
         dims = range(first.dim()) if dim is None else ([dim] if isinstance(dim, int) else dim)
@@ -168,6 +171,14 @@ def apart_reason(node: torch.fx.Node) -> str | None:
     elif target in _RESHAPES and first is not None and results:
         return _reshape_reason(node, first, results[0])
     return _static_dims(node, first, mixed) if mixed else None
+
+
+def _whole_slice(arguments: dict) -> bool:
+    """Whether a slice's arguments take every element of its dim: from 0
+    to the end, one step at a time."""
+    start, end, step = (arguments.get(k) for k in ("start", "end", "step"))
+    return start in (None, 0) and step in (None, 1) and \
+        (end is None or (isinstance(end, int) and end >= sys.maxsize))
 
 
 def _arguments(node: torch.fx.Node) -> dict:

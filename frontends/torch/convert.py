@@ -1026,10 +1026,11 @@ def _slice(ctx, a):
     size = x.shape[dim]
     start, step = _static_value(a.get("start"), "slice start"), a.get("step", 1)
     start = 0 if start is None else start
-    start = max(0, min(size, start + size if start < 0 else start))
     count = ctx.out_shape[dim]
-    if count == size:
-        return x
+    if isinstance(size, int):
+        start = max(0, min(size, start + size if start < 0 else start))
+    if count == size and start == 0:
+        return x  # the whole dim, static or the dynamic extent
     if count == 0:
         raise Unsupported("slice of no elements")
     offsets = [0] * x.ndim
