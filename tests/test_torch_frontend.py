@@ -1189,6 +1189,20 @@ def test_a_fused_projection_split_after_its_matmul_runs_in_kgc_kernels(rows):
     _run_tiled(attention_inputs, _randn(rows, 64))
 
 
+def _binary_graph(op, host_operand: torch.Tensor):
+    """(graph, its placeholders, the node) of `op` on a (3, 17) tensor of
+    the "meta" device (a GPU's, for the check) and `host_operand`, a CPU
+    tensor."""
+    graph = torch.fx.Graph()
+    x, y = graph.placeholder("x"), graph.placeholder("y")
+    node = graph.call_function(op, (x, y))
+    graph.output(node)
+    x.meta["val"] = torch.empty(3, 17, device="meta")
+    y.meta["val"] = host_operand
+    node.meta["val"] = torch.empty(3, 17, device="meta")
+    return graph, (x, y), node
+
+
 def test_an_op_that_reads_a_tensor_on_another_device_stays_with_pytorch():
     # PyTorch lets an op on one device read CPU positions (a CUDA cache's
     # index_put at CPU positions); a kgc kernel reads only tensors of its
@@ -1196,13 +1210,7 @@ def test_an_op_that_reads_a_tensor_on_another_device_stays_with_pytorch():
     # without a GPU.
     from kgc.torch.partition import KgcSupport
 
-    graph = torch.fx.Graph()
-    x, y = graph.placeholder("x"), graph.placeholder("y")
-    total = graph.call_function(torch.ops.aten.add.Tensor, (x, y))
-    graph.output(total)
-    x.meta["val"] = torch.empty(3, 17, device="meta")
-    y.meta["val"] = torch.empty(17, device="cpu")
-    total.meta["val"] = torch.empty(3, 17, device="meta")
+    graph, (x, y), total = _binary_graph(torch.ops.aten.add.Tensor, torch.empty(17))
     support = KgcSupport(devices=("meta",))
     assert not support.is_node_supported({}, total)
     assert "reads or makes tensors on cpu" in support.reasons[total]
@@ -1217,13 +1225,7 @@ def test_a_host_scalar_reaches_the_kernels_on_their_device_at_its_value():
     from kgc.torch.convert import convert_graph
     from kgc.torch.partition import KgcSupport
 
-    graph = torch.fx.Graph()
-    x, y = graph.placeholder("x"), graph.placeholder("y")
-    total = graph.call_function(torch.ops.aten.mul.Tensor, (x, y))
-    graph.output(total)
-    x.meta["val"] = torch.empty(3, 17, device="meta")
-    y.meta["val"] = torch.empty((), device="cpu")
-    total.meta["val"] = torch.empty(3, 17, device="meta")
+    graph, (x, _), total = _binary_graph(torch.ops.aten.mul.Tensor, torch.empty(()))
     assert KgcSupport(devices=("meta",)).is_node_supported({}, total)
     converted = convert_graph(torch.fx.GraphModule(torch.nn.Module(), graph), "scaled")
     assert converted.host_scalars == (1,)
