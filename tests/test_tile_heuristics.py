@@ -133,6 +133,11 @@ EXPECTED = {
                                                     num_stages=1), (17, 1, 1)),
     "kg-pad-mask:integer_sum_0": ("reduction", dict(block_x=1, block_r=1000, num_warps=4,
                                                     num_stages=1), (17, 1, 1)),
+    # Keys of a growing cache: the splits sized for 4096 keys (2 heads, 32
+    # splits of one 128-key tile: 64 programs), the grid static.
+    "kg-pad-mask:decode_dynamic_keys_0": ("attention", dict(block_m=1, block_n=128, split_kv=32,
+                                                            num_warps=4, num_stages=2),
+                                          (64, 1, 1)),
     # k = 100 under the 128-deep step of 8-bit floats: one step of all of k.
     "kg-pad-mask:fp8_fill_0": ("matmul", dict(block_m=16, block_n=16, block_k=100, group_m=1,
                                               num_warps=4, num_stages=1), (1, 1, 1)),

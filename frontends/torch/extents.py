@@ -118,7 +118,25 @@ def takes_once(node: torch.fx.Node) -> bool:
         return False
     if node.target in ATTENTION_OPS:
         return _attends_to_dynamic_keys(node)
+    # One size in the op, linear in one symbol: sizes that differ (a cache's
+    # s beside s + 1) or that are no extent (a sliding window's
+    # Max(0, s - w)) stay out, as a bucket would leave them.
+    expressions = dynamic_expressions(node)
+    if len(expressions) != 1 or not _linear(next(iter(expressions))):
+        return False
     return apart_reason(node) is None
+
+
+def _linear(expression) -> bool:
+    """Whether a size is `a s + b` for one symbol s (a > 0)."""
+    import sympy
+
+    symbols = expression.free_symbols
+    if len(symbols) != 1:
+        return False
+    symbol = next(iter(symbols))
+    polynomial = sympy.Poly(expression, symbol) if expression.is_polynomial(symbol) else None
+    return polynomial is not None and polynomial.degree() == 1 and polynomial.LC() > 0
 
 
 def _attends_to_dynamic_keys(node: torch.fx.Node) -> bool:
