@@ -51,7 +51,7 @@ from kgc.dialects import kg
 from kgc.op_table import BY_OP_NAME
 from kgc.passes.registry import Pass, PassFailure, register_pass
 from kgc.tiling.constants import COMBINE, INT32_MAX, INT32_MIN, NEUTRAL
-from kgc.tiling.dynamic import kernel_dynamic_axis
+from kgc.tiling.dynamic import kernel_dynamic_axis, read_extent
 from kgc.tiling.graph_model import node_attrs, reduce_kind
 from kgc.tiling.index_maps import next_power_of_two
 from kgc.tiling.kernel_ops import (dot_dims, enclosing_loop_for_axis, int_array, is_tiled, kernel_name,
@@ -273,16 +273,8 @@ class _KernelPadder:
         """The dynamic extent's size as an i32, read at the top of the body
         from the first buffer that has it."""
         if self._extent is None:
-            buffer, dim = next((b, d) for b in self.block.arguments
-                               for d, size in enumerate(ir.MemRefType(b.type).shape)
-                               if ir.ShapedType.is_dynamic_size(size))
-            index = ir.IndexType.get()
             with ir.InsertionPoint.at_block_begin(self.block), self.kernel.location:
-                position = ir.Operation.create(
-                    "arith.constant", results=[index],
-                    attributes={"value": ir.IntegerAttr.get(index, dim)}).result
-                size = ir.Operation.create("memref.dim", results=[index],
-                                           operands=[buffer, position]).result
+                size = read_extent(self.block.arguments)
                 self._extent = ir.Operation.create("arith.index_cast", results=[self.i32],
                                                    operands=[size]).result
         return self._extent

@@ -98,11 +98,15 @@ def tied_sizes(nodes) -> dict:
     return {e: find(e) for e in leader} | {find(e): find(e) for e in leader}
 
 
+def _operand_tensors(node: torch.fx.Node) -> list[torch.Tensor]:
+    """The tensors `node` reads (their meta values), in operand order."""
+    return [v for n in node.all_input_nodes for v in tensor_values(n)]
+
+
 def _key_counts(node: torch.fx.Node) -> list:
     """The key count of an attention op as K, V and each other tensor it
     reads (a mask, in its last dim) hold it."""
-    operands = [n.meta.get("val") for n in node.all_input_nodes]
-    operands = [v for v in operands if isinstance(v, torch.Tensor)]
+    operands = _operand_tensors(node)
     counts = [v.shape[-2] for v in operands[1:3]] + [v.shape[-1] for v in operands[3:]]
     return [c.node.expr for c in counts if isinstance(c, torch.SymInt)]
 
@@ -140,8 +144,7 @@ def _linear(expression) -> bool:
 
 
 def _attends_to_dynamic_keys(node: torch.fx.Node) -> bool:
-    operands = [n.meta.get("val") for n in node.all_input_nodes]
-    operands = [v for v in operands if isinstance(v, torch.Tensor)]
+    operands = _operand_tensors(node)
     results = tensor_values(node)[:1]
     if len(operands) < 3 or not results:
         return False
@@ -160,7 +163,7 @@ def _attends_to_dynamic_keys(node: torch.fx.Node) -> bool:
 def extent_reason(node: torch.fx.Node) -> str | None:
     """Why no kernel graph compiled once for every value of a dynamic size
     can hold `node` (None where one can, or it holds no dynamic size)."""
-    operands = [v for n in node.all_input_nodes for v in tensor_values(n)]
+    operands = _operand_tensors(node)
     results = tensor_values(node)[:1]
     for value in [*operands, *results]:
         for symbol in _sizes_in(value):

@@ -48,7 +48,7 @@ from kgc.tiling.iteration import KernelPlan, Unplannable, leaf_view
 __all__ = ["DYNAMIC_AXIS_ATTRIBUTE", "DYNAMIC_GRID_ATTRIBUTE", "NotAtEverySize", "at_size",
            "call_extent", "dynamic_axis", "dynamic_grid", "extent_sizes", "grid_at",
            "has_dynamic_extent", "is_over_dynamic_extent", "kernel_dynamic_axis", "marked_dims",
-           "with_dynamic_axis"]
+           "read_extent", "with_dynamic_axis"]
 
 # The iteration axis a tiled kernel's dynamic extent lives on.
 DYNAMIC_AXIS_ATTRIBUTE = "dynamic_axis"
@@ -102,6 +102,20 @@ def kernel_dynamic_axis(kernel: ir.Operation) -> int | None:
     if DYNAMIC_AXIS_ATTRIBUTE not in kernel.attributes:
         return None
     return ir.IntegerAttr(kernel.attributes[DYNAMIC_AXIS_ATTRIBUTE]).value
+
+
+def read_extent(buffers) -> ir.Value:
+    """The dynamic extent's size (an index), read by a `memref.dim` of the
+    first of the kernel's `buffers` (memrefs) that has it, written at the
+    current insertion point."""
+    buffer, dim = next((b, d) for b in buffers
+                       for d, size in enumerate(ir.MemRefType(b.type).shape)
+                       if ir.ShapedType.is_dynamic_size(size))
+    index = ir.IndexType.get()
+    position = ir.Operation.create("arith.constant", results=[index],
+                                   attributes={"value": ir.IntegerAttr.get(index, dim)})
+    return ir.Operation.create("memref.dim", results=[index],
+                               operands=[buffer, position.result]).result
 
 
 def has_dynamic_extent(values) -> bool:

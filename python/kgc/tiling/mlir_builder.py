@@ -16,6 +16,7 @@ from mlir.dialects import scf
 from kgc.dialects import kg
 from kgc.op_table import ELEMENTWISE
 from kgc.tiling.constants import LOOP_AXIS_ATTRIBUTE
+from kgc.tiling.dynamic import read_extent
 from kgc.tiling.generate import Builder, LoopBody
 from kgc.tiling.index_maps import BufferView, depends_on_size
 
@@ -116,15 +117,7 @@ class MlirBuilder(Builder):
         """The size of the kernel's dynamic extent (an index), read once
         from the first buffer that has it, at the top of the body."""
         if self._dynamic_size is None:
-            buffer, dim = next((b, d) for b in self.buffers
-                               for d, size in enumerate(ir.MemRefType(b.type).shape)
-                               if ir.ShapedType.is_dynamic_size(size))
-            index = ir.IndexType.get()
-            position = self._prelude(lambda: ir.Operation.create(
-                "arith.constant", results=[index],
-                attributes={"value": ir.IntegerAttr.get(index, dim)}))
-            self._dynamic_size = self._prelude(lambda: ir.Operation.create(
-                "memref.dim", results=[index], operands=[buffer, position]))
+            self._dynamic_size = self._prelude(lambda: read_extent(self.buffers))
         return self._dynamic_size
 
     def _size_affine(self, value: int) -> ir.Value:
