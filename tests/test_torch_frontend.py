@@ -861,6 +861,51 @@ def test_attention_over_dynamic_queries_stays_out_of_a_graph_compiled_once():
     assert not any(n in p for p in plan.partitions for n in attention)
 
 
+class _SlidingWindow(torch.nn.Module):
+    """Rows joined to a static row (`s + 1`), and the last four of them as a
+    sliding-window cache takes them: `s + 1 - Max(0, s - 3)` rows, which
+    is 4 from s = 3 on and s + 1 below, no extent of one compile."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("row", _randn(1, 8))
+
+    def forward(self, x):
+        joined = torch.cat([x, self.row], 0)
+        window = joined[torch.sym_max(0, x.shape[0] - 3):]
+        return joined * 2, window * 3
+
+
+def test_only_ops_of_one_size_linear_in_one_symbol_are_compiled_once():
+    import sympy
+
+    from kgc.torch.buckets import dynamic_expressions
+    from kgc.torch.extents import takes_once
+
+    graphs = _AtenGraphs()
+    with torch.no_grad():
+        torch.compile(_SlidingWindow(), backend=graphs.backend, dynamic=True)(_randn(6, 8))
+    (graph,) = graphs
+    products = [n for n in graph.graph.nodes if n.target is torch.ops.aten.mul.Tensor]
+    sizes = [next(iter(dynamic_expressions(n))) for n in products]
+    (symbol,) = sizes[0].free_symbols
+    named = [str(size.subs(symbol, sympy.Symbol("s", positive=True, integer=True)))
+             for size in sizes]
+    assert named == ["s + 1", "s - Max(0, s - 3) + 1"], named
+    assert [takes_once(n) for n in products] == [True, False]
+
+
+def test_a_size_compiled_once_is_linear_in_one_symbol():
+    import sympy
+
+    from kgc.torch.extents import _linear
+
+    s, t = sympy.symbols("s t", positive=True, integer=True)
+    assert _linear(s) and _linear(2 * s + 1) and _linear(s - 3)
+    assert not _linear(sympy.Max(0, s - 3)) and not _linear(s * s) and not _linear(s * t)
+    assert not _linear(s + t) and not _linear(4 - s) and not _linear(sympy.Integer(4))
+
+
 def test_the_key_counts_of_one_attention_are_one_size():
     from kgc.torch.extents import tied_sizes
 
@@ -1240,6 +1285,101 @@ def test_a_host_scalar_reaches_the_kernels_on_their_device_at_its_value():
     assert converted.host_scalars == ()
     scalar = torch.tensor(2.0)
     assert converted.graph_arguments([torch.ones(3, 17), scalar])[1] is scalar
+
+
+def _host_scalar_graph(scalar_user):
+    """An aten graph as Dynamo traces a Python float `eps` beside a tensor
+    `x` on the "meta" device (a GPU's, for the checks): `eps` arrives as a
+    0-d float64 CPU tensor, converted to float64 and then to float32, and
+    `scalar_user(graph, x, eps32)` makes the graph's result from it."""
+    graph = torch.fx.Graph()
+    x, eps = graph.placeholder("x"), graph.placeholder("eps")
+    x.meta["val"] = torch.empty(3, 17, device="meta")
+    eps.meta["val"] = torch.empty((), dtype=torch.float64)
+    convert = torch.ops.prims.convert_element_type.default
+    as_double = graph.call_function(convert, (eps, torch.float64))
+    as_double.meta["val"] = torch.empty((), dtype=torch.float64)
+    as_float = graph.call_function(convert, (as_double, torch.float32))
+    as_float.meta["val"] = torch.empty(())
+    result = scalar_user(graph, x, as_float)
+    graph.output(result)
+    return torch.fx.GraphModule(torch.nn.Module(), graph), as_float
+
+
+def test_a_host_scalars_conversion_joins_the_kernels_that_read_it():
+    # Under dynamic=True a norm's eps reaches the graph as a float64 host
+    # scalar converted to float32 on the host: two PyTorch ops per scalar
+    # per call, where the kernel graph can take the float64 as its f32
+    # value. The conversion to float64 of a float64 is dropped; the other
+    # joins the product's partition.
+    from kgc.torch.convert import convert_graph
+    from kgc.torch.partition import plan_partitions
+
+    def scaled(graph, x, eps):
+        node = graph.call_function(torch.ops.aten.mul.Tensor, (x, eps))
+        node.meta["val"] = torch.empty(3, 17, device="meta")
+        return node
+
+    module, as_float = _host_scalar_graph(scaled)
+    plan = plan_partitions(module, devices=("meta",))
+    assert not plan.fallbacks, plan.fallbacks
+    (partition,) = plan.partitions
+    product = list(module.graph.nodes)[-2]
+    assert partition == [as_float, product]
+    assert as_float.args[0].name == "eps"
+    # The partition's graph: the scalar is an f32 input, passed at each call
+    # as its value on the results' device, the one tensor for one value.
+    graph = torch.fx.Graph()
+    x, eps = graph.placeholder("x"), graph.placeholder("eps")
+    values = {n.name: n for n in module.graph.nodes}
+    for placeholder in (x, eps):
+        placeholder.meta["val"] = values[placeholder.name].meta["val"]
+    copies = {values["eps"]: eps, values["x"]: x}
+    copies[as_float] = graph.node_copy(as_float, copies.__getitem__)
+    graph.output(graph.node_copy(product, copies.__getitem__))
+    converted = convert_graph(torch.fx.GraphModule(torch.nn.Module(), graph), "scaled")
+    assert converted.host_scalars == (1,)
+    assert "tensor<f32>" in converted.graph.to_mlir()
+    x_value = torch.empty(3, 17, device="meta")
+    passed = [converted.graph_arguments([x_value, torch.tensor(v, dtype=torch.float64)])[1]
+              for v in (0.1, 0.1, 0.3)]
+    assert all(p.dtype == torch.float32 and p.device.type == "meta" for p in passed)
+    assert passed[0] is passed[1] and passed[2] is not passed[0]
+
+
+def test_a_host_scalars_conversion_that_pytorch_reads_stays_with_pytorch():
+    # The float32 scalar is also read by an op on the host (a product of two
+    # host scalars, whose result stays on the CPU): PyTorch converts it,
+    # and the kernel reads the float32 host scalar.
+    from kgc.torch.partition import plan_partitions
+
+    def scaled_twice(graph, x, eps):
+        square = graph.call_function(torch.ops.aten.mul.Tensor, (eps, eps))
+        square.meta["val"] = torch.empty(())
+        node = graph.call_function(torch.ops.aten.mul.Tensor, (x, square))
+        node.meta["val"] = torch.empty(3, 17, device="meta")
+        return graph.call_function(torch.ops.aten.add.Tensor, (node, eps))
+
+    module, as_float = _host_scalar_graph(scaled_twice)
+    *_, square, product, total, _ = module.graph.nodes
+    total.meta["val"] = torch.empty(3, 17, device="meta")
+    plan = plan_partitions(module, devices=("meta",))
+    assert "reads or makes tensors on cpu" in plan.fallbacks[as_float]
+    assert "reads or makes tensors on cpu" in plan.fallbacks[square]
+    assert plan.partitions == [[product, total]]
+
+
+def test_a_float32_host_scalar_compares_with_a_half_tensor_in_half():
+    # torch compares an f16 tensor with a 0-d f32 tensor in f16 (a 0-d
+    # tensor ranks below tensors with dims of its kind): 1.0001 rounds to
+    # 1.0 there, so 1.0 < 1.0001 is False.
+    def below(x, limit):
+        return torch.where(x < limit, x, -x)
+
+    x = torch.tensor([[1.0, 0.5, 2.0]], dtype=torch.float16).repeat(3, 1)
+    limit = torch.tensor(1.0001)
+    assert below(x, limit)[0, 0] == -1
+    _run_tiled(below, x, limit)
 
 
 def test_the_math_path_of_attention_runs_in_kgc_with_a_wholly_masked_row():

@@ -53,6 +53,7 @@ import torch.fx
 from torch.fx.operator_schemas import normalize_function
 
 from kgc.graph import Graph, GraphError, Tensor
+from kgc.torch.device_scalars import device_scalar
 
 __all__ = ["CONVERTERS", "ConvertedGraph", "KgcFallbackWarning", "Unsupported", "convert_graph",
            "is_compute", "size_bindings", "static_shape", "unsupported_reason"]
@@ -141,6 +142,17 @@ def kg_dtype(dtype: torch.dtype, what: str) -> str:
         return _KG_DTYPES[dtype]
     raise Unsupported(f"{what} is {dtype}: kg tensors hold f32, f16, bf16, bool, int32 and "
                       "int64")
+
+
+def operand_dtype(value: torch.Tensor, what: str) -> str:
+    """The kg dtype a kernel graph reads the operand `value` in. A 0-d
+    float64 tensor (a Python float Dynamo passes as a tensor) is read as
+    f32: every op that reads it makes an f32 or narrower result, and
+    PyTorch's kernels read such a scalar in f32 too (their "opmath" type),
+    so the value is rounded once, to f32, either way."""
+    if value.dim() == 0 and value.dtype == torch.float64:
+        return "f32"
+    return kg_dtype(value.dtype, what)
 
 
 # Values of the symbolic sizes while a graph is converted: symbol -> int
@@ -1419,6 +1431,12 @@ def _to_copy(ctx, a):
     device = a.get("device")
     if device is not None and torch.device(device) != ctx.value.device:
         raise Unsupported(f"copy to device {device}")
+    source = ctx.node.args[0].meta.get("val") if ctx.node.args else None
+    if isinstance(source, torch.Tensor) and source.dtype == torch.float64 \
+            and ctx.out_dtype != "f32":
+        # The f64 scalar arrives as f32 (`operand_dtype`): a narrower
+        # result would be rounded twice.
+        raise Unsupported(f"a float64 scalar converted to {ctx.out_dtype}")
     return _cast(ctx.graph, x, ctx.out_dtype)
 
 
@@ -1458,16 +1476,24 @@ def _torch_dtype(dtype: str) -> torch.dtype:
 def _promoted(ctx: Context, values) -> str:
     """torch's result dtype of an op on `values` (tensors and Python
     numbers), as kg needs its operands of one dtype."""
-    # A symbolic number promotes as a Python number of its kind does.
-    probes = [torch.empty((1,), dtype=_torch_dtype(v.dtype)) if isinstance(v, Tensor)
+    # A symbolic number promotes as a Python number of its kind does; a 0-d
+    # tensor (a host scalar) as a 0-d tensor does: below tensors with dims
+    # of its kind (an f16 tensor against an f32 scalar compares in f16).
+    probes = [torch.empty((1,) * bool(v.shape), dtype=_torch_dtype(v.dtype))
+              if isinstance(v, Tensor)
               else (1 if isinstance(v, torch.SymInt) else 1.0) if _is_symbolic(v)
               else _static_value(v, op_name(ctx.node)) for v in values]
     if not any(isinstance(p, torch.Tensor) for p in probes):
         raise Unsupported(f"{op_name(ctx.node)} has no tensor operand")
     result = probes[0]
     for probe in probes[1:]:
-        result = torch.empty((1,), dtype=torch.result_type(result, probe))
+        dims = _has_dims(result) or _has_dims(probe)
+        result = torch.empty((1,) * dims, dtype=torch.result_type(result, probe))
     return kg_dtype(result.dtype, f"{op_name(ctx.node)} operands")
+
+
+def _has_dims(probe) -> bool:
+    return isinstance(probe, torch.Tensor) and probe.dim() > 0
 
 
 def _operands_as(ctx: Context, values, dtype: str) -> list:
@@ -1667,7 +1693,7 @@ def _check_tensors(node: torch.fx.Node) -> None:
         if argument in unread:
             continue
         if isinstance(value, torch.Tensor):
-            kg_dtype(value.dtype, f"operand #{index} ({argument.name})")
+            operand_dtype(value, f"operand #{index} ({argument.name})")
             shape = static_shape(value.shape, f"operand #{index} ({argument.name})")
             if 0 in shape and node.target is not aten.cat.default:
                 raise Unsupported(f"operand #{index} ({argument.name}) is empty {shape}")
@@ -1769,9 +1795,9 @@ class ConvertedGraph:
     # the traced ones, and each would be copied to the ones they expect.
     output_orders: dict[int, tuple[int, ...]] = dataclasses.field(default_factory=dict)
     # The graph's tensor arguments that the partition is given as 0-d
-    # tensors on the host while its results live on a GPU (a Python float
-    # Dynamo passes as a tensor): each call passes their value on the
-    # results' device.
+    # tensors on the host while its results live on a GPU, or as 0-d
+    # float64 tensors (a Python float Dynamo passes as a tensor): each call
+    # passes their value on the results' device, in the graph's dtype.
     host_scalars: tuple[int, ...] = ()
 
     def partition_results(self, results: Sequence) -> list:
@@ -1793,12 +1819,15 @@ class ConvertedGraph:
         if self.host_scalars:
             device = self.device
             for index in self.host_scalars:
-                tensors[index] = torch.full((), tensors[index].item(), dtype=tensors[index].dtype,
-                                            device=device)
+                scalar = tensors[index]
+                dtype = torch.float32 if scalar.dtype == torch.float64 else scalar.dtype
+                if scalar.device != device or scalar.dtype != dtype:
+                    # (One made by another partition is on the device already.)
+                    tensors[index] = device_scalar(scalar.item(), dtype, device)
         for position in self.scalar_inputs:
             value = arguments[position]
             dtype = torch.int64 if isinstance(value, (int, torch.SymInt)) else torch.float32
-            tensors.append(torch.full((), value, dtype=dtype, device=device))
+            tensors.append(device_scalar(value, dtype, device))
         return tensors
 
 
@@ -1872,15 +1901,29 @@ def convert_graph(module: torch.fx.GraphModule, name: str) -> ConvertedGraph:
                 output_orders[len(outputs) - 1] = _inverse(order)
         index.append(stored[tensor, order])
     graph.output(*outputs)
-    example = results[0].meta.get("val") if results else None
-    example = example[0] if isinstance(example, (tuple, list)) else example
-    device = example.device if isinstance(example, torch.Tensor) else None
+    device = _results_device(results)
     host_scalars = tuple(
         index for index, position in enumerate(tensor_inputs)
-        if device is not None and placeholders[position].meta["val"].dim() == 0
-        and placeholders[position].meta["val"].device != device)
+        if placeholders[position].meta["val"].dim() == 0
+        and (placeholders[position].meta["val"].device != device
+             or placeholders[position].meta["val"].dtype == torch.float64))
     return ConvertedGraph(graph, index, ops, single, tensor_inputs, list(scalars.positions),
                           device, input_orders, output_orders, host_scalars)
+
+
+def _results_device(results: Sequence[torch.fx.Node]) -> torch.device | None:
+    """Where a partition's results live: the device of the first that is
+    not a host scalar (a 0-d CPU tensor, which a partition's kernels make
+    on their own device for the partitions that read it)."""
+    devices = []
+    for result in results:
+        value = result.meta.get("val")
+        value = value[0] if isinstance(value, (tuple, list)) else value
+        if isinstance(value, torch.Tensor):
+            devices.append(value.device)
+            if value.dim() > 0 or value.device.type != "cpu":
+                return value.device
+    return devices[0] if devices else None
 
 
 def _inverse(order: tuple[int, ...]) -> tuple[int, ...]:
@@ -1911,7 +1954,7 @@ def _operand(graph: Graph, name: str, value, what: str):
     shape = static_shape(value.shape, what)
     if 0 in shape:
         return EMPTY
-    return graph.input(name, shape, kg_dtype(value.dtype, what))
+    return graph.input(name, shape, operand_dtype(value, what))
 
 
 def _input_name(name: str, position: int) -> str:

@@ -72,6 +72,7 @@ __all__ = ["KgcSupport", "LIBRARY_BACKWARD", "LIBRARY_FORWARD", "PartitionPlan",
            "SORTED_SCATTER_ADD_MACS", "library_reason", "plan_partitions"]
 
 _aten = torch.ops.aten
+_CONVERSIONS = (_aten._to_copy.default, torch.ops.prims.convert_element_type.default)
 # Ops PyTorch computes with a fused backward kernel that kgc's conversion
 # loses to: the attention backward of the Llama-3-8B-shaped training step
 # took 13.3 ms of kgc's 31.0 ms of GPU time (products recomputing P from
@@ -180,6 +181,9 @@ class KgcSupport(OperatorSupportBase):
             # (`ConvertedGraph.graph_arguments`); other CPU tensors do not.
             value = node.meta.get("val")
             values = [value[0] if isinstance(value, (tuple, list)) else value]
+            if self._converts_host_scalar_for_kernels(node):
+                # Its result then reaches only kernels, made on their device.
+                values = []
             operands = [argument.meta.get("val") for argument in node.all_input_nodes]
             values += [v for v in operands
                        if not (isinstance(v, torch.Tensor) and v.dim() == 0)]
@@ -192,6 +196,32 @@ class KgcSupport(OperatorSupportBase):
             self.reasons[node] = reason
         self._answers[node] = reason is None
         return reason is None
+
+    def _converts_host_scalar_for_kernels(self, node: torch.fx.Node) -> bool:
+        """Whether `node` converts a host scalar's dtype (a Python float
+        Dynamo passes as a 0-d float64 CPU tensor, made f32 for the ops
+        that read it) and only kgc ops read the result: a kernel graph then
+        takes the scalar and converts it as it passes it (`ConvertedGraph.
+        graph_arguments`), where PyTorch would run an op per conversion per
+        call."""
+        if not converts_host_scalar(node) or not node.users:
+            return False
+        self._answers[node] = False  # a user's check that comes back here refuses
+        try:
+            return all(user.op == "call_function" and self.is_node_supported({}, user)
+                       for user in node.users)
+        finally:
+            del self._answers[node]
+
+
+def converts_host_scalar(node: torch.fx.Node) -> bool:
+    """Whether `node` converts a 0-d CPU tensor's dtype, on the host."""
+    if node.op != "call_function" or node.target not in _CONVERSIONS or not node.args \
+            or not isinstance(node.args[0], torch.fx.Node):
+        return False
+    source, value = node.args[0].meta.get("val"), node.meta.get("val")
+    return all(isinstance(v, torch.Tensor) and v.dim() == 0 and v.device.type == "cpu"
+               for v in (source, value))
 
 
 def _hints(node: torch.fx.Node) -> dict:
@@ -229,6 +259,7 @@ def plan_partitions(module: torch.fx.GraphModule,
     kernel failed to compile)."""
     support = KgcSupport(devices, refused)
     _drop_empty_cat_operands(module)
+    _drop_same_dtype_scalar_conversions(module)
     tied = tied_sizes(module.graph.nodes)
     partitioner = CapabilityBasedPartitioner(module, support, allows_single_node_partition=True)
     proposed = partitioner.propose_partitions()
@@ -243,6 +274,13 @@ def plan_partitions(module: torch.fx.GraphModule,
             views.extend(piece - nodes)
             if not any(is_compute(node) for node in nodes):
                 views.extend(nodes)
+                continue
+            if devices is not None and "cpu" not in devices and \
+                    all(converts_host_scalar(node) for node in nodes if is_compute(node)):
+                # Apart from the kernels that read them, host scalars are
+                # PyTorch's to convert, on the host.
+                fallbacks.update({node: "it converts a host scalar for PyTorch's ops"
+                                  for node in nodes if is_compute(node)})
                 continue
             partitions.append(sorted(nodes, key=order.__getitem__))
     partitions.sort(key=lambda nodes: order[nodes[0]])
@@ -342,6 +380,27 @@ def _drop_empty_cat_operands(module: torch.fx.GraphModule) -> None:
         if not node.users and node.op == "call_function" and not node.is_impure():
             module.graph.erase_node(node)
     if dropped:
+        module.recompile()
+
+
+def _drop_same_dtype_scalar_conversions(module: torch.fx.GraphModule) -> None:
+    """Conversions of a host scalar to the dtype it has (Dynamo's float
+    inputs arrive as `convert_element_type(x, float64)` of a float64
+    tensor) read by ops alone: they copy a number, and kept, a float64
+    result no kernel takes would keep the next conversion out of kgc.
+
+        convert_element_type(x, x.dtype)  =>  x   (x a 0-d CPU tensor)
+    """
+    changed = False
+    for node in list(module.graph.nodes):
+        if not converts_host_scalar(node) or \
+                node.meta["val"].dtype != node.args[0].meta["val"].dtype or \
+                any(user.op != "call_function" for user in node.users):
+            continue
+        node.replace_all_uses_with(node.args[0])
+        module.graph.erase_node(node)
+        changed = True
+    if changed:
         module.recompile()
 
 
