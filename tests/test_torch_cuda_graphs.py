@@ -338,3 +338,50 @@ def test_an_input_whose_elements_overlap_runs_without_a_graph(recorded_graphs):
             x = torch.randn(1, 17).expand(3, 17)
             torch.testing.assert_close(graphed(x, w)[0], x * w + 1)
     assert graphed.graph_count == 0 and run.runs == 3
+
+
+def test_a_guarded_graph_reads_its_inputs_signature_once(recorded_graphs, monkeypatch):
+    # Dynamo's guards fix a static graph's input signature: reading it per
+    # call (device, dtype, shape, strides of every parameter) is host time
+    # each replay paid. Inputs and parameters still go where they must.
+    import kgc.torch.cuda_graphs as cuda_graphs
+
+    reads = []
+    signature = cuda_graphs._signature
+    monkeypatch.setattr(cuda_graphs, "_signature", lambda *a: reads.append(1) or signature(*a))
+    run = _GraphAwareRun()
+    graphed = _cpu_graphed(run, guarded=True)
+    w = torch.nn.Parameter(torch.randn(3, 17), requires_grad=False)
+    for call in range(5):
+        x = torch.randn(3, 17)
+        torch.testing.assert_close(graphed(x, w)[0], x * w + 1, msg=f"call {call}")
+    moved = torch.nn.Parameter(torch.randn(3, 17), requires_grad=False)
+    torch.testing.assert_close(graphed(x, moved)[0], x * moved + 1)
+    assert len(reads) == 1 and graphed.graph_count == 1 and run.runs == 5
+    # Without the guards, every call reads it.
+    unguarded = _cpu_graphed(_GraphAwareRun())
+    for _ in range(3):
+        unguarded(torch.randn(3, 17), w)
+    assert len(reads) == 4
+
+
+def test_a_graph_of_static_shapes_is_guarded_and_a_dynamic_one_is_not():
+    from kgc.torch.cuda_graphs import static_shapes
+
+    graphs = []
+
+    def keep(module, example_inputs):
+        graphs.append(module)
+        return module.forward
+
+    from torch._functorch.aot_autograd import aot_module_simplified
+
+    def backend(module, example_inputs):
+        return aot_module_simplified(module, example_inputs, fw_compiler=keep)
+
+    for dynamic in (False, True):
+        torch._dynamo.reset()
+        with torch.no_grad():
+            torch.compile(lambda x: x * 2 + 1, backend=backend, dynamic=dynamic)(
+                torch.randn(3, 17))
+    assert [static_shapes(g) for g in graphs] == [True, False]

@@ -344,7 +344,7 @@ class Backend:
         results saved for its backward would be overwritten by the next
         replay before the backward reads them."""
         from kgc.torch.cuda_graphs import (CudaGraphed, capture_obstacle, mutated_inputs,
-                                           static_inputs)
+                                           static_inputs, static_shapes)
 
         obstacle = "the graph needs autograd" if kind != "inference" else \
             capture_obstacle(module)
@@ -355,7 +355,7 @@ class Backend:
             warnings.warn(f"kgc: mode 'reduce-overhead': {name} runs without CUDA graphs: "
                           f"{obstacle}", KgcFallbackWarning, stacklevel=2)
             return run
-        graphed = CudaGraphed(run, name, static, mutated)
+        graphed = CudaGraphed(run, name, static, mutated, guarded=static_shapes(module))
         self.reports[-1].cuda_graphs = graphed
         return graphed
 
