@@ -1369,6 +1369,23 @@ def test_a_host_scalars_conversion_that_pytorch_reads_stays_with_pytorch():
     assert plan.partitions == [[product, total]]
 
 
+def test_a_python_float_under_dynamic_shapes_is_read_by_the_kernels_at_each_value():
+    # Dynamo passes the float as a 0-d float64 tensor and converts it twice;
+    # the kernel graph takes it as its f32 value, each call's own.
+    def scaled(x, eps):
+        return torch.rsqrt(x * x + eps) * 0.5
+
+    backend = TiledBackend()
+    compiled = torch.compile(scaled, backend=backend, dynamic=True)
+    x = _randn(3, 17)
+    with torch.no_grad():
+        for eps in (1e-6, 0.3, 2.5):
+            _assert_close(compiled(x, eps), scaled(x, eps))
+    assert all(not report.fallbacks for report in backend.reports), \
+        [report.fallbacks for report in backend.reports]
+    assert any("tensor<f32>" in text for text in backend.texts), backend.texts
+
+
 def test_a_float32_host_scalar_compares_with_a_half_tensor_in_half():
     # torch compares an f16 tensor with a 0-d f32 tensor in f16 (a 0-d
     # tensor ranks below tensors with dims of its kind): 1.0001 rounds to

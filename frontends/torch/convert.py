@@ -1821,8 +1821,11 @@ class ConvertedGraph:
             for index in self.host_scalars:
                 scalar = tensors[index]
                 dtype = torch.float32 if scalar.dtype == torch.float64 else scalar.dtype
-                if scalar.device != device or scalar.dtype != dtype:
-                    # (One made by another partition is on the device already.)
+                if scalar.device == device:
+                    # Made by another partition, or a float64 on the device:
+                    # converted there, not read back to the host.
+                    tensors[index] = scalar.to(dtype)
+                else:
                     tensors[index] = device_scalar(scalar.item(), dtype, device)
         for position in self.scalar_inputs:
             value = arguments[position]

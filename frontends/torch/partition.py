@@ -395,13 +395,18 @@ def _drop_same_dtype_scalar_conversions(module: torch.fx.GraphModule) -> None:
     for node in list(module.graph.nodes):
         if not converts_host_scalar(node) or \
                 node.meta["val"].dtype != node.args[0].meta["val"].dtype or \
-                any(user.op != "call_function" for user in node.users):
+                any(user.op != "call_function" or _writes(user) for user in node.users):
             continue
         node.replace_all_uses_with(node.args[0])
         module.graph.erase_node(node)
         changed = True
     if changed:
         module.recompile()
+
+
+def _writes(node: torch.fx.Node) -> bool:
+    """Whether `node` writes one of its operands in place."""
+    return isinstance(node.target, torch._ops.OpOverload) and node.target._schema.is_mutable
 
 
 def _is_empty(value) -> bool:
