@@ -1905,11 +1905,8 @@ def convert_graph(module: torch.fx.GraphModule, name: str) -> ConvertedGraph:
         index.append(stored[tensor, order])
     graph.output(*outputs)
     device = _results_device(results)
-    host_scalars = tuple(
-        index for index, position in enumerate(tensor_inputs)
-        if placeholders[position].meta["val"].dim() == 0
-        and (placeholders[position].meta["val"].device != device
-             or placeholders[position].meta["val"].dtype == torch.float64))
+    host_scalars = tuple(index for index, position in enumerate(tensor_inputs)
+                         if _passed_as_value(placeholders[position].meta["val"], device))
     return ConvertedGraph(graph, index, ops, single, tensor_inputs, list(scalars.positions),
                           device, input_orders, output_orders, host_scalars)
 
@@ -1918,15 +1915,23 @@ def _results_device(results: Sequence[torch.fx.Node]) -> torch.device | None:
     """Where a partition's results live: the device of the first that is
     not a host scalar (a 0-d CPU tensor, which a partition's kernels make
     on their own device for the partitions that read it)."""
-    devices = []
+    first = None
     for result in results:
         value = result.meta.get("val")
         value = value[0] if isinstance(value, (tuple, list)) else value
         if isinstance(value, torch.Tensor):
-            devices.append(value.device)
             if value.dim() > 0 or value.device.type != "cpu":
                 return value.device
-    return devices[0] if devices else None
+            first = first or value.device
+    return first
+
+
+def _passed_as_value(value: torch.Tensor, device: torch.device | None) -> bool:
+    """Whether a partition's input reaches its kernel graph as its value,
+    made on `device` in the graph's dtype at each call: a 0-d tensor on
+    another device (a host scalar) or a 0-d float64 one, which kg reads as
+    f32 (`operand_dtype`)."""
+    return value.dim() == 0 and (value.device != device or value.dtype == torch.float64)
 
 
 def _inverse(order: tuple[int, ...]) -> tuple[int, ...]:
