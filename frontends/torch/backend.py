@@ -71,6 +71,7 @@ import torch
 import torch.fx
 
 from kgc.diagnostics import KgcError
+from kgc.torch.argument_lists import taking_argument_list
 from kgc.torch.buckets import BucketedPartition, bucket_of, is_symbolic
 from kgc.torch.convert import (ConvertedGraph, KgcFallbackWarning, Unsupported, convert_graph,
                                op_name)
@@ -324,7 +325,9 @@ class Backend:
         def compiler(kind: str):
             def compile_aten(aten_module: torch.fx.GraphModule, inputs):
                 if mode != REDUCE_OVERHEAD:
-                    return make_boxed_func(self.compile_aten(aten_module, mode, kind=kind))
+                    # Taking the inputs as a list it empties, a backward frees
+                    # each saved activation once its last reader has run.
+                    return taking_argument_list(self.compile_aten(aten_module, mode, kind=kind))
                 return make_boxed_func(self._cuda_graphed(aten_module, kind))
             return compile_aten
 
@@ -377,9 +380,9 @@ class Backend:
     def compile_aten(self, module: torch.fx.GraphModule, mode: str = "default",
                      kind: str = "inference"):
         """The aten graph with its supported partitions replaced by kgc
-        kernel graphs; returns a callable on the graph's flat inputs.
-        `kind` (inference, forward or backward: the halves of a graph that
-        needs autograd) is recorded in the graph's report. The ops of a
+        kernel graphs, as a graph module called with the graph's flat
+        inputs. `kind` (inference, forward or backward: the halves of a graph
+        that needs autograd) is recorded in the graph's report. The ops of a
         kernel kgc fails to compile stay with PyTorch, each with the error,
         and the rest of their partition is compiled without them."""
         prefix = "kgc_" if kind == "inference" else f"kgc_{kind}_"
@@ -393,7 +396,7 @@ class Backend:
         if not plan.partitions:
             scatter_adds_in_place(module)
             prims_as_aten(module)
-            return module.forward
+            return module
         from torch.fx.passes.utils.fuser_utils import fuse_by_partitions
 
         fused = fuse_by_partitions(module, [dict.fromkeys(p) for p in plan.partitions],
@@ -438,7 +441,7 @@ class Backend:
             if partition is not None:
                 setattr(fused, name, partition)
         fused.recompile()
-        return fused.forward
+        return fused
 
     def _compile_once(self, graph, mode: str, compiled: dict):
         """The callable `compile_graph` makes of a converted partition (or,

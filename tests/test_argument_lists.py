@@ -1,0 +1,100 @@
+"""The torch backend's compiled graphs take their inputs as one list and
+empty it (`kgc.torch.argument_lists`), so that a backward frees each saved
+activation after its last reader instead of holding all of them to its end."""
+
+from __future__ import annotations
+
+import weakref
+
+import pytest
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from kgc.torch.argument_lists import taking_argument_list
+
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
+
+
+class _AliveAtEachOp(TorchDispatchMode):
+    """Records, for each aten op run, whether the watched tensor was alive."""
+
+    def __init__(self, watched: weakref.ref):
+        super().__init__()
+        self.watched = watched
+        self.alive: list[tuple[str, bool]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.alive.append((func.__name__, self.watched() is not None))
+        return func(*args, **(kwargs or {}))
+
+
+def _first_read_then_others(big, small):
+    # `big` is read once, first; the ops after it read only `small`.
+    total = big.sum()
+    return (small * total).exp().cos().neg()
+
+
+def test_an_input_is_freed_after_its_last_reader_not_at_the_graphs_end():
+    module = make_fx(_first_read_then_others)(torch.randn(1000), torch.randn(3))
+    call = taking_argument_list(module)
+    big, small = torch.randn(1000), torch.randn(3)
+    want = _first_read_then_others(big, small)
+    watched = weakref.ref(big)
+    arguments = [big, small]
+    del big
+    with _AliveAtEachOp(watched) as probe:
+        got = call(arguments)
+    assert arguments == []
+    torch.testing.assert_close(got, want)
+    ops = [name for name, _ in probe.alive]
+    assert ops[0].startswith("sum"), ops
+    # Alive while its reader runs; freed before the ops that follow it.
+    assert probe.alive[0][1] and not any(alive for _, alive in probe.alive[1:]), probe.alive
+
+
+def test_a_list_of_one_input_and_an_annotated_graph_are_taken_too():
+    module = make_fx(lambda x: x.sin())(torch.randn(4))
+    for node in module.graph.nodes:
+        if node.op == "placeholder":
+            node.type = torch.Tensor  # generated as `x_1: torch.Tensor`
+    call = taking_argument_list(module)
+    x = torch.randn(4)
+    arguments = [x]
+    torch.testing.assert_close(call(arguments), x.sin())
+    assert arguments == [] and call._boxed_call
+
+
+def test_the_backends_forward_and_backward_empty_the_lists_aotautograd_passes(monkeypatch):
+    import importlib
+
+    from tests.test_torch_frontend import TiledBackend
+
+    backend_module = importlib.import_module("kgc.torch.backend")
+    left: list[int] = []
+
+    def spying(module):
+        call = taking_argument_list(module)
+
+        def spied(arguments):
+            result = call(arguments)
+            left.append(len(arguments))
+            return result
+        spied._boxed_call = True
+        return spied
+
+    monkeypatch.setattr(backend_module, "taking_argument_list", spying)
+    w = torch.randn(17, 5, requires_grad=True)
+    x = torch.randn(3, 17, requires_grad=True)
+
+    def step(x, w):
+        return torch.nn.functional.gelu(x @ w).square().mean()
+
+    compiled = torch.compile(step, backend=TiledBackend(), fullgraph=True)
+    compiled(x, w).backward()
+    got = (x.grad, w.grad)
+    x.grad = w.grad = None
+    step(x, w).backward()
+    torch.testing.assert_close(got, (x.grad, w.grad), rtol=1e-4, atol=1e-5)
+    # One forward and one backward, each called once, each list emptied.
+    assert left == [0, 0]
