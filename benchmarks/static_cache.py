@@ -15,8 +15,8 @@ two requests compile and capture; then `--rounds` rounds in which each
 contender in turn serves one untimed request (transformers keeps one
 compiled forward, so a change of contender may recompile) and `--reps`
 timed ones. Per contender: the median wall time per generated token, the
-GPU kernel time per generated token (torch's profiler, one request) and
-their ratio, and whether its tokens equal eager's.
+GPU kernel time per generated token (torch's profiler, the median of three
+requests) and their ratio, and whether its tokens equal eager's.
 """
 
 from __future__ import annotations
@@ -29,8 +29,11 @@ import time
 import torch
 
 from kgc.bench import models, provenance
+from kgc.bench.model_rows import gpu_kernel_ms
 
 PROMPT, NEW = 16, 32
+# Requests profiled per contender for its GPU time.
+GPU_REQUESTS = 3
 CONTENDERS = ("eager", "transformers", "kgc")
 
 
@@ -60,14 +63,10 @@ def _timed(model, ids, contender: str) -> float:
     return (time.perf_counter() - started) * 1e3 / NEW
 
 
-def _gpu_ms_per_token(model, ids, contender: str) -> tuple[float, float]:
-    """GPU kernel time per generated token of one request, and kernels per
-    token (the prefill's included, as in the wall time)."""
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profile:
-        _generate(model, ids, contender)
-        torch.cuda.synchronize()
-    kernels = [e for e in profile.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-    return sum(e.device_time for e in kernels) / 1e3 / NEW, len(kernels) / NEW
+def _gpu_ms_per_token(model, ids, contender: str) -> float:
+    """GPU kernel time per generated token of a request (the prefill's
+    included, as in the wall time): the median over a few requests."""
+    return gpu_kernel_ms(lambda: _generate(model, ids, contender), GPU_REQUESTS) / NEW
 
 
 def main(argv=None) -> int:
@@ -104,10 +103,9 @@ def main(argv=None) -> int:
                         torch.equal(_generate(model, ids, contender), expected))
             for contender in contenders:
                 _generate(model, ids, contender)
-                gpu, kernels = _gpu_ms_per_token(model, ids, contender)
+                gpu = _gpu_ms_per_token(model, ids, contender)
                 wall = statistics.median(times[contender])
                 results[contender].update(ms_per_token=wall, gpu_ms_per_token=gpu,
-                                          kernels_per_token=kernels,
                                           as_called_over_gpu=wall / gpu)
                 rows.append(results[contender])
                 print(json.dumps(results[contender]), flush=True)
