@@ -148,6 +148,29 @@ def lifetimes(function: "Function") -> dict[int, tuple[int, int]]:
     return lives
 
 
+def buffer_steps(function: "Function") -> tuple[tuple[tuple[int, ...], ...],
+                                                 tuple[tuple[int, ...], ...]]:
+    """Per launch of `function`: the buffers that are not arguments which
+    it is the first to write (results and intermediates), and the
+    intermediates it is the last to read or write. A call that gives each
+    buffer an allocation of its own, rather than places in one workspace,
+    makes them before and frees them after those launches."""
+    arguments, results = function.num_arguments, set(function.results)
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for index, launch in enumerate(function.launches):
+        for buffer in launch.outputs:
+            if buffer >= arguments:
+                first.setdefault(buffer, index)
+        for buffer in (*launch.inputs, *launch.outputs):
+            if buffer >= arguments and buffer not in results:
+                last[buffer] = index
+    count = len(function.launches)
+    made = tuple(tuple(b for b, i in first.items() if i == step) for step in range(count))
+    freed = tuple(tuple(b for b, i in last.items() if i == step) for step in range(count))
+    return made, freed
+
+
 def _meet(a: tuple[int, int], b: tuple[int, int]) -> bool:
     return a[0] <= b[1] and b[0] <= a[1]
 

@@ -84,6 +84,7 @@ class CompiledGraph:
         self._specs = None  # per argument (shape, torch dtype), made on the first call
         self._layout = None  # the launching.BufferLayout, made with the specs
         self._fast = None  # the call once kernels are bound (launching.fast_call)
+        self._streamed = False  # buffers made and freed launch by launch (stream_buffers)
         self._bound: dict[int, launching.BoundFunction] = {}  # by device index
         # Kernels loaded on each device (device -> artifact key -> kernel),
         # shared by the function at every size of its dynamic extent.
@@ -120,6 +121,7 @@ class CompiledGraph:
             sized = object.__new__(CompiledGraph)
             sized._setup(self.module, self.function.at(extent), self._loaded)
             sized.config, sized.report = self.config, self.report
+            sized._streamed = self._streamed
             self._sizes[extent] = sized
             if len(self._sizes) > BOUND_SIZES:
                 self._sizes.popitem(last=False)
@@ -294,8 +296,23 @@ class CompiledGraph:
         self._bound[device] = bound
         if len(self._bound) == 1:
             self._fast = launching.fast_call(self.function, self._argument_specs(),
-                                             self._layout, bound)
+                                             self._layout, bound, self._streamed)
         return bound
+
+    def stream_buffers(self) -> "CompiledGraph":
+        """From the next call on, each result and intermediate gets an
+        allocation of its own, made before the first launch that writes it,
+        and each intermediate is freed after the last launch that reads it
+        (`launching.fast_call`'s `streamed`), where by default a call makes
+        every result and one workspace first. A call then holds at most what
+        is live at one launch, at the cost of an allocation per buffer: what
+        a training step wants, whose peak memory bounds its batch. Returns
+        this graph."""
+        self._streamed = True
+        self._fast = None
+        self._bound.clear()  # bound again, with the streamed call
+        self._sizes.clear()
+        return self
 
     def _argument_specs(self) -> list:
         if self._specs is None:

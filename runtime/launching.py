@@ -163,12 +163,21 @@ def launch(bound: BoundFunction, layout: BufferLayout, buffers: list, poison: bo
                           *bound_launch.scalars)
 
 
-def fast_call(function, specs: list, layout: BufferLayout, bound: BoundFunction):
+def fast_call(function, specs: list, layout: BufferLayout, bound: BoundFunction,
+              streamed: bool = False):
     """The call as it is after the first: arguments that are already what
     the kernels read (dense, aligned, on the bound device, the current
     device) launch with nothing but those checks, a fresh tensor per result
     and the kernels' launch functions. Anything else returns None, and the
-    call takes the checking path, which copies or explains."""
+    call takes the checking path, which copies or explains.
+
+    `streamed` gives each result and intermediate an allocation of its own,
+    made just before the first launch that writes it, and frees each
+    intermediate after the last launch that reads it, instead of making
+    every result and one workspace for the intermediates first: a call then
+    holds at most what is live at one launch, for an allocation per buffer.
+    (The kernels run on the stream torch allocates for, so a freed buffer
+    is reused only by launches after its last reader.)"""
     import torch
 
     device = bound.device
@@ -177,6 +186,17 @@ def fast_call(function, specs: list, layout: BufferLayout, bound: BoundFunction)
     fresh_results = [(index, shape, dtype) for index, shape, dtype in layout.fresh
                      if index not in layout.offsets]
     workspace_bytes, offsets = layout.workspace_bytes, tuple(layout.offsets.items())
+    made_at = freed_at = ()
+    if streamed:
+        from kgc.pipeline.memory_plan import buffer_steps  # the pipeline loads MLIR
+
+        made, freed_at = buffer_steps(function)
+        spec_of = {index: (index, shape, dtype) for index, shape, dtype in layout.fresh}
+        made_at = tuple(tuple(spec_of[b] for b in step) for step in made)
+        written = {b for step in made for b in step}
+        # A result no launch writes (none is) would still be made first.
+        fresh_results = [spec for spec in fresh_results if spec[0] not in written]
+        workspace_bytes, offsets = 0, ()
     uint8 = torch.uint8
     # Parameters are tensors whose type only tells autograd to track them:
     # the torch backend passes a module's weights as they are.
@@ -256,11 +276,25 @@ def fast_call(function, specs: list, layout: BufferLayout, bound: BoundFunction)
         # Hooks added after the first call (a profiler's) still run.
         launches = hooked_launches if any_hooked(hooks) else bare_launches
         with exact_products() if libraries else nullcontext():
-            for library, call, grid, fixed, operands, scalars in launches:
-                if library is not None:
-                    library(*[buffers[i] for i in operands])
-                    continue
-                call(*grid, stream, *fixed, *[pointers[i] for i in operands], *scalars)
+            if streamed:
+                for (library, call, grid, fixed, operands, scalars), made, freed in \
+                        zip(launches, made_at, freed_at):
+                    for index, shape, dtype in made:
+                        if buffers[index] is None:  # else a result given by `out`
+                            buffer = buffers[index] = empty(shape, dtype=dtype, device=device)
+                            pointers[index] = buffer.data_ptr()
+                    if library is not None:
+                        library(*[buffers[i] for i in operands])
+                    else:
+                        call(*grid, stream, *fixed, *[pointers[i] for i in operands], *scalars)
+                    for index in freed:
+                        buffers[index] = None
+            else:
+                for library, call, grid, fixed, operands, scalars in launches:
+                    if library is not None:
+                        library(*[buffers[i] for i in operands])
+                        continue
+                    call(*grid, stream, *fixed, *[pointers[i] for i in operands], *scalars)
         if out is not None:
             return outs[0] if len(outs) == 1 else outs
         return buffers[results[0]] if single else tuple(buffers[i] for i in results)

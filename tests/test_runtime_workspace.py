@@ -16,7 +16,8 @@ from kgc.diagnostics import KgcError
 from kgc.element_types import torch_dtype
 from kgc.export import export_c
 from kgc.pipeline.compiler import Function, Launch, TensorSpec
-from kgc.pipeline.memory_plan import MemoryPlan, Placement, lifetimes, plan_memory
+from kgc.pipeline.memory_plan import (MemoryPlan, Placement, buffer_steps, lifetimes,
+                                      plan_memory)
 from tests.cases import ALL_CASES
 
 
@@ -81,6 +82,28 @@ def test_the_alignment_is_the_plans():
                        alignment=1024)
     assert sorted(p.offset for p in plan.intermediates) == [0, 1024]
     assert plan.workspace_bytes == 2048
+
+
+def test_a_streamed_call_makes_each_buffer_at_its_first_writer_and_frees_it_after_its_last():
+    # k0: 0 -> 1 (a large intermediate), k1: 1 -> 2, k2: 0 -> 3, k3: (3, 0) -> 4;
+    # 2 and 4 are results.
+    sizes = {1: 1 << 16, 2: 1024, 3: 4096, 4: 1024}
+    buffers = [TensorSpec((7,), "f32")] + [TensorSpec((sizes[b] // 4,), "f32") for b in sizes]
+    launches = [Launch("k0", [0], [1]), Launch("k1", [1], [2]), Launch("k2", [0], [3]),
+                Launch("k3", [3, 0], [4])]
+    function = Function("f", buffers, 1, launches, [2, 4])
+    made, freed = buffer_steps(function)
+    assert made == ((1,), (2,), (3,), (4,))
+    assert freed == ((), (1,), (), (3,))  # results are the caller's to free
+    # What is live launch by launch peaks below the workspace plus every
+    # result made at once, which is what a call without streaming holds.
+    live, peak = set(), 0
+    for step in range(len(launches)):
+        live |= set(made[step])
+        peak = max(peak, sum(sizes[b] for b in live))
+        live -= set(freed[step])
+    assert peak == sizes[1] + sizes[2]
+    assert plan_memory(function).workspace_bytes + sizes[2] + sizes[4] == peak + sizes[4]
 
 
 @pytest.mark.parametrize("plan,message", [
