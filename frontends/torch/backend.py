@@ -352,7 +352,7 @@ class Backend:
         obstacle = "the graph needs autograd" if kind != "inference" else \
             capture_obstacle(module)
         static, mutated = static_inputs(), mutated_inputs(module)
-        run = self.compile_aten(module, "default", kind=kind)
+        run = self.compile_aten(module, "default", kind=kind).forward
         name = f"{'an' if kind == 'inference' else 'a'} {kind} graph"
         if obstacle is not None:
             warnings.warn(f"kgc: mode 'reduce-overhead': {name} runs without CUDA graphs: "
