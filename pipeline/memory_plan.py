@@ -155,19 +155,16 @@ def buffer_steps(function: "Function") -> tuple[tuple[tuple[int, ...], ...],
     intermediates it is the last to read or write. A call that gives each
     buffer an allocation of its own, rather than places in one workspace,
     makes them before and frees them after those launches."""
-    arguments, results = function.num_arguments, set(function.results)
     first: dict[int, int] = {}
-    last: dict[int, int] = {}
     for index, launch in enumerate(function.launches):
         for buffer in launch.outputs:
-            if buffer >= arguments:
+            if buffer >= function.num_arguments:
                 first.setdefault(buffer, index)
-        for buffer in (*launch.inputs, *launch.outputs):
-            if buffer >= arguments and buffer not in results:
-                last[buffer] = index
+    lives = lifetimes(function)
     count = len(function.launches)
     made = tuple(tuple(b for b, i in first.items() if i == step) for step in range(count))
-    freed = tuple(tuple(b for b, i in last.items() if i == step) for step in range(count))
+    freed = tuple(tuple(b for b, (_, end) in lives.items() if end == step)
+                  for step in range(count))
     return made, freed
 
 

@@ -194,9 +194,9 @@ def test_intermediates_share_one_allocation_per_call(split_matvec, poison):
 
 
 def test_a_streamed_graph_allocates_per_buffer_and_gives_the_same_results(split_matvec):
-    # The graph a training step's partition compiles to, with each buffer
-    # made at its first writer and intermediates freed after their last
-    # reader: one allocation per result and intermediate, the same result.
+    # Each buffer made at its first writer and intermediates freed after
+    # their last reader: one allocation per result and intermediate, and
+    # the same result as the call with one workspace.
     function = split_matvec.function
     x = torch.randn(1, 4097, device="cuda", dtype=torch.float16)
     w = torch.randn(4097, 2048, device="cuda", dtype=torch.float16) * 0.02
