@@ -319,7 +319,6 @@ class Backend:
         if self.run_kernels and self.compile_graph is compile_kernel_graph:
             _start_compile_workers()
         from torch._dynamo.backends.common import aot_autograd
-        from torch._functorch.aot_autograd import make_boxed_func
         from torch._functorch.partitioners import min_cut_rematerialization_partition
 
         def compiler(kind: str):
@@ -328,7 +327,7 @@ class Backend:
                     # Taking the inputs as a list it empties, a backward frees
                     # each saved activation once its last reader has run.
                     return taking_argument_list(self.compile_aten(aten_module, mode, kind=kind))
-                return make_boxed_func(self._cuda_graphed(aten_module, kind))
+                return self._cuda_graphed(aten_module, kind)
             return compile_aten
 
         # A graph that needs autograd is traced jointly with its backward and
@@ -342,25 +341,30 @@ class Backend:
 
     def _cuda_graphed(self, module: torch.fx.GraphModule, kind: str):
         """The aten graph compiled as in mode "default" and, where it runs
-        without autograd, replayed from CUDA graphs (`kgc.torch.cuda_graphs`).
-        The halves of a graph that needs autograd run without: a forward's
-        results saved for its backward would be overwritten by the next
-        replay before the backward reads them."""
+        without autograd, replayed from CUDA graphs (`kgc.torch.cuda_graphs`),
+        as the boxed callable AOTAutograd takes. The halves of a graph that
+        needs autograd run without: a forward's results saved for its
+        backward would be overwritten by the next replay before the backward
+        reads them. Those take their inputs as a list they empty, as in mode
+        "default"."""
+        from torch._functorch.aot_autograd import make_boxed_func
+
         from kgc.torch.cuda_graphs import (CudaGraphed, capture_obstacle, mutated_inputs,
                                            static_inputs, static_shapes)
 
         obstacle = "the graph needs autograd" if kind != "inference" else \
             capture_obstacle(module)
         static, mutated = static_inputs(), mutated_inputs(module)
-        run = self.compile_aten(module, "default", kind=kind).forward
+        compiled = self.compile_aten(module, "default", kind=kind)
         name = f"{'an' if kind == 'inference' else 'a'} {kind} graph"
         if obstacle is not None:
             warnings.warn(f"kgc: mode 'reduce-overhead': {name} runs without CUDA graphs: "
                           f"{obstacle}", KgcFallbackWarning, stacklevel=2)
-            return run
-        graphed = CudaGraphed(run, name, static, mutated, guarded=static_shapes(module))
+            return taking_argument_list(compiled)
+        graphed = CudaGraphed(compiled.forward, name, static, mutated,
+                              guarded=static_shapes(module))
         self.reports[-1].cuda_graphs = graphed
-        return graphed
+        return make_boxed_func(graphed)
 
     def _on_cpu(self) -> "Backend":
         """This backend with its kernel graphs run by the CPU executor: it
