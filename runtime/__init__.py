@@ -25,7 +25,7 @@ compiled and kept in manifest.json), so that a call of many kernels costs
 one allocation for them instead of one each: torch's allocator is the
 larger part of a small graph's host time. The kernels run in order on the
 current stream of the arguments' device, on which the workspace is freed
-when the call returns, as any torch temporary is. `graph.stream_buffers()`
+when the call returns, as any torch temporary is. `graph.streamed()`
 trades that allocation for memory: each result and intermediate gets its own,
 made before the first launch that writes it, and each intermediate is freed
 after the last launch that reads it, so a call holds at most what is live at

@@ -84,7 +84,7 @@ class CompiledGraph:
         self._specs = None  # per argument (shape, torch dtype), made on the first call
         self._layout = None  # the launching.BufferLayout, made with the specs
         self._fast = None  # the call once kernels are bound (launching.fast_call)
-        self._streamed = False  # buffers made and freed launch by launch (stream_buffers)
+        self._streamed = False  # buffers made and freed launch by launch (streamed)
         self._bound: dict[int, launching.BoundFunction] = {}  # by device index
         # Kernels loaded on each device (device -> artifact key -> kernel),
         # shared by the function at every size of its dynamic extent.
@@ -101,6 +101,12 @@ class CompiledGraph:
     def argument_label(self, index: int) -> str:
         """`#1 (gamma)`, or `#1` where the source does not name arguments."""
         return checks.argument_label(self.function, index)
+
+    @property
+    def streams_buffers(self) -> bool:
+        """Whether a call makes and frees its buffers launch by launch
+        (`streamed`) rather than making one workspace first."""
+        return self._streamed
 
     @property
     def is_dynamic(self) -> bool:
@@ -299,20 +305,21 @@ class CompiledGraph:
                                              self._layout, bound, self._streamed)
         return bound
 
-    def stream_buffers(self) -> "CompiledGraph":
-        """From the next call on, each result and intermediate gets an
+    def streamed(self) -> "CompiledGraph":
+        """This graph as a call that gives each result and intermediate an
         allocation of its own, made before the first launch that writes it,
-        and each intermediate is freed after the last launch that reads it
-        (`launching.fast_call`'s `streamed`), where by default a call makes
-        every result and one workspace first. A call then holds at most what
+        and frees each intermediate after the last launch that reads it
+        (`launching.fast_call`'s `streamed`), where this graph's call makes
+        every result and one workspace first. Such a call holds at most what
         is live at one launch, at the cost of an allocation per buffer: what
-        a training step wants, whose peak memory bounds its batch. Returns
-        this graph."""
-        self._streamed = True
-        self._fast = None
-        self._bound.clear()  # bound again, with the streamed call
-        self._sizes.clear()
-        return self
+        a training step wants, whose peak memory bounds its batch. A twin,
+        not a change to this graph, since a compiled graph is shared (the
+        backend keeps one per graph text); it shares the kernels loaded."""
+        twin = object.__new__(CompiledGraph)
+        twin._setup(self.module, self.function, self._loaded)
+        twin.config, twin.report = self.config, self.report
+        twin._streamed = True
+        return twin
 
     def _argument_specs(self) -> list:
         if self._specs is None:

@@ -236,3 +236,25 @@ def test_launches_get_the_pointers_the_plan_gives(written):
     assert {p.buffer: pointers[p.buffer] - base for p in placements} == function.memory.offsets()
     for index in function.results:  # results are tensors of their own, poisoned
         assert buffers[index].isnan().all()
+
+
+def test_a_streamed_twin_leaves_the_graph_it_came_from_as_it_was(written):
+    # The backend keeps one compiled graph per graph text, shared by every
+    # partition of that text: a training half's streamed call must not
+    # change an inference graph's.
+    graph = kgc.runtime.load(written)
+    twin = graph.streamed()
+    assert twin.streams_buffers and not graph.streams_buffers
+    assert twin.function is graph.function and twin.name == graph.name
+
+
+def test_the_backend_streams_the_halves_of_a_training_graph_only(written):
+    import importlib
+
+    for_kind = importlib.import_module("kgc.torch.backend")._for_kind
+    graph = kgc.runtime.load(written)
+    assert for_kind(graph, "inference") is graph
+    assert for_kind(graph, "forward").streams_buffers
+    assert for_kind(graph, "backward").streams_buffers
+    cpu_run = object()  # the CPU executor's callable is not a compiled graph
+    assert for_kind(cpu_run, "backward") is cpu_run

@@ -188,6 +188,20 @@ def compile_kernel_graph(graph, mode: str):
         return _COMPILED[key]
 
 
+def _for_kind(run, kind: str):
+    """The compiled partition as a graph of `kind` calls it: a half of a
+    training graph makes each of its buffers at its first writer and frees
+    its intermediates after their last reader (`CompiledGraph.streamed`),
+    since a training step's peak memory, which bounds its batch, comes
+    while a backward runs with the saved activations alive; an inference
+    graph keeps one workspace a call, the fewer allocations."""
+    from kgc.runtime import CompiledGraph
+
+    if kind != "inference" and isinstance(run, CompiledGraph):
+        return run.streamed()
+    return run
+
+
 def _default_compile(graph, target: int | None = None):
     """`kgc.compile` of a converted partition. A first call waits for every
     kernel of its partitions: they compile side by side, and once per
@@ -426,7 +440,7 @@ class Backend:
                     partition = None
                     run = self._compile_once(converted.graph, mode, compiled)
                     if self.run_kernels:
-                        partition = CompiledPartition(converted, run)
+                        partition = CompiledPartition(converted, _for_kind(run, kind))
             except (Unsupported, KgcError) as error:
                 ops = [f"{op_name(n)}:{n.name}" for n in submodule.graph.nodes
                        if n.op == "call_function"]

@@ -201,13 +201,19 @@ def test_a_streamed_graph_allocates_per_buffer_and_gives_the_same_results(split_
     x = torch.randn(1, 4097, device="cuda", dtype=torch.float16)
     w = torch.randn(4097, 2048, device="cuda", dtype=torch.float16) * 0.02
     want = split_matvec(x, w)
-    streamed = kgc.runtime.CompiledGraph(split_matvec.module).stream_buffers()
+    streamed = split_matvec.streamed()
     streamed(x, w)  # the first call binds, through the checking path
     before = torch.cuda.memory_stats()["allocation.all.allocated"]
     got = streamed(x, w)
     allocations = torch.cuda.memory_stats()["allocation.all.allocated"] - before
     assert allocations == len(function.buffers) - function.num_arguments
     torch.testing.assert_close(got, want, rtol=0, atol=0)
+    # The streamed call is a twin: the graph it came from still makes its
+    # results and one workspace.
+    before = torch.cuda.memory_stats()["allocation.all.allocated"]
+    split_matvec(x, w)
+    allocations = torch.cuda.memory_stats()["allocation.all.allocated"] - before
+    assert allocations == len(function.results) + 1
 
 
 def test_launch_hooks_added_after_the_first_call_still_run(rms_norm):
