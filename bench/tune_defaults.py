@@ -218,6 +218,14 @@ def corpus() -> list[Shape]:
     for tokens in (128, 512, 2048):
         shapes.append(Shape.of(ATTENTION, heads=32, queries=tokens, keys=tokens, dim=128))
         shapes.append(Shape.of(ATTENTION, heads=8, queries=tokens, keys=tokens, dim=64))
+    # Prefill of other head counts and of lengths that are not powers of
+    # two, where the query tiles' waves and the last key block's fill
+    # differ from the shapes above: CLIP's text (32 x 77), ViT-B (12 x 197),
+    # BERT-base (12 x 512), Whisper's encoder (20 x 1500), and prompts of
+    # 300 to 1000 tokens.
+    for heads, tokens, dim in ((32, 77, 64), (12, 197, 64), (16, 384, 64), (12, 512, 64),
+                               (8, 1000, 64), (20, 1500, 64), (8, 300, 128), (32, 300, 128)):
+        shapes.append(Shape.of(ATTENTION, heads=heads, queries=tokens, keys=tokens, dim=dim))
     for keys in (512, 4096, 16384):
         shapes.append(Shape.of(DECODE, kv_heads=8, group=4, keys=keys, dim=128))
         shapes.append(Shape.of(DECODE, kv_heads=4, group=2, keys=keys, dim=64))

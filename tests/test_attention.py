@@ -178,25 +178,88 @@ def test_split_keys_are_refused_where_the_softmax_zeroes_masked_rows():
 @pytest.mark.parametrize("shape,stages", [
     (AttentionShape(1, 32, 8, 1, 4096, 128), 3),  # decoding, 4 key blocks per split
     (AttentionShape(1, 8, 2, 3, 100, 64), 2),  # one key block: nothing to pipeline
-    (AttentionShape(1, 4, 2, 17, 1000, 128), 2),  # more queries than decoding
+    # More queries than decoding: prefill's three stages over 16 key blocks.
+    (AttentionShape(1, 4, 2, 17, 1000, 128), 3),
 ], ids=str)
 def test_decoding_keeps_three_key_blocks_in_flight(shape, stages):
     attention = kernels_in(_tiled(shape, "f16"))[0]
     assert knob(attention, "num_stages") == stages
 
 
+def _tuned_table(tmp_path, heads: int, queries: int, dim: int, config: AttentionConfig):
+    """A tuned-defaults folder with one prefill entry (attention of `heads`
+    x `queries` x `queries`, head dim `dim`)."""
+    from kgc.tuned_defaults import Entry, TunedTable
+
+    features = {"heads": heads, "m": queries, "n": queries, "d": dim, "e": dim, "g": 1}
+    entry = Entry("attention", "f16", "", features, config, 5.9, 6.3, "attention")
+    table = TunedTable("sm_90", "NVIDIA H200", "3.6.0", "0123abc",
+                       "2026-11-29T06:00:00+00:00", (entry,))
+    (tmp_path / "sm_90.json").write_text(table.to_json())
+    return tmp_path
+
+
+@pytest.mark.parametrize("shape,from_table", [
+    (AttentionShape(1, 32, 32, 128, 128, 128), True),  # the entry's own shape
+    (AttentionShape(1, 32, 32, 100, 100, 128), True),  # as many waves (two)
+    # 16-row tiles of 300 queries over 32 heads make five waves on 132 SMs,
+    # and those of 16 heads three: the entry's tiles were chosen for two.
+    (AttentionShape(1, 32, 32, 300, 300, 128), False),
+    (AttentionShape(1, 16, 16, 300, 300, 64), False),
+    # Two waves, but the last of 28 programs where the entry's had 124.
+    (AttentionShape(1, 20, 20, 128, 128, 128), False),
+], ids=str)
+def test_a_prefill_entry_serves_only_kernels_it_gives_as_many_waves(shape, from_table,
+                                                                      tmp_path):
+    entry = AttentionConfig(block_m=16, block_n=128, num_warps=4, num_stages=2, split_kv=1)
+    folder = _tuned_table(tmp_path, 32, 128, 128, entry)
+    knobs = ("block_m", "block_n", "num_warps", "num_stages")
+
+    def tiles(table: str) -> tuple:
+        module = _tiled(shape, "f16", tile=f"tuned-defaults={table}")
+        return tuple(knob(kernels_in(module)[0], name) for name in knobs)
+
+    # The entry's 128 keys a step cover 100 keys in one block of 100.
+    entrys = (16, min(128, shape.keys), 4, 2)
+    got = tiles(str(folder))
+    assert got == (entrys if from_table else tiles("off"))
+    assert from_table or got != entrys
+
+
+@pytest.mark.parametrize("keys,from_table", [
+    (384, True), (380, True),  # 0 and 4 keys of padding in blocks of 128
+    (300, False),  # 84 keys of padding: the heuristic's blocks of 64 pad 20
+], ids=str)
+def test_a_prefill_entry_serves_only_kernels_its_key_block_pads_as_little(keys, from_table,
+                                                                          tmp_path):
+    entry = AttentionConfig(block_m=64, block_n=128, num_warps=8, num_stages=2, split_kv=1)
+    folder = _tuned_table(tmp_path, 16, 384, 64, entry)
+    module = _tiled(AttentionShape(1, 16, 16, keys, keys, 64), "f16",
+                    tile=f"tuned-defaults={folder}")
+    attention = kernels_in(module)[0]
+    got = (knob(attention, "block_n"), knob(attention, "num_warps"))
+    assert got == ((128, 8) if from_table else (64, 4))
+
+
 @pytest.mark.parametrize("shape,target,tiles", [
-    # Heads of 64: 128 keys a step, four stages in flight.
-    (AttentionShape(1, 8, 8, 512, 512, 64), 90, dict(block_n=128, num_stages=4)),
-    (AttentionShape(1, 4, 2, 17, 1000, 64), 90, dict(block_n=128, num_stages=4)),
+    # Heads of 64: 128 keys a step, three stages in flight (four held one
+    # program an SM: 20 heads x 1500 queries took 115.5 us against 67.9).
+    (AttentionShape(1, 8, 8, 512, 512, 64), 90, dict(block_n=128, num_stages=3)),
+    (AttentionShape(1, 4, 2, 17, 1000, 64), 90, dict(block_n=128, num_stages=3)),
     # A GPU of 99 KiB of shared memory per block (sm_86) has room for two.
     (AttentionShape(1, 8, 8, 512, 512, 64), 86, dict(block_n=128, num_stages=2)),
     # Heads of 128: 128 queries on 8 warps, three stages, where 32 heads of
     # 4 query tiles make about a wave of sm_90's 132 SMs...
     (AttentionShape(1, 32, 8, 512, 512, 128), 90,
      dict(block_m=128, block_n=64, num_warps=8, num_stages=3)),
-    # ...but not where they would leave most SMs idle.
-    (AttentionShape(1, 4, 4, 512, 512, 128), 90, dict(block_m=16, block_n=64, num_stages=2)),
+    # ...but not where they would leave most SMs idle: 4 heads take 32
+    # queries a tile, 64 programs (tiles of 64 would make 32, under 2/5 of
+    # the SMs).
+    (AttentionShape(1, 4, 4, 512, 512, 128), 90, dict(block_m=32, block_n=64, num_stages=3)),
+    # Heads of 64 over 300 keys: blocks of 64 keys, which pad 20 of them
+    # where blocks of 128 pad 84; 16 heads keep 64-query tiles (80
+    # programs).
+    (AttentionShape(1, 16, 16, 300, 300, 64), 90, dict(block_m=64, block_n=64, num_stages=3)),
 ], ids=str)
 def test_prefill_attention_tiles(shape, target, tiles):
     option = f"target={target}"

@@ -75,7 +75,7 @@ from kgc.tiling.dynamic import NotAtEverySize, marked_dims
 from kgc.tiling.index_maps import (BufferView, DynamicExtent, IndexMap, NotAffine, ceil_div,
                                    next_power_of_two, product)
 from kgc.tiling.iteration import KernelPlan, Unplannable, matmul_operand_maps
-from kgc.tiling.schedule import Schedule, TiledForm, widest_input
+from kgc.tiling.schedule import Schedule, TiledForm, canonical_or_none, widest_input
 from kgc.tuned_defaults import TableKey
 
 __all__ = ["AttentionPattern", "AttentionPlan", "AttentionSchedule", "find_attention"]
@@ -98,6 +98,15 @@ _ONE_TILE_SPLITS = 8
 # each call evenly, so a longer cache fills each split's loop, and a
 # shorter one leaves splits without keys, which cost a program each.
 _DYNAMIC_KEYS_PLANNED = 4096
+# Prefill query tiles shrink while their programs number under this share
+# of the target's SMs (2/5).
+_FEW_PROGRAMS_NUMERATOR, _FEW_PROGRAMS_DENOMINATOR = 2, 5
+# The share of padding in the key blocks of 128 over which heads of 64
+# take query tiles of 32.
+_PADDED_SHARE_FOR_HALF_TILES = 1 / 16
+# How much more of its key blocks a table entry's key block may pad on a
+# kernel than it did on its own shape.
+_PADDING_SLACK = 1 / 16
 # Shared memory the pipelined K and V blocks of a decoding kernel may take.
 _STAGES_BYTES = 160 * 1024
 # The fusion rule (`AttentionSchedule.fusion_refusal`) that keeps work on
@@ -468,9 +477,13 @@ def _plan(pattern: AttentionPattern, outputs, config: AttentionConfig, kernel,
     pack = pack and g_axis is not None
     # Prefill (many queries per head): the tiles an H200 sweep of causal
     # prefill at 512 tokens found best (benchmarks/NOTES.md, "Prefill
-    # attention"): heads of 64 take 128 keys a step over 4 stages (15.6 ->
-    # 10.2 us), heads of 128 take 128 queries on 8 warps over 3 stages
-    # (21.5 -> 18.7 us) where those tiles still make about a wave.
+    # attention"): heads of 64 take 128 keys a step (15.6 -> 10.2 us),
+    # heads of 128 take 128 queries on 8 warps (21.5 -> 18.7 us) where
+    # those tiles still make about a wave. Three stages wherever the loop
+    # has three key blocks or more: every prefill entry the search found
+    # there had three (stop 55), and four stages of 128 keys, the rule
+    # before, hold one program an SM (20 heads x 1500 queries: 115.5 us
+    # against 67.9 at three).
     prefill = m_extent > _DECODE_ROWS and not pack
     narrow_heads = prefill and d_extent <= 64 and e_extent <= 64
     wide_query_tiles = (prefill and not narrow_heads and config.block_m is None
@@ -478,6 +491,12 @@ def _plan(pattern: AttentionPattern, outputs, config: AttentionConfig, kernel,
                         2 * _product(extents) * ceil_div(m_extent, 128) > target.sm_count)
     block_n_default = min(planned_keys,
                           128 if narrow_heads or not (m_extent > 1 or pack) else 64)
+    if narrow_heads and block_n_default == 128 and \
+            _padded_keys(planned_keys, 64) < _padded_keys(planned_keys, 128):
+        # A last block mostly of padding costs a whole step of 128 masked
+        # keys: 300 keys in blocks of 64 pad 20 of them, in blocks of 128
+        # 84 (16 heads x 300 queries: 6.55 us against 9.73; stop 55).
+        block_n_default = 64
     block_n = config.block_n or block_n_default
     key_tiles = ceil_div(planned_keys, block_n)
     if pack:
@@ -486,11 +505,26 @@ def _plan(pattern: AttentionPattern, outputs, config: AttentionConfig, kernel,
         block_m = 128
     else:
         block_m = config.block_m or min(m_extent, 64 if m_extent > 16 else 16)
+        if config.block_m is None and narrow_heads and block_n >= 128 and block_m == 64 and \
+                _padded_share(planned_keys, block_n) > _PADDED_SHARE_FOR_HALF_TILES:
+            # A last block of 128 keys partly padding (where blocks of 64
+            # pad as many) takes half the query tiles: 32 x 128 tiles won
+            # over 64 x 128 at 200, 330 and 450 keys (16 heads x 200: 5.30
+            # us against 6.72; 8 x 450: 8.25 against 11.43), 64 x 128 where
+            # the keys fill their blocks (8 x 512, 16 x 384, 8 x 1000 at 2%
+            # padding); the search's reports, stop 55.
+            block_m = 32
         if block_m > m_extent:
             block_m = m_extent
-        # Few heads of many queries: smaller query tiles keep the SMs busy.
+        # Few heads of many queries: smaller query tiles keep the SMs busy,
+        # but only where the programs would leave most of them idle. Tiles
+        # of 64 queries won at 64 to 128 programs on 132 SMs (8 heads x 512,
+        # 16 x 384 and 12 x 512 queries, 8 x 300 at head dim 128: 6.18 us
+        # against 32-query tiles' 8.83 at 16 x 384), 32 at 48 (12 x 197);
+        # the search's reports, stop 55.
         while config.block_m is None and block_m > 16 and block_m & (block_m - 1) == 0 and \
-                _product(extents) * ceil_div(m_extent, block_m) < target.sm_count:
+                _product(extents) * ceil_div(m_extent, block_m) * _FEW_PROGRAMS_DENOMINATOR < \
+                target.sm_count * _FEW_PROGRAMS_NUMERATOR:
             block_m //= 2
     programs = _product(extents) // (g_extent if pack else 1) * ceil_div(m_extent, block_m)
     splits = config.split_kv
@@ -569,9 +603,7 @@ def _plan(pattern: AttentionPattern, outputs, config: AttentionConfig, kernel,
     tiles_per_program = chunk // block_n if chunk else ceil_div(key_tiles, splits)
     stages_default = 3 if (m_extent <= _DECODE_ROWS and tiles_per_program >= 3
                            and 3 * stage_bytes <= stages_budget) else 2
-    if narrow_heads and block_n >= 128 and key_tiles >= 4 and 4 * stage_bytes <= stages_budget:
-        stages_default = 4
-    elif block_m >= 128 and prefill and key_tiles >= 3 and 3 * stage_bytes <= stages_budget:
+    if prefill and key_tiles >= 3 and 3 * stage_bytes <= stages_budget:
         stages_default = 3
     resolved = AttentionConfig(num_warps=config.num_warps or warps_default,
                                num_stages=config.num_stages or stages_default,
@@ -585,6 +617,33 @@ def _plan(pattern: AttentionPattern, outputs, config: AttentionConfig, kernel,
         e_axis=e_axis, g_axis=g_axis, s_axis=s_axis, splits=splits, chunk=chunk,
         dynamic_keys=dynamic_keys, scores_map=scores_map, output_map=output_map, v_map=v_map)
     return plan
+
+
+def _padded_keys(keys: int, block_n: int) -> int:
+    """How many masked keys blocks of `block_n` add to `keys`."""
+    return ceil_div(keys, block_n) * block_n - keys
+
+
+def _padded_share(keys: int, block_n: int) -> float:
+    """The share of the key blocks' slots that are padding."""
+    return _padded_keys(keys, block_n) / (ceil_div(keys, block_n) * block_n)
+
+
+def _query_programs(features, block_m: int) -> int:
+    """How many programs query tiles of `block_m` rows make of an attention
+    kernel with `features` (a table key's: heads and queries m), one per
+    tile and head."""
+    return features["heads"] * ceil_div(features["m"], block_m)
+
+
+def _alike_waves(programs: int, others: int, target: Target) -> bool:
+    """Whether two counts of programs make as many waves over the target's
+    SMs, the last of them filled to within a quarter of the SMs."""
+    sms = target.sm_count
+    if ceil_div(programs, sms) != ceil_div(others, sms):
+        return False
+    last, others_last = programs - (programs - 1) // sms * sms, others - (others - 1) // sms * sms
+    return abs(last - others_last) * 4 <= sms
 
 
 def _element_bytes(pattern: AttentionPattern) -> int:
@@ -851,8 +910,33 @@ class AttentionSchedule(Schedule):
         # keys (8 splits of one key tile) would give 1000 keys 8 splits of
         # two, where the rule gives 16 of one (H200: 5.10 us against the
         # search's 4.24 at 16; benchmarks/NOTES.md, stop 50).
-        config = super().tuned_config(plan, table, target)
-        return None if config is None else dataclasses.replace(config, split_kv=None)
+        found = self.nearest_entry(plan, table)
+        config = None if found is None else canonical_or_none(found[1].config, plan)
+        if config is None:
+            return None
+        key, entry = found
+        # A prefill entry's query tile was chosen against the waves of
+        # programs it made on its own shape; it serves only kernels it gives
+        # as many. The entry of 32 heads x 128 queries, head dim 128 (16-row
+        # tiles, two waves on 132 SMs) gave 32 heads x 300 queries five:
+        # 23.3 us against the heuristic's 14.2 (H200; benchmarks/NOTES.md,
+        # stop 55).
+        # The same holds of how full its last wave is: the entry of 20
+        # heads x 1500 queries (128-query tiles, 240 programs) gave 16 x
+        # 1200 two waves too, the second of 28 programs where its own had
+        # 108: 43.8 us against the heuristic's 28.3.
+        if config.block_m is not None and entry.config.block_m is not None and \
+                not _alike_waves(_query_programs(key.features, config.block_m),
+                                 _query_programs(entry.features, entry.config.block_m), target):
+            return None
+        # Likewise its key block was chosen against the padding it left: the
+        # entry of 16 heads x 384 keys (blocks of 128, no padding) gave 300
+        # keys 84 masked ones, 9.73 us against 6.55 in blocks of 64.
+        if config.block_n is not None and entry.config.block_n is not None and \
+                _padded_share(key.features["n"], config.block_n) > \
+                _padded_share(entry.features["n"], entry.config.block_n) + _PADDING_SLACK:
+            return None
+        return dataclasses.replace(config, split_kv=None)
 
     def tiled_form(self, plan):
         if plan.splits == 1:
