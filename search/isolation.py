@@ -12,9 +12,11 @@ compiler may produce others. So the search checks and times in a worker:
     outcomes = gpu.run(trial, settings)      # one Outcome per candidate, in order
     gpu.close()
 
-`IsolatedGPU` owns one worker process (a fresh interpreter started as
-`python -m kgc.search.isolation`, so that nothing of the caller's main
-script runs again in it), pinned to its device for its whole life. The
+`IsolatedGPU` owns one worker process (a fresh interpreter that imports
+this module and calls its `_main`, so that nothing of the caller's main
+script runs again in it; not `python -m`, under which the package's
+imports would load this module once before running it again as
+`__main__`), pinned to its device for its whole life. The
 worker makes a kernel's reference once for the candidates that come
 together (`profile.make_reference`; only the last kernel's is kept) and runs
 `profile.run_trial` on one candidate at a time, answering after each. When
@@ -48,6 +50,8 @@ from kgc.search.profile import REJECTED, KernelTrial, Outcome, TrialSettings
 # kernel that never ends.
 ANSWER_TIMEOUT_S = 600.0
 DEFAULT_HOOKS = "kgc.search.isolation"
+# What the worker's interpreter runs; its arguments follow in sys.argv.
+_WORKER_MAIN = "import sys; from kgc.search.isolation import _main; _main(sys.argv[1:])"
 
 
 class IsolatedGPU:
@@ -122,7 +126,7 @@ class IsolatedGPU:
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         try:
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "kgc.search.isolation", str(to_worker_r),
+                [sys.executable, "-c", _WORKER_MAIN, str(to_worker_r),
                  str(from_worker_w), str(self.device), self.hooks],
                 pass_fds=(to_worker_r, from_worker_w), env=env, stdin=subprocess.DEVNULL)
         finally:
@@ -227,7 +231,3 @@ def _main(argv: list[str]) -> None:
     receive_fd, send_fd, device, hooks = int(argv[0]), int(argv[1]), int(argv[2]), argv[3]
     with Connection(receive_fd) as receive, Connection(send_fd) as send:
         serve(receive, send, device, importlib.import_module(hooks))
-
-
-if __name__ == "__main__":
-    _main(sys.argv[1:])

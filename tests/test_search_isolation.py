@@ -31,6 +31,16 @@ def test_candidates_are_timed_in_order_by_one_worker():
     assert len({served_by(o) for o in first + second}) == 1
 
 
+def test_the_worker_loads_its_module_once(capfd):
+    # Started as `python -m kgc.search.isolation`, the worker imported the
+    # module through its package and then ran it again as __main__, and
+    # runpy warned on every start of every search.
+    with IsolatedGPU(0, hooks=HOOKS) as gpu:
+        outcomes = gpu.run(trial("ok-1"), TrialSettings())
+    assert outcomes[0].status == TIMED
+    assert "found in sys.modules" not in capfd.readouterr().err
+
+
 def test_a_candidate_that_breaks_the_context_is_rejected_and_the_rest_run_in_a_new_worker():
     with IsolatedGPU(0, hooks=HOOKS) as gpu:
         outcomes = gpu.run(trial("ok-1", "fault", "ok-2", "raise", "ok-3", "crash-3", "ok-4"),
