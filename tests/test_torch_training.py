@@ -147,9 +147,60 @@ def test_a_causal_lms_loss_and_its_backward_run_in_kgc_kernels(vocab):
     assert not forward.fallbacks and not backward.fallbacks, (forward.fallbacks,
                                                               backward.fallbacks)
     converted = [op.split(":")[0] for r in backend.reports for p in r.partitions for op in p.ops]
-    for op in ("aten.constant_pad_nd.default", "aten._log_softmax.default",
-               "aten.gather.default", "aten.sum.dim_IntList", "aten.scatter.value"):
+    # log_softmax reaches a graph that needs autograd decomposed: its max,
+    # its sum of exponentials and their log.
+    for op in ("aten.constant_pad_nd.default", "aten.amax.default", "aten.exp.default",
+               "aten.log.default", "aten.gather.default", "aten.sum.dim_IntList",
+               "aten.scatter.value"):
         assert op in converted, (op, sorted(set(converted)))
+
+
+def _projected_loss(h, w, labels):
+    return _causal_lm_loss((h @ w).unsqueeze(0), labels.unsqueeze(0))
+
+
+def test_a_losss_backward_keeps_the_bf16_logits_not_f32_log_probabilities(monkeypatch):
+    # With log_softmax whole, the forward saved its f32 result (tokens x
+    # vocabulary) for the backward; decomposed, the partitioner saves the
+    # bf16 logits and two numbers a row, and recomputes the rest.
+    import importlib
+
+    backend_module = importlib.import_module("kgc.torch.backend")
+    saved: list[tuple[tuple[int, ...], torch.dtype]] = []
+    compile_aten = backend_module.Backend.compile_aten
+
+    def recording(self, module, mode="default", kind="inference"):
+        if kind == "forward":
+            results = next(n for n in module.graph.nodes if n.op == "output").args[0]
+            saved.extend((tuple(r.meta["val"].shape), r.meta["val"].dtype) for r in results[1:])
+        return compile_aten(self, module, mode, kind)
+
+    monkeypatch.setattr(backend_module.Backend, "compile_aten", recording)
+    generator = torch.Generator().manual_seed(11)
+    h = torch.randn(17, 32, generator=generator).bfloat16().requires_grad_()
+    w = (torch.randn(32, 1000, generator=generator) * 0.2).bfloat16().requires_grad_()
+    labels = torch.randint(0, 1000, (17,), generator=generator)
+    compiled = torch.compile(_projected_loss, backend=TiledBackend(), fullgraph=True)
+    loss = compiled(h, w, labels)
+    loss.backward()
+    got = (loss.detach(), h.grad, w.grad)
+    h.grad = w.grad = None
+    expected = _projected_loss(h, w, labels)
+    expected.backward()
+    torch.testing.assert_close(got, (expected.detach(), h.grad, w.grad), atol=1e-5, rtol=1e-5)
+    assert ((17, 1000), torch.bfloat16) in saved, saved
+    assert not [s for s in saved if s[1] == torch.float32 and 1000 in s[0]], saved
+
+
+def test_an_inference_graph_keeps_log_softmax_whole():
+    backend = TiledBackend()
+    logits = _randn(2, 9, 1000)
+    labels = torch.randint(0, 1000, (2, 9), generator=torch.Generator().manual_seed(12))
+    with torch.no_grad():
+        loss = torch.compile(_causal_lm_loss, backend=backend, fullgraph=True)(logits, labels)
+    torch.testing.assert_close(loss, _causal_lm_loss(logits, labels), atol=1e-5, rtol=1e-5)
+    converted = [op.split(":")[0] for r in backend.reports for p in r.partitions for op in p.ops]
+    assert "aten._log_softmax.default" in converted
 
 
 def test_a_strided_slice_scatter_stays_with_pytorch():

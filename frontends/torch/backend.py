@@ -13,7 +13,9 @@ captures:
    kgc as one op each. A graph that needs autograd (grad mode on and an input that
    requires grad) is traced jointly with its backward and cut into a
    forward and a backward graph by torch's rematerializing partitioner
-   (min-cut chooses the activations saved for the backward).
+   (min-cut chooses the activations saved for the backward); there
+   log_softmax is decomposed too, so that the partitioner may save a loss's
+   logits rather than its f32 log-probabilities (`training_decompositions`).
 3. `kgc.torch.partition` cuts each aten graph (inference, forward or
    backward alike) into the parts kgc computes and the rest; each part
    becomes a kernel graph (`kgc.torch.convert`), compiled with `kgc.compile`
@@ -114,6 +116,28 @@ def decompositions() -> dict:
                aten.gelu_backward.default):
         table.pop(op, None)
     return table
+
+
+def training_decompositions() -> dict:
+    """`decompositions` for a graph that needs autograd, with log_softmax
+    decomposed too (the row's max, the log of its sum of exponentials, and
+    the differences). Whole, it is one op whose f32 result the partitioner
+    must save for the backward (a causal LM's loss: tokens x vocabulary f32
+    log-probabilities); decomposed, the pieces are ops it may recompute, so
+    it saves the logits (bf16 under autocast, half the bytes) and two
+    numbers a row instead, as Inductor's decomposition lets it."""
+    from torch._decomp import get_decompositions
+
+    table = decompositions()
+    table.update(get_decompositions([aten._log_softmax.default]))
+    return table
+
+
+def _needs_autograd(example_inputs) -> bool:
+    """Whether AOTAutograd will trace the graph with its backward (grad mode
+    on and an input that requires grad), as it decides."""
+    return torch.is_grad_enabled() and any(
+        isinstance(t, torch.Tensor) and t.requires_grad for t in example_inputs)
 
 
 @dataclasses.dataclass
@@ -351,7 +375,9 @@ class Backend:
         return aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
                             inference_compiler=compiler("inference"),
                             partition_fn=min_cut_rematerialization_partition,
-                            decompositions=decompositions)(gm, example_inputs)
+                            decompositions=training_decompositions
+                            if _needs_autograd(example_inputs) else decompositions)(
+                                gm, example_inputs)
 
     def _cuda_graphed(self, module: torch.fx.GraphModule, kind: str):
         """The aten graph compiled as in mode "default" and, where it runs
