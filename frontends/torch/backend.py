@@ -453,7 +453,7 @@ class Backend:
             graph_name = f"{prefix}{len(report.partitions)}"
             try:
                 if is_symbolic(submodule):
-                    once = self._at_every_size(submodule, graph_name, mode, compiled)
+                    once = self._at_every_size(submodule, graph_name, mode, compiled, kind)
                     if once is not None:
                         partition, converted = once
                     else:
@@ -551,7 +551,8 @@ class Backend:
         with unset_fake_temporarily():
             return self.compile_graph(graph, mode)
 
-    def _at_every_size(self, submodule, graph_name: str, mode: str, compiled: dict):
+    def _at_every_size(self, submodule, graph_name: str, mode: str, compiled: dict,
+                       kind: str):
         """(partition, converted) of a partition with a dynamic size,
         converted with the size as kgc's dynamic extent and compiled once for
         every size (`kgc.torch.extents`); None where kgc does not take it so,
@@ -563,7 +564,8 @@ class Backend:
             _LOG.info("kgc: partition %s is compiled per bucket of its dynamic size: %s",
                       graph_name, (str(error).strip().splitlines() or [""])[0])
             return None
-        return (CompiledPartition(converted, run) if self.run_kernels else None), converted
+        return (CompiledPartition(converted, _for_kind(run, kind)) if self.run_kernels
+                else None), converted
 
     def _bucketed(self, submodule, graph_name: str, mode: str, report: GraphReport):
         """A partition with dynamic extents, compiled per bucket on use; it
