@@ -10,6 +10,7 @@ what stays with PyTorch, evaluated by kgc.reference.
 
 from __future__ import annotations
 
+import math
 import operator
 import warnings
 
@@ -180,7 +181,8 @@ def test_a_losss_backward_keeps_the_bf16_logits_not_f32_log_probabilities(monkey
     h = torch.randn(17, 32, generator=generator).bfloat16().requires_grad_()
     w = (torch.randn(32, 1000, generator=generator) * 0.2).bfloat16().requires_grad_()
     labels = torch.randint(0, 1000, (17,), generator=generator)
-    compiled = torch.compile(_projected_loss, backend=TiledBackend(), fullgraph=True)
+    backend = TiledBackend()
+    compiled = torch.compile(_projected_loss, backend=backend, fullgraph=True)
     loss = compiled(h, w, labels)
     loss.backward()
     got = (loss.detach(), h.grad, w.grad)
@@ -190,6 +192,11 @@ def test_a_losss_backward_keeps_the_bf16_logits_not_f32_log_probabilities(monkey
     torch.testing.assert_close(got, (expected.detach(), h.grad, w.grad), atol=1e-5, rtol=1e-5)
     assert ((17, 1000), torch.bfloat16) in saved, saved
     assert not [s for s in saved if s[1] == torch.float32 and 1000 in s[0]], saved
+    # The backward's report counts what it reads of them.
+    backward = next(r for r in backend.reports if r.kind == "backward")
+    assert backward.saved == (len(saved), sum(math.prod(shape) * dtype.itemsize
+                                              for shape, dtype in saved))
+    assert all(r.saved is None for r in backend.reports if r.kind != "backward")
 
 
 def test_an_inference_graph_keeps_log_softmax_whole():
@@ -353,6 +360,10 @@ def test_explain_shows_a_training_steps_forward_and_backward_kernels(capsys):
     assert "graph 0 (forward):" in printed and "graph 1 (backward):" in printed
     backward_text = printed[printed.index("graph 1 (backward):"):]
     assert "kernel " in backward_text
+    # What the step holds between its halves: the tensors the forward saved.
+    count, size = backward.saved
+    assert count > 0 and size > 0
+    assert f"reads {count} tensor(s) its forward saved, {size / 2**20:.2f} MiB" in backward_text
     kernel_ops = [op.split(":")[0] for p in backward.partitions
                   for ops in p.kernel_ops.values() for op in ops]
     # The weight gradients' matmuls, the norms' weight gradients, the

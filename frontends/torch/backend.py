@@ -166,6 +166,10 @@ class GraphReport:
     # Under mode "reduce-overhead", the `CudaGraphed` that replays the graph
     # (its `graph_count` says how many CUDA graphs it holds); None otherwise.
     cuda_graphs: Any = None
+    # For a backward graph: (how many tensors it reads that its forward
+    # saved, their bytes), what a training step holds from one half to the
+    # other (`saved_for_backward`); None for the other kinds.
+    saved: tuple[int, int] | None = None
 
     @property
     def kernel_count(self) -> int:
@@ -174,6 +178,24 @@ class GraphReport:
     @property
     def fallback_count(self) -> int:
         return len(self.fallbacks)
+
+
+def saved_for_backward(module: torch.fx.GraphModule) -> tuple[int, int]:
+    """(how many tensors the backward graph `module` reads that its forward
+    saved, their bytes): its inputs other than the gradients of the
+    forward's results, which AOTAutograd names `tangents_*`. A dynamic
+    size counts at the size it was traced at (one data-dependent, which has
+    none, as 0)."""
+    count = size = 0
+    for node in module.graph.nodes:
+        value = node.meta.get("val") if node.op == "placeholder" else None
+        if isinstance(value, torch.Tensor) and not node.name.startswith("tangents"):
+            count += 1
+            numel = value.numel()
+            if isinstance(numel, torch.SymInt):
+                numel = numel.node.hint or 0
+            size += numel * value.element_size()
+    return count, size
 
 
 class CompiledPartition(torch.nn.Module):
@@ -435,7 +457,8 @@ class Backend:
         plan = plan_partitions(module, self.devices, refused)
         report = GraphReport([], [(f"{op_name(n)}:{n.name}", why)
                                   for n, why in plan.fallbacks.items()],
-                             [f"{op_name(n)}:{n.name}" for n in plan.views], kind=kind)
+                             [f"{op_name(n)}:{n.name}" for n in plan.views], kind=kind,
+                             saved=saved_for_backward(module) if kind == "backward" else None)
         self.reports.append(report)
         if not plan.partitions:
             scatter_adds_in_place(module)

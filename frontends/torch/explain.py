@@ -20,7 +20,9 @@ error names no kernel), and the kernels are cut for that GPU.
 
 The report says what the backend itself would do here: each graph's kernels
 (a training step's forward graph, then its backward graph, each marked
-with its kind), the ops left to PyTorch and why; without a CUDA device
+with its kind, the backward with the count and size of the tensors its
+forward saved for it: what a step holds between its halves), the ops left
+to PyTorch and why; without a CUDA device
 every graph runs in PyTorch, the kernels shown being those a CUDA GPU would
 run.
 """
@@ -76,6 +78,10 @@ class Explanation:
         for number, graph in enumerate(self.graphs):
             lines.append(f"graph {number}:" if graph.kind == "inference"
                          else f"graph {number} ({graph.kind}):")
+            if graph.saved is not None:
+                count, size = graph.saved
+                lines.append(f"  reads {count} tensor(s) its forward saved, "
+                             f"{size / 2**20:.2f} MiB")
             if graph.whole_graph_reason:
                 lines.append(f"  runs in PyTorch: {graph.whole_graph_reason}")
                 continue
