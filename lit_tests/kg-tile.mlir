@@ -613,6 +613,55 @@ func.func @attention_one_kernel(%q: tensor<1x8x1x64xf16>, %k: tensor<1x2x1000x64
 
 // -----
 
+// Prefill attention, heads of 64 over 300 keys: blocks of 64 keys (they
+// pad 20 keys where blocks of 128 pad 84), 64-query tiles (80 programs,
+// over 2/5 of sm_90's 132 SMs) and three stages over the five key blocks.
+// CHECK-LABEL: func.func @prefill_300
+// CHECK: kg.kernel @prefill_300_0_attention({{.*}}) attributes {config = {block_m = 64 : i64, block_n = 64 : i64, num_stages = 3 : i64, num_warps = 4 : i64, split_kv = 1 : i64}, grid = array<i64: 80, 1, 1>
+func.func @prefill_300(%q: tensor<1x16x300x64xf16>, %k: tensor<1x16x300x64xf16>, %v: tensor<1x16x300x64xf16>) -> tensor<1x16x300x64xf16> {
+  %o = kg.kernel @prefill_300_0_attention(%k, %v, %q) : (tensor<1x16x300x64xf16>, tensor<1x16x300x64xf16>, tensor<1x16x300x64xf16>) -> tensor<1x16x300x64xf16> {
+  ^bb0(%a: tensor<1x16x300x64xf16>, %b: tensor<1x16x300x64xf16>, %c: tensor<1x16x300x64xf16>):
+    %kt = kg.transpose %a [0, 1, 3, 2] : tensor<1x16x300x64xf16> -> tensor<1x16x64x300xf16>
+    %s = kg.matmul %c, %kt : (tensor<1x16x300x64xf16>, tensor<1x16x64x300xf16>) -> tensor<1x16x300x300xf16>
+    %x = kg.cast %s {kg.promotion} : tensor<1x16x300x300xf16> to tensor<1x16x300x300xf32>
+    %m = kg.reduce max %x dims [3] keepdim : tensor<1x16x300x300xf32> -> tensor<1x16x300x1xf32>
+    %d = kg.sub %x, %m : (tensor<1x16x300x300xf32>, tensor<1x16x300x1xf32>) -> tensor<1x16x300x300xf32>
+    %e = kg.exp %d : tensor<1x16x300x300xf32>
+    %z = kg.reduce sum %e dims [3] keepdim : tensor<1x16x300x300xf32> -> tensor<1x16x300x1xf32>
+    %p = kg.div %e, %z : (tensor<1x16x300x300xf32>, tensor<1x16x300x1xf32>) -> tensor<1x16x300x300xf32>
+    %ph = kg.cast %p {kg.promotion} : tensor<1x16x300x300xf32> to tensor<1x16x300x300xf16>
+    %out = kg.matmul %ph, %b : (tensor<1x16x300x300xf16>, tensor<1x16x300x64xf16>) -> tensor<1x16x300x64xf16>
+    kg.yield %out : tensor<1x16x300x64xf16>
+  }
+  return %o : tensor<1x16x300x64xf16>
+}
+
+// -----
+
+// The same over 384 keys keeps blocks of 128: they fill their blocks, and
+// blocks of 64 would pad no fewer keys.
+// CHECK-LABEL: func.func @prefill_384
+// CHECK: kg.kernel @prefill_384_0_attention({{.*}}) attributes {config = {block_m = 64 : i64, block_n = 128 : i64, num_stages = 3 : i64, num_warps = 4 : i64, split_kv = 1 : i64}, grid = array<i64: 96, 1, 1>
+func.func @prefill_384(%q: tensor<1x16x384x64xf16>, %k: tensor<1x16x384x64xf16>, %v: tensor<1x16x384x64xf16>) -> tensor<1x16x384x64xf16> {
+  %o = kg.kernel @prefill_384_0_attention(%k, %v, %q) : (tensor<1x16x384x64xf16>, tensor<1x16x384x64xf16>, tensor<1x16x384x64xf16>) -> tensor<1x16x384x64xf16> {
+  ^bb0(%a: tensor<1x16x384x64xf16>, %b: tensor<1x16x384x64xf16>, %c: tensor<1x16x384x64xf16>):
+    %kt = kg.transpose %a [0, 1, 3, 2] : tensor<1x16x384x64xf16> -> tensor<1x16x64x384xf16>
+    %s = kg.matmul %c, %kt : (tensor<1x16x384x64xf16>, tensor<1x16x64x384xf16>) -> tensor<1x16x384x384xf16>
+    %x = kg.cast %s {kg.promotion} : tensor<1x16x384x384xf16> to tensor<1x16x384x384xf32>
+    %m = kg.reduce max %x dims [3] keepdim : tensor<1x16x384x384xf32> -> tensor<1x16x384x1xf32>
+    %d = kg.sub %x, %m : (tensor<1x16x384x384xf32>, tensor<1x16x384x1xf32>) -> tensor<1x16x384x384xf32>
+    %e = kg.exp %d : tensor<1x16x384x384xf32>
+    %z = kg.reduce sum %e dims [3] keepdim : tensor<1x16x384x384xf32> -> tensor<1x16x384x1xf32>
+    %p = kg.div %e, %z : (tensor<1x16x384x384xf32>, tensor<1x16x384x1xf32>) -> tensor<1x16x384x384xf32>
+    %ph = kg.cast %p {kg.promotion} : tensor<1x16x384x384xf32> to tensor<1x16x384x384xf16>
+    %out = kg.matmul %ph, %b : (tensor<1x16x384x384xf16>, tensor<1x16x384x64xf16>) -> tensor<1x16x384x64xf16>
+    kg.yield %out : tensor<1x16x384x64xf16>
+  }
+  return %o : tensor<1x16x384x64xf16>
+}
+
+// -----
+
 // A kernel already in tiled form is left alone.
 // CHECK-LABEL: func.func @already_tiled
 // CHECK: kg.kernel @done(%{{.*}}) : (tensor<4xf32>) -> tensor<4xf32> {
