@@ -642,8 +642,8 @@ def _alike_waves(programs: int, others: int, target: Target) -> bool:
     sms = target.sm_count
     if ceil_div(programs, sms) != ceil_div(others, sms):
         return False
-    last, others_last = programs - (programs - 1) // sms * sms, others - (others - 1) // sms * sms
-    return abs(last - others_last) * 4 <= sms
+    # The programs of the last wave: 1 to sms.
+    return abs((programs - 1) % sms - (others - 1) % sms) * 4 <= sms
 
 
 def _element_bytes(pattern: AttentionPattern) -> int:
