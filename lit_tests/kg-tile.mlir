@@ -638,6 +638,44 @@ func.func @prefill_300(%q: tensor<1x16x300x64xf16>, %k: tensor<1x16x300x64xf16>,
 
 // -----
 
+// A norm weight's gradient: 1024 token rows summed, 512 columns kept. The
+// rows are strided in memory and the columns contiguous, so a program takes
+// a band of 8 columns (64 programs) and walks the rows in steps of 512 (a
+// tile of 4096 elements), instead of one column a program.
+// CHECK-LABEL: func.func @weight_gradient
+// CHECK: kg.kernel @weight_gradient_0_reduction({{.*}}) attributes {config = {block_r = 512 : i64, block_x = 8 : i64, num_stages = 2 : i64, num_warps = 16 : i64}, grid = array<i64: 64, 1, 1>, iteration = array<i64: 512, 1024>, kind = "reduction", tile = array<i64: 8, 512>}
+// CHECK: scf.for
+func.func @weight_gradient(%dy: tensor<1024x512xbf16>, %x: tensor<1024x512xbf16>) -> tensor<512xf32> {
+  %s = kg.kernel @weight_gradient_0_reduction(%dy, %x) : (tensor<1024x512xbf16>, tensor<1024x512xbf16>) -> tensor<512xf32> {
+  ^bb0(%a: tensor<1024x512xbf16>, %b: tensor<1024x512xbf16>):
+    %af = kg.cast %a : tensor<1024x512xbf16> to tensor<1024x512xf32>
+    %bf = kg.cast %b : tensor<1024x512xbf16> to tensor<1024x512xf32>
+    %p = kg.mul %af, %bf : (tensor<1024x512xf32>, tensor<1024x512xf32>) -> tensor<1024x512xf32>
+    %r = kg.reduce sum %p dims [0] : tensor<1024x512xf32> -> tensor<512xf32>
+    kg.yield %r : tensor<512xf32>
+  }
+  return %s : tensor<512xf32>
+}
+
+// -----
+
+// Two rows summed per column (a key head's gradient over its two query
+// heads): no band. The rows' own default takes all 64 columns beside the
+// 2 summed rows, more than a band would, and the tile is whole.
+// CHECK-LABEL: func.func @two_rows_summed
+// CHECK: kg.kernel @two_rows_summed_0_reduction({{.*}}) attributes {config = {block_r = 2 : i64, block_x = 64 : i64, num_stages = 1 : i64, num_warps = 1 : i64}, grid = array<i64: 1024, 1, 1>
+// CHECK-NOT: scf.for
+func.func @two_rows_summed(%g: tensor<4x2x256x64xf32>) -> tensor<4x256x64xf32> {
+  %s = kg.kernel @two_rows_summed_0_reduction(%g) : (tensor<4x2x256x64xf32>) -> tensor<4x256x64xf32> {
+  ^bb0(%a: tensor<4x2x256x64xf32>):
+    %r = kg.reduce sum %a dims [1] : tensor<4x2x256x64xf32> -> tensor<4x256x64xf32>
+    kg.yield %r : tensor<4x256x64xf32>
+  }
+  return %s : tensor<4x256x64xf32>
+}
+
+// -----
+
 // The same over 384 keys keeps blocks of 128: they fill their blocks, and
 // blocks of 64 would pad no fewer keys.
 // CHECK-LABEL: func.func @prefill_384

@@ -192,7 +192,12 @@ def _reduction_cases():
     for kind in ("sum", "max", "min", "mean"):
         for shape, dims, keepdim in (((17, 1000), (1,), False), ((5, 4097), (1,), True),
                                      ((3, 17, 33), (0, 2), False), ((1000,), (0,), False),
-                                     ((6, 50, 7), (1,), True)):
+                                     ((6, 50, 7), (1,), True),
+                                     # Across rows (the last axis kept): bands of
+                                     # columns walking rows, the last step and the
+                                     # last band partly past the end.
+                                     ((4097, 17), (0,), False), ((1000, 33), (0,), False),
+                                     ((3, 1000, 17), (0, 1), True), ((1, 1000), (0,), False)):
             label = f"{kind}-{'x'.join(map(str, shape))}-dims{''.join(map(str, dims))}" + \
                 ("-keep" if keepdim else "")
             cases.append(Case(label, [("x", shape, "any")],

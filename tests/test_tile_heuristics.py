@@ -349,3 +349,58 @@ def test_a_ragged_skinny_product_takes_no_aligned_shape_s_table_entry():
     ragged = MatmulSchedule().table_key(_product_plan(3, 1000, 777))
     aligned = MatmulSchedule().table_key(_product_plan(3, 1024, 768))
     assert ragged.variant == "ragged" and aligned.variant == ""
+
+
+def _weight_gradient_plan(shape: tuple[int, ...], sm: int = 90, element: str = "bf16",
+                          dims: list[int] | None = None):
+    """kg-tile's plan of a norm weight's gradient over `shape` on sm_<sm>:
+    every axis but the last summed (the tokens; or `dims`), the last kept."""
+    from kgc.targets import table_record
+    from kgc.tiling.graph_model import Node
+    from kgc.tiling.registry import plan_group
+
+    dy = Node("input", [], shape, element, {}, input_index=0)
+    x = Node("input", [], shape, element, {}, input_index=1)
+    product = Node("mul", [dy, x], shape, element, {})
+    dims = list(range(len(shape) - 1)) if dims is None else dims
+    kept = tuple(extent for axis, extent in enumerate(shape) if axis not in dims)
+    summed = Node("reduce", [product], kept, element,
+                  {"kind": "sum", "dims": dims, "keepdim": False})
+    return plan_group([summed], target=table_record(sm))
+
+
+@pytest.mark.parametrize("shape,sm,block_x,block_r,programs", [
+    # Many rows summed: a band of columns a program (8 bf16 columns of 512
+    # give 64 programs; 16 of 4096 give 256, one each on 132 SMs and more),
+    # the rows in steps that keep the tile at 4096 elements.
+    ((1024, 512), 90, 8, 512, 64),
+    ((512, 4096), 90, 16, 256, 256),
+    ((4, 256, 512), 90, 8, 256, 64),
+    ((1000, 777), 90, 8, 512, 98),
+    # 108 SMs: 32 columns of 4096 give 128 programs, over one each.
+    ((512, 4096), 80, 32, 128, 128),
+    # 17 rows: never under 8 columns, though 125 programs leave SMs idle.
+    ((17, 1000), 90, 8, 17, 125),
+])
+def test_a_reduction_across_rows_takes_a_band_of_columns(shape, sm, block_x, block_r, programs):
+    plan = _weight_gradient_plan(shape, sm)
+    assert (plan.config.block_x, plan.config.block_r, plan.num_programs()) == \
+        (block_x, block_r, programs)
+
+
+def test_few_rows_summed_keep_the_rows_default():
+    # Two key heads' gradients summed (grouped-query attention): 2 rows a
+    # column, so the row default takes all 64 columns, past any band.
+    plan = _weight_gradient_plan((4, 4, 2, 256, 64), dims=[2])
+    assert (plan.config.block_x, plan.config.block_r, plan.num_programs()) == (64, 2, 4096)
+
+
+def test_a_row_reduction_takes_no_band():
+    from kgc.targets import table_record
+    from kgc.tiling.graph_model import Node
+    from kgc.tiling.registry import plan_group
+
+    x = Node("input", [], (1024, 512), "bf16", {}, input_index=0)
+    summed = Node("reduce", [x], (1024,), "bf16", {"kind": "sum", "dims": [1], "keepdim": False})
+    plan = plan_group([summed], target=table_record(90))
+    assert (plan.config.block_x, plan.config.block_r) == (1, 512)
