@@ -170,8 +170,7 @@ def main() -> int:
             print(f"{'':>16}  not timed: {bad}")
         results.append(row)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1, default=str)
+        provenance.write_json(args.json, {"shapes": results})
     return 0
 
 
