@@ -175,11 +175,15 @@ def _rows(times: dict, kernels: dict | None, top: int) -> list[dict]:
 
 def _print(label: str, total_us: float, peak_mib: float, rows: list[dict], what: str) -> None:
     print(f"== {label}: {total_us:.1f} us of GPU time per {what}, peak memory {peak_mib:.0f} MiB")
+    # A kernel launched several times a call: its time summed over them, then
+    # the launches and the time of one.
+    print(f"  {'us/' + what:>10} {'launches':>8} {'us each':>8}  kernel")
     for row in rows:
         shape = (f" grid {tuple(row['grid'])} w{row['num_warps']} s{row['num_stages']}"
                  + (" (library)" if row.get("library") else "")) if "grid" in row else ""
         ops = " ".join(row.get("ops", []))
-        print(f"  {row['us']:8.1f} us x{row['launches']:<3} {row['kernel'][:64]}{shape}"
+        each = row['us'] / max(row['launches'], 1)
+        print(f"  {row['us']:10.1f} {row['launches']:>8} {each:8.1f}  {row['kernel'][:64]}{shape}"
               + (f"  {ops[:300]}" if ops else ""))
 
 
