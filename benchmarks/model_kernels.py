@@ -177,7 +177,7 @@ def _print(label: str, total_us: float, peak_mib: float, rows: list[dict], what:
     print(f"== {label}: {total_us:.1f} us of GPU time per {what}, peak memory {peak_mib:.0f} MiB")
     # A kernel launched several times a call: its time summed over them, then
     # the launches and the time of one.
-    print(f"  {'us/' + what:>10} {'launches':>8} {'us each':>8}  kernel")
+    print(f"  {'us':>10} {'launches':>8} {'us each':>8}  kernel")
     for row in rows:
         shape = (f" grid {tuple(row['grid'])} w{row['num_warps']} s{row['num_stages']}"
                  + (" (library)" if row.get("library") else "")) if "grid" in row else ""
