@@ -12,7 +12,8 @@
 the default (`KGC_TUNED_DEFAULTS=off`) on each shape of the corpus
 (`corpus()`: matmuls with M from 1 to 8192 against the N, K of Llama-3-8B
 and of the model suite's small models, RMSNorm folded into a matmul, gated
-MLPs, LoRA, attention prefill and decode, softmax and norms), at most
+MLPs, LoRA, attention prefill and decode, softmax, norms and the sums across
+token rows of norm weights' gradients), at most
 `--shape-budget-s` per shape and `--budget-s` in all, and records for each
 kernel of kg-fuse's default partition the fastest config the search timed,
 its time and the heuristic config's time (`kgc.tuned_defaults.Entry`). The
@@ -65,6 +66,9 @@ from kgc.diagnostics import KgcError
 MATMUL, RMSNORM_MATMUL, GATED_MLP, LORA = "matmul", "rmsnorm-matmul", "gated-mlp", "lora"
 ATTENTION, DECODE = "attention", "attention-decode"
 SOFTMAX, RMS_NORM, LAYER_NORM = "softmax", "rms-norm", "layer-norm"
+# A norm weight's gradient in a training step's backward: the token rows of
+# float(dy) * float(x) * (1/rms of the row) summed, the columns kept.
+NORM_WEIGHT_GRADIENT = "norm-weight-gradient"
 # The dims each kind takes, in order.
 DIMS = {
     MATMUL: ("m", "n", "k"), RMSNORM_MATMUL: ("m", "n", "k"), GATED_MLP: ("m", "n", "k"),
@@ -74,6 +78,7 @@ DIMS = {
     # key/value head, as in kgc bench's gqa-decode).
     ATTENTION: ("heads", "queries", "keys", "dim"), DECODE: ("kv_heads", "group", "keys", "dim"),
     SOFTMAX: ("rows", "columns"), RMS_NORM: ("rows", "columns"), LAYER_NORM: ("rows", "columns"),
+    NORM_WEIGHT_GRADIENT: ("rows", "columns"),
 }
 DTYPES = ("f16", "bf16", "f32")
 
@@ -152,6 +157,11 @@ class Shape:
             x = g.input("x", (rows, columns), t)
             if self.kind == SOFTMAX:
                 g.output(g.softmax(x, dim=-1))
+            elif self.kind == NORM_WEIGHT_GRADIENT:
+                dy = g.input("dy", (rows, columns), t)
+                scale = g.input("inverse_rms", (rows, 1), "f32")
+                product = g.mul(g.mul(g.cast(dy, "f32"), g.cast(x, "f32")), scale)
+                g.output(g.sum(product, (0,)))
             elif self.kind == RMS_NORM:
                 g.output(g.rms_norm(x, g.input("gamma", (columns,), t), eps=1e-6))
             else:
@@ -235,6 +245,10 @@ def corpus() -> list[Shape]:
                 shapes.append(Shape.of(kind, rows=rows, columns=columns))
     for rows in (16, 512, 4096):
         shapes.append(Shape.of(SOFTMAX, rows=rows, columns=32000))
+    # The backward's reductions across the token rows (bf16 autocast).
+    for rows in (512, 2048, 8192):
+        for columns in (512, 4096):
+            shapes.append(Shape.of(NORM_WEIGHT_GRADIENT, "bf16", rows=rows, columns=columns))
     # bf16 GEMMs of the most common widths.
     for m in ROWS:
         shapes.append(Shape.of(MATMUL, "bf16", m=m, n=4096, k=4096))

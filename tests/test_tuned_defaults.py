@@ -650,6 +650,23 @@ def test_the_corpus_spans_the_rows_and_models_asked_for():
             assert (m, n, k) in matmuls
 
 
+def test_the_corpus_measures_norm_weight_gradients_under_keys_of_their_own():
+    """The backward's sums across token rows are in the corpus, and their
+    kernels are keyed apart from reductions along rows of the same sizes,
+    so that a table built from it serves each kind its own configs."""
+    from kgc.bench.tune_defaults import NORM_WEIGHT_GRADIENT, default_kernels
+
+    gradients = [s for s in corpus() if s.kind == NORM_WEIGHT_GRADIENT]
+    assert {(dict(s.dims)["rows"], dict(s.dims)["columns"]) for s in gradients} == \
+        {(rows, columns) for rows in (512, 2048, 8192) for columns in (512, 4096)}
+    (kernel,) = default_kernels(gradients[0], 90)
+    _, key, kind, _ = kernel
+    assert kind == "reduction" and key.variant == "reductions=1,across-rows"
+    assert key.features == {"rows": 512, "row": 512}
+    (norm,) = default_kernels(Shape.of("rms-norm", "bf16", rows=512, columns=512), 90)
+    assert norm[1].variant == "reductions=1"
+
+
 # -- the command line -------------------------------------------------------------------
 
 
@@ -669,7 +686,7 @@ def test_shards_split_the_corpus_into_interleaved_parts_that_cover_it_once():
     shapes = corpus()
     parts = [Shard.parse(f"{i}/3").of(shapes) for i in range(3)]
     assert sorted(map(repr, sum(parts, []))) == sorted(map(repr, shapes))
-    assert [len(p) for p in parts] == [55, 54, 54]  # 163 shapes
+    assert [len(p) for p in parts] == [57, 56, 56]  # 169 shapes
     # Interleaved: each part starts with one of the most used shapes.
     assert [p[0] for p in parts] == shapes[:3]
     assert Shard.parse("0/1").of(shapes) == shapes
