@@ -404,3 +404,27 @@ def test_a_row_reduction_takes_no_band():
     summed = Node("reduce", [x], (1024,), "bf16", {"kind": "sum", "dims": [1], "keepdim": False})
     plan = plan_group([summed], target=table_record(90))
     assert (plan.config.block_x, plan.config.block_r) == (1, 512)
+
+
+def test_the_search_tries_short_row_steps_only_for_reductions_across_rows():
+    from kgc.targets import table_record
+    from kgc.tiling.config import ReductionConfig
+    from kgc.tiling.graph_model import Node
+    from kgc.tiling.registry import plan_group, schedules
+
+    schedule = schedules()["reduction"]
+    target = table_record(90)
+
+    def space(plan):
+        configs, _ = schedule.search_space(plan, "bf16", None, target, target, lambda c: plan)
+        return configs
+
+    across = space(_weight_gradient_plan((1024, 512)))
+    # The best of a grid of bands on an H200 (benchmarks/column_reductions.py).
+    best = ReductionConfig(block_x=8, block_r=128, num_warps=16, num_stages=2)
+    assert best.canonical({"x": 512, "r": 1024}) in across
+    x = Node("input", [], (1024, 512), "bf16", {}, input_index=0)
+    along = space(plan_group([Node("reduce", [x], (1024,), "bf16",
+                                   {"kind": "sum", "dims": [1], "keepdim": False})],
+                             target=target))
+    assert along and min(c.block_r for c in along) >= 256

@@ -91,12 +91,23 @@ class ReductionSchedule(Schedule):
         reduced = {axis for axes in plan.reduce_axes.values() for axis in axes}
         row = product([plan.extents[axis] for axis in reduced])
         rows = product(plan.extents) // row
-        reduces = [node for node in plan.reduce_axes if node.op == "reduce"]
+        reductions = sum(1 for node in plan.reduce_axes if node.op == "reduce")
         # A reduction across rows walks memory another way than one along
         # them: the entries of one do not serve the other.
-        across = ",across-rows" if any(reduces_across_rows(node) for node in reduces) else ""
-        return TableKey(widest_input(plan), f"reductions={len(reduces)}{across}",
+        across = ",across-rows" if _across_rows(plan) else ""
+        return TableKey(widest_input(plan), f"reductions={reductions}{across}",
                         {"rows": rows, "row": row})
+
+    def search_space(self, plan, element, precision, target, runs_on, plannable):
+        space, seeds = super().search_space(plan, element, precision, target, runs_on,
+                                            plannable)
+        if not _across_rows(plan):
+            return space, seeds
+        # Bands of columns walking the rows in short steps, which the row
+        # reductions' space (steps of 256 lanes and more) does not hold: on
+        # an H200 the best of 1024 x 512 summed over its rows took 8 columns
+        # in steps of 128 rows (benchmarks/column_reductions.py).
+        return list(dict.fromkeys([*space, *_band_configs(plan.knob_extents)])), seeds
 
     def tuned_config(self, plan, table, target):
         # An entry tells how to walk a row of its own kind: whole in one
@@ -370,6 +381,31 @@ def _default_rows(rows: int, outer: int, tile, extents, r_axes, target: Target) 
     while default > 1 and outer * ceil_div(rows, default) < _PROGRAMS_PER_SM * target.sm_count:
         default = _floor_power_of_two(default - 1) if default & (default - 1) else default // 2
     return default
+
+
+def _across_rows(plan: KernelPlan) -> bool:
+    return any(reduces_across_rows(node) for node in plan.reduce_axes if node.op == "reduce")
+
+
+def _band_configs(extents: dict) -> list[ReductionConfig]:
+    """Configs of a reduction across rows: bands of 4 to 64 columns, steps
+    of 32 to 1024 rows, tiles of 512 to 8192 elements, 4 to 16 warps, and
+    2 or 3 stages where the rows are looped; canonical for `extents`."""
+    columns, rows = extents.get("x"), extents["r"]
+    if columns is None:
+        return []
+    configs = []
+    for band in (4, 8, 16, 32, 64):
+        for step in (32, 64, 128, 256, 512, 1024):
+            if band > next_power_of_two(columns) or step > next_power_of_two(rows) or \
+                    not 512 <= band * step <= 8192:
+                continue
+            for warps in (4, 8, 16):
+                for stages in ((2, 3) if step < rows else (1,)):
+                    configs.append(ReductionConfig(
+                        block_x=band, block_r=step, num_warps=warps,
+                        num_stages=stages).canonical(extents))
+    return configs
 
 
 def reduces_across_rows(reduce: Node) -> bool:
