@@ -12,7 +12,10 @@ generator (`kgc.tiling.generate`) writes their tile programs.
 * reduction: iteration axes (kept..., reduced...) of the largest reduce.
   Programs walk the kept axes; the reduced axes are one tile when they fit
   ("persistent") and loops otherwise, one loop per phase of dependent
-  reductions (softmax: max, then sum, then the output).
+  reductions (softmax: max, then sum, then the output). A reduction that
+  keeps its input's last axis (a weight's gradient summed over the tokens:
+  `reduces_across_rows`) takes a band of contiguous columns a program and
+  walks the strided rows down it.
 * pointwise: iteration axes are the shape of the first output; programs
   walk 2-D tiles of the last two axes.
 
