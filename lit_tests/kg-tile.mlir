@@ -898,6 +898,42 @@ func.func @dynamic_behind_two(%x: tensor<2x?x1000xf32>) -> tensor<2x?x1000xf32> 
 
 // -----
 
+// A sum over a dynamic token count (a norm weight's gradient in a training
+// step of any length): every program takes its band of columns and loops
+// over the tokens in steps of 128 to the call's size (the loop's upper
+// bound is read from the buffer), so the grid is static (dynamic_grid [0, 0]).
+// CHECK-LABEL: func.func @sum_over_dynamic_tokens
+// CHECK: kg.kernel @sum_over_dynamic_tokens_0
+// CHECK-SAME: block_r = 128 : i64, block_x = 8 : i64
+// CHECK-SAME: dynamic_axis = 1 : i64, dynamic_grid = array<i64: 0, 0>, grid = array<i64: 64, 1, 1>
+// CHECK: %[[N:.*]] = memref.dim
+// CHECK: %[[END:.*]] = arith.index_cast %[[N]] : index to i32
+// CHECK: scf.for %{{.*}} = %{{.*}} to %[[END]] step %{{.*}} iter_args
+func.func @sum_over_dynamic_tokens(%x: tensor<?x512xf32>) -> tensor<512xf32> {
+  %y = kg.kernel @sum_over_dynamic_tokens_0(%x) : (tensor<?x512xf32>) -> tensor<512xf32> {
+  ^bb0(%a: tensor<?x512xf32>):
+    %s = kg.reduce sum %a dims [0] : tensor<?x512xf32> -> tensor<512xf32>
+    kg.yield %s : tensor<512xf32>
+  }
+  return %y : tensor<512xf32>
+}
+
+// -----
+
+// The dynamic extent as the outer of two reduced axes: a program's loop
+// walks the innermost one, so no loop could end at the size. Refused.
+func.func @dynamic_outer_reduced_axis(%x: tensor<?x8xf32>) -> tensor<f32> {
+  // expected-error @+1 {{kernel @dynamic_outer_reduced_axis_0 cannot be tiled with a dynamic extent: iteration axis 0, of the dynamic extent, is reduced but not as the innermost looped axis; a reduction walks the dynamic extent only as its innermost reduced axis}}
+  %y = kg.kernel @dynamic_outer_reduced_axis_0(%x) : (tensor<?x8xf32>) -> tensor<f32> {
+  ^bb0(%a: tensor<?x8xf32>):
+    %s = kg.reduce sum %a dims [0, 1] : tensor<?x8xf32> -> tensor<f32>
+    kg.yield %s : tensor<f32>
+  }
+  return %y : tensor<f32>
+}
+
+// -----
+
 // The extent in two dims of one buffer would make two iteration axes
 // dynamic (and, inside a third dim, a stride of size * size): refused.
 func.func @dynamic_in_two_dims(%x: tensor<?x?xf32>) -> tensor<?x?xf32> {

@@ -612,6 +612,63 @@ def test_attention_over_dynamic_keys_loops_to_the_size_on_a_static_grid(dynamic_
     assert not any("dynamic_grid" in line for line in combine)
 
 
+# Reductions along the dynamic extent: a norm weight's gradient summed over
+# a dynamic token count, the tokens of a batch of sequences summed and
+# maxed, and a softmax over dynamic keys (its output stored along the loop).
+REDUCED_ONCE = """\
+func.func @weight_gradient(%dy: tensor<?x512xbf16>, %x: tensor<?x512xbf16>, %r: tensor<?x1xf32>) -> tensor<512xf32> {
+  %a = kg.cast %dy : tensor<?x512xbf16> to tensor<?x512xf32>
+  %b = kg.cast %x : tensor<?x512xbf16> to tensor<?x512xf32>
+  %p = kg.mul %a, %b : (tensor<?x512xf32>, tensor<?x512xf32>) -> tensor<?x512xf32>
+  %q = kg.mul %p, %r : (tensor<?x512xf32>, tensor<?x1xf32>) -> tensor<?x512xf32>
+  %s = kg.reduce sum %q dims [0] : tensor<?x512xf32> -> tensor<512xf32>
+  return %s : tensor<512xf32>
+}
+func.func @tokens_of_a_batch(%x: tensor<2x?x33xf32>) -> (tensor<33xf32>, tensor<2x1x33xf32>) {
+  %s = kg.reduce sum %x dims [0, 1] : tensor<2x?x33xf32> -> tensor<33xf32>
+  %m = kg.reduce max %x dims [1] keepdim : tensor<2x?x33xf32> -> tensor<2x1x33xf32>
+  return %s, %m : tensor<33xf32>, tensor<2x1x33xf32>
+}
+func.func @softmax_keys(%x: tensor<8x?xf16>) -> tensor<8x?xf16> {
+  %y = kg.softmax %x dim 1 : tensor<8x?xf16>
+  return %y : tensor<8x?xf16>
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def reduced_once():
+    return compiled_to_kg(REDUCED_ONCE, "reduced_once.mlir")
+
+
+@pytest.mark.parametrize("size", [1, 3, 17, 1000, 4097])
+@pytest.mark.parametrize("function", ["weight_gradient", "tokens_of_a_batch", "softmax_keys"])
+def test_reductions_along_the_dynamic_extent_run_at_every_size_from_one_compile(
+        reduced_once, function, size):
+    import torch
+
+    source, tiled = reduced_once
+    generator = torch.Generator().manual_seed(size)
+    if function == "weight_gradient":
+        inputs = [torch.randn(size, 512, generator=generator).bfloat16(),
+                  torch.randn(size, 512, generator=generator).bfloat16(),
+                  torch.rand(size, 1, generator=generator) + 0.5]
+    elif function == "tokens_of_a_batch":
+        inputs = [torch.randn(2, size, 33, generator=generator)]
+    else:
+        inputs = [torch.randn(8, size, generator=generator).half()]
+    got, _ = run_as_the_reference(source, tiled, function, inputs)
+    if function == "softmax_keys":
+        assert tuple(as_tuple(got)[0].shape) == (8, size)
+
+
+def test_reductions_along_the_dynamic_extent_loop_to_the_size_on_a_static_grid(reduced_once):
+    _, tiled = reduced_once
+    kernels = [line for line in str(tiled).splitlines() if "kg.kernel @" in line]
+    assert len(kernels) == 4
+    assert all("dynamic_grid = array<i64: 0, 0>" in line for line in kernels)
+
+
 def test_strides_outside_the_size_are_computed_from_it(strided_once):
     _, tiled = strided_once
     text = str(tiled)
@@ -633,11 +690,12 @@ def test_the_compiled_kernels_read_the_size_and_launch_by_a_rule(compiled_once):
 
 
 @pytest.mark.parametrize("text, reason", [
-    # A sum along the dynamic extent: its length is the size.
-    ("""func.func @f(%x: tensor<?x8xf32>) -> tensor<8xf32> {
-  %s = kg.reduce sum %x dims [0] : tensor<?x8xf32> -> tensor<8xf32>
-  return %s : tensor<8xf32>
-}""", "of the dynamic extent, is looped over or reduced"),
+    # A sum along the dynamic extent as the outer of two reduced axes: the
+    # program's loop walks the inner one.
+    ("""func.func @f(%x: tensor<?x8xf32>) -> tensor<f32> {
+  %s = kg.reduce sum %x dims [0, 1] : tensor<?x8xf32> -> tensor<f32>
+  return %s : tensor<f32>
+}""", "of the dynamic extent, is reduced but not as the innermost looped axis"),
     # The extent in the rows of one operand and the columns of the other:
     # two dynamic iteration axes.
     ("""func.func @f(%x: tensor<?x8xf32>, %y: tensor<8x?xf32>) -> tensor<?x?xf32> {

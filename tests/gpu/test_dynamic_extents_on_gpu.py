@@ -11,7 +11,8 @@ import kgc
 from kgc import reference
 from kgc.parsing import parse_text
 from tests.comparison import as_tuple, assert_as_accurate_as_eager
-from tests.test_dynamic_extents import COMPILED_ONCE, DYNAMIC_KEYS, STRIDED_ONCE, TWO_KERNELS
+from tests.test_dynamic_extents import (COMPILED_ONCE, DYNAMIC_KEYS, REDUCED_ONCE, STRIDED_ONCE,
+                                       TWO_KERNELS)
 
 torch = pytest.importorskip("torch")
 
@@ -40,10 +41,18 @@ ARGUMENTS = {
             ((1, 8, None, 128), torch.float16), ((1, 1, 1, None), torch.float16)],
     "chunk": [((2, 4, 3, 64), torch.float32), ((2, 4, None, 64), torch.float32),
               ((2, 4, None, 64), torch.float32), ((2, 1, 3, None), torch.float32)],
+    # Reductions along the extent, each program looping to the size: a norm
+    # weight's gradient over the tokens, a batch's tokens summed and maxed,
+    # a softmax over dynamic keys.
+    "weight_gradient": [((None, 512), torch.bfloat16), ((None, 512), torch.bfloat16),
+                        ((None, 1), torch.float32)],
+    "tokens_of_a_batch": [((2, None, 33), torch.float32)],
+    "softmax_keys": [((8, None), torch.float16)],
 }
 _SOURCES = {"norm_proj": TWO_KERNELS, "heads": STRIDED_ONCE, "tokens": STRIDED_ONCE,
             "transposed": STRIDED_ONCE, "embed": STRIDED_ONCE, "gqa": DYNAMIC_KEYS,
-            "chunk": DYNAMIC_KEYS}
+            "chunk": DYNAMIC_KEYS, "weight_gradient": REDUCED_ONCE,
+            "tokens_of_a_batch": REDUCED_ONCE, "softmax_keys": REDUCED_ONCE}
 
 
 def _inputs(function: str, size: int, seed: int) -> list:
@@ -63,7 +72,8 @@ def _inputs(function: str, size: int, seed: int) -> list:
 
 
 @pytest.mark.parametrize("function", ["rows", "proj", "points", "norm_proj", "heads", "tokens",
-                                      "transposed", "embed", "gqa", "chunk"])
+                                      "transposed", "embed", "gqa", "chunk", "weight_gradient",
+                                      "tokens_of_a_batch", "softmax_keys"])
 def test_one_compile_runs_every_size_against_torch(function):
     text = _SOURCES.get(function, COMPILED_ONCE)
     compiled = kgc.compile(text, function=function)

@@ -271,7 +271,10 @@ class Generator:
 
     def _loop_bounds(self, axis: int) -> dict:
         """`start` and `end` of the loop over `axis` where they are not 0
-        and its extent (a split-K kernel's k loop walks its split only)."""
+        and its extent (a split-K kernel's k loop walks its split only; a
+        loop over the dynamic extent ends at the call's size)."""
+        if axis == self.plan.dynamic_axis:
+            return {"end": self.b.extent()}
         return {}
 
     def _run_phase(self, axes: list[int], nodes: list[Node]) -> None:
