@@ -18,7 +18,8 @@ lives (`dynamic_axis`). A plan holds when:
   two per program, never looped over or reduced.
 
 A schedule whose program bounds a loop by the size itself says so
-(`Schedule.dynamic_loop_axis`: attention over a growing cache's keys) and
+(`Schedule.dynamic_loop_axis`: attention over a growing cache's keys, a
+reduction along the extent as its innermost reduced axis) and
 takes the extent along that loop instead: the grid is then static
 (`dynamic_grid` [0, 0]), and kg-pad-mask guards the reductions and dots
 along the loop by the size.
