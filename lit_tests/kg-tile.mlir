@@ -920,6 +920,28 @@ func.func @sum_over_dynamic_tokens(%x: tensor<?x512xf32>) -> tensor<512xf32> {
 
 // -----
 
+// A weight's gradient over a dynamic token count, X^T dY: the tokens are the
+// product's k, walked by every program's k loop to the call's size (64 at a
+// step, the dot given zeros past it); the grid is static.
+// CHECK-LABEL: func.func @product_over_dynamic_tokens
+// CHECK: kg.kernel @product_over_dynamic_tokens_0
+// CHECK-SAME: block_k = 64 : i64
+// CHECK-SAME: dynamic_axis = 1 : i64, dynamic_grid = array<i64: 0, 0>
+// CHECK: %[[N:.*]] = memref.dim
+// CHECK: %[[END:.*]] = arith.index_cast %[[N]] : index to i32
+// CHECK: scf.for %{{.*}} = %{{.*}} to %[[END]] step %{{.*}} iter_args
+func.func @product_over_dynamic_tokens(%x: tensor<?x512xbf16>, %dy: tensor<?x96xbf16>) -> tensor<512x96xf32> {
+  %y = kg.kernel @product_over_dynamic_tokens_0(%x, %dy) : (tensor<?x512xbf16>, tensor<?x96xbf16>) -> tensor<512x96xf32> {
+  ^bb0(%a: tensor<?x512xbf16>, %b: tensor<?x96xbf16>):
+    %at = kg.transpose %a [1, 0] : tensor<?x512xbf16> -> tensor<512x?xbf16>
+    %w = kg.matmul %at, %b : (tensor<512x?xbf16>, tensor<?x96xbf16>) -> tensor<512x96xf32>
+    kg.yield %w : tensor<512x96xf32>
+  }
+  return %y : tensor<512x96xf32>
+}
+
+// -----
+
 // The dynamic extent as the outer of two reduced axes: a program's loop
 // walks the innermost one, so no loop could end at the size. Refused.
 func.func @dynamic_outer_reduced_axis(%x: tensor<?x8xf32>) -> tensor<f32> {

@@ -614,7 +614,9 @@ def test_attention_over_dynamic_keys_loops_to_the_size_on_a_static_grid(dynamic_
 
 # Reductions along the dynamic extent: a norm weight's gradient summed over
 # a dynamic token count, the tokens of a batch of sequences summed and
-# maxed, and a softmax over dynamic keys (its output stored along the loop).
+# maxed, a softmax over dynamic keys (its output stored along the loop), and
+# a projection's weight and bias gradients (X^T dY contracts over the
+# tokens in its k loop).
 REDUCED_ONCE = """\
 func.func @weight_gradient(%dy: tensor<?x512xbf16>, %x: tensor<?x512xbf16>, %r: tensor<?x1xf32>) -> tensor<512xf32> {
   %a = kg.cast %dy : tensor<?x512xbf16> to tensor<?x512xf32>
@@ -633,6 +635,17 @@ func.func @softmax_keys(%x: tensor<8x?xf16>) -> tensor<8x?xf16> {
   %y = kg.softmax %x dim 1 : tensor<8x?xf16>
   return %y : tensor<8x?xf16>
 }
+func.func @weight_product(%x: tensor<?x512xbf16>, %dy: tensor<?x96xbf16>) -> tensor<512x96xf32> {
+  %xt = kg.transpose %x [1, 0] : tensor<?x512xbf16> -> tensor<512x?xbf16>
+  %w = kg.matmul %xt, %dy : (tensor<512x?xbf16>, tensor<?x96xbf16>) -> tensor<512x96xf32>
+  return %w : tensor<512x96xf32>
+}
+func.func @bias_and_weight(%x: tensor<?x33xf32>, %dy: tensor<?x17xf32>) -> (tensor<33x17xf32>, tensor<17xf32>) {
+  %xt = kg.transpose %x [1, 0] : tensor<?x33xf32> -> tensor<33x?xf32>
+  %w = kg.matmul %xt, %dy : (tensor<33x?xf32>, tensor<?x17xf32>) -> tensor<33x17xf32>
+  %b = kg.reduce sum %dy dims [0] : tensor<?x17xf32> -> tensor<17xf32>
+  return %w, %b : tensor<33x17xf32>, tensor<17xf32>
+}
 """
 
 
@@ -642,7 +655,8 @@ def reduced_once():
 
 
 @pytest.mark.parametrize("size", [1, 3, 17, 1000, 4097])
-@pytest.mark.parametrize("function", ["weight_gradient", "tokens_of_a_batch", "softmax_keys"])
+@pytest.mark.parametrize("function", ["weight_gradient", "tokens_of_a_batch", "softmax_keys",
+                                      "weight_product", "bias_and_weight"])
 def test_reductions_along_the_dynamic_extent_run_at_every_size_from_one_compile(
         reduced_once, function, size):
     import torch
@@ -655,8 +669,14 @@ def test_reductions_along_the_dynamic_extent_run_at_every_size_from_one_compile(
                   torch.rand(size, 1, generator=generator) + 0.5]
     elif function == "tokens_of_a_batch":
         inputs = [torch.randn(2, size, 33, generator=generator)]
-    else:
+    elif function == "softmax_keys":
         inputs = [torch.randn(8, size, generator=generator).half()]
+    elif function == "weight_product":
+        inputs = [torch.randn(size, 512, generator=generator).bfloat16(),
+                  torch.randn(size, 96, generator=generator).bfloat16()]
+    else:
+        inputs = [torch.randn(size, 33, generator=generator),
+                  torch.randn(size, 17, generator=generator)]
     got, _ = run_as_the_reference(source, tiled, function, inputs)
     if function == "softmax_keys":
         assert tuple(as_tuple(got)[0].shape) == (8, size)
@@ -665,8 +685,9 @@ def test_reductions_along_the_dynamic_extent_run_at_every_size_from_one_compile(
 def test_reductions_along_the_dynamic_extent_loop_to_the_size_on_a_static_grid(reduced_once):
     _, tiled = reduced_once
     kernels = [line for line in str(tiled).splitlines() if "kg.kernel @" in line]
-    assert len(kernels) == 4
+    assert len(kernels) == 7
     assert all("dynamic_grid = array<i64: 0, 0>" in line for line in kernels)
+    assert sum('kind = "matmul"' in line for line in kernels) == 2
 
 
 def test_strides_outside_the_size_are_computed_from_it(strided_once):

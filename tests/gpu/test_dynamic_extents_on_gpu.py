@@ -48,11 +48,14 @@ ARGUMENTS = {
                         ((None, 1), torch.float32)],
     "tokens_of_a_batch": [((2, None, 33), torch.float32)],
     "softmax_keys": [((8, None), torch.float16)],
+    "weight_product": [((None, 512), torch.bfloat16), ((None, 96), torch.bfloat16)],
+    "bias_and_weight": [((None, 33), torch.float32), ((None, 17), torch.float32)],
 }
 _SOURCES = {"norm_proj": TWO_KERNELS, "heads": STRIDED_ONCE, "tokens": STRIDED_ONCE,
             "transposed": STRIDED_ONCE, "embed": STRIDED_ONCE, "gqa": DYNAMIC_KEYS,
             "chunk": DYNAMIC_KEYS, "weight_gradient": REDUCED_ONCE,
-            "tokens_of_a_batch": REDUCED_ONCE, "softmax_keys": REDUCED_ONCE}
+            "tokens_of_a_batch": REDUCED_ONCE, "softmax_keys": REDUCED_ONCE,
+            "weight_product": REDUCED_ONCE, "bias_and_weight": REDUCED_ONCE}
 
 
 def _inputs(function: str, size: int, seed: int) -> list:
@@ -73,7 +76,8 @@ def _inputs(function: str, size: int, seed: int) -> list:
 
 @pytest.mark.parametrize("function", ["rows", "proj", "points", "norm_proj", "heads", "tokens",
                                       "transposed", "embed", "gqa", "chunk", "weight_gradient",
-                                      "tokens_of_a_batch", "softmax_keys"])
+                                      "tokens_of_a_batch", "softmax_keys", "weight_product",
+                                      "bias_and_weight"])
 def test_one_compile_runs_every_size_against_torch(function):
     text = _SOURCES.get(function, COMPILED_ONCE)
     compiled = kgc.compile(text, function=function)

@@ -49,7 +49,7 @@ from kgc.tiling.iteration import KernelPlan, Unplannable, leaf_view
 __all__ = ["DYNAMIC_AXIS_ATTRIBUTE", "DYNAMIC_GRID_ATTRIBUTE", "NotAtEverySize", "at_size",
            "call_extent", "dynamic_axis", "dynamic_grid", "extent_sizes", "grid_at",
            "has_dynamic_extent", "is_over_dynamic_extent", "kernel_dynamic_axis", "marked_dims",
-           "read_extent", "with_dynamic_axis"]
+           "read_extent", "reduced_dynamic_axis", "with_dynamic_axis"]
 
 # The iteration axis a tiled kernel's dynamic extent lives on.
 DYNAMIC_AXIS_ATTRIBUTE = "dynamic_axis"
@@ -201,6 +201,22 @@ def dynamic_axis(plan: KernelPlan, buffers: list[Node]) -> int:
         raise NotAtEverySize(f"the tile along the dynamic axis is {tile}, not a power of two "
                              f"up to {EXTENT_HINT}")
     return axis
+
+
+def reduced_dynamic_axis(plan: KernelPlan) -> int | None:
+    """The iteration axis along which `plan`'s buffers hold the dynamic
+    extent, where a reduction or a matmul of the plan reduces that axis;
+    None where it is kept (a program axis: `dynamic_axis` checks the rest)
+    or where no buffer has it."""
+    reduced = {axis for axes in plan.reduce_axes.values() for axis in axes}
+    for node, index_map in plan.maps.items():
+        if index_map is None or not node.is_input and node not in plan.outputs:
+            continue
+        for dim in marked_dims(node):
+            axis = index_map.axis_of_row(dim)
+            if axis in reduced:
+                return axis
+    return None
 
 
 def with_dynamic_axis(plan: KernelPlan, axis: int) -> KernelPlan:

@@ -24,9 +24,10 @@ from kgc.op_table import elementwise_op
 from kgc.targets import Target
 from kgc.tiling import low_rank, split_k
 from kgc.tiling.constants import MIN_DOT_TILE
+from kgc.tiling.dynamic import NotAtEverySize, reduced_dynamic_axis
 from kgc.tiling.config import (DEFAULT_MIN_BYTES, SKINNY_ROWS, ConfigError, MatmulConfig,
                                default_split_k, skinny_split_k, streams_weights, weight_bytes)
-from kgc.tiling.graph_model import Node, topological
+from kgc.tiling.graph_model import EXTENT_HINT, Node, topological
 from kgc.tiling.index_maps import IndexMap, ceil_div, next_power_of_two, product
 from kgc.tiling.iteration import (TILE_LOOP, Expansion, Unplannable, axes_of,
                                   infer_maps, leaf_view, matmul_operand_maps, operand_maps)
@@ -112,10 +113,30 @@ class MatmulSchedule(Schedule):
         # persistent programs a grid of their own, TMA descriptors the
         # buffer's shape: none is known before the call.
         config = plan.config
+        _, k_axis, _ = plan.matmul_axes
+        # Contracting over the extent, the k loop walks it to the size
+        # (`dynamic_loop_axis`): it must loop at the hint too.
+        whole_k = reduced_dynamic_axis(plan) == k_axis and k_axis not in plan.loop_axes
         if (config.group_m or 1) == 1 and plan.split is None and not config.tma and \
-                config.num_programs is None:
+                config.num_programs is None and not whole_k:
             return None
-        return dataclasses.replace(config, group_m=1, split_k=1, tma=None, num_programs=None)
+        return dataclasses.replace(config, group_m=1, split_k=1, tma=None, num_programs=None,
+                                   **({"block_k": EXTENT_HINT // 4, "num_stages": None}
+                                      if whole_k else {}))
+
+    def dynamic_loop_axis(self, plan):
+        # A weight's gradient over a dynamic token count (X^T dY contracts
+        # over the tokens): every program's k loop ends at the call's size,
+        # and kg-pad-mask gives the dot zeros past it.
+        axis = reduced_dynamic_axis(plan)
+        if axis is None:
+            return None
+        _, k_axis, _ = plan.matmul_axes
+        if axis != k_axis or axis not in plan.loop_axes or plan.split is not None:
+            raise NotAtEverySize(f"iteration axis {axis}, of the dynamic extent, is reduced but "
+                                 "not as the matmul's looped k axis; a matmul contracts over "
+                                 "the dynamic extent only in its k loop")
+        return axis
 
     def fusion_refusal(self, plan):
         # Every program along n computes the operand's prologue for its

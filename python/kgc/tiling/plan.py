@@ -30,7 +30,7 @@ from typing import Sequence
 
 from kgc.targets import Target
 from kgc.tiling.config import KernelConfig, PointwiseConfig, ReductionConfig
-from kgc.tiling.dynamic import NotAtEverySize, marked_dims
+from kgc.tiling.dynamic import NotAtEverySize, reduced_dynamic_axis
 from kgc.tiling.graph_model import EXTENT_HINT, Node
 from kgc.tiling.index_maps import IndexMap, ceil_div, next_power_of_two, product
 from kgc.tiling.iteration import (KernelPlan, Unplannable, axes_of, infer_maps,
@@ -76,7 +76,7 @@ class ReductionSchedule(Schedule):
 
     def dynamic_config(self, plan):
         reduced = sorted({axis for axes in plan.reduce_axes.values() for axis in axes})
-        if _reduced_dynamic_axis(plan) is not None:
+        if reduced_dynamic_axis(plan) is not None:
             # Reduced along the dynamic extent: the program walks it in steps
             # to the call's size (`dynamic_loop_axis`), so it must loop at
             # the hint too.
@@ -101,7 +101,7 @@ class ReductionSchedule(Schedule):
         # norm weight's gradient in a training step of any length): each
         # program loops over the reduced axis to the call's size, and
         # kg-pad-mask guards the reduction there by the size.
-        axis = _reduced_dynamic_axis(plan)
+        axis = reduced_dynamic_axis(plan)
         if axis is None:
             return None
         innermost = max(a for axes in plan.reduce_axes.values() for a in axes)
@@ -408,22 +408,6 @@ def _default_rows(rows: int, outer: int, tile, extents, r_axes, target: Target) 
     while default > 1 and outer * ceil_div(rows, default) < _PROGRAMS_PER_SM * target.sm_count:
         default = _floor_power_of_two(default - 1) if default & (default - 1) else default // 2
     return default
-
-
-def _reduced_dynamic_axis(plan: KernelPlan) -> int | None:
-    """The iteration axis along which `plan`'s buffers hold the dynamic
-    extent, where that axis is reduced; None where it is kept (a program
-    axis: `kgc.tiling.dynamic.dynamic_axis` checks the rest) or where no
-    buffer has it."""
-    reduced = {axis for axes in plan.reduce_axes.values() for axis in axes}
-    for node, index_map in plan.maps.items():
-        if index_map is None or not node.is_input and node not in plan.outputs:
-            continue
-        for dim in marked_dims(node):
-            axis = index_map.axis_of_row(dim)
-            if axis in reduced:
-                return axis
-    return None
 
 
 def _across_rows(plan: KernelPlan) -> bool:
