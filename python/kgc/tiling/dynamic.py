@@ -209,14 +209,17 @@ def reduced_dynamic_axis(plan: KernelPlan) -> int | None:
     None where it is kept (a program axis: `dynamic_axis` checks the rest)
     or where no buffer has it."""
     reduced = {axis for axes in plan.reduce_axes.values() for axis in axes}
+    axes = set()
     for node, index_map in plan.maps.items():
         if index_map is None or not node.is_input and node not in plan.outputs:
             continue
-        for dim in marked_dims(node):
-            axis = index_map.axis_of_row(dim)
-            if axis in reduced:
-                return axis
-    return None
+        axes.update(index_map.axis_of_row(dim) for dim in marked_dims(node))
+    if not axes & reduced:
+        return None
+    if len(axes) > 1:
+        raise NotAtEverySize(f"buffers read the dynamic extent along iteration axes "
+                             f"{' and '.join(map(str, sorted(axes, key=str)))}")
+    return next(iter(axes))
 
 
 def with_dynamic_axis(plan: KernelPlan, axis: int) -> KernelPlan:
