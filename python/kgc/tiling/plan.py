@@ -31,7 +31,7 @@ from typing import Sequence
 from kgc.targets import Target
 from kgc.tiling.config import KernelConfig, PointwiseConfig, ReductionConfig
 from kgc.tiling.dynamic import NotAtEverySize, reduced_dynamic_axis
-from kgc.tiling.graph_model import EXTENT_HINT, Node
+from kgc.tiling.graph_model import EXTENT_HINT, Node, topological
 from kgc.tiling.index_maps import IndexMap, ceil_div, next_power_of_two, product
 from kgc.tiling.iteration import (KernelPlan, Unplannable, axes_of, infer_maps,
                                   reduce_input_map)
@@ -411,7 +411,15 @@ def _default_rows(rows: int, outer: int, tile, extents, r_axes, target: Target) 
 
 
 def _across_rows(plan: KernelPlan) -> bool:
-    return any(reduces_across_rows(node) for node in plan.reduce_axes if node.op == "reduce")
+    """Whether `plan` walks its rows as a reduction across rows: its primary
+    reduction does (the one `_plan_reduction` chose its iteration by)."""
+    return reduces_across_rows(_primary_reduce(topological(plan.outputs)))
+
+
+def _primary_reduce(order) -> Node:
+    """The reduction of a kernel (its nodes in topological `order`) whose
+    iteration the kernel takes: the one over the largest input."""
+    return max((n for n in order if n.op == "reduce"), key=lambda r: r.operands[0].numel)
 
 
 def _band_configs(extents: dict) -> list[ReductionConfig]:
@@ -463,7 +471,7 @@ def _floor_power_of_two(n: int) -> int:
 def _plan_reduction(outputs, order, reduces, config: ReductionConfig, kernel,
                     target: Target) -> KernelPlan:
     check_index_range(order)
-    primary = max(reduces, key=lambda r: r.operands[0].numel)
+    primary = _primary_reduce(reduces)
     x = primary.operands[0]
     dims = sorted(primary.attrs["dims"])
     kept = [d for d in range(len(x.shape)) if d not in dims]
