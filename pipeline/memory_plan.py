@@ -168,6 +168,22 @@ def buffer_steps(function: "Function") -> tuple[tuple[tuple[int, ...], ...],
     return made, freed
 
 
+def argument_releases(function: "Function") -> tuple[tuple[int, ...], ...]:
+    """Per launch of `function`: the arguments that are not results which it
+    is the last to read or write (an argument no launch touches, at the
+    first). A call that owns its arguments (their caller keeps no reference)
+    may drop each after that launch, so that the memory of an activation
+    that only this call still reads comes back while it runs."""
+    results = set(function.results)
+    last: dict[int, int] = {b: 0 for b in range(function.num_arguments) if b not in results}
+    for index, launch in enumerate(function.launches):
+        for buffer in (*launch.inputs, *launch.outputs):
+            if buffer in last:
+                last[buffer] = index
+    return tuple(tuple(b for b, step in last.items() if step == index)
+                 for index in range(len(function.launches)))
+
+
 def _meet(a: tuple[int, int], b: tuple[int, int]) -> bool:
     return a[0] <= b[1] and b[0] <= a[1]
 

@@ -179,6 +179,26 @@ class CompiledGraph:
                 return results
         return self.run(*tensors, out=out)
 
+    def take(self, tensors: list):
+        """Calls the graph on the tensors of the list `tensors`, which it
+        empties: the caller hands over its references. A `streamed` call
+        then drops each argument after the last launch that reads it, so
+        that an argument nobody else holds (a backward's saved activation)
+        is freed while the graph runs. Arguments the fast path cannot take
+        as they are go the checking path, held to the end."""
+        graph = self
+        if self._extent_source is not None:
+            extent = self._given_extent(tensors)
+            graph = self.at(extent) if extent is not None and 1 <= extent <= _MAX_EXTENT \
+                else None
+        if graph is not None and graph._fast is not None:
+            results = graph._fast(tensors, None, True)
+            if results is not None:
+                return results
+        arguments = tuple(tensors)
+        tensors.clear()
+        return self(*arguments)
+
     def run(self, *tensors, out=None, poison: bool = False):
         """Runs the graph on `tensors` and returns its result (a tuple when
         it has several). `out` gives the result buffers (a tensor, or a

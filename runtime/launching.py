@@ -177,7 +177,14 @@ def fast_call(function, specs: list, layout: BufferLayout, bound: BoundFunction,
     every result and one workspace for the intermediates first: a call then
     holds at most what is live at one launch, for an allocation per buffer.
     (The kernels run on the stream torch allocates for, so a freed buffer
-    is reused only by launches after its last reader.)"""
+    is reused only by launches after its last reader.)
+
+    The call is `fast(tensors, out, take=False)`. With `take`, `tensors` is
+    a list the call empties once it has checked them, so that the call
+    holds the only references it was given: a streamed call then drops each
+    argument after the last launch that reads it
+    (`memory_plan.argument_releases`), and an activation nobody else holds
+    is freed while the call runs rather than after it."""
     import torch
 
     device = bound.device
@@ -186,11 +193,14 @@ def fast_call(function, specs: list, layout: BufferLayout, bound: BoundFunction,
     fresh_results = [(index, shape, dtype) for index, shape, dtype in layout.fresh
                      if index not in layout.offsets]
     workspace_bytes, offsets = layout.workspace_bytes, tuple(layout.offsets.items())
-    made_at = freed_at = ()
+    made_at = freed_at = released_at = ()
     if streamed:
-        from kgc.pipeline.memory_plan import buffer_steps  # the pipeline loads MLIR
+        # The pipeline loads MLIR.
+        from kgc.pipeline.memory_plan import argument_releases, buffer_steps
 
         made, freed_at = buffer_steps(function)
+        released_at = tuple(freed + arguments for freed, arguments in
+                            zip(freed_at, argument_releases(function)))
         spec_of = {index: (index, shape, dtype) for index, shape, dtype in layout.fresh}
         made_at = tuple(tuple(spec_of[b] for b in step) for step in made)
         written = {b for step in made for b in step}
@@ -242,7 +252,7 @@ def fast_call(function, specs: list, layout: BufferLayout, bound: BoundFunction,
                 and tensor.shape == shape and tensor.get_device() == device
                 and tensor.is_contiguous() and not tensor.data_ptr() % ALIGNMENT)
 
-    def fast(tensors, out):
+    def fast(tensors, out, take=False):
         if len(tensors) != count or current() != device:
             return None
         for tensor, (shape, dtype) in zip(tensors, specs):
@@ -272,13 +282,17 @@ def fast_call(function, specs: list, layout: BufferLayout, bound: BoundFunction,
                 typed = {dtype: workspace.view(dtype) for dtype in view_dtypes}
                 for index, dtype, shape, strides, first in library_views:
                     buffers[index] = typed[dtype].as_strided(shape, strides, first)
+        if take:
+            # The loops' names hold a tensor each too.
+            tensors.clear()
+            tensor = None  # noqa: F841
         stream = stream_of(device)
         # Hooks added after the first call (a profiler's) still run.
         launches = hooked_launches if any_hooked(hooks) else bare_launches
         with exact_products() if libraries else nullcontext():
             if streamed:
                 for (library, call, grid, fixed, operands, scalars), made, freed in \
-                        zip(launches, made_at, freed_at):
+                        zip(launches, made_at, released_at if take else freed_at):
                     for index, shape, dtype in made:
                         if buffers[index] is None:  # else a result given by `out`
                             buffer = buffers[index] = empty(shape, dtype=dtype, device=device)

@@ -106,3 +106,63 @@ def test_the_backends_forward_and_backward_empty_the_lists_aotautograd_passes(mo
     torch.testing.assert_close(got, (x.grad, w.grad), rtol=1e-4, atol=1e-5)
     # One forward and one backward, each called once, each list emptied.
     assert left == [0, 0]
+
+
+class _HandedOver:
+    """A compiled partition's run that takes its arguments as a list
+    (`CompiledGraph.take`) and records, once it has dropped its own
+    references, which of them anything else still holds."""
+
+    def __init__(self, run, alive: list):
+        self.run = run
+        self.alive = alive
+
+    def __call__(self, *tensors):
+        return self.take(list(tensors))  # the caller keeps its references
+
+    def take(self, tensors: list):
+        watched = [weakref.ref(t) for t in tensors if isinstance(t, torch.Tensor)]
+        arguments = tuple(tensors)
+        tensors.clear()
+        results = self.run(*arguments)
+        del arguments
+        self.alive.append([w() for w in watched])
+        return results
+
+
+def test_a_training_graphs_partition_holds_the_only_references_to_its_activations():
+    # The backward reads activations its forward saved; nothing reads them
+    # after its one partition, so once the partition has dropped its own
+    # references (as a streamed graph does after each one's last reader),
+    # they are freed, whatever the FX code around the call held before.
+    from tests.test_torch_frontend import TiledBackend
+
+    alive: list = []
+
+    class Backend(TiledBackend):
+        def _compile(self, graph, mode):
+            return _HandedOver(super()._compile(graph, mode), alive)
+
+    x = _randn(3, 17, seed=9)
+    w1 = _randn(17, 40, seed=10).requires_grad_()
+    w2 = _randn(40, 5, seed=11).requires_grad_()
+
+    def step(x, w1, w2):
+        return (torch.nn.functional.gelu(x @ w1) @ w2).square().mean()
+
+    compiled = torch.compile(step, backend=Backend(), fullgraph=True)
+    compiled(x, w1, w2).backward()
+    got = (w1.grad, w2.grad)
+    w1.grad = w2.grad = None
+    step(x, w1, w2).backward()
+    torch.testing.assert_close(got, (w1.grad, w2.grad), rtol=1e-4, atol=1e-5)
+    *_, backward = alive
+    # A 0-d tensor is the loss's gradient, which autograd hands over as one
+    # number (a scalar argument made for the call, or kept by autograd).
+    held = [t for t in backward if t is not None and t.dim()]
+    # Only what the test itself holds (its input and weights, or views of
+    # them) survives.
+    mine = {m.untyped_storage().data_ptr() for m in (x, w1, w2)}
+    assert all(t.untyped_storage().data_ptr() in mine for t in held), \
+        [tuple(t.shape) for t in held]
+    assert len(backward) > len(held), "the backward read no activation of its own"

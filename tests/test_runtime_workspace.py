@@ -16,8 +16,8 @@ from kgc.diagnostics import KgcError
 from kgc.element_types import torch_dtype
 from kgc.export import export_c
 from kgc.pipeline.compiler import Function, Launch, TensorSpec
-from kgc.pipeline.memory_plan import (MemoryPlan, Placement, buffer_steps, lifetimes,
-                                      plan_memory)
+from kgc.pipeline.memory_plan import (MemoryPlan, Placement, argument_releases, buffer_steps,
+                                      lifetimes, plan_memory)
 from tests.cases import ALL_CASES
 
 
@@ -104,6 +104,20 @@ def test_a_streamed_call_makes_each_buffer_at_its_first_writer_and_frees_it_afte
         live -= set(freed[step])
     assert peak == sizes[1] + sizes[2]
     assert plan_memory(function).workspace_bytes + sizes[2] + sizes[4] == peak + sizes[4]
+
+
+def test_a_call_that_owns_its_arguments_drops_each_after_its_last_reader():
+    # Arguments 0..3: 0 is read by k0 and k2, 1 by k1 only, 2 by no launch,
+    # 3 is returned as it is (a result the caller gets back).
+    buffers = [TensorSpec((7,), "f32") for _ in range(6)]
+    launches = [Launch("k0", [0], [4]), Launch("k1", [4, 1], [5]), Launch("k2", [5, 0], [4])]
+    function = Function("f", buffers, 4, launches, [4, 3])
+    assert argument_releases(function) == ((2,), (1,), (0,))
+
+
+def test_a_function_without_launches_releases_nothing():
+    function = Function("f", [TensorSpec((7,), "f32")], 1, [], [0])
+    assert argument_releases(function) == ()
 
 
 @pytest.mark.parametrize("plan,message", [

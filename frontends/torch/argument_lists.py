@@ -13,6 +13,14 @@ call that still unpacks the list into a call with all of it).
 `taking_argument_list(module)` makes an FX graph module's generated code
 take the list so: `def forward(self, arguments): a, b, = arguments;
 arguments.clear()`.
+
+Within such a graph, a call of a submodule (a partition kgc runs) holds its
+arguments to the call's end, since the generated code drops a value only
+after its last use has returned. `handing_over_arguments(module, names)`
+makes the calls of the named submodules take their arguments as one list
+too, built just before the call, so that the graph's names no longer hold
+those whose last use the call is, and the submodule may drop each while it
+runs: `box = packed(a, b); a = b = None; r = self.part(box)`.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from typing import Any
 
 import torch.fx
 
-__all__ = ["taking_argument_list"]
+__all__ = ["handing_over_arguments", "packed", "taking_argument_list"]
 
 
 class _ArgumentListCodeGen(torch.fx.graph.CodeGen):
@@ -55,3 +63,22 @@ def taking_argument_list(module: torch.fx.GraphModule) -> Callable[[list], Any]:
 
     call._boxed_call = True  # AOTAutograd's mark of a function that takes a list
     return call
+
+
+def packed(*arguments) -> list:
+    """The arguments as a list, which the call that takes it empties."""
+    return list(arguments)
+
+
+def handing_over_arguments(module: torch.fx.GraphModule, names) -> None:
+    """Makes each call of a submodule of `module` named in `names` take its
+    positional arguments as one list (`packed`), built just before it, which
+    the submodule is to empty. The module's code is generated again."""
+    names = set(names)
+    for node in list(module.graph.nodes):
+        if node.op != "call_module" or node.target not in names or node.kwargs:
+            continue
+        with module.graph.inserting_before(node):
+            box = module.graph.call_function(packed, tuple(node.args))
+        node.args = (box,)
+    module.recompile()

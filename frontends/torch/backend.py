@@ -73,7 +73,7 @@ import torch
 import torch.fx
 
 from kgc.diagnostics import KgcError
-from kgc.torch.argument_lists import taking_argument_list
+from kgc.torch.argument_lists import handing_over_arguments, taking_argument_list
 from kgc.torch.buckets import BucketedPartition, bucket_of, is_symbolic
 from kgc.torch.convert import (ConvertedGraph, KgcFallbackWarning, Unsupported, convert_graph,
                                op_name)
@@ -201,15 +201,29 @@ def saved_for_backward(module: torch.fx.GraphModule) -> tuple[int, int]:
 class CompiledPartition(torch.nn.Module):
     """One partition of the aten graph, run by kgc: a callable that takes
     the partition's inputs and returns its results as the partition's FX
-    submodule does."""
+    submodule does.
 
-    def __init__(self, converted: ConvertedGraph, run: Callable):
+    With `takes_list` it is called with one list of the inputs, which it
+    empties (`argument_lists.handing_over_arguments`), and hands the graph's
+    arguments over to a run that takes a list too (`CompiledGraph.take`):
+    a half of a training graph then frees an activation that only its
+    early kernels read while its later kernels run."""
+
+    def __init__(self, converted: ConvertedGraph, run: Callable, takes_list: bool = False):
         super().__init__()
         self.converted = converted
         self.run = run
+        self.takes_list = takes_list
 
     def forward(self, *arguments):
-        results = self.run(*self.converted.graph_arguments(arguments))
+        if self.takes_list:
+            (given,) = arguments
+            tensors = self.converted.graph_arguments(given)
+            given.clear()
+            take = getattr(self.run, "take", None)
+            results = take(tensors) if take is not None else self.run(*tensors)
+        else:
+            results = self.run(*self.converted.graph_arguments(arguments))
         if not isinstance(results, tuple):
             results = (results,)
         ordered = tuple(self.converted.partition_results(results))
@@ -489,7 +503,8 @@ class Backend:
                     partition = None
                     run = self._compile_once(converted.graph, mode, compiled)
                     if self.run_kernels:
-                        partition = CompiledPartition(converted, _for_kind(run, kind))
+                        partition = CompiledPartition(converted, _for_kind(run, kind),
+                                                      takes_list=kind != "inference")
             except (Unsupported, KgcError) as error:
                 ops = [f"{op_name(n)}:{n.name}" for n in submodule.graph.nodes
                        if n.op == "call_function"]
@@ -508,6 +523,9 @@ class Backend:
             if partition is not None:
                 setattr(fused, name, partition)
         fused.recompile()
+        handing_over_arguments(fused, [name for name, child in fused.named_children()
+                                       if isinstance(child, CompiledPartition)
+                                       and child.takes_list])
         return fused
 
     def _compile_once(self, graph, mode: str, compiled: dict):
@@ -587,7 +605,8 @@ class Backend:
             _LOG.info("kgc: partition %s is compiled per bucket of its dynamic size: %s",
                       graph_name, (str(error).strip().splitlines() or [""])[0])
             return None
-        return (CompiledPartition(converted, _for_kind(run, kind)) if self.run_kernels
+        return (CompiledPartition(converted, _for_kind(run, kind),
+                                  takes_list=kind != "inference") if self.run_kernels
                 else None), converted
 
     def _bucketed(self, submodule, graph_name: str, mode: str, report: GraphReport):

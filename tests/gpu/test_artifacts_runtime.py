@@ -216,6 +216,47 @@ def test_a_streamed_graph_allocates_per_buffer_and_gives_the_same_results(split_
     assert allocations == len(function.results) + 1
 
 
+@pytest.fixture(scope="module")
+def low_rank_chain():
+    # a @ w1 reads `a` (32 MiB) in its first launches; the last makes the
+    # result (32 MiB) from the low-rank product alone.
+    graph = kgc.Graph("low_rank_chain")
+    a = graph.input("a", (4096, 4096), "f16")
+    w1 = graph.input("w1", (4096, 16), "f16")
+    w2 = graph.input("w2", (16, 4096), "f16")
+    graph.output(graph.matmul(graph.matmul(a, w1), w2))
+    return kgc.compile(graph)
+
+
+@pytest.mark.parametrize("streamed", [True, False])
+def test_a_graph_handed_its_arguments_empties_the_list_and_frees_them_when_streamed(
+        low_rank_chain, streamed):
+    # A streamed call that takes the list of its arguments drops `a` after
+    # the launch that last reads it, before the result is made: the call's
+    # peak is then the result in place of `a`, not both.
+    graph = low_rank_chain.streamed() if streamed else low_rank_chain
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
+    w1 = torch.randn(4096, 16, device="cuda", dtype=torch.float16) * 0.02
+    w2 = torch.randn(16, 4096, device="cuda", dtype=torch.float16)
+    want = low_rank_chain(a, w1, w2)
+    graph(a, w1, w2)  # the first call binds, through the checking path
+    arguments = [a, w1, w2]
+    del a
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    got = graph.take(arguments)
+    torch.cuda.synchronize()
+    grown = torch.cuda.max_memory_allocated() - before
+    assert arguments == []
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    result_bytes = want.numel() * want.element_size()
+    if streamed:
+        assert grown < result_bytes // 4, grown
+    else:  # the workspace and the result are made before the first launch
+        assert grown >= result_bytes, grown
+
+
 def test_launch_hooks_added_after_the_first_call_still_run(rms_norm):
     # Without hooks the fast path leaves them out of its launches; a tool
     # that adds one later (a profiler) must still see every launch.
