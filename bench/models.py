@@ -99,6 +99,12 @@ class ModelSpec:
             torch.manual_seed(seed)
             model = getattr(transformers, self.model_class)(config)
         model.eval()
+        if self.decoder and getattr(model, "loss_type", "") is None:
+            # transformers picks the loss by the class's name, and where that
+            # names none (GPT2LMHeadModel) logs a warning from the training
+            # step's forward, where Dynamo breaks the graph for every backend
+            # (8 frames compiled): the causal LM's loss, named.
+            model.loss_type = "ForCausalLM"
         if self.decoder:
             # Exactly `new_tokens` new tokens: random weights may well
             # produce the end-of-sequence token early.
