@@ -28,7 +28,8 @@ from kgc.passes.registry import (
 
 # Built-in passes register themselves on import.
 from kgc.passes import (  # noqa: E402,F401
-    cse, dce, decompose, fold, fuse, legalize_dot, pad_mask, simplify, tile, to_ttir)
+    cse, dce, decompose, fold, fuse, legalize_dot, pad_mask, simplify, split_reduction, tile,
+    to_ttir)
 
 __all__ = [
     "Option",

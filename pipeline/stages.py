@@ -35,6 +35,7 @@ KG_PASSES = (
     "kg-simplify",
     "kgc-cse",
     "kgc-dce",
+    "kg-split-reduction{{target={target}}}",
     "kg-fuse{{target={target}}}",
     "kg-tile{{target={target}}}",
     "kg-legalize-dot{{target={target}}}",

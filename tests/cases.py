@@ -197,7 +197,10 @@ def _reduction_cases():
                                      # columns walking rows, the last step and the
                                      # last band partly past the end.
                                      ((4097, 17), (0,), False), ((1000, 33), (0,), False),
-                                     ((3, 1000, 17), (0, 1), True), ((1, 1000), (0,), False)):
+                                     ((3, 1000, 17), (0, 1), True), ((1, 1000), (0,), False),
+                                     # Split in two stages (kg-split-reduction):
+                                     # 6000 rows into 17 columns.
+                                     ((2, 1000, 3, 17), (0, 1, 2), False)):
             label = f"{kind}-{'x'.join(map(str, shape))}-dims{''.join(map(str, dims))}" + \
                 ("-keep" if keepdim else "")
             cases.append(Case(label, [("x", shape, "any")],

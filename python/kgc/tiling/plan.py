@@ -51,7 +51,7 @@ _POINTWISE_BLOCK_N = 1024
 # Columns a program of a reduction across rows takes at most and at least
 # (`_column_band`).
 _COLUMN_BAND = 32
-_NARROWEST_COLUMN_BAND = 8
+NARROWEST_COLUMN_BAND = 8
 # Programs per SM below which an elementwise or reduction kernel takes fewer
 # rows a tile.
 _PROGRAMS_PER_SM = 4
@@ -455,11 +455,11 @@ def reduces_across_rows(reduce: Node) -> bool:
 def _column_band(columns: int, outer: int, target: Target) -> int:
     """The columns a program of a reduction across rows takes: the widest
     band up to _COLUMN_BAND that still gives each SM a program, and never
-    narrower than _NARROWEST_COLUMN_BAND. A band under a 32-byte sector (16
+    narrower than NARROWEST_COLUMN_BAND. A band under a 32-byte sector (16
     half floats) shares each sector with the next program, which L2 serves;
     the best bands of an H200's grid were 8 and 16 columns."""
     band = min(next_power_of_two(columns), _COLUMN_BAND)
-    while band > _NARROWEST_COLUMN_BAND and outer * ceil_div(columns, band) < target.sm_count:
+    while band > NARROWEST_COLUMN_BAND and outer * ceil_div(columns, band) < target.sm_count:
         band //= 2
     return band
 
