@@ -88,10 +88,15 @@ def pipeline_for_target(text: str, target: int) -> str:
     return str(spec)
 
 
-def decomposition_pipeline_text() -> str:
-    """The default pipeline before kg-fuse: the graph cleaned up and
-    decomposed into the ops kg-fuse partitions."""
-    return f"builtin.module({','.join(KG_PASSES[:_fusion_position()])})"
+def decomposition_pipeline_text(target: int = DEFAULT_SM) -> str:
+    """The default pipeline before kg-fuse, for sm_<target>: the graph
+    cleaned up and decomposed into the ops kg-fuse partitions (some, such
+    as a reduction split in two stages, depend on the target's SMs)."""
+    return f"builtin.module({','.join(_before_fusion(target))})"
+
+
+def _before_fusion(target: int) -> list[str]:
+    return [p.format(target=target) for p in KG_PASSES[:_fusion_position()]]
 
 
 def fusion_pipeline_text(fuse_options: str = "", target: int = DEFAULT_SM) -> str:
@@ -99,7 +104,7 @@ def fusion_pipeline_text(fuse_options: str = "", target: int = DEFAULT_SM) -> st
     `{partition=0,1;2}`), its groups planned for sm_<target>: the graph cut
     into kernels still in graph form."""
     options = " ".join(filter(None, (f"target={target}", fuse_options.strip().strip("{}"))))
-    passes = list(KG_PASSES[:_fusion_position()]) + [f"{FUSION_PASS}{{{options}}}"]
+    passes = _before_fusion(target) + [f"{FUSION_PASS}{{{options}}}"]
     return f"builtin.module({','.join(passes)})"
 
 

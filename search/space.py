@@ -149,7 +149,7 @@ def variant_space(module_text: str, function: str, effort: str = "default",
     with ir.Context() as context:
         context.allow_unregistered_dialects = True
         module = ir.Module.parse(module_text).operation
-        Pipeline.parse(decomposition_pipeline_text()).run(module)
+        Pipeline.parse(decomposition_pipeline_text(record.sm)).run(module)
         functions = {ir.StringAttr(f.attributes["sym_name"]).value: f
                      for f in ops_named(module, "func.func")}
         if function not in functions:

@@ -399,3 +399,19 @@ def test_walking_tritons_ops_searches_for_no_module(monkeypatch):
                         lambda name, import_: searched.append(name) or real(name, import_))
     kgc.compile(g, cache=False)
     assert not [name for name in searched if name.endswith(".tt")]
+
+
+@pytest.mark.parametrize("sm", [80, 90, 120])
+def test_the_default_pipelines_pieces_parse_for_each_target_with_it(sm):
+    # The pieces the search, explain and the tuned-defaults builder run:
+    # every pass with a `target` option gets the target, none a placeholder.
+    from kgc.pipeline.stages import (decomposition_pipeline_text, default_pipeline_text,
+                                     fusion_pipeline_text, kernel_pipeline_text)
+
+    texts = [decomposition_pipeline_text(sm), fusion_pipeline_text("", sm),
+             kernel_pipeline_text(sm), default_pipeline_text(sm)]
+    for text in texts:
+        assert "{target}" not in text, text
+        Pipeline.parse(text)
+    assert f"kg-split-reduction{{target={sm}}}" in texts[0]
+    assert texts[1].startswith(texts[0][:-1])
