@@ -1597,3 +1597,49 @@ def test_a_prims_conversion_left_to_pytorch_runs_as_an_aten_copy():
     assert got.dtype == torch.float32 and got.stride() == expected.stride()
     assert torch.equal(got, expected)
     assert prims_as_aten(module) == 0
+
+
+def _tokens_dynamic(*tensors):
+    """The tensors with their first dim (the tokens) marked dynamic, the
+    others static, as a model's activations reach Dynamo beside its weights."""
+    for tensor in tensors:
+        torch._dynamo.mark_dynamic(tensor, 0)
+    return tensors
+
+
+def test_sums_and_products_over_a_dynamic_token_count_compile_once():
+    # A linear layer's gradients over a dynamic token count: X^T dY
+    # contracts over the tokens, and the bias's sum and a max reduce them
+    # away. No bucket can pad a sum's operand (the padding would show), but
+    # one kernel graph loops over the tokens to the size.
+    def gradients(x, dy):
+        return x.t() @ dy, (dy * 2).sum(0), dy.amax(0)
+
+    backend = TiledBackend()
+    compiled = torch.compile(gradients, backend=backend)
+    with torch.no_grad():
+        for tokens in (3, 17, 1000, 4097):
+            x, dy = _tokens_dynamic(_randn(tokens, 17), _randn(tokens, 5))
+            _assert_close(compiled(x, dy), gradients(x, dy))
+    report = backend.reports[-1]
+    assert not report.fallbacks, report.fallbacks
+    # One kernel graph with the tokens as its `?` served every count (the
+    # first call, before the dim was seen to vary, compiled a static one).
+    dynamic = [t for t in backend.texts if "?x17xf32" in t]
+    assert len(dynamic) == 1, backend.texts
+
+
+def test_a_mean_over_a_dynamic_token_count_stays_with_pytorch():
+    # Its 1/N would be a constant of the kernel graph; the sum beside it
+    # is kgc's.
+    def means(x):
+        return x.mean(0) * 2, x.sum(0) * 3
+
+    backend = ReferenceBackend()
+    compiled = torch.compile(means, backend=backend)
+    with torch.no_grad():
+        for tokens in (3, 17, 1000):
+            (x,) = _tokens_dynamic(_randn(tokens, 8))
+            _assert_close(compiled(x), means(x))
+    left = [op.split(":")[0] for op, _ in backend.reports[-1].fallbacks]
+    assert left == ["aten.mean.dim"], backend.reports[-1].fallbacks

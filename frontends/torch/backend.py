@@ -44,9 +44,12 @@ backend as symbols. A partition whose ops keep such a dim's elements apart
 (a batch, rows of a matmul) is compiled once, the symbol its kernel graph's
 dynamic extent (`?`), where kgc's kernels take it so (`kgc.torch.extents`);
 otherwise it is compiled per power-of-two bucket of it and runs on inputs
-padded to the bucket (`kgc.torch.buckets`). An op that reduces, contracts,
-slices or joins along a dynamic dim (attention over a growing KV cache, its
-concatenation) stays with PyTorch, the reason naming the symbol. Either way
+padded to the bucket (`kgc.torch.buckets`). Attention over a growing KV
+cache, and a sum, max or min or a product that reduces the dim away (a
+weight's gradient over dynamic tokens), are compiled once too, their kernels
+looping over it. Another op that reduces, contracts, slices or joins along a
+dynamic dim (the cache's concatenation, a mean) stays with PyTorch, the
+reason naming the symbol. Either way
 a decode loop compiles a bounded number of kernel graphs however many
 lengths it sees, and no result depends on the padding.
 

@@ -21,7 +21,11 @@ sequence of a (2, s, hidden) activation or of a (1, heads, s, head_dim)
 query, whose outer strides the kernels compute from the size) and no kernel
 reduces or loops over it (`kgc.tiling.dynamic`), but attention, which loops
 over dynamic keys where its queries are static (`takes_once`: a decode
-step's attention over the dynamic cache, which no bucket could pad). An op that no partition
+step's attention over the dynamic cache, which no bucket could pad), and a
+sum, max or min over the size or a product contracting over it, whose
+result holds no dynamic size (a weight's gradient over a dynamic token
+count: X^T dY, a norm weight's or a bias's sum over the tokens), which the
+reduction and matmul schedules loop over to the size. An op that no partition
 could take once stays with PyTorch, which computes it without a compile
 per size (`extent_reason`): one size in two dims of a tensor (a prefill's
 (1, 1, s, s) mask), a tensor of the size made from no tensor (an
@@ -128,7 +132,34 @@ def takes_once(node: torch.fx.Node) -> bool:
     expressions = dynamic_expressions(node)
     if len(expressions) != 1 or not _linear(next(iter(expressions))):
         return False
-    return apart_reason(node) is None
+    return apart_reason(node) is None or _reduces_its_size_away(node)
+
+
+# Reductions and the product whose loop over their input's dynamic size the
+# reduction and matmul schedules run to the size (`dynamic_loop_axis`). A
+# mean is not one: its 1/N would be a constant.
+_REDUCTIONS = {torch.ops.aten.sum.dim_IntList, torch.ops.aten.amax.default,
+               torch.ops.aten.amin.default}
+
+
+def _reduces_its_size_away(node: torch.fx.Node) -> bool:
+    """Whether `node` sums, maxes or mins its operand over the dynamic
+    size, or contracts two matrices over it (`mm(X^T, dY)` over a dynamic
+    token count), and its result holds no dynamic size: the reduced axis
+    is the kernel's loop, not its grid."""
+    if node.target not in _REDUCTIONS and node.target is not torch.ops.aten.mm.default:
+        return False
+    results = tensor_values(node)[:1]
+    if not results or _sizes_in(results[0]):
+        return False
+    operands = _operand_tensors(node)
+    if node.target is torch.ops.aten.mm.default:
+        if len(operands) != 2:
+            return False
+        (m, k), (k2, n) = operands[0].shape, operands[1].shape
+        return all(isinstance(size, torch.SymInt) for size in (k, k2)) and \
+            not any(isinstance(size, torch.SymInt) for size in (m, n))
+    return bool(operands)
 
 
 def _linear(expression) -> bool:

@@ -209,6 +209,47 @@ def test_a_sequence_inside_heads_compiles_once_for_every_length(batch):
                or (batch == 2 and "tensor<?x256xf16>" in text) for text in compiled_graphs)
 
 
+def test_a_training_step_over_a_dynamic_length_compiles_its_weight_gradients_once():
+    # The backward's weight gradients contract over the tokens (X^T dY) and
+    # its bias and norm-weight gradients sum them away: kgc's, compiled once
+    # with the length as the `?` they loop over, at every length.
+    torch.manual_seed(0)
+    block = torch.nn.Sequential(torch.nn.LayerNorm(256), torch.nn.Linear(256, 700),
+                                torch.nn.GELU(), torch.nn.Linear(700, 256)).cuda()
+    exact_block = copy.deepcopy(block).double()
+    compiled_graphs = []
+
+    def counting(graph, mode):
+        compiled_graphs.append(graph.to_mlir())
+        return compile_kernel_graph(graph, mode)
+
+    backend = Backend(compile_graph=counting)
+    run = torch.compile(block, backend=backend)
+    compiles = []
+    for length in (3, 17, 1000, 4097, 5):
+        x = torch.randn(1, length, 256, device="cuda")
+        torch._dynamo.mark_dynamic(x, 1)
+        block.zero_grad(set_to_none=True)
+        run(x).square().mean().backward()
+        compiles.append(len(compiled_graphs))
+        got = [p.grad for p in block.parameters()]
+        block.zero_grad(set_to_none=True)
+        block(x).square().mean().backward()
+        want = [p.grad for p in block.parameters()]
+        exact_block.zero_grad(set_to_none=True)
+        exact_block(x.double()).square().mean().backward()
+        for name, g, w, e in zip([n for n, _ in block.named_parameters()], got, want,
+                                 [p.grad for p in exact_block.parameters()]):
+            reason = tensor_mismatch(g, w, e)
+            assert reason is None, f"length {length}, {name}: {reason}"
+    backward = [r for r in backend.reports if r.kind == "backward"][-1]
+    reductions = [op for op, why in backward.fallbacks if "reduces over dynamic extent" in why]
+    assert not reductions, backward.fallbacks
+    # The first step compiled the forward and the backward with the length
+    # as `?`; no later length compiled anything.
+    assert any("?" in t for t in compiled_graphs) and len(set(compiles)) == 1, compiles
+
+
 # Sizes read as values reach the kernels as 0-d int64 (or float32) inputs,
 # at their real value at every call, whatever bucket the call runs in.
 SIZES_AS_VALUES = [
