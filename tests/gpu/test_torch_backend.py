@@ -155,18 +155,24 @@ def test_a_varying_batch_compiles_once_for_every_size():
     assert len(compiled_graphs) <= 2, compiled_graphs
 
 
-def _compiled_once_over_lengths(block, batch: int, width: int):
-    """`block` compiled by kgc with the length of (batch, length, width)
-    inputs marked dynamic, checked against eager at lengths 3, 17, 1000,
-    4097 and 5; the kernel graphs it compiled, and the ops of its last
-    graph left to PyTorch."""
-    compiled_graphs = []
+def _counting_backend() -> tuple[Backend, list[str]]:
+    """kgc's backend, and the text of every kernel graph it compiles, in
+    order (a new length that compiles shows there)."""
+    compiled_graphs: list[str] = []
 
     def counting(graph, mode):
         compiled_graphs.append(graph.to_mlir())
         return compile_kernel_graph(graph, mode)
 
-    backend = Backend(compile_graph=counting)
+    return Backend(compile_graph=counting), compiled_graphs
+
+
+def _compiled_once_over_lengths(block, batch: int, width: int):
+    """`block` compiled by kgc with the length of (batch, length, width)
+    inputs marked dynamic, checked against eager at lengths 3, 17, 1000,
+    4097 and 5; the kernel graphs it compiled, and the ops of its last
+    graph left to PyTorch."""
+    backend, compiled_graphs = _counting_backend()
     run = torch.compile(block, backend=backend)
     exact_block = copy.deepcopy(block).double()
     with torch.no_grad():
@@ -217,13 +223,7 @@ def test_a_training_step_over_a_dynamic_length_compiles_its_weight_gradients_onc
     block = torch.nn.Sequential(torch.nn.LayerNorm(256), torch.nn.Linear(256, 700),
                                 torch.nn.GELU(), torch.nn.Linear(700, 256)).cuda()
     exact_block = copy.deepcopy(block).double()
-    compiled_graphs = []
-
-    def counting(graph, mode):
-        compiled_graphs.append(graph.to_mlir())
-        return compile_kernel_graph(graph, mode)
-
-    backend = Backend(compile_graph=counting)
+    backend, compiled_graphs = _counting_backend()
     run = torch.compile(block, backend=backend)
     compiles = []
     for length in (3, 17, 1000, 4097, 5):
