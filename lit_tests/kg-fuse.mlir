@@ -1414,3 +1414,27 @@ func.func @decode_query_key_projections(%x: tensor<1x512xf16>, %wq: tensor<512x5
   %k = kg.matmul %x, %wkt : (tensor<1x512xf16>, tensor<512x128xf16>) -> tensor<1x128xf16>
   return %q, %k : tensor<1x512xf16>, tensor<1x128xf16>
 }
+
+// A gated MLP's backward as the torch frontend traces it: the products'
+// [8, 6] results viewed as [2, 4, 6] for the elementwise ops, and the two
+// gradients viewed back as [8, 6] for the next products. One kernel
+// iterates over the finest shape, [2, 4, 6], and stores both [8, 6] views,
+// whose index merges its first two; iterating over [8, 6] would split them,
+// and the second view's value would be stored and copied by a kernel of its
+// own.
+// CHECK-LABEL: func.func @gated_backward_views
+// CHECK: %[[K:.*]]:2 = kg.kernel @gated_backward_views_0_pointwise(%arg0, %arg2, %arg1) : (tensor<8x6xbf16>, tensor<8x6xbf16>, tensor<2x4x6xbf16>) -> (tensor<8x6xbf16>, tensor<8x6xbf16>)
+// CHECK-NOT: kg.kernel
+// CHECK: return %[[K]]#0, %[[K]]#1
+func.func @gated_backward_views(%gate: tensor<8x6xbf16>, %grad: tensor<2x4x6xbf16>, %up: tensor<8x6xbf16>) -> (tensor<8x6xbf16>, tensor<8x6xbf16>) {
+  %g = kg.reshape %gate : tensor<8x6xbf16> -> tensor<2x4x6xbf16>
+  %u = kg.reshape %up : tensor<8x6xbf16> -> tensor<2x4x6xbf16>
+  %s = kg.sigmoid %g : tensor<2x4x6xbf16>
+  %silu = kg.mul %g, %s : (tensor<2x4x6xbf16>, tensor<2x4x6xbf16>) -> tensor<2x4x6xbf16>
+  %dup = kg.mul %grad, %silu : (tensor<2x4x6xbf16>, tensor<2x4x6xbf16>) -> tensor<2x4x6xbf16>
+  %dsilu = kg.mul %grad, %u : (tensor<2x4x6xbf16>, tensor<2x4x6xbf16>) -> tensor<2x4x6xbf16>
+  %dgate = kg.mul %dsilu, %s : (tensor<2x4x6xbf16>, tensor<2x4x6xbf16>) -> tensor<2x4x6xbf16>
+  %a = kg.reshape %dup : tensor<2x4x6xbf16> -> tensor<8x6xbf16>
+  %b = kg.reshape %dgate : tensor<2x4x6xbf16> -> tensor<8x6xbf16>
+  return %a, %b : tensor<8x6xbf16>, tensor<8x6xbf16>
+}

@@ -297,10 +297,25 @@ def check_index_range(nodes: Sequence[Node]) -> None:
             raise Unplannable(f"a tensor of {node.numel} elements is beyond 32-bit indexing")
 
 
+def _iteration_node(outputs, order):
+    """The value whose shape a pointwise kernel iterates over: the first
+    output of those with the most elements, unless a value computed in the
+    kernel has that many elements in more dims. An output that merges dims
+    of the iteration (a [1024, 1376] view of a [4, 256, 1376] value, the
+    operand of a product) follows it, its index a sum of the merged ones;
+    a value that splits a dim of the iteration would need a division, so
+    the iteration is the finest shape."""
+    most = max(product(o.shape) for o in outputs)
+    first = next(o for o in outputs if product(o.shape) == most)
+    finer = [n for n in order if not n.is_input and product(n.shape) == most
+             and len(n.shape) > len(first.shape)]
+    return max(finer, key=lambda n: len(n.shape)) if finer else first
+
+
 def _plan_pointwise(outputs, order, config: PointwiseConfig, kernel,
                     target: Target) -> KernelPlan:
     check_index_range(order)
-    first = outputs[0]
+    first = _iteration_node(outputs, order)
     extents = tuple(first.shape) or (1,)
     n = len(extents)
     knob_extents = {"n": extents[-1]}
@@ -343,6 +358,7 @@ def _plan_pointwise(outputs, order, config: PointwiseConfig, kernel,
     # Outputs of the first output's shape walk the iteration the same way,
     # whether or not they are computed from one another.
     seeds = {o: seed for o in outputs if o.shape == first.shape}
+    seeds[first] = seed
     return finish_plan("pointwise", outputs, order, extents, tile, program_axes, (), seeds, {},
                        resolved, knob_extents, kernel)
 
