@@ -315,7 +315,21 @@ def _iteration_node(outputs, order):
 def _plan_pointwise(outputs, order, config: PointwiseConfig, kernel,
                     target: Target) -> KernelPlan:
     check_index_range(order)
-    first = _iteration_node(outputs, order)
+    finest = _iteration_node(outputs, order)
+    try:
+        return _plan_pointwise_over(finest, outputs, order, config, kernel, target)
+    except Unplannable:
+        # A finer value that the outputs do not follow (one made of
+        # constants alone, say): the first output's iteration, as before.
+        if finest is outputs[0]:
+            raise
+        return _plan_pointwise_over(outputs[0], outputs, order, config, kernel, target)
+
+
+def _plan_pointwise_over(first, outputs, order, config: PointwiseConfig, kernel,
+                         target: Target) -> KernelPlan:
+    """The pointwise plan iterating over the shape of `first` (an output,
+    or a value computed in the kernel)."""
     extents = tuple(first.shape) or (1,)
     n = len(extents)
     knob_extents = {"n": extents[-1]}
