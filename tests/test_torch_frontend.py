@@ -1615,12 +1615,18 @@ def test_sums_and_products_over_a_dynamic_token_count_compile_once():
     def gradients(x, dy):
         return x.t() @ dy, (dy * 2).sum(0), dy.amax(0)
 
+    from kgc.accuracy import mismatch
+
     backend = TiledBackend()
     compiled = torch.compile(gradients, backend=backend)
     with torch.no_grad():
         for tokens in (3, 17, 1000, 4097):
             x, dy = _tokens_dynamic(_randn(tokens, 17), _randn(tokens, 5))
-            _assert_close(compiled(x, dy), gradients(x, dy))
+            # Sums of thousands of f32 terms, in another order than
+            # PyTorch's: held to the accuracy rule against f64.
+            reason = mismatch(compiled(x, dy), gradients(x, dy),
+                              gradients(x.double(), dy.double()))
+            assert reason is None, f"{tokens} tokens: {reason}"
     report = backend.reports[-1]
     assert not report.fallbacks, report.fallbacks
     # One kernel graph with the tokens as its `?` served every count (the

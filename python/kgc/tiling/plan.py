@@ -31,7 +31,7 @@ from typing import Sequence
 from kgc.targets import Target
 from kgc.tiling.config import KernelConfig, PointwiseConfig, ReductionConfig
 from kgc.tiling.dynamic import NotAtEverySize, reduced_dynamic_axis
-from kgc.tiling.graph_model import EXTENT_HINT, Node, topological
+from kgc.tiling.graph_model import EXTENT_HINT, VIEW_OPS, Node, topological
 from kgc.tiling.index_maps import IndexMap, ceil_div, next_power_of_two, product
 from kgc.tiling.iteration import (KernelPlan, Unplannable, axes_of, infer_maps,
                                   reduce_input_map)
@@ -300,15 +300,17 @@ def check_index_range(nodes: Sequence[Node]) -> None:
 def _iteration_node(outputs, order):
     """The value whose shape a pointwise kernel iterates over: the first
     output of those with the most elements, unless a value computed in the
-    kernel has that many elements in more dims. An output that merges dims
-    of the iteration (a [1024, 1376] view of a [4, 256, 1376] value, the
-    operand of a product) follows it, its index a sum of the merged ones;
-    a value that splits a dim of the iteration would need a division, so
-    the iteration is the finest shape."""
+    kernel (not a view) has that many elements in more dims. An output that
+    merges dims of the iteration (a [1024, 1376] view of a [4, 256, 1376]
+    value, the operand of a product) follows it, its index a sum of the
+    merged ones; a computed value that splits a dim of the iteration would
+    need a division, so the iteration is the finest such shape. A view of
+    an input is read through its address map at any iteration (a copy that
+    transposes heads keeps iterating over its output's rows)."""
     most = max(product(o.shape) for o in outputs)
     first = next(o for o in outputs if product(o.shape) == most)
-    finer = [n for n in order if not n.is_input and product(n.shape) == most
-             and len(n.shape) > len(first.shape)]
+    finer = [n for n in order if not n.is_input and n.op not in VIEW_OPS
+             and product(n.shape) == most and len(n.shape) > len(first.shape)]
     return max(finer, key=lambda n: len(n.shape)) if finer else first
 
 
