@@ -39,10 +39,11 @@ from __future__ import annotations
 from mlir import ir
 
 from kgc.dialects import kg
+from kgc.element_types import HALF_FLOATS
 from kgc.passes.registry import Option, Pass, register_pass
 from kgc.targets import DEFAULT_SM, SUPPORTED_SMS, Target, target_for
 from kgc.tiling.graph_model import reduce_kind
-from kgc.tiling.index_maps import ceil_div
+from kgc.tiling.index_maps import ceil_div, product
 from kgc.tiling.kernel_ops import enclosing_kernel, walk_ops
 from kgc.tiling.plan import NARROWEST_COLUMN_BAND
 
@@ -53,7 +54,6 @@ MIN_SPLIT_ROWS = 1024
 # left in one kernel (Llama's norm weights, 512 columns over 1024 tokens,
 # have 64 programs on 132 SMs and take 3.5 us, near the best band).
 SMS_PER_PROGRAM = 4
-_HALF_FLOATS = ("f16", "bf16")
 _KINDS = ("sum", "max", "min")
 
 
@@ -64,15 +64,9 @@ def split_point(shape: list[int], dims: list[int], target: Target) -> int | None
     if rank < 2 or rank - 1 in dims:
         return None
     reduced = [d for d in sorted(dims) if shape[d] > 1]
-    rows = 1
-    for d in reduced:
-        rows *= shape[d]
-    if len(reduced) < 2 or rows < MIN_SPLIT_ROWS:
+    if len(reduced) < 2 or product([shape[d] for d in reduced]) < MIN_SPLIT_ROWS:
         return None
-    outer = 1
-    for d in range(rank - 1):
-        if d not in dims:
-            outer *= shape[d]
+    outer = product([shape[d] for d in range(rank - 1) if d not in dims])
     programs = outer * ceil_div(shape[-1], NARROWEST_COLUMN_BAND)
     if programs * SMS_PER_PROGRAM >= target.sm_count:
         return None
@@ -92,7 +86,7 @@ def _splittable(op: ir.Operation) -> bool:
     operand = ir.RankedTensorType(op.operands[0].type)
     if not operand.has_static_shape:
         return False
-    return str(operand.element_type) not in _HALF_FLOATS
+    return str(operand.element_type) not in HALF_FLOATS
 
 
 @register_pass
