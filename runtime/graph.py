@@ -163,20 +163,12 @@ class CompiledGraph:
         return next(iter(sizes))
 
     def __call__(self, *tensors, out=None):
-        if self._extent_source is not None:
-            extent = self._given_extent(tensors)
-            if extent is not None and 1 <= extent <= _MAX_EXTENT:
-                sized = self.at(extent)
-                if sized._fast is not None:
-                    results = sized._fast(tensors, out)
-                    if results is not None:
-                        return results
-            # The checking path, which names a size the arguments disagree on.
-            return self.run(*tensors, out=out)
-        if self._fast is not None:
-            results = self._fast(tensors, out)
+        fast = self._fast_for(tensors)
+        if fast is not None:
+            results = fast(tensors, out)
             if results is not None:
                 return results
+        # The checking path, which names a size the arguments disagree on.
         return self.run(*tensors, out=out)
 
     def take(self, tensors: list):
@@ -186,18 +178,25 @@ class CompiledGraph:
         that an argument nobody else holds (a backward's saved activation)
         is freed while the graph runs. Arguments the fast path cannot take
         as they are go the checking path, held to the end."""
-        graph = self
-        if self._extent_source is not None:
-            extent = self._given_extent(tensors)
-            graph = self.at(extent) if extent is not None and 1 <= extent <= _MAX_EXTENT \
-                else None
-        if graph is not None and graph._fast is not None:
-            results = graph._fast(tensors, None, True)
+        fast = self._fast_for(tensors)
+        if fast is not None:
+            results = fast(tensors, None, True)
             if results is not None:
                 return results
         arguments = tuple(tensors)
         tensors.clear()
-        return self(*arguments)
+        return self.run(*arguments)
+
+    def _fast_for(self, tensors):
+        """The fast call (`launching.fast_call`) of the graph at the size
+        `tensors` give its dynamic extent (its own where it has none); None
+        before its first call there, or where they give no size in range."""
+        if self._extent_source is None:
+            return self._fast
+        extent = self._given_extent(tensors)
+        if extent is None or not 1 <= extent <= _MAX_EXTENT:
+            return None
+        return self.at(extent)._fast
 
     def run(self, *tensors, out=None, poison: bool = False):
         """Runs the graph on `tensors` and returns its result (a tuple when

@@ -730,3 +730,36 @@ def test_a_plan_that_holds_at_one_size_only_is_refused_with_the_rule(text, reaso
     assert result.returncode == 1
     assert "cannot be made a kernel with a dynamic extent: " in result.stderr
     assert reason in result.stderr
+
+
+def test_a_call_and_a_take_go_to_the_fast_call_of_the_size_their_tensors_give():
+    # The routing that the GPU's fast path sits behind: a call (its tensors
+    # as they are) and a take (a list handed over, `take=True`) reach the
+    # fast call of the graph at the size the tensors give; without one
+    # (before a first call there, or a size out of range) the checking path
+    # runs, and a take still empties its list.
+    import torch
+
+    compiled = kgc.compile(TWO_KERNELS, target=90, library_kernels=False)
+    calls = []
+
+    def fast_at(size):
+        def fast(tensors, out, take=False):
+            calls.append((size, len(tensors), take))
+            if take:
+                tensors.clear()
+            return f"fast at {size}"
+        return fast
+
+    compiled.at(17)._fast = fast_at(17)
+    x, w = torch.zeros(17, 1000, dtype=torch.float16), torch.zeros(1000, 96, dtype=torch.float16)
+    gamma = torch.zeros(1000, dtype=torch.float16)
+    assert compiled(x, gamma, w) == "fast at 17"
+    handed = [x, gamma, w]
+    assert compiled.take(handed) == "fast at 17" and handed == []
+    assert calls == [(17, 3, False), (17, 3, True)]
+
+    checked = []
+    compiled.run = lambda *tensors, out=None: checked.append(len(tensors)) or "checked"
+    handed = [torch.zeros(5, 1000, dtype=torch.float16), gamma, w]
+    assert compiled.take(handed) == "checked" and handed == [] and checked == [3]

@@ -217,14 +217,15 @@ class CompiledPartition(torch.nn.Module):
         self.converted = converted
         self.run = run
         self.takes_list = takes_list
+        # A run that takes the list (`CompiledGraph.take`), or None.
+        self._take = getattr(run, "take", None) if takes_list else None
 
     def forward(self, *arguments):
         if self.takes_list:
             (given,) = arguments
             tensors = self.converted.graph_arguments(given)
             given.clear()
-            take = getattr(self.run, "take", None)
-            results = take(tensors) if take is not None else self.run(*tensors)
+            results = self._take(tensors) if self._take is not None else self.run(*tensors)
         else:
             results = self.run(*self.converted.graph_arguments(arguments))
         if not isinstance(results, tuple):
