@@ -16,8 +16,10 @@ generator (`kgc.tiling.generate`) writes their tile programs.
   keeps its input's last axis (a weight's gradient summed over the tokens:
   `reduces_across_rows`) takes a band of contiguous columns a program and
   walks the strided rows down it.
-* pointwise: iteration axes are the shape of the first output; programs
-  walk 2-D tiles of the last two axes.
+* pointwise: iteration axes are the shape of the first output of the most
+  elements, or of a value computed in the kernel (not a view) of as many
+  elements in more dims, which the outputs' merged dims follow
+  (`_iteration_node`); programs walk 2-D tiles of the last two axes.
 
 Every value is read at an affine map of the iteration (`IndexMap`); the
 maps are inferred from the anchors (`kgc.tiling.iteration`).
@@ -371,8 +373,9 @@ def _plan_pointwise_over(first, outputs, order, config: PointwiseConfig, kernel,
                                    num_programs=config.num_programs,
                                    num_stages=knob(config.num_stages, 1),
                                    block_m=block_m, block_n=block_n)
-    # Outputs of the first output's shape walk the iteration the same way,
-    # whether or not they are computed from one another.
+    # Outputs of the iteration's shape walk it the same way, whether or not
+    # they are computed from one another; so does the value it is the shape
+    # of, where that is no output.
     seeds = {o: seed for o in outputs if o.shape == first.shape}
     seeds[first] = seed
     return finish_plan("pointwise", outputs, order, extents, tile, program_axes, (), seeds, {},
