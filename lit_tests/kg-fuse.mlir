@@ -1438,3 +1438,61 @@ func.func @gated_backward_views(%gate: tensor<8x6xbf16>, %grad: tensor<2x4x6xbf1
   %b = kg.reshape %dgate : tensor<2x4x6xbf16> -> tensor<8x6xbf16>
   return %a, %b : tensor<8x6xbf16>, tensor<8x6xbf16>
 }
+
+// A causal LM's loss gradient as the torch frontend traces it: the logits
+// [2, 4, 6] viewed as [8, 6] rows, the labels' one-hot summed along each
+// row, and the gradient viewed back as [2, 4, 6] and cast. One kernel
+// iterates over [2, 4] rows, reading the [8, 6] values at their merged
+// index, and stores the bf16 gradient; iterating over the reduced value's
+// own [8] rows would split them, and the f32 gradient went through memory
+// to a pointwise kernel of its own.
+// CHECK-LABEL: func.func @cross_entropy_backward_views
+// CHECK: %[[G:.*]] = kg.kernel @cross_entropy_backward_views_0_reduction(%arg0, %arg1, %arg2, %arg3) : (tensor<2x4x6xbf16>, tensor<8x1xf32>, tensor<8x1xi64>, tensor<f32>) -> tensor<8x6xbf16>
+// CHECK: kg.kernel @cross_entropy_backward_views_1_matmul(%[[G]], %arg4)
+// CHECK-NOT: kg.kernel
+func.func @cross_entropy_backward_views(%logits: tensor<2x4x6xbf16>, %lse: tensor<8x1xf32>, %labels: tensor<8x1xi64>, %scale: tensor<f32>, %w: tensor<6x5xbf16>) -> tensor<8x5xbf16> {
+  %c = kg.cast %logits : tensor<2x4x6xbf16> to tensor<2x4x6xf32>
+  %l = kg.reshape %c : tensor<2x4x6xf32> -> tensor<8x6xf32>
+  %shifted = kg.sub %l, %lse : (tensor<8x6xf32>, tensor<8x1xf32>) -> tensor<8x6xf32>
+  %p = kg.exp %shifted : tensor<8x6xf32>
+  %zero = kg.constant 0.000000e+00 : tensor<8x6xf32>
+  %iota = kg.iota dim 1 : tensor<8x6xi64>
+  %lb = kg.broadcast_to %labels : tensor<8x1xi64> -> tensor<8x6xi64>
+  %hit = kg.cmp eq %iota, %lb : (tensor<8x6xi64>, tensor<8x6xi64>) -> tensor<8x6xi1>
+  %onehot = kg.select %hit, %scale, %zero : (tensor<8x6xi1>, tensor<f32>, tensor<8x6xf32>) -> tensor<8x6xf32>
+  %sum = kg.reduce sum %onehot dims [1] keepdim : tensor<8x6xf32> -> tensor<8x1xf32>
+  %ps = kg.mul %p, %sum : (tensor<8x6xf32>, tensor<8x1xf32>) -> tensor<8x6xf32>
+  %d = kg.sub %onehot, %ps : (tensor<8x6xf32>, tensor<8x6xf32>) -> tensor<8x6xf32>
+  %d3 = kg.reshape %d : tensor<8x6xf32> -> tensor<2x4x6xf32>
+  %dh = kg.cast %d3 : tensor<2x4x6xf32> to tensor<2x4x6xbf16>
+  %d2 = kg.reshape %dh : tensor<2x4x6xbf16> -> tensor<8x6xbf16>
+  %y = kg.matmul %d2, %w : (tensor<8x6xbf16>, tensor<6x5xbf16>) -> tensor<8x5xbf16>
+  return %y : tensor<8x5xbf16>
+}
+
+// The same gradient viewed as [8, 2, 3]: the finer value splits the reduced
+// axis, which the reduction must see whole, so the one-hot's reduction and
+// the gradient stay two kernels (as before kgc iterated over finer rows).
+// CHECK-LABEL: func.func @split_vocabulary_views
+// CHECK: kg.kernel @split_vocabulary_views_0_reduction(%arg2, %arg3)
+// CHECK: kg.kernel @split_vocabulary_views_1_pointwise(%arg0, %arg1,
+// CHECK: kg.kernel @split_vocabulary_views_2_matmul
+func.func @split_vocabulary_views(%logits: tensor<8x2x3xbf16>, %lse: tensor<8x1xf32>, %labels: tensor<8x1xi64>, %scale: tensor<f32>, %w: tensor<6x5xbf16>) -> tensor<8x5xbf16> {
+  %c = kg.cast %logits : tensor<8x2x3xbf16> to tensor<8x2x3xf32>
+  %l = kg.reshape %c : tensor<8x2x3xf32> -> tensor<8x6xf32>
+  %shifted = kg.sub %l, %lse : (tensor<8x6xf32>, tensor<8x1xf32>) -> tensor<8x6xf32>
+  %p = kg.exp %shifted : tensor<8x6xf32>
+  %zero = kg.constant 0.000000e+00 : tensor<8x6xf32>
+  %iota = kg.iota dim 1 : tensor<8x6xi64>
+  %lb = kg.broadcast_to %labels : tensor<8x1xi64> -> tensor<8x6xi64>
+  %hit = kg.cmp eq %iota, %lb : (tensor<8x6xi64>, tensor<8x6xi64>) -> tensor<8x6xi1>
+  %onehot = kg.select %hit, %scale, %zero : (tensor<8x6xi1>, tensor<f32>, tensor<8x6xf32>) -> tensor<8x6xf32>
+  %sum = kg.reduce sum %onehot dims [1] keepdim : tensor<8x6xf32> -> tensor<8x1xf32>
+  %ps = kg.mul %p, %sum : (tensor<8x6xf32>, tensor<8x1xf32>) -> tensor<8x6xf32>
+  %d = kg.sub %onehot, %ps : (tensor<8x6xf32>, tensor<8x6xf32>) -> tensor<8x6xf32>
+  %d3 = kg.reshape %d : tensor<8x6xf32> -> tensor<8x2x3xf32>
+  %dh = kg.cast %d3 : tensor<8x2x3xf32> to tensor<8x2x3xbf16>
+  %d2 = kg.reshape %dh : tensor<8x2x3xbf16> -> tensor<8x6xbf16>
+  %y = kg.matmul %d2, %w : (tensor<8x6xbf16>, tensor<6x5xbf16>) -> tensor<8x5xbf16>
+  return %y : tensor<8x5xbf16>
+}

@@ -178,3 +178,50 @@ def test_a_result_broadcast_over_the_k_loop_is_stored_at_every_step(queries, key
     module = tiled(graph, "rules-off=skinny-prologue")
     assert len(kernels_in(module)) == 1
     _check_tiled_against_the_reference(graph, module, seed=queries * 1000 + keys)
+
+
+def cross_entropy_gradient(batch: int, seq: int, vocab: int, dtype: str) -> kgc.Graph:
+    """A causal LM's loss gradient as the torch frontend traces it: the
+    [batch, seq, vocab] logits viewed as [tokens, vocab] rows, the labels'
+    one-hot scaled by the loss's weight summed along each row, and the
+    gradient softmax * sum - one-hot viewed back as the model's logits and
+    added to their other gradient. Nothing computed from the reduced one-hot
+    leads to the logits' side of the kernel."""
+    tokens = batch * seq
+    g = kgc.Graph("cross_entropy_gradient")
+    logits = g.input("logits", (batch, seq, vocab), dtype)
+    lse = g.input("lse", (tokens, 1), "f32")
+    labels = g.input("labels", (tokens, 1), "f32")
+    other = g.input("other", (batch, seq, vocab), dtype)
+    rows = g.reshape(g.cast(logits, "f32"), (tokens, vocab))
+    hit = g.cmp("eq", g.iota((tokens, vocab), 1, "f32"), g.broadcast_to(labels, (tokens, vocab)))
+    onehot = g.select(hit, -0.5, g.constant(0.0, (tokens, vocab), "f32"))
+    softmax = g.exp(rows - lse)
+    gradient = onehot - softmax * g.sum(onehot, -1, keepdim=True)
+    g.output(g.cast(g.reshape(gradient, (batch, seq, vocab)), dtype) + other)
+    return g
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+@pytest.mark.parametrize("batch,seq,vocab", [(1, 1, 17), (3, 17, 1000), (2, 3, 4097)])
+def test_a_loss_gradient_iterates_over_the_models_tokens(batch, seq, vocab, dtype):
+    # The reduction's rows are [batch * seq] and its result [batch, seq]:
+    # iterating over the rows would split them, so the one-hot's kernel
+    # stored an f32 [tokens, vocab] intermediate for a pointwise kernel of
+    # its own (8 MiB of a Llama training step's 45). One kernel iterates
+    # over [batch, seq] rows and reads the [tokens, vocab] values at their
+    # merged index.
+    graph = cross_entropy_gradient(batch, seq, vocab, dtype)
+    module = tiled(graph)
+    assert len(kernels_in(module)) == 1
+    generator = torch.Generator().manual_seed(batch * 10000 + vocab)
+    logits = torch.randn(batch, seq, vocab, generator=generator).to(_DTYPES[dtype])
+    lse = torch.logsumexp(logits.reshape(-1, vocab).float(), -1, keepdim=True)
+    labels = torch.randint(0, vocab, (batch * seq, 1), generator=generator).float()
+    other = torch.randn(batch, seq, vocab, generator=generator).to(_DTYPES[dtype])
+    inputs = [logits, lse, labels, other]
+    results = run_tiled(module, None, *inputs)
+    built = graph.build()
+    eager = kgc.reference.evaluate(built, None, inputs)
+    exact = kgc.reference.evaluate(built, None, inputs, exact=True)
+    assert_as_accurate_as_eager(results, eager, exact, who="the tiled kernels")

@@ -9,7 +9,9 @@ generator (`kgc.tiling.generate`) writes their tile programs.
 `kgc.tiling.registry` lists them, after attention and matmul
 (`kgc.tiling.matmul`):
 
-* reduction: iteration axes (kept..., reduced...) of the largest reduce.
+* reduction: iteration axes (kept..., reduced...) of the largest reduce,
+  its kept axes split where a value computed in the kernel splits them
+  (`_finer_kept_shape`: a loss's [tokens] rows stored as [batch, seq]).
   Programs walk the kept axes; the reduced axes are one tile when they fit
   ("persistent") and loops otherwise, one loop per phase of dependent
   reductions (softmax: max, then sum, then the output). A reduction that
@@ -34,7 +36,8 @@ from kgc.targets import Target
 from kgc.tiling.config import KernelConfig, PointwiseConfig, ReductionConfig
 from kgc.tiling.dynamic import NotAtEverySize, reduced_dynamic_axis
 from kgc.tiling.graph_model import EXTENT_HINT, VIEW_OPS, Node, topological
-from kgc.tiling.index_maps import IndexMap, ceil_div, next_power_of_two, product
+from kgc.tiling.index_maps import (DynamicExtent, IndexMap, ceil_div, next_power_of_two,
+                                   product)
 from kgc.tiling.iteration import (KernelPlan, Unplannable, axes_of, infer_maps,
                                   reduce_input_map)
 from kgc.tiling.schedule import Schedule, canonical_or_none, widest_input
@@ -508,15 +511,93 @@ def _plan_reduction(outputs, order, reduces, config: ReductionConfig, kernel,
     check_index_range(order)
     primary = _primary_reduce(reduces)
     x = primary.operands[0]
+    finer = _finer_kept_shape(primary, order)
+    if finer is None:
+        return _plan_reduction_over(x.shape, outputs, order, primary, config, kernel, target)
+    try:
+        return _plan_reduction_over(finer, outputs, order, primary, config, kernel, target)
+    except Unplannable:
+        # Outputs that do not follow the finer rows: `x`'s own, as before.
+        return _plan_reduction_over(x.shape, outputs, order, primary, config, kernel, target)
+
+
+def _finer_kept_shape(primary: Node, order) -> tuple[int, ...] | None:
+    """A shape of the reduced value `x` whose kept dims are split finer, as
+    a value computed in the kernel (not a view) has them, or None. A cross
+    entropy's gradient reduces [1024, 2048] logits and returns them as the
+    [4, 256, 2048] the model made: an output that splits a kept dim of the
+    iteration would need a division, so the kernel iterates over [4, 256]
+    rows instead, and reads `x` at the sum of the two. Reduced dims stay
+    whole, and nothing dynamic is split."""
+    x = primary.operands[0]
+    dims = set(primary.attrs["dims"])
+    if any(isinstance(size, DynamicExtent) for size in x.shape):
+        return None
+    for node in order:
+        if node.is_input or node.op in VIEW_OPS or len(node.shape) <= len(x.shape) or \
+                product(node.shape) != product(x.shape) or \
+                any(isinstance(size, DynamicExtent) for size in node.shape):
+            continue
+        groups = _split_into(node.shape, x.shape)
+        if groups is not None and all(len(groups[d]) == 1 for d in dims):
+            return tuple(node.shape)
+    return None
+
+
+def _split_into(fine: Sequence[int], coarse: Sequence[int]) -> list[list[int]] | None:
+    """The consecutive dims of `fine` (sizes) whose products are the dims of
+    `coarse` in order, or None where `fine` does not refine `coarse`. Dims
+    of size 1 join the group after them (the last group, at the end)."""
+    groups, k = [], 0
+    for size in coarse:
+        group, total = [], 1
+        while k < len(fine) and (total < size or not group):
+            group.append(fine[k])
+            total *= fine[k]
+            k += 1
+        if total != size:
+            return None
+        groups.append(group)
+    if groups and all(size == 1 for size in fine[k:]):
+        groups[-1] += list(fine[k:])
+        k = len(fine)
+    return groups if k == len(fine) else None
+
+
+def _plan_reduction_over(shape, outputs, order, primary: Node, config: ReductionConfig, kernel,
+                         target: Target) -> KernelPlan:
+    """The reduction plan iterating over the reduced value at `shape`: its
+    own, or one whose kept dims are split finer (`_finer_kept_shape`)."""
+    x = primary.operands[0]
     dims = sorted(primary.attrs["dims"])
     kept = [d for d in range(len(x.shape)) if d not in dims]
-    extents = [x.shape[d] for d in kept] + [x.shape[d] for d in dims]
+    groups = _split_into(shape, x.shape)
+    # Iteration axes: each kept dim's pieces, then the reduced dims.
+    pieces = [groups[d] for d in kept]
+    extents = [size for group in pieces for size in group] + [x.shape[d] for d in dims]
     n = len(extents)
-    p_axes = list(range(len(kept)))
-    r_axes = list(range(len(kept), n))
-    seed_axes = [kept.index(d) if d in kept else len(kept) + dims.index(d) for d in range(len(x.shape))]
-    seed = IndexMap.select(extents, seed_axes)
+    p_axes = list(range(n - len(dims)))
+    r_axes = list(range(n - len(dims), n))
+    rows, first = [], 0
+    for d in range(len(x.shape)):
+        row = [0] * n
+        if d in dims:
+            row[r_axes[dims.index(d)]] = 1
+        else:
+            group = groups[d]
+            for j, size in enumerate(group):
+                row[first + j] = product(group[j + 1:])
+            first += len(group)
+        rows.append(tuple(row))
+    seed = IndexMap(tuple(rows), (0,) * len(x.shape), tuple(extents),
+                    tuple((0, e) for e in extents))
     reduce_axes = {primary: tuple(r_axes)}
+    piece_axes, next_axis = [], iter(p_axes)
+    for d, group in enumerate(groups):
+        piece_axes += [next(next_axis) if d not in dims else r_axes[dims.index(d)]
+                       for _ in group]
+    seeds = _reduction_seeds(x, seed, tuple(shape), IndexMap.select(extents, piece_axes),
+                             outputs, order, reduce_axes)
     knob_extents = {"r": extents[r_axes[-1]]}
     if p_axes:
         knob_extents["x"] = extents[p_axes[-1]]
@@ -562,4 +643,24 @@ def _plan_reduction(outputs, order, reduces, config: ReductionConfig, kernel,
                                num_stages=knob(config.num_stages, 2 if loop_axes else 1),
                                block_x=block_x, block_r=tile[innermost])
     return finish_plan("reduction", outputs, order, extents, tile, program_axes, loop_axes,
-                       {x: seed}, reduce_axes, resolved, knob_extents, kernel)
+                       seeds, reduce_axes, resolved, knob_extents, kernel)
+
+
+def _reduction_seeds(x: Node, seed: IndexMap, shape, shape_map: IndexMap, outputs, order,
+                     reduce_axes) -> dict:
+    """The seeds of a reduction's maps: the reduced value `x`, and each
+    output of its shape (or of the iteration's finer `shape`) that the maps
+    from `x` do not reach. A loss's gradient, [1024, 2048], is made of the
+    logits on one side of the reduction and of the labels' one-hot
+    scaled by it on the other: nothing computed from `x` leads to the
+    logits' side, which the kernel still walks at `x`'s index, as a
+    pointwise kernel walks each output of its shape."""
+    seeds = {x: seed}
+    candidates = [o for o in outputs if o.op != "reduce" and o.shape in (x.shape, shape)]
+    if not candidates:
+        return seeds
+    reached = infer_maps(order, seeds, dict(reduce_axes), None)
+    for output in candidates:
+        if output not in reached:
+            seeds[output] = seed if output.shape == x.shape else shape_map
+    return seeds
