@@ -73,7 +73,12 @@ def _check_tiled_against_the_reference(graph: kgc.Graph, module, seed: int) -> N
     as accurate as eager against the exact reference."""
     generator = torch.Generator().manual_seed(seed)
     inputs = [torch.randn(t.shape, generator=generator).to(_DTYPES[t.dtype]) for t in graph.inputs]
-    results = run_tiled(module, None, *inputs)
+    _assert_as_accurate_as_eager(graph, run_tiled(module, None, *inputs), inputs)
+
+
+def _assert_as_accurate_as_eager(graph: kgc.Graph, results, inputs) -> None:
+    """`results` of `graph`'s tiled kernels on `inputs` are as accurate as
+    eager against the exact reference."""
     built = graph.build()
     eager = kgc.reference.evaluate(built, None, inputs)
     exact = kgc.reference.evaluate(built, None, inputs, exact=True)
@@ -116,10 +121,7 @@ def test_norm_reduces_the_whole_head_when_rotary_halves_read_it(seq, heads, head
     rotated = torch.cat([-normalized[..., half:], normalized[..., :half]], dim=-1)
     expected = normalized * cos + rotated * sin
     torch.testing.assert_close(results.double(), expected, atol=0.05, rtol=0.05)
-    built = graph.build()
-    eager = kgc.reference.evaluate(built, None, inputs)
-    exact = kgc.reference.evaluate(built, None, inputs, exact=True)
-    assert_as_accurate_as_eager(results, eager, exact, who="the tiled kernels")
+    _assert_as_accurate_as_eager(graph, results, inputs)
 
 
 def sliced_twice(rows: int, first: int) -> kgc.Graph:
@@ -221,7 +223,4 @@ def test_a_loss_gradient_iterates_over_the_models_tokens(batch, seq, vocab, dtyp
     other = torch.randn(batch, seq, vocab, generator=generator).to(_DTYPES[dtype])
     inputs = [logits, lse, labels, other]
     results = run_tiled(module, None, *inputs)
-    built = graph.build()
-    eager = kgc.reference.evaluate(built, None, inputs)
-    exact = kgc.reference.evaluate(built, None, inputs, exact=True)
-    assert_as_accurate_as_eager(results, eager, exact, who="the tiled kernels")
+    _assert_as_accurate_as_eager(graph, results, inputs)
