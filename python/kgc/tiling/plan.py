@@ -34,10 +34,9 @@ from typing import Sequence
 
 from kgc.targets import Target
 from kgc.tiling.config import KernelConfig, PointwiseConfig, ReductionConfig
-from kgc.tiling.dynamic import NotAtEverySize, reduced_dynamic_axis
+from kgc.tiling.dynamic import NotAtEverySize, marked_dims, reduced_dynamic_axis
 from kgc.tiling.graph_model import EXTENT_HINT, VIEW_OPS, Node, topological
-from kgc.tiling.index_maps import (DynamicExtent, IndexMap, ceil_div, next_power_of_two,
-                                   product)
+from kgc.tiling.index_maps import IndexMap, ceil_div, next_power_of_two, product
 from kgc.tiling.iteration import (KernelPlan, Unplannable, axes_of, infer_maps,
                                   reduce_input_map)
 from kgc.tiling.schedule import Schedule, canonical_or_none, widest_input
@@ -314,9 +313,17 @@ def _iteration_node(outputs, order):
     transposes heads keeps iterating over its output's rows)."""
     most = max(product(o.shape) for o in outputs)
     first = next(o for o in outputs if product(o.shape) == most)
-    finer = [n for n in order if not n.is_input and n.op not in VIEW_OPS
-             and product(n.shape) == most and len(n.shape) > len(first.shape)]
+    finer = _finer_computed_values(order, first.shape)
     return max(finer, key=lambda n: len(n.shape)) if finer else first
+
+
+def _finer_computed_values(order, shape) -> list[Node]:
+    """The values computed in a kernel (not its inputs, not views) with as
+    many elements as `shape` in more dims: shapes the kernel may iterate
+    over instead, whose dims `shape`'s merge (`_iteration_node`,
+    `_finer_kept_shape`)."""
+    return [n for n in order if not n.is_input and n.op not in VIEW_OPS
+            and product(n.shape) == product(shape) and len(n.shape) > len(shape)]
 
 
 def _plan_pointwise(outputs, order, config: PointwiseConfig, kernel,
@@ -531,12 +538,10 @@ def _finer_kept_shape(primary: Node, order) -> tuple[int, ...] | None:
     whole, and nothing dynamic is split."""
     x = primary.operands[0]
     dims = set(primary.attrs["dims"])
-    if any(isinstance(size, DynamicExtent) for size in x.shape):
+    if marked_dims(x):
         return None
-    for node in order:
-        if node.is_input or node.op in VIEW_OPS or len(node.shape) <= len(x.shape) or \
-                product(node.shape) != product(x.shape) or \
-                any(isinstance(size, DynamicExtent) for size in node.shape):
+    for node in _finer_computed_values(order, x.shape):
+        if marked_dims(node):
             continue
         groups = _split_into(node.shape, x.shape)
         if groups is not None and all(len(groups[d]) == 1 for d in dims):
@@ -578,24 +583,19 @@ def _plan_reduction_over(shape, outputs, order, primary: Node, config: Reduction
     n = len(extents)
     p_axes = list(range(n - len(dims)))
     r_axes = list(range(n - len(dims), n))
-    rows, first = [], 0
-    for d in range(len(x.shape)):
+    # `x` reads each kept dim at the row-major index of its pieces; a value
+    # of `shape` reads each piece (`piece_axes`) at its own axis.
+    rows, piece_axes, next_axis = [], [], iter(p_axes)
+    for d, group in enumerate(groups):
         row = [0] * n
-        if d in dims:
-            row[r_axes[dims.index(d)]] = 1
-        else:
-            group = groups[d]
-            for j, size in enumerate(group):
-                row[first + j] = product(group[j + 1:])
-            first += len(group)
+        for j in range(len(group)):
+            axis = r_axes[dims.index(d)] if d in dims else next(next_axis)
+            row[axis] = product(group[j + 1:])
+            piece_axes.append(axis)
         rows.append(tuple(row))
     seed = IndexMap(tuple(rows), (0,) * len(x.shape), tuple(extents),
                     tuple((0, e) for e in extents))
     reduce_axes = {primary: tuple(r_axes)}
-    piece_axes, next_axis = [], iter(p_axes)
-    for d, group in enumerate(groups):
-        piece_axes += [next(next_axis) if d not in dims else r_axes[dims.index(d)]
-                       for _ in group]
     seeds = _reduction_seeds(x, seed, tuple(shape), IndexMap.select(extents, piece_axes),
                              outputs, order, reduce_axes)
     knob_extents = {"r": extents[r_axes[-1]]}
