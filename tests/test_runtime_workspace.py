@@ -265,10 +265,17 @@ def test_a_streamed_twin_leaves_the_graph_it_came_from_as_it_was(written):
 def test_the_backend_streams_the_halves_of_a_training_graph_only(written):
     import importlib
 
-    for_kind = importlib.import_module("kgc.torch.backend")._for_kind
+    partition_for_kind = importlib.import_module("kgc.torch.backend")._partition_for_kind
+
+    def for_kind(run, kind):
+        # The partition's converted graph plays no part in the choice.
+        return partition_for_kind(None, run, kind)
+
     graph = kgc.runtime.load(written)
-    assert for_kind(graph, "inference") is graph
-    assert for_kind(graph, "forward").streams_buffers
-    assert for_kind(graph, "backward").streams_buffers
+    assert for_kind(graph, "inference").run is graph
+    assert not for_kind(graph, "inference").takes_list
+    assert for_kind(graph, "forward").run.streams_buffers
+    assert for_kind(graph, "backward").run.streams_buffers
+    assert for_kind(graph, "forward").takes_list and for_kind(graph, "backward").takes_list
     cpu_run = object()  # the CPU executor's callable is not a compiled graph
-    assert for_kind(cpu_run, "backward") is cpu_run
+    assert for_kind(cpu_run, "backward").run is cpu_run

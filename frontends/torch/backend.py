@@ -252,18 +252,20 @@ def compile_kernel_graph(graph, mode: str):
         return _COMPILED[key]
 
 
-def _for_kind(run, kind: str):
+def _partition_for_kind(converted: ConvertedGraph, run, kind: str) -> CompiledPartition:
     """The compiled partition as a graph of `kind` calls it: a half of a
     training graph makes each of its buffers at its first writer and frees
     its intermediates after their last reader (`CompiledGraph.streamed`),
+    and is handed its inputs as a list (`CompiledPartition.takes_list`),
     since a training step's peak memory, which bounds its batch, comes
     while a backward runs with the saved activations alive; an inference
     graph keeps one workspace a call, the fewer allocations."""
     from kgc.runtime import CompiledGraph
 
-    if kind != "inference" and isinstance(run, CompiledGraph):
-        return run.streamed()
-    return run
+    training = kind != "inference"
+    if training and isinstance(run, CompiledGraph):
+        run = run.streamed()
+    return CompiledPartition(converted, run, takes_list=training)
 
 
 def _default_compile(graph, target: int | None = None):
@@ -507,8 +509,7 @@ class Backend:
                     partition = None
                     run = self._compile_once(converted.graph, mode, compiled)
                     if self.run_kernels:
-                        partition = CompiledPartition(converted, _for_kind(run, kind),
-                                                      takes_list=kind != "inference")
+                        partition = _partition_for_kind(converted, run, kind)
             except (Unsupported, KgcError) as error:
                 ops = [f"{op_name(n)}:{n.name}" for n in submodule.graph.nodes
                        if n.op == "call_function"]
@@ -609,8 +610,7 @@ class Backend:
             _LOG.info("kgc: partition %s is compiled per bucket of its dynamic size: %s",
                       graph_name, (str(error).strip().splitlines() or [""])[0])
             return None
-        return (CompiledPartition(converted, _for_kind(run, kind),
-                                  takes_list=kind != "inference") if self.run_kernels
+        return (_partition_for_kind(converted, run, kind) if self.run_kernels
                 else None), converted
 
     def _bucketed(self, submodule, graph_name: str, mode: str, report: GraphReport):
