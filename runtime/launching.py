@@ -190,8 +190,13 @@ def fast_call(function, specs: list, layout: BufferLayout, bound: BoundFunction,
     device = bound.device
     results = tuple(function.results)
     count, size = len(specs), len(function.buffers)
-    fresh_results = [(index, shape, dtype) for index, shape, dtype in layout.fresh
-                     if index not in layout.offsets]
+    allocate = _allocator(device)
+    # (buffer, shape, strides, dtype) of each allocation a call makes; the
+    # shape and strides plain tuples of ints, which the constructor takes.
+    fresh = {index: (index, tuple(map(int, shape)),
+                     tuple(map(int, BufferView.contiguous(shape).strides)), dtype)
+             for index, shape, dtype in layout.fresh}
+    fresh_results = [spec for index, spec in fresh.items() if index not in layout.offsets]
     workspace_bytes, offsets = layout.workspace_bytes, tuple(layout.offsets.items())
     made_at = freed_at = released_at = ()
     if streamed:
@@ -201,8 +206,7 @@ def fast_call(function, specs: list, layout: BufferLayout, bound: BoundFunction,
         made, freed_at = buffer_steps(function)
         released_at = tuple(freed + arguments for freed, arguments in
                             zip(freed_at, argument_releases(function)))
-        spec_of = {index: (index, shape, dtype) for index, shape, dtype in layout.fresh}
-        made_at = tuple(tuple(spec_of[b] for b in step) for step in made)
+        made_at = tuple(tuple(fresh[b] for b in step) for step in made)
         written = {b for step in made for b in step}
         # A result no launch writes (none is) would still be made first.
         fresh_results = [spec for spec in fresh_results if spec[0] not in written]
@@ -211,7 +215,7 @@ def fast_call(function, specs: list, layout: BufferLayout, bound: BoundFunction,
     # Parameters are tensors whose type only tells autograd to track them:
     # the torch backend passes a module's weights as they are.
     plain = (torch.Tensor, torch.nn.Parameter)
-    tensor_type, empty = torch.Tensor, torch.empty
+    tensor_type = torch.Tensor
     current = internals.current_device_reader()
     result_specs = [(index, torch.Size(function.buffers[index].shape),
                      torch_dtype(function.buffers[index].dtype)) for index in results]
@@ -269,12 +273,12 @@ def fast_call(function, specs: list, layout: BufferLayout, bound: BoundFunction,
                         any(overlap(tensor, argument) for argument in tensors):
                     return None
                 buffers[index] = tensor
-        for index, shape, dtype in fresh_results:
+        for index, shape, strides, dtype in fresh_results:
             if buffers[index] is None:
-                buffers[index] = empty(shape, dtype=dtype, device=device)
+                buffers[index] = allocate(shape, strides, dtype)
         pointers = [0 if buffer is None else buffer.data_ptr() for buffer in buffers]
         if offsets:
-            workspace = empty(workspace_bytes, dtype=uint8, device=device)
+            workspace = allocate((int(workspace_bytes),), (1,), uint8)
             base = workspace.data_ptr()
             for index, offset in offsets:
                 pointers[index] = base + offset
@@ -293,9 +297,9 @@ def fast_call(function, specs: list, layout: BufferLayout, bound: BoundFunction,
             if streamed:
                 for (library, call, grid, fixed, operands, scalars), made, freed in \
                         zip(launches, made_at, released_at if take else freed_at):
-                    for index, shape, dtype in made:
+                    for index, shape, strides, dtype in made:
                         if buffers[index] is None:  # else a result given by `out`
-                            buffer = buffers[index] = empty(shape, dtype=dtype, device=device)
+                            buffer = buffers[index] = allocate(shape, strides, dtype)
                             pointers[index] = buffer.data_ptr()
                     if library is not None:
                         library(*[buffers[i] for i in operands])
@@ -314,6 +318,31 @@ def fast_call(function, specs: list, layout: BufferLayout, bound: BoundFunction,
         return buffers[results[0]] if single else tuple(buffers[i] for i in results)
 
     return fast
+
+
+def _allocator(device):
+    """`allocate(shape, strides, dtype)`: a new tensor on CUDA device
+    `device`, the current device when a fast call allocates: torch's
+    strided constructor for the current CUDA device, without torch.empty's
+    argument parsing, which Inductor's generated code allocates through
+    too (a training step makes some 150 buffers, at a few microseconds of
+    parsing each); torch.empty_strided where this torch has no such
+    constructor. The constructor takes `shape` and `strides` as tuples
+    (not torch.Size, not lists) of ints."""
+    import torch
+
+    try:
+        from torch._C._dynamo.guards import _empty_strided_cuda
+    except ImportError:
+        _empty_strided_cuda = None
+    if _empty_strided_cuda is not None:
+        return _empty_strided_cuda
+    empty_strided = torch.empty_strided
+
+    def allocate(shape, strides, dtype):
+        return empty_strided(shape, strides, dtype=dtype, device=device)
+
+    return allocate
 
 
 # The widest element a workspace is seen as, in bytes.

@@ -79,10 +79,16 @@ def library_function(kernel: str, call: LibraryCall, element: str) -> Callable[.
         raise KgcError(f"kernel @{kernel} calls the library function '{call.name}', which this "
                        "runtime does not know (it knows 'matmul'); compile it again")
     arguments, bias_of = call.arguments, call.bias_of
+    matmul, mm = torch.matmul, torch.mm
     if call.bias is None:
         def product(buffers):
             a, b, c = arguments(buffers)
-            torch.matmul(a, b, out=c)
+            # torch.mm skips matmul's dispatch on the dims (a linear layer's
+            # product is 2-D: a microsecond of host time a call).
+            if a.dim() == 2 and b.dim() == 2 and c.dim() == 2:
+                mm(a, b, out=c)
+            else:
+                matmul(a, b, out=c)
     else:
         def product(buffers):
             a, b, c = arguments(buffers)
