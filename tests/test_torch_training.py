@@ -805,6 +805,72 @@ def test_a_scatter_add_into_zeros_runs_in_place_with_the_same_result(zeros_read_
         assert not actual[1].any()
 
 
+def _rewritten_ops(module) -> list:
+    return [n.target for n in module.graph.nodes if n.op == "call_function"]
+
+
+@pytest.mark.parametrize("shape", [(512,), (4, 128), (1, 17)])
+def test_a_large_cuda_scatter_add_of_rows_becomes_an_index_add_with_its_result(shape):
+    # An embedding's gradient as AOTAutograd traces it for a CUDA model,
+    # with negative ids, which index_put counts from the end.
+    from kgc.torch.index_adds import scatter_adds_as_index_adds
+    from kgc.torch.partition import plan_partitions
+
+    rows, width = 32000, 64
+    module, node = _index_put_graph(rows, width, 1, True, "cuda")
+    ids_node, grad_node = (n for n in module.graph.nodes if n.name in ("ids", "grad"))
+    with node.meta["val"].fake_mode:
+        ids_node.meta["val"] = torch.empty(shape, dtype=torch.int64, device="cuda")
+        grad_node.meta["val"] = torch.empty(*shape, width, device="cuda")
+    table = _randn(rows, width)
+    ids = torch.randint(-rows, rows, shape, generator=torch.Generator().manual_seed(5))
+    ids.view(-1)[:2] = torch.tensor([7, 7 - rows])  # one row twice, once counted from the end
+    grad = _randn(*shape, width)
+    expected = module(table.clone(), ids, grad)
+    assert scatter_adds_as_index_adds(module) == 1
+    ops = _rewritten_ops(module)
+    assert aten.index_add.default in ops and aten.index_put.default not in ops
+    plan = plan_partitions(module, ("cuda",))
+    (index_add,) = [n for n in module.graph.nodes if n.target is aten.index_add.default]
+    assert "atomics" in plan.fallbacks[index_add]
+    torch.testing.assert_close(module(table.clone(), ids, grad), expected)
+
+
+@pytest.mark.parametrize("case", ["small", "deterministic", "broadcast", "cpu"])
+def test_other_scatter_adds_stay_index_puts(case, monkeypatch):
+    from kgc.torch.index_adds import scatter_adds_as_index_adds
+
+    # Few ids make a small product that kgc fuses; values of one row
+    # broadcast over the ids; a CPU scatter-add is kgc's (the executor's).
+    rows, count = (11, 3) if case == "small" else (32000, 512)
+    module, node = _index_put_graph(rows, 64, count, True, "cpu" if case == "cpu" else "cuda")
+    if case == "broadcast":
+        (grad,) = [n for n in module.graph.nodes if n.name == "grad"]
+        with node.meta["val"].fake_mode:
+            grad.meta["val"] = torch.empty(64, device="cuda")
+    if case == "deterministic":
+        monkeypatch.setattr(torch, "are_deterministic_algorithms_enabled", lambda: True)
+    assert scatter_adds_as_index_adds(module) == 0
+    assert node.target is aten.index_put.default
+
+
+def test_an_index_add_into_zeros_runs_in_place():
+    from kgc.torch.reinplace import scatter_adds_in_place
+
+    graph = torch.fx.Graph()
+    ids, grad = graph.placeholder("ids"), graph.placeholder("grad")
+    zeros = graph.call_function(aten.full.default, ([11, 5], 0.0), {"dtype": torch.float32})
+    added = graph.call_function(aten.index_add.default, (zeros, 0, ids, grad))
+    graph.output(added)
+    module = torch.fx.GraphModule(torch.nn.Module(), graph)
+    ids = torch.tensor([3, 0, 3, 10])
+    grad = _randn(4, 5)
+    expected = module(ids, grad)
+    assert scatter_adds_in_place(module) == 1 and added.target is aten.index_add_.default
+    torch.testing.assert_close(module(ids, grad), expected)
+    torch.testing.assert_close(expected[3], grad[0] + grad[2])
+
+
 @pytest.mark.parametrize("rows,count,accumulate,device", [
     # A handful of indices: the product is small and fuses.
     (11, 3, True, "cuda"),

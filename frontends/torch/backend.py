@@ -83,6 +83,7 @@ from kgc.torch.convert import (ConvertedGraph, KgcFallbackWarning, Unsupported, 
 from kgc.torch.extents import ExtentRefused, convert_with_extent
 from kgc.torch.partition import plan_partitions
 from kgc.torch.eager import prims_as_aten
+from kgc.torch.index_adds import scatter_adds_as_index_adds
 from kgc.torch.reinplace import scatter_adds_in_place
 
 _LOG = logging.getLogger(__name__)
@@ -472,6 +473,7 @@ class Backend:
         kernel kgc fails to compile stay with PyTorch, each with the error,
         and the rest of their partition is compiled without them."""
         prefix = "kgc_" if kind == "inference" else f"kgc_{kind}_"
+        scatter_adds_as_index_adds(module)
         compiled: dict[str, Any] = {}
         refused = self._refuse_failing_kernels(module, mode, prefix, compiled)
         plan = plan_partitions(module, self.devices, refused)

@@ -126,6 +126,15 @@ def library_reason(node: torch.fx.Node) -> str | None:
         return (f"its logsumexp is saved for the backward: PyTorch runs "
                 f"{LIBRARY_FORWARD[node.target]} fused kernel, which gives it with the output, "
                 "where kgc's attention kernel gives the output alone")
+    if node.target is _aten.index_add.default:
+        # Only `kgc.torch.index_adds` makes one, from a scatter-add the
+        # rule below leaves with PyTorch.
+        destination = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) \
+            else None
+        if isinstance(destination, torch.Tensor) and destination.device.type == "cuda":
+            return ("a scatter-add of rows PyTorch's index_add computes with atomics, "
+                    "where kgc would add them by a one-hot product")
+        return None
     if node.target in (_aten.index_put.default, _aten._unsafe_index_put.default):
         accumulate = node.args[3] if len(node.args) > 3 else node.kwargs.get("accumulate", False)
         destination = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) \

@@ -11,6 +11,8 @@ rewrite of the graph PyTorch runs, after partitioning:
 
     index_put(full(...), indices, values, accumulate)
         =>  index_put_(full(...), indices, values, accumulate)
+    index_add(full(...), dim, index, values)
+        =>  index_add_(full(...), dim, index, values)
             (the full read by nothing else)
 
 The result is the same tensor with the same values: the in-place op
@@ -29,7 +31,11 @@ __all__ = ["scatter_adds_in_place", "sole_scatter"]
 _aten = torch.ops.aten
 # Ops that make a new tensor from no tensor.
 _FRESH_TENSORS = (_aten.full.default, _aten.zeros.default)
-_SCATTERS = (_aten.index_put.default, _aten._unsafe_index_put.default)
+_SCATTERS = (_aten.index_put.default, _aten._unsafe_index_put.default, _aten.index_add.default)
+# Each scatter's in-place form.
+_IN_PLACE = {_aten.index_put.default: _aten.index_put_.default,
+             _aten._unsafe_index_put.default: _aten.index_put_.default,
+             _aten.index_add.default: _aten.index_add_.default}
 
 
 def sole_scatter(node: torch.fx.Node) -> torch.fx.Node | None:
@@ -52,7 +58,7 @@ def scatter_adds_in_place(module: torch.fx.GraphModule) -> int:
     for node in module.graph.nodes:
         destination = node.args[0] if node.op == "call_function" and node.args else None
         if isinstance(destination, torch.fx.Node) and sole_scatter(destination) is node:
-            node.target = _aten.index_put_.default
+            node.target = _IN_PLACE[node.target]
             rewritten += 1
     if rewritten:
         module.recompile()
