@@ -46,8 +46,8 @@ class ModelRow:
     gpu_ms: dict[str, float] = dataclasses.field(default_factory=dict)  # kernels' time per call
     compile_s: dict[str, float] = dataclasses.field(default_factory=dict)  # first call
     errors: dict[str, str] = dataclasses.field(default_factory=dict)  # runner -> why no time
-    # Training rows: the most memory allocated during one step, MiB
-    # (weights, optimizer state, activations and gradients).
+    # Training rows: the most memory one step allocates above what it starts
+    # with (activations, gradients, workspaces), MiB.
     peak_mb: dict[str, float] = dataclasses.field(default_factory=dict)
     kgc_kernels: int | None = None
     kgc_fallbacks: dict[str, int] = dataclasses.field(default_factory=dict)  # aten op -> count

@@ -137,7 +137,8 @@ class ModelSuiteResult:
             note += ("; ms as called (median) and GPU kernel time per call; speedup: "
                      "torch.compile's GPU time / kgc's")
             if memory:
-                note += "; MiB: peak memory allocated during one training step"
+                note += ("; MiB: a training step's peak memory above what it starts with "
+                         "(activations, gradients, workspaces)")
         out.append(note)
         for row in self.rows:
             if row.reason:

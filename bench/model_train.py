@@ -24,12 +24,19 @@ from the same weights):
 
 On the GPU, for eager, torch.compile (Inductor) and kgc: the first step's
 wall time (its compiles: the forward's, and the backward's at the first
-backward), then the step as called (CUDA events around it, median after
-warm-up), its GPU kernel time (torch's profiler, as the other rows), and
-the peak memory of one step (`torch.cuda.max_memory_allocated` after
-`reset_peak_memory_stats`); kgc's kernels and the ops it leaves to PyTorch
-in the forward and the backward graph. torch.compile with CUDA graphs is
-not a contender here: its pools make the peak memory another quantity.
+backward); then, side by side, the step as called (CUDA events around it,
+median over rounds of one step per contender after warm-up, so that what
+slows the host for a while slows every contender alike), its GPU kernel
+time (torch's profiler, as the other rows), and the peak memory of one step
+above what it starts with (`torch.cuda.max_memory_allocated` after
+`reset_peak_memory_stats`, less the memory allocated before the step, the
+last step's gradients freed: the activations, gradients and workspaces the
+step makes, without the weights, the optimizer's state or what a library
+keeps from the first call on); kgc's kernels and the ops it leaves to
+PyTorch in the forward and the backward graph. Each contender has its own
+optimizer over the shared weights, which every step moves a little. torch.
+compile with CUDA graphs is not a contender here: its pools make the peak
+memory another quantity.
 """
 
 from __future__ import annotations
@@ -70,18 +77,28 @@ def run_training_row(spec: ModelSpec, reference, row_spec: RowSpec, size: str, s
     except Exception as error:
         row.status, row.reason = FAILED, f"the reference fails this row: {first_line(error)}"
         return row
-    runners = TRAINING_RUNNERS if size == GPU and reps else (EAGER, KGC)
+    timed = size == GPU and reps
+    runners = TRAINING_RUNNERS if timed else (EAGER, KGC)
     eager = None
+    # Each contender's compiled forward stays beside the others' (Dynamo
+    # keeps one graph per backend), to be timed side by side.
+    torch._dynamo.reset()
+    contenders = {}
     for runner in runners:
         _restore(model, initial)
-        outcome = _run_contender(row, runner, model, ids, autocast, size, reps, eager, expected)
+        outcome, contender = _run_contender(row, runner, model, ids, autocast, size, eager,
+                                            expected)
         if runner == EAGER:
             if outcome is None:
                 row.status = FAILED
                 row.reason = f"eager PyTorch fails this row: {row.errors[EAGER]}"
                 break
             eager = outcome
-    del model
+        if contender is not None and timed:
+            contenders[runner] = contender
+    if contenders:
+        _time_steps_side_by_side(row, contenders, model, ids, autocast, reps)
+    del model, contenders
     if size == GPU:
         torch.cuda.empty_cache()
     return row
@@ -147,16 +164,18 @@ def _restore(model, initial: dict) -> None:
             parameter.grad = None
 
 
-def _run_contender(row: ModelRow, runner: str, model, ids, autocast: bool, size: str,
-                   reps: int, eager, expected):
-    """`runner`'s first step (checked when it is kgc's), then, when `reps`,
-    its timing. Eager's (loss, gradients) on the CPU for eager, else None."""
+def _run_contender(row: ModelRow, runner: str, model, ids, autocast: bool, size: str, eager,
+                   expected):
+    """`runner`'s first step, checked when it is kgc's. (Eager's (loss,
+    gradients) on the CPU for eager, else None; (`runner`'s compiled
+    forward, None for eager's, and its optimizer) where its steps may be
+    timed, else None: a wrong result's time would mean nothing.)"""
     import torch
 
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad],
                                   lr=LEARNING_RATE)
-    outcome = None
-    with contending(row, runner, model, size):
+    outcome = contender = None
+    with contending(row, runner, model, size, reset=False):
         started = time.perf_counter()
         loss = training_step(model, ids, autocast)
         if size == GPU:
@@ -168,10 +187,9 @@ def _run_contender(row: ModelRow, runner: str, model, ids, autocast: bool, size:
         elif runner == KGC:
             check_gradients(row, model, loss, eager, expected)
         optimizer.step()
-        if size == GPU and reps and not (runner == KGC and row.status == WRONG):
-            # A wrong result is not timed: its time would mean nothing.
-            _time_steps(row, runner, model, ids, autocast, optimizer, reps)
-    return outcome
+        if not (runner == KGC and row.status == WRONG):
+            contender = model.__dict__.get("forward"), optimizer
+    return outcome, contender
 
 
 def check_gradients(row: ModelRow, model, loss, eager, expected) -> None:
@@ -213,33 +231,48 @@ def check_gradients(row: ModelRow, model, loss, eager, expected) -> None:
                                     else "")
 
 
-def _time_steps(row: ModelRow, runner: str, model, ids, autocast: bool, optimizer,
-                steps: int) -> None:
-    """The step as called (CUDA events around it, median over `steps` after
-    warm-up), its GPU kernel time and its peak memory."""
+def _time_steps_side_by_side(row: ModelRow, contenders: dict, model, ids, autocast: bool,
+                             steps: int) -> None:
+    """Each contender's step as called (CUDA events around it; the median
+    over `steps` rounds of one step each, after warm-up), then its GPU
+    kernel time and its peak memory. `contenders` holds each one's compiled
+    forward (None: the class's, eager) and optimizer."""
     import torch
 
-    def step():
+    def step(runner: str) -> None:
+        forward, optimizer = contenders[runner]
+        if forward is None:
+            model.__dict__.pop("forward", None)
+        else:
+            model.forward = forward
         training_step(model, ids, autocast, optimizer)
 
-    for _ in range(WARMUP_STEPS):
-        step()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(steps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        step()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    row.wall_ms[runner] = statistics.median(times)
-    row.gpu_ms[runner] = gpu_kernel_ms(step)
-    # The last step's gradients freed first, as the next step's zero_grad
-    # would: the peak is one step's own.
-    optimizer.zero_grad(set_to_none=True)
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    step()
-    torch.cuda.synchronize()
-    row.peak_mb[runner] = torch.cuda.max_memory_allocated() / 2**20
+    try:
+        for runner in contenders:
+            for _ in range(WARMUP_STEPS):
+                step(runner)
+        torch.cuda.synchronize()
+        times = {runner: [] for runner in contenders}
+        for _ in range(steps):
+            for runner in contenders:
+                start = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
+                start.record()
+                step(runner)
+                end.record()
+                end.synchronize()
+                times[runner].append(start.elapsed_time(end))
+        for runner in contenders:
+            row.wall_ms[runner] = statistics.median(times[runner])
+            row.gpu_ms[runner] = gpu_kernel_ms(lambda: step(runner))
+            # The last step's gradients freed first, as the next step's
+            # zero_grad would: the peak is one step's own.
+            contenders[runner][1].zero_grad(set_to_none=True)
+            torch.cuda.synchronize()
+            before = torch.cuda.memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
+            step(runner)
+            torch.cuda.synchronize()
+            row.peak_mb[runner] = (torch.cuda.max_memory_allocated() - before) / 2**20
+    finally:
+        model.__dict__.pop("forward", None)

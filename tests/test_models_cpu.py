@@ -374,6 +374,63 @@ def test_a_timed_training_row_shows_in_the_table_json_and_chart(tmp_path):
     assert chart.read_bytes().startswith(b"\x89PNG")
 
 
+def test_training_steps_are_timed_side_by_side_and_peaks_count_from_each_steps_start(
+        monkeypatch):
+    # Each round times one step of every contender, so that a slow stretch
+    # of the host slows them alike; the peak counts what a step adds.
+    from kgc.bench import model_train
+    from kgc.bench.model_rows import ModelRow
+
+    order, clock = [], iter(range(1, 1000))
+
+    class Event:
+        def __init__(self, enable_timing):
+            self.at = None
+
+        def record(self):
+            self.at = next(clock)
+
+        def synchronize(self):
+            pass
+
+        def elapsed_time(self, end):
+            return float(end.at - self.at)
+
+    allocated = {"now": 100}
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda: None)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda: allocated["now"] * 2**20)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated",
+                        lambda: (allocated["now"] + 7) * 2**20)
+    monkeypatch.setattr(model_train, "gpu_kernel_ms", lambda call: 0.5)
+
+    class Model(torch.nn.Module):
+        def forward(self):
+            order.append("eager")
+
+    model = Model()
+
+    def training_step(model, ids, autocast, optimizer):
+        model.forward()
+
+    monkeypatch.setattr(model_train, "training_step", training_step)
+
+    class Optimizer:
+        def zero_grad(self, set_to_none):
+            pass
+
+    contenders = {"eager": (None, Optimizer()), "kgc": (lambda: order.append("kgc"), Optimizer())}
+    row = ModelRow("m", "train")
+    model_train._time_steps_side_by_side(row, contenders, model, None, True, steps=3)
+    warmup = model_train.WARMUP_STEPS
+    timed = order[2 * warmup:2 * warmup + 6]
+    assert timed == ["eager", "kgc"] * 3
+    assert row.wall_ms == {"eager": 1.0, "kgc": 1.0}
+    assert row.peak_mb == {"eager": 7.0, "kgc": 7.0}
+    assert "forward" not in model.__dict__  # the class's forward again
+
+
 def test_kgc_under_cuda_graphs_is_a_column_of_its_own():
     row = model_run.ModelRow("llama", "forward 1", kgc_error=1e-3, eager_error=1e-3,
                              wall_ms={"eager": 2.0, "torch.compile": 0.9, "kgc": 1.3,
