@@ -171,3 +171,17 @@ func.func @one_element_pieces() -> tensor<1x2xi64> {
   %j = kg.concat %a, %b dim 1 : (tensor<1x1xi64>, tensor<1x1xi64>) -> tensor<1x2xi64>
   return %j : tensor<1x2xi64>
 }
+
+// A splat with a dynamic extent is left alone: kg.constant has a static
+// shape, and the comparison's extent is known only when the kernel runs.
+// CHECK-LABEL: func.func @dynamic_extent_splat
+// CHECK: %[[Z:.*]] = kg.broadcast_to
+// CHECK: %[[N:.*]] = kg.cmp lt %[[Z]]
+// CHECK-NEXT: return %[[N]] : tensor<?x8xi1>
+func.func @dynamic_extent_splat(%x: tensor<?x8xi64>) -> tensor<?x8xi1> {
+  %zero = kg.constant 0.0 : tensor<i64>
+  %z = kg.broadcast_to %zero : tensor<i64> -> tensor<?x8xi64>
+  %one = kg.constant 1.0 : tensor<i64>
+  %negative = kg.cmp lt %z, %one : (tensor<?x8xi64>, tensor<i64>) -> tensor<?x8xi1>
+  return %negative : tensor<?x8xi1>
+}
