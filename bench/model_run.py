@@ -203,6 +203,12 @@ def describe_row(row: ModelRow) -> str:
         text += f" kgc err {row.kgc_error:.3g} (eager {row.eager_error:.3g})"
     if row.tokens_equal is not None:
         text += " tokens " + ("equal" if row.tokens_equal else "DIFFER")
+    if KGC in row.wall_ms:
+        text += f", kgc {row.wall_ms[KGC]:.3f} ms"
+        if INDUCTOR in row.wall_ms:
+            text += f" (torch.compile {row.wall_ms[INDUCTOR]:.3f})"
+    if KGC in row.gpu_ms and INDUCTOR in row.gpu_ms:
+        text += f", GPU {row.gpu_ms[KGC]:.3f} ms (torch.compile {row.gpu_ms[INDUCTOR]:.3f})"
     if row.kgc_kernels is not None:
         text += f", {row.kgc_kernels} kernels, {row.fallback_cell()} ops left to torch"
     if row.reason:
@@ -214,17 +220,26 @@ def describe_row(row: ModelRow) -> str:
 
 def run_models(specs: Sequence[ModelSpec], *, device: str = "cuda", seed: int = 0,
                reps: int = 20, timed: bool = True, kinds: tuple[str, ...] = KINDS,
-               progress: Callable[[ModelRow], None] | None = None) -> ModelSuiteResult:
+               progress: Callable[[ModelRow], None] | None = None,
+               checkpoint: Callable[[ModelSuiteResult], None] | None = None
+               ) -> ModelSuiteResult:
     """Every row of the `kinds` asked for of every model in `specs`, on the
     GPU (f16, training rows in f32 under bf16 autocast; timed against eager
     and torch.compile unless `timed` is False) or, with `device="cpu"`, on
-    the CPU executor (correctness only, f32)."""
+    the CPU executor (correctness only, f32). After each row, `progress`
+    gets the row and `checkpoint` the results so far (a run cut short
+    keeps the rows it finished)."""
     import torch
 
     size = CPU if device == "cpu" else GPU
     dtype, reference_dtype = ((torch.float32, torch.float64) if size == CPU
                               else (torch.float16, torch.float32))
+    name = torch.cuda.get_device_name() if size == GPU else "CPU (kgc's CPU executor)"
+    settings = {"size": size, "dtype": str(dtype).removeprefix("torch."),
+                "reference_dtype": str(reference_dtype).removeprefix("torch."), "seed": seed,
+                "reps": reps, "timed": timed and size == GPU}
     rows = []
+    result = ModelSuiteResult(name, settings, rows)
     for spec in specs:
         model = spec.build(size, seed).to(device=device, dtype=dtype)
         reference = spec.build(size, seed).to(device=device, dtype=reference_dtype)
@@ -238,14 +253,12 @@ def run_models(specs: Sequence[ModelSpec], *, device: str = "cuda", seed: int = 
             rows.append(row)
             if progress is not None:
                 progress(row)
+            if checkpoint is not None:
+                checkpoint(result)
         del model, reference
         if size == GPU:
             torch.cuda.empty_cache()
-    name = torch.cuda.get_device_name() if size == GPU else "CPU (kgc's CPU executor)"
-    settings = {"size": size, "dtype": str(dtype).removeprefix("torch."),
-                "reference_dtype": str(reference_dtype).removeprefix("torch."), "seed": seed,
-                "reps": reps, "timed": timed and size == GPU}
-    return ModelSuiteResult(name, settings, rows)
+    return result
 
 
 def _run_row(spec: ModelSpec, model, reference, row_spec: RowSpec, size: str, seed: int,

@@ -307,6 +307,32 @@ def test_the_cli_checks_a_model_on_the_cpu_and_writes_json(tmp_path, capsys):
     assert row["status"] == "ok" and row["kgc_kernels"] >= 1
 
 
+def test_a_model_run_cut_short_keeps_the_rows_it_finished_in_its_json(tmp_path, monkeypatch,
+                                                                       capsys):
+    # A device's time limit stops a run between rows: the JSON and the log
+    # already hold every row finished before.
+    import json
+
+    finished = []
+    real_run_row = model_run._run_row
+
+    def run_row(*args, **kwargs):
+        if finished:
+            raise KeyboardInterrupt  # the limit, at the second row
+        row = real_run_row(*args, **kwargs)
+        finished.append(row)
+        return row
+
+    monkeypatch.setattr(model_run, "_run_row", run_row)
+    path = tmp_path / "models.json"
+    with pytest.raises(KeyboardInterrupt):
+        cli(["bench", "--models", "llama", "--rows", "forward,generate", "--device", "cpu",
+             "--no-progress", "--json", str(path)])
+    (row,) = json.loads(path.read_text())["rows"]
+    assert row["row"] == finished[0].row and row["status"] == "ok"
+    assert finished[0].row in capsys.readouterr().out
+
+
 def test_the_cli_exits_non_zero_when_a_row_is_wrong(monkeypatch, capsys):
     def wrong_check(row, result, eager, expected):
         row.status, row.reason = model_run.WRONG, "logits: is off by 1"
@@ -365,6 +391,9 @@ def test_a_timed_training_row_shows_in_the_table_json_and_chart(tmp_path):
     assert train_line.split()[-7:] == ["1500", "1200", "1100", "120", "1+1", "-", "-"]
     assert "1.25x" in train_line
     assert "forward+backward" in table and "peak memory" in table
+    # The row's line in the log, as it finishes, holds its times too.
+    assert "kgc 5.000 ms (torch.compile 6.000), GPU 4.400 ms (torch.compile 5.500)" in \
+        model_run.describe_row(train)
     path = tmp_path / "models.json"
     result.write_json(path)
     (_, row) = json.loads(path.read_text())["rows"]

@@ -423,9 +423,13 @@ def models_command(args) -> int:
     from kgc.bench.model_run import describe_row, run_models
 
     started = time.perf_counter()
-    progress = None if args.no_progress else lambda row: print(describe_row(row), flush=True)
+    # A line per finished row, and the JSON rewritten with it: a run cut
+    # short (a device's time limit) keeps what it measured.
     result = run_models(specs, device=args.device, seed=0 if args.seed is None else args.seed,
-                        reps=args.reps or 20, kinds=kinds, progress=progress)
+                        reps=args.reps or 20, kinds=kinds,
+                        progress=lambda row: print(describe_row(row), flush=True),
+                        checkpoint=None if args.json is None else
+                        lambda partial: partial.write_json(args.json))
     print(f"kgc model suite on {result.device}, {result.settings['dtype']}, "
           f"{time.perf_counter() - started:.0f} s")
     print(result.table())
