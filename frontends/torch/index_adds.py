@@ -62,8 +62,8 @@ def _row_scatter_add(node: torch.fx.Node) -> bool:
 
 def scatter_adds_as_index_adds(module: torch.fx.GraphModule) -> int:
     """Rewrites the row scatter-adds PyTorch computes in `module` as
-    index_adds (see the module's docstring); returns how many it rewrote.
-    None while torch's deterministic algorithms are on."""
+    index_adds (see the module's docstring); returns how many it rewrote
+    (none while torch's deterministic algorithms are on)."""
     from kgc.torch.partition import library_reason
 
     if torch.are_deterministic_algorithms_enabled():
@@ -78,23 +78,17 @@ def scatter_adds_as_index_adds(module: torch.fx.GraphModule) -> int:
         rows, row = dest_value.shape[0], list(dest_value.shape[1:])
         count = ids_value.numel()
         with graph.inserting_before(node):
-            flat = _call(graph, _aten.reshape.default, (ids, [-1]),
-                         ids_value.reshape(-1))
-            negative = _call(graph, _aten.lt.Scalar, (flat, 0),
+            flat = _call(node, _aten.reshape.default, (ids, [-1]), ids_value.reshape(-1))
+            negative = _call(node, _aten.lt.Scalar, (flat, 0),
                              torch.empty_like(flat.meta["val"], dtype=torch.bool))
-            shifted = _call(graph, _aten.add.Tensor, (flat, rows), flat.meta["val"])
-            wrapped = _call(graph, _aten.where.self, (negative, shifted, flat),
+            shifted = _call(node, _aten.add.Tensor, (flat, rows), flat.meta["val"])
+            wrapped = _call(node, _aten.where.self, (negative, shifted, flat),
                             flat.meta["val"])
             added = values if list(values.meta["val"].shape) == [count, *row] else \
-                _call(graph, _aten.reshape.default, (values, [count, *row]),
+                _call(node, _aten.reshape.default, (values, [count, *row]),
                       values.meta["val"].reshape(count, *row))
-            index_add = _call(graph, _aten.index_add.default, (dest, 0, wrapped, added),
+            index_add = _call(node, _aten.index_add.default, (dest, 0, wrapped, added),
                               node.meta["val"])
-        for key in ("original_aten", "stack_trace", "seq_nr", "autograd_backward"):
-            if key in node.meta:
-                for new in (flat, negative, shifted, wrapped, added, index_add):
-                    if new is not values:
-                        new.meta.setdefault(key, node.meta[key])
         node.replace_all_uses_with(index_add)
         graph.erase_node(node)
         rewritten += 1
@@ -103,7 +97,15 @@ def scatter_adds_as_index_adds(module: torch.fx.GraphModule) -> int:
     return rewritten
 
 
-def _call(graph: torch.fx.Graph, target, args: tuple, value) -> torch.fx.Node:
-    node = graph.call_function(target, args)
+# What a node of the rewrite keeps of the scatter it replaces: where it came
+# from, for torch's and kgc's reports.
+_PROVENANCE = ("original_aten", "stack_trace", "seq_nr", "autograd_backward")
+
+
+def _call(replaced: torch.fx.Node, target, args: tuple, value) -> torch.fx.Node:
+    """A node of `target` on `args` in `replaced`'s graph, of example
+    value `value`, with `replaced`'s provenance."""
+    node = replaced.graph.call_function(target, args)
     node.meta["val"] = value
+    node.meta.update({key: replaced.meta[key] for key in _PROVENANCE if key in replaced.meta})
     return node
