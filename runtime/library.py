@@ -1,10 +1,11 @@
 """Library kernels at run time: the GPU's BLAS called through torch.
 
 A library kernel (`kgc.tiling.library`) is a bare matmul that kgc leaves to
-the GPU's BLAS. `library_function` makes its call: `torch.matmul(a, b,
-out=c)` on the kernel's buffers (the transposed views where the call swaps
-an operand's last two axes; `torch.addmm(bias, a, b, out=c)` where it adds
-a bias to the product's rows), on torch's current stream of the device,
+the GPU's BLAS. `library_function` makes its call: `torch.mm(a, b, out=c)`
+(`torch.matmul` for a batched product) on the kernel's buffers (the
+transposed views where the call swaps an operand's last two axes;
+`torch.addmm(bias, a, b, out=c)` where it adds a bias to the product's
+rows), on torch's current stream of the device,
 which is the stream kgc's Triton kernels run on, so the call is ordered
 with them. torch picks cuBLAS or cuBLASLt and the algorithm.
 

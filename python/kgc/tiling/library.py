@@ -18,10 +18,11 @@ generates no code for it. What the kernel becomes:
   `library_call`; Triton compiles nothing for it;
 * the manifest: the kernel with `"library": {...}` (the call) and no
   artifact; the memory plan places its buffers like any kernel's;
-* the Python runtime: `torch.matmul(a, b, out=c)` (with a bias,
-  `torch.addmm(bias, a, b, out=c)`) on the buffers (views where an operand
-  is transposed), on the current stream (cuBLAS or cuBLASLt, as torch
-  picks); the CPU executor: the same product (and sum) in f32;
+* the Python runtime: `torch.mm(a, b, out=c)` (`torch.matmul` for a
+  batched product; with a bias, `torch.addmm(bias, a, b, out=c)`) on the
+  buffers (views where an operand is transposed), on the current stream
+  (cuBLAS or cuBLASLt, as torch picks); the CPU executor: the same product
+  (and sum) in f32;
 * the C export: refused, naming the kernel and how to turn library kernels
   off (a C caller would need cuBLAS linked and a handle; kgc's C has only
   the driver API).
