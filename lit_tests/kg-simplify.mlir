@@ -3,7 +3,8 @@
 // batched product in the shape of the reshape that uses it, and runs an
 // f32 product of half floats widened to f32 (under views and scalar
 // factors) as a product of the half floats, the factors applied once to
-// its f32 result.
+// its f32 result, and writes a returned widened half-float product as an
+// f32 product.
 // RUN: kgc-opt %s --kg-simplify --kgc-dce | FileCheck %s
 // Attention written with bmm, as scaled_dot_product_attention's math path
 // writes it, is then one attention kernel:
@@ -323,4 +324,53 @@ func.func @inner_transpose_read_twice(%x: tensor<4x6xf32>) -> (tensor<4x6xf32>, 
 func.func @one_transpose_kept(%x: tensor<4x6xf32>) -> tensor<6x4xf32> {
   %0 = kg.transpose %x [1, 0] : tensor<4x6xf32> -> tensor<6x4xf32>
   return %0 : tensor<6x4xf32>
+}
+
+// A weight's gradient under autocast, returned widened to f32 for its f32
+// master weight: the product writes f32 itself, through the reshape.
+// CHECK-LABEL: func.func @returned_widened_product
+// CHECK: %[[P:.*]] = kg.matmul %arg0, %arg1 : (tensor<64x32xbf16>, tensor<32x48xbf16>) -> tensor<64x48xf32>
+// CHECK-NEXT: %[[R:.*]] = kg.reshape %[[P]] : tensor<64x48xf32> -> tensor<4x16x48xf32>
+// CHECK-NEXT: return %[[R]]
+func.func @returned_widened_product(%a: tensor<64x32xbf16>, %b: tensor<32x48xbf16>) -> tensor<4x16x48xf32> {
+  %p = kg.matmul %a, %b : (tensor<64x32xbf16>, tensor<32x48xbf16>) -> tensor<64x48xbf16>
+  %r = kg.reshape %p : tensor<64x48xbf16> -> tensor<4x16x48xbf16>
+  %w = kg.cast %r : tensor<4x16x48xbf16> to tensor<4x16x48xf32>
+  return %w : tensor<4x16x48xf32>
+}
+
+// The widened product read by a sum (a residual gradient): the widening
+// fuses into the sum's kernel, which reads half the bytes of an f32
+// product.
+// CHECK-LABEL: func.func @widened_product_read_by_a_sum
+// CHECK: kg.matmul {{.*}} -> tensor<64x48xf16>
+// CHECK: kg.cast
+func.func @widened_product_read_by_a_sum(%a: tensor<64x32xf16>, %b: tensor<32x48xf16>, %c: tensor<64x48xf32>) -> tensor<64x48xf32> {
+  %p = kg.matmul %a, %b : (tensor<64x32xf16>, tensor<32x48xf16>) -> tensor<64x48xf16>
+  %w = kg.cast %p : tensor<64x48xf16> to tensor<64x48xf32>
+  %s = kg.add %w, %c : (tensor<64x48xf32>, tensor<64x48xf32>) -> tensor<64x48xf32>
+  return %s : tensor<64x48xf32>
+}
+
+// Widened after a transpose: the kernel that copies the product transposed
+// widens it as it copies, reading the half type.
+// CHECK-LABEL: func.func @widened_transposed_product
+// CHECK: kg.matmul {{.*}} -> tensor<64x48xbf16>
+// CHECK: kg.cast
+func.func @widened_transposed_product(%a: tensor<64x32xbf16>, %b: tensor<32x48xbf16>) -> tensor<48x64xf32> {
+  %p = kg.matmul %a, %b : (tensor<64x32xbf16>, tensor<32x48xbf16>) -> tensor<64x48xbf16>
+  %t = kg.transpose %p [1, 0] : tensor<64x48xbf16> -> tensor<48x64xbf16>
+  %w = kg.cast %t : tensor<48x64xbf16> to tensor<48x64xf32>
+  return %w : tensor<48x64xf32>
+}
+
+// The half-float product is returned too: it stays, rounded, and the
+// widening reads it.
+// CHECK-LABEL: func.func @widened_product_returned_twice
+// CHECK: kg.matmul {{.*}} -> tensor<64x48xbf16>
+// CHECK: kg.cast
+func.func @widened_product_returned_twice(%a: tensor<64x32xbf16>, %b: tensor<32x48xbf16>) -> (tensor<64x48xbf16>, tensor<64x48xf32>) {
+  %p = kg.matmul %a, %b : (tensor<64x32xbf16>, tensor<32x48xbf16>) -> tensor<64x48xbf16>
+  %w = kg.cast %p : tensor<64x48xbf16> to tensor<64x48xf32>
+  return %p, %w : tensor<64x48xbf16>, tensor<64x48xf32>
 }

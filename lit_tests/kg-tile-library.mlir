@@ -151,12 +151,12 @@ func.func @tiled_by_hand(%a: tensor<512x4096xf16>, %b: tensor<4096x6144xf16>) ->
 
 // -----
 
-// f16 operands with an f32 result: torch's matmul writes its operands'
-// type only, so the library cannot produce it; Triton does.
+// f16 operands with an f32 result, 2-d: torch.mm's out_dtype writes the
+// f32 sum, so the library takes it.
 // CHECK-LABEL: func.func @widening
-// CHECK: kind = "matmul"
-// CHECK-NOT: library
-// CHECK: kg.tile_dot
+// CHECK: kind = "library_matmul"
+// CHECK-SAME: library_call = {name = "matmul", operands = array<i64: 0, 1>
+// CHECK-NOT: kg.tile_dot
 func.func @widening(%a: tensor<512x4096xf16>, %b: tensor<4096x6144xf16>) -> tensor<512x6144xf32> {
   %y = kg.kernel @widening_0(%a, %b) : (tensor<512x4096xf16>, tensor<4096x6144xf16>) -> tensor<512x6144xf32> {
   ^bb0(%x: tensor<512x4096xf16>, %w: tensor<4096x6144xf16>):
@@ -164,4 +164,21 @@ func.func @widening(%a: tensor<512x4096xf16>, %b: tensor<4096x6144xf16>) -> tens
     kg.yield %m : tensor<512x6144xf32>
   }
   return %y : tensor<512x6144xf32>
+}
+
+// -----
+
+// The same widening over a batch: the runtime calls torch.mm, which takes
+// 2-d operands, for a widening product, so Triton computes this one.
+// CHECK-LABEL: func.func @batched_widening
+// CHECK: kind = "matmul"
+// CHECK-NOT: library
+// CHECK: kg.tile_dot
+func.func @batched_widening(%a: tensor<2x512x4096xf16>, %b: tensor<2x4096x6144xf16>) -> tensor<2x512x6144xf32> {
+  %y = kg.kernel @batched_widening_0(%a, %b) : (tensor<2x512x4096xf16>, tensor<2x4096x6144xf16>) -> tensor<2x512x6144xf32> {
+  ^bb0(%x: tensor<2x512x4096xf16>, %w: tensor<2x4096x6144xf16>):
+    %m = kg.matmul %x, %w : (tensor<2x512x4096xf16>, tensor<2x4096x6144xf16>) -> tensor<2x512x6144xf32>
+    kg.yield %m : tensor<2x512x6144xf32>
+  }
+  return %y : tensor<2x512x6144xf32>
 }

@@ -25,6 +25,10 @@ scalar constants):
         =>  matmul (reshape [B', m, k] a), (reshape [B', k, n] b)
     matmul v(f(a) * c), v(f(b) * d) : f32   (a, b of one half type)
         =>  matmul v(a), v(b) : f32 * (c d)
+    f(r(matmul a, b : h)), h a half type, r reshapes, returned by the
+            function alone, the product and each reshape read by the next
+            alone
+        =>  r(matmul a, b : f32)
 
 Rewrite rules for views (`p`, `q`: permutations; `id`: the identity):
 
@@ -67,8 +71,22 @@ attention's math path widens Q, K and V to f32 and scales Q and K by
 1/sqrt(sqrt(d)) each). The product keeps no `precision` (it has no f32
 operand).
 
+The third writes a half-float product that the graph returns widened to
+f32 (a weight's gradient under autocast, bf16 from the product, f32 for
+the master weight) as an f32 product: the f32 sum is returned instead of
+its rounding to the half type and back, as kg-fuse keeps a value f32
+between the ops of a kernel rather than rounding it to a half type and
+back. The widening is otherwise a kernel of its own after the product
+(nothing reads it to fuse it into), and a library product (cuBLAS) writes
+f32 from half operands itself; a reshape of the product is the same
+buffer. Where another op reads the widened product (a residual gradient's
+sum), the widening fuses into that op's kernel, and where a transpose
+reads the product, a kernel copies it anyway and widens as it copies: the
+product stays in the half type there, half the bytes to write and read.
+
 Gathers of other indices, slices that straddle pieces, products whose
-operands come from anything else, and ops inside kernels are left alone.
+operands come from anything else, widenings read by other ops or of a
+transposed product, and ops inside kernels are left alone.
 """
 
 from __future__ import annotations
@@ -93,7 +111,8 @@ class KgSimplify(Pass):
     argument = "kg-simplify"
     summary = ("Gathers of one element or of consecutive positions as views; slices of one "
                "piece of a join; transposes of transposes as one; batched products in their "
-               "users' shape; products of widened half floats in them")
+               "users' shape; products of widened half floats in them; returned widened "
+               "half-float products as f32 products")
 
     def run(self, op: ir.Operation) -> None:
         for target in list(walk_ops(op)):
@@ -111,6 +130,9 @@ class KgSimplify(Pass):
         for target in list(walk_ops(op)):
             if target.name == "kg.matmul" and enclosing_kernel(target) is None:
                 _narrow_product(target)
+        for target in list(walk_ops(op)):
+            if target.name == "kg.cast" and enclosing_kernel(target) is None:
+                _wide_returned_product(target)
 
 
 def _type(value: ir.Value) -> ir.RankedTensorType:
@@ -362,6 +384,41 @@ def _widened(value: ir.Value):
             return source, views, scale
         else:
             return None
+
+
+def _wide_returned_product(cast: ir.Operation) -> None:
+    widened = cast.results[0]
+    source = cast.operands[0]
+    if str(_type(widened).element_type) != "f32" or \
+            str(_type(source).element_type) not in HALF_FLOATS:
+        return
+    if not all(use.owner.name == "func.return" for use in widened.uses):
+        return
+    views: list[ir.Operation] = []
+    value = source
+    while True:
+        if _uses(value) != 1:
+            return
+        op = _producer(value)
+        if op is None:
+            return
+        if op.name == "kg.reshape":
+            views.append(op)
+            value = op.operands[0]
+        elif op.name == "kg.matmul":
+            break
+        else:
+            return
+    a, b = op.operands
+    with ir.InsertionPoint(cast), cast.location:
+        wide = ir.RankedTensorType.get(_shape(value), ir.F32Type.get())
+        precision = op.attributes["precision"] if "precision" in op.attributes else None
+        result = _viewed(kg.matmul(wide, a, b, precision=precision), views)
+    widened.replace_all_uses_with(result)
+    cast.erase()
+    for view in views:
+        view.erase()
+    op.erase()
 
 
 def _scalar(value: ir.Value) -> float | None:

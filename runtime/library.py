@@ -5,7 +5,8 @@ the GPU's BLAS. `library_function` makes its call: `torch.mm(a, b, out=c)`
 (`torch.matmul` for a batched product) on the kernel's buffers (the
 transposed views where the call swaps an operand's last two axes;
 `torch.addmm(bias, a, b, out=c)` where it adds a bias to the product's
-rows), on torch's current stream of the device,
+rows; `torch.mm(a, b, out_dtype=torch.float32, out=c)` where it writes a
+half-float product as f32), on torch's current stream of the device,
 which is the stream kgc's Triton kernels run on, so the call is ordered
 with them. torch picks cuBLAS or cuBLASLt and the algorithm.
 
@@ -84,9 +85,18 @@ def library_function(kernel: str, call: LibraryCall, element: str) -> Callable[.
     if call.bias is None:
         def product(buffers):
             a, b, c = arguments(buffers)
+            if c.dtype != a.dtype:
+                # A half-float product written as f32 (2-d: kgc.tiling.
+                # library): cuBLAS writes its f32 sum through torch's
+                # out_dtype, a CUDA overload; elsewhere the same sum of
+                # the operands widened.
+                if c.is_cuda:
+                    mm(a, b, out_dtype=c.dtype, out=c)
+                else:
+                    mm(a.to(c.dtype), b.to(c.dtype), out=c)
             # torch.mm skips matmul's dispatch on the dims (a linear layer's
             # product is 2-D: a microsecond of host time a call).
-            if a.dim() == 2 and b.dim() == 2 and c.dim() == 2:
+            elif a.dim() == 2 and b.dim() == 2 and c.dim() == 2:
                 mm(a, b, out=c)
             else:
                 matmul(a, b, out=c)

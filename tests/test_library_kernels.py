@@ -205,6 +205,62 @@ def test_a_weight_cast_for_the_call_is_stored_once_and_read_transposed(m, dtype)
     torch.testing.assert_close(got, expected, rtol=0, atol=0)
 
 
+def _weight_gradient(m: int, k: int, n: int, dtype: str) -> kgc.Graph:
+    """dW = dY^T X widened to f32, as autocast's backward returns a weight's
+    gradient for its f32 master weight."""
+    g = kgc.Graph("weight_gradient")
+    x, dy = g.input("x", (k, m), dtype), g.input("dy", (k, n), dtype)
+    g.output(g.cast(g.matmul(g.transpose(dy, [1, 0]), x), "f32"))
+    return g
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("m", [1, 17, 512, 1000])
+def test_a_returned_widened_product_is_one_call_that_writes_f32(m, dtype):
+    # The library writes the f32 sum itself: no widening kernel after it,
+    # and no rounding to the half type in between.
+    from kgc.execution.run import run_tiled
+    from kgc.runtime.library import library_function
+
+    graph = _weight_gradient(m, 1024, 300, dtype)
+    context = ir.Context()
+    module = graph.build(context)
+    with context:
+        compiled = compile_module(module, emit="kg", config=forced(graph, True))
+        (call,) = kernels_in(module)
+        assert library_call_of(call) is not None
+    generator = torch.Generator().manual_seed(m)
+    x = torch.randn(1024, m, generator=generator).to(DTYPES[dtype])
+    dy = torch.randn(1024, 300, generator=generator).to(DTYPES[dtype])
+    # f32 sums of 1024 products, in another order than torch's.
+    expected, tolerance = dy.float().T @ x.float(), dict(rtol=1e-4, atol=1e-4)
+    got = run_tiled(compiled.stages["kg"], None, x, dy)
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, expected, **tolerance)
+    # The runtime's call on the kernel's buffers (dy, then x) into an f32
+    # buffer of the product's shape.
+    out = torch.empty(300, m)
+    library_function("weight_gradient_0_matmul", library_call_of(call), dtype)(dy, x, out)
+    torch.testing.assert_close(out, expected, **tolerance)
+    # Rounded to the half type and back, it would be off by far more.
+    assert (expected.to(DTYPES[dtype]).float() - expected).abs().max() > 100 * 1e-4
+
+
+def test_the_rule_takes_a_returned_widened_product_of_library_size():
+    assert kinds(_weight_gradient(512, 1024, 1376, "bf16")) == ["library_matmul"]
+    # Widened after a transpose, the product is copied by a kernel that
+    # widens as it copies.
+    g = kgc.Graph("transposed")
+    x, dy = g.input("x", (1024, 512), "bf16"), g.input("dy", (1024, 1376), "bf16")
+    g.output(g.cast(g.transpose(g.matmul(g.transpose(dy, [1, 0]), x), [1, 0]), "f32"))
+    assert kinds(g) == ["library_matmul", "pointwise"]
+    # A batched product written as f32 is Triton's: torch.mm takes 2-d.
+    g = kgc.Graph("batched")
+    a, b = g.input("a", (4, 512, 1024), "bf16"), g.input("b", (4, 1024, 512), "bf16")
+    g.output(g.cast(g.matmul(a, b), "f32"))
+    assert kinds(g) == ["matmul"]
+
+
 def linear(m, k, n, dtype="f16", then=None) -> kgc.Graph:
     """x @ w + b, as torch's addmm (F.linear) computes a layer."""
     g = kgc.Graph("linear")

@@ -28,7 +28,9 @@ generates no code for it. What the kernel becomes:
   the driver API).
 
 What it takes: f16, bf16 and f32 operands of one element type, the result
-of that element type (torch's matmul writes no other), f32 only at the
+of that element type or, for a 2-d product of f16 or bf16 without a bias,
+f32 (torch.mm's `out_dtype`: a weight's gradient for its f32 master weight,
+kg-simplify's widened products), f32 operands only at the
 default `ieee` precision (the runtime turns TF32 and torch's reduced-
 precision reductions off around the call, so that cuBLAS accumulates in f32
 as `kg.matmul` says); any batch axes `torch.matmul` broadcasts. One thing
@@ -118,6 +120,10 @@ MIN_COLUMNS = 256
 MIN_DEPTH = 256
 # The elements the rule calls the library for under MIN_ROWS rows.
 WIDE_ROW_ELEMENTS = ("f16", "bf16")
+# Operand types whose 2-d product the library also writes as f32 (torch.mm's
+# `out_dtype`; cuBLAS accumulates in f32 and skips the rounding to the
+# operands' type).
+WIDE_RESULT_ELEMENTS = ("f16", "bf16")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -358,7 +364,13 @@ def bare_matmul(order: Sequence[Node]) -> LibraryProduct | None:
     if a is None or b is None:
         return None
     elements = {o.element for o in matmul.operands}
-    if len(elements) != 1 or matmul.element not in elements or matmul.element not in ELEMENTS:
+    if len(elements) != 1 or next(iter(elements)) not in ELEMENTS:
+        return None
+    (element,) = elements
+    # A half-float product written as f32 (torch's `out_dtype`): 2-d, as
+    # torch.mm takes it.
+    widened = matmul.element == "f32" and element in WIDE_RESULT_ELEMENTS
+    if matmul.element != element and not (widened and len(matmul.shape) == 2):
         return None
     if matmul.attrs.get("precision") not in (None, "ieee"):
         return None
@@ -375,6 +387,8 @@ def bare_matmul(order: Sequence[Node]) -> LibraryProduct | None:
     rest = [n for n in rest if id(n) not in reshapes]
     if value is matmul:
         return LibraryProduct(matmul, result, call) if not rest else None
+    if widened:
+        return None  # torch's addmm adds a bias of the operands' type
     # torch.addmm's bias: 2-d operands, the sum of the product's element type.
     found = _biased_sum(value)
     if found is None or found[0] is not matmul:
@@ -531,7 +545,8 @@ class LibraryMatmulSchedule(Schedule):
             return False
         matmul = found.matmul
         m, n, k = matmul.shape[-2], matmul.shape[-1], matmul.operands[0].shape[-1]
-        if prefers_library(m, n, k, matmul.element, target, product(matmul.shape[:-2])):
+        element = matmul.operands[0].element  # the product's, whatever it writes
+        if prefers_library(m, n, k, element, target, product(matmul.shape[:-2])):
             return True
         return table is not None and _measured_faster(table, matmul, m, n, k)
 
