@@ -7,7 +7,10 @@ stream, and to build the launcher of a kernel's signature; its backend to
 pack a kernel's metadata for the launcher; its launch hooks
 (`triton.knobs.runtime`); and the calling convention of the launcher's
 `launch` function. From torch: the current device's index without
-torch.cuda.current_device()'s checks (`torch._C._cuda_getDevice`).
+torch.cuda.current_device()'s checks (`torch._C._cuda_getDevice`), the
+strided CUDA constructor without torch.empty's argument parsing
+(`torch._C._dynamo.guards._empty_strided_cuda`), and the getters and
+setters of cuBLAS's precision settings (`torch._C._get_cublas_*`).
 
 Should either change, this module is what changes.
 """
@@ -51,6 +54,44 @@ def current_device_reader() -> Callable[[], int]:
     import torch
 
     return torch._C._cuda_getDevice
+
+
+def strided_allocator(device: int) -> Callable:
+    """`allocate(shape, strides, dtype)`: a new tensor on CUDA device
+    `device`, the current device when it is called: torch's strided
+    constructor for the current CUDA device, without torch.empty's
+    argument parsing, which Inductor's generated code allocates through
+    too (a training step makes some 150 buffers, at a few microseconds of
+    parsing each); torch.empty_strided where this torch has no such
+    constructor. The constructor takes `shape` and `strides` as tuples
+    (not torch.Size, not lists) of ints."""
+    import torch
+
+    try:
+        from torch._C._dynamo.guards import _empty_strided_cuda
+    except ImportError:
+        _empty_strided_cuda = None
+    if _empty_strided_cuda is not None:
+        return _empty_strided_cuda
+    empty_strided = torch.empty_strided
+
+    def allocate(shape, strides, dtype):
+        return empty_strided(shape, strides, dtype=dtype, device=device)
+
+    return allocate
+
+
+def matmul_precision_settings(names) -> dict:
+    """name -> (getter, setter) of each of torch.backends.cuda.matmul's
+    settings `names` (allow_tf32, allow_bf16_reduced_precision_reduction,
+    ...), called directly: the module's attribute access parses its
+    arguments in Python, microseconds a toggle. A reduction setting's getter
+    returns (reduced precision, split-K) where torch has both, and its
+    setter takes both; a bool and one argument where it has one."""
+    import torch
+
+    return {name: (getattr(torch._C, f"_get_cublas_{name}"),
+                   getattr(torch._C, f"_set_cublas_{name}")) for name in names}
 
 
 def stream_reader() -> Callable[[int], int]:

@@ -114,10 +114,12 @@ def bind(module, function, device: int, loaded: dict | None = None) -> BoundFunc
                                    (k.artifact.hash, k.artifact.entry) not in loaded])
         for launch, kernel in zip(function.launches, kernels):
             if kernel.library is not None:
+                operands = launch.inputs + launch.outputs
+                specs = [function.buffers[i].at(extent) for i in operands]
                 launches.append(BoundLaunch(
-                    launch.kernel, (1, 1, 1), tuple(launch.inputs + launch.outputs), (), None,
-                    None, library_function(launch.kernel, kernel.library,
-                                           kernel.arguments[0].dtype)))
+                    launch.kernel, (1, 1, 1), tuple(operands), (), None, None,
+                    library_function(launch.kernel, kernel.library, kernel.arguments[0].dtype,
+                                     None if any(s.is_dynamic for s in specs) else specs)))
                 continue
             artifact = kernel.artifact
             key = (artifact.hash, artifact.entry)
@@ -190,7 +192,7 @@ def fast_call(function, specs: list, layout: BufferLayout, bound: BoundFunction,
     device = bound.device
     results = tuple(function.results)
     count, size = len(specs), len(function.buffers)
-    allocate = _allocator(device)
+    allocate = internals.strided_allocator(device)
     # (buffer, shape, strides, dtype) of each allocation a call makes; the
     # shape and strides plain tuples of ints, which the constructor takes.
     fresh = {index: (index, tuple(map(int, shape)),
@@ -318,31 +320,6 @@ def fast_call(function, specs: list, layout: BufferLayout, bound: BoundFunction,
         return buffers[results[0]] if single else tuple(buffers[i] for i in results)
 
     return fast
-
-
-def _allocator(device):
-    """`allocate(shape, strides, dtype)`: a new tensor on CUDA device
-    `device`, the current device when a fast call allocates: torch's
-    strided constructor for the current CUDA device, without torch.empty's
-    argument parsing, which Inductor's generated code allocates through
-    too (a training step makes some 150 buffers, at a few microseconds of
-    parsing each); torch.empty_strided where this torch has no such
-    constructor. The constructor takes `shape` and `strides` as tuples
-    (not torch.Size, not lists) of ints."""
-    import torch
-
-    try:
-        from torch._C._dynamo.guards import _empty_strided_cuda
-    except ImportError:
-        _empty_strided_cuda = None
-    if _empty_strided_cuda is not None:
-        return _empty_strided_cuda
-    empty_strided = torch.empty_strided
-
-    def allocate(shape, strides, dtype):
-        return empty_strided(shape, strides, dtype=dtype, device=device)
-
-    return allocate
 
 
 # The widest element a workspace is seen as, in bytes.

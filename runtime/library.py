@@ -23,93 +23,170 @@ several calls).
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from typing import Callable
 
 from kgc.diagnostics import KgcError
+from kgc.element_types import torch_dtype
+from kgc.runtime import internals
 from kgc.tiling.library import LibraryCall
 
 __all__ = ["exact_products", "library_function"]
 
 # The setting of torch.backends.cuda.matmul that lets cuBLAS accumulate a
 # product of this element type less exactly than in f32.
-_INEXACT_SETTING = {"f32": "allow_tf32", "f16": "allow_fp16_reduced_precision_reduction",
+_INEXACT_SETTING = {"f32": "allow_tf32",
+                    "f16": "allow_fp16_reduced_precision_reduction",
                     "bf16": "allow_bf16_reduced_precision_reduction"}
 
 
 _exact = threading.local()
+# element type -> (getter, setter) of its setting, found on first use.
+_TOGGLES: dict = {}
 
 
-@contextlib.contextmanager
-def _exact_for(elements):
+def _toggles() -> dict:
+    if not _TOGGLES:
+        settings = internals.matmul_precision_settings(_INEXACT_SETTING.values())
+        _TOGGLES.update({e: settings[name] for e, name in _INEXACT_SETTING.items()})
+    return _TOGGLES
+
+
+class _ExactFor:
     """Products of `elements` sum in f32 in the block: torch's settings
-    that allow them less are off for its duration and on again after."""
-    import torch
+    that allow them less are off for its duration and as they were after."""
 
-    settings = torch.backends.cuda.matmul
-    turned = [_INEXACT_SETTING[e] for e in elements
-              if e in _INEXACT_SETTING and getattr(settings, _INEXACT_SETTING[e])]
-    for name in turned:
-        setattr(settings, name, False)
-    try:
-        yield
-    finally:
-        for name in turned:
-            setattr(settings, name, True)
+    __slots__ = ("elements", "turned")
+
+    def __init__(self, elements):
+        self.elements = elements
+
+    def __enter__(self):
+        toggles = _toggles()
+        self.turned = turned = []
+        for element in self.elements:
+            get_set = toggles.get(element)
+            if get_set is None:
+                continue
+            get, set_ = get_set
+            before = get()
+            # A reduction setting is (reduced precision, split-K) where
+            # torch has both, a bool where it has one.
+            if type(before) is tuple:
+                if before[0]:
+                    set_(False, *before[1:])
+                    turned.append((set_, before))
+            elif before:
+                set_(False)
+                turned.append((set_, (before,)))
+        return self
+
+    def __exit__(self, *exception):
+        for set_, before in reversed(self.turned):
+            set_(*before)
+        return False
 
 
-@contextlib.contextmanager
+class _ExactProducts(_ExactFor):
+    __slots__ = ()
+
+    def __init__(self):
+        super().__init__(_INEXACT_SETTING)
+
+    def __enter__(self):
+        super().__enter__()
+        _exact.depth = getattr(_exact, "depth", 0) + 1
+        return self
+
+    def __exit__(self, *exception):
+        _exact.depth -= 1
+        return super().__exit__(*exception)
+
+
 def exact_products():
     """Library products in the block sum in f32 as kg.matmul does: torch's
     settings that allow less are off for its duration, once, and each
     call within skips its own toggle."""
-    with _exact_for(_INEXACT_SETTING):
-        _exact.depth = getattr(_exact, "depth", 0) + 1
-        try:
-            yield
-        finally:
-            _exact.depth -= 1
+    return _ExactProducts()
 
 
-def library_function(kernel: str, call: LibraryCall, element: str) -> Callable[..., None]:
+def library_function(kernel: str, call: LibraryCall, element: str,
+                     buffers=None) -> Callable[..., None]:
     """The call of library kernel `kernel` on its buffers (tensors: its
-    inputs, then its result), whose operands are of `element`."""
-    import torch
-
+    inputs, then its result), whose operands are of `element`. `buffers`
+    (the kernel's buffers as `kgc.pipeline.compiler.TensorSpec`s, or
+    anything with a shape and an element type name) settles once what a
+    call would otherwise work out from its tensors each time: the view of
+    the result in the product's shape, and which torch function to call.
+    A runtime makes one per kernel and calls it with every launch, so that
+    its host time is one Python call around torch's."""
     if call.name != "matmul":
         raise KgcError(f"kernel @{kernel} calls the library function '{call.name}', which this "
                        "runtime does not know (it knows 'matmul'); compile it again")
-    arguments, bias_of = call.arguments, call.bias_of
-    matmul, mm = torch.matmul, torch.mm
-    if call.bias is None:
-        def product(buffers):
-            a, b, c = arguments(buffers)
-            if c.dtype != a.dtype:
+    if buffers is None:
+        def each_call(*tensors) -> None:
+            _product(call, element, [(tuple(t.shape), t.dtype) for t in tensors])(*tensors)
+        return each_call
+    return _product(call, element, [(tuple(b.shape), torch_dtype(b.dtype)) for b in buffers])
+
+
+def _product(call: LibraryCall, element: str, shapes: list) -> Callable[..., None]:
+    """The call for buffers of `shapes` ((shape, torch dtype) each, the
+    inputs then the result)."""
+    import torch
+
+    first, second = call.operands
+    swap_a, swap_b = call.transpose_a, call.transpose_b
+    a_shape, b_shape = list(shapes[first][0]), list(shapes[second][0])
+    if swap_a:
+        a_shape[-2:] = a_shape[-1], a_shape[-2]
+    if swap_b:
+        b_shape[-2:] = b_shape[-1], b_shape[-2]
+    result_shape, result_dtype = shapes[-1]
+    product_shape = None
+    if tuple(result_shape[-2:]) != (a_shape[-2], b_shape[-1]) or \
+            len(result_shape) != max(len(a_shape), len(b_shape)):
+        # The kernel returns a reshape of the product: the call writes the
+        # result seen in the product's shape (a linear layer's batch is its
+        # input's).
+        batch = torch.broadcast_shapes(tuple(a_shape[:-2]), tuple(b_shape[:-2]))
+        product_shape = (*batch, a_shape[-2], b_shape[-1])
+    dims = len(product_shape or result_shape)
+    plain = len(a_shape) == 2 and len(b_shape) == 2 and dims == 2
+    bias = call.bias
+    # A half-float product written as f32.
+    out_dtype = None if result_dtype == torch_dtype(element) else result_dtype
+    # torch.mm skips matmul's dispatch on the dims (a linear layer's product
+    # is 2-D: a microsecond of host time a call).
+    multiply = torch.mm if plain else torch.matmul
+    addmm = torch.addmm
+
+    def product(*tensors) -> None:
+        a, b, c = tensors[first], tensors[second], tensors[-1]
+        if swap_a:
+            a = a.mT
+        if swap_b:
+            b = b.mT
+        if product_shape is not None:
+            c = c.view(product_shape)
+        exact = None if getattr(_exact, "depth", 0) else _ExactFor((element,))
+        if exact is not None:
+            exact.__enter__()
+        try:
+            if bias is not None:
+                addmm(tensors[bias].reshape(-1), a, b, out=c)
+            elif out_dtype is None:
+                multiply(a, b, out=c)
+            elif c.is_cuda:
                 # A half-float product written as f32 (2-d: kgc.tiling.
                 # library): cuBLAS writes its f32 sum through torch's
-                # out_dtype, a CUDA overload; elsewhere the same sum of
-                # the operands widened.
-                if c.is_cuda:
-                    mm(a, b, out_dtype=c.dtype, out=c)
-                else:
-                    mm(a.to(c.dtype), b.to(c.dtype), out=c)
-            # torch.mm skips matmul's dispatch on the dims (a linear layer's
-            # product is 2-D: a microsecond of host time a call).
-            elif a.dim() == 2 and b.dim() == 2 and c.dim() == 2:
-                mm(a, b, out=c)
+                # out_dtype, a CUDA overload; elsewhere the same sum of the
+                # operands widened.
+                multiply(a, b, out_dtype=out_dtype, out=c)
             else:
-                matmul(a, b, out=c)
-    else:
-        def product(buffers):
-            a, b, c = arguments(buffers)
-            torch.addmm(bias_of(buffers), a, b, out=c)
+                multiply(a.to(out_dtype), b.to(out_dtype), out=c)
+        finally:
+            if exact is not None:
+                exact.__exit__(None, None, None)
 
-    def run(*buffers) -> None:
-        if getattr(_exact, "depth", 0):
-            product(buffers)
-            return
-        with _exact_for((element,)):
-            product(buffers)
-
-    return run
+    return product

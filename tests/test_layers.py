@@ -235,7 +235,8 @@ def test_base_lookups_do_not_pull_in_the_code_generator(module):
 
 
 def _private_uses(path: pathlib.Path) -> list[str]:
-    """Where a module imports Triton or reads a private name of torch's."""
+    """Where a module imports Triton or reads or imports a private name of
+    torch's."""
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
@@ -243,6 +244,11 @@ def _private_uses(path: pathlib.Path) -> list[str]:
                       if a.name.split(".")[0] == "triton"]
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level \
                 and node.module.split(".")[0] == "triton":
+            found.append(f"{node.lineno}: from {node.module}")
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level \
+                and node.module.split(".")[0] == "torch" and (
+                    any(part.startswith("_") for part in node.module.split("."))
+                    or any(a.name.startswith("_") for a in node.names)):
             found.append(f"{node.lineno}: from {node.module}")
         elif isinstance(node, ast.Attribute) and node.attr.startswith("_") \
                 and isinstance(node.value, ast.Name) and node.value.id == "torch":

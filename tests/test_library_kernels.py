@@ -602,3 +602,97 @@ def test_lora_s_one_kernel_of_128_rows_takes_64_row_tiles_over_128_deep_steps():
         knobs = {name: knob(kernel, name) for name in ("block_m", "block_n", "block_k")}
     # 2 x 32 programs; the search's choice (9.6 us against 14.1 at 128 rows).
     assert knobs == {"block_m": 64, "block_n": 64, "block_k": 128}
+
+
+@pytest.mark.parametrize("case", ["plain", "a^T", "b^T", "batched", "rows as batch", "bias",
+                                  "widened"])
+@pytest.mark.parametrize("m", [1, 17, 1000])
+def test_a_call_made_for_its_buffers_computes_the_product(case, m):
+    # The runtime makes a kernel's call once for its buffers' shapes and
+    # types; the same call worked out from the tensors of each call (the
+    # CPU path with no buffers given) and torch's product must agree.
+    from kgc.pipeline.compiler import TensorSpec
+    from kgc.runtime.library import library_function
+
+    generator = torch.Generator().manual_seed(m)
+
+    def tensor(*shape, dtype=torch.float32):
+        return torch.randn(*shape, generator=generator).to(dtype)
+
+    k, n, element = 33, 19, "f32"
+    if case == "plain":
+        call, inputs = LibraryCall("matmul"), [tensor(m, k), tensor(k, n)]
+        expected = inputs[0] @ inputs[1]
+    elif case == "a^T":
+        call, inputs = LibraryCall("matmul", transpose_a=True), [tensor(k, m), tensor(k, n)]
+        expected = inputs[0].T @ inputs[1]
+    elif case == "b^T":
+        call = LibraryCall("matmul", (1, 0), transpose_b=True)
+        inputs = [tensor(n, k), tensor(m, k)]
+        expected = inputs[1] @ inputs[0].T
+    elif case == "batched":
+        call, inputs = LibraryCall("matmul"), [tensor(3, m, k), tensor(3, k, n)]
+        expected = inputs[0] @ inputs[1]
+    elif case == "rows as batch":
+        # A linear layer over [2, m] rows whose kernel returns the product
+        # flattened to [2 m, n]: the call writes it seen as [2, m, n].
+        call, inputs = LibraryCall("matmul"), [tensor(2, m, k), tensor(k, n)]
+        expected = (inputs[0] @ inputs[1]).reshape(2 * m, n)
+    elif case == "bias":
+        call = LibraryCall("matmul", bias=2)
+        inputs = [tensor(m, k), tensor(k, n), tensor(1, n)]
+        expected = inputs[0] @ inputs[1] + inputs[2]
+    else:
+        element = "bf16"
+        call = LibraryCall("matmul")
+        inputs = [tensor(m, k, dtype=torch.bfloat16), tensor(k, n, dtype=torch.bfloat16)]
+        expected = inputs[0].float() @ inputs[1].float()
+    shapes = [tuple(t.shape) for t in inputs] + [tuple(expected.shape)]
+    kinds = {torch.float32: "f32", torch.bfloat16: "bf16"}
+    specs = [TensorSpec(shape, kinds[t.dtype]) for shape, t in zip(shapes, inputs + [expected])]
+    for buffers in (specs, None):
+        out = torch.full(expected.shape, float("nan"), dtype=expected.dtype)
+        library_function("k", call, element, buffers)(*inputs, out)
+        torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_library_call_sums_exactly_and_restores_the_settings_as_they_were(monkeypatch):
+    from kgc.pipeline.compiler import TensorSpec
+    from kgc.runtime import library
+
+    getter = torch._C._get_cublas_allow_bf16_reduced_precision_reduction
+    setter = torch._C._set_cublas_allow_bf16_reduced_precision_reduction
+    before, tf32 = getter(), torch._C._get_cublas_allow_tf32()
+    pair = isinstance(before, tuple)  # (reduced precision, split-K) where torch has both
+    on, off = ((True, True), (False, True)) if pair else (True, False)
+    seen = []
+    real_mm = torch.mm
+
+    def recording_mm(*arguments, **keywords):
+        seen.append((getter(), torch._C._get_cublas_allow_tf32()))
+        return real_mm(*arguments, **keywords)
+
+    monkeypatch.setattr(torch, "mm", recording_mm)
+    try:
+        setter(*on) if pair else setter(on)
+        torch._C._set_cublas_allow_tf32(True)
+        call = library.library_function(
+            "k", LibraryCall("matmul"), "bf16",
+            [TensorSpec((4, 8), "bf16"), TensorSpec((8, 3), "bf16"), TensorSpec((4, 3), "bf16")])
+        a, b = torch.randn(4, 8).bfloat16(), torch.randn(8, 3).bfloat16()
+        call(a, b, torch.empty(4, 3, dtype=torch.bfloat16))
+        # On its own the call turns off its element type's setting only;
+        # inside exact_products every one is off.
+        with library.exact_products():
+            call(a, b, torch.empty(4, 3, dtype=torch.bfloat16))
+        assert seen == [(off, True), (off, False)]
+        assert getter() == on and torch._C._get_cublas_allow_tf32()
+        if pair:
+            # A setting already exact, split-K off too, is left as it is.
+            setter(False, False)
+            with library.exact_products():
+                call(a, b, torch.empty(4, 3, dtype=torch.bfloat16))
+            assert seen[-1][0] == (False, False) and getter() == (False, False)
+    finally:
+        setter(*before) if pair else setter(before)
+        torch._C._set_cublas_allow_tf32(tf32)
