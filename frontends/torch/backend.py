@@ -85,6 +85,7 @@ from kgc.torch.partition import plan_partitions
 from kgc.torch.eager import prims_as_aten
 from kgc.torch.index_adds import scatter_adds_as_index_adds
 from kgc.torch.reinplace import scatter_adds_in_place
+from kgc.torch.view_methods import views_as_methods
 
 _LOG = logging.getLogger(__name__)
 
@@ -485,6 +486,8 @@ class Backend:
         if not plan.partitions:
             scatter_adds_in_place(module)
             prims_as_aten(module)
+            if views_as_methods(module):
+                module.recompile()
             return module
         from torch.fx.passes.utils.fuser_utils import fuse_by_partitions
 
@@ -529,6 +532,7 @@ class Backend:
                 partition.report = report.partitions[-1]
             if partition is not None:
                 setattr(fused, name, partition)
+        views_as_methods(fused)
         fused.recompile()
         handing_over_arguments(fused, [name for name, child in fused.named_children()
                                        if isinstance(child, CompiledPartition)
