@@ -137,22 +137,12 @@ def _product(call: LibraryCall, element: str, shapes: list) -> Callable[..., Non
 
     first, second = call.operands
     swap_a, swap_b = call.transpose_a, call.transpose_b
-    a_shape, b_shape = list(shapes[first][0]), list(shapes[second][0])
-    if swap_a:
-        a_shape[-2:] = a_shape[-1], a_shape[-2]
-    if swap_b:
-        b_shape[-2:] = b_shape[-1], b_shape[-2]
     result_shape, result_dtype = shapes[-1]
-    product_shape = None
-    if tuple(result_shape[-2:]) != (a_shape[-2], b_shape[-1]) or \
-            len(result_shape) != max(len(a_shape), len(b_shape)):
-        # The kernel returns a reshape of the product: the call writes the
-        # result seen in the product's shape (a linear layer's batch is its
-        # input's).
-        batch = torch.broadcast_shapes(tuple(a_shape[:-2]), tuple(b_shape[:-2]))
-        product_shape = (*batch, a_shape[-2], b_shape[-1])
+    # Where the kernel returns a reshape of the product, the call writes the
+    # result seen in the product's shape.
+    product_shape = call.result_view([shape for shape, _ in shapes])
     dims = len(product_shape or result_shape)
-    plain = len(a_shape) == 2 and len(b_shape) == 2 and dims == 2
+    plain = len(shapes[first][0]) == 2 and len(shapes[second][0]) == 2 and dims == 2
     bias = call.bias
     # A half-float product written as f32.
     out_dtype = None if result_dtype == torch_dtype(element) else result_dtype

@@ -221,20 +221,35 @@ class LibraryCall:
         if self.transpose_b:
             b = b.transpose(-1, -2)
         c = buffers[-1]
-        if c is not None and (c.shape[-2:] != (a.shape[-2], b.shape[-1])
-                              or c.dim() != max(a.dim(), b.dim())):
-            # A linear layer's batch is its input's; only two batches need
-            # broadcasting (torch's helper costs microseconds a call).
-            if b.dim() == 2:
-                batch = a.shape[:-2]
-            elif a.dim() == 2:
-                batch = b.shape[:-2]
-            else:
-                import torch
-
-                batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-            c = c.view(*batch, a.shape[-2], b.shape[-1])
+        if c is not None:
+            view = self.result_view([tuple(t.shape) for t in buffers])
+            if view is not None:
+                c = c.view(view)
         return a, b, c
+
+    def result_view(self, shapes: Sequence[Sequence[int]]) -> tuple[int, ...] | None:
+        """The shape the call sees the kernel's result in, for buffers of
+        `shapes` (its inputs, then its result): the product's, where the
+        result is a reshape of it; None where it is the product's already."""
+        a, b = list(shapes[self.operands[0]]), list(shapes[self.operands[1]])
+        if self.transpose_a:
+            a[-2:] = a[-1], a[-2]
+        if self.transpose_b:
+            b[-2:] = b[-1], b[-2]
+        c = tuple(shapes[-1])
+        if c[-2:] == (a[-2], b[-1]) and len(c) == max(len(a), len(b)):
+            return None
+        # A linear layer's batch is its input's; only two batches need
+        # broadcasting (torch's helper costs microseconds a call).
+        if len(b) == 2:
+            batch = tuple(a[:-2])
+        elif len(a) == 2:
+            batch = tuple(b[:-2])
+        else:
+            import torch
+
+            batch = tuple(torch.broadcast_shapes(tuple(a[:-2]), tuple(b[:-2])))
+        return (*batch, a[-2], b[-1])
 
     def bias_of(self, buffers: Sequence):
         """The bias among the kernel's `buffers`, as the n elements it adds
